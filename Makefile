@@ -1,0 +1,52 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.test-installed
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: run test check unit compat slow install install-test bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+install-test: $(TEST_STAMP)
+	bash tools/setup-test-deps.sh
+
+run: $(STAMP)
+	$(BIN)/kcompat serve
+
+check: $(TEST_STAMP)
+	$(BIN)/ruff check kcompat tests compat_tests tools benchmarks spark_examples
+	$(BIN)/mypy kcompat
+	$(BIN)/python tools/check_imports.py
+
+unit: $(TEST_STAMP)
+	$(BIN)/python -m pytest tests -q
+
+compat: install-test
+	$(BIN)/python -m pytest compat_tests -q -m "not slow"
+
+slow: install-test
+	$(BIN)/python -m pytest compat_tests -q -m slow
+
+# pytest exits 5 when it collected nothing; each layer must have run tests to pass.
+test: install-test check unit compat slow
+
+bench: $(TEST_STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
