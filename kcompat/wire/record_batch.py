@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
 
 HEADER_SIZE = 61
@@ -155,3 +156,113 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
         out.append((pos, size))
         pos += size
     return out
+
+
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_ATTRIBUTES_OFFSET = 21
+_MAX_TIMESTAMP_OFFSET = 35
+_CRC_OFFSET = 17
+_MAX_CODEC = 4  # zstd; ids 5-7 are undefined
+_MIN_RECORD_SIZE = 7  # see records.py
+
+
+def set_log_append_time(batch: bytearray | memoryview, ts_ms: int, pos: int = 0) -> None:
+    """Stamp the batch with the broker's append time, as Java's DefaultRecordBatch.setMaxTimestamp does.
+
+    Sets the LogAppendTime bit, writes `ts_ms` over maxTimestamp (consumers then report it as every
+    record's timestamp) and recomputes the CRC, since both fields lie inside it.
+    """
+    (length,) = _LENGTH.unpack_from(batch, pos + 8)
+    end = pos + LOG_OVERHEAD + length
+    if length < HEADER_SIZE - LOG_OVERHEAD or end > len(batch):
+        raise ValueError(f"no whole batch at {pos}: length {length}, {len(batch) - pos} bytes present")
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, pos + _ATTRIBUTES_OFFSET)
+    _ATTRIBUTES.pack_into(batch, pos + _ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    _MAX_TIMESTAMP.pack_into(batch, pos + _MAX_TIMESTAMP_OFFSET, ts_ms)
+    view = batch if isinstance(batch, memoryview) else memoryview(batch)
+    _CRC.pack_into(batch, pos + _CRC_OFFSET, crc32c(view[pos + CRC_START : end]))
+
+
+class RecordBatchError(DecodeError):
+    """A produced batch Kafka would reject; `error` is the Kafka error code to answer with."""
+
+    def __init__(self, error: ErrorCode, reason: str, field: str | None = None) -> None:
+        super().__init__(reason, field)
+        self.error = error
+
+    @property
+    def error_name(self) -> str:
+        return self.error.name
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, *, allow_control: bool = False) -> BatchHeader:
+    """The header of the one batch that fills `buf`, checked as Kafka checks a produced batch.
+
+    Only the header and the CRC are looked at, never the records (the produce hot path stores the
+    batch as it came). CORRUPT_MESSAGE for a size or CRC problem (Java clients retry it),
+    INVALID_RECORD for a header no producer should write: wrong magic, unknown codec, a record
+    count that disagrees with the offset range, or a control batch from a client.
+    """
+    n = len(buf)
+    if n < HEADER_SIZE:
+        raise RecordBatchError(
+            ErrorCode.CORRUPT_MESSAGE, f"{n} bytes cannot hold a {HEADER_SIZE}-byte batch header", "record_batch"
+        )
+    h = BatchHeader(*_HEADER.unpack_from(buf, 0))
+    if LOG_OVERHEAD + h.batch_length < n and _whole_batch_follows(buf, LOG_OVERHEAD + h.batch_length):
+        raise RecordBatchError(
+            ErrorCode.INVALID_RECORD, "a produced partition must hold exactly one batch", "record_batch"
+        )
+    if h.batch_length + LOG_OVERHEAD != n:
+        raise RecordBatchError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"batch length {h.batch_length} + {LOG_OVERHEAD} disagrees with the {n} bytes sent",
+            "record_batch.batch_length",
+        )
+    if h.magic != 2:
+        raise RecordBatchError(
+            ErrorCode.INVALID_RECORD, f"magic {h.magic}: only v2 batches may be produced", "record_batch.magic"
+        )
+    crc = compute_crc(buf)
+    if crc != h.crc:
+        raise RecordBatchError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"CRC-32C {crc:#010x} does not match stored {h.crc:#010x}",
+            "record_batch.crc",
+        )
+    if h.attributes & COMPRESSION_MASK > _MAX_CODEC:
+        raise RecordBatchError(
+            ErrorCode.INVALID_RECORD,
+            f"unknown compression codec id {h.attributes & COMPRESSION_MASK}",
+            "record_batch.attributes",
+        )
+    if h.is_control and not allow_control:
+        raise RecordBatchError(
+            ErrorCode.INVALID_RECORD, "clients may not write control batches", "record_batch.attributes"
+        )
+    if h.records_count <= 0:
+        raise RecordBatchError(
+            ErrorCode.INVALID_RECORD, f"record count {h.records_count} is not positive", "record_batch.records_count"
+        )
+    if h.last_offset_delta != h.records_count - 1:
+        raise RecordBatchError(
+            ErrorCode.INVALID_RECORD,
+            f"last offset delta {h.last_offset_delta} disagrees with {h.records_count} records",
+            "record_batch.last_offset_delta",
+        )
+    if not h.compression and h.records_count * _MIN_RECORD_SIZE > n - HEADER_SIZE:
+        raise RecordBatchError(
+            ErrorCode.INVALID_RECORD,
+            f"{h.records_count} records cannot fit in {n - HEADER_SIZE} bytes",
+            "record_batch.records_count",
+        )
+    return h
+
+
+def _whole_batch_follows(buf: bytes | bytearray | memoryview, pos: int) -> bool:
+    if len(buf) - pos < LOG_OVERHEAD:
+        return False
+    length: int = _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1]
+    return length >= HEADER_SIZE - LOG_OVERHEAD and pos + LOG_OVERHEAD + length <= len(buf)
