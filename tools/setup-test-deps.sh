@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Installs what compat_tests needs beyond the Python packages:
+#   - kcat (Debian package), when it is missing;
+#   - Java jars resolved by Maven from Maven Central into .deps/<name>/,
+#     one folder per pom under tools/deps/<name>/pom.xml.
+# Idempotent: a folder whose stamp matches its pom's hash is left alone, so a
+# second run takes well under a second. Exits non-zero when anything fails.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEPS="$ROOT/.deps"
+POMS="$ROOT/tools/deps"
+
+say() { echo "setup-test-deps: $*"; }
+die() { echo "setup-test-deps: ERROR: $*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root (or sudo) to run: $*"
+    fi
+}
+
+APT_UPDATED=0
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install $* by hand"
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        say "apt-get update"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || die "apt-get update failed"
+        APT_UPDATED=1
+    fi
+    say "apt-get install $*"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null \
+        || die "apt-get install $* failed"
+}
+
+# --- system tools -----------------------------------------------------------
+if command -v kcat >/dev/null 2>&1; then
+    say "kcat present ($(command -v kcat))"
+else
+    apt_install kcat
+    command -v kcat >/dev/null 2>&1 || die "kcat still missing after apt-get install"
+fi
+
+if ! command -v java >/dev/null 2>&1; then
+    apt_install openjdk-17-jre-headless
+fi
+if ! command -v mvn >/dev/null 2>&1; then
+    apt_install maven
+fi
+
+# --- Java jars --------------------------------------------------------------
+pom_hash() { sha256sum "$1" | cut -d' ' -f1; }
+
+resolve() {
+    local name="$1" pom="$POMS/$1/pom.xml" dest="$DEPS/$1"
+    local want stamp_file tmp
+    want="$(pom_hash "$pom")"
+    stamp_file="$dest/.stamp"
+    if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$want" ] && compgen -G "$dest/*.jar" >/dev/null; then
+        say "$name: up to date ($(find "$dest" -maxdepth 1 -name '*.jar' | wc -l) jars)"
+        return 0
+    fi
+    say "$name: resolving from Maven Central (tools/deps/$name/pom.xml)"
+    mkdir -p "$DEPS"
+    tmp="$(mktemp -d "$DEPS/.$name.XXXXXX")"
+    # A failed resolution leaves the previous folder as it was.
+    if ! mvn -B -q -f "$pom" dependency:copy-dependencies \
+            -DincludeScope=runtime -DoutputDirectory="$tmp" >"$tmp.log" 2>&1; then
+        cat "$tmp.log" >&2
+        rm -rf "$tmp" "$tmp.log"
+        die "$name: mvn dependency:copy-dependencies failed"
+    fi
+    rm -f "$tmp.log"
+    compgen -G "$tmp/*.jar" >/dev/null || { rm -rf "$tmp"; die "$name: Maven resolved no jars"; }
+    echo "$want" >"$tmp/.stamp"
+    rm -rf "$dest"
+    mv "$tmp" "$dest"
+    say "$name: $(find "$dest" -maxdepth 1 -name '*.jar' | wc -l) jars in .deps/$name/"
+}
+
+for pom in "$POMS"/*/pom.xml; do
+    resolve "$(basename "$(dirname "$pom")")"
+done
+
+say "done"
