@@ -1,0 +1,339 @@
+"""Compile schema declarations into a decoder and an encoder per version.
+
+A declaration (kcompat.wire.schema) is data; this module turns (message, version) into two
+closures over precomputed field steps, cached on first use:
+
+    decode(reader) -> Struct      every field of that version read in order; fields the version
+                                  lacks get their defaults; in flexible versions the tagged-field
+                                  section is read, known tags decoded, unknown ones kept as raw
+                                  bytes so that re-encoding gives back the same bytes
+    encode(writer, value)         value is a Struct or a plain dict; missing keys take defaults
+
+Decoded values are `Struct` instances: one class per struct name of a message, built from the
+declaration, with snake_case attributes. `bytes` fields decode to bytes; `records` fields decode
+to a memoryview of the request buffer (zero copy) and encode from bytes, memoryviews or
+pass-through objects (file slices) that the Writer keeps in place for sendfile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.primitives import Reader, Writer
+from kcompat.wire.schema import F, Message
+
+Decoder = Callable[[Reader], Any]
+Encoder = Callable[[Writer, Any], None]
+
+_FIXED_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4, "float64": 8, "bool": 1, "uuid": 16}
+UNKNOWN_TAGS = "_unknown_tags"
+_MISSING: Any = object()
+
+
+class Struct:
+    """A decoded (or to-be-encoded) message or struct: attributes named after the schema's fields."""
+
+    _field_names: tuple[str, ...] = ()
+    _factories: dict[str, Callable[[], Any]] = {}
+
+    def __init__(self, **values: Any) -> None:
+        d = self.__dict__
+        for name, make in self._factories.items():
+            d[name] = values.pop(name) if name in values else make()
+        if values:
+            raise TypeError(f"{type(self).__name__} has no field(s) {sorted(values)}")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.__dict__ == self.__dict__
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items() if k != UNKNOWN_TAGS)
+        return f"{type(self).__name__}({inner})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dicts and lists, for logs and tests."""
+
+        def plain(v: Any) -> Any:
+            if isinstance(v, Struct):
+                return v.to_dict()
+            if isinstance(v, list):
+                return [plain(x) for x in v]
+            if isinstance(v, memoryview):
+                return bytes(v)
+            return v
+
+        return {k: plain(v) for k, v in self.__dict__.items() if k != UNKNOWN_TAGS}
+
+
+class MessageCodec:
+    """The classes and per-version coders of one message declaration."""
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+        self.classes: dict[str, type[Struct]] = {}
+        self.cls = self._class_for(message.name, message.fields)
+        for name, c in self.classes.items():
+            if c is not self.cls:
+                setattr(self.cls, name, c)
+        self._compiled: dict[tuple[str, int], tuple[Decoder, Encoder, int]] = {}
+
+    # -- classes ------------------------------------------------------------------------------
+    def _class_for(self, name: str, fields: tuple[F, ...]) -> type[Struct]:
+        existing = self.classes.get(name)
+        if existing is not None:
+            return existing
+        factories: dict[str, Callable[[], Any]] = {}
+        cls = type(name, (Struct,), {"_field_names": tuple(f.name for f in fields), "_factories": factories})
+        self.classes[name] = cls
+        for f in fields:
+            factories[f.name] = self._factory(f)
+        return cls
+
+    def _factory(self, f: F) -> Callable[[], Any]:
+        if f.is_struct and not f.is_array:
+            sub = self._class_for(f.element_type, f.fields)
+            return sub
+        if f.is_struct:
+            self._class_for(f.element_type, f.fields)
+        default = f.default
+        if f.is_array:
+            if default is None:
+                return lambda: None
+            return list
+        return lambda: default
+
+    # -- public -------------------------------------------------------------------------------
+    def new(self, **values: Any) -> Struct:
+        return self.cls(**values)
+
+    def decode(self, data: bytes | bytearray | memoryview | Reader, version: int) -> Any:
+        """Decode one message body of `version`; a trailing remainder is an error for whole buffers."""
+        r = data if isinstance(data, Reader) else Reader(data)
+        value = self.decoder(version)(r)
+        if not isinstance(data, Reader) and r.remaining():
+            raise DecodeError(f"{r.remaining()} unexpected bytes after the message", self.message.name)
+        return value
+
+    def encode(self, value: Any, version: int) -> bytes:
+        w = Writer()
+        self.encoder(version)(w, value)
+        return w.getvalue()
+
+    def write(self, w: Writer, value: Any, version: int) -> None:
+        self.encoder(version)(w, value)
+
+    def decoder(self, version: int) -> Decoder:
+        return self._compile(version)[0]
+
+    def encoder(self, version: int) -> Encoder:
+        return self._compile(version)[1]
+
+    def _compile(self, version: int) -> tuple[Decoder, Encoder, int]:
+        key = (self.message.name, version)
+        got = self._compiled.get(key)
+        if got is None:
+            if version not in self.message.versions:
+                raise KeyError(f"{self.message.name} has no version {version} (declared {self.message.versions})")
+            got = self._struct(self.cls, self.message.fields, version)
+            self._compiled[key] = got
+        return got
+
+    # -- compiling ----------------------------------------------------------------------------
+    def _struct(self, cls: type[Struct], fields: tuple[F, ...], version: int) -> tuple[Decoder, Encoder, int]:
+        flexible = version in self.message.flexible
+        steps: list[tuple[str, Decoder, Encoder, Any]] = []
+        tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]] = {}
+        absent: list[tuple[str, Callable[[], Any]]] = []
+        min_size = 1 if flexible else 0
+        for f in fields:
+            make = cls._factories[f.name]
+            if version not in f.versions:
+                absent.append((f.name, make))
+                continue
+            read, write, size = self._field(f, version, flexible)
+            if flexible and f.tag is not None and version in f.tagged:
+                tagged[f.tag] = (f.name, read, write, make)
+                absent.append((f.name, make))
+            else:
+                steps.append((f.name, read, write, make()))
+                min_size += size
+        name = cls.__name__
+        new = object.__new__
+        step_reads = [(n, rd) for n, rd, _, _ in steps]
+        step_writes = [(n, wr, dflt) for n, _, wr, dflt in steps]
+
+        def decode(r: Reader) -> Any:
+            o = new(cls)
+            d = o.__dict__
+            for fname, make in absent:
+                d[fname] = make()
+            for fname, read in step_reads:
+                try:
+                    d[fname] = read(r)
+                except DecodeError as e:
+                    raise e.within(fname) from None
+            if flexible:
+                try:
+                    section = r.tagged_fields()
+                except DecodeError as e:
+                    raise e.within(f"{name}.tagged_fields") from None
+                unknown = []
+                for tag, data in section:
+                    known = tagged.get(tag)
+                    if known is None:
+                        unknown.append((tag, bytes(data)))
+                        continue
+                    sub = Reader(data)
+                    try:
+                        d[known[0]] = known[1](sub)
+                        if sub.remaining():
+                            raise DecodeError(f"{sub.remaining()} bytes left over in tagged field {tag}")
+                    except DecodeError as e:
+                        raise e.within(known[0]) from None
+                if unknown:
+                    d[UNKNOWN_TAGS] = unknown
+            return o
+
+        def encode(w: Writer, value: Any) -> None:
+            get = value.get if isinstance(value, dict) else value.__dict__.get
+            for fname, write, default in step_writes:
+                v = get(fname, default)
+                try:
+                    write(w, v)
+                except (TypeError, ValueError, OverflowError, AttributeError) as e:
+                    raise type(e)(f"{name}.{fname}: {e}") from None
+            if flexible:
+                out: list[tuple[int, bytes]] = list(get(UNKNOWN_TAGS, None) or ())
+                for tag, (fname, _, write, make) in tagged.items():
+                    v = get(fname, _MISSING)
+                    if v is _MISSING or v == make():  # Kafka writes a tagged field only when it differs from its default
+                        continue
+                    sub = Writer()
+                    write(sub, v)
+                    out.append((tag, sub.getvalue()))
+                w.tagged_fields(out)
+
+        return decode, encode, min_size
+
+    def _field(self, f: F, version: int, flexible: bool) -> tuple[Decoder, Encoder, int]:
+        compact = flexible if f.flexible is None else version in f.flexible
+        nullable = version in f.nullable
+        label = f.name
+        if f.is_array:
+            elem_read, elem_write, elem_size = self._element(f, version, compact, nullable=False)
+            item_size = max(elem_size, 1)
+            if compact:
+
+                def read_array(r: Reader) -> Any:
+                    n = r.compact_array_length(item_size)
+                    if n < 0:
+                        if not nullable:
+                            raise DecodeError("null array in a non-nullable field")
+                        return None
+                    return [elem_read(r) for _ in range(n)]
+
+                def write_array(w: Writer, v: Any) -> None:
+                    if v is None:
+                        _null_ok(nullable, label)
+                        w.compact_array_length(None)
+                        return
+                    w.compact_array_length(len(v))
+                    for item in v:
+                        elem_write(w, item)
+
+                return read_array, write_array, 1
+
+            def read_array32(r: Reader) -> Any:
+                n = r.array_length(item_size)
+                if n < 0:
+                    if not nullable:
+                        raise DecodeError("null array in a non-nullable field")
+                    return None
+                return [elem_read(r) for _ in range(n)]
+
+            def write_array32(w: Writer, v: Any) -> None:
+                if v is None:
+                    _null_ok(nullable, label)
+                    w.array_length(None)
+                    return
+                w.array_length(len(v))
+                for item in v:
+                    elem_write(w, item)
+
+            return read_array32, write_array32, 4
+        return self._element(f, version, compact, nullable)
+
+    def _element(self, f: F, version: int, compact: bool, nullable: bool) -> tuple[Decoder, Encoder, int]:
+        t = f.element_type
+        label = f.name
+        if f.is_struct:
+            sub_cls = self._class_for(t, f.fields)
+            key = (t, version)
+            got = self._compiled.get(key)
+            if got is None:
+                got = self._struct(sub_cls, f.fields, version)
+                self._compiled[key] = got
+            sread, swrite, ssize = got
+            if not nullable:
+                return sread, swrite, ssize
+
+            def read_opt(r: Reader) -> Any:
+                return None if r.int8() < 0 else sread(r)
+
+            def write_opt(w: Writer, v: Any) -> None:
+                if v is None:
+                    w.int8(-1)
+                else:
+                    w.int8(1)
+                    swrite(w, v)
+
+            return read_opt, write_opt, 1
+        if t in _FIXED_SIZE:
+            reader_name = {"bool": "boolean"}.get(t, t)
+            rd: Callable[[Reader], Any] = getattr(Reader, reader_name)
+            wr: Callable[[Writer, Any], None] = getattr(Writer, reader_name)
+            return rd, wr, _FIXED_SIZE[t]
+        if t == "string":
+            srd = Reader.compact_string if compact else Reader.string
+            swr = Writer.compact_string if compact else Writer.string
+
+            def read_string(r: Reader) -> Any:
+                v = srd(r)
+                if v is None and not nullable:
+                    raise DecodeError("null string in a non-nullable field")
+                return v
+
+            def write_string(w: Writer, v: Any) -> None:
+                if v is None:
+                    _null_ok(nullable, label)
+                swr(w, v)
+
+            return read_string, write_string, 1 if compact else 2
+        if t in ("bytes", "records"):
+            brd = Reader.compact_bytes if compact else Reader.bytes_
+            bwr = Writer.compact_bytes if compact else Writer.bytes_
+            as_bytes = t == "bytes"
+
+            def read_bytes(r: Reader) -> Any:
+                v = brd(r)
+                if v is None:
+                    if not nullable:
+                        raise DecodeError("null bytes in a non-nullable field")
+                    return None
+                return bytes(v) if as_bytes else v
+
+            def write_bytes(w: Writer, v: Any) -> None:
+                if v is None:
+                    _null_ok(nullable, label)
+                bwr(w, v)
+
+            return read_bytes, write_bytes, 1 if compact else 4
+        raise AssertionError(f"unknown type {t}")
+
+
+def _null_ok(nullable: bool, name: str) -> None:
+    if not nullable:
+        raise ValueError(f"{name} is not nullable in this version")
+

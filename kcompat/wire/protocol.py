@@ -1,0 +1,155 @@
+"""Frames, headers and the API table: from a request frame to a typed body, and back.
+
+    request frame   = size int32 | request header | request body
+    request header  v0: api_key int16, api_version int16, correlation_id int32
+                    v1: v0 + client_id nullable STRING (int16 length)
+                    v2: v1 + tagged fields (client_id keeps its int16 length)
+    response frame  = size int32 | response header | response body
+    response header v0: correlation_id int32;  v1: v0 + tagged fields
+
+A request uses header v2 when its API version is flexible, else v1 (v0 belonged only to
+ControlledShutdown v0, which clients never send). A response uses header v1 when flexible,
+except ApiVersions, whose response header is always v0 so that a client can read the error
+code before it knows which versions the broker speaks.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kcompat.wire.codec import MessageCodec, Struct
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.messages import APIS
+from kcompat.wire.messages.headers import REQUEST_HEADER, RESPONSE_HEADER
+from kcompat.wire.primitives import Reader, Sized, Writer
+from kcompat.wire.schema import Api
+
+API_VERSIONS_KEY = 18
+_SIZE = struct.Struct(">i")
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+
+Chunk = bytes | bytearray | memoryview | Sized
+
+_request_header = MessageCodec(REQUEST_HEADER)
+_response_header = MessageCodec(RESPONSE_HEADER)
+
+
+class UnsupportedRequest(Exception):
+    """The frame's header names an API key or version that kcompat does not declare.
+
+    The server answers as Kafka does (UNSUPPORTED_VERSION for ApiVersions, a closed connection
+    otherwise); `correlation_id` lets it address the answer.
+    """
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        super().__init__(f"API key {api_key} version {api_version} is not supported")
+
+
+@dataclass(slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header: Struct
+    body: Any
+
+
+def api(api_key: int) -> Api:
+    return APIS[api_key]
+
+
+@cache
+def request_codec(api_key: int) -> MessageCodec:
+    return MessageCodec(APIS[api_key].request)
+
+
+@cache
+def response_codec(api_key: int) -> MessageCodec:
+    return MessageCodec(APIS[api_key].response)
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    return 2 if api_version in APIS[api_key].flexible else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    return 1 if api_version in APIS[api_key].flexible else 0
+
+
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id): readable from any frame of 8 bytes or more."""
+    if len(frame) < 8:
+        raise DecodeError(f"request header needs 8 bytes, {len(frame)} present", "request_header")
+    key, version, correlation = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
+    return key, version, correlation
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """A request frame (without its size prefix) as header and typed body.
+
+    Raises UnsupportedRequest for an undeclared key or version, DecodeError for bad bytes.
+    """
+    key, version, correlation = peek_header(frame)
+    spec = APIS.get(key)
+    if spec is None or version not in spec.versions:
+        raise UnsupportedRequest(key, version, correlation)
+    r = Reader(frame)
+    header = _request_header.decoder(request_header_version(key, version))(r)
+    body = request_codec(key).decoder(version)(r)
+    if r.remaining():
+        raise DecodeError(f"{r.remaining()} unexpected bytes after the body", spec.request.name)
+    return Request(key, version, correlation, header.client_id, header, body)
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, body: Any, client_id: str | None = "kcompat"
+) -> bytes:
+    """A whole request frame, size prefix included (for tests, tools and benchmarks)."""
+    w = Writer()
+    w.int32(0)
+    hv = request_header_version(api_key, api_version)
+    _request_header.write(
+        w,
+        {"request_api_key": api_key, "request_api_version": api_version, "correlation_id": correlation_id, "client_id": client_id},
+        hv,
+    )
+    request_codec(api_key).write(w, body, api_version)
+    data = w.getvalue()
+    return _SIZE.pack(len(data) - 4) + data[4:]
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Chunk]:
+    """A whole response frame as chunks: bytes, and any pass-through record slices in place."""
+    w = Writer()
+    w.int32(0)  # size, patched below
+    w.int32(correlation_id)
+    if response_header_version(api_key, api_version) == 1:
+        w.uvarint(0)
+    response_codec(api_key).write(w, body, api_version)
+    size = w.size() - 4
+    chunks = w.finish()
+    first = bytearray(chunks[0])  # type: ignore[arg-type]  # the first chunk always holds the header bytes
+    _SIZE.pack_into(first, 0, size)
+    chunks[0] = bytes(first)
+    return chunks
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Any]:
+    """(correlation_id, body) from a response frame without its size prefix (for tests and tools)."""
+    r = Reader(frame)
+    correlation = r.int32()
+    if response_header_version(api_key, api_version) == 1:
+        r.tagged_fields()
+    body = response_codec(api_key).decoder(api_version)(r)
+    if r.remaining():
+        raise DecodeError(f"{r.remaining()} unexpected bytes after the body", APIS[api_key].response.name)
+    return correlation, body
