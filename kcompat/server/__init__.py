@@ -1,0 +1,19 @@
+"""The only code that touches sockets, tasks and timers.
+
+Two halves meet at one small interface:
+
+- the transport (`app.py`, `connection.py`, `sendfile.py`): listeners, one protocol object per
+  connection, 4-byte size-prefixed framing checked against socket.request.max.bytes, requests of
+  one connection handled strictly in order while connections proceed concurrently, backpressure,
+  idle and connection limits, zero-copy writes of file slices, graceful shutdown;
+- the broker (`broker.py`, `handlers/`): state (config, logs, topics, groups) and one handler per
+  API, registered in `registry.py` with the versions it implements.
+
+    broker = Broker(config)                      # kcompat.server.broker
+    await broker.start()
+    chunks = await broker.handle(frame, client)  # frame: request bytes without the size prefix
+        # -> list of chunks (bytes, or file slices to send with sendfile), size prefix included,
+        #    or None when no response is due (Produce with acks=0)
+        # raises CloseConnection(reason) when Kafka would close the connection
+    await broker.close()                         # flush and close logs cleanly
+"""
