@@ -174,16 +174,16 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
             pos += 4
             if n < 0 or n > end - pos:
                 raise DecodeError(f"xerial snappy block of {n} bytes exceeds the {end - pos} left", "records")
-            out += _raw_snappy(view[pos : pos + n], max_size - len(out))
+            out += _raw_snappy(view[pos : pos + n], max_size - len(out), max_size)
             pos += n
         return bytes(out)
-    return _raw_snappy(view, max_size)
+    return _raw_snappy(view, max_size, max_size)
 
 
-def _raw_snappy(block: memoryview, max_size: int) -> bytes:
+def _raw_snappy(block: memoryview, room: int, max_size: int) -> bytes:
     # The raw format starts with its uncompressed length: check it before allocating.
     size = _snappy_preamble(block)
-    if size > max_size:
+    if size > room:
         raise _too_big(max_size)
     out = bytes(cramjam.snappy.decompress_raw(block))
     if len(out) != size:
