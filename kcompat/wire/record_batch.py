@@ -24,7 +24,7 @@ batchLength counts from byte 12 (after baseOffset and itself), so a batch spans 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -52,8 +52,9 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The header fields, as a tuple: built per batch on the produce path, so it must be cheap."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -104,7 +105,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     """The v2 header at `pos`. Raises DecodeError if fewer than 61 bytes are there or magic is not 2."""
     if len(buf) - pos < HEADER_SIZE:
         raise DecodeError(f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left", "record_batch")
-    h = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    h = BatchHeader._make(_HEADER.unpack_from(buf, pos))
     if h.magic != 2:
         raise DecodeError(f"magic {h.magic} is not a v2 record batch", "record_batch.magic")
     if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
@@ -210,7 +211,7 @@ def validate_batch(buf: bytes | bytearray | memoryview, *, allow_control: bool =
         raise RecordBatchError(
             ErrorCode.CORRUPT_MESSAGE, f"{n} bytes cannot hold a {HEADER_SIZE}-byte batch header", "record_batch"
         )
-    h = BatchHeader(*_HEADER.unpack_from(buf, 0))
+    h = BatchHeader._make(_HEADER.unpack_from(buf, 0))
     if LOG_OVERHEAD + h.batch_length < n and _whole_batch_follows(buf, LOG_OVERHEAD + h.batch_length):
         raise RecordBatchError(
             ErrorCode.INVALID_RECORD, "a produced partition must hold exactly one batch", "record_batch"
