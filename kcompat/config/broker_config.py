@@ -1,0 +1,378 @@
+"""BrokerConfig: the typed, validated broker configuration the rest of kcompat reads.
+
+    cfg.message_max_bytes          typed attribute for any property in BROKER_CONFIGS (dots -> _)
+    cfg.get("log.retention.ms")    the effective value: unit chains resolved (log.retention.ms,
+                                   else .minutes, else .hours), log.dirs falling back to log.dir
+    cfg.raw("log.retention.ms")    the property's own value or default, None when it has neither
+    cfg.listeners                  [Listener(name, host, port), ...] that kcompat serves
+    cfg.advertised_listeners       what Metadata hands to clients
+    cfg.source("num.partitions")   where the value came from (ConfigSource)
+
+Values set in a file, the environment or --override are STATIC_BROKER_CONFIG; `with_dynamic()`
+layers run-time changes (AlterConfigs on a broker resource) on top, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import socket
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kcompat.config.broker_properties import BROKER_CONFIGS, IGNORED_PREFIXES
+from kcompat.config.definition import (
+    ConfigDef,
+    ConfigEntry,
+    ConfigSource,
+    ConfigSynonym,
+    format_value,
+)
+from kcompat.config.errors import ConfigError
+from kcompat.config.listeners import SECURITY_PROTOCOLS, Listener, parse_listeners, parse_protocol_map
+from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_CONFIGS, TOPIC_SYNONYMS
+
+log = logging.getLogger("kcompat.config")
+
+_UNROUTABLE = ("0.0.0.0", "::")
+
+
+def new_cluster_id() -> str:
+    """A fresh cluster id in Kafka's form: a random UUID as 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def _ignored_reason(key: str) -> str | None:
+    for prefix, reason in IGNORED_PREFIXES.items():
+        if key.startswith(prefix):
+            return reason
+    return None
+
+
+def _topic_hint(key: str) -> str:
+    for topic_name, synonyms in TOPIC_SYNONYMS.items():
+        if key == topic_name:
+            return f" (a topic config; the broker default is {synonyms[0].broker_name})"
+    return ""
+
+
+class BrokerConfig:
+    """Immutable: construct with `BrokerConfig(props)` or `load_config(...)`; derive with `with_dynamic`."""
+
+    def __init__(
+        self,
+        props: Mapping[str, str] | None = None,
+        *,
+        origins: Mapping[str, str] | None = None,
+        warn: bool = False,
+    ) -> None:
+        self._static: dict[str, Any] = {}
+        self._dynamic: dict[str, Any] = {}
+        self._dynamic_default: dict[str, Any] = {}
+        self.unknown: dict[str, str] = {}
+        self.ignored: dict[str, str] = {}
+        self.origins: dict[str, str] = dict(origins or {})
+        for key, raw in (props or {}).items():
+            definition = BROKER_CONFIGS.get(key)
+            if definition is None:
+                reason = _ignored_reason(key)
+                if reason is not None:
+                    self.ignored[key] = reason
+                    if warn:
+                        log.info("property %s accepted and ignored: %s", key, reason)
+                else:
+                    self.unknown[key] = raw
+                    if warn:
+                        log.warning("unknown property %s=%r ignored%s", key, raw, _topic_hint(key))
+                continue
+            self._static[key] = self._parse(definition, raw)
+            if definition.ignored is not None and warn:
+                log.info("property %s accepted and ignored: %s", key, definition.ignored)
+        self._check()
+
+    def _parse(self, definition: ConfigDef, raw: str) -> Any:
+        try:
+            return definition.parse(raw)
+        except ConfigError as exc:
+            origin = self.origins.get(definition.name)
+            if origin:
+                raise ConfigError(f"{exc} (set by {origin})", key=exc.key, value=exc.value) from None
+            raise
+
+    def _error(self, key: str, message: str) -> ConfigError:
+        origin = self.origins.get(key)
+        return ConfigError(f"{message} (set by {origin})" if origin else message, key=key)
+
+    # --- cross-property rules ---------------------------------------------------------------
+
+    def _check(self) -> None:
+        node_id, broker_id = self._value("node.id"), self._value("broker.id")
+        if broker_id is not None and "node.id" in self._static and broker_id != node_id:
+            raise self._error("broker.id", f"broker.id={broker_id} and node.id={node_id} must be equal")
+        if self._value("log.dirs") is not None and not self._value("log.dirs"):
+            raise self._error("log.dirs", "log.dirs is empty: expected at least one directory")
+        if not str(self._value("log.dir")).strip() and self._value("log.dirs") is None:
+            raise self._error("log.dir", "log.dir is empty: expected a directory")
+        low, high = self._value("group.min.session.timeout.ms"), self._value("group.max.session.timeout.ms")
+        if low > high:
+            raise self._error(
+                "group.min.session.timeout.ms",
+                f"group.min.session.timeout.ms={low} is larger than group.max.session.timeout.ms={high}",
+            )
+        self._listeners = self._served_listeners()
+        self._advertised = self._advertised_listeners()
+
+    def _served_listeners(self) -> list[Listener]:
+        protocol_map = parse_protocol_map(
+            "listener.security.protocol.map", self._value("listener.security.protocol.map")
+        )
+        controller = {
+            name.strip().upper() for name in (self._value("controller.listener.names") or "").split(",") if name.strip()
+        }
+        served = []
+        for listener in parse_listeners("listeners", self._value("listeners")):
+            if listener.name in controller:
+                continue
+            protocol = protocol_map.get(listener.name, listener.name if listener.name in SECURITY_PROTOCOLS else None)
+            if protocol is None:
+                raise self._error(
+                    "listeners",
+                    f"listeners entry {listener} has no security protocol: name it PLAINTEXT or map it in "
+                    "listener.security.protocol.map",
+                )
+            if protocol != "PLAINTEXT":
+                raise self._error(
+                    "listeners",
+                    f"listeners entry {listener} uses security protocol {protocol}: kcompat supports PLAINTEXT only",
+                )
+            served.append(listener)
+        if not served:
+            raise self._error("listeners", "listeners has no PLAINTEXT listener to serve clients on")
+        ports = [listener.port for listener in served if listener.port != 0]
+        if len(ports) != len(set(ports)):
+            raise self._error("listeners", "listeners uses the same port twice")
+        return served
+
+    def _advertised_listeners(self) -> list[Listener]:
+        raw = self._value("advertised.listeners")
+        if raw is None:
+            advertised = list(self._listeners)
+            key = "listeners"
+        else:
+            advertised = parse_listeners("advertised.listeners", raw)
+            key = "advertised.listeners"
+            served = {listener.name for listener in self._listeners}
+            for listener in advertised:
+                if listener.name not in served:
+                    raise self._error(
+                        key, f"advertised.listeners entry {listener} names no listener in listeners"
+                    )
+        for listener in advertised:
+            if listener.host in _UNROUTABLE:
+                raise self._error(
+                    key,
+                    f"{key} entry {listener} cannot be advertised to clients: set advertised.listeners "
+                    "to a routable host",
+                )
+        return advertised
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _layer_of(self, name: str) -> ConfigSource | None:
+        if name in self._dynamic:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self._dynamic_default:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        if name in self._static:
+            return ConfigSource.STATIC_BROKER_CONFIG
+        return None
+
+    def _value(self, name: str) -> Any:
+        for layer in (self._dynamic, self._dynamic_default, self._static):
+            if name in layer:
+                return layer[name]
+        return BROKER_CONFIGS[name].default
+
+    def is_set(self, name: str) -> bool:
+        """True when the property was given (file, environment, --override or dynamically)."""
+        return self._layer_of(name) is not None
+
+    def raw(self, name: str) -> Any:
+        """The property's own typed value or default (no unit chains), None when it has neither."""
+        if name not in BROKER_CONFIGS:
+            raise KeyError(f"unknown broker property {name!r}")
+        return self._value(name)
+
+    def get(self, name: str) -> Any:
+        """The effective typed value of a broker property."""
+        if name not in BROKER_CONFIGS:
+            raise KeyError(f"unknown broker property {name!r}")
+        chain = BROKER_SYNONYM_CHAINS.get(name)
+        if chain is not None and chain[0].broker_name == name:
+            return self._chain_value(name)
+        if name == "log.dirs":
+            return self.log_dirs
+        if name == "node.id":
+            return self.node_id
+        return self._value(name)
+
+    def _chain_value(self, head: str) -> Any:
+        chain = BROKER_SYNONYM_CHAINS[head]
+        for synonym in chain:
+            if self.is_set(synonym.broker_name):
+                value = self._value(synonym.broker_name)
+                break
+        else:
+            synonym = next(s for s in reversed(chain) if BROKER_CONFIGS[s.broker_name].default is not None)
+            value = BROKER_CONFIGS[synonym.broker_name].default
+        value = value * synonym.scale
+        if head == "log.retention.ms" and value < 0:
+            return -1
+        return value
+
+    def source(self, name: str) -> ConfigSource:
+        return self._layer_of(name) or ConfigSource.DEFAULT_CONFIG
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        name = attr.replace("_", ".")
+        if name in BROKER_CONFIGS:
+            return self.get(name)
+        raise AttributeError(f"BrokerConfig has no property {name!r} ({attr})")
+
+    # --- typed views of the properties most code needs --------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        if not self.is_set("node.id") and self.is_set("broker.id"):
+            return int(self._value("broker.id"))
+        return int(self._value("node.id"))
+
+    @property
+    def listeners(self) -> list[Listener]:
+        """The PLAINTEXT listeners to open (controller listeners left out)."""
+        return list(self._listeners)
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        """Addresses for Metadata; an empty host becomes this machine's host name, as Kafka does."""
+        hostname = socket.gethostname()
+        return [l if l.host else l._replace(host=hostname) for l in self._advertised]  # noqa: E741
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self._value("log.dirs")
+        return list(dirs) if dirs is not None else [str(self._value("log.dir"))]
+
+    @property
+    def data_dir(self) -> str:
+        """The directory kcompat keeps its logs in (the first of log.dirs)."""
+        return self.log_dirs[0]
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The configured cluster id; None means use (or create) the one in meta.properties."""
+        value = self._value("cluster.id")
+        return str(value) if value is not None else None
+
+    @property
+    def log_retention_ms(self) -> int:
+        return int(self._chain_value("log.retention.ms"))
+
+    @property
+    def log_roll_ms(self) -> int:
+        return int(self._chain_value("log.roll.ms"))
+
+    # --- dynamic changes ----------------------------------------------------------------------
+
+    def with_dynamic(
+        self, changes: Mapping[str, str | None], *, cluster_default: bool = False
+    ) -> BrokerConfig:
+        """A copy with run-time values set (a string) or removed (None) for this broker, or as the
+        cluster-wide default when `cluster_default`. Only `dynamic` properties may change."""
+        for key, raw in changes.items():
+            definition = BROKER_CONFIGS.get(key)
+            if definition is None:
+                raise ConfigError(f"{key} is not a broker property kcompat knows", key=key, value=raw)
+            if not definition.dynamic:
+                raise ConfigError(f"{key} cannot be changed at run time: set it in server.properties", key=key)
+        clone = object.__new__(BrokerConfig)
+        clone.__dict__.update(self.__dict__)
+        clone._dynamic = dict(self._dynamic)
+        clone._dynamic_default = dict(self._dynamic_default)
+        layer = clone._dynamic_default if cluster_default else clone._dynamic
+        for key, raw in changes.items():
+            if raw is None:
+                layer.pop(key, None)
+            else:
+                layer[key] = BROKER_CONFIGS[key].parse(raw)
+        clone._check()
+        return clone
+
+    @property
+    def dynamic_values(self) -> dict[str, str]:
+        """This broker's run-time values in Kafka's string form (for persisting them)."""
+        return {k: format_value(BROKER_CONFIGS[k].type, v) or "" for k, v in self._dynamic.items()}
+
+    @property
+    def dynamic_default_values(self) -> dict[str, str]:
+        return {k: format_value(BROKER_CONFIGS[k].type, v) or "" for k, v in self._dynamic_default.items()}
+
+    # --- DescribeConfigs ----------------------------------------------------------------------
+
+    def synonyms_of(self, names: Iterable[str]) -> tuple[ConfigSynonym, ...]:
+        """Each broker property's layers that hold a value, most specific first, as Kafka lists them."""
+        out: list[ConfigSynonym] = []
+        for name in names:
+            definition = BROKER_CONFIGS[name]
+            for layer, source in (
+                (self._dynamic, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (self._dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                (self._static, ConfigSource.STATIC_BROKER_CONFIG),
+            ):
+                if name in layer:
+                    out.append(ConfigSynonym(name, self._shown(definition, layer[name]), source))
+            if definition.default is not None:
+                out.append(ConfigSynonym(name, self._shown(definition, definition.default), ConfigSource.DEFAULT_CONFIG))
+        return tuple(out)
+
+    @staticmethod
+    def _shown(definition: ConfigDef, value: Any) -> str | None:
+        return None if definition.sensitive else format_value(definition.type, value)
+
+    def describe(
+        self, names: Iterable[str] | None = None, *, include_synonyms: bool = True, include_documentation: bool = True
+    ) -> list[ConfigEntry]:
+        """DescribeConfigs rows for a broker resource (all properties when `names` is None).
+        Names kcompat does not know are left out, as Kafka does."""
+        wanted = sorted(BROKER_CONFIGS) if names is None else [n for n in names if n in BROKER_CONFIGS]
+        entries = []
+        for name in wanted:
+            definition = BROKER_CONFIGS[name]
+            chain = BROKER_SYNONYM_CHAINS.get(name)
+            synonym_names = [s.broker_name for s in chain] if chain else [name]
+            entries.append(
+                ConfigEntry(
+                    name=name,
+                    value=self._shown(definition, self._value(name)),
+                    source=self.source(name),
+                    read_only=not definition.dynamic,
+                    sensitive=definition.sensitive,
+                    type=definition.type,
+                    documentation=definition.doc if include_documentation else "",
+                    synonyms=self.synonyms_of(synonym_names) if include_synonyms else (),
+                )
+            )
+        return entries
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """Every topic config's value for a topic without overrides (typed)."""
+        from kcompat.config.topic_config import TopicConfig
+
+        return {name: TopicConfig(self).get(name) for name in TOPIC_CONFIGS}
+
+    def __repr__(self) -> str:
+        explicit = {**self._static, **self._dynamic_default, **self._dynamic}
+        return f"BrokerConfig({', '.join(f'{k}={v!r}' for k, v in sorted(explicit.items()))})"
