@@ -1,0 +1,199 @@
+"""The life cycle Kafka's AbstractIndex gives its sparse index files, shared by both indexes.
+
+A file of fixed-size big-endian entries, sorted by key, mapped into memory:
+
+  * created preallocated (ftruncate, so sparse on disk) to segment.index.bytes rounded down to a
+    whole number of entries, because an mmap cannot grow in place;
+  * appended to through the map, so an append is a store into the page cache;
+  * trimmed to entries * entry size when its segment is rolled or closed, so a sealed index is
+    exactly its entries (what Kafka's tools expect: entries = file length / entry size);
+  * looked up by binary search for the last entry whose key is <= the target.
+
+A preallocated file left behind by a crash has zero padding after its real entries. No entry after
+the first can hold relative offset 0 (entries are strictly increasing), so the first entry past 0
+with relative offset 0 marks the end: found by bisection, no scan.
+
+Thread safety: one writer. Readers on other threads take (map, entries) once per lookup; a resize
+installs a new map and never closes the old one (it goes when the last reader drops it), and a
+shrink never cuts below the entries a reader can see, so a reader never touches unmapped pages.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar
+
+
+class IndexFull(Exception):
+    """No room for another entry: the segment must roll."""
+
+
+class CorruptIndex(Exception):
+    """The file is not a valid index for its segment: rebuild it from the log."""
+
+
+class MmapIndex:
+    ENTRY: ClassVar[struct.Struct]
+    REL_OFFSET_AT: ClassVar[int]  # byte position of the u32 relative offset inside an entry
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        size = self.ENTRY.size
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            new = length == 0
+            if new and writable:
+                length = max_index_size // size * size
+                os.ftruncate(fd, length)
+            elif length % size:
+                # A torn or hand-cut file: keep the whole entries, the owner sanity-checks them.
+                length -= length % size
+                os.ftruncate(fd, length)
+            self._fd = fd
+            self._mm: mmap.mmap | None = mmap.mmap(fd, length) if length else None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._length = length
+        self._entries = 0 if new else self._count_entries()
+
+    # --- size and life cycle ---
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.ENTRY.size
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    @property
+    def size_bytes(self) -> int:
+        return self._entries * self.ENTRY.size
+
+    def _count_entries(self) -> int:
+        n = self._length // self.ENTRY.size
+        mm = self._mm
+        if mm is None or n <= 1:
+            return n
+        lo, hi = 1, n  # first i >= 1 whose relative offset is 0, or n
+        at = self.REL_OFFSET_AT
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if struct.unpack_from(">I", mm, mid * self.ENTRY.size + at)[0] == 0:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def resize(self, new_length: int) -> None:
+        """Grow (preallocate) or shrink the file; entries beyond the new size are dropped."""
+        size = self.ENTRY.size
+        new_length = max(new_length // size * size, self._entries * size)
+        if new_length == self._length:
+            return
+        if self._mm is not None:
+            self._mm.flush()
+        os.ftruncate(self._fd, new_length)
+        self._mm = mmap.mmap(self._fd, new_length) if new_length else None
+        self._length = new_length
+
+    def trim(self) -> None:
+        """Cut the file to its real entries (on roll and on close)."""
+        self.resize(self._entries * self.ENTRY.size)
+
+    def reset(self) -> None:
+        """Forget every entry (before a rebuild); zero the old ones so a crash cannot resurrect them."""
+        self.truncate_to_entries(0)
+
+    def truncate_to_entries(self, n: int) -> None:
+        if n >= self._entries:
+            return
+        size = self.ENTRY.size
+        mm = self._mm
+        old = self._entries
+        self._entries = n
+        if mm is not None:
+            mm[n * size : old * size] = bytes((old - n) * size)
+
+    def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        """Trim, flush and release the file (clean shutdown)."""
+        if self._fd < 0:
+            return
+        self.trim()
+        self.flush()
+        self._mm = None
+        os.close(self._fd)
+        self._fd = -1
+
+    def rename(self, new_path: Path) -> None:
+        os.replace(self.path, new_path)
+        self.path = new_path
+
+    # --- entries ---
+
+    def _append_raw(self, *fields: int) -> None:
+        if self.is_full:
+            raise IndexFull(f"{self.path.name} is full ({self._entries} entries)")
+        assert self._mm is not None
+        self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, *fields)
+        self._entries += 1  # after the store: a reader on another thread never sees half an entry
+
+    def _entry(self, mm: mmap.mmap, i: int) -> tuple[int, ...]:
+        return self.ENTRY.unpack_from(mm, i * self.ENTRY.size)
+
+    def _largest_lower_bound(self, key_field: int, target: int) -> tuple[int, ...] | None:
+        """The last entry whose field `key_field` is <= target, or None if every entry is above it."""
+        mm, n = self._mm, self._entries
+        if mm is None or n == 0:
+            return None
+        unpack = self.ENTRY.unpack_from
+        size = self.ENTRY.size
+        if unpack(mm, 0)[key_field] > target:
+            return None
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if unpack(mm, mid * size)[key_field] <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return unpack(mm, lo * size)
+
+    def _smallest_upper_bound(self, key_field: int, target: int) -> tuple[int, ...] | None:
+        """The first entry whose field `key_field` is >= target, or None."""
+        mm, n = self._mm, self._entries
+        if mm is None or n == 0:
+            return None
+        unpack = self.ENTRY.unpack_from
+        size = self.ENTRY.size
+        if unpack(mm, (n - 1) * size)[key_field] < target:
+            return None
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if unpack(mm, mid * size)[key_field] >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return unpack(mm, lo * size)
+
+    def all_entries(self) -> list[tuple[int, ...]]:
+        mm = self._mm
+        if mm is None:
+            return []
+        return [self._entry(mm, i) for i in range(self._entries)]

@@ -1,0 +1,114 @@
+"""The leader epoch cache: which leader epoch began at which offset (Kafka's LeaderEpochFileCache).
+
+Persisted in the partition directory as `leader-epoch-checkpoint`, a checkpoint file (see
+checkpoints.py) whose entries are `epoch startOffset`:
+
+    0
+    2
+    0 0
+    3 1200
+
+It answers OffsetForLeaderEpoch (`end_offset_for_epoch`) and is kept in step with the log: appends
+in a new epoch add an entry, truncation drops entries past the new end, and retention / DeleteRecords
+move the first entry's start offset up to the new log start.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from pathlib import Path
+
+from kcompat.log.checkpoints import decode_checkpoint, encode_checkpoint
+from kcompat.log.log_files import LEADER_EPOCH_CHECKPOINT, atomic_write
+
+log = logging.getLogger("kcompat.log")
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: Path, *, sync: bool = True) -> None:
+        self.path = directory / LEADER_EPOCH_CHECKPOINT
+        self._sync = sync
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        entries = decode_checkpoint(data, 2)
+        if entries is None:
+            log.warning("ignoring malformed %s; it is rebuilt from batch headers", self.path)
+            return
+        for e, o in entries:
+            self._epochs.append(int(e))
+            self._starts.append(int(o))
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._starts, strict=True))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset` if it is newer than the latest known epoch."""
+        if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
+            return
+        # Entries at or past the new start cannot be right any more (Kafka's assign does the same).
+        while self._starts and self._starts[-1] >= start_offset:
+            self._epochs.pop()
+            self._starts.pop()
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        self.flush()
+
+    def end_offset_for_epoch(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers (Kafka's endOffsetFor).
+
+        The end offset of an epoch is the start offset of the next larger epoch; for the latest
+        epoch it is the log end offset; an epoch larger than all known gets (-1, -1).
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._epochs[-1]:
+            return requested_epoch, log_end_offset
+        higher = bisect.bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested_epoch, self._starts[0]
+        return self._epochs[higher - 1], self._starts[higher]
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch that was current at `offset`, or UNDEFINED_EPOCH."""
+        i = bisect.bisect_right(self._starts, offset)
+        return self._epochs[i - 1] if i else UNDEFINED_EPOCH
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after `end_offset` (the log was truncated to it)."""
+        n = bisect.bisect_left(self._starts, end_offset)
+        if n < len(self._starts):
+            del self._epochs[n:], self._starts[n:]
+            self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at `start_offset`: drop older epochs, move the one in force up to it."""
+        i = bisect.bisect_right(self._starts, start_offset)
+        if i == 0:
+            return
+        changed = i > 1 or self._starts[0] != start_offset
+        del self._epochs[: i - 1], self._starts[: i - 1]
+        self._starts[0] = start_offset
+        if changed:
+            self.flush()
+
+    def clear(self) -> None:
+        self._epochs.clear()
+        self._starts.clear()
+        self.flush()
+
+    def flush(self) -> None:
+        atomic_write(self.path, encode_checkpoint(f"{e} {o}" for e, o in self.entries()), sync=self._sync)

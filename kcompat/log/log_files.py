@@ -1,0 +1,93 @@
+"""File names inside a partition directory, as Kafka's LogFileUtils spells them.
+
+<topic>-<partition>/
+    00000000000000000000.log          record batches, byte for byte as produced (offsets patched)
+    00000000000000000000.index        sparse offset index
+    00000000000000000000.timeindex    sparse time index
+    00000000000000001234.snapshot     producer state as of offset 1234
+    leader-epoch-checkpoint
+with suffixes .cleaned (compaction output being written), .swap (complete, replacing older
+segments) and .deleted (on its way out) appended to a segment's file names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+_DIR_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+def offset_name(offset: int) -> str:
+    """The 20-digit zero-padded offset that names segment and snapshot files."""
+    return f"{offset:020d}"
+
+
+def log_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (offset_name(base_offset) + LOG_SUFFIX + suffix)
+
+
+def index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (offset_name(base_offset) + INDEX_SUFFIX + suffix)
+
+
+def time_index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (offset_name(base_offset) + TIME_INDEX_SUFFIX + suffix)
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    return directory / (offset_name(offset) + SNAPSHOT_SUFFIX)
+
+
+def offset_from_name(name: str) -> int:
+    """The offset a file name starts with ("00000000000000000042.log.swap" -> 42)."""
+    return int(name.split(".", 1)[0])
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) for a partition directory name; None for anything else (or a '-delete' dir)."""
+    m = _DIR_NAME.match(name)
+    if not m:
+        return None
+    return m.group("topic"), int(m.group("partition"))
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make renames and creations in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write to `<path>.tmp`, fsync, rename over `path`: a crash leaves the old file or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)

@@ -1,0 +1,278 @@
+"""LogManager: every partition log in the broker's log dirs (Kafka's LogManager).
+
+A log dir, as Kafka 3.x/4.x lays it out:
+
+    <log dir>/
+        meta.properties                    cluster.id, directory.id, node.id, version=1
+        .kafka_cleanshutdown               present only between a clean stop and the next start
+        recovery-point-offset-checkpoint   topic partition offset   (checkpoints.py)
+        log-start-offset-checkpoint        topic partition offset
+        cleaner-offset-checkpoint          topic partition offset   (compacted logs only)
+        <topic>-<partition>/               one PartitionLog each
+
+Start-up loads every partition directory; without the clean-shutdown marker, logs are recovered
+from their checkpointed recovery points. The marker is then removed, so a crash from here on is
+seen as unclean. `close()` flushes and closes every log, writes the checkpoints, then the marker.
+
+The server calls `run_maintenance(now_ms)` periodically from a worker thread: retention, flushes
+due by flush.ms or rolls, compaction, producer-id expiry, checkpoints.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from kcompat.log.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_offsets,
+    write_offsets,
+)
+from kcompat.log.cleaner import LogCleaner
+from kcompat.log.config import LogConfig
+from kcompat.log.errors import InconsistentClusterId, KafkaStorageError
+from kcompat.log.log_files import atomic_write, parse_partition_dir, partition_dir_name
+from kcompat.log.partition_log import PartitionLog
+
+log = logging.getLogger("kcompat.log")
+
+META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_VERSION = 1
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def random_uuid_base64() -> str:
+    """A Kafka Uuid as Kafka prints it: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    props = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, _, value = line.partition("=")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def write_properties(path: Path, props: dict[str, str]) -> None:
+    body = "#\n#Written by kcompat\n" + "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
+    atomic_write(path, body.encode())
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path] | list[str],
+        default_config: LogConfig,
+        *,
+        cluster_id: str,
+        node_id: int,
+        topic_configs: dict[str, LogConfig] | None = None,
+        clock: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.clock = clock
+        self.cleaner = LogCleaner()
+        self._lock = threading.Lock()
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._dir_of: dict[tuple[str, int], Path] = {}
+        self.directory_ids: dict[Path, str] = {}
+        now = clock()
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            self.directory_ids[d] = self._ensure_meta_properties(d)
+            self._load_dir(d, now)
+        for d in self.log_dirs:
+            marker = d / CLEAN_SHUTDOWN_FILE
+            if marker.exists():
+                marker.unlink()
+            self._write_checkpoints(d)
+
+    # --- start-up ---
+
+    def _ensure_meta_properties(self, d: Path) -> str:
+        path = d / META_PROPERTIES
+        if path.exists():
+            props = read_properties(path)
+            if props.get("cluster.id") not in (None, self.cluster_id):
+                raise InconsistentClusterId(
+                    f"{path} belongs to cluster {props.get('cluster.id')}, not {self.cluster_id}"
+                )
+            if props.get("node.id") not in (None, str(self.node_id)):
+                raise InconsistentClusterId(
+                    f"{path} belongs to node {props.get('node.id')}, not {self.node_id}"
+                )
+            if "directory.id" in props and props.get("version") == str(META_VERSION):
+                return props["directory.id"]
+        directory_id = random_uuid_base64()
+        write_properties(
+            path,
+            {
+                "cluster.id": self.cluster_id,
+                "node.id": str(self.node_id),
+                "version": str(META_VERSION),
+                "directory.id": directory_id,
+            },
+        )
+        return directory_id
+
+    def _load_dir(self, d: Path, now_ms: int) -> None:
+        clean = (d / CLEAN_SHUTDOWN_FILE).exists()
+        recovery_points = read_offsets(d / RECOVERY_POINT_CHECKPOINT) or {}
+        log_starts = read_offsets(d / LOG_START_OFFSET_CHECKPOINT) or {}
+        cleaner_offsets = read_offsets(d / CLEANER_OFFSET_CHECKPOINT) or {}
+        if not clean:
+            log.info("%s was not shut down cleanly: recovering its logs from their recovery points", d)
+        for entry in sorted(os.listdir(d)):
+            path = d / entry
+            if not path.is_dir():
+                continue
+            if entry.endswith("-delete"):
+                shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
+                continue
+            tp = parse_partition_dir(entry)
+            if tp is None:
+                continue
+            topic, partition = tp
+            plog = PartitionLog(
+                path,
+                topic,
+                partition,
+                self.config_for(topic),
+                now_ms=now_ms,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
+                clean_shutdown=clean,
+            )
+            if tp in cleaner_offsets:
+                plog.first_dirty_offset = max(
+                    plog.log_start_offset, min(cleaner_offsets[tp], plog.log_end_offset)
+                )
+            self._logs[tp] = plog
+            self._dir_of[tp] = d
+
+    # --- partitions ---
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        tp = (topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            if config is not None:
+                self.topic_configs[topic] = config
+            counts = {d: 0 for d in self.log_dirs}
+            for dd in self._dir_of.values():
+                counts[dd] += 1
+            d = min(self.log_dirs, key=lambda x: counts[x])  # Kafka: the dir with the fewest partitions
+            try:
+                plog = PartitionLog(
+                    d / partition_dir_name(topic, partition),
+                    topic,
+                    partition,
+                    self.config_for(topic),
+                    now_ms=self.clock(),
+                    clean_shutdown=True,
+                )
+            except OSError as e:
+                raise KafkaStorageError(f"cannot create the log of {topic}-{partition}: {e}") from e
+            self._logs[tp] = plog
+            self._dir_of[tp] = d
+            return plog
+
+    def set_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a changed topic config (AlterConfigs) to its live logs."""
+        self.topic_configs[topic] = config
+        for (t, _), plog in list(self._logs.items()):
+            if t == topic:
+                with plog.lock:
+                    plog.config = config
+                    for s in plog.segments:
+                        s.config = config
+
+    def delete(self, topic: str) -> int:
+        """Delete every partition of `topic`; returns how many were deleted."""
+        with self._lock:
+            doomed = [tp for tp in self._logs if tp[0] == topic]
+            for tp in doomed:
+                plog = self._logs.pop(tp)
+                self._dir_of.pop(tp, None)
+                plog.delete_files()
+            self.topic_configs.pop(topic, None)
+        for d in self.log_dirs:
+            self._write_checkpoints(d)
+        return len(doomed)
+
+    def logs(self) -> Iterator[PartitionLog]:
+        return iter(list(self._logs.values()))
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._logs)
+
+    # --- background work ---
+
+    def run_maintenance(self, now_ms: int | None = None) -> None:
+        """Retention, due flushes, compaction and checkpoints for every log (call from a worker thread)."""
+        now = self.clock() if now_ms is None else now_ms
+        for plog in self.logs():
+            try:
+                plog.run_retention(now)
+                if plog.config.compact:
+                    self.cleaner.maybe_clean(plog, now)
+                plog.maybe_flush(now)
+            except KafkaStorageError:
+                log.exception("maintenance of %s-%d failed", plog.topic, plog.partition)
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        for d in self.log_dirs:
+            self._write_checkpoints(d)
+
+    def _write_checkpoints(self, d: Path) -> None:
+        mine = {tp: plog for tp, plog in self._logs.items() if self._dir_of.get(tp) == d}
+        write_offsets(d / RECOVERY_POINT_CHECKPOINT, {tp: p.recovery_point for tp, p in mine.items()})
+        write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {tp: p.log_start_offset for tp, p in mine.items()})
+        write_offsets(
+            d / CLEANER_OFFSET_CHECKPOINT,
+            {tp: p.first_dirty_offset for tp, p in mine.items() if p.config.compact},
+        )
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every log, write checkpoints, leave the clean-shutdown marker."""
+        for plog in self.logs():
+            plog.close()
+        for d in self.log_dirs:
+            self._write_checkpoints(d)
+            atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())

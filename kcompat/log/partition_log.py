@@ -1,0 +1,640 @@
+"""PartitionLog: one topic-partition as an ordered list of segments (Kafka's UnifiedLog + LocalLog).
+
+Offsets:  log_start_offset <= (first segment's base) ... high_watermark == log_end_offset
+(a single node is its own ISR, so everything appended is committed).
+
+Threads. Appends, reads and truncation come from the server's event loop thread; retention,
+flushing and compaction may run on a worker thread. Writers take `self.lock` only for short steps
+(an append is a write() into the page cache; compaction holds it only to swap segments). Readers
+take no lock: they read `self._view`, an immutable (segments, base offsets) pair that writers
+replace whole (copy-on-write, as Kafka's docs describe), so a reader binary-searches a consistent
+list even while segments are added or deleted. Deleted segments' files stay readable through the
+descriptors held by any FetchSlice in flight.
+
+Durability follows flush.messages / flush.ms (by default: the OS decides). `flush()` fsyncs and
+advances the recovery point; restarts after an unclean stop re-validate everything after it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from crc32c import crc32c
+
+from kcompat.log.batch_scan import iter_headers, iter_whole_batches
+from kcompat.log.config import LogConfig
+from kcompat.log.errors import (
+    CorruptRecord,
+    KafkaStorageError,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    OutOfOrderSequence,
+    RecordBatchTooLarge,
+)
+from kcompat.log.leader_epoch import LeaderEpochCache
+from kcompat.log.log_file import EMPTY_SLICE, FetchSlice, FilePiece
+from kcompat.log.log_files import snapshot_path
+from kcompat.log.producer_state import ProducerStateManager, _in_sequence
+from kcompat.log.record_view import RecordView, iter_records
+from kcompat.log.recovery import load_segments
+from kcompat.log.segment import BatchPlacement, LogSegment
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.record_batch import (
+    CRC_START,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchHeader,
+    read_header,
+    set_base_offset,
+    set_partition_leader_epoch,
+    split_batches,
+)
+
+log = logging.getLogger("kcompat.log")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    base_offset: int  # offset given to the first record (of the original batch for a duplicate)
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    max_timestamp: int
+    size: int  # bytes written (0 for a duplicate)
+    duplicate: bool = False
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.lock = threading.RLock()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochCache(directory)
+        self.producer_state = ProducerStateManager(
+            directory, producer_id_expiration_ms=config.producer_id_expiration_ms
+        )
+        cache = self.leader_epoch_cache
+
+        def on_recovered(h: BatchHeader) -> None:
+            if h.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+
+        segments = load_segments(
+            directory,
+            config,
+            now_ms=now_ms,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+            on_batch=on_recovered,
+        )
+        if not segments:
+            segments = [LogSegment(directory, log_start_offset, config, created_ms=now_ms, active=True)]
+        self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
+        self._set_segments(segments)
+        self._leo = segments[-1].read_next_offset()
+        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
+        if self._log_start_offset > self._leo:
+            # The checkpoint is ahead of the data (everything after it was lost): start empty there.
+            self._truncate_fully_and_start_at(self._log_start_offset, now_ms)
+        cache.truncate_from_end(self._leo)
+        cache.truncate_from_start(self._log_start_offset)
+        self._rebuild_producer_state()
+        self.recovery_point = self._leo
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._snapshot_unsynced: Path | None = None
+        self.first_dirty_offset = self._log_start_offset  # compaction progress (cleaner-offset-checkpoint)
+        self.truncations = 0  # bumped when data is cut in place, so a concurrent clean knows to give up
+        self.tombstone_horizon_ms: int | None = None  # earliest delete horizon the cleaner has set
+
+    # --- offsets ---
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._leo
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset()
+        return self._leo if first_unstable is None else min(first_unstable, self._leo)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._view[0]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view[0][-1]
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._view[0])
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        self._view = (tuple(segments), tuple(s.base_offset for s in segments))
+
+    # --- append ---
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        verify_crc: bool = False,
+    ) -> AppendInfo:
+        """Append one or more validated v2 batches; offsets and the leader epoch are patched in.
+
+        A bytearray (or writable memoryview) is patched in place; other buffers are copied once.
+        The batches must already have passed the produce validator: only their framing (and with
+        `verify_crc`, their CRCs) is checked here. Idempotent batches are checked against the
+        producer state first; a retry of one of the last 5 batches returns the original offsets with
+        duplicate=True and writes nothing.
+
+        Raises CorruptRecord, MessageTooLarge, RecordBatchTooLarge, InvalidProducerEpoch,
+        OutOfOrderSequence, or KafkaStorageError (after which the log is as it was before).
+        """
+        buf: bytearray | memoryview
+        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+            buf = records
+        else:
+            buf = bytearray(records)
+        headers = self._frame(buf, verify_crc)
+        total = len(buf)
+        if total > self.config.segment_bytes:
+            raise RecordBatchTooLarge(f"{total} bytes do not fit in a segment of {self.config.segment_bytes}")
+        cfg = self.config
+        with self.lock:
+            dup = self._check_producers(headers)
+            if dup is not None:
+                return dup
+            offset = self._leo
+            base = offset
+            placements: list[BatchPlacement] = []
+            max_ts = -1
+            for pos, h in headers:
+                set_base_offset(buf, offset, pos)
+                set_partition_leader_epoch(buf, leader_epoch, pos)
+                last = offset + h.last_offset_delta
+                placements.append((pos, h.size, last, h.max_timestamp))
+                max_ts = max(max_ts, h.max_timestamp)
+                offset = last + 1
+            seg = self.active_segment
+            if seg.should_roll(total, max_ts, offset - 1, now_ms):
+                seg = self._roll(now_ms)
+            seg.append(buf, placements)
+            self._leo = offset
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, base)
+            ps = self.producer_state
+            for pos, h in headers:
+                if h.producer_id != NO_PRODUCER_ID:
+                    ps.update(read_header(buf, pos))
+            ps.map_end_offset = offset
+            self._unflushed_messages += offset - base
+            if self._unflushed_messages >= cfg.flush_messages or now_ms - self._last_flush_ms >= cfg.flush_ms:
+                self.flush(now_ms=now_ms)
+            append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else -1
+            return AppendInfo(base, offset - 1, append_time, self._log_start_offset, max_ts, total)
+
+    def _frame(self, buf: bytearray | memoryview, verify_crc: bool) -> list[tuple[int, BatchHeader]]:
+        try:
+            spans = split_batches(buf)
+            headers = [(pos, read_header(buf, pos)) for pos, _ in spans]
+        except DecodeError as e:
+            raise CorruptRecord(f"records are not whole v2 batches: {e}") from None
+        if not spans:
+            raise CorruptRecord("no complete record batch")
+        end = spans[-1][0] + spans[-1][1]
+        if end != len(buf):
+            raise CorruptRecord(f"{len(buf) - end} bytes after the last whole batch")
+        view = memoryview(buf)
+        for pos, h in headers:
+            if h.size > self.config.max_message_bytes:
+                raise MessageTooLarge(
+                    f"batch of {h.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+                )
+            if h.last_offset_delta < 0:
+                raise CorruptRecord(f"batch has lastOffsetDelta {h.last_offset_delta}")
+            if verify_crc and crc32c(view[pos + CRC_START : pos + h.size]) != h.crc:
+                raise CorruptRecord("record batch CRC does not match")
+        return headers
+
+    def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> AppendInfo | None:
+        ps = self.producer_state
+        pending: dict[int, tuple[int, int]] = {}  # later batches of a producer in the same append
+        for _, h in headers:
+            pid = h.producer_id
+            if pid == NO_PRODUCER_ID or h.is_control or h.base_sequence == NO_SEQUENCE:
+                continue
+            if pid in pending:
+                epoch, last_seq = pending[pid]
+                if h.producer_epoch != epoch or not _in_sequence(last_seq, h.base_sequence):
+                    raise OutOfOrderSequence(f"producer {pid}: batches in one append are not in sequence")
+            else:
+                dup = ps.check(pid, h.producer_epoch, h.base_sequence, h.last_sequence)
+                if dup is not None:
+                    if len(headers) > 1:
+                        raise OutOfOrderSequence(f"producer {pid}: a retried batch came with others")
+                    return AppendInfo(
+                        dup.first_offset, dup.last_offset, -1, self._log_start_offset, dup.timestamp, 0, True
+                    )
+            pending[pid] = (h.producer_epoch, h.last_sequence)
+        return None
+
+    # --- roll and flush ---
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new segment at the log end offset (no-op if the active segment is empty)."""
+        with self.lock:
+            return self._roll(now_ms)
+
+    def _roll(self, now_ms: int) -> LogSegment:
+        old = self.active_segment
+        if old.size == 0:
+            return old
+        old.on_become_inactive()
+        new = LogSegment(self.directory, self._leo, self.config, created_ms=now_ms, active=True)
+        if new.size:  # leftovers with that name (a crash after a truncation): start clean
+            new.log.truncate(0)
+            new.reset_indexes()
+        self._set_segments([*self.segments, new])
+        # Snapshot producer state at the segment boundary (Kafka does it on roll); fsynced by flush().
+        self._snapshot_unsynced = self.producer_state.take_snapshot(sync=False)
+        self.producer_state.delete_old_snapshots(keep=3)
+        return new
+
+    def flush(self, *, now_ms: int | None = None) -> None:
+        """fsync everything written so far and move the recovery point to the log end."""
+        with self.lock:
+            leo = self._leo
+            segments = [
+                s for s in self.segments if s.base_offset >= self._segment_base_for(self.recovery_point)
+            ]
+            snap = self._snapshot_unsynced
+            self._snapshot_unsynced = None
+            self._unflushed_messages = 0
+            if now_ms is not None:
+                self._last_flush_ms = now_ms
+        for s in segments:
+            s.flush()
+        if snap is not None:
+            _fsync_path(snap)
+        self.recovery_point = max(self.recovery_point, leo)
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """Background hook: flush when flush.ms has passed, or when rolled segments are unflushed."""
+        if now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush(now_ms=now_ms)
+        elif self.recovery_point < self.active_segment.base_offset:
+            self._flush_rolled()
+
+    def _flush_rolled(self) -> None:
+        with self.lock:
+            upto = self.active_segment.base_offset
+            segments = [
+                s for s in self.segments[:-1] if s.base_offset >= self._segment_base_for(self.recovery_point)
+            ]
+            snap = self._snapshot_unsynced
+            self._snapshot_unsynced = None
+        for s in segments:
+            s.flush()
+        if snap is not None:
+            _fsync_path(snap)
+        self.recovery_point = max(self.recovery_point, upto)
+
+    def _segment_base_for(self, offset: int) -> int:
+        bases = self._view[1]
+        i = bisect.bisect_right(bases, offset) - 1
+        return bases[max(i, 0)]
+
+    # --- reads ---
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchSlice:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (the first batch may exceed it).
+
+        `offset` must be in [log_start_offset, log_end_offset], else OffsetOutOfRange; at the log
+        end offset the slice is empty. Cost: a binary search over segment base offsets, one over
+        the mmap'd index, and a header scan of at most index.interval.bytes plus one batch.
+        """
+        segments, bases = self._view
+        leo = self._leo
+        if offset < self._log_start_offset or offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self._log_start_offset}, {leo}] of {self.topic}-{self.partition}"
+            )
+        if offset == leo:
+            return EMPTY_SLICE
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        pieces: list[FilePiece] = []
+        first = -1
+        remaining = max_bytes
+        while i < len(segments):
+            seg = segments[i]
+            end = seg.size
+            got = seg.read(offset, remaining, min_one_batch=min_one_batch and not pieces)
+            if got is not None:
+                pos, length, base = got
+                if length == 0:
+                    break
+                pieces.append(FilePiece(seg.log, pos, length))
+                if first < 0:
+                    first = base
+                remaining -= length
+                if pos + length < end or remaining <= 0:
+                    break
+            i += 1
+            if i < len(segments):
+                offset = segments[i].base_offset
+        return FetchSlice(tuple(pieces), first) if pieces else EMPTY_SLICE
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `timestamp` (ListOffsets), or None.
+
+        Finds the first segment whose largest timestamp reaches the target, then the batch through
+        the time index, then decodes that one batch to find the record.
+        """
+        start = self._log_start_offset
+        for seg in self._view[0]:
+            if seg.max_timestamp_so_far < timestamp:
+                continue
+            found = seg.find_batch_by_timestamp(timestamp, start)
+            if found is None:
+                continue
+            pos, h = found
+            for r in self._records_at(seg, pos, h):
+                if r.timestamp >= timestamp and r.offset >= start:
+                    return r.offset, r.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3); (-1, -1) if none."""
+        best: LogSegment | None = None
+        for seg in self._view[0]:
+            if seg.max_timestamp_so_far >= 0 and (
+                best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far
+            ):
+                best = seg
+        if best is None:
+            return -1, -1
+        found = best.translate_offset(best.offset_of_max_timestamp_so_far)
+        if found is None:
+            return -1, -1
+        pos, h = found
+        for r in self._records_at(best, pos, h):
+            if r.timestamp == h.max_timestamp:
+                return r.offset, r.timestamp
+        return h.last_offset, h.max_timestamp
+
+    def _records_at(self, seg: LogSegment, pos: int, h: BatchHeader) -> list[RecordView]:
+        data = memoryview(seg.log.pread(h.size, pos))
+        try:
+            return iter_records(data, h)
+        except DecodeError as e:
+            raise KafkaStorageError(f"stored batch at offset {h.base_offset} does not decode: {e}") from e
+
+    def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) from the leader epoch cache."""
+        return self.leader_epoch_cache.end_offset_for_epoch(epoch, self._leo)
+
+    end_offset_for_epoch = epoch_end_offset
+
+    # --- removing data ---
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (-1: the high watermark).
+
+        Whole segments below it are deleted now. Returns the new log start offset.
+        """
+        with self.lock:
+            if offset == -1:
+                offset = self._leo
+            if offset < 0 or offset > self._leo:
+                raise OffsetOutOfRange(
+                    f"cannot delete records before {offset}: the high watermark is {self._leo}"
+                )
+            if offset > self._log_start_offset:
+                self._advance_log_start(offset)
+            doomed = self._segments_below_log_start()
+            self._remove_segments(doomed)
+            return self._log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        self._log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.truncate_head(offset)
+        self.first_dirty_offset = max(self.first_dirty_offset, offset)
+
+    def _segments_below_log_start(self) -> list[LogSegment]:
+        segs = self.segments
+        return [s for s, nxt in itertools.pairwise(segs) if nxt.base_offset <= self._log_start_offset]
+
+    def _remove_segments(self, doomed: list[LogSegment]) -> None:
+        """Drop segments from the list (caller holds the lock), then unlink their files."""
+        if not doomed:
+            return
+        ids = {id(s) for s in doomed}
+        remaining = [s for s in self.segments if id(s) not in ids]
+        self._set_segments(remaining)
+        if remaining[0].base_offset > self._log_start_offset:
+            self._advance_log_start(remaining[0].base_offset)
+        for s in doomed:
+            s.delete()
+
+    def run_retention(self, now_ms: int) -> int:
+        """Delete old segments by retention.ms / retention.bytes (cleanup.policy delete) and below the
+        log start offset (any policy). Returns the number of segments deleted."""
+        cfg = self.config
+        with self.lock:
+            segs = list(self.segments)
+            leo = self._leo
+            doomed: list[LogSegment] = []
+
+            def take_while(pred: Callable[[LogSegment, LogSegment | None], bool]) -> None:
+                for i, s in enumerate(segs):
+                    nxt = segs[i + 1] if i + 1 < len(segs) else None
+                    upper = nxt.base_offset if nxt else leo
+                    if nxt is None and s.size == 0:
+                        break
+                    if not (pred(s, nxt) and upper <= leo):
+                        break
+                    if s not in doomed:
+                        doomed.append(s)
+
+            if cfg.delete:
+                if cfg.retention_ms >= 0:
+                    take_while(lambda s, _n: now_ms - s.largest_timestamp > cfg.retention_ms)
+                if cfg.retention_bytes >= 0:
+                    diff = [sum(s.size for s in segs) - cfg.retention_bytes]
+
+                    def over(s: LogSegment, _n: LogSegment | None) -> bool:
+                        if diff[0] - s.size >= 0:
+                            diff[0] -= s.size
+                            return True
+                        return False
+
+                    take_while(over)
+            take_while(lambda _s, n: n is not None and n.base_offset <= self._log_start_offset)
+            if not doomed:
+                self.producer_state.remove_expired(now_ms)
+                return 0
+            doomed.sort(key=lambda s: s.base_offset)
+            if len(doomed) == len(segs):
+                self._roll(now_ms)
+            self._remove_segments(doomed)
+            self.producer_state.remove_expired(now_ms)
+            return len(doomed)
+
+    def truncate_to(self, offset: int, *, now_ms: int = 0) -> None:
+        """Remove everything at and after `offset` (whole batches; the log end may end up below it)."""
+        with self.lock:
+            if offset >= self._leo:
+                return
+            self.truncations += 1
+            if offset < self._log_start_offset:
+                self._truncate_fully_and_start_at(offset, now_ms)
+                return
+            segs = list(self.segments)
+            doomed = [
+                s for s in segs if s.base_offset > offset or (s.base_offset == offset and s is not segs[0])
+            ]
+            keep = [s for s in segs if s not in doomed]
+            active = keep[-1]
+            active.truncate_to(offset)
+            active.make_active()
+            self._set_segments(keep)
+            for s in doomed:
+                s.delete()
+            self._leo = active.read_next_offset()
+            self._after_truncation()
+
+    def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        old = list(self.segments)
+        for s in old:
+            s.delete()
+        new = LogSegment(self.directory, offset, self.config, created_ms=now_ms, active=True)
+        if new.size:
+            new.log.truncate(0)
+            new.reset_indexes()
+        self._set_segments([new])
+        self._leo = offset
+        self._log_start_offset = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.reset(offset)
+        self.producer_state.delete_snapshots_after(-1)
+        self.recovery_point = offset
+
+    def _after_truncation(self) -> None:
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self.producer_state.delete_snapshots_after(self._leo)
+        self._rebuild_producer_state()
+        self.recovery_point = min(self.recovery_point, self._leo)
+        self.first_dirty_offset = min(self.first_dirty_offset, self._leo)
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the newest snapshot and replay batch headers from it to the log end."""
+        ps = self.producer_state
+        start = ps.load(self._log_start_offset, self._leo)
+        segments, bases = self._view
+        i = max(bisect.bisect_right(bases, start) - 1, 0)
+        for seg in segments[i:]:
+            pos = 0
+            if seg.base_offset < start:
+                found = seg.translate_offset(start)
+                if found is None:
+                    continue
+                pos = found[0]
+            for _, h in iter_headers(seg.log, pos, seg.size):
+                if h.last_offset >= start:
+                    ps.update(h)
+        ps.map_end_offset = self._leo
+
+    # --- life cycle ---
+
+    def close(self) -> None:
+        """Clean close: snapshot producer state at the log end, fsync and trim everything."""
+        with self.lock:
+            self.producer_state.take_snapshot(sync=True)
+            self.producer_state.delete_old_snapshots(keep=3)
+            for s in self.segments:
+                s.close()
+            self.recovery_point = self._leo
+
+    def delete_files(self) -> None:
+        """Remove the partition directory (topic deletion)."""
+        with self.lock:
+            for s in self.segments:
+                s.delete()
+            self._set_segments([])
+            for name in os.listdir(self.directory):
+                try:
+                    os.unlink(self.directory / name)
+                except IsADirectoryError:
+                    pass
+            os.rmdir(self.directory)
+
+    def verify(self) -> list[str]:
+        """Problems found by re-reading every batch (CRC, offsets); empty when the log is sound."""
+        problems = []
+        expect = self.segments[0].base_offset if self.segments else 0
+        for seg in self.segments:
+            for pos, h, data in iter_whole_batches(seg.log, 0, seg.size):
+                if h is None:
+                    problems.append(f"segment {seg.base_offset}: unreadable batch at {pos}")
+                    break
+                if crc32c(data[CRC_START:]) != h.crc:
+                    problems.append(f"segment {seg.base_offset}: CRC mismatch at offset {h.base_offset}")
+                if h.base_offset < expect:
+                    problems.append(f"segment {seg.base_offset}: offset {h.base_offset} below {expect}")
+                expect = h.last_offset + 1
+        return problems
+
+    def snapshot_path(self, offset: int) -> Path:
+        return snapshot_path(self.directory, offset)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
+            f"end={self._leo}, segments={len(self.segments)})"
+        )
+
+
+def _fsync_path(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

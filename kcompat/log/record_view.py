@@ -1,0 +1,88 @@
+"""The records inside one stored v2 batch, for the two places the engine must look inside a batch:
+compaction (keys, tombstones) and offset-for-timestamp (the first record at or after a time).
+
+Record layout (implementation.html 5.3.2), after the 61-byte batch header, possibly compressed:
+
+    length          varint   bytes after this field
+    attributes      int8     unused
+    timestampDelta  varlong  from the batch's baseTimestamp
+    offsetDelta     varint   from the batch's baseOffset
+    keyLength       varint   -1 = null key
+    key             bytes
+    valueLength     varint   -1 = null value (a tombstone)
+    value           bytes
+    headersCount    varint, then headers
+
+`body` keeps the bytes from keyLength to the end of the record, so a record can be re-encoded
+against another base timestamp without touching its key, value or headers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kcompat.wire.compression import decompress
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.primitives import Reader, encode_varint, encode_varlong
+from kcompat.wire.record_batch import HEADER_SIZE, BatchHeader
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    offset: int
+    timestamp: int  # as a consumer sees it (the batch's max timestamp under LogAppendTime)
+    encoded_timestamp: int  # baseTimestamp + timestampDelta, as stored
+    offset_delta: int
+    attributes: int
+    key: bytes | None
+    has_value: bool
+    body: memoryview  # keyLength .. end of record
+
+    def encode(self, base_timestamp: int) -> bytes:
+        """This record, with its timestamp expressed against `base_timestamp`."""
+        inner = (
+            bytes((self.attributes,))
+            + encode_varlong(self.encoded_timestamp - base_timestamp)
+            + encode_varint(self.offset_delta)
+            + bytes(self.body)
+        )
+        return encode_varint(len(inner)) + inner
+
+
+def records_payload(batch: memoryview, h: BatchHeader) -> memoryview:
+    """The uncompressed record bytes of a batch."""
+    raw = batch[HEADER_SIZE : h.size]
+    if h.compression == 0:
+        return raw
+    return memoryview(decompress(h.compression, raw))
+
+
+def iter_records(batch: memoryview, h: BatchHeader) -> list[RecordView]:
+    """Every record of the batch; DecodeError if the records do not parse."""
+    payload = records_payload(batch, h)
+    r = Reader(payload)
+    out = []
+    log_append = h.log_append_time
+    for _ in range(h.records_count):
+        length = r.varint()
+        end = r.pos + length
+        if length < 0 or end > r.end:
+            raise DecodeError(f"record length {length} runs past the batch", "records")
+        attributes = r.int8() & 0xFF
+        ts_delta = r.varlong()
+        offset_delta = r.varint()
+        body_start = r.pos
+        key_len = r.varint()
+        key = bytes(r.raw(key_len)) if key_len >= 0 else None
+        value_len = r.varint()
+        if value_len >= 0:
+            r.raw(value_len)
+        r.pos = end
+        ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
+        out.append(
+            RecordView(
+                h.base_offset + offset_delta, ts, h.base_timestamp + ts_delta, offset_delta, attributes, key, value_len >= 0,
+                payload[body_start:end],
+            )
+        )  # fmt: skip
+    return out

@@ -1,0 +1,208 @@
+"""Opening a partition directory: finishing interrupted compaction, validating, re-indexing (Kafka's LogLoader).
+
+On open, in this order:
+  1. leftovers are removed: `.deleted` (deletion in progress), `.cleaned` (compaction output not yet
+     complete), `.tmp` (checkpoint being written), index files whose `.log` is gone;
+  2. each `.log.swap` (complete compaction output) is validated, the segments it replaces (base
+     offsets in [swap base, swap next offset)) are deleted, and it is renamed into place;
+  3. every segment is opened; a missing or insane index is rebuilt from its log;
+  4. after an unclean stop, every segment from the one holding the recovery point to the end is
+     scanned: each batch must have a readable header, fit in the file, pass its CRC-32C and have
+     offsets above the previous batch's. The first batch that fails cuts the log there (the segment
+     is truncated and later segments deleted) and ONE warning line says what was cut. The engine
+     never refuses to start for a bad tail, and nothing before the first bad batch is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from crc32c import crc32c
+
+from kcompat.log.batch_scan import iter_whole_batches
+from kcompat.log.config import LogConfig
+from kcompat.log.index import CorruptIndex
+from kcompat.log.log_files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    index_path,
+    log_path,
+    offset_from_name,
+    time_index_path,
+)
+from kcompat.log.segment import LogSegment
+from kcompat.wire.record_batch import CRC_START, BatchHeader
+
+log = logging.getLogger("kcompat.log")
+
+BatchCallback = Callable[[BatchHeader], None]
+
+
+def recover_segment(
+    segment: LogSegment, on_batch: BatchCallback | None = None, *, sealed: bool = True
+) -> tuple[int, str | None, int]:
+    """Re-index `segment` from its log, cutting it at the first invalid batch.
+
+    A sealed segment's indexes are trimmed afterwards (with the final time index entry); the active
+    one keeps its preallocated room. Returns (bytes truncated, why, next offset).
+    """
+    segment.make_active()
+    segment.reset_indexes()
+    end = segment.log.size
+    valid = 0
+    next_offset = segment.base_offset
+    reason: str | None = None
+    for pos, h, data in iter_whole_batches(segment.log, 0, end):
+        if h is None:
+            reason = f"unreadable or incomplete batch at position {pos}"
+            break
+        if crc32c(data[CRC_START:]) != h.crc:
+            reason = f"CRC mismatch in the batch at offset {h.base_offset}, position {pos}"
+            break
+        if h.base_offset < next_offset or h.last_offset_delta < 0:
+            reason = f"batch at position {pos} has offset {h.base_offset}, expected at least {next_offset}"
+            break
+        segment.index_batch(pos, h)
+        if on_batch is not None:
+            on_batch(h)
+        valid = pos + h.size
+        next_offset = h.last_offset + 1
+    truncated = end - valid
+    if truncated:
+        segment.log.truncate(valid)
+    if sealed:
+        segment.on_become_inactive()
+    return truncated, reason, next_offset
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _remove_leftovers(directory: Path) -> list[int]:
+    """Delete half-done files; return base offsets of complete `.log.swap` files."""
+    swaps = []
+    for name in os.listdir(directory):
+        path = directory / name
+        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+            _unlink(path)
+        elif name.endswith(SWAP_SUFFIX):
+            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                swaps.append(offset_from_name(name))
+            else:
+                _unlink(path)  # indexes of a swap segment are rebuilt from its log
+    return sorted(swaps)
+
+
+def _complete_swaps(directory: Path, config: LogConfig, swaps: list[int], now_ms: int) -> None:
+    for base in swaps:
+        seg = LogSegment(directory, base, config, created_ms=now_ms, suffix=SWAP_SUFFIX, active=True)
+        truncated, reason, next_offset = recover_segment(seg)
+        if truncated:
+            # A swap file is fsynced before it is renamed to .swap: damage means the disk lied.
+            log.warning(
+                "compaction output %s was damaged (%s): keeping the original segments", seg.log.path, reason
+            )
+            seg.delete()
+            continue
+        for name in os.listdir(directory):
+            if name.endswith(LOG_SUFFIX) and base <= offset_from_name(name) < next_offset:
+                old = offset_from_name(name)
+                for p in (
+                    log_path(directory, old),
+                    index_path(directory, old),
+                    time_index_path(directory, old),
+                ):
+                    _unlink(p)
+        seg.rename_suffix(SWAP_SUFFIX, "")
+        seg.offset_index.close()
+        seg.time_index.close()
+        seg.log.close()
+
+
+def load_segments(
+    directory: Path,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    recovery_point: int,
+    clean_shutdown: bool,
+    on_batch: BatchCallback | None = None,
+) -> list[LogSegment]:
+    """Open the segments of a partition directory, recovering as needed; oldest first, last one active."""
+    swaps = _remove_leftovers(directory)
+    _complete_swaps(directory, config, swaps, now_ms)
+
+    names = os.listdir(directory)
+    bases = sorted(offset_from_name(n) for n in names if n.endswith(LOG_SUFFIX))
+    base_set = set(bases)
+    for n in names:
+        if n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and offset_from_name(n) not in base_set:
+            _unlink(directory / n)
+
+    segments: list[LogSegment] = []
+    for i, base in enumerate(bases):
+        had_indexes = index_path(directory, base).exists() and time_index_path(directory, base).exists()
+        active = i == len(bases) - 1
+        seg = LogSegment(directory, base, config, created_ms=now_ms, active=active)
+        if not had_indexes:
+            _rebuild(seg, "its index files are missing", sealed=not active)
+        else:
+            try:
+                seg.offset_index.sanity_check(seg.size)
+                if seg.size:
+                    seg.time_index.sanity_check(seg.read_next_offset() - 1)
+            except CorruptIndex as e:
+                _rebuild(seg, str(e), sealed=not active)
+        segments.append(seg)
+
+    if not clean_shutdown and segments:
+        _recover_unflushed(segments, recovery_point, on_batch)
+    if segments:
+        segments[-1].make_active()
+    return segments
+
+
+def _rebuild(seg: LogSegment, why: str, *, sealed: bool) -> None:
+    log.info("rebuilding the indexes of %s: %s", seg.log.path, why)
+    truncated, reason, _ = recover_segment(seg, sealed=sealed)
+    if truncated:
+        log.warning(
+            "truncated %d bytes of %s while rebuilding its indexes: %s", truncated, seg.log.path, reason
+        )
+
+
+def _recover_unflushed(
+    segments: list[LogSegment], recovery_point: int, on_batch: BatchCallback | None
+) -> None:
+    start = 0
+    for i, seg in enumerate(segments):
+        if seg.base_offset <= recovery_point:
+            start = i
+    for i in range(start, len(segments)):
+        seg = segments[i]
+        truncated, reason, next_offset = recover_segment(seg, on_batch, sealed=i < len(segments) - 1)
+        if truncated:
+            dropped = segments[i + 1 :]
+            for later in dropped:
+                later.delete()
+            del segments[i + 1 :]
+            log.warning(
+                "recovery of %s: %s; truncated %d bytes from offset %d%s",
+                seg.log.path.parent.name,
+                reason,
+                truncated,
+                next_offset,
+                f" and deleted {len(dropped)} later segment(s)" if dropped else "",
+            )
+            break
