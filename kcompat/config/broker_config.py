@@ -95,18 +95,28 @@ class BrokerConfig:
         try:
             return definition.parse(raw)
         except ConfigError as exc:
-            origin = self.origins.get(definition.name)
-            if origin:
-                raise ConfigError(f"{exc} (set by {origin})", key=exc.key, value=exc.value) from None
-            raise
+            raise self._located(exc) from None
 
-    def _error(self, key: str, message: str) -> ConfigError:
-        origin = self.origins.get(key)
-        return ConfigError(f"{message} (set by {origin})" if origin else message, key=key)
+    def _located(self, exc: ConfigError) -> ConfigError:
+        """The same error, saying where the offending value was set."""
+        origin = self.origins.get(exc.key or "")
+        if not origin:
+            return exc
+        return ConfigError(f"{exc} (set by {origin})", key=exc.key, value=exc.value)
+
+    @staticmethod
+    def _error(key: str, message: str) -> ConfigError:
+        return ConfigError(message, key=key)
 
     # --- cross-property rules ---------------------------------------------------------------
 
     def _check(self) -> None:
+        try:
+            self._check_rules()
+        except ConfigError as exc:
+            raise self._located(exc) from None
+
+    def _check_rules(self) -> None:
         node_id, broker_id = self._value("node.id"), self._value("broker.id")
         if broker_id is not None and "node.id" in self._static and broker_id != node_id:
             raise self._error("broker.id", f"broker.id={broker_id} and node.id={node_id} must be equal")

@@ -1,0 +1,473 @@
+"""Broker and topic configuration: properties syntax, KAFKA_* mapping, precedence, validation,
+effective topic configs and what DescribeConfigs will report."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from kcompat.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    TOPIC_SYNONYMS,
+    AlterOp,
+    BrokerConfig,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    Listener,
+    apply_incremental,
+    env_key_to_property,
+    load_config,
+    new_cluster_id,
+    parse_properties,
+    properties_from_env,
+    read_properties_file,
+    topic_config,
+    validate_topic_configs,
+)
+from kcompat.config.broker_properties import is_cluster_id
+from kcompat.config.definition import format_value, java_double, parse_typed
+
+
+def load(*overrides: str, environ: dict[str, str] | None = None, path: Path | None = None) -> BrokerConfig:
+    return load_config(path, list(overrides), environ or {}, warn=True)
+
+
+# --- .properties syntax ---------------------------------------------------------------------
+
+
+def test_separators_and_whitespace() -> None:
+    text = "a=1\nb: 2\nc 3\n  d   =   4  \ne\t:\t5\nf==6\ng\n"
+    assert parse_properties(text) == {"a": "1", "b": "2", "c": "3", "d": "4  ", "e": "5", "f": "=6", "g": ""}
+
+
+def test_comments_and_blank_lines() -> None:
+    text = "# comment\n! also a comment\n   # indented comment\n\n   \nkey=value # not a comment\n"
+    assert parse_properties(text) == {"key": "value # not a comment"}
+
+
+def test_comment_line_ending_in_backslash_does_not_continue() -> None:
+    assert parse_properties("# note \\\nkey=value\n") == {"key": "value"}
+
+
+def test_line_continuations() -> None:
+    text = "listeners=PLAINTEXT://a:1,\\\n          PLAINTEXT2://b:2\nnext=1\n"
+    assert parse_properties(text) == {"listeners": "PLAINTEXT://a:1,PLAINTEXT2://b:2", "next": "1"}
+
+
+def test_even_backslashes_do_not_continue() -> None:
+    assert parse_properties("path=C:\\\\\nother=x\n") == {"path": "C:\\", "other": "x"}
+
+
+def test_continuation_at_end_of_file() -> None:
+    assert parse_properties("key=value\\") == {"key": "value"}
+
+
+def test_escapes() -> None:
+    text = "tab=a\\tb\nnl=a\\nb\nuni=\\u00e9t\\u00E9\nplain=\\q\\\\\nkey\\=with\\:seps\\ x=1\n"
+    assert parse_properties(text) == {
+        "tab": "a\tb",
+        "nl": "a\nb",
+        "uni": "été",
+        "plain": "q\\",
+        "key=with:seps x": "1",
+    }
+
+
+def test_crlf_and_cr_line_endings() -> None:
+    assert parse_properties("a=1\r\nb=2\rc=3") == {"a": "1", "b": "2", "c": "3"}
+
+
+def test_later_keys_win() -> None:
+    assert parse_properties("a=1\na=2\n") == {"a": "2"}
+
+
+def test_malformed_unicode_escape_names_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"server.properties:3: malformed \\uXXXX escape"):
+        parse_properties("a=1\nb=2\nc=\\u12x4\n", source="server.properties")
+
+
+def test_file_reading(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_bytes("name=caf\xe9\n".encode("iso-8859-1"))  # Java's default encoding for .properties
+    assert read_properties_file(path) == {"name": "café"}
+    path.write_text("name=café\n", encoding="utf-8")
+    assert read_properties_file(path) == {"name": "café"}
+    with pytest.raises(ConfigError, match=r"cannot read properties file .*missing.properties"):
+        read_properties_file(tmp_path / "missing.properties")
+
+
+# --- KAFKA_* environment variables ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "prop"),
+    [
+        ("NUM_PARTITIONS", "num.partitions"),
+        ("LOG_RETENTION_MS", "log.retention.ms"),
+        ("ADVERTISED_LISTENERS", "advertised.listeners"),
+        ("FOO__BAR", "foo_bar"),
+        ("FOO___BAR", "foo-bar"),
+        ("LISTENER_NAME_INTERNAL_SSL_KEY___PASSWORD", "listener.name.internal.ssl.key-password"),
+        # single underscores are matched left to right without overlap, as the image's converter does
+        ("A_B_C", "a.b_c"),
+    ],
+)
+def test_env_key_mapping(variable: str, prop: str) -> None:
+    assert env_key_to_property(variable) == prop
+
+
+def test_env_selection() -> None:
+    environ = {
+        "KAFKA_NUM_PARTITIONS": "3",
+        "KAFKA_HEAP_OPTS": "-Xmx1G",
+        "KAFKA_OPTS": "-Dx=y",
+        "KAFKA_LOG4J_ROOT_LOGLEVEL": "WARN",
+        "KAFKA_JMX_OPTS": "x",
+        "KAFKA_": "nothing",
+        "KAFKAESQUE": "no",
+        "PATH": "/bin",
+        "CLUSTER_ID": "MkU3OEVBNTcwNTJENDM2Qg",
+    }
+    assert properties_from_env(environ) == {"num.partitions": "3", "cluster.id": "MkU3OEVBNTcwNTJENDM2Qg"}
+
+
+def test_kafka_cluster_id_variable_beats_image_cluster_id() -> None:
+    environ = {"CLUSTER_ID": "MkU3OEVBNTcwNTJENDM2Qg", "KAFKA_CLUSTER_ID": "AAAAAAAAAAAAAAAAAAAAAA"}
+    assert properties_from_env(environ)["cluster.id"] == "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+# --- precedence and sources -----------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    cfg = load()
+    assert cfg.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
+    assert cfg.advertised_listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
+    assert cfg.node_id == 1
+    assert cfg.log_dirs == ["./kcompat-data"] and cfg.data_dir == "./kcompat-data"
+    assert cfg.num_partitions == 1
+    assert cfg.auto_create_topics_enable is True
+    assert cfg.message_max_bytes == 1048588
+    assert cfg.socket_request_max_bytes == 104857600
+    assert cfg.connections_max_idle_ms == 600000
+    assert cfg.group_initial_rebalance_delay_ms == 3000
+    assert cfg.offsets_retention_minutes == 10080
+    assert cfg.offsets_topic_num_partitions == 50
+    assert cfg.fetch_max_bytes == 57671680
+    assert cfg.compression_type == "producer"
+    assert cfg.log_cleanup_policy == ["delete"]
+    assert cfg.get("log.retention.ms") == 168 * 3600 * 1000
+    assert cfg.cluster_id is None
+    assert cfg.source("num.partitions") is ConfigSource.DEFAULT_CONFIG
+
+
+def test_precedence_file_env_override(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions=2\nlog.retention.hours=10\nmessage.max.bytes=2000\ndefault.replication.factor=1\n")
+    environ = {"KAFKA_NUM_PARTITIONS": "3", "KAFKA_MESSAGE_MAX_BYTES": "3000"}
+    cfg = load("num.partitions=4", path=path, environ=environ)
+    assert cfg.num_partitions == 4  # --override beats env and file
+    assert cfg.message_max_bytes == 3000  # env beats file
+    assert cfg.get("log.retention.ms") == 10 * 3600 * 1000  # file beats default
+    assert cfg.source("num.partitions") is ConfigSource.STATIC_BROKER_CONFIG
+    assert cfg.origins["num.partitions"] == "--override"
+    assert cfg.origins["message.max.bytes"] == "environment variable KAFKA_MESSAGE_MAX_BYTES"
+    assert cfg.origins["log.retention.hours"] == str(path)
+
+
+def test_override_value_may_contain_equals() -> None:
+    cfg = load("listeners=PLAINTEXT://127.0.0.1:9095", "broker.rack=a=b")
+    assert cfg.broker_rack == "a=b"
+    with pytest.raises(ConfigError, match=r"--override 'num.partitions' is invalid: expected key=value"):
+        load("num.partitions")
+
+
+def test_unknown_keys_warn_once_each(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kcompat.config")
+    cfg = load("no.such.thing=1", "retention.ms=5", "num.network.threads=4", "ssl.keystore.location=/x")
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert "no.such.thing" in warnings[0].getMessage()
+    assert "log.retention.ms" in warnings[1].getMessage()  # a topic config named at broker level gets a hint
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert any("num.network.threads" in m for m in infos) and any("ssl.keystore.location" in m for m in infos)
+    assert cfg.unknown == {"no.such.thing": "1", "retention.ms": "5"}
+    assert cfg.num_network_threads == 4
+
+
+# --- invalid values -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("num.partitions=abc", r"num.partitions='abc' is invalid: expected a 32-bit integer"),
+        ("num.partitions=0", r"num.partitions='0' is invalid: expected a value of at least 1"),
+        ("num.partitions=2147483648", r"num.partitions='2147483648' is invalid: expected a 32-bit integer in"),
+        ("num.partitions=1_000", r"num.partitions='1_000' is invalid"),
+        ("auto.create.topics.enable=yes", r"auto.create.topics.enable='yes' is invalid: expected true or false"),
+        ("compression.type=brotli", r"compression.type='brotli' is invalid: expected one of uncompressed, zstd"),
+        ("log.cleanup.policy=delete,shred", r"log.cleanup.policy='delete,shred' is invalid"),
+        ("log.cleaner.min.cleanable.ratio=1.5", r"expected a value between 0 and 1"),
+        ("log.segment.bytes=100", r"log.segment.bytes='100' is invalid: expected a value of at least 1048576"),
+        ("log.message.timestamp.type=Now", r"expected one of CreateTime, LogAppendTime"),
+        ("cluster.id=not-an-id", r"cluster.id='not-an-id' is invalid: expected 22 characters"),
+        ("listeners=localhost:9092", r"listeners entry 'localhost:9092' is invalid: expected NAME://host:port"),
+        ("listeners=PLAINTEXT://:99999", r"port must be in \[0, 65535\]"),
+        ("listeners=SSL://:9093", r"uses security protocol SSL: kcompat supports PLAINTEXT only"),
+        ("listeners=PLAINTEXT://:1,PLAINTEXT://:2", r"names listener PLAINTEXT more than once"),
+        ("listeners=PLAINTEXT://0.0.0.0:9092", r"cannot be advertised to clients"),
+        ("advertised.listeners=OTHER://h:1", r"advertised.listeners entry OTHER://h:1 names no listener"),
+        ("log.dirs=", r"log.dirs is empty"),
+        ("group.min.session.timeout.ms=9999999", r"is larger than group.max.session.timeout.ms"),
+    ],
+)
+def test_invalid_values(override: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected) as info:
+        load(override)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.endswith("(set by --override)")
+
+
+def test_error_names_environment_variable() -> None:
+    with pytest.raises(ConfigError, match=r"set by environment variable KAFKA_NUM_PARTITIONS\)$") as info:
+        load(environ={"KAFKA_NUM_PARTITIONS": "many"})
+    assert info.value.key == "num.partitions" and info.value.value == "many"
+
+
+def test_error_names_file(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("message.max.bytes = lots\n")
+    with pytest.raises(ConfigError, match=rf"message.max.bytes='lots' is invalid: .*\(set by {re.escape(str(path))}\)$"):
+        load(path=path)
+
+
+def test_broker_id_and_node_id() -> None:
+    assert load("broker.id=7").node_id == 7
+    assert load("broker.id=7", "node.id=7").node_id == 7
+    with pytest.raises(ConfigError, match=r"broker.id=7 and node.id=8 must be equal"):
+        load("broker.id=7", "node.id=8")
+
+
+def test_values_are_trimmed_and_booleans_case_insensitive() -> None:
+    cfg = load("num.partitions=  5  ", "auto.create.topics.enable=FALSE", "log.cleanup.policy= compact , delete ")
+    assert cfg.num_partitions == 5
+    assert cfg.auto_create_topics_enable is False
+    assert cfg.log_cleanup_policy == ["compact", "delete"]
+
+
+# --- listeners ------------------------------------------------------------------------------
+
+
+def test_listeners_forms() -> None:
+    cfg = load(
+        "listeners=PLAINTEXT://:9092,INTERNAL://[::1]:9093,CONTROLLER://:9094",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names=CONTROLLER",
+        "advertised.listeners=PLAINTEXT://kafka.example:9092,INTERNAL://[::1]:9093",
+    )
+    assert cfg.listeners == [Listener("PLAINTEXT", "", 9092), Listener("INTERNAL", "::1", 9093)]
+    assert cfg.advertised_listeners == [Listener("PLAINTEXT", "kafka.example", 9092), Listener("INTERNAL", "::1", 9093)]
+    assert str(cfg.listeners[1]) == "INTERNAL://[::1]:9093"
+
+
+def test_empty_advertised_host_is_this_machine() -> None:
+    import socket
+
+    cfg = load("listeners=PLAINTEXT://:9092")
+    assert cfg.advertised_listeners == [Listener("PLAINTEXT", socket.gethostname(), 9092)]
+
+
+def test_unmapped_listener_name() -> None:
+    with pytest.raises(ConfigError, match=r"has no security protocol"):
+        load("listeners=CLIENT://:9092")
+
+
+# --- typed access ---------------------------------------------------------------------------
+
+
+def test_retention_chain() -> None:
+    assert load("log.retention.minutes=5").get("log.retention.ms") == 5 * 60_000
+    assert load("log.retention.minutes=5", "log.retention.hours=1").log_retention_ms == 5 * 60_000
+    assert load("log.retention.ms=1234", "log.retention.minutes=5").get("log.retention.ms") == 1234
+    assert load("log.retention.ms=-1").get("log.retention.ms") == -1
+    assert load("log.retention.hours=-1").get("log.retention.ms") == -1
+    assert load("log.retention.minutes=5").raw("log.retention.ms") is None
+    assert load("log.roll.hours=2").log_roll_ms == 2 * 3_600_000
+
+
+def test_log_dirs_and_log_dir() -> None:
+    assert load("log.dir=/data/one").log_dirs == ["/data/one"]
+    cfg = load("log.dir=/data/one", "log.dirs=/data/a,/data/b")
+    assert cfg.log_dirs == ["/data/a", "/data/b"] and cfg.get("log.dirs") == ["/data/a", "/data/b"]
+    assert cfg.data_dir == "/data/a"
+
+
+def test_generic_get_and_attributes() -> None:
+    cfg = load("message.max.bytes=5000")
+    assert cfg.get("message.max.bytes") == cfg.message_max_bytes == 5000
+    with pytest.raises(KeyError):
+        cfg.get("no.such.property")
+    with pytest.raises(AttributeError):
+        _ = cfg.no_such_property
+
+
+def test_cluster_ids() -> None:
+    generated = {new_cluster_id() for _ in range(20)}
+    assert len(generated) == 20 and all(is_cluster_id(c) for c in generated)
+    assert load(f"cluster.id={next(iter(generated))}").cluster_id in generated
+
+
+# --- the tables -----------------------------------------------------------------------------
+
+
+def test_every_default_passes_its_own_validator() -> None:
+    for table in (BROKER_CONFIGS, TOPIC_CONFIGS):
+        for definition in table.values():
+            text = definition.default_text
+            if text is not None:
+                assert definition.parse(text) == definition.default, definition.name
+            assert definition.doc and "\n" not in definition.doc, definition.name
+
+
+def test_synonyms_name_existing_broker_properties() -> None:
+    assert set(TOPIC_SYNONYMS) <= set(TOPIC_CONFIGS)
+    for name, synonyms in TOPIC_SYNONYMS.items():
+        for synonym in synonyms:
+            assert synonym.broker_name in BROKER_CONFIGS, (name, synonym)
+
+
+def test_topic_defaults_agree_with_broker_defaults() -> None:
+    topic = topic_config(BrokerConfig())
+    for name, definition in TOPIC_CONFIGS.items():
+        assert topic.get(name) == definition.default, name
+        assert topic.source(name) is ConfigSource.DEFAULT_CONFIG
+
+
+def test_java_number_forms() -> None:
+    assert java_double(0.5) == "0.5"
+    assert java_double(100.0) == "100.0"
+    assert java_double(1e7) == "1.0E7"
+    assert java_double(1.7976931348623157e308) == "1.7976931348623157E308"
+    assert parse_typed("x", ConfigType.DOUBLE, "1.5E3") == 1500.0
+    assert parse_typed("x", ConfigType.LIST, " ") == []
+    assert format_value(ConfigType.BOOLEAN, False) == "false"
+
+
+# --- topic configs --------------------------------------------------------------------------
+
+
+def test_topic_inherits_broker_synonyms() -> None:
+    cfg = load("log.retention.hours=2", "log.roll.ms=5000", "message.max.bytes=4096", "log.cleanup.policy=compact")
+    topic = topic_config(cfg)
+    assert topic.retention_ms == 2 * 3_600_000
+    assert topic.segment_ms == 5000
+    assert topic.max_message_bytes == 4096
+    assert topic.cleanup_policy == ["compact"]
+    assert topic.source("retention.ms") is ConfigSource.STATIC_BROKER_CONFIG
+    assert topic.source("segment.bytes") is ConfigSource.DEFAULT_CONFIG
+
+
+def test_topic_override_wins_and_describes_synonyms() -> None:
+    cfg = load("log.retention.minutes=30")
+    topic = topic_config(cfg, {"retention.ms": "1000", "cleanup.policy": "compact,delete"})
+    assert topic.get("retention.ms") == 1000 and topic.source("retention.ms") is ConfigSource.TOPIC_CONFIG
+    (entry,) = topic.describe(["retention.ms"])
+    assert entry.value == "1000" and entry.source is ConfigSource.TOPIC_CONFIG
+    assert entry.type is ConfigType.LONG and not entry.read_only and entry.documentation
+    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+        ("retention.ms", "1000", ConfigSource.TOPIC_CONFIG),
+        ("log.retention.minutes", "30", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    ]
+    (default_entry,) = topic_config(BrokerConfig()).describe(["retention.ms"])
+    assert default_entry.value == "604800000" and default_entry.source is ConfigSource.DEFAULT_CONFIG
+    assert [(s.name, s.value) for s in default_entry.synonyms] == [("log.retention.hours", "168")]
+    assert topic.describe(["no.such.config"]) == []
+    assert len(topic.describe()) == len(TOPIC_CONFIGS)
+
+
+def test_topic_validation() -> None:
+    assert validate_topic_configs({"retention.ms": " 100 "}) == {"retention.ms": "100"}
+    with pytest.raises(ConfigError, match=r"Unknown topic config name: retention.hours"):
+        validate_topic_configs({"retention.hours": "1"})
+    with pytest.raises(ConfigError, match=r"Null value not supported for topic configs: retention.ms"):
+        validate_topic_configs({"retention.ms": None})
+    with pytest.raises(ConfigError, match=r"segment.bytes='10' is invalid: expected a value of at least 1048576"):
+        topic_config(BrokerConfig(), {"segment.bytes": "10"})
+    with pytest.raises(ConfigError, match=r"retention.ms='-2' is invalid"):
+        validate_topic_configs({"retention.ms": "-2"})
+
+
+def test_incremental_alter() -> None:
+    current = {"retention.ms": "1000"}
+    result = apply_incremental(
+        current,
+        [
+            ("cleanup.policy", AlterOp.APPEND, "compact"),
+            ("retention.ms", AlterOp.DELETE, None),
+            ("max.message.bytes", AlterOp.SET, "2048"),
+        ],
+    )
+    assert result == {"cleanup.policy": "delete,compact", "max.message.bytes": "2048"}
+    assert apply_incremental(result, [("cleanup.policy", AlterOp.SUBTRACT, "delete")])["cleanup.policy"] == "compact"
+    with pytest.raises(ConfigError, match=r"Config value append is not allowed for config key: retention.ms"):
+        apply_incremental({}, [("retention.ms", AlterOp.APPEND, "5")])
+    with pytest.raises(ConfigError, match=r"Unknown topic config name: nope"):
+        apply_incremental({}, [("nope", AlterOp.SET, "1")])
+    with pytest.raises(ConfigError, match=r"max.message.bytes='-5' is invalid"):
+        apply_incremental({}, [("max.message.bytes", AlterOp.SET, "-5")])
+
+
+def test_topic_properties_feed_the_log_config() -> None:
+    from kcompat.log.config import LogConfig
+
+    topic = topic_config(load("log.segment.bytes=2097152"), {"retention.ms": "5000", "cleanup.policy": "compact"})
+    log_config = LogConfig.from_properties(topic.as_properties())
+    assert log_config.retention_ms == 5000
+    assert log_config.segment_bytes == 2097152
+    assert log_config.cleanup_policy == ("compact",)
+    assert log_config.max_message_bytes == 1048588
+
+
+# --- dynamic broker configs -----------------------------------------------------------------
+
+
+def test_dynamic_layers() -> None:
+    cfg = load("message.max.bytes=2000")
+    changed = cfg.with_dynamic({"message.max.bytes": "3000"})
+    assert cfg.message_max_bytes == 2000 and changed.message_max_bytes == 3000
+    assert changed.source("message.max.bytes") is ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert topic_config(changed).max_message_bytes == 3000
+    (entry,) = changed.describe(["message.max.bytes"])
+    assert [(s.value, s.source) for s in entry.synonyms] == [
+        ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("2000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("1048588", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert not entry.read_only
+    reverted = changed.with_dynamic({"message.max.bytes": None})
+    assert reverted.message_max_bytes == 2000
+    cluster = cfg.with_dynamic({"log.retention.ms": "60000"}, cluster_default=True)
+    assert cluster.source("log.retention.ms") is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert cluster.dynamic_default_values == {"log.retention.ms": "60000"}
+    with pytest.raises(ConfigError, match=r"node.id cannot be changed at run time"):
+        cfg.with_dynamic({"node.id": "3"})
+    with pytest.raises(ConfigError, match=r"message.max.bytes='x' is invalid"):
+        cfg.with_dynamic({"message.max.bytes": "x"})
+
+
+def test_broker_describe() -> None:
+    entries = {e.name: e for e in load("num.partitions=3").describe()}
+    assert set(entries) == set(BROKER_CONFIGS)
+    assert entries["num.partitions"].value == "3"
+    assert entries["num.partitions"].source is ConfigSource.STATIC_BROKER_CONFIG
+    assert entries["num.partitions"].read_only
+    assert entries["log.retention.ms"].value is None
+    assert [s.name for s in entries["log.retention.ms"].synonyms] == ["log.retention.hours"]
