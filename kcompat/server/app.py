@@ -1,0 +1,188 @@
+"""`kcompat serve`: the event loop, the broker and the listeners, from start-up to a clean exit.
+
+    serve(config) -> exit code
+      1. event loop: uvloop when importable, else asyncio's own (said once in the log)
+      2. bind every listener (a port in use fails here, before any log is recovered)
+      3. await broker.start()        recovery of the logs, topics, producer state
+      4. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
+      5. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
+         most; a second signal cuts it short), close connections, await broker.close(), return 0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kcompat.config.errors import ConfigError
+from kcompat.server.connection import Client, Limits
+from kcompat.server.listeners import parse_listeners, parse_protocol_map
+from kcompat.server.reactor import Reactor
+
+log = logging.getLogger("kcompat.server")
+
+SHUTDOWN_GRACE_S = 5.0
+_LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+def setting(config: Any, key: str, default: Any = None) -> Any:
+    """`key` of the broker config (typed value), or `default` when unset."""
+    getter = getattr(config, "get", None)
+    try:
+        value = getter(key) if getter is not None else config[key]
+    except KeyError:
+        value = None
+    return default if value is None else value
+
+
+def _int_setting(config: Any, key: str, default: int) -> int:
+    value = setting(config, key, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}={value!r} is invalid: expected an integer", key=key, value=str(value)) from None
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [s.strip() for s in value.split(",") if s.strip()]
+    return [str(s).strip() for s in value]
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    try:
+        import uvloop
+    except ImportError:
+        log.info("uvloop is not installed; using asyncio's event loop")
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop  # type: ignore[no-any-return]
+
+
+def _process_age_ms(fallback_start: float) -> float:
+    """Milliseconds since this process started (interpreter start-up included) where Linux says."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        started_ticks = int(fields[19])  # field 22 of proc(5), counted after "pid (comm)"
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - started_ticks / os.sysconf("SC_CLK_TCK")
+        return age * 1000
+    except (OSError, ValueError, IndexError, AttributeError):
+        return (time.monotonic() - fallback_start) * 1000
+
+
+def _ensure_logging() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, stream=sys.stderr)
+
+
+def serve(config: Any) -> int:
+    """Run the broker until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown)."""
+    entered = time.monotonic()
+    _ensure_logging()
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(_serve(config, entered))
+    except ConfigError as e:
+        log.error("%s", e)
+        return 1
+
+
+def reactor_for(
+    config: Any,
+    handle: Any,
+    close_errors: tuple[type[BaseException], ...] = (),
+    on_disconnect: Callable[[Client], None] | None = None,
+) -> Reactor:
+    """A Reactor with the connection settings of `config`."""
+    limits = Limits(max_request_bytes=_int_setting(config, "socket.request.max.bytes", Limits.max_request_bytes))
+    return Reactor(
+        handle,
+        limits=limits,
+        close_errors=close_errors,
+        idle_ms=_int_setting(config, "connections.max.idle.ms", 600000),
+        max_connections=lambda: _int_setting(config, "max.connections", 2**31 - 1),
+        max_connections_per_ip=lambda: _int_setting(config, "max.connections.per.ip", 2**31 - 1),
+        send_buffer=_int_setting(config, "socket.send.buffer.bytes", -1),
+        receive_buffer=_int_setting(config, "socket.receive.buffer.bytes", -1),
+        on_disconnect=on_disconnect,
+    )
+
+
+async def _serve(config: Any, entered: float) -> int:
+    from kcompat import __version__
+    from kcompat.server.broker import Broker, CloseConnection
+    from kcompat.wire.protocol import UnsupportedRequest
+
+    listeners, skipped = parse_listeners(
+        setting(config, "listeners", "PLAINTEXT://127.0.0.1:9092"),
+        parse_protocol_map(setting(config, "listener.security.protocol.map")),
+        _names(setting(config, "controller.listener.names")),
+    )
+    for listener in skipped:
+        log.info("not opening controller listener %s (kcompat runs no KRaft quorum)", listener.url())
+
+    broker = Broker(config)
+    # Optional: a broker that keeps per-connection state (fetch sessions) hears of each close.
+    hook = getattr(broker, "connection_closed", None)
+    reactor = reactor_for(config, broker.handle, (CloseConnection, UnsupportedRequest), hook if callable(hook) else None)
+    try:
+        bound = reactor.bind(listeners, _int_setting(config, "socket.listen.backlog.size", 50))
+    except OSError as e:
+        log.error("cannot listen on %s: %s", ", ".join(x.url() for x in listeners), e.strerror or e)
+        return 1
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    force = asyncio.Event()
+    received: list[str] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signal.Signals(signum).name)
+        (force if stop.is_set() else stop).set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+    try:
+        try:
+            await broker.start()
+        except ConfigError:
+            raise
+        except Exception:
+            log.exception("start-up failed")
+            return 1
+        reactor.start()
+        data = ", ".join(_names(setting(config, "log.dirs")) or _names(setting(config, "log.dir"))) or "?"
+        log.info(
+            "kcompat %s listening on %s (data in %s, started in %.0f ms)",
+            __version__,
+            ", ".join(listener.url(port) for listener, port in bound),
+            data,
+            _process_age_ms(entered),
+        )
+        await stop.wait()
+        log.info("shutting down (%s)", received[0] if received else "stop")
+        await reactor.shutdown(SHUTDOWN_GRACE_S, force)
+        return 0
+    finally:
+        reactor._close_listeners()
+        for conn in list(reactor.connections):
+            conn.close()
+        try:
+            await broker.close()
+        except Exception:
+            log.exception("closing the broker failed")
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        log.info("kcompat stopped")
+
+
+__all__ = ["SHUTDOWN_GRACE_S", "Client", "reactor_for", "serve", "setting"]

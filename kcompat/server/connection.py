@@ -1,0 +1,414 @@
+"""One client connection: framing, in-order request handling, backpressure, zero-copy writes.
+
+    request frame = size int32 | size bytes (header and body, handed to the broker)
+
+The connection works on the raw non-blocking socket with loop.add_reader/add_writer, not on an
+asyncio transport: a transport-owned socket cannot take add_writer, and uvloop has no sendfile,
+so owning the socket is what lets response bytes and file slices (os.sendfile) go out in order.
+
+- The size prefix is checked against socket.request.max.bytes before any of the frame is
+  buffered; a negative or larger size closes the connection.
+- Requests are handled one at a time, in order (as Kafka does per connection), by one task per
+  connection; other connections proceed concurrently. Pipelined requests are read ahead up to
+  `Limits.max_queued_requests`; reading pauses while that many wait, or while more than
+  `write_high_water` response bytes are unsent, and resumes below `write_low_water`.
+- Frames are handed over in buffers of their own (never views of the read buffer), so the broker
+  may keep memoryviews of a frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from kcompat.server.sendfile import Chunk, ChunkWriter
+from kcompat.wire.errors import DecodeError
+
+log = logging.getLogger("kcompat.server")
+
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+
+Handler = Callable[[memoryview, "Client"], Awaitable[Sequence[Chunk] | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """The peer of a connection, passed to Broker.handle with each of its requests."""
+
+    connection_id: str  # Kafka's form: "localHost:localPort-peerHost:peerPort-index"
+    host: str
+    port: int
+    listener: str  # listener name, e.g. PLAINTEXT
+    security_protocol: str
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_request_bytes: int = 104857600  # socket.request.max.bytes
+    max_queued_requests: int = 32  # pipelined requests read ahead of the one being handled
+    write_high_water: int = 1 << 20  # stop reading and handling above this many unsent bytes...
+    write_low_water: int = 256 << 10  # ...until the queue drains below this
+    read_buffer: int = 64 << 10  # frames larger than this are received into a buffer of their own
+
+
+def describe_frame(frame: bytes | bytearray | memoryview) -> str:
+    """'Metadata v12, correlation id 7' for a frame whose header can be read, else ''."""
+    if len(frame) < 8:
+        return ""
+    key, version, correlation = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
+    from kcompat.wire.messages import APIS
+
+    spec = APIS.get(key)
+    name = spec.name if spec is not None else f"API key {key}"
+    return f"{name} v{version}, correlation id {correlation}"
+
+
+def _size_hint(prefix: bytes) -> str:
+    """Name the usual culprits of an absurd size prefix: another protocol on the Kafka port."""
+    if prefix[:1] == b"\x16" and prefix[1:2] == b"\x03":
+        return " (looks like a TLS handshake: is the client configured for SSL?)"
+    if prefix in (b"GET ", b"POST", b"HEAD", b"PUT ", b"PRI "):
+        return " (looks like HTTP)"
+    return ""
+
+
+class Connection:
+    __slots__ = (
+        "_body",
+        "_body_view",
+        "_close_errors",
+        "_drained",
+        "_end",
+        "_got",
+        "_handle",
+        "_limits",
+        "_loop",
+        "_on_closed",
+        "_rbuf",
+        "_reading",
+        "_requests",
+        "_rview",
+        "_start",
+        "_stopping",
+        "_task",
+        "_wakeup",
+        "_write_blocked",
+        "_writer",
+        "_writing",
+        "busy",
+        "client",
+        "closed",
+        "fd",
+        "last_active",
+        "sock",
+    )
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        client: Client,
+        handle: Handler,
+        *,
+        limits: Limits,
+        close_errors: tuple[type[BaseException], ...] = (),
+        on_closed: Callable[[Connection], None] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.client = client
+        self._handle = handle
+        self._limits = limits
+        self._close_errors = (DecodeError, *close_errors)
+        self._on_closed = on_closed
+        self._loop = loop or asyncio.get_running_loop()
+        self._requests: deque[bytes | bytearray] = deque()
+        self._rbuf = bytearray(limits.read_buffer)
+        self._rview = memoryview(self._rbuf)
+        self._start = 0
+        self._end = 0
+        self._body: bytearray | None = None  # a frame too large for _rbuf, being received
+        self._body_view: memoryview | None = None
+        self._got = 0
+        self._writer = ChunkWriter(sock)
+        self._reading = False
+        self._writing = False
+        self._write_blocked = False
+        self._stopping = False
+        self._wakeup: asyncio.Future[None] | None = None  # the task waits for a request
+        self._drained: asyncio.Future[None] | None = None  # the task waits for the writes to drain
+        self._task: asyncio.Task[None] | None = None
+        self.busy = False  # a request is with the broker
+        self.closed = False
+        self.last_active = self._loop.time()
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = self._loop.create_task(self._run())
+        self._update_reading()
+
+    @property
+    def unsent_bytes(self) -> int:
+        return self._writer.pending
+
+    @property
+    def queued_requests(self) -> int:
+        return len(self._requests)
+
+    @property
+    def reading(self) -> bool:
+        return self._reading
+
+    def idle_for(self, now: float) -> float:
+        """Seconds without a complete request, response progress or a request with the broker."""
+        return 0.0 if self.busy else now - self.last_active
+
+    def close(self, reason: str | None = None, *, level: int = logging.WARNING) -> None:
+        """Close now, dropping queued requests and unsent bytes; log `reason` as one line."""
+        if self.closed:
+            return
+        self.closed = True
+        if reason is not None:
+            log.log(level, "closing connection from %s: %s", self.client.address, reason)
+        if self._reading:
+            self._loop.remove_reader(self.fd)
+            self._reading = False
+        if self._writing:
+            self._loop.remove_writer(self.fd)
+            self._writing = False
+        self._writer.clear()
+        self._requests.clear()
+        self._body = self._body_view = None
+        self._wake()
+        self._wake_drained()
+        try:
+            self.sock.close()
+        finally:
+            if self._on_closed is not None:
+                self._on_closed(self)
+
+    async def shutdown(self) -> None:
+        """Stop reading; finish the requests already received, send their responses, close."""
+        self._stopping = True
+        self._update_reading()
+        self._wake()
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    def abort(self) -> None:
+        """Cancel the request in progress (end of the shutdown grace period) and close."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self.close()
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _update_reading(self) -> None:
+        want = (
+            not self.closed
+            and not self._stopping
+            and not self._write_blocked
+            and len(self._requests) < self._limits.max_queued_requests
+        )
+        if want != self._reading:
+            if want:
+                self._loop.add_reader(self.fd, self._on_readable)
+            else:
+                self._loop.remove_reader(self.fd)
+            self._reading = want
+
+    def _on_readable(self) -> None:
+        body = self._body_view
+        try:
+            if body is not None:
+                n = self.sock.recv_into(body[self._got :])
+            else:
+                n = self.sock.recv_into(self._rview[self._end :])
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self.close(f"read failed: {e}", level=logging.DEBUG)
+            return
+        if n == 0:
+            self.close("closed by the peer", level=logging.DEBUG)
+            return
+        if body is not None:
+            self._got += n
+            if self._got == len(body):
+                self._requests.append(self._body)  # type: ignore[arg-type]
+                self._body = self._body_view = None
+                self.last_active = self._loop.time()
+        else:
+            self._end += n
+        self._parse()
+        if self._requests:
+            self._wake()
+        self._update_reading()
+
+    def _parse(self) -> None:
+        """Move complete frames from the read buffer to the request queue, up to its bound."""
+        if self.closed or self._body is not None:
+            return
+        buf, view = self._rbuf, self._rview
+        start, end = self._start, self._end
+        requests = self._requests
+        limit = self._limits.max_queued_requests
+        max_size = self._limits.max_request_bytes
+        added = False
+        while end - start >= 4 and len(requests) < limit:
+            size = int.from_bytes(view[start : start + 4], "big", signed=True)
+            if size < 0 or size > max_size:
+                self._reject_size(size, bytes(view[start : start + 4]))
+                return
+            if end - start - 4 < size:
+                if size + 4 > len(buf):  # receive the rest straight into a buffer of its own
+                    have = end - start - 4
+                    self._body = bytearray(size)
+                    self._body_view = memoryview(self._body)
+                    self._body_view[:have] = view[start + 4 : end]
+                    self._got = have
+                    start = end = 0
+                break
+            requests.append(view[start + 4 : start + 4 + size].tobytes())
+            added = True
+            start += 4 + size
+        if start == end:
+            start = end = 0
+        elif start and (len(requests) < limit or end == len(buf)):
+            # an incomplete frame (which fits) is moved to the front to make room for the rest
+            view[: end - start] = view[start:end]
+            end -= start
+            start = 0
+        self._start, self._end = start, end
+        if added:
+            self.last_active = self._loop.time()
+
+    def _reject_size(self, size: int, prefix: bytes) -> None:
+        if size < 0:
+            why = f"invalid request size {size}"
+        else:
+            why = f"request size {size} is larger than socket.request.max.bytes ({self._limits.max_request_bytes})"
+        self.close(why + _size_hint(prefix))
+
+    # -- handling ---------------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        w = self._wakeup
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _wake_drained(self) -> None:
+        d = self._drained
+        if d is not None and not d.done():
+            d.set_result(None)
+
+    async def _run(self) -> None:
+        try:
+            await self._serve_requests()
+            if not self.closed and self._writer:
+                await self._drain(0)  # shutting down: the last responses go out first
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.close()
+
+    async def _serve_requests(self) -> None:
+        requests = self._requests
+        loop = self._loop
+        while not self.closed:
+            if not requests:
+                if self._stopping:
+                    return
+                self._wakeup = loop.create_future()
+                await self._wakeup
+                self._wakeup = None
+                continue
+            frame = requests.popleft()
+            self._parse()
+            self._update_reading()
+            self.busy = True
+            try:
+                chunks = await self._handle(memoryview(frame), self.client)
+            except self._close_errors as e:
+                self._close_for(frame, e)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                what = describe_frame(frame) or "a request"
+                log.exception("error handling %s from %s; closing the connection", what, self.client.address)
+                self.close()
+                return
+            finally:
+                self.busy = False
+                self.last_active = loop.time()
+            if self.closed:
+                return
+            if chunks:
+                self._writer.add(chunks)
+                if self._writing:  # the socket is full already: _flush runs when it is writable
+                    self._check_write_bound()
+                else:
+                    self._flush()
+                if self._write_blocked:
+                    await self._drain(self._limits.write_low_water)
+
+    def _close_for(self, frame: bytes | bytearray, e: BaseException) -> None:
+        what = describe_frame(frame)
+        kind = "invalid request" if isinstance(e, DecodeError) else "closing"
+        self.close(f"{kind} ({what}): {e}" if what else f"{kind}: {e}")
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    async def _drain(self, threshold: int) -> None:
+        while not self.closed and self._writer.pending > threshold:
+            self._drained = self._loop.create_future()
+            await self._drained
+            self._drained = None
+
+    def _flush(self) -> None:
+        writer = self._writer
+        before = writer.pending
+        try:
+            done = writer.flush()
+        except OSError as e:
+            self.close(f"write failed: {e}", level=logging.DEBUG if _is_disconnect(e) else logging.WARNING)
+            return
+        if writer.pending != before:
+            self.last_active = self._loop.time()
+        if done != (not self._writing):
+            if done:
+                self._loop.remove_writer(self.fd)
+            else:
+                self._loop.add_writer(self.fd, self._flush)
+            self._writing = not done
+        self._check_write_bound()
+        if self._drained is not None and (done or not self._write_blocked):
+            self._wake_drained()
+
+    def _check_write_bound(self) -> None:
+        """Pause reading above the high water mark of unsent bytes; resume below the low one."""
+        pending = self._writer.pending
+        if self._write_blocked:
+            if pending <= self._limits.write_low_water:
+                self._write_blocked = False
+                self._update_reading()
+        elif pending > self._limits.write_high_water:
+            self._write_blocked = True
+            self._update_reading()
+
+
+def _is_disconnect(e: OSError) -> bool:
+    return isinstance(e, BrokenPipeError | ConnectionResetError | ConnectionAbortedError)
+

@@ -1,0 +1,271 @@
+"""The one seam that writes response chunks to a non-blocking socket, file slices zero-copy.
+
+A response is a list of chunks in wire order: bytes-like chunks (headers, encoded fields) and file
+slices (whole record batches that stay in the segment file). Bytes go out with send/sendmsg,
+consecutive ones gathered into one sendmsg; file pieces go out with os.sendfile(sock, fd, offset,
+count), which copies page cache to socket inside the kernel. uvloop has neither loop.sendfile nor
+loop.sock_sendfile, and a socket owned by a transport cannot take add_writer, so the connection
+layer keeps the raw socket and calls `ChunkWriter.flush()` whenever the socket is writable.
+
+Reading a slice into memory and sending the bytes is the fallback, used only where sendfile is
+impossible (os.sendfile missing, or the kernel refuses this fd pair); `STATS` counts both paths.
+
+A piece holds a reference to its file (kcompat.log.log_file.FilePiece -> LogFile), and the writer
+holds the piece until its last byte is sent, so the descriptor stays open even if the segment is
+deleted or rolled meanwhile. A file that shrank under a slice (truncation) cannot honour the size
+already declared in the response: that raises SliceTruncated, and the connection must be closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+# At most this many buffers per sendmsg (Linux IOV_MAX is 1024).
+_MAX_IOV = 64
+# The copying fallback reads this much of a slice at a time.
+_FALLBACK_BLOCK = 256 * 1024
+# One sendfile call moves at most this much (Linux caps a call at 0x7ffff000 bytes).
+_MAX_SENDFILE = 0x7FFFF000
+
+# errnos that mean "sendfile cannot do this fd pair", not "the connection is broken".
+_SENDFILE_UNSUPPORTED = frozenset(
+    {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ESPIPE, errno.EOVERFLOW}
+)
+
+_sendfile = getattr(os, "sendfile", None)
+
+
+@runtime_checkable
+class FilePiece(Protocol):
+    """`length` bytes at `position` of an open file; `fd` must stay open while the piece is referenced."""
+
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+
+class FileSlice(Protocol):
+    """File pieces in wire order (kcompat.log.log_file.FetchSlice); len() is their total size."""
+
+    def __iter__(self) -> Iterator[FilePiece]: ...
+
+    def __len__(self) -> int: ...
+
+
+BytesLike = bytes | bytearray | memoryview
+Chunk = BytesLike | FileSlice | FilePiece
+
+
+class SliceTruncated(OSError):
+    """The file ended before the piece did: the declared response size can no longer be honoured."""
+
+
+@dataclass(slots=True)
+class SendStats:
+    """Process-wide counters of how file bytes reached sockets."""
+
+    sendfile_calls: int = 0
+    sendfile_bytes: int = 0
+    fallback_pieces: int = 0
+    fallback_bytes: int = 0
+
+    def reset(self) -> None:
+        self.sendfile_calls = self.sendfile_bytes = self.fallback_pieces = self.fallback_bytes = 0
+
+
+STATS = SendStats()
+
+
+class _Piece:
+    """A file piece being sent: where the next byte is, and the fallback's pending block."""
+
+    __slots__ = ("block", "copying", "offset", "remaining", "source")
+
+    def __init__(self, source: FilePiece) -> None:
+        self.source = source  # keeps the file (and so its fd) alive until the last byte is sent
+        self.offset = source.position
+        self.remaining = source.length
+        self.copying = _sendfile is None
+        if self.copying:
+            STATS.fallback_pieces += 1
+        self.block: memoryview | None = None  # fallback: bytes read but not yet sent
+
+
+def _is_bytes(chunk: object) -> bool:
+    return isinstance(chunk, bytes | bytearray | memoryview)
+
+
+def _expand(chunks: Iterable[Chunk]) -> Iterator[memoryview | _Piece]:
+    for chunk in chunks:
+        if _is_bytes(chunk):
+            view = memoryview(chunk)  # type: ignore[arg-type]
+            if view.nbytes:
+                yield view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        elif isinstance(chunk, FilePiece):
+            if chunk.length > 0:
+                yield _Piece(chunk)
+        else:
+            for piece in chunk:  # type: ignore[union-attr]
+                if piece.length > 0:
+                    yield _Piece(piece)
+
+
+class ChunkWriter:
+    """The outgoing queue of one non-blocking socket.
+
+    `add()` appends a response's chunks; `flush()` writes as much as the socket takes without
+    blocking and returns True once everything is sent (False: wait until writable, call again).
+    Socket errors propagate as OSError; the caller closes the connection.
+    """
+
+    __slots__ = ("_fd", "_items", "_sock", "pending")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._items: deque[memoryview | _Piece] = deque()
+        self.pending = 0  # bytes queued and not yet sent, file bytes included
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def add(self, chunks: Iterable[Chunk]) -> None:
+        for item in _expand(chunks):
+            self._items.append(item)
+            self.pending += item.nbytes if isinstance(item, memoryview) else item.remaining
+
+    def clear(self) -> None:
+        """Drop everything queued (the connection is closing); releases the file references."""
+        self._items.clear()
+        self.pending = 0
+
+    def flush(self) -> bool:
+        items = self._items
+        while items:
+            head = items[0]
+            if isinstance(head, memoryview):
+                if not self._send_bytes():
+                    return False
+            elif not self._send_piece(head):
+                return False
+        return True
+
+    def _send_bytes(self) -> bool:
+        items = self._items
+        if len(items) > 1 and isinstance(items[1], memoryview):
+            bufs: list[memoryview] = []
+            for item in items:
+                if not isinstance(item, memoryview) or len(bufs) == _MAX_IOV:
+                    break
+                bufs.append(item)
+            try:
+                sent = self._sock.sendmsg(bufs)
+            except (BlockingIOError, InterruptedError):
+                return False
+        else:
+            head = items[0]
+            assert isinstance(head, memoryview)
+            try:
+                sent = self._sock.send(head)
+            except (BlockingIOError, InterruptedError):
+                return False
+        self.pending -= sent
+        while sent:
+            head = items[0]
+            assert isinstance(head, memoryview)
+            if sent >= head.nbytes:
+                sent -= head.nbytes
+                items.popleft()
+            else:
+                items[0] = head[sent:]
+                return False  # a short write: the socket buffer is full
+        return True
+
+    def _send_piece(self, piece: _Piece) -> bool:
+        fd = piece.source.fd
+        if fd < 0:
+            raise SliceTruncated(errno.EBADF, "the segment file of a fetch slice was closed")
+        while piece.remaining or piece.block is not None:
+            if piece.copying:
+                if not self._copy_some(piece, fd):
+                    return False
+                continue
+            try:
+                n = _sendfile(self._fd, fd, piece.offset, min(piece.remaining, _MAX_SENDFILE))  # type: ignore[misc]
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as e:
+                if e.errno not in _SENDFILE_UNSUPPORTED:
+                    raise
+                piece.copying = True
+                STATS.fallback_pieces += 1
+                continue
+            STATS.sendfile_calls += 1
+            if n == 0:
+                raise SliceTruncated(errno.EIO, "segment file ended before the fetch slice did")
+            STATS.sendfile_bytes += n
+            piece.offset += n
+            piece.remaining -= n
+            self.pending -= n
+        self._items.popleft()
+        return True
+
+    def _copy_some(self, piece: _Piece, fd: int) -> bool:
+        """The fallback: pread a block of the slice and send it; False when the socket is full."""
+        if piece.block is None:
+            if piece.remaining == 0:
+                return True
+            data = os.pread(fd, min(piece.remaining, _FALLBACK_BLOCK), piece.offset)
+            if not data:
+                raise SliceTruncated(errno.EIO, "segment file ended before the fetch slice did")
+            piece.offset += len(data)
+            piece.remaining -= len(data)
+            piece.block = memoryview(data)
+        try:
+            n = self._sock.send(piece.block)
+        except (BlockingIOError, InterruptedError):
+            return False
+        STATS.fallback_bytes += n
+        self.pending -= n
+        rest = piece.block[n:]
+        piece.block = rest if rest.nbytes else None
+        return piece.block is None
+
+
+async def send_chunks(sock: socket.socket, chunks: Iterable[Chunk]) -> None:
+    """Write `chunks` to a non-blocking socket on the running loop, waiting while it is full.
+
+    For a socket that has no other writer; a connection with its own queue uses ChunkWriter.
+    """
+    writer = ChunkWriter(sock)
+    writer.add(chunks)
+    if writer.flush():
+        return
+    loop = asyncio.get_running_loop()
+    fd = sock.fileno()
+    while True:
+        ready = loop.create_future()
+        loop.add_writer(fd, _wake, ready)
+        try:
+            await ready
+        finally:
+            loop.remove_writer(fd)
+        if writer.flush():
+            return
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)

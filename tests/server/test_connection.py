@@ -1,0 +1,297 @@
+"""The transport over real sockets on 127.0.0.1, on asyncio's loop and on uvloop."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
+from kcompat.server.connection import Limits
+from kcompat.server.sendfile import STATS
+from tests.server.harness import ServerThread, closed_by_peer, pattern, recv_response, request
+
+pytestmark = pytest.mark.timeout(30)
+
+LOOPS = ["asyncio", "uvloop"]
+
+
+@pytest.fixture(params=LOOPS)
+def start(request: pytest.FixtureRequest) -> Iterator[Any]:
+    servers: list[ServerThread] = []
+
+    def factory(**kw: Any) -> ServerThread:
+        server = ServerThread(request.param, **kw)
+        servers.append(server)
+        return server
+
+    yield factory
+    for server in servers:
+        server.stop()
+
+
+def server_lines(caplog: pytest.LogCaptureFixture, needle: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "kcompat.server" and needle in r.getMessage()]
+
+
+def test_frames_split_anywhere_and_packed_together(start: Any) -> None:
+    server = start()
+    with server.connect() as s:
+        frame = request(1, "echo:hello")
+        for b in frame:  # one byte per segment, size prefix included
+            s.send(bytes([b]))
+            time.sleep(0.001)
+        assert recv_response(s) == (1, b"hello")
+        s.sendall(request(2, "echo:a") + request(3, "echo:" + "x" * 100_000) + request(4, "echo:"))
+        assert recv_response(s) == (2, b"a")
+        assert recv_response(s) == (3, b"x" * 100_000)
+        assert recv_response(s) == (4, b"")
+
+
+def test_frame_larger_than_the_read_buffer(start: Any) -> None:
+    server = start(limits=Limits(read_buffer=4096))
+    with server.connect() as s:
+        big = "y" * 1_000_000
+        s.sendall(request(1, "echo:a") + request(2, "echo:" + big)[:3000])
+        time.sleep(0.05)
+        s.sendall(request(2, "echo:" + big)[3000:] + request(3, "echo:c"))
+        assert recv_response(s) == (1, b"a")
+        assert recv_response(s) == (2, big.encode())
+        assert recv_response(s) == (3, b"c")
+
+
+def test_pipelined_requests_are_answered_in_order_one_at_a_time(start: Any) -> None:
+    server = start()
+    commands = ["sleep:0.15:slow", "echo:fast", "none", "sleep:0.05:mid", "echo:last"]
+    with server.connect() as s:
+        s.sendall(b"".join(request(i, c) for i, c in enumerate(commands)))
+        got = [recv_response(s) for _ in range(4)]
+    assert got == [(0, b"slow"), (1, b"fast"), (3, b"mid"), (4, b"last")]
+    assert server.broker.handled == [0, 1, 2, 3, 4]
+    assert server.broker.max_active_per_connection == 1
+
+
+def test_a_slow_request_holds_only_its_own_connection(start: Any) -> None:
+    server = start()
+    with server.connect() as slow, server.connect() as quick:
+        slow.sendall(request(1, "sleep:1.0:late"))
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        quick.sendall(request(2, "echo:now"))
+        assert recv_response(quick) == (2, b"now")
+        assert time.monotonic() - t0 < 0.5
+        assert recv_response(slow) == (1, b"late")
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expect"),
+    [
+        (struct.pack(">i", 1001), "request size 1001 is larger than socket.request.max.bytes (1000)"),
+        (struct.pack(">I", 2**31), "invalid request size -2147483648"),
+        (struct.pack(">i", -1), "invalid request size -1"),
+        (b"GET ", "looks like HTTP"),
+        (b"\x16\x03\x01\x02", "looks like a TLS handshake"),
+    ],
+)
+def test_bad_size_prefix_closes_only_that_connection(
+    start: Any, caplog: pytest.LogCaptureFixture, prefix: bytes, expect: str
+) -> None:
+    server = start(limits=Limits(max_request_bytes=1000))
+    with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as good, server.connect() as bad:
+        bad_port = bad.getsockname()[1]
+        assert server.connection_count(2) == 2
+        good.sendall(request(1, "echo:before"))
+        assert recv_response(good) == (1, b"before")
+        bad.sendall(prefix + b"\0" * 100)
+        assert closed_by_peer(bad)
+        good.sendall(request(2, "echo:" + "z" * 900))
+        assert recv_response(good) == (2, b"z" * 900)
+        assert server.connection_count(1) == 1
+    lines = server_lines(caplog, "closing connection from")
+    assert len(lines) == 1 and lines[0].startswith(f"closing connection from 127.0.0.1:{bad_port}: ")
+    assert expect in lines[0]
+    assert server.broker.handled == [1, 2]  # the bad frame never reached the broker
+
+
+def test_exact_limit_is_accepted(start: Any) -> None:
+    server = start(limits=Limits(max_request_bytes=1000))
+    with server.connect() as s:
+        s.sendall(request(7, "echo:" + "q" * (1000 - 8 - 5)))
+        assert recv_response(s) == (7, b"q" * (1000 - 8 - 5))
+
+
+@pytest.mark.parametrize(
+    ("command", "expect"),
+    [
+        ("close", "closing (Metadata v12, correlation id 5): told to close"),
+        ("decode", "invalid request (Metadata v12, correlation id 5): body.field: bad bytes"),
+    ],
+)
+def test_close_errors_close_with_one_line(
+    start: Any, caplog: pytest.LogCaptureFixture, command: str, expect: str
+) -> None:
+    server = start()
+    with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as s, server.connect() as other:
+        port = s.getsockname()[1]
+        s.sendall(request(5, command) + request(6, "echo:never"))
+        assert closed_by_peer(s)
+        other.sendall(request(1, "echo:still here"))
+        assert recv_response(other) == (1, b"still here")
+    records = [r for r in caplog.records if r.name == "kcompat.server"]
+    assert [r.getMessage() for r in records] == [f"closing connection from 127.0.0.1:{port}: {expect}"]
+    assert records[0].exc_info is None
+    assert 6 not in server.broker.handled
+
+
+def test_unexpected_exception_is_logged_with_traceback_once(start: Any, caplog: pytest.LogCaptureFixture) -> None:
+    server = start()
+    with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as s, server.connect() as other:
+        s.sendall(request(9, "boom"))
+        assert closed_by_peer(s)
+        other.sendall(request(1, "echo:fine"))
+        assert recv_response(other) == (1, b"fine")
+    records = [r for r in caplog.records if r.name == "kcompat.server"]
+    assert len(records) == 1
+    assert "error handling Metadata v12, correlation id 9 from 127.0.0.1:" in records[0].getMessage()
+    assert records[0].exc_info is not None and records[0].exc_info[0] is RuntimeError
+
+
+def test_idle_connections_are_closed_even_while_trickling(start: Any) -> None:
+    server = start(idle_ms=300)
+    with server.connect() as idle, server.connect() as trickle, server.connect() as busy:
+        assert server.connection_count(3) == 3
+        frame = request(1, "echo:" + "t" * 100)
+        t0 = time.monotonic()
+        sent = 0
+        busy_id = 0
+        trickle_cut = None
+        while time.monotonic() - t0 < 1.2:
+            if trickle_cut is None:
+                try:
+                    trickle.send(frame[sent : sent + 1])
+                    sent += 1
+                except OSError:
+                    trickle_cut = time.monotonic() - t0
+            busy_id += 1
+            busy.sendall(request(busy_id, "echo:ping"))
+            assert recv_response(busy) == (busy_id, b"ping")
+            time.sleep(0.05)
+        assert closed_by_peer(idle, 0.1)
+        assert closed_by_peer(trickle, 0.1)
+        assert trickle_cut is not None and 0.3 <= trickle_cut < 1.0
+        assert sent < len(frame)
+        assert server.connection_count(1) == 1
+
+
+def test_a_long_request_is_not_idleness(start: Any) -> None:
+    server = start(idle_ms=200)
+    with server.connect() as s:
+        s.sendall(request(1, "sleep:0.6:done"))
+        assert recv_response(s) == (1, b"done")
+
+
+def test_max_connections_refuses_the_excess(start: Any, caplog: pytest.LogCaptureFixture) -> None:
+    server = start(max_connections=lambda: 2)
+    with caplog.at_level(logging.INFO, logger="kcompat.server"):
+        a, b = server.connect(), server.connect()
+        c = server.connect()
+        assert closed_by_peer(c)
+        for i, s in enumerate((a, b)):
+            s.sendall(request(i, "echo:ok"))
+            assert recv_response(s) == (i, b"ok")
+        a.close()
+        assert server.connection_count(1) == 1
+        with server.connect() as d:
+            d.sendall(request(3, "echo:room again"))
+            assert recv_response(d) == (3, b"room again")
+        b.close()
+        c.close()
+    assert server.reactor.refused == 1
+    assert len(server_lines(caplog, "refused connection")) == 1
+
+
+def test_max_connections_per_ip(start: Any) -> None:
+    server = start(max_connections_per_ip=lambda: 1)
+    with server.connect() as a, server.connect() as b:
+        assert closed_by_peer(b)
+        a.sendall(request(1, "echo:ok"))
+        assert recv_response(a) == (1, b"ok")
+
+
+def test_a_client_that_never_reads_does_not_grow_the_buffer(start: Any) -> None:
+    limits = Limits(max_queued_requests=4, write_high_water=1 << 20, write_low_water=256 << 10)
+    server = start(limits=limits, send_buffer=64 << 10)
+    n, size = 200, 256 << 10
+    with server.connect(rcvbuf=64 << 10) as s:
+        s.sendall(b"".join(request(i, f"big:{size}") for i in range(n)))  # 4 KB of requests
+        time.sleep(0.5)
+
+        def state() -> tuple[int, int, int, bool]:
+            (conn,) = server.reactor.connections
+            return len(server.broker.handled), conn.unsent_bytes, conn.queued_requests, conn.reading
+
+        handled, unsent, queued, reading = server.call(state)
+        # High water, plus the response that crossed it: never more.
+        assert unsent <= limits.write_high_water + size + 8
+        assert queued <= limits.max_queued_requests
+        assert not reading
+        # What the socket buffers hold, plus the high water: a handful of responses, not 200.
+        assert handled <= 12
+        for i in range(n):  # now read: everything arrives, in order
+            correlation, body = recv_response(s)
+            assert correlation == i and body == pattern(size)
+    assert server.broker.handled == list(range(n))
+
+
+def test_file_slices_go_out_with_sendfile(start: Any, tmp_path: Any) -> None:
+    server = start()
+    data = pattern(8 << 20)
+    log_file = LogFile(tmp_path / "00000000000000000000.log")
+    log_file.append(b"x" * 100 + data[: 5 << 20])
+    second = LogFile(tmp_path / "00000000000000001000.log")
+    second.append(data[5 << 20 :])
+    server.broker.slice = FetchSlice((FilePiece(log_file, 100, 5 << 20), FilePiece(second, 0, 3 << 20)), 0)
+    del log_file, second
+    STATS.reset()
+    with server.connect(rcvbuf=128 << 10) as s:
+        s.sendall(request(4, "file") + request(5, "echo:after"))
+        time.sleep(0.1)  # let the server's socket fill up: sending resumes on writability
+        assert recv_response(s) == (4, b"<" + data + b">")
+        assert recv_response(s) == (5, b"after")
+    assert STATS.sendfile_bytes == len(data)
+    assert STATS.fallback_bytes == 0 and STATS.fallback_pieces == 0
+    assert STATS.sendfile_calls >= 2
+
+
+def test_graceful_shutdown_finishes_received_requests(start: Any) -> None:
+    server = start()
+    with server.connect() as s:
+        s.sendall(request(1, "sleep:0.3:first") + request(2, "echo:second"))
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        server.shutdown(grace=5)
+        assert time.monotonic() - t0 < 2
+        assert recv_response(s) == (1, b"first")
+        assert recv_response(s) == (2, b"second")
+        assert closed_by_peer(s)
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", server.port), timeout=1):
+        pass
+
+
+def test_shutdown_grace_period_is_bounded(start: Any, caplog: pytest.LogCaptureFixture) -> None:
+    server = start()
+    with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as s, server.connect() as idle:
+        s.sendall(request(1, "sleep:30:never"))
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        server.shutdown(grace=0.3)
+        assert time.monotonic() - t0 < 2
+        assert closed_by_peer(s, 1)
+        assert closed_by_peer(idle, 1)
+    assert server_lines(caplog, "closing 1 connection(s) with requests still in progress")
+    assert server.connection_count(0) == 0
