@@ -48,11 +48,12 @@ class MmapIndex:
         try:
             length = os.fstat(fd).st_size
             new = length == 0
+            # A length that is not whole entries means a torn or cut file: the owner rebuilds it.
+            self.torn = length % size != 0
             if new and writable:
                 length = max_index_size // size * size
                 os.ftruncate(fd, length)
             elif length % size:
-                # A torn or hand-cut file: keep the whole entries, the owner sanity-checks them.
                 length -= length % size
                 os.ftruncate(fd, length)
             self._fd = fd

@@ -80,6 +80,8 @@ class OffsetIndex(MmapIndex):
 
     def sanity_check(self, log_size: int) -> None:
         """Raise CorruptIndex unless entries increase and every position lies inside the log."""
+        if self.torn:
+            raise CorruptIndex(f"{self.path.name} is not a whole number of entries")
         mm, n = self._mm, self._entries
         if mm is None or n == 0:
             return

@@ -81,6 +81,8 @@ class TimeIndex(MmapIndex):
         self.truncate_to_entries(lo)
 
     def sanity_check(self, last_offset: int) -> None:
+        if self.torn:
+            raise CorruptIndex(f"{self.path.name} is not a whole number of entries")
         mm, n = self._mm, self._entries
         if mm is None or n == 0:
             return
