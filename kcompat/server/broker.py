@@ -1,0 +1,455 @@
+"""The broker: its state (config, logs, topics, producer ids) and the dispatch of requests to handlers.
+
+    frame --decode_request--> Request --HANDLERS[api_key]--> handler(ctx, request) --> body
+          --encode_response--> [chunks]   (bytes, and the log's file slices left in place for sendfile)
+
+What Kafka does with a request it cannot serve, this does too:
+  * ApiVersions of a version it does not know: a v0 body with UNSUPPORTED_VERSION and the
+    ApiVersions range, so that the client retries with a version both speak;
+  * any other API key or version that is not advertised, or a frame that does not decode: the
+    connection is closed (CloseConnection), as Kafka's SocketServer does on an invalid request;
+  * Produce with acks=0 that failed: the connection is closed, so the producer refreshes metadata.
+
+Handlers run on the event loop. Appends and reads of the page cache are fast enough to stay there;
+blocking work that can be long (retention, fsync on close) runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import pkgutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kcompat.config import (
+    BrokerConfig,
+    ConfigEntry,
+    ConfigError,
+    TopicConfig,
+    new_cluster_id,
+    topic_config,
+    validate_topic_configs,
+)
+from kcompat.log.config import LogConfig
+from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
+from kcompat.log.partition_log import PartitionLog
+from kcompat.server import handlers as _handlers_pkg
+from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.server.producer_ids import ProducerIdManager
+from kcompat.server.registry import HANDLERS, NO_RESPONSE
+from kcompat.server.topics import (
+    CONSUMER_OFFSETS,
+    INTERNAL_TOPICS,
+    TRANSACTION_STATE,
+    ZERO_UUID,
+    InvalidTopic,
+    TopicInfo,
+    TopicStore,
+    validate_name,
+)
+from kcompat.wire import compression as codecs
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.protocol import (
+    API_VERSIONS_KEY,
+    Chunk,
+    Request,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+    peek_header,
+)
+
+log = logging.getLogger("kcompat.server")
+
+
+class CloseConnection(Exception):
+    """Kafka would close this connection rather than answer (the reason is logged once)."""
+
+
+def load_handlers() -> None:
+    """Import every module of kcompat.server.handlers, each of which registers its APIs.
+
+    A module dropped into the package (the group coordinator's `groups.py`) is picked up with no
+    change here.
+    """
+    for mod in pkgutil.iter_modules(_handlers_pkg.__path__):
+        importlib.import_module(f"{_handlers_pkg.__name__}.{mod.name}")
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler sees besides its request body."""
+
+    broker: Broker
+    client: Any
+    request: Request
+
+    @property
+    def version(self) -> int:
+        return self.request.api_version
+
+    @property
+    def now_ms(self) -> int:
+        return self.broker.now_ms()
+
+
+class ApiError(Exception):
+    """A request-level failure with the Kafka error code (and message) to answer with."""
+
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error.name)
+        self.error = error
+        self.message = message
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id: int = config.node_id
+        self.cluster_id: str = ""
+        self.log_dirs: list[Path] = [Path(d) for d in config.log_dirs]
+        listener = config.advertised_listeners[0]
+        self.advertised_host: str = listener.host
+        self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
+        self.topics: TopicStore = TopicStore(self.log_dirs[0])
+        self.producer_ids = ProducerIdManager(self.log_dirs[0])
+        self.logs: LogManager | None = None
+        self.fetch_waiters = FetchWaiters()
+        self._topic_configs: dict[str, TopicConfig] = {}
+        self._background: list[asyncio.Task[None]] = []
+        self._maintenance_lock = asyncio.Lock()
+        self.closing = False
+        load_handlers()
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # --- settings the handlers read ------------------------------------------------------------
+
+    @property
+    def rack(self) -> str | None:
+        rack = self.config.get("broker.rack")
+        return str(rack) if rack else None
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return bool(self.config.get("auto.create.topics.enable"))
+
+    @property
+    def default_partitions(self) -> int:
+        return int(self.config.get("num.partitions"))
+
+    @property
+    def default_replication_factor(self) -> int:
+        return int(self.config.get("default.replication.factor"))
+
+    @property
+    def fetch_max_bytes(self) -> int:
+        return int(self.config.get("fetch.max.bytes"))
+
+    # --- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self._load_cluster_id()
+        self.topics.load()
+        self.producer_ids.load()
+        self._load_dynamic_config()
+        for t in self.topics.all():
+            self._topic_configs[t.name] = topic_config(self.config, t.configs)
+        configs = {name: self._log_config_of(tc) for name, tc in self._topic_configs.items()}
+        self.logs = await asyncio.to_thread(
+            LogManager,
+            self.log_dirs,
+            self._log_config_of(topic_config(self.config)),
+            cluster_id=self.cluster_id,
+            node_id=self.node_id,
+            topic_configs=configs,
+            clock=self.now_ms,
+        )
+        for t in self.topics.all():
+            for p in range(t.partitions):
+                self._open_partition(t, p)
+        interval = int(self.config.get("log.retention.check.interval.ms"))
+        self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
+        log.info("broker %d of cluster %s started with %d topic(s)", self.node_id, self.cluster_id, len(self.topics))
+
+    def _load_cluster_id(self) -> str:
+        """The configured cluster.id, else the one in meta.properties, else a new one (persisted by
+        the LogManager in meta.properties of every log dir)."""
+        configured = self.config.cluster_id
+        if configured:
+            return configured
+        for d in self.log_dirs:
+            path = d / META_PROPERTIES
+            if path.exists():
+                cid = read_properties(path).get("cluster.id")
+                if cid:
+                    return cid
+        return new_cluster_id()
+
+    async def close(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.fetch_waiters.close()
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        async with self._maintenance_lock:
+            if self.logs is not None:
+                await asyncio.to_thread(self.logs.close)
+                self.logs = None
+
+    async def _maintenance_loop(self, interval_s: float) -> None:
+        """Retention, flushes by flush.ms, compaction, checkpoints: in a worker thread."""
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.run_maintenance()
+
+    async def run_maintenance(self) -> None:
+        async with self._maintenance_lock:
+            logs = self.logs
+            if logs is None:
+                return
+            try:
+                await asyncio.to_thread(logs.run_maintenance, self.now_ms())
+            except Exception:
+                log.exception("log maintenance failed")
+
+    # --- requests ------------------------------------------------------------------------------
+
+    async def handle(self, frame: memoryview, client: Any) -> list[Chunk] | None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedRequest as e:
+            if e.api_key == API_VERSIONS_KEY:
+                return self._api_versions_unsupported(e.correlation_id)
+            raise CloseConnection(str(e)) from None
+        except DecodeError as e:
+            key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
+            raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
+        reg = HANDLERS.get(request.api_key)
+        if reg is None or not reg.min_version <= request.api_version <= reg.max_version:
+            if request.api_key == API_VERSIONS_KEY:
+                return self._api_versions_unsupported(request.correlation_id)
+            name = reg.api.name if reg else f"API key {request.api_key}"
+            raise CloseConnection(f"{name} v{request.api_version} is not supported")
+        ctx = RequestContext(self, client, request)
+        try:
+            body = await reg.handler(ctx, request)
+        except CloseConnection:
+            raise
+        except Exception as e:
+            log.exception("%s v%d from %r failed", reg.api.name, request.api_version, request.client_id)
+            raise CloseConnection(f"{reg.api.name} handler failed: {e}") from e
+        if body is NO_RESPONSE:
+            return None
+        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+
+    def _api_versions_unsupported(self, correlation_id: int) -> list[Chunk]:
+        reg = HANDLERS.get(API_VERSIONS_KEY)
+        high = reg.max_version if reg else 0
+        body = {
+            "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+            "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": 0, "max_version": high}],
+        }
+        return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
+
+    # --- topics and partitions -----------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        assert self.logs is not None
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            t = self.topics.get(topic)
+            if t is None:
+                raise KeyError(f"no topic {topic}")
+            plog = self._open_partition(t, partition)
+        return plog
+
+    def _open_partition(self, t: TopicInfo, partition: int) -> PartitionLog:
+        assert self.logs is not None
+        plog = self.logs.get_or_create(t.name, partition, self._log_config_of(self.topic_config(t)))
+        # As a new leader does in Kafka, make sure the epoch cache knows the current epoch, so that
+        # OffsetForLeaderEpoch answers (epoch, log end) even before anything was appended.
+        cache = plog.leader_epoch_cache
+        if cache.latest_epoch < t.leader_epoch:
+            cache.assign(t.leader_epoch, plog.log_end_offset)
+        return plog
+
+    def topic_config(self, t: TopicInfo) -> TopicConfig:
+        tc = self._topic_configs.get(t.name)
+        if tc is None:
+            tc = self._topic_configs[t.name] = topic_config(self.config, t.configs)
+        return tc
+
+    def log_config(self, t: TopicInfo) -> LogConfig:
+        return self.partition_log(t.name, 0).config if t.partitions else self._log_config_of(self.topic_config(t))
+
+    def _log_config_of(self, tc: TopicConfig) -> LogConfig:
+        props = tc.as_properties()
+        props["producer.id.expiration.ms"] = str(self.config.get("producer.id.expiration.ms"))
+        return LogConfig.from_properties(props)
+
+    def topic_compression(self, t: TopicInfo) -> int | None:
+        """The codec a topic stores batches with, or None for `producer` (keep the producer's)."""
+        name = self.topic_config(t).get("compression.type")
+        return None if name == "producer" else COMPRESSION_CODECS[name]
+
+    def describe_topic_configs(
+        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
+    ) -> list[ConfigEntry]:
+        return self.topic_config(t).describe(names, include_synonyms=synonyms, include_documentation=documentation)
+
+    def check_new_topic(self, name: str) -> None:
+        """Kafka's checks of a name for a topic about to be created (ApiError otherwise)."""
+        try:
+            validate_name(name)
+        except InvalidTopic as e:
+            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
+        if name in self.topics:
+            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        other = self.topics.colliding(name)
+        if other is not None:
+            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
+
+    async def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+        internal_ok: bool = False,
+    ) -> TopicInfo:
+        """Create a topic and its partition logs (or only check that it could be, with validate_only)."""
+        self.check_new_topic(name)
+        if name in INTERNAL_TOPICS and not internal_ok:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        try:
+            overrides = validate_topic_configs(configs or {})
+        except ConfigError as e:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        if validate_only:
+            return TopicInfo(name, ZERO_UUID, partitions, overrides)
+        try:
+            t = self.topics.create(name, partitions, overrides)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record topic {name}: {e}") from None
+        self._topic_configs[name] = topic_config(self.config, overrides)
+        for p in range(partitions):
+            self._open_partition(t, p)
+        log.info("created topic %s with %d partition(s)%s", name, partitions, f", configs {overrides}" if overrides else "")
+        return t
+
+    async def auto_create_topic(self, name: str) -> TopicInfo:
+        """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""
+        if name == CONSUMER_OFFSETS:
+            return await self.create_topic(
+                name,
+                int(self.config.get("offsets.topic.num.partitions")),
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
+                },
+                internal_ok=True,
+            )
+        if name == TRANSACTION_STATE:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "transactions are not supported")
+        existing = self.topics.get(name)
+        if existing is not None:
+            return existing
+        return await self.create_topic(name, self.default_partitions)
+
+    async def delete_topic(self, name: str) -> None:
+        if not self.config.get("delete.topic.enable"):
+            raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        t = self.topics.get(name)
+        if t is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if t.internal:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Cannot delete internal topic {name}.")
+        try:
+            self.topics.delete(name)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the deletion of {name}: {e}") from None
+        self._topic_configs.pop(name, None)
+        for p in range(t.partitions):
+            self.fetch_waiters.notify((name, p))
+        logs = self.logs
+        assert logs is not None
+        async with self._maintenance_lock:
+            await asyncio.to_thread(logs.delete, name)
+        log.info("deleted topic %s", name)
+
+    async def add_partitions(self, name: str, count: int) -> None:
+        t = self.topics.get(name)
+        if t is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        old = t.partitions
+        try:
+            self.topics.set_partitions(name, count)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}") from None
+        for p in range(old, count):
+            self._open_partition(t, p)
+        log.info("topic %s now has %d partitions", name, count)
+
+    def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
+        """Replace a topic's overrides (already validated) and apply them to its live logs."""
+        try:
+            self.topics.set_configs(t.name, overrides)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record configs of {t.name}: {e}") from None
+        tc = self._topic_configs[t.name] = topic_config(self.config, overrides)
+        assert self.logs is not None
+        self.logs.set_config(t.name, self._log_config_of(tc))
+
+    # --- dynamic broker configs ----------------------------------------------------------------
+
+    def _load_dynamic_config(self) -> None:
+        node, default = self.topics.broker_configs()
+        if node or default:
+            try:
+                cfg = self.config
+                if default:
+                    cfg = cfg.with_dynamic(default, cluster_default=True)
+                if node:
+                    cfg = cfg.with_dynamic(node)
+                self.config = cfg
+            except ConfigError as e:
+                log.warning("ignoring stored dynamic broker configs: %s", e)
+
+    def alter_broker_config(self, config: BrokerConfig) -> None:
+        """Adopt a config with changed dynamic values: persist them and refresh every topic's config."""
+        try:
+            self.topics.set_broker_configs(config.dynamic_values, config.dynamic_default_values)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record broker configs: {e}") from None
+        self.config = config
+        assert self.logs is not None
+        self.logs.default_config = self._log_config_of(topic_config(config))
+        for t in self.topics.all():
+            tc = self._topic_configs[t.name] = topic_config(config, t.configs)
+            self.logs.set_config(t.name, self._log_config_of(tc))
+
+
+COMPRESSION_CODECS = {
+    "uncompressed": codecs.NONE,
+    "gzip": codecs.GZIP,
+    "snappy": codecs.SNAPPY,
+    "lz4": codecs.LZ4,
+    "zstd": codecs.ZSTD,
+}

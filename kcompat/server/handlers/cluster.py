@@ -1,0 +1,95 @@
+"""DescribeCluster (key 60): v0-1.  DescribeLogDirs (key 35): v0-4.
+
+DescribeCluster version notes:
+* v0: cluster id, controller id (this broker: it plays both roles), brokers, authorized
+  operations (INT32_MIN unless asked for; everything when asked: no ACLs)
+* v1: endpoint_type: 1 (brokers) answered; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE, as a
+  broker does in Kafka
+Not declared by the codec: v2 (include_fenced_brokers).
+
+DescribeLogDirs version notes:
+* v0: per log dir, the topics' partitions with their size; offset_lag 0 (we are the leader), no
+  future replicas
+* v1: no change;  v2: flexible
+* v3: top-level error_code
+* v4: total_bytes and usable_bytes of each log dir's file system
+topics = null means every partition; unknown topics are left out, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kcompat.server.broker import RequestContext
+from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
+from kcompat.server.registry import handles
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.describe_cluster import DESCRIBE_CLUSTER
+from kcompat.wire.messages.describe_log_dirs import DESCRIBE_LOG_DIRS
+from kcompat.wire.protocol import Request
+
+BROKERS_ENDPOINT = 1
+
+
+@handles(DESCRIBE_CLUSTER, "0-1")
+async def describe_cluster(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    broker = ctx.broker
+    if body.endpoint_type != BROKERS_ENDPOINT:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+                "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+                "endpoint_type": body.endpoint_type, "cluster_id": broker.cluster_id, "brokers": []}  # fmt: skip
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "endpoint_type": BROKERS_ENDPOINT,
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": broker.rack}],
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if body.include_cluster_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+@handles(DESCRIBE_LOG_DIRS, "0-4")
+async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
+    broker = ctx.broker
+    logs = broker.logs
+    assert logs is not None
+    wanted: set[tuple[str, int]] | None = None
+    if request.body.topics is not None:
+        wanted = {(t.topic, p) for t in request.body.topics for p in t.partitions}
+    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {str(d): {} for d in broker.log_dirs}
+    for topic, partition in logs.partitions():
+        if wanted is not None and (topic, partition) not in wanted:
+            continue
+        if broker.topic(topic) is None:
+            continue
+        plog = logs.get(topic, partition)
+        if plog is None:
+            continue
+        d = str(plog.directory.parent)
+        by_dir.setdefault(d, {}).setdefault(topic, []).append(
+            {"partition_index": partition, "partition_size": plog.size, "offset_lag": 0, "is_future_key": False}
+        )
+    results = []
+    for d, topics in by_dir.items():
+        try:
+            st = os.statvfs(d)
+            total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            error = 0
+        except OSError:
+            total = usable = -1
+            error = int(ErrorCode.KAFKA_STORAGE_ERROR)
+        results.append(
+            {
+                "error_code": error,
+                "log_dir": d,
+                "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
+                "total_bytes": total,
+                "usable_bytes": usable,
+            }
+        )
+    return {"throttle_time_ms": 0, "error_code": 0, "results": results}

@@ -1,0 +1,237 @@
+"""DescribeConfigs (key 32): v0-4.  AlterConfigs (key 33): v0-2.  IncrementalAlterConfigs (key 44): v0-1.
+
+Resources: topics (type 2) and the broker (type 4, named by its node id, or "" for the cluster-wide
+dynamic defaults). Broker loggers (8) and other types get INVALID_REQUEST.
+
+DescribeConfigs version notes:
+* v0: name, value, read_only, is_default, is_sensitive (sensitive values are null)
+* v1: include_synonyms; config_source replaces is_default; synonyms (the topic override, then each
+  broker property that supplies the default, with its layers: dynamic, static, default)
+* v2: no change
+* v3: include_documentation; config_type and documentation
+* v4: flexible
+A topic lists every topic config; a broker every property kcompat knows (read_only unless it can
+be changed at run time); unknown names in configuration_keys are left out, as in Kafka.
+
+AlterConfigs version notes (replaces all of a resource's overrides):
+* v0: resources and configs, validate_only;  v1: no change;  v2: flexible
+
+IncrementalAlterConfigs version notes:
+* v0: per config an operation: SET, DELETE, APPEND and SUBTRACT (list configs only)
+* v1: flexible
+Topic changes are validated against the topic config table (INVALID_CONFIG), persisted, and applied
+to the live logs at once; broker changes only to properties that are dynamic in Kafka.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kcompat.config import ConfigEntry, ConfigError, ConfigSource, ConfigType, format_value
+from kcompat.config.broker_properties import BROKER_CONFIGS
+from kcompat.config.topic_config import AlterOp, apply_incremental, validate_topic_configs
+from kcompat.server.broker import ApiError, RequestContext
+from kcompat.server.registry import handles
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
+from kcompat.wire.messages.describe_configs import DESCRIBE_CONFIGS
+from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
+from kcompat.wire.protocol import Request
+
+TOPIC = 2
+BROKER = 4
+
+
+def _broker_layer(ctx: RequestContext, name: str) -> bool:
+    """True for the cluster-default resource (""), False for this broker; ApiError for another id."""
+    if name == "":
+        return True
+    try:
+        node = int(name)
+    except ValueError:
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+    if node != ctx.broker.node_id:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}",
+        )
+    return False
+
+
+def _entries(ctx: RequestContext, res: Any, synonyms: bool, documentation: bool) -> list[ConfigEntry]:
+    broker = ctx.broker
+    names = list(res.configuration_keys) if res.configuration_keys is not None else None
+    if res.resource_type == TOPIC:
+        t = broker.topic(res.resource_name)
+        if t is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist.")
+        return broker.describe_topic_configs(t, names, synonyms=synonyms, documentation=documentation)
+    if res.resource_type == BROKER:
+        cluster_default = _broker_layer(ctx, res.resource_name)
+        entries = broker.config.describe(names, include_synonyms=synonyms, include_documentation=documentation)
+        if cluster_default:
+            # The "" resource shows only the cluster-wide dynamic values, as Kafka does.
+            entries = [e for e in entries if e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        return entries
+    raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+
+
+@handles(DESCRIBE_CONFIGS, "0-4")
+async def describe_configs(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    v = request.api_version
+    results = []
+    for res in body.resources:
+        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                               "resource_name": res.resource_name, "configs": []}  # fmt: skip
+        results.append(out)
+        try:
+            entries = _entries(ctx, res, body.include_synonyms, body.include_documentation)
+        except ApiError as e:
+            out.update(error_code=int(e.error), error_message=e.message)
+            continue
+        out["configs"] = [
+            {
+                "name": e.name,
+                "value": e.value,
+                "read_only": e.read_only,
+                "is_default": e.source == ConfigSource.DEFAULT_CONFIG,
+                "config_source": int(e.source),
+                "is_sensitive": e.sensitive,
+                "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)} for s in e.synonyms]
+                if v >= 1 and body.include_synonyms
+                else [],
+                "config_type": int(e.type),
+                "documentation": e.documentation if body.include_documentation else None,
+            }
+            for e in entries
+        ]
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _duplicates(resources: list[Any]) -> Counter[tuple[int, str]]:
+    return Counter((r.resource_type, r.resource_name) for r in resources)
+
+
+@handles(ALTER_CONFIGS, "0-2")
+async def alter_configs(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    dupes = _duplicates(body.resources)
+    responses = []
+    for res in body.resources:
+        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                               "resource_name": res.resource_name}  # fmt: skip
+        responses.append(out)
+        try:
+            if dupes[(res.resource_type, res.resource_name)] > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
+            _check_unique_keys([c.name for c in res.configs])
+            changes = {c.name: c.value for c in res.configs}
+            if res.resource_type == TOPIC:
+                t = _topic(ctx, res.resource_name)
+                overrides = _config_call(validate_topic_configs, changes)
+                if not body.validate_only:
+                    ctx.broker.alter_topic_configs(t, overrides)
+            elif res.resource_type == BROKER:
+                cluster_default = _broker_layer(ctx, res.resource_name)
+                current = _dynamic_layer(ctx, cluster_default)
+                full: dict[str, str | None] = {k: None for k in current}
+                full.update(changes)
+                _alter_broker(ctx, full, cluster_default, body.validate_only)
+            else:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+        except ApiError as e:
+            out.update(error_code=int(e.error), error_message=e.message)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handles(INCREMENTAL_ALTER_CONFIGS, "0-1")
+async def incremental_alter_configs(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    dupes = _duplicates(body.resources)
+    responses = []
+    for res in body.resources:
+        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                               "resource_name": res.resource_name}  # fmt: skip
+        responses.append(out)
+        try:
+            if dupes[(res.resource_type, res.resource_name)] > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
+            _check_unique_keys([c.name for c in res.configs])
+            ops = [(c.name, c.config_operation, c.value) for c in res.configs]
+            for _, op, _ in ops:
+                if op not in tuple(AlterOp):
+                    raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op}")
+            if res.resource_type == TOPIC:
+                t = _topic(ctx, res.resource_name)
+                overrides = _config_call(apply_incremental, t.configs, ops)
+                if not body.validate_only:
+                    ctx.broker.alter_topic_configs(t, overrides)
+            elif res.resource_type == BROKER:
+                cluster_default = _broker_layer(ctx, res.resource_name)
+                current = _dynamic_layer(ctx, cluster_default)
+                _alter_broker(ctx, _broker_incremental(ctx, current, ops), cluster_default, body.validate_only)
+            else:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+        except ApiError as e:
+            out.update(error_code=int(e.error), error_message=e.message)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _check_unique_keys(names: list[str]) -> None:
+    repeated = sorted(n for n, c in Counter(names).items() if c > 1)
+    if repeated:
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(repeated)}")
+
+
+def _topic(ctx: RequestContext, name: str) -> Any:
+    t = ctx.broker.topic(name)
+    if t is None:
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+    return t
+
+
+def _config_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except ConfigError as e:
+        raise ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+
+def _dynamic_layer(ctx: RequestContext, cluster_default: bool) -> dict[str, str]:
+    cfg = ctx.broker.config
+    return cfg.dynamic_default_values if cluster_default else cfg.dynamic_values
+
+
+def _broker_incremental(
+    ctx: RequestContext, current: dict[str, str], ops: list[tuple[str, int, str | None]]
+) -> dict[str, str | None]:
+    changes: dict[str, str | None] = {}
+    for name, op, value in ops:
+        definition = BROKER_CONFIGS.get(name)
+        if definition is None:
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
+        if op == AlterOp.DELETE:
+            changes[name] = None
+        elif value is None:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {name}")
+        elif op == AlterOp.SET:
+            changes[name] = value
+        else:
+            if definition.type is not ConfigType.LIST:
+                raise ApiError(ErrorCode.INVALID_CONFIG, f"Config value {AlterOp(op).name.lower()} is not allowed for config key: {name}")
+            base = current.get(name)
+            if base is None:
+                base = format_value(definition.type, ctx.broker.config.get(name)) or ""
+            items = [i.strip() for i in base.split(",") if i.strip()]
+            delta = [i.strip() for i in value.split(",") if i.strip()]
+            items = items + [d for d in delta if d not in items] if op == AlterOp.APPEND else [i for i in items if i not in delta]
+            changes[name] = ",".join(items)
+    return changes
+
+
+def _alter_broker(ctx: RequestContext, changes: dict[str, str | None], cluster_default: bool, validate_only: bool) -> None:
+    new = _config_call(ctx.broker.config.with_dynamic, changes, cluster_default=cluster_default) if changes else None
+    if new is not None and not validate_only:
+        ctx.broker.alter_broker_config(new)

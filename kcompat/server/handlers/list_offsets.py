@@ -1,0 +1,83 @@
+"""ListOffsets (key 2): v1-10.
+
+Version notes:
+* v0: not advertised (old_style_offsets; Kafka 4 dropped it too)
+* v1: one offset and its timestamp per partition; a timestamp with no record at or after it gets
+  offset -1, timestamp -1 (Spark then applies its own strategy)
+* v2: isolation_level (read_committed reads up to the last stable offset, which is the high
+  watermark here: no open transactions)
+* v3: no change;  v4: current_leader_epoch in (fencing as Fetch), leader_epoch out
+* v5: no change;  v6: flexible
+* v7: -3 MAX_TIMESTAMP: the record with the largest timestamp (-1/-1 for an empty log)
+* v8: -4 EARLIEST_LOCAL_TIMESTAMP: the log start offset (no tiered storage: all of it is local)
+* v9: -5 LATEST_TIERED_TIMESTAMP: offset -1 (nothing is tiered), as Kafka answers without remote storage
+* v10: timeout_ms (nothing to wait for: one replica)
+A partition named twice in one request gets INVALID_REQUEST, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kcompat.server.broker import RequestContext
+from kcompat.server.registry import handles
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.list_offsets import LIST_OFFSETS
+from kcompat.wire.protocol import Request
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+@handles(LIST_OFFSETS, "1-10")
+async def list_offsets(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
+    topics = []
+    for rt in body.topics:
+        parts = []
+        for rp in rt.partitions:
+            out: dict[str, Any] = {"partition_index": rp.partition_index, "error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            parts.append(out)
+            if counts[(rt.name, rp.partition_index)] > 1:
+                out["error_code"] = int(ErrorCode.INVALID_REQUEST)
+                continue
+            error = _lookup(ctx, rt.name, rp, out)
+            if error is not None:
+                out["error_code"] = int(error)
+        topics.append({"name": rt.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _lookup(ctx: RequestContext, topic: str, rp: Any, out: dict[str, Any]) -> ErrorCode | None:
+    broker = ctx.broker
+    t = broker.topic(topic)
+    if t is None or not 0 <= rp.partition_index < t.partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if rp.current_leader_epoch >= 0 and rp.current_leader_epoch != t.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH if rp.current_leader_epoch < t.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+    plog = broker.partition_log(topic, rp.partition_index)
+    ts = rp.timestamp
+    epoch = t.leader_epoch
+    if ts == LATEST:
+        out.update(offset=plog.high_watermark, leader_epoch=epoch)
+    elif ts in (EARLIEST, EARLIEST_LOCAL):
+        out.update(offset=plog.log_start_offset, leader_epoch=epoch)
+    elif ts == LATEST_TIERED:
+        out.update(offset=-1, leader_epoch=-1)
+    elif ts == MAX_TIMESTAMP:
+        offset, max_ts = plog.max_timestamp_offset()
+        if offset >= 0:
+            out.update(offset=offset, timestamp=max_ts, leader_epoch=epoch)
+    elif ts < 0:
+        return ErrorCode.INVALID_REQUEST
+    else:
+        found = plog.offset_for_timestamp(ts)
+        if found is not None:
+            offset, found_ts = found
+            out.update(offset=offset, timestamp=found_ts, leader_epoch=epoch)
+    return None

@@ -1,0 +1,170 @@
+"""Metadata (key 3): v0-12.  DescribeTopicPartitions (key 75): v0.
+
+Metadata version notes:
+* v0: topics = [] means all topics; auto-creation always allowed by the request
+* v1: topics = null means all (and [] none); controller_id, is_internal, rack
+* v2: cluster_id
+* v3: throttle_time_ms
+* v4: allow_auto_topic_creation
+* v5: offline_replicas (always empty: one broker)
+* v6: no change
+* v7: leader_epoch per partition (constant per partition, never decreasing, see topics.py)
+* v8: authorized operations, INT32_MIN unless asked for; when asked, everything is allowed (no ACLs)
+* v9: flexible
+* v10: topic ids, in the response and as an alternative to names in the request
+* v11: cluster authorized operations removed
+* v12: topic name nullable in the response (answer for an unknown topic id)
+
+Auto-creation (Kafka's rule): only when auto.create.topics.enable is on, the request allows it
+(always before v4), the request names topics (never for "all topics"), and the name is valid.
+The new topic is answered with its partitions at once rather than LEADER_NOT_AVAILABLE (trap 15:
+both work with every client, and the direct answer saves a round trip).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kcompat.server.broker import ApiError, RequestContext
+from kcompat.server.registry import handles
+from kcompat.server.topics import ZERO_UUID, TopicInfo
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
+from kcompat.wire.messages.metadata import METADATA
+from kcompat.wire.protocol import Request
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# Without ACLs every operation is allowed: Kafka's AclOperation codes as bits.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
+
+
+def partitions_of(ctx: RequestContext, t: TopicInfo, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+    node = ctx.broker.node_id
+    stop = t.partitions if end is None else min(end, t.partitions)
+    return [
+        {
+            "error_code": 0,
+            "partition_index": p,
+            "leader_id": node,
+            "leader_epoch": t.leader_epoch,
+            "replica_nodes": [node],
+            "isr_nodes": [node],
+            "offline_replicas": [],
+        }
+        for p in range(start, stop)
+    ]
+
+
+def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> dict[str, Any]:
+    return {"error_code": int(error), "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
+
+
+@handles(METADATA, "0-12")
+async def metadata(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    v = request.api_version
+    broker = ctx.broker
+    topics = broker.topics
+    assert topics is not None
+    all_topics = body.topics is None or (v == 0 and not body.topics)
+    allow_auto = broker.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
+    ops = TOPIC_OPERATIONS if body.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+
+    def described(t: TopicInfo) -> dict[str, Any]:
+        return {
+            "error_code": 0,
+            "name": t.name,
+            "topic_id": t.topic_id,
+            "is_internal": t.internal,
+            "partitions": partitions_of(ctx, t),
+            "topic_authorized_operations": ops,
+        }
+
+    out: list[dict[str, Any]] = []
+    if all_topics:
+        out = [described(t) for t in topics.all()]
+    else:
+        seen: set[str | uuid.UUID] = set()
+        for rt in body.topics:
+            if rt.name is None:
+                if rt.topic_id in seen:
+                    continue
+                seen.add(rt.topic_id)
+                t = topics.by_id(rt.topic_id)
+                out.append(described(t) if t else unknown_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id))
+                continue
+            if rt.name in seen:
+                continue
+            seen.add(rt.name)
+            t = topics.get(rt.name)
+            if t is None and allow_auto:
+                try:
+                    t = await broker.auto_create_topic(rt.name)
+                except ApiError as e:
+                    out.append(unknown_topic(rt.name, e.error))
+                    continue
+            out.append(described(t) if t else unknown_topic(rt.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": broker.rack}],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": out,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if body.include_cluster_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+# DescribeTopicPartitions version notes:
+# * v0: topics by name (an empty list means all topics), paged by response_partition_limit with a
+#   cursor (topic name, partition) where the next page starts; topics sorted by name, as Kafka does.
+#   eligible_leader_replicas / last_known_elr are null: kcompat has no ELR.
+@handles(DESCRIBE_TOPIC_PARTITIONS, "0")
+async def describe_topic_partitions(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    topics = ctx.broker.topics
+    assert topics is not None
+    if body.topics:
+        names = sorted({t.name for t in body.topics})
+    else:
+        names = topics.names()
+    cursor = body.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    limit = max(1, min(body.response_partition_limit, 2000))
+    out: list[dict[str, Any]] = []
+    next_cursor = None
+    budget = limit
+    for name in names:
+        t = topics.get(name)
+        if t is None:
+            if cursor is None or name != cursor.topic_name:
+                out.append({**unknown_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        if budget <= 0:
+            next_cursor = {"topic_name": name, "partition_index": start}
+            break
+        end = start + budget
+        parts = [
+            {**p, "eligible_leader_replicas": None, "last_known_elr": None}
+            for p in partitions_of(ctx, t, start, end)
+        ]
+        budget -= len(parts)
+        out.append(
+            {
+                "error_code": 0,
+                "name": t.name,
+                "topic_id": t.topic_id,
+                "is_internal": t.internal,
+                "partitions": parts,
+                "topic_authorized_operations": TOPIC_OPERATIONS,
+            }
+        )
+        if end < t.partitions:
+            next_cursor = {"topic_name": name, "partition_index": end}
+            break
+    return {"throttle_time_ms": 0, "topics": out, "next_cursor": next_cursor}

@@ -1,0 +1,163 @@
+"""Produce (key 0): advertised v0-11, served v3-11.
+
+Version notes:
+* v0-2: advertised but refused with a closed connection, as Kafka 4 does (KAFKA-18659: librdkafka
+  before 2.11.1 turns gzip/snappy/lz4 off unless the range contains 0); magic 0/1 message sets are
+  never written
+* v1: throttle_time_ms;  v2: log_append_time_ms (-1 unless the topic uses LogAppendTime)
+* v3: transactional_id; records must be exactly one magic-2 batch per partition
+* v4: no change (KAFKA_STORAGE_ERROR may be returned)
+* v5: log_start_offset
+* v6: no change;  v7: zstd allowed (below v7 a zstd batch gets UNSUPPORTED_COMPRESSION_TYPE)
+* v8: record_errors and error_message
+* v9: flexible
+* v10: current_leader / node_endpoints tagged fields: not sent (only for NOT_LEADER_OR_FOLLOWER)
+* v11: no change (KIP-951)
+Not implemented: transactions (a transactional batch gets INVALID_TXN_STATE: no InitProducerId
+hands out a transactional producer id), Produce v12+ (transactions v2, topic ids).
+
+Per partition, in Kafka's order: topic and partition known (an unknown topic is auto-created when
+auto.create.topics.enable is on), one whole valid batch (validate_batch: size, magic, CRC,
+attributes), size within the topic's max.message.bytes (MESSAGE_TOO_LARGE) and segment.bytes
+(RECORD_LIST_TOO_LARGE), then idempotence (the log's producer state: a retry of one of the last 5
+batches is answered with its original offsets, without writing), then recompression to the topic's
+compression.type when it is not `producer`, LogAppendTime stamping, and the append.
+acks=0: no response at all; on any error the connection is closed so that the producer refreshes
+its metadata (KafkaApis.handleProduceRequest).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kcompat.log.errors import KafkaStorageError, LogError
+from kcompat.server.broker import ApiError, CloseConnection, RequestContext
+from kcompat.server.registry import NO_RESPONSE, handles
+from kcompat.wire import compression as codecs
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.messages.produce import PRODUCE
+from kcompat.wire.protocol import Request
+from kcompat.wire.record_batch import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    RecordBatchError,
+    set_log_append_time,
+    validate_batch,
+)
+from kcompat.wire.records import LOG_APPEND_TIME, build_batch, decode_batch
+
+log = logging.getLogger("kcompat.server")
+
+class PartitionError(Exception):
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error.name)
+        self.error = error
+        self.message = message
+
+
+@handles(PRODUCE, "0-11")
+async def produce(ctx: RequestContext, request: Request) -> Any:
+    v = request.api_version
+    body = request.body
+    if v < 3:
+        raise CloseConnection(f"Produce v{v} is not supported (message formats 0 and 1 were removed)")
+    acks = body.acks
+    failed = False
+    responses = []
+    touched: list[tuple[str, int]] = []
+    for td in body.topic_data:
+        parts = []
+        for pd in td.partition_data:
+            resp: dict[str, Any] = {"index": pd.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+            try:
+                if acks not in (-1, 0, 1):
+                    raise PartitionError(ErrorCode.INVALID_REQUIRED_ACKS)
+                if body.transactional_id is not None:
+                    raise PartitionError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+                resp.update(await _produce_partition(ctx, td.name, pd.index, pd.records, v))
+                touched.append((td.name, pd.index))
+            except PartitionError as e:
+                failed = True
+                resp["error_code"] = int(e.error)
+                resp["error_message"] = e.message
+            parts.append(resp)
+        responses.append({"name": td.name, "partition_responses": parts})
+    for tp in touched:
+        ctx.broker.fetch_waiters.notify(tp)
+    if acks == 0:
+        if failed:
+            raise CloseConnection("Produce with acks=0 failed; closing so the producer refreshes metadata")
+        return NO_RESPONSE
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def _produce_partition(ctx: RequestContext, topic: str, partition: int, records: Any, v: int) -> dict[str, Any]:
+    broker = ctx.broker
+    t = broker.topic(topic)
+    if t is None:
+        if not broker.auto_create_topics:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            t = await broker.auto_create_topic(topic)
+        except ApiError as e:
+            raise PartitionError(e.error, e.message) from None
+    if not 0 <= partition < t.partitions:
+        raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    plog = broker.partition_log(t.name, partition)
+    conf = broker.log_config(t)
+    if records is None or len(records) == 0:
+        raise PartitionError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
+    try:
+        h = validate_batch(records)
+    except RecordBatchError as e:
+        raise PartitionError(e.error, str(e)) from None
+    size = len(records)
+    if size > conf.max_message_bytes:
+        raise PartitionError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"The record batch of {size} bytes is larger than max.message.bytes={conf.max_message_bytes}",
+        )
+    if size > conf.segment_bytes:
+        raise PartitionError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
+    if h.compression == codecs.ZSTD and v < 7:
+        raise PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+    if h.is_transactional:
+        raise PartitionError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
+
+    batch = bytearray(records)
+    target = broker.topic_compression(t)
+    if target is not None and target != h.compression:
+        batch = _recompress(batch, h, target)
+    now = ctx.now_ms
+    if conf.message_timestamp_type == "LogAppendTime":
+        set_log_append_time(batch, now)
+    try:
+        info = plog.append(batch, leader_epoch=t.leader_epoch, now_ms=now)
+    except LogError as e:
+        if isinstance(e, KafkaStorageError):
+            log.error("append to %s-%d failed: %s", topic, partition, e)
+        raise PartitionError(ErrorCode[e.error_name], e.message) from None
+    return {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
+            "log_start_offset": info.log_start_offset}  # fmt: skip
+
+
+def _recompress(batch: bytearray, h: BatchHeader, target: int) -> bytearray:
+    """The batch rebuilt with the topic's codec: same records, producer fields and timestamp type."""
+    try:
+        _, recs = decode_batch(batch)
+    except DecodeError as e:
+        raise PartitionError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress the batch: {e}") from None
+    out = build_batch(
+        recs,
+        base_offset=h.base_offset,
+        compression=target,
+        timestamp_type=LOG_APPEND_TIME if h.log_append_time else 0,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        partition_leader_epoch=h.partition_leader_epoch,
+    )
+    assert len(out) >= LOG_OVERHEAD
+    return bytearray(out)

@@ -1,0 +1,187 @@
+"""CreateTopics (key 19): v0-7.  DeleteTopics (key 20): v0-6.  CreatePartitions (key 37): v0-3.
+
+CreateTopics version notes:
+* v0: name, partitions, replication factor, assignments, configs
+* v1: validate_only; error_message
+* v2: throttle_time_ms;  v3: no change
+* v4: -1 partitions / replication factor mean num.partitions / default.replication.factor
+* v5: flexible; the answer carries partitions, replication factor and every config of the topic
+* v6: no change;  v7: topic_id
+Validation as Kafka's controller: legal name, no '.'/'_' collision, not an internal topic, not a
+duplicate in the request (INVALID_REQUEST), partitions > 0 (INVALID_PARTITIONS), replication
+factor 1 or -1 (one broker: anything above 1 is INVALID_REPLICATION_FACTOR), assignments only with
+-1/-1 and naming this broker only, configs known and valid (INVALID_CONFIG).
+
+DeleteTopics version notes:
+* v0: names;  v1: throttle_time_ms;  v2-3: no change;  v4: flexible;  v5: error_message
+* v6: topics by name or by topic id (unknown id: UNKNOWN_TOPIC_ID)
+delete.topic.enable=false gives TOPIC_DELETION_DISABLED; internal topics cannot be deleted.
+
+CreatePartitions version notes:
+* v0: new total count, optional assignments, validate_only;  v1: no change;  v2: flexible
+* v3: no change
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kcompat.server.broker import ApiError, RequestContext
+from kcompat.server.registry import handles
+from kcompat.server.topics import ZERO_UUID
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
+from kcompat.wire.messages.create_topics import CREATE_TOPICS
+from kcompat.wire.messages.delete_topics import DELETE_TOPICS
+from kcompat.wire.protocol import Request
+
+
+@handles(CREATE_TOPICS, "0-7")
+async def create_topics(ctx: RequestContext, request: Request) -> Any:
+    broker = ctx.broker
+    body = request.body
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for ct in body.topics:
+        res: dict[str, Any] = {"name": ct.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
+                               "num_partitions": -1, "replication_factor": -1, "configs": None}  # fmt: skip
+        results.append(res)
+        try:
+            if counts[ct.name] > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            partitions, rf = _layout(ctx, ct)
+            configs = {c.name: c.value for c in ct.configs}
+            t = await broker.create_topic(ct.name, partitions, configs, validate_only=body.validate_only)
+        except ApiError as e:
+            res.update(error_code=int(e.error), error_message=e.message)
+            continue
+        res.update(num_partitions=t.partitions, replication_factor=rf)
+        if not body.validate_only:
+            res["topic_id"] = t.topic_id
+        res["configs"] = [
+            {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": int(e.source),
+             "is_sensitive": e.sensitive}
+            for e in broker.describe_topic_configs(t)
+        ]
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def _layout(ctx: RequestContext, ct: Any) -> tuple[int, int]:
+    """(partition count, replication factor) of a CreatableTopic, checked as Kafka's controller does."""
+    broker = ctx.broker
+    if ct.assignments:
+        if ct.num_partitions != -1 or ct.replication_factor != -1:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions or replicationFactor was not set to -1.",
+            )
+        indexes = sorted(a.partition_index for a in ct.assignments)
+        if indexes != list(range(len(indexes))):
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered 0 to N-1 without gaps.")
+        rf = len(ct.assignments[0].broker_ids)
+        for a in ct.assignments:
+            _check_replicas(ctx, a.broker_ids, a.partition_index)
+            if len(a.broker_ids) != rf:
+                raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same number of replicas.")
+        return len(indexes), rf
+    partitions = broker.default_partitions if ct.num_partitions == -1 else ct.num_partitions
+    if partitions <= 0:
+        raise ApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+    rf = broker.default_replication_factor if ct.replication_factor == -1 else ct.replication_factor
+    if rf <= 0:
+        raise ApiError(
+            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value."
+        )
+    if rf > 1:
+        raise ApiError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be "
+            "reached because only 1 broker(s) are registered.",
+        )
+    return partitions, rf
+
+
+def _check_replicas(ctx: RequestContext, broker_ids: list[int], partition: int) -> None:
+    node = ctx.broker.node_id
+    if not broker_ids:
+        raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment for partition {partition} is empty.")
+    if len(set(broker_ids)) != len(broker_ids):
+        raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment for partition {partition} contains duplicates.")
+    for b in broker_ids:
+        if b != node:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but no such broker is registered.",
+            )
+
+
+@handles(DELETE_TOPICS, "0-6")
+async def delete_topics(ctx: RequestContext, request: Request) -> Any:
+    broker = ctx.broker
+    topics = broker.topics
+    assert topics is not None
+    body = request.body
+    if request.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in body.topic_names]
+    counts = Counter(n if n is not None else i for n, i in wanted)
+    results = []
+    for name, topic_id in wanted:
+        res: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+        results.append(res)
+        try:
+            if counts[name if name is not None else topic_id] > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+            if name is None:
+                t = topics.by_id(topic_id)
+                if t is None:
+                    raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+            else:
+                t = topics.get(name)
+                if t is None or (topic_id != ZERO_UUID and t.topic_id != topic_id):
+                    raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            res.update(name=t.name, topic_id=t.topic_id)
+            await broker.delete_topic(t.name)
+        except ApiError as e:
+            res.update(error_code=int(e.error), error_message=e.message)
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+@handles(CREATE_PARTITIONS, "0-3")
+async def create_partitions(ctx: RequestContext, request: Request) -> Any:
+    broker = ctx.broker
+    body = request.body
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for ct in body.topics:
+        res: dict[str, Any] = {"name": ct.name, "error_code": 0, "error_message": None}
+        results.append(res)
+        try:
+            if counts[ct.name] > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            t = broker.topic(ct.name)
+            if t is None:
+                raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            if ct.count < t.partitions:
+                raise ApiError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"The topic {t.name} currently has {t.partitions} partition(s); {ct.count} would not be an increase.",
+                )
+            if ct.count == t.partitions:
+                raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.partitions} partition(s).")
+            if ct.assignments is not None:
+                if len(ct.assignments) != ct.count - t.partitions:
+                    raise ApiError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Attempted to add {ct.count - t.partitions} additional partition(s), but only "
+                        f"{len(ct.assignments)} assignment(s) were specified.",
+                    )
+                for i, a in enumerate(ct.assignments):
+                    _check_replicas(ctx, a.broker_ids, t.partitions + i)
+            if not body.validate_only:
+                await broker.add_partitions(t.name, ct.count)
+        except ApiError as e:
+            res.update(error_code=int(e.error), error_message=e.message)
+    return {"throttle_time_ms": 0, "results": results}

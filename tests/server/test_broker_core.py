@@ -1,0 +1,109 @@
+"""Broker.handle: dispatch, ApiVersions from the handler table, what closes a connection, restarts."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from kcompat.server.broker import CloseConnection
+from kcompat.server.registry import HANDLERS
+from kcompat.wire.messages.api_versions import API_VERSIONS
+from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
+from kcompat.wire.messages.metadata import METADATA
+from kcompat.wire.messages.produce import PRODUCE
+from kcompat.wire.protocol import decode_response, encode_request
+from tests.server.broker_harness import BrokerHarness, batch, flatten
+
+
+@pytest.fixture
+def h(tmp_path: Path):
+    harness = BrokerHarness(tmp_path)
+    yield harness
+    harness.close()
+
+
+def ranges(resp) -> dict[int, tuple[int, int]]:
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_lists_the_handler_table(h: BrokerHarness, version: int) -> None:
+    body = {"client_software_name": "weird name!", "client_software_version": "?"} if version >= 3 else {}
+    resp = h.call(API_VERSIONS, version, body)
+    assert resp.error_code == 0
+    got = ranges(resp)
+    assert got == {key: (r.min_version, r.max_version) for key, r in HANDLERS.items()}
+    if version >= 3:
+        assert resp.supported_features == [] and resp.finalized_features == []
+        assert resp.finalized_features_epoch == -1
+
+
+def test_advertised_ranges_cover_the_client_matrix(h: BrokerHarness) -> None:
+    got = ranges(h.call(API_VERSIONS, 4, {"client_software_name": "kcompat", "client_software_version": "1"}))
+
+    def covers(key: int, *versions: int) -> bool:
+        low, high = got[key]
+        return all(low <= v <= high for v in versions)
+
+    assert covers(0, 0, 3, 7, 8)  # Produce: librdkafka < 2.11.1 needs 0, 3 and 7
+    assert got[0][1] <= 11  # never Produce >= 12 (transactions v2) or 13 (topic ids)
+    assert covers(1, 4, 10, 11) and got[1][1] <= 12  # Fetch: 4 and 10 for old librdkafka, no topic ids
+    assert covers(2, 1, 5, 7)  # ListOffsets
+    assert covers(3, 4, 5, 8)  # Metadata (aiokafka <= 5)
+    assert covers(18, 0, 3, 4)
+    assert covers(22, 0, 3)  # InitProducerId: 0 for aiokafka / old librdkafka, 3 for KIP-360
+    assert covers(23, 2, 3)
+    assert covers(19, 2, 3, 4) and covers(20, 1, 3) and covers(32, 1, 2, 3) and covers(44, 0) and covers(21, 0, 1)
+
+
+def test_unknown_api_versions_version_gets_a_v0_error_with_our_range(h: BrokerHarness) -> None:
+    # ApiVersions v9 from a future client: header v2 (flexible), a body we must not parse.
+    header = struct.pack(">hhih", 18, 9, 77, 3) + b"abc" + b"\x00"
+    frame = struct.pack(">i", len(header) + 5) + header + b"\xff\xff\xff\xff\xff"
+    data = flatten(h.raw(frame))
+    correlation, resp = decode_response(18, 0, data[4:])
+    assert correlation == 77
+    assert resp.error_code == 35
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
+
+
+def test_garbage_closes_the_connection(h: BrokerHarness) -> None:
+    with pytest.raises(CloseConnection):
+        h.raw(struct.pack(">i", 3) + b"abc")
+    frame = encode_request(3, 12, 1, {"topics": None})
+    with pytest.raises(CloseConnection):
+        h.raw(frame[:-3])  # truncated body
+    with pytest.raises(CloseConnection):
+        h.raw(struct.pack(">ihhih", 10, 999, 0, 1, 0))  # an API key nobody declares
+
+
+def test_declared_but_unadvertised_versions_close_the_connection(h: BrokerHarness) -> None:
+    # Fetch v3 is declared by the codec but not served (message formats 0/1).
+    frame = encode_request(1, 3, 5, {"max_wait_ms": 0, "min_bytes": 1, "topics": []})
+    with pytest.raises(CloseConnection):
+        h.raw(frame)
+
+
+def test_produce_v0_to_2_are_advertised_but_refused(h: BrokerHarness) -> None:
+    frame = encode_request(0, 2, 5, {"acks": 1, "timeout_ms": 100, "topic_data": []})
+    with pytest.raises(CloseConnection):
+        h.raw(frame)
+
+
+def test_state_survives_a_restart(h: BrokerHarness, tmp_path: Path) -> None:
+    md = h.call(METADATA, 12, {"topics": [{"name": "keep"}], "allow_auto_topic_creation": True})
+    topic_id = md.topics[0].topic_id
+    cluster_id = md.cluster_id
+    pid1 = h.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 1000}).producer_id
+    h.call(PRODUCE, 9, {"acks": -1, "timeout_ms": 100,
+                        "topic_data": [{"name": "keep", "partition_data": [{"index": 0, "records": batch(b"x")}]}]})
+    h.restart()
+    md2 = h.call(METADATA, 12, {"topics": None})
+    assert md2.cluster_id == cluster_id
+    assert [(t.name, t.topic_id) for t in md2.topics] == [("keep", topic_id)]
+    assert "cluster.id=" + cluster_id in (tmp_path / "data" / "meta.properties").read_text()
+    pid2 = h.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 1000}).producer_id
+    assert pid2 > pid1  # producer ids are never handed out twice
+    assert h.broker.partition_log("keep", 0).log_end_offset == 1
