@@ -1,0 +1,66 @@
+"""LogManager: meta.properties, checkpoint files, clean-shutdown marker, topic lifecycle."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kcompat.log import InconsistentClusterId, LogConfig, LogManager
+from kcompat.log.manager import read_properties
+from tests.log.batches import batch
+
+
+def test_meta_properties_as_kafka_writes_them(tmp_path):
+    m = LogManager(
+        [tmp_path / "a", tmp_path / "b"], LogConfig(), cluster_id="MkU3OEVBNTcwNTJENDM2Qk", node_id=3
+    )
+    props = read_properties(tmp_path / "a" / "meta.properties")
+    assert props["cluster.id"] == "MkU3OEVBNTcwNTJENDM2Qk"
+    assert props["node.id"] == "3" and props["version"] == "1"
+    assert len(props["directory.id"]) == 22  # a base64 Uuid
+    assert props["directory.id"] != read_properties(tmp_path / "b" / "meta.properties")["directory.id"]
+    m.close()
+    again = LogManager(
+        [tmp_path / "a", tmp_path / "b"], LogConfig(), cluster_id="MkU3OEVBNTcwNTJENDM2Qk", node_id=3
+    )
+    assert again.directory_ids[tmp_path / "a"] == props["directory.id"]  # kept across restarts
+    with pytest.raises(InconsistentClusterId):
+        LogManager([tmp_path / "a"], LogConfig(), cluster_id="other", node_id=3)
+
+
+def test_checkpoints_and_marker(tmp_path):
+    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    a = m.get_or_create("orders", 0)
+    b = m.get_or_create("orders", 1)
+    a.append(batch(10), leader_epoch=0, now_ms=0)
+    b.append(batch(4), leader_epoch=0, now_ms=0)
+    a.delete_records_before(6)
+    m.close()
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n2\norders 0 10\norders 1 4\n"
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n2\norders 0 6\norders 1 0\n"
+    assert json.loads((tmp_path / ".kafka_cleanshutdown").read_text())["version"] == 0
+    m2 = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    assert m2.partitions() == [("orders", 0), ("orders", 1)]
+    assert m2.get("orders", 0).log_start_offset == 6
+    assert m2.get("orders", 0).log_end_offset == 10
+
+
+def test_delete_topic_removes_its_directories(tmp_path):
+    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    for p in range(3):
+        m.get_or_create("gone", p).append(batch(1), leader_epoch=0, now_ms=0)
+    m.get_or_create("kept", 0)
+    assert m.delete("gone") == 3
+    assert sorted(x.name for x in tmp_path.iterdir() if x.is_dir()) == ["kept-0"]
+    assert "gone" not in (tmp_path / "recovery-point-offset-checkpoint").read_text()
+
+
+def test_maintenance_applies_retention_with_topic_config(tmp_path):
+    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    plog = m.get_or_create("short", 0, LogConfig(retention_ms=100, segment_bytes=500))
+    for i in range(20):
+        plog.append(batch(2, timestamp=i), leader_epoch=0, now_ms=0)
+    m.run_maintenance(now_ms=10_000)
+    assert plog.log_start_offset == plog.log_end_offset
+    assert (tmp_path / "log-start-offset-checkpoint").read_text().endswith(f"short 0 {plog.log_end_offset}\n")
