@@ -64,6 +64,7 @@ class ClassicGroup:
     current_state_timestamp: int = -1
     # The join phase's timer: DelayedJoin (or InitialDelayedJoin while `initial_delay_remaining` is set).
     join_deadline: int | None = None
+    initial_delay_ms: int = 0
     initial_delay_remaining: int | None = None
     new_member_added: bool = False
     sync_deadline: int | None = None
@@ -97,10 +98,10 @@ class ClassicGroup:
         return member
 
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> ClassicMember:
-        member = self.members.pop(old_id)
+        member = self.members[old_id]
         member.member_id = new_id
         # Keep the join order: rebuild the dict with the new id in the old member's place.
-        self.members[new_id] = member
+        self.members = {(new_id if k == old_id else k): v for k, v in self.members.items()}
         self.static_members[instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
