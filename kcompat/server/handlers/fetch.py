@@ -68,6 +68,8 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         if total >= body.min_bytes or errors or remaining <= 0 or not wanted or ctx.broker.closing:
             break
         await ctx.broker.fetch_waiters.wait(wanted, remaining)
+        if ctx.broker.closing:
+            break  # the logs are being closed: answer with what was read
 
     # Kafka groups consecutive partitions of a topic; a topic interleaved with another repeats.
     topics: list[dict[str, Any]] = []
