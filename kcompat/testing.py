@@ -69,6 +69,7 @@ import pytest
 __all__ = [
     "TEST_DEFAULTS",
     "Broker",
+    "BrokerFactory",
     "BrokerStartError",
     "api_versions_ready",
     "free_port",
