@@ -100,16 +100,21 @@ def reactor_for(
     handle: Any,
     close_errors: tuple[type[BaseException], ...] = (),
     on_disconnect: Callable[[Client], None] | None = None,
+    current: Callable[[], Any] | None = None,
 ) -> Reactor:
-    """A Reactor with the connection settings of `config`."""
+    """A Reactor with the connection settings of `config`.
+
+    `current()` gives the config in force now, for the limits AlterConfigs may change at run time.
+    """
+    now = current or (lambda: config)
     limits = Limits(max_request_bytes=_int_setting(config, "socket.request.max.bytes", Limits.max_request_bytes))
     return Reactor(
         handle,
         limits=limits,
         close_errors=close_errors,
         idle_ms=_int_setting(config, "connections.max.idle.ms", 600000),
-        max_connections=lambda: _int_setting(config, "max.connections", 2**31 - 1),
-        max_connections_per_ip=lambda: _int_setting(config, "max.connections.per.ip", 2**31 - 1),
+        max_connections=lambda: _int_setting(now(), "max.connections", 2**31 - 1),
+        max_connections_per_ip=lambda: _int_setting(now(), "max.connections.per.ip", 2**31 - 1),
         send_buffer=_int_setting(config, "socket.send.buffer.bytes", -1),
         receive_buffer=_int_setting(config, "socket.receive.buffer.bytes", -1),
         on_disconnect=on_disconnect,
@@ -132,7 +137,13 @@ async def _serve(config: Any, entered: float) -> int:
     broker = Broker(config)
     # Optional: a broker that keeps per-connection state (fetch sessions) hears of each close.
     hook = getattr(broker, "connection_closed", None)
-    reactor = reactor_for(config, broker.handle, (CloseConnection, UnsupportedRequest), hook if callable(hook) else None)
+    reactor = reactor_for(
+        config,
+        broker.handle,
+        (CloseConnection, UnsupportedRequest),
+        hook if callable(hook) else None,
+        current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
+    )
     try:
         bound = reactor.bind(listeners, _int_setting(config, "socket.listen.backlog.size", 50))
     except OSError as e:

@@ -174,13 +174,14 @@ class Connection:
         """Seconds without a complete request, response progress or a request with the broker."""
         return 0.0 if self.busy else now - self.last_active
 
-    def close(self, reason: str | None = None, *, level: int = logging.WARNING) -> None:
+    def close(self, reason: str | None = None, *, level: int = logging.WARNING, context: str = "") -> None:
         """Close now, dropping queued requests and unsent bytes; log `reason` as one line."""
         if self.closed:
             return
         self.closed = True
         if reason is not None:
-            log.log(level, "closing connection from %s: %s", self.client.address, reason)
+            where = f"{self.client.address} ({context})" if context else self.client.address
+            log.log(level, "closing connection from %s: %s", where, reason)
         if self._reading:
             self._loop.remove_reader(self.fd)
             self._reading = False
@@ -241,7 +242,16 @@ class Connection:
             self.close(f"read failed: {e}", level=logging.DEBUG)
             return
         if n == 0:
-            self.close("closed by the peer", level=logging.DEBUG)
+            partial = self._got + 4 if body is not None else self._end - self._start
+            if partial:  # a truncated request: worth a line, unlike a client that simply leaves
+                expected = len(body) + 4 if body is not None else None
+                self.close(
+                    f"closed by the peer in the middle of a request ({partial}"
+                    + (f" of {expected} bytes received)" if expected else " bytes received)"),
+                    level=logging.INFO,
+                )
+            else:
+                self.close("closed by the peer", level=logging.DEBUG)
             return
         if body is not None:
             self._got += n
@@ -365,9 +375,8 @@ class Connection:
                     await self._drain(self._limits.write_low_water)
 
     def _close_for(self, frame: bytes | bytearray, e: BaseException) -> None:
-        what = describe_frame(frame)
-        kind = "invalid request" if isinstance(e, DecodeError) else "closing"
-        self.close(f"{kind} ({what}): {e}" if what else f"{kind}: {e}")
+        reason = f"invalid request: {e}" if isinstance(e, DecodeError) else str(e) or type(e).__name__
+        self.close(reason, context=describe_frame(frame))
 
     # -- writing ----------------------------------------------------------------------------------
 

@@ -128,8 +128,8 @@ def test_exact_limit_is_accepted(start: Any) -> None:
 @pytest.mark.parametrize(
     ("command", "expect"),
     [
-        ("close", "closing (Metadata v12, correlation id 5): told to close"),
-        ("decode", "invalid request (Metadata v12, correlation id 5): body.field: bad bytes"),
+        ("close", "(Metadata v12, correlation id 5): told to close"),
+        ("decode", "(Metadata v12, correlation id 5): invalid request: body.field: bad bytes"),
     ],
 )
 def test_close_errors_close_with_one_line(
@@ -143,7 +143,7 @@ def test_close_errors_close_with_one_line(
         other.sendall(request(1, "echo:still here"))
         assert recv_response(other) == (1, b"still here")
     records = [r for r in caplog.records if r.name == "kcompat.server"]
-    assert [r.getMessage() for r in records] == [f"closing connection from 127.0.0.1:{port}: {expect}"]
+    assert [r.getMessage() for r in records] == [f"closing connection from 127.0.0.1:{port} {expect}"]
     assert records[0].exc_info is None
     assert 6 not in server.broker.handled
 
@@ -295,3 +295,26 @@ def test_shutdown_grace_period_is_bounded(start: Any, caplog: pytest.LogCaptureF
         assert closed_by_peer(idle, 1)
     assert server_lines(caplog, "closing 1 connection(s) with requests still in progress")
     assert server.connection_count(0) == 0
+
+
+def test_a_truncated_request_is_one_line_and_a_plain_goodbye_none(
+    start: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = start(limits=Limits(read_buffer=4096))
+    with caplog.at_level(logging.INFO, logger="kcompat.server"):
+        for cut in (request(1, "echo:" + "a" * 10)[:10], request(2, "echo:" + "b" * 10_000)[:6000]):
+            with server.connect() as s:
+                port = s.getsockname()[1]
+                assert server.connection_count(1) == 1
+                s.sendall(cut)
+            assert server.connection_count(0) == 0
+            (line,) = server_lines(caplog, f"127.0.0.1:{port}")
+            assert "closed by the peer in the middle of a request" in line
+        with server.connect() as s:
+            port = s.getsockname()[1]
+            s.sendall(request(3, "echo:bye"))
+            assert recv_response(s) == (3, b"bye")
+        assert server.connection_count(0) == 0
+    assert server_lines(caplog, "(10 bytes received)")
+    assert server_lines(caplog, f"(6000 of {len(request(2, 'echo:' + 'b' * 10_000))} bytes received)")
+    assert not server_lines(caplog, f"127.0.0.1:{port}")
