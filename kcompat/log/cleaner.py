@@ -44,6 +44,7 @@ from kcompat.wire.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    read_header,
 )
 
 log = logging.getLogger("kcompat.log")
@@ -219,7 +220,10 @@ class LogCleaner:
         earliest_horizon: int | None = None
 
         def emit(batch: bytes | memoryview, h: BatchHeader) -> None:
-            placements.append((len(out), len(batch), h.last_offset, h.max_timestamp))
+            # An empty batch keeps its header's timestamp but has no record carrying it: it must not
+            # become the time index's answer (Kafka's tools check entries against record timestamps).
+            max_ts = h.max_timestamp if h.records_count else -1
+            placements.append((len(out), len(batch), h.last_offset, max_ts))
             out.extend(batch)
             if len(out) >= WRITE_CHUNK:
                 flush_out()
@@ -274,9 +278,10 @@ class LogCleaner:
                     batch = build_batch(
                         h, kept, base_timestamp=new_base_ts, horizon=set_horizon or horizon is not None
                     )
-                    emit(batch, h)
+                    emit(batch, read_header(batch))
                 elif h.producer_id >= 0 and last_offsets.get(h.producer_id) == h.last_offset:
-                    emit(build_batch(h, [], base_timestamp=h.max_timestamp, horizon=False), h)
+                    empty = build_batch(h, [], base_timestamp=h.max_timestamp, horizon=False)
+                    emit(empty, read_header(empty))
         flush_out()
         cleaned.on_become_inactive()
         cleaned.flush()

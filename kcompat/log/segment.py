@@ -136,10 +136,12 @@ class LogSegment:
 
     def index_batch(self, position: int, header: BatchHeader) -> None:
         """Account one batch already in the file (recovery, cleaning) exactly as append() would."""
+        # An empty batch (left by compaction) has no record with its timestamp: never index it by time.
+        max_ts = header.max_timestamp if header.records_count else -1
         if self.rolling_based_timestamp is None:
-            self.rolling_based_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = header.max_timestamp
+            self.rolling_based_timestamp = max_ts
+        if max_ts > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_ts
             self.offset_of_max_timestamp_so_far = header.last_offset
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
             try:
