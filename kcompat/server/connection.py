@@ -244,7 +244,12 @@ class Connection:
         if n == 0:
             partial = self._got + 4 if body is not None else self._end - self._start
             if partial:  # a truncated request: worth a line, unlike a client that simply leaves
-                expected = len(body) + 4 if body is not None else None
+                if body is not None:
+                    expected: int | None = len(body) + 4
+                elif partial >= 4:
+                    expected = 4 + int.from_bytes(self._rview[self._start : self._start + 4], "big")
+                else:
+                    expected = None
                 self.close(
                     f"closed by the peer in the middle of a request ({partial}"
                     + (f" of {expected} bytes received)" if expected else " bytes received)"),

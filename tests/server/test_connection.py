@@ -315,6 +315,6 @@ def test_a_truncated_request_is_one_line_and_a_plain_goodbye_none(
             s.sendall(request(3, "echo:bye"))
             assert recv_response(s) == (3, b"bye")
         assert server.connection_count(0) == 0
-    assert server_lines(caplog, "(10 bytes received)")
+    assert server_lines(caplog, f"(10 of {len(request(1, 'echo:' + 'a' * 10))} bytes received)")
     assert server_lines(caplog, f"(6000 of {len(request(2, 'echo:' + 'b' * 10_000))} bytes received)")
     assert not server_lines(caplog, f"127.0.0.1:{port}")
