@@ -49,6 +49,19 @@ def _int_setting(config: Any, key: str, default: int) -> int:
         raise ConfigError(f"{key}={value!r} is invalid: expected an integer", key=key, value=str(value)) from None
 
 
+def _explicit_int(config: Any, key: str) -> int:
+    """A socket buffer size only when the user set one; else -1 (the OS default).
+
+    Kafka applies its default of 102400 bytes; that pins the buffer and, measured on loopback
+    (benchmarks/bench_sendfile.py), costs fetches a large part of their throughput against
+    Linux's autotuned buffers. An explicit setting is honoured as in Kafka.
+    """
+    is_set = getattr(config, "is_set", None)
+    if is_set is not None and not is_set(key):
+        return -1
+    return _int_setting(config, key, -1)
+
+
 def _names(value: Any) -> list[str]:
     if value is None:
         return []
@@ -115,8 +128,8 @@ def reactor_for(
         idle_ms=_int_setting(config, "connections.max.idle.ms", 600000),
         max_connections=lambda: _int_setting(now(), "max.connections", 2**31 - 1),
         max_connections_per_ip=lambda: _int_setting(now(), "max.connections.per.ip", 2**31 - 1),
-        send_buffer=_int_setting(config, "socket.send.buffer.bytes", -1),
-        receive_buffer=_int_setting(config, "socket.receive.buffer.bytes", -1),
+        send_buffer=_explicit_int(config, "socket.send.buffer.bytes"),
+        receive_buffer=_explicit_int(config, "socket.receive.buffer.bytes"),
         on_disconnect=on_disconnect,
     )
 
