@@ -147,6 +147,8 @@ class ClassicGroup:
             return protocol_type != "" and len(protocols) > 0
         if self.protocol_type != protocol_type:
             return False
+        if not self.members:  # rebalancing with nobody left: every protocol counts as supported by all
+            return len(protocols) > 0
         common = self.candidate_protocols()
         return any(p.name in common for p in protocols)
 

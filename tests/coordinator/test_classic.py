@@ -346,7 +346,7 @@ def test_describe_list_delete() -> None:
     assert d[0].group_state == "Stable" and d[0].protocol_type == "consumer" and d[0].protocol_data == "range"
     assert d[0].members[0].member_id == a.member_id and decode_assignment(d[0].members[0].member_assignment) == {"t": [0]}
     assert d[1].group_state == "Dead" and d[1].error_code == E.NONE
-    srv.join("h")  # h is Stable... no: PreparingRebalance while it waits? with no delay it completes
+    srv.join("h")  # with no initial delay its join phase ends at once: CompletingRebalance
     listed = srv.call("list_groups").response
     assert {(g.group_id, g.group_type) for g in listed} == {("g", "classic"), ("h", "classic")}
     only = srv.call("list_groups", states_filter=["completingrebalance"]).response
