@@ -44,6 +44,8 @@ class MmapIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         size = self.ENTRY.size
+        # The map keeps its own duplicate of the descriptor; ours is closed once the map exists
+        # (one descriptor per index instead of two), and reopened by path for the rare resize.
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             length = os.fstat(fd).st_size
@@ -56,11 +58,10 @@ class MmapIndex:
             elif length % size:
                 length -= length % size
                 os.ftruncate(fd, length)
-            self._fd = fd
             self._mm: mmap.mmap | None = mmap.mmap(fd, length) if length else None
-        except BaseException:
+        finally:
             os.close(fd)
-            raise
+        self._closed = False
         self._length = length
         self._entries = 0 if new else self._count_entries()
 
@@ -105,8 +106,12 @@ class MmapIndex:
             return
         if self._mm is not None:
             self._mm.flush()
-        os.ftruncate(self._fd, new_length)
-        self._mm = mmap.mmap(self._fd, new_length) if new_length else None
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, new_length)
+            self._mm = mmap.mmap(fd, new_length) if new_length else None
+        finally:
+            os.close(fd)
         self._length = new_length
 
     def trim(self) -> None:
@@ -133,13 +138,14 @@ class MmapIndex:
 
     def close(self) -> None:
         """Trim, flush and release the file (clean shutdown)."""
-        if self._fd < 0:
+        if self._closed:
             return
         self.trim()
         self.flush()
+        if self._mm is not None:
+            self._mm.close()
         self._mm = None
-        os.close(self._fd)
-        self._fd = -1
+        self._closed = True
 
     def rename(self, new_path: Path) -> None:
         os.replace(self.path, new_path)

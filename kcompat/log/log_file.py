@@ -28,20 +28,25 @@ class LogFile:
             raise KafkaStorageError(f"cannot open {path}: {e}") from e
         self.size = os.fstat(self.fd).st_size
 
-    def append(self, data: bytes | bytearray | memoryview) -> int:
-        """Write `data` at the end; return the position it starts at.
+    def append(self, data: bytes | bytearray | memoryview | list[bytes | memoryview]) -> int:
+        """Write `data` (a buffer, or buffers written in order with one pwritev) at the end; return
+        the position it starts at.
 
         On any OSError (ENOSPC, EROFS, EIO) the file is cut back to its old size, so no partial
         batch is left behind, and KafkaStorageError is raised.
         """
         start = self.size
-        view = memoryview(data)
         pos = start
         try:
-            while view:
-                n = os.pwrite(self.fd, view, pos)
+            if isinstance(data, list):
+                total = sum(len(b) for b in data)
+                n = os.pwritev(self.fd, data, pos)
                 pos += n
-                view = view[n:]
+                if n < total:  # a short vectored write: finish the rest as one buffer
+                    rest = memoryview(b"".join(data))[n:]
+                    pos = self._pwrite_all(rest, pos)
+            else:
+                pos = self._pwrite_all(memoryview(data), pos)
         except OSError as e:
             try:
                 os.ftruncate(self.fd, start)
@@ -50,6 +55,13 @@ class LogFile:
             raise KafkaStorageError(f"write to {self.path.name} failed: {e}") from e
         self.size = pos
         return start
+
+    def _pwrite_all(self, view: memoryview, pos: int) -> int:
+        while view:
+            n = os.pwrite(self.fd, view, pos)
+            pos += n
+            view = view[n:]
+        return pos
 
     def pread(self, length: int, position: int) -> bytes:
         try:

@@ -144,9 +144,10 @@ class LogManager:
         recovery_points = read_offsets(d / RECOVERY_POINT_CHECKPOINT) or {}
         log_starts = read_offsets(d / LOG_START_OFFSET_CHECKPOINT) or {}
         cleaner_offsets = read_offsets(d / CLEANER_OFFSET_CHECKPOINT) or {}
-        if not clean:
+        entries = sorted(os.listdir(d))
+        if not clean and any(parse_partition_dir(e) for e in entries):
             log.info("%s was not shut down cleanly: recovering its logs from their recovery points", d)
-        for entry in sorted(os.listdir(d)):
+        for entry in entries:
             path = d / entry
             if not path.is_dir():
                 continue

@@ -36,7 +36,8 @@ class OffsetIndex(MmapIndex):
         mm, n = self._mm, self._entries
         if mm is None or n == 0:
             return self.base_offset
-        return self.base_offset + ENTRY.unpack_from(mm, (n - 1) * ENTRY_SIZE)[0]
+        rel: int = ENTRY.unpack_from(mm, (n - 1) * ENTRY_SIZE)[0]
+        return self.base_offset + rel
 
     def append(self, offset: int, position: int) -> None:
         """Index the batch at `position` whose last offset is `offset`; offsets must increase."""

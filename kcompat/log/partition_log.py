@@ -21,6 +21,7 @@ import bisect
 import itertools
 import logging
 import os
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from kcompat.log.leader_epoch import LeaderEpochCache
 from kcompat.log.log_file import EMPTY_SLICE, FetchSlice, FilePiece
 from kcompat.log.log_files import snapshot_path
 from kcompat.log.producer_state import ProducerStateManager, _in_sequence
-from kcompat.log.record_view import RecordView, iter_records
+from kcompat.log.record_view import RecordView, first_record_at_or_after, iter_records
 from kcompat.log.recovery import load_segments
 from kcompat.log.segment import BatchPlacement, LogSegment
 from kcompat.wire.errors import DecodeError
@@ -58,6 +59,9 @@ from kcompat.wire.record_batch import (
 )
 
 log = logging.getLogger("kcompat.log")
+
+_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the patched bytes
+_MAX_IOV = 1000  # below IOV_MAX (1024) entries for one pwritev
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,11 +188,10 @@ class PartitionLog:
         Raises CorruptRecord, MessageTooLarge, RecordBatchTooLarge, InvalidProducerEpoch,
         OutOfOrderSequence, or KafkaStorageError (after which the log is as it was before).
         """
-        buf: bytearray | memoryview
-        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
-            buf = records
-        else:
-            buf = bytearray(records)
+        # A mutable buffer is patched in place and written with one write; an immutable one is
+        # written with pwritev from patched 16-byte prefixes and views of the rest, never copied.
+        mutable = isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
+        buf = memoryview(records)
         headers = self._frame(buf, verify_crc)
         total = len(buf)
         if total > self.config.segment_bytes:
@@ -201,25 +204,35 @@ class PartitionLog:
             offset = self._leo
             base = offset
             placements: list[BatchPlacement] = []
+            pieces: list[bytes | memoryview] = []
+            patched: list[BatchHeader] = []
             max_ts = -1
             for pos, h in headers:
-                set_base_offset(buf, offset, pos)
-                set_partition_leader_epoch(buf, leader_epoch, pos)
+                if mutable:
+                    set_base_offset(buf, offset, pos)
+                    set_partition_leader_epoch(buf, leader_epoch, pos)
+                else:
+                    pieces.append(_PREFIX.pack(offset, h.batch_length, leader_epoch))
+                    pieces.append(buf[pos + _PREFIX.size : pos + h.size])
+                if h.producer_id != NO_PRODUCER_ID:
+                    patched.append(h._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
                 last = offset + h.last_offset_delta
                 placements.append((pos, h.size, last, h.max_timestamp))
                 max_ts = max(max_ts, h.max_timestamp)
                 offset = last + 1
+            data: memoryview | list[bytes | memoryview] = buf if mutable or len(pieces) > _MAX_IOV else pieces
+            if data is buf and not mutable:
+                data = memoryview(b"".join(pieces))
             seg = self.active_segment
             if seg.should_roll(total, max_ts, offset - 1, now_ms):
                 seg = self._roll(now_ms)
-            seg.append(buf, placements)
+            seg.append(data, placements)
             self._leo = offset
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, base)
             ps = self.producer_state
-            for pos, h in headers:
-                if h.producer_id != NO_PRODUCER_ID:
-                    ps.update(read_header(buf, pos))
+            for ph in patched:
+                ps.update(ph)
             ps.map_end_offset = offset
             self._unflushed_messages += offset - base
             if self._unflushed_messages >= cfg.flush_messages or now_ms - self._last_flush_ms >= cfg.flush_ms:
@@ -227,7 +240,7 @@ class PartitionLog:
             append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else -1
             return AppendInfo(base, offset - 1, append_time, self._log_start_offset, max_ts, total)
 
-    def _frame(self, buf: bytearray | memoryview, verify_crc: bool) -> list[tuple[int, BatchHeader]]:
+    def _frame(self, buf: memoryview, verify_crc: bool) -> list[tuple[int, BatchHeader]]:
         try:
             spans = split_batches(buf)
             headers = [(pos, read_header(buf, pos)) for pos, _ in spans]
@@ -238,7 +251,7 @@ class PartitionLog:
         end = spans[-1][0] + spans[-1][1]
         if end != len(buf):
             raise CorruptRecord(f"{len(buf) - end} bytes after the last whole batch")
-        view = memoryview(buf)
+        view = buf
         for pos, h in headers:
             if h.size > self.config.max_message_bytes:
                 raise MessageTooLarge(
@@ -392,9 +405,13 @@ class PartitionLog:
             if found is None:
                 continue
             pos, h = found
-            for r in self._records_at(seg, pos, h):
-                if r.timestamp >= timestamp and r.offset >= start:
-                    return r.offset, r.timestamp
+            data = memoryview(seg.log.pread(h.size, pos))
+            try:
+                hit = first_record_at_or_after(data, h, timestamp, start)
+            except DecodeError as e:
+                raise KafkaStorageError(f"stored batch at offset {h.base_offset} does not decode: {e}") from e
+            if hit is not None:
+                return hit
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int]:

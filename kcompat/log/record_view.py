@@ -86,3 +86,49 @@ def iter_records(batch: memoryview, h: BatchHeader) -> list[RecordView]:
             )
         )  # fmt: skip
     return out
+
+
+def _uvarint_at(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise DecodeError("varint is too long", "records")
+
+
+def first_record_at_or_after(
+    batch: memoryview, h: BatchHeader, timestamp: int, min_offset: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record with timestamp >= `timestamp` and offset >= `min_offset`.
+
+    Reads only each record's length, timestamp delta and offset delta (no objects per record): the
+    ListOffsets-by-time path decodes one batch per lookup.
+    """
+    if h.log_append_time:
+        return next(((r.offset, r.timestamp) for r in iter_records(batch, h) if r.offset >= min_offset), None)
+    buf = bytes(records_payload(batch, h))
+    pos, end = 0, len(buf)
+    base_ts, base_off = h.base_timestamp, h.base_offset
+    try:
+        for _ in range(h.records_count):
+            zz, pos = _uvarint_at(buf, pos)
+            length = (zz >> 1) ^ -(zz & 1)
+            next_pos = pos + length
+            if length < 0 or next_pos > end:
+                raise DecodeError(f"record length {length} runs past the batch", "records")
+            zz, p = _uvarint_at(buf, pos + 1)  # after the attributes byte
+            ts = base_ts + ((zz >> 1) ^ -(zz & 1))
+            if ts >= timestamp:
+                zz, p = _uvarint_at(buf, p)
+                offset = base_off + ((zz >> 1) ^ -(zz & 1))
+                if offset >= min_offset:
+                    return offset, ts
+            pos = next_pos
+    except IndexError:
+        raise DecodeError("record runs past the batch", "records") from None
+    return None

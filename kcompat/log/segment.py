@@ -110,7 +110,11 @@ class LogSegment:
 
     # --- writes ---
 
-    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchPlacement]) -> int:
+    def append(
+        self,
+        data: bytes | bytearray | memoryview | list[bytes | memoryview],
+        batches: Sequence[BatchPlacement],
+    ) -> int:
         """Write whole batches (offsets already assigned) and index them; returns their file position."""
         start = self.log.append(data)
         if self.rolling_based_timestamp is None and batches:

@@ -106,27 +106,44 @@ def test_bad_framing_is_rejected_and_nothing_is_written(tmp_path):
     assert plog.log_end_offset == 0 and plog.size == 0
 
 
-def test_disk_error_leaves_no_partial_batch(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", [bytes, bytearray])  # written with pwritev / patched and pwrite
+def test_disk_error_leaves_no_partial_batch(tmp_path, monkeypatch, kind):
     plog = open_log(tmp_path)
     plog.append(batch(2), leader_epoch=0, now_ms=0)
     size = plog.size
-    real = os.pwrite
+    real_pwrite, real_pwritev = os.pwrite, os.pwritev
 
     def half_then_enospc(fd, data, pos):
         if len(data) > 20:
-            real(fd, bytes(data[:20]), pos)
-            return 20
+            return real_pwrite(fd, bytes(data[:20]), pos)
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    def short_vectored(fd, bufs, pos):
+        return real_pwrite(fd, bytes(bufs[0][:20]), pos)
+
     monkeypatch.setattr(os, "pwrite", half_then_enospc)
+    monkeypatch.setattr(os, "pwritev", short_vectored)
     with pytest.raises(KafkaStorageError) as e:
-        plog.append(batch(3), leader_epoch=0, now_ms=0)
+        plog.append(kind(batch(3)), leader_epoch=0, now_ms=0)
     assert e.value.error_name == "KAFKA_STORAGE_ERROR"
-    monkeypatch.setattr(os, "pwrite", real)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    monkeypatch.setattr(os, "pwritev", real_pwritev)
     assert plog.size == size and os.path.getsize(plog.active_segment.log.path) == size
     assert plog.log_end_offset == 2
-    plog.append(batch(1), leader_epoch=0, now_ms=0)
+    plog.append(kind(batch(1)), leader_epoch=0, now_ms=0)
     assert plog.verify() == [] and plog.log_end_offset == 3
+
+
+def test_immutable_input_is_written_patched_without_being_changed(tmp_path):
+    plog = open_log(tmp_path)
+    plog.append(batch(2), leader_epoch=0, now_ms=0)
+    original = batch(3) + batch(4)
+    data = bytes(original)
+    plog.append(data, leader_epoch=5, now_ms=0)
+    assert data == original
+    hs = headers_of(plog.read(2, 1 << 20).read_bytes())
+    assert [(h.base_offset, h.partition_leader_epoch) for h in hs] == [(2, 5), (5, 5)]
+    assert plog.verify() == []
 
 
 def test_roll_on_size_age_and_index_full(tmp_path):
