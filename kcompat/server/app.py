@@ -76,7 +76,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     except ImportError:
         log.info("uvloop is not installed; using asyncio's event loop")
         return asyncio.new_event_loop
-    return uvloop.new_event_loop  # type: ignore[no-any-return]
+    return uvloop.new_event_loop
 
 
 def _process_age_ms(fallback_start: float) -> float:
@@ -120,7 +120,7 @@ def reactor_for(
     `current()` gives the config in force now, for the limits AlterConfigs may change at run time.
     """
     now = current or (lambda: config)
-    limits = Limits(max_request_bytes=_int_setting(config, "socket.request.max.bytes", Limits.max_request_bytes))
+    limits = Limits(max_request_bytes=_int_setting(config, "socket.request.max.bytes", Limits().max_request_bytes))
     return Reactor(
         handle,
         limits=limits,

@@ -129,7 +129,7 @@ class Connection:
         self.client = client
         self._handle = handle
         self._limits = limits
-        self._close_errors = (DecodeError, *close_errors)
+        self._close_errors: tuple[type[BaseException], ...] = (DecodeError, *close_errors)
         self._on_closed = on_closed
         self._loop = loop or asyncio.get_running_loop()
         self._requests: deque[bytes | bytearray] = deque()

@@ -16,6 +16,7 @@ import logging
 import socket
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from kcompat.server.connection import Client, Connection, Handler, Limits
 from kcompat.server.listeners import Listener, bind
@@ -213,7 +214,7 @@ class Reactor:
             deadline = loop.time() + grace_s
             waits = [asyncio.ensure_future(c.shutdown()) for c in conns]
             forced = asyncio.ensure_future(force.wait()) if force is not None else None
-            pending: set[asyncio.Future[object]] = set(waits)
+            pending: set[asyncio.Future[Any]] = set(waits)
             while pending and loop.time() < deadline:
                 watch = pending | {forced} if forced is not None else pending
                 done, _ = await asyncio.wait(watch, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)

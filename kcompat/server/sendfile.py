@@ -103,21 +103,17 @@ class _Piece:
         self.block: memoryview | None = None  # fallback: bytes read but not yet sent
 
 
-def _is_bytes(chunk: object) -> bool:
-    return isinstance(chunk, bytes | bytearray | memoryview)
-
-
 def _expand(chunks: Iterable[Chunk]) -> Iterator[memoryview | _Piece]:
     for chunk in chunks:
-        if _is_bytes(chunk):
-            view = memoryview(chunk)  # type: ignore[arg-type]
+        if isinstance(chunk, bytes | bytearray | memoryview):
+            view = memoryview(chunk)
             if view.nbytes:
-                yield view.cast("B") if view.format != "B" or view.ndim != 1 else view
+                yield view if view.format == "B" and view.ndim == 1 else view.cast("B")
         elif isinstance(chunk, FilePiece):
             if chunk.length > 0:
                 yield _Piece(chunk)
         else:
-            for piece in chunk:  # type: ignore[union-attr]
+            for piece in chunk:
                 if piece.length > 0:
                     yield _Piece(piece)
 
