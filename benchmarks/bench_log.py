@@ -1,6 +1,6 @@
 """Storage-engine benchmark (not a test): .venv/bin/python benchmarks/bench_log.py [--dir DIR] [--quick]
 
-Prints, measured in one run on the disk holding DIR (default: a temporary directory under ./.bench-tmp):
+Prints, measured in one run on the disk holding DIR (default: the system's temporary directory):
   1. append throughput (MB/s) of PartitionLog.append for 16 KiB and 1 MiB batches, against the raw
      page-cache write bandwidth of `dd bs=1M` (no fsync) and of a plain os.write loop, to the same disk;
   2. lookup latency by offset (read -> FetchSlice) and by timestamp (offset_for_timestamp) in a
@@ -223,12 +223,12 @@ def memory_per_partition(directory: Path, count: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default=None, help="directory on the disk to measure (default ./.bench-tmp)")
+    ap.add_argument("--dir", default=None, help="directory on the disk to measure (default: the temp dir)")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (1 M records, 128 MiB appends)")
     args = ap.parse_args()
-    base = Path(args.dir or ".bench-tmp")
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="bench-log-", dir=base))
+    if args.dir:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-log-", dir=args.dir))
     total = (128 if args.quick else 512) * MiB
     try:
         print(f"== append throughput, {total // MiB} MiB each, into {work} (page cache, no fsync)")

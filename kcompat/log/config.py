@@ -39,10 +39,6 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
-    @property
-    def max_index_entries_bytes(self) -> int:
-        return self.segment_index_bytes
-
     def with_properties(self, props: dict[str, str]) -> LogConfig:
         """A copy with Kafka-style dotted keys applied ("retention.ms": "1000"); unknown keys are ignored."""
         known = {f.name: f for f in fields(self)}

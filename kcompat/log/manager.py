@@ -253,7 +253,7 @@ class LogManager:
                 if plog.config.compact:
                     self.cleaner.maybe_clean(plog, now)
                 plog.maybe_flush(now)
-            except KafkaStorageError:
+            except (KafkaStorageError, OSError):  # a disk error, or the topic was deleted meanwhile
                 log.exception("maintenance of %s-%d failed", plog.topic, plog.partition)
         self.checkpoint()
 
@@ -262,7 +262,7 @@ class LogManager:
             self._write_checkpoints(d)
 
     def _write_checkpoints(self, d: Path) -> None:
-        mine = {tp: plog for tp, plog in self._logs.items() if self._dir_of.get(tp) == d}
+        mine = {tp: plog for tp, plog in list(self._logs.items()) if self._dir_of.get(tp) == d}
         write_offsets(d / RECOVERY_POINT_CHECKPOINT, {tp: p.recovery_point for tp, p in mine.items()})
         write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {tp: p.log_start_offset for tp, p in mine.items()})
         write_offsets(

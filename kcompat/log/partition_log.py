@@ -41,7 +41,6 @@ from kcompat.log.errors import (
 )
 from kcompat.log.leader_epoch import LeaderEpochCache
 from kcompat.log.log_file import EMPTY_SLICE, FetchSlice, FilePiece
-from kcompat.log.log_files import snapshot_path
 from kcompat.log.producer_state import ProducerStateManager, _in_sequence
 from kcompat.log.record_view import RecordView, first_record_at_or_after, iter_records
 from kcompat.log.recovery import load_segments
@@ -635,9 +634,6 @@ class PartitionLog:
                     problems.append(f"segment {seg.base_offset}: offset {h.base_offset} below {expect}")
                 expect = h.last_offset + 1
         return problems
-
-    def snapshot_path(self, offset: int) -> Path:
-        return snapshot_path(self.directory, offset)
 
     def __repr__(self) -> str:
         return (

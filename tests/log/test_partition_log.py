@@ -302,3 +302,30 @@ def test_slice_stays_readable_after_its_segment_is_deleted(tmp_path):
     assert not plog.segments[0].base_offset == 0
     assert s.read_bytes() == expect  # the descriptor outlives the unlinked file
     assert os.pread(s.pieces[0].fd, len(expect), s.pieces[0].position) == expect
+
+
+def test_open_transaction_holds_back_the_last_stable_offset(tmp_path):
+    plog = open_log(tmp_path)
+    plog.append(batch(2), leader_epoch=0, now_ms=0)
+    txn = batch(3, producer_id=11, producer_epoch=0, base_sequence=0, attributes=0x10)
+    plog.append(txn, leader_epoch=0, now_ms=0)
+    plog.append(batch(1), leader_epoch=0, now_ms=0)
+    assert plog.last_stable_offset == 2 and plog.high_watermark == 6
+    marker = batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], producer_id=11, producer_epoch=0,
+                   attributes=0x30)  # fmt: skip
+    plog.append(marker, leader_epoch=0, now_ms=0)  # commit marker (transactional + control)
+    assert plog.last_stable_offset == plog.log_end_offset == 7
+
+
+def test_config_from_kafka_property_names():
+    cfg = LogConfig.from_properties(
+        {"cleanup.policy": "compact,delete", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.1",
+         "message.timestamp.type": "LogAppendTime", "unknown.key": "x"}
+    )  # fmt: skip
+    assert cfg.compact and cfg.delete and cfg.segment_bytes == 1024 and cfg.min_cleanable_dirty_ratio == 0.1
+    assert cfg.message_timestamp_type == "LogAppendTime"
+
+
+def test_log_append_time_is_reported(tmp_path):
+    plog = open_log(tmp_path, LogConfig(message_timestamp_type="LogAppendTime"))
+    assert plog.append(batch(1), leader_epoch=0, now_ms=123_456).log_append_time_ms == 123_456
