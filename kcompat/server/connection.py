@@ -10,8 +10,9 @@ so owning the socket is what lets response bytes and file slices (os.sendfile) g
   buffered; a negative or larger size closes the connection.
 - Requests are handled one at a time, in order (as Kafka does per connection), by one task per
   connection; other connections proceed concurrently. Pipelined requests are read ahead up to
-  `Limits.max_queued_requests`; reading pauses while that many wait, or while more than
-  `write_high_water` response bytes are unsent, and resumes below `write_low_water`.
+  `Limits.max_queued_requests` and `max_queued_bytes`; reading pauses while that much waits, or
+  while more than `write_high_water` response bytes are unsent, and resumes below
+  `write_low_water`.
 - Frames are handed over in buffers of their own (never views of the read buffer), so the broker
   may keep memoryviews of a frame.
 """
@@ -54,7 +55,8 @@ class Client:
 @dataclass(frozen=True, slots=True)
 class Limits:
     max_request_bytes: int = 104857600  # socket.request.max.bytes
-    max_queued_requests: int = 32  # pipelined requests read ahead of the one being handled
+    max_queued_requests: int = 32  # pipelined requests read ahead of the one being handled...
+    max_queued_bytes: int = 4 << 20  # ...holding at most this many bytes (at least one request)
     write_high_water: int = 1 << 20  # stop reading and handling above this many unsent bytes...
     write_low_water: int = 256 << 10  # ...until the queue drains below this
     read_buffer: int = 64 << 10  # frames larger than this are received into a buffer of their own
@@ -93,6 +95,7 @@ class Connection:
         "_limits",
         "_loop",
         "_on_closed",
+        "_queued_bytes",
         "_rbuf",
         "_reading",
         "_requests",
@@ -133,6 +136,7 @@ class Connection:
         self._on_closed = on_closed
         self._loop = loop or asyncio.get_running_loop()
         self._requests: deque[bytes | bytearray] = deque()
+        self._queued_bytes = 0
         self._rbuf = bytearray(limits.read_buffer)
         self._rview = memoryview(self._rbuf)
         self._start = 0
@@ -167,6 +171,10 @@ class Connection:
         return len(self._requests)
 
     @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    @property
     def reading(self) -> bool:
         return self._reading
 
@@ -190,6 +198,7 @@ class Connection:
             self._writing = False
         self._writer.clear()
         self._requests.clear()
+        self._queued_bytes = 0
         self._body = self._body_view = None
         self._wake()
         self._wake_drained()
@@ -220,7 +229,7 @@ class Connection:
             not self.closed
             and not self._stopping
             and not self._write_blocked
-            and len(self._requests) < self._limits.max_queued_requests
+            and self._room_for_requests()
         )
         if want != self._reading:
             if want:
@@ -228,6 +237,12 @@ class Connection:
             else:
                 self._loop.remove_reader(self.fd)
             self._reading = want
+
+    def _room_for_requests(self) -> bool:
+        return (
+            len(self._requests) < self._limits.max_queued_requests
+            and self._queued_bytes < self._limits.max_queued_bytes
+        )
 
     def _on_readable(self) -> None:
         body = self._body_view
@@ -262,6 +277,7 @@ class Connection:
             self._got += n
             if self._got == len(body):
                 self._requests.append(self._body)  # type: ignore[arg-type]
+                self._queued_bytes += self._got
                 self._body = self._body_view = None
                 self.last_active = self._loop.time()
         else:
@@ -278,10 +294,9 @@ class Connection:
         buf, view = self._rbuf, self._rview
         start, end = self._start, self._end
         requests = self._requests
-        limit = self._limits.max_queued_requests
         max_size = self._limits.max_request_bytes
         added = False
-        while end - start >= 4 and len(requests) < limit:
+        while end - start >= 4 and self._room_for_requests():
             size = int.from_bytes(view[start : start + 4], "big", signed=True)
             if size < 0 or size > max_size:
                 self._reject_size(size, bytes(view[start : start + 4]))
@@ -296,11 +311,12 @@ class Connection:
                     start = end = 0
                 break
             requests.append(view[start + 4 : start + 4 + size].tobytes())
+            self._queued_bytes += size
             added = True
             start += 4 + size
         if start == end:
             start = end = 0
-        elif start and (len(requests) < limit or end == len(buf)):
+        elif start and (self._room_for_requests() or end == len(buf)):
             # an incomplete frame (which fits) is moved to the front to make room for the rest
             view[: end - start] = view[start:end]
             end -= start
@@ -350,6 +366,7 @@ class Connection:
                 self._wakeup = None
                 continue
             frame = requests.popleft()
+            self._queued_bytes -= len(frame)
             self._parse()
             self._update_reading()
             self.busy = True

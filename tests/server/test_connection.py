@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -318,3 +319,36 @@ def test_a_truncated_request_is_one_line_and_a_plain_goodbye_none(
     assert server_lines(caplog, f"(10 of {len(request(1, 'echo:' + 'a' * 10))} bytes received)")
     assert server_lines(caplog, f"(6000 of {len(request(2, 'echo:' + 'b' * 10_000))} bytes received)")
     assert not server_lines(caplog, f"127.0.0.1:{port}")
+
+
+def test_read_ahead_is_bounded_in_bytes(start: Any) -> None:
+    limits = Limits(max_queued_requests=100, max_queued_bytes=1 << 20)
+    server = start(limits=limits)
+    size = 300_000
+    with server.connect() as s:
+        payload = b"".join(request(i, "sleep:0.5:" + "p" * size) if i == 0 else request(i, "echo:" + "p" * size)
+                           for i in range(30))
+        s.setblocking(False)
+        sent = 0
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            try:
+                sent += s.send(payload[sent:])
+            except BlockingIOError:
+                time.sleep(0.01)
+
+        def state() -> tuple[int, int, bool]:
+            (conn,) = server.reactor.connections
+            return conn.queued_bytes, conn.queued_requests, conn.reading
+
+        queued_bytes, queued, reading = server.call(state)
+        assert sent < len(payload)  # the kernel buffers filled up behind the paused reader
+        assert queued_bytes < limits.max_queued_bytes + size + 20
+        assert 1 <= queued <= 5 and not reading
+        s.setblocking(True)
+        s.settimeout(10)
+        rest = threading.Thread(target=s.sendall, args=(payload[sent:],))
+        rest.start()
+        for i in range(30):
+            assert recv_response(s) == (i, b"p" * size)
+        rest.join()
