@@ -79,6 +79,14 @@ def test_garbage_closes_the_connection(h: BrokerHarness) -> None:
         h.raw(struct.pack(">ihhih", 10, 999, 0, 1, 0))  # an API key nobody declares
 
 
+def test_bytes_after_a_body_are_ignored_as_kafka_does(h: BrokerHarness) -> None:
+    # librdkafka's admin Metadata v12, byte for byte: 3 bytes more than the v12 schema holds.
+    body = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    data = flatten(h.raw(struct.pack(">i", len(body)) + body))
+    correlation, resp = decode_response(3, 12, data[4:])
+    assert correlation == 3 and resp.brokers[0].node_id == h.broker.node_id
+
+
 def test_declared_but_unadvertised_versions_close_the_connection(h: BrokerHarness) -> None:
     # Fetch v3 is declared by the codec but not served (message formats 0/1).
     frame = encode_request(1, 3, 5, {"max_wait_ms": 0, "min_bytes": 1, "topics": []})
