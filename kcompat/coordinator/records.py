@@ -45,18 +45,23 @@ a tombstone: it deletes whatever the key names. Kafka 4.x writes the versions ma
                                                     state int8, assigned_partitions [topic_id uuid,
                                                     partitions [int32]], partitions_pending_revocation (same)
 
-Decoding untrusted bytes raises only DecodeError. Keys of a type this module does not know (share
+The bytes after the int16 are coded by the declarations in kcompat.wire.messages.group_records,
+the same ones the conformance test checks against Kafka's specs; this module maps them to the
+coordinator's own value types. Decoding untrusted bytes raises only DecodeError. Keys of a type this module does not know (share
 and streams groups, regex records) decode to None, so a replay can skip them as Kafka's own tools do.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from kcompat.wire.codec import MessageCodec
 from kcompat.wire.errors import DecodeError
+from kcompat.wire.messages import group_records
 from kcompat.wire.primitives import Reader, Writer
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -132,33 +137,26 @@ RecordKey = (
     | ConsumerGroupCurrentMemberAssignmentKey
 )
 
-_KEY_TYPES: dict[type, int] = {
-    GroupMetadataKey: 2,
-    ConsumerGroupMetadataKey: 3,
-    ConsumerGroupPartitionMetadataKey: 4,
-    ConsumerGroupMemberMetadataKey: 5,
-    ConsumerGroupTargetAssignmentMetadataKey: 6,
-    ConsumerGroupTargetAssignmentMemberKey: 7,
-    ConsumerGroupCurrentMemberAssignmentKey: 8,
+# Record type (the key's version) -> the key's class and declaration.
+_KEYS: dict[int, tuple[type, MessageCodec]] = {
+    0: (OffsetCommitKey, MessageCodec(group_records.OFFSET_COMMIT_KEY)),
+    1: (OffsetCommitKey, MessageCodec(group_records.OFFSET_COMMIT_KEY)),
+    2: (GroupMetadataKey, MessageCodec(group_records.GROUP_METADATA_KEY)),
+    3: (ConsumerGroupMetadataKey, MessageCodec(group_records.CONSUMER_GROUP_METADATA_KEY)),
+    4: (ConsumerGroupPartitionMetadataKey, MessageCodec(group_records.CONSUMER_GROUP_PARTITION_METADATA_KEY)),
+    5: (ConsumerGroupMemberMetadataKey, MessageCodec(group_records.CONSUMER_GROUP_MEMBER_METADATA_KEY)),
+    6: (ConsumerGroupTargetAssignmentMetadataKey, MessageCodec(group_records.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY)),
+    7: (ConsumerGroupTargetAssignmentMemberKey, MessageCodec(group_records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY)),
+    8: (ConsumerGroupCurrentMemberAssignmentKey, MessageCodec(group_records.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY)),
 }
+_KEY_TYPES: dict[type, int] = {cls: kind for kind, (cls, _) in _KEYS.items() if kind != 0}
 
 
 def encode_key(key: RecordKey) -> bytes:
+    kind = _KEY_TYPES[type(key)]
     w = Writer()
-    if isinstance(key, OffsetCommitKey):
-        w.int16(OFFSET_COMMIT_KEY_VERSION)
-        w.string(key.group)
-        w.string(key.topic)
-        w.int32(key.partition)
-        return w.getvalue()
-    w.int16(_KEY_TYPES[type(key)])
-    if isinstance(key, GroupMetadataKey):
-        w.string(key.group)
-    else:
-        w.string(key.group_id)
-        member_id = getattr(key, "member_id", None)
-        if member_id is not None:
-            w.string(member_id)
+    w.int16(kind)
+    _KEYS[kind][1].write(w, dataclasses.asdict(key), kind)
     return w.getvalue()
 
 
@@ -166,28 +164,15 @@ def decode_key(data: bytes | bytearray | memoryview) -> RecordKey | None:
     """The key, or None for a record type this coordinator does not keep."""
     r = Reader(data)
     kind = r.int16()
-    key: RecordKey
-    if kind in (0, 1):
-        key = OffsetCommitKey(_str(r, "group"), _str(r, "topic"), r.int32())
-    elif kind == 2:
-        key = GroupMetadataKey(_str(r, "group"))
-    elif kind == 3:
-        key = ConsumerGroupMetadataKey(_str(r, "group_id"))
-    elif kind == 4:
-        key = ConsumerGroupPartitionMetadataKey(_str(r, "group_id"))
-    elif kind == 5:
-        key = ConsumerGroupMemberMetadataKey(_str(r, "group_id"), _str(r, "member_id"))
-    elif kind == 6:
-        key = ConsumerGroupTargetAssignmentMetadataKey(_str(r, "group_id"))
-    elif kind == 7:
-        key = ConsumerGroupTargetAssignmentMemberKey(_str(r, "group_id"), _str(r, "member_id"))
-    elif kind == 8:
-        key = ConsumerGroupCurrentMemberAssignmentKey(_str(r, "group_id"), _str(r, "member_id"))
-    elif kind < 0:
+    if kind < 0:
         raise DecodeError(f"negative record type {kind}", "key")
-    else:
+    known = _KEYS.get(kind)
+    if known is None:
         return None
+    cls, codec = known
+    body = codec.decode(r, kind)
     _end(r, "key")
+    key: RecordKey = cls(**{f.name: getattr(body, f.name) for f in dataclasses.fields(cls)})
     return key
 
 
@@ -315,89 +300,108 @@ def topic_id_partitions(assignment: Mapping[uuid.UUID, Sequence[int] | set[int] 
     return tuple((t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
 
 
+def _pairs(tps: Any) -> TopicIdPartitions:
+    return tuple((t.topic_id, tuple(t.partitions)) for t in tps)
+
+
+def _structs(tps: TopicIdPartitions) -> list[dict[str, Any]]:
+    return [{"topic_id": t, "partitions": list(ps)} for t, ps in tps]
+
+
+def _fields_of(cls: type, body: Any) -> dict[str, Any]:
+    return {f.name: getattr(body, f.name) for f in dataclasses.fields(cls)}
+
+
+class _ValueKind(NamedTuple):
+    codec: MessageCodec
+    write_version: int
+    to_wire: Callable[[Any], dict[str, Any]]
+    from_wire: Callable[[Any], RecordValue]
+
+
+def _plain(cls: type) -> tuple[Callable[[Any], dict[str, Any]], Callable[[Any], RecordValue]]:
+    return dataclasses.asdict, lambda body: cls(**_fields_of(cls, body))
+
+
+_VALUES: dict[type, _ValueKind] = {
+    OffsetCommitValue: _ValueKind(MessageCodec(group_records.OFFSET_COMMIT_VALUE), 3, *_plain(OffsetCommitValue)),
+    GroupMetadataValue: _ValueKind(
+        MessageCodec(group_records.GROUP_METADATA_VALUE),
+        3,
+        lambda v: dataclasses.asdict(v) | {"members": [dataclasses.asdict(m) for m in v.members]},
+        lambda b: GroupMetadataValue(
+            **_fields_of(GroupMetadataValue, b)
+            | {"members": tuple(GroupMemberMetadata(**_fields_of(GroupMemberMetadata, m)) for m in b.members)}
+        ),
+    ),
+    ConsumerGroupMetadataValue: _ValueKind(
+        MessageCodec(group_records.CONSUMER_GROUP_METADATA_VALUE), 0, *_plain(ConsumerGroupMetadataValue)
+    ),
+    ConsumerGroupPartitionMetadataValue: _ValueKind(
+        MessageCodec(group_records.CONSUMER_GROUP_PARTITION_METADATA_VALUE),
+        0,
+        # rack metadata (partition_metadata) is not tracked: it is unused since Kafka 4.0
+        lambda v: {"topics": [dataclasses.asdict(t) for t in v.topics]},
+        lambda b: ConsumerGroupPartitionMetadataValue(tuple(TopicMetadata(**_fields_of(TopicMetadata, t)) for t in b.topics)),
+    ),
+    ConsumerGroupMemberMetadataValue: _ValueKind(
+        MessageCodec(group_records.CONSUMER_GROUP_MEMBER_METADATA_VALUE),
+        0,
+        lambda v: dataclasses.asdict(v) | {"subscribed_topic_names": list(v.subscribed_topic_names)},
+        lambda b: ConsumerGroupMemberMetadataValue(
+            **_fields_of(ConsumerGroupMemberMetadataValue, b) | {"subscribed_topic_names": tuple(b.subscribed_topic_names)}
+        ),
+    ),
+    ConsumerGroupTargetAssignmentMetadataValue: _ValueKind(
+        MessageCodec(group_records.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
+        0,
+        *_plain(ConsumerGroupTargetAssignmentMetadataValue),
+    ),
+    ConsumerGroupTargetAssignmentMemberValue: _ValueKind(
+        MessageCodec(group_records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE),
+        0,
+        lambda v: {"topic_partitions": _structs(v.topic_partitions)},
+        lambda b: ConsumerGroupTargetAssignmentMemberValue(_pairs(b.topic_partitions)),
+    ),
+    ConsumerGroupCurrentMemberAssignmentValue: _ValueKind(
+        MessageCodec(group_records.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
+        0,
+        lambda v: dataclasses.asdict(v)
+        | {
+            "assigned_partitions": _structs(v.assigned_partitions),
+            "partitions_pending_revocation": _structs(v.partitions_pending_revocation),
+        },
+        lambda b: ConsumerGroupCurrentMemberAssignmentValue(
+            b.member_epoch,
+            b.previous_member_epoch,
+            b.state,
+            _pairs(b.assigned_partitions),
+            _pairs(b.partitions_pending_revocation),
+        ),
+    ),
+}
+# The value class a key's record holds.
+_VALUE_OF_KEY: dict[type, type] = {
+    OffsetCommitKey: OffsetCommitValue,
+    GroupMetadataKey: GroupMetadataValue,
+    ConsumerGroupMetadataKey: ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey: ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupMemberMetadataKey: ConsumerGroupMemberMetadataValue,
+    ConsumerGroupTargetAssignmentMetadataKey: ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey: ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroupCurrentMemberAssignmentValue,
+}
+
+
 def encode_value(value: RecordValue) -> bytes:
+    kind = _VALUES[type(value)]
+    version = kind.write_version
+    if isinstance(value, OffsetCommitValue) and value.expire_timestamp != -1:
+        version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
     w = Writer()
-    if isinstance(value, OffsetCommitValue):
-        if value.expire_timestamp != -1:
-            w.int16(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY)
-            w.int64(value.offset)
-            w.string(value.metadata)
-            w.int64(value.commit_timestamp)
-            w.int64(value.expire_timestamp)
-        else:
-            w.int16(OFFSET_COMMIT_VALUE_VERSION)
-            w.int64(value.offset)
-            w.int32(value.leader_epoch)
-            w.string(value.metadata)
-            w.int64(value.commit_timestamp)
-    elif isinstance(value, GroupMetadataValue):
-        w.int16(GROUP_METADATA_VALUE_VERSION)
-        w.string(value.protocol_type)
-        w.int32(value.generation)
-        w.string(value.protocol)
-        w.string(value.leader)
-        w.int64(value.current_state_timestamp)
-        w.array_length(len(value.members))
-        for m in value.members:
-            w.string(m.member_id)
-            w.string(m.group_instance_id)
-            w.string(m.client_id)
-            w.string(m.client_host)
-            w.int32(m.rebalance_timeout)
-            w.int32(m.session_timeout)
-            w.bytes_(m.subscription)
-            w.bytes_(m.assignment)
-    else:
-        w.int16(0)
-        _encode_flexible_value(w, value)
+    w.int16(version)
+    kind.codec.write(w, kind.to_wire(value), version)
     return w.getvalue()
-
-
-def _encode_flexible_value(w: Writer, value: RecordValue) -> None:
-    if isinstance(value, ConsumerGroupMetadataValue):
-        w.int32(value.epoch)
-    elif isinstance(value, ConsumerGroupPartitionMetadataValue):
-        w.compact_array_length(len(value.topics))
-        for t in value.topics:
-            w.uuid(t.topic_id)
-            w.compact_string(t.topic_name)
-            w.int32(t.num_partitions)
-            w.compact_array_length(0)  # partition_metadata: racks are not tracked (unused after 4.0)
-            w.uvarint(0)
-    elif isinstance(value, ConsumerGroupMemberMetadataValue):
-        w.compact_string(value.instance_id)
-        w.compact_string(value.rack_id)
-        w.compact_string(value.client_id)
-        w.compact_string(value.client_host)
-        w.compact_array_length(len(value.subscribed_topic_names))
-        for name in value.subscribed_topic_names:
-            w.compact_string(name)
-        w.compact_string(value.subscribed_topic_regex)
-        w.int32(value.rebalance_timeout_ms)
-        w.compact_string(value.server_assignor)
-    elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
-        w.int32(value.assignment_epoch)
-    elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-        _write_topic_partitions(w, value.topic_partitions)
-    elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
-        w.int32(value.member_epoch)
-        w.int32(value.previous_member_epoch)
-        w.int8(value.state)
-        _write_topic_partitions(w, value.assigned_partitions)
-        _write_topic_partitions(w, value.partitions_pending_revocation)
-    else:  # pragma: no cover - the union is exhaustive
-        raise TypeError(f"not a record value: {value!r}")
-    w.uvarint(0)  # top-level tagged fields
-
-
-def _write_topic_partitions(w: Writer, tps: TopicIdPartitions) -> None:
-    w.compact_array_length(len(tps))
-    for topic_id, partitions in tps:
-        w.uuid(topic_id)
-        w.compact_array_length(len(partitions))
-        for p in partitions:
-            w.int32(p)
-        w.uvarint(0)
 
 
 def decode_value(key: RecordKey, data: bytes | bytearray | memoryview | None) -> RecordValue | None:
@@ -406,177 +410,15 @@ def decode_value(key: RecordKey, data: bytes | bytearray | memoryview | None) ->
         return None
     r = Reader(data)
     version = r.int16()
-    decoder = _VALUE_DECODERS[type(key)]
-    value = decoder(r, version)
+    kind = _VALUES[_VALUE_OF_KEY[type(key)]]
+    if version not in kind.codec.message.versions:
+        raise DecodeError(f"unknown {kind.codec.message.name} version {version}", "value")
+    body = kind.codec.decode(r, version)
     _end(r, "value")
-    return value
-
-
-def _decode_offset_commit(r: Reader, version: int) -> OffsetCommitValue:
-    if version in (0, 2):
-        return OffsetCommitValue(r.int64(), _str(r, "metadata"), r.int64())
-    if version == 1:
-        return OffsetCommitValue(r.int64(), _str(r, "metadata"), r.int64(), -1, r.int64())
-    if version == 3:
-        offset, epoch = r.int64(), r.int32()
-        return OffsetCommitValue(offset, _str(r, "metadata"), r.int64(), epoch)
-    if version == 4:
-        offset, epoch = r.int64(), r.int32()
-        metadata = _cstr(r, "metadata")
-        value = OffsetCommitValue(offset, metadata, r.int64(), epoch)
-        r.tagged_fields()
-        return value
-    raise DecodeError(f"unknown OffsetCommitValue version {version}", "value")
-
-
-def _decode_group_metadata(r: Reader, version: int) -> GroupMetadataValue:
-    if not 0 <= version <= 4:
-        raise DecodeError(f"unknown GroupMetadataValue version {version}", "value")
-    flexible = version >= 4
-    s = _cstr if flexible else _str
-    ns = _ncstr if flexible else _nstr
-    protocol_type = s(r, "protocol_type")
-    generation = r.int32()
-    protocol = ns(r, "protocol")
-    leader = ns(r, "leader")
-    state_ts = r.int64() if version >= 2 else -1
-    count = r.compact_array_length(8) if flexible else r.array_length(8)
-    members = []
-    for _ in range(max(count, 0)):
-        member_id = s(r, "member_id")
-        instance_id = ns(r, "group_instance_id") if version >= 3 else None
-        client_id = s(r, "client_id")
-        client_host = s(r, "client_host")
-        rebalance_timeout = r.int32() if version >= 1 else -1
-        session_timeout = r.int32()
-        subscription = _bytes(r, flexible, "subscription")
-        assignment = _bytes(r, flexible, "assignment")
-        if flexible:
-            r.tagged_fields()
-        members.append(
-            GroupMemberMetadata(
-                member_id, client_id, client_host, session_timeout, subscription, assignment,
-                rebalance_timeout, instance_id,
-            )
-        )
-    if flexible:
-        r.tagged_fields()
-    return GroupMetadataValue(protocol_type, generation, protocol, leader, tuple(members), state_ts)
-
-
-def _flexible_v0(name: str, body: Callable[[Reader], RecordValue]) -> Callable[[Reader, int], RecordValue]:
-    def decode(r: Reader, version: int) -> RecordValue:
-        if version != 0:
-            raise DecodeError(f"unknown {name} version {version}", "value")
-        value = body(r)
-        r.tagged_fields()
-        return value
-
-    return decode
-
-
-def _decode_partition_metadata(r: Reader) -> ConsumerGroupPartitionMetadataValue:
-    topics = []
-    for _ in range(max(r.compact_array_length(18), 0)):
-        topic_id = r.uuid()
-        name = _cstr(r, "topic_name")
-        num_partitions = r.int32()
-        for _ in range(max(r.compact_array_length(5), 0)):  # deprecated rack metadata: skipped
-            r.int32()
-            for _ in range(max(r.compact_array_length(1), 0)):
-                _cstr(r, "racks")
-            r.tagged_fields()
-        r.tagged_fields()
-        topics.append(TopicMetadata(topic_id, name, num_partitions))
-    return ConsumerGroupPartitionMetadataValue(tuple(topics))
-
-
-def _decode_member_metadata(r: Reader) -> ConsumerGroupMemberMetadataValue:
-    instance_id = _ncstr(r, "instance_id")
-    rack_id = _ncstr(r, "rack_id")
-    client_id = _cstr(r, "client_id")
-    client_host = _cstr(r, "client_host")
-    names = tuple(_cstr(r, "subscribed_topic_names") for _ in range(max(r.compact_array_length(1), 0)))
-    regex = _ncstr(r, "subscribed_topic_regex")
-    rebalance_timeout = r.int32()
-    assignor = _ncstr(r, "server_assignor")
-    return ConsumerGroupMemberMetadataValue(
-        client_id, client_host, names, instance_id, rack_id, regex, rebalance_timeout, assignor
-    )
-
-
-def _read_topic_partitions(r: Reader) -> TopicIdPartitions:
-    out = []
-    for _ in range(max(r.compact_array_length(18), 0)):
-        topic_id = r.uuid()
-        partitions = tuple(r.int32() for _ in range(max(r.compact_array_length(4), 0)))
-        r.tagged_fields()
-        out.append((topic_id, partitions))
-    return tuple(out)
-
-
-def _decode_current_assignment(r: Reader) -> ConsumerGroupCurrentMemberAssignmentValue:
-    epoch, previous, state = r.int32(), r.int32(), r.int8()
-    return ConsumerGroupCurrentMemberAssignmentValue(
-        epoch, previous, state, _read_topic_partitions(r), _read_topic_partitions(r)
-    )
-
-
-_VALUE_DECODERS: dict[type, Callable[[Reader, int], RecordValue]] = {
-    OffsetCommitKey: _decode_offset_commit,
-    GroupMetadataKey: _decode_group_metadata,
-    ConsumerGroupMetadataKey: _flexible_v0("ConsumerGroupMetadataValue", lambda r: ConsumerGroupMetadataValue(r.int32())),
-    ConsumerGroupPartitionMetadataKey: _flexible_v0("ConsumerGroupPartitionMetadataValue", _decode_partition_metadata),
-    ConsumerGroupMemberMetadataKey: _flexible_v0("ConsumerGroupMemberMetadataValue", _decode_member_metadata),
-    ConsumerGroupTargetAssignmentMetadataKey: _flexible_v0(
-        "ConsumerGroupTargetAssignmentMetadataValue", lambda r: ConsumerGroupTargetAssignmentMetadataValue(r.int32())
-    ),
-    ConsumerGroupTargetAssignmentMemberKey: _flexible_v0(
-        "ConsumerGroupTargetAssignmentMemberValue",
-        lambda r: ConsumerGroupTargetAssignmentMemberValue(_read_topic_partitions(r)),
-    ),
-    ConsumerGroupCurrentMemberAssignmentKey: _flexible_v0(
-        "ConsumerGroupCurrentMemberAssignmentValue", _decode_current_assignment
-    ),
-}
+    return kind.from_wire(body)
 
 
 # ------------------------------------------------------------------------------------------- helpers
-
-
-def _nstr(r: Reader, name: str) -> str | None:
-    try:
-        return r.string()
-    except DecodeError as e:
-        raise e.within(name) from None
-
-
-def _str(r: Reader, name: str) -> str:
-    s = _nstr(r, name)
-    if s is None:
-        raise DecodeError("null where a string is required", name)
-    return s
-
-
-def _ncstr(r: Reader, name: str) -> str | None:
-    try:
-        return r.compact_string()
-    except DecodeError as e:
-        raise e.within(name) from None
-
-
-def _cstr(r: Reader, name: str) -> str:
-    s = _ncstr(r, name)
-    if s is None:
-        raise DecodeError("null where a string is required", name)
-    return s
-
-
-def _bytes(r: Reader, flexible: bool, name: str) -> bytes:
-    b = r.compact_bytes() if flexible else r.bytes_()
-    if b is None:
-        raise DecodeError("null where bytes are required", name)
-    return bytes(b)
 
 
 def _end(r: Reader, what: str) -> None:
