@@ -2,7 +2,8 @@
 # Installs what compat_tests needs beyond the Python packages:
 #   - kcat (Debian package), when it is missing;
 #   - Java jars resolved by Maven from Maven Central into .deps/<name>/,
-#     one folder per pom under tools/deps/<name>/pom.xml.
+#     one folder per pom under tools/deps/<name>/pom.xml;
+#   - pyspark at the release of Spark's Kafka connector in .deps/spark/.
 # Idempotent: a folder whose stamp matches its pom's hash is left alone, so a
 # second run takes well under a second. Exits non-zero when anything fails.
 set -euo pipefail
@@ -85,5 +86,26 @@ resolve() {
 for pom in "$POMS"/*/pom.xml; do
     resolve "$(basename "$(dirname "$pom")")"
 done
+
+# --- Spark ------------------------------------------------------------------
+# Spark's Kafka connector (.deps/spark/, resolved above) is built against one
+# Spark release, so pyspark must be that same release: tools/deps/spark/pom.xml
+# names it, and a different installed pyspark is replaced by it.
+SPARK_VERSION="$(sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' "$POMS/spark/pom.xml")"
+[ -n "$SPARK_VERSION" ] || die "spark: no <spark.version> in tools/deps/spark/pom.xml"
+if [ -x "$ROOT/.venv/bin/python" ]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON="${PYTHON:-python3}"; fi
+pyspark_version() {
+    "$PYTHON" -c 'import importlib.metadata as m; print(m.version("pyspark"))' 2>/dev/null || true
+}
+have="$(pyspark_version)"
+if [ "$have" = "$SPARK_VERSION" ]; then
+    say "spark: pyspark $have matches the connector"
+else
+    say "spark: pyspark ${have:-missing}, the connector needs $SPARK_VERSION; pip install pyspark==$SPARK_VERSION"
+    "$PYTHON" -m pip install -q "pyspark==$SPARK_VERSION" || die "spark: pip install pyspark==$SPARK_VERSION failed"
+    [ "$(pyspark_version)" = "$SPARK_VERSION" ] || die "spark: pyspark is still not $SPARK_VERSION"
+fi
+[ -f "$DEPS/spark/spark-sql-kafka-0-10_2.13-$SPARK_VERSION.jar" ] \
+    || die "spark: .deps/spark/ lacks spark-sql-kafka-0-10_2.13-$SPARK_VERSION.jar"
 
 say "done"
