@@ -123,6 +123,10 @@ def test_describe_topic_partitions_pages_with_a_cursor(h: BrokerHarness) -> None
             break
         cursor = {"topic_name": r.next_cursor.topic_name, "partition_index": r.next_cursor.partition_index}
     assert seen == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("c", 0)]
+    # Empty, never null: Java's admin client streams both arrays without a null check.
+    r = h.call(DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [{"name": "c"}]})
+    p = r.topics[0].partitions[0]
+    assert (p.eligible_leader_replicas, p.last_known_elr) == ([], [])
     assert pages == 3
     r = h.call(DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [{"name": "zz"}, {"name": "b"}]})
     assert [(t.name, t.error_code, len(t.partitions)) for t in r.topics] == [

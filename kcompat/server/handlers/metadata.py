@@ -121,7 +121,8 @@ async def metadata(ctx: RequestContext, request: Request) -> Any:
 # DescribeTopicPartitions version notes:
 # * v0: topics by name (an empty list means all topics), paged by response_partition_limit with a
 #   cursor (topic name, partition) where the next page starts; topics sorted by name, as Kafka does.
-#   eligible_leader_replicas / last_known_elr are null: kcompat has no ELR.
+#   eligible_leader_replicas / last_known_elr are empty arrays, as Kafka sends them without ELR: the
+#   schema allows null, but Java's admin client calls .stream() on both and fails with an NPE.
 @handles(DESCRIBE_TOPIC_PARTITIONS, "0")
 async def describe_topic_partitions(ctx: RequestContext, request: Request) -> Any:
     body = request.body
@@ -150,7 +151,7 @@ async def describe_topic_partitions(ctx: RequestContext, request: Request) -> An
             break
         end = start + budget
         parts = [
-            {**p, "eligible_leader_replicas": None, "last_known_elr": None}
+            {**p, "eligible_leader_replicas": [], "last_known_elr": []}
             for p in partitions_of(ctx, t, start, end)
         ]
         budget -= len(parts)
