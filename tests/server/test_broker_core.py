@@ -115,3 +115,25 @@ def test_state_survives_a_restart(h: BrokerHarness, tmp_path: Path) -> None:
     pid2 = h.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 1000}).producer_id
     assert pid2 > pid1  # producer ids are never handed out twice
     assert h.broker.partition_log("keep", 0).log_end_offset == 1
+
+
+def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
+    import asyncio
+
+    from kcompat.wire.messages.create_topics import CREATE_TOPICS
+
+    h = BrokerHarness(tmp_path, {"log.retention.check.interval.ms": "50"})
+    try:
+        configs = [{"name": "retention.ms", "value": "1000"}, {"name": "segment.ms", "value": "1"}]
+        h.call(CREATE_TOPICS, 7, {"topics": [{"name": "old", "num_partitions": 1, "replication_factor": 1,
+                                              "configs": configs}], "timeout_ms": 100})  # fmt: skip
+        for value in (b"a", b"b", b"c"):  # timestamps of 2023: long past retention.ms
+            h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100,
+                                "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": batch(value)}]}]})  # fmt: skip
+            h.run(asyncio.sleep(0.01))  # segment.ms=1: each append rolls a new segment
+        plog = h.broker.partition_log("old", 0)
+        assert plog.log_start_offset == 0
+        h.run(asyncio.sleep(0.3))  # the maintenance loop, not a direct call, deletes the old segments
+        assert (plog.log_start_offset, plog.log_end_offset) == (3, 3)  # all expired: Kafka rolls, then deletes all
+    finally:
+        h.close()
