@@ -163,6 +163,9 @@ async def _serve(config: Any, entered: float) -> int:
         log.error("cannot listen on %s: %s", ", ".join(x.url() for x in listeners), e.strerror or e)
         return 1
 
+    if getattr(broker, "advertised_port", None) == 0 and bound:
+        broker.advertised_port = bound[0][1]  # listeners=...:0 binds a free port; Metadata must name it
+
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     force = asyncio.Event()
@@ -194,6 +197,7 @@ async def _serve(config: Any, entered: float) -> int:
         )
         await stop.wait()
         log.info("shutting down (%s)", received[0] if received else "stop")
+        broker.fetch_waiters.close()  # long-polling Fetches answer now instead of holding the grace period
         await reactor.shutdown(SHUTDOWN_GRACE_S, force)
         return 0
     finally:
