@@ -93,10 +93,12 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     return key, version, correlation
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+def decode_request(frame: bytes | bytearray | memoryview, *, strict: bool = True) -> Request:
     """A request frame (without its size prefix) as header and typed body.
 
     Raises UnsupportedRequest for an undeclared key or version, DecodeError for bad bytes.
+    strict=False ignores bytes after the body, as Kafka's own parser does: librdkafka's admin
+    Metadata v12 carries a few more bytes than the schema, and a broker must still answer it.
     """
     key, version, correlation = peek_header(frame)
     spec = APIS.get(key)
@@ -105,7 +107,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     r = Reader(frame)
     header = _request_header.decoder(request_header_version(key, version))(r)
     body = request_codec(key).decoder(version)(r)
-    if r.remaining():
+    if strict and r.remaining():
         raise DecodeError(f"{r.remaining()} unexpected bytes after the body", spec.request.name)
     return Request(key, version, correlation, header.client_id, header, body)
 
