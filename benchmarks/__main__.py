@@ -1,0 +1,142 @@
+"""`python -m benchmarks` (`make bench`): kcompat and Apache Kafka side by side on this machine.
+
+    python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
+                         [--suites produce,consume,latency] [--out DIR] [--profile]
+
+Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
+workload against each broker in turn, started fresh on its own empty log dir under one work
+directory (same disk), one broker at a time; the order alternates between rounds so that the
+machine's drift hits both. Results go to benchmarks/results/<timestamp>/: report.md, results.json,
+throughput.png, latency.png, memory.png (and py-spy flame graphs of kcompat with --profile).
+
+--quick is the smoke run: one round, small counts, a minute or less with both brokers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import machine_limits, report
+from benchmarks.brokers import KAFKA_JARS, BrokerProcess, KafkaBroker, KcompatBroker
+from benchmarks.plan import FULL, QUICK, Plan
+from benchmarks.suite import Suite
+
+log = logging.getLogger("benchmarks")
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smoke run: one round, small counts")
+    p.add_argument("--rounds", type=int, help="rounds (default 3, or 1 with --quick)")
+    p.add_argument("--brokers", default="kafka,kcompat", help="comma-separated: kafka, kcompat")
+    p.add_argument("--no-java", action="store_true", help="skip Kafka's perf-test tools (confluent clients only)")
+    p.add_argument("--suites", default="produce,consume,latency", help="comma-separated: produce, consume, latency")
+    p.add_argument("--out", type=Path, help="results folder (default benchmarks/results/<timestamp>)")
+    p.add_argument("--workdir", type=Path, help="where the brokers' log dirs go (default: a new temp dir)")
+    p.add_argument("--profile", action="store_true", help="py-spy flame graph of each kcompat suite")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    return p.parse_args(argv)
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    plan = QUICK if args.quick else FULL
+    changes: dict[str, Any] = {"suites": tuple(s.strip() for s in args.suites.split(",") if s.strip())}
+    if args.rounds:
+        changes["rounds"] = args.rounds
+    if args.no_java:
+        changes["clients"] = tuple(c for c in plan.clients if c != "java")
+        changes["consume_clients"] = tuple(c for c in plan.consume_clients if c != "java")
+    return dataclasses.replace(plan, **changes)
+
+
+def _java_version() -> str:
+    java = shutil.which("java")
+    if java is None:
+        return "no java"
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.splitlines()
+    return out[0] if out else "java"
+
+
+def _kafka_version() -> str:
+    jars = sorted(KAFKA_JARS.glob("kafka_2.13-*.jar"))
+    return f"Apache Kafka {jars[0].stem.split('-', 1)[1]}" if jars else "Apache Kafka (not installed)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    args = parse_args(argv)
+    plan = make_plan(args)
+    names = [n.strip() for n in args.brokers.split(",") if n.strip()]
+    if "kafka" in names and (why := KafkaBroker.available()):
+        log.error("cannot run Apache Kafka: %s", why)
+        return 2
+    unknown = set(names) - {"kafka", "kcompat"}
+    if unknown:
+        log.error("unknown broker(s): %s", ", ".join(sorted(unknown)))
+        return 2
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or RESULTS / stamp
+    own_workdir = args.workdir is None
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kcompat-bench-"))
+    brokers: dict[str, BrokerProcess] = {
+        "kcompat": KcompatBroker(workdir / "kcompat"),
+        "kafka": KafkaBroker(workdir / "kafka"),
+    }
+    data: dict[str, Any] = {
+        "meta": {
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "host": platform.node(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "java": _java_version(), "kafka": _kafka_version(),
+            "plan": dataclasses.asdict(plan), "orders": [], "quick": args.quick,
+        },
+        "machine": [], "runs": [],
+    }  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        for n in range(plan.rounds):
+            limits = {
+                "round": n,
+                "sendfile_mbs": machine_limits.loopback_sendfile_mbs(workdir / "machine", plan.machine_mib),
+                "write_mbs": machine_limits.page_cache_write_mbs(workdir / "machine", plan.machine_mib),
+            }
+            data["machine"].append(limits)
+            log.info("round %d: loopback sendfile %.0f MB/s, page-cache write %.0f MB/s",
+                     n + 1, limits["sendfile_mbs"], limits["write_mbs"])  # fmt: skip
+            order = names if n % 2 == 0 else names[::-1]
+            data["meta"]["orders"].append(order)
+            for name in order:
+                suite = Suite(brokers[name], plan, out / "profiles" if args.profile else None)
+                log.info("round %d: %s", n + 1, name)
+                try:
+                    suite.run()
+                except Exception as e:
+                    log.error("%s failed in round %d: %s", name, n + 1, e)
+                    suite.errors["suite"] = f"{type(e).__name__}: {e}"
+                data["runs"].append({"broker": name, "round": n, "values": suite.values, "errors": suite.errors,
+                                     "notes": suite.notes})  # fmt: skip
+                data["meta"]["seconds"] = time.perf_counter() - t0
+                report.write(data, plan, out, with_plots=False)  # partial results survive an interruption
+    finally:
+        if own_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    data["meta"]["seconds"] = time.perf_counter() - t0
+    report.write(data, plan, out, with_plots=not args.no_plots)
+    print((out / "report.md").read_text())
+    log.info("results in %s (%.0f s)", out, data["meta"]["seconds"])
+    failed = [r for r in data["runs"] if r["errors"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

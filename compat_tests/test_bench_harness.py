@@ -1,0 +1,84 @@
+"""The side-by-side benchmark harness (`python -m benchmarks`) cannot rot silently: its --quick
+path runs against a real kcompat broker (confluent clients only, a few seconds), and its raw
+request frames decode with kcompat's own codec, as Kafka's parser would read them."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from benchmarks import fetch_path, metadata_probe
+from benchmarks.plan import QUICK, consume_key, produce_key
+from benchmarks.suite import percentile
+from kcompat.wire import protocol
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_run_against_kcompat_writes_every_figure(tmp_path):
+    out = tmp_path / "results"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--brokers", "kcompat", "--no-java", "--out", str(out),
+         "--workdir", str(tmp_path / "work")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    data = json.loads((out / "results.json").read_text())
+    (kcompat,) = data["runs"]
+    assert kcompat["broker"] == "kcompat" and kcompat["errors"] == {}
+    values = kcompat["values"]
+    expected = ["start/cold_s", "memory/idle_rss_mb", "memory/load_rss_mb",
+                "latency/e2e/p50_ms", "latency/e2e/p99_ms", "latency/e2e/p99.9_ms"]  # fmt: skip
+    for size in QUICK.sizes:
+        for acks in QUICK.acks:
+            for comp in QUICK.compressions:
+                key = produce_key("confluent", size, acks, comp)
+                expected += [f"{key}/records_per_s", f"{key}/mb_per_s"]
+        for reader in ("confluent", "raw-1MiB", "raw-50MiB"):
+            expected += [f"{consume_key(reader, size)}/records_per_s", f"{consume_key(reader, size)}/mb_per_s"]
+    missing = [k for k in expected if k not in values]
+    assert not missing, missing
+    assert all(values[k] > 0 for k in expected)
+    assert values["latency/e2e/p50_ms"] <= values["latency/e2e/p99_ms"] <= values["latency/e2e/p99.9_ms"]
+    (machine,) = data["machine"]
+    assert machine["sendfile_mbs"] > 0 and machine["write_mbs"] > 0
+    report = (out / "report.md").read_text()
+    assert "## Produce throughput, records/s" in report and "| confluent 1 KiB acks=all lz4 |" in report
+    assert "## Targets" in report and "## Failures" not in report
+    for plot in ("throughput.png", "latency.png", "memory.png"):
+        assert (out / plot).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_raw_frames_decode_as_kafka_reads_them():
+    fetch = fetch_path.fetch_request(7, "some-topic", 123456789012, 1 << 20, 50 << 20)
+    assert struct.unpack_from(">i", fetch)[0] == len(fetch) - 4
+    req = protocol.decode_request(fetch[4:])
+    assert (req.api_key, req.api_version, req.correlation_id) == (1, 4, 7)
+    (topic,) = req.body.topics
+    (part,) = topic.partitions
+    assert (topic.topic, part.partition, part.fetch_offset, part.partition_max_bytes) == ("some-topic", 0, 123456789012, 1 << 20)
+    assert (req.body.replica_id, req.body.max_bytes, req.body.min_bytes) == (-1, 50 << 20, 1)
+    metadata = protocol.decode_request(metadata_probe.metadata_request()[4:])
+    assert (metadata.api_key, metadata.api_version, metadata.body.topics) == (3, 4, None)
+    assert metadata.body.allow_auto_topic_creation is False
+
+
+def test_next_offset_skips_a_truncated_last_batch():
+    def batch(base: int, last_delta: int, length: int) -> bytes:
+        head = struct.pack(">qiibihi", base, length, 0, 2, 0, 0, last_delta)
+        return head + bytes(12 + length - len(head))
+
+    data = batch(0, 9, 61) + batch(10, 4, 80)
+    assert fetch_path._next_offset(memoryview(data), 0, len(data), 0) == 15
+    assert fetch_path._next_offset(memoryview(data), 0, len(data) - 1, 0) == 10  # the second is cut short
+    assert fetch_path._next_offset(memoryview(data), 0, 20, 3) == 3  # not even one whole batch
+
+
+def test_percentile_is_nearest_rank():
+    values = [float(v) for v in range(1, 1001)]
+    assert (percentile(values, 50), percentile(values, 99), percentile(values, 99.9)) == (500.0, 990.0, 999.0)
+    assert percentile([5.0], 99.9) == 5.0
