@@ -51,7 +51,7 @@ def delete_records_before(bootstrap: str, topic: str, partition: int, offset: in
     """DeleteRecords: makes `offset` the partition's log start offset; returns the new low watermark."""
     client = admin(bootstrap)
     (future,) = client.delete_records([TopicPartition(topic, partition, offset)]).values()
-    return int(future.result(timeout=20).offset)
+    return int(future.result(timeout=20).low_watermark)
 
 
 def produce(bootstrap: str, records: Iterable[Rec], *, compression: str = "none", **config: Any) -> None:

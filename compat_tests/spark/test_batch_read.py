@@ -283,4 +283,3 @@ def test_every_codec_byte_exact(spark: Any, broker: Any) -> None:
         for codec, name in topics.items()
     }
     assert stored == {codec: {CODEC_IDS[codec]} for codec in CODECS}
-
