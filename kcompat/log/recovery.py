@@ -5,7 +5,8 @@ On open, in this order:
      complete), `.tmp` (checkpoint being written), index files whose `.log` is gone;
   2. each `.log.swap` (complete compaction output) is validated, the segments it replaces (base
      offsets in [swap base, swap next offset)) are deleted, and it is renamed into place;
-  3. every segment is opened; a missing or insane index is rebuilt from its log;
+  3. every segment is opened; a missing or insane index is rebuilt from its log (a rebuild that
+     finds a bad batch cuts the log there as step 4 does, later segments included: no hole);
   4. after an unclean stop, every segment from the one holding the recovery point to the end is
      scanned: each batch must have a readable header, fit in the file, pass its CRC-32C and have
      offsets above the previous batch's. The first batch that fails cuts the log there (the segment
@@ -155,16 +156,25 @@ def load_segments(
         had_indexes = index_path(directory, base).exists() and time_index_path(directory, base).exists()
         active = i == len(bases) - 1
         seg = LogSegment(directory, base, config, created_ms=now_ms, active=active)
+        cut: tuple[int, str | None, int] | None = None
         if not had_indexes:
-            _rebuild(seg, "its index files are missing", sealed=not active)
+            cut = _rebuild(seg, "its index files are missing", sealed=not active)
         else:
             try:
                 seg.offset_index.sanity_check(seg.size)
                 if seg.size:
                     seg.time_index.sanity_check(seg.read_next_offset() - 1)
             except CorruptIndex as e:
-                _rebuild(seg, str(e), sealed=not active)
+                cut = _rebuild(seg, str(e), sealed=not active)
         segments.append(seg)
+        if cut is not None:
+            # The log ends at the cut: later segments would leave a hole of lost offsets behind them.
+            later = bases[i + 1 :]
+            for b in later:
+                for p in (log_path(directory, b), index_path(directory, b), time_index_path(directory, b)):
+                    _unlink(p)
+            _report_cut(seg, *cut, dropped=len(later), during="rebuilding its indexes")
+            break
 
     if not clean_shutdown and segments:
         _recover_unflushed(segments, recovery_point, on_batch)
@@ -173,13 +183,26 @@ def load_segments(
     return segments
 
 
-def _rebuild(seg: LogSegment, why: str, *, sealed: bool) -> None:
+def _rebuild(seg: LogSegment, why: str, *, sealed: bool) -> tuple[int, str | None, int] | None:
+    """Re-index `seg` from its log; (bytes truncated, why, next offset) if its tail was cut."""
     log.info("rebuilding the indexes of %s: %s", seg.log.path, why)
-    truncated, reason, _ = recover_segment(seg, sealed=sealed)
-    if truncated:
-        log.warning(
-            "truncated %d bytes of %s while rebuilding its indexes: %s", truncated, seg.log.path, reason
-        )
+    truncated, reason, next_offset = recover_segment(seg, sealed=sealed)
+    return (truncated, reason, next_offset) if truncated else None
+
+
+def _report_cut(
+    seg: LogSegment, truncated: int, reason: str | None, next_offset: int, *, dropped: int, during: str = ""
+) -> None:
+    """The one line that says what a recovery cut."""
+    log.warning(
+        "recovery of %s: %s%s; truncated %d bytes from offset %d%s",
+        seg.log.path.parent.name,
+        reason,
+        f" in {seg.log.path.name} ({during})" if during else "",
+        truncated,
+        next_offset,
+        f" and deleted {dropped} later segment(s)" if dropped else "",
+    )
 
 
 def _recover_unflushed(
@@ -197,12 +220,5 @@ def _recover_unflushed(
             for later in dropped:
                 later.delete()
             del segments[i + 1 :]
-            log.warning(
-                "recovery of %s: %s; truncated %d bytes from offset %d%s",
-                seg.log.path.parent.name,
-                reason,
-                truncated,
-                next_offset,
-                f" and deleted {len(dropped)} later segment(s)" if dropped else "",
-            )
+            _report_cut(seg, truncated, reason, next_offset, dropped=len(dropped))
             break
