@@ -9,6 +9,11 @@ A file of fixed-size big-endian entries, sorted by key, mapped into memory:
     exactly its entries (what Kafka's tools expect: entries = file length / entry size);
   * looked up by binary search for the last entry whose key is <= the target.
 
+The preallocated file is sparse: a store into a page the filesystem has not allocated makes it
+find a block then, and on a full disk it cannot, which is a SIGBUS that kills the process. So the
+blocks under the next entry are allocated first (posix_fallocate, a page at a time); when that
+fails the entry is skipped (IndexFull), which only makes lookups scan further.
+
 A preallocated file left behind by a crash has zero padding after its real entries. No entry after
 the first can hold relative offset 0 (entries are strictly increasing), so the first entry past 0
 with relative offset 0 marks the end: found by bisection, no scan.
@@ -29,6 +34,10 @@ from typing import ClassVar
 
 class IndexFull(Exception):
     """No room for another entry: the segment must roll."""
+
+
+class IndexSpaceUnavailable(IndexFull):
+    """The filesystem cannot allocate the page under the next entry (disk full): skip the entry."""
 
 
 class CorruptIndex(Exception):
@@ -64,6 +73,8 @@ class MmapIndex:
         self._closed = False
         self._length = length
         self._entries = 0 if new else self._count_entries()
+        # Bytes of the file known to have blocks under them (the pages holding the entries).
+        self._backed = self._entries * size // mmap.PAGESIZE * mmap.PAGESIZE
 
     # --- size and life cycle ---
 
@@ -113,6 +124,7 @@ class MmapIndex:
         finally:
             os.close(fd)
         self._length = new_length
+        self._backed = min(self._backed, new_length)
 
     def trim(self) -> None:
         """Cut the file to its real entries (on roll and on close)."""
@@ -157,8 +169,25 @@ class MmapIndex:
         if self.is_full:
             raise IndexFull(f"{self.path.name} is full ({self._entries} entries)")
         assert self._mm is not None
-        self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, *fields)
+        at = self._entries * self.ENTRY.size
+        if at + self.ENTRY.size > self._backed:
+            self._allocate(at + self.ENTRY.size)
+        self.ENTRY.pack_into(self._mm, at, *fields)
         self._entries += 1  # after the store: a reader on another thread never sees half an entry
+
+    def _allocate(self, end: int) -> None:
+        """Give the file blocks up to the page holding byte `end` before the map stores there."""
+        page = mmap.PAGESIZE
+        stop = min(-(-end // page) * page, self._length)
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, self._backed, stop - self._backed)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise IndexSpaceUnavailable(f"{self.path.name}: no space for entry {self._entries}: {e}") from e
+        self._backed = stop
 
     def _entry(self, mm: mmap.mmap, i: int) -> tuple[int, ...]:
         return self.ENTRY.unpack_from(mm, i * self.ENTRY.size)

@@ -20,6 +20,7 @@ import logging
 from pathlib import Path
 
 from kcompat.log.checkpoints import decode_checkpoint, encode_checkpoint
+from kcompat.log.errors import KafkaStorageError
 from kcompat.log.log_files import LEADER_EPOCH_CHECKPOINT, atomic_write
 
 log = logging.getLogger("kcompat.log")
@@ -57,13 +58,15 @@ class LeaderEpochCache:
         """Record that `epoch` starts at `start_offset` if it is newer than the latest known epoch."""
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
             return
+        epochs, starts = list(self._epochs), list(self._starts)
         # Entries at or past the new start cannot be right any more (Kafka's assign does the same).
-        while self._starts and self._starts[-1] >= start_offset:
-            self._epochs.pop()
-            self._starts.pop()
-        self._epochs.append(epoch)
-        self._starts.append(start_offset)
-        self.flush()
+        while starts and starts[-1] >= start_offset:
+            epochs.pop()
+            starts.pop()
+        epochs.append(epoch)
+        starts.append(start_offset)
+        self._write(epochs, starts)  # first: when the disk refuses, nothing changes
+        self._epochs, self._starts = epochs, starts
 
     def end_offset_for_epoch(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers (Kafka's endOffsetFor).
@@ -111,4 +114,11 @@ class LeaderEpochCache:
         self.flush()
 
     def flush(self) -> None:
-        atomic_write(self.path, encode_checkpoint(f"{e} {o}" for e, o in self.entries()), sync=self._sync)
+        self._write(self._epochs, self._starts)
+
+    def _write(self, epochs: list[int], starts: list[int]) -> None:
+        try:
+            lines = (f"{e} {o}" for e, o in zip(epochs, starts, strict=True))
+            atomic_write(self.path, encode_checkpoint(lines), sync=self._sync)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write {self.path}: {e}") from e

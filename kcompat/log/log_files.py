@@ -86,8 +86,14 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
             view = view[os.write(fd, view) :]
         if sync:
             os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        try:
+            os.unlink(tmp)  # a partial file must not hold on to the space that ran out
+        except OSError:
+            pass
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)

@@ -225,10 +225,12 @@ class PartitionLog:
             seg = self.active_segment
             if seg.should_roll(total, max_ts, offset - 1, now_ms):
                 seg = self._roll(now_ms)
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                # Before the data (as Kafka assigns it on becoming leader): a checkpoint the disk
+                # refuses then fails the append with nothing written, not after the records landed.
+                self.leader_epoch_cache.assign(leader_epoch, base)
             seg.append(data, placements)
             self._leo = offset
-            if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, base)
             ps = self.producer_state
             for ph in patched:
                 ps.update(ph)
@@ -302,7 +304,12 @@ class PartitionLog:
             new.reset_indexes()
         self._set_segments([*self.segments, new])
         # Snapshot producer state at the segment boundary (Kafka does it on roll); fsynced by flush().
-        self._snapshot_unsynced = self.producer_state.take_snapshot(sync=False)
+        # Only a shortcut for recovery (which otherwise replays from an older one): no disk space
+        # for it must not fail the append.
+        try:
+            self._snapshot_unsynced = self.producer_state.take_snapshot(sync=False)
+        except OSError as e:
+            log.warning("no producer state snapshot for %s-%d at %d: %s", self.topic, self.partition, self._leo, e)
         self.producer_state.delete_old_snapshots(keep=3)
         return new
 

@@ -195,9 +195,12 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """On roll: the time index gets the segment's largest timestamp; indexes shrink to their entries."""
         if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
-            )
+            try:
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+                )
+            except IndexFull:
+                pass  # no disk space for it: the segment's largest timestamp is found by a scan instead
         self.offset_index.trim()
         self.time_index.trim()
 
