@@ -5,7 +5,7 @@ Each user alternates between sessions (a walk through the shop: home, categories
 checkout; a few seconds to two minutes between clicks) and idle spells of more than five minutes,
 so the streaming job's 5-minute session windows find the sessions the users really had.
 
-    python spark_examples/clickstream/generate.py                  # 100000 clicks of recent traffic, as fast as possible
+    python spark_examples/clickstream/generate.py                  # ~100000 clicks of the last ~17 minutes, flat out
     python spark_examples/clickstream/generate.py --live --rate 200  # about 200 clicks/s in real time, until Ctrl-C
 """
 
@@ -15,6 +15,7 @@ import argparse
 import heapq
 import json
 import random
+import signal
 import sys
 import time
 import uuid
@@ -108,9 +109,10 @@ def clicks(rng: random.Random, users: int, start: float) -> Iterator[tuple[float
 
 
 def users_for(rate: float) -> int:
-    """How many simulated users make about `rate` clicks per second (a visit is ~6 clicks every
-    ~12 s, then ~15 minutes away)."""
-    per_user = 6 / (6 * MEAN_THINK_S + SESSION_GAP_S + 30 + MEAN_IDLE_S)
+    """How many simulated users make about `rate` clicks per second: a visit is about 4 clicks
+    12.5 s apart, then the user is away for about 15.5 minutes (measured from this model)."""
+    clicks_per_visit, think_s = 4.1, MEAN_THINK_S + 0.5
+    per_user = clicks_per_visit / (clicks_per_visit * think_s + SESSION_GAP_S + 30 + MEAN_IDLE_S)
     return max(1, round(rate / per_user))
 
 
@@ -121,7 +123,10 @@ def main() -> None:
     add_bootstrap_arg(parser)
     parser.add_argument("--topic", default=CLICKS)
     parser.add_argument(
-        "--events", type=int, default=100_000, help="clicks to produce (default 100000; ignored with --live)"
+        "--events",
+        type=int,
+        default=100_000,
+        help="clicks to produce: about this many, ending now (default 100000; ignored with --live)",
     )
     parser.add_argument(
         "--rate",
@@ -163,48 +168,54 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     users = users_for(args.rate)
+    now = time.time()
     if args.live:
-        source = clicks(rng, users, time.time())
+        source = clicks(rng, users, now)
+        end = float("inf")
     else:
-        # Simulated traffic that ends about now: the backlog a job would find after a while away.
+        # Simulated traffic of the last events/rate seconds, up to now (never in the future, or a
+        # live run afterwards would find the watermark ahead of its clicks).
         span = args.events / args.rate
-        source = clicks(rng, users, time.time() - span - MEAN_IDLE_S)
-        while True:  # skip the warm-up, where few users are active yet
-            at, _ = next(source)
-            if at >= time.time() - span:
+        source = clicks(rng, users, now - span - MEAN_IDLE_S)
+        end = now
+        for at, _ in source:  # skip the warm-up, while the users arrive
+            if at >= now - span:
                 break
 
+    stop = False
+
+    def on_sigint(_sig: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_sigint)
     sent = 0
     began = time.monotonic()
     last_report = began
-    try:
-        for at, click in source:
-            if args.live:
-                delay = at - time.time()
-                if delay > 0:
-                    producer.poll(delay)
-            elif sent >= args.events:
+    for at, click in source:
+        if stop or at >= end or (not args.live and sent >= args.events):
+            break
+        if args.live:
+            while (delay := at - time.time()) > 0 and not stop:
+                producer.poll(min(delay, 0.2))
+        while True:
+            try:
+                producer.produce(
+                    args.topic,
+                    json.dumps(click).encode(),
+                    key=str(click["user_id"]).encode(),
+                    timestamp=int(click["ts"]),
+                    on_delivery=on_delivery,
+                )
                 break
-            while True:
-                try:
-                    producer.produce(
-                        args.topic,
-                        json.dumps(click).encode(),
-                        key=str(click["user_id"]).encode(),
-                        timestamp=int(click["ts"]),
-                        on_delivery=on_delivery,
-                    )
-                    break
-                except BufferError:  # local queue full: let librdkafka send some
-                    producer.poll(0.05)
-            sent += 1
-            producer.poll(0)
-            now = time.monotonic()
-            if now - last_report >= 5:
-                print(f"{sent} clicks produced ({sent / (now - began):.0f}/s)", flush=True)
-                last_report = now
-    except KeyboardInterrupt:
-        pass
+            except BufferError:  # local queue full: let librdkafka send some
+                producer.poll(0.05)
+        sent += 1
+        producer.poll(0)
+        t = time.monotonic()
+        if t - last_report >= 5:
+            print(f"{sent} clicks produced ({sent / (t - began):.0f}/s)", flush=True)
+            last_report = t
     left = producer.flush(60)
     elapsed = time.monotonic() - began
     if failures or left:
