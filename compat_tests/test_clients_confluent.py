@@ -65,7 +65,10 @@ def test_produce_and_consume_every_codec(kcompat_session_broker: Any, codec: str
     assert [(m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()) for m in got] == [
         (i, r.key, r.value, r.headers, (1, r.timestamp)) for i, r in enumerate(RECORDS)
     ]
-    assert stored_codecs(b.data_dir, topic) == {CODEC_IDS[codec]}
+    # librdkafka sends a batch uncompressed when the codec would not shrink it (a batch split off by
+    # linger timing under load, say); the big record's batch always shrinks, so the codec must show.
+    stored = stored_codecs(b.data_dir, topic)
+    assert CODEC_IDS[codec] in stored and stored <= {0, CODEC_IDS[codec]}
 
 
 def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any) -> None:
