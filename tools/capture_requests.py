@@ -5,7 +5,8 @@
 
 Runs a throwaway in-process responder on 127.0.0.1 that answers just enough (ApiVersions,
 Metadata, InitProducerId, Produce, ListOffsets, Fetch, FindCoordinator) for kafka-python and
-confluent-kafka (librdkafka) to produce and fetch, and writes the first frame of every
+confluent-kafka (librdkafka) and the Java client 3.9 (tools/java/CaptureClient.java,
+run from the jars tools/setup-test-deps.sh resolves) to produce and fetch, and writes the first frame of every
 (client, API, version) as hex. The golden test then decodes and re-encodes each one.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import struct
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -138,6 +140,13 @@ def run_clients(responder: Responder) -> None:
     while time.time() < deadline:
         lc.poll(0.2)
     lc.close()
+
+    responder.client = "java-3.9"
+    subprocess.run(
+        ["java", "-cp", str(ROOT / ".deps" / "kafka-clients-3.9" / "*"), str(ROOT / "tools" / "java" / "CaptureClient.java"), bootstrap, TOPIC],
+        check=True,
+        timeout=120,
+    )
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Requests captured from real clients decode and re-encode byte for byte.
 
 The frames under golden/requests/<client>/ were recorded by tools/capture_requests.py from
-kafka-python and confluent-kafka (librdkafka) talking to a throwaway responder.
+kafka-python, confluent-kafka (librdkafka) and the Java client 3.9 talking to a throwaway responder.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ HEADER = MessageCodec(REQUEST_HEADER)
 
 def test_captures_cover_both_clients_and_the_hot_apis() -> None:
     names = {f"{p.parent.name}/{p.stem}" for p in FRAMES}
-    for client in ("kafka-python", "librdkafka"):
+    for client in ("kafka-python", "librdkafka", "java-3.9"):
         for api in ("ApiVersions", "Metadata", "Produce", "Fetch", "InitProducerId"):
             assert any(n.startswith(f"{client}/{api}-v") for n in names), (client, api)
 
@@ -48,5 +48,5 @@ def test_captured_produce_batches_are_valid_v2_batches() -> None:
         (pos, size), = split_batches(records)
         header = read_header(records)
         assert size == len(records) and pos == 0
-        assert header.compression in (1, 3)  # gzip from kafka-python, lz4 from librdkafka
+        assert header.compression in (1, 2, 3)  # gzip from kafka-python, snappy from Java, lz4 from librdkafka
         assert crc_ok(records, header)
