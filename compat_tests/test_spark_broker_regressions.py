@@ -5,7 +5,8 @@ real-client reproduction (fast: no Spark here; the Spark tests are in compat_tes
    allows null, but the Java admin client (3.9 and 4.x, `DescribeTopicPartitionsResponse.
    partitionToTopicPartitionInfo`) calls `.stream()` on both without a null check, so
    `Admin.describeTopics` fails with a NullPointerException. Spark's connector describes every topic
-   it reads before planning, so every `format("kafka")` read failed. Kafka sends empty arrays.
+   it reads before planning, so every `format("kafka")` read failed. Kafka sends empty arrays
+   (fixed in the server by fc4ea68).
 """
 
 from __future__ import annotations
