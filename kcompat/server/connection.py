@@ -33,6 +33,7 @@ from kcompat.wire.errors import DecodeError
 log = logging.getLogger("kcompat.server")
 
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+_BODY_STEP = 1 << 20  # first buffer of a frame larger than the read buffer; doubled as it fills
 
 Handler = Callable[[memoryview, "Client"], Awaitable[Sequence[Chunk] | None]]
 
@@ -86,6 +87,7 @@ def _size_hint(prefix: bytes) -> str:
 class Connection:
     __slots__ = (
         "_body",
+        "_body_size",
         "_body_view",
         "_close_errors",
         "_drained",
@@ -143,6 +145,7 @@ class Connection:
         self._end = 0
         self._body: bytearray | None = None  # a frame too large for _rbuf, being received
         self._body_view: memoryview | None = None
+        self._body_size = 0  # its size; the buffer grows towards it as the bytes arrive
         self._got = 0
         self._writer = ChunkWriter(sock)
         self._reading = False
@@ -260,7 +263,7 @@ class Connection:
             partial = self._got + 4 if body is not None else self._end - self._start
             if partial:  # a truncated request: worth a line, unlike a client that simply leaves
                 if body is not None:
-                    expected: int | None = len(body) + 4
+                    expected: int | None = self._body_size + 4
                 elif partial >= 4:
                     expected = 4 + int.from_bytes(self._rview[self._start : self._start + 4], "big")
                 else:
@@ -275,11 +278,13 @@ class Connection:
             return
         if body is not None:
             self._got += n
-            if self._got == len(body):
+            if self._got == self._body_size:
                 self._requests.append(self._body)  # type: ignore[arg-type]
                 self._queued_bytes += self._got
                 self._body = self._body_view = None
                 self.last_active = self._loop.time()
+            elif self._got == len(body):
+                self._grow_body()
         else:
             self._end += n
         self._parse()
@@ -304,7 +309,8 @@ class Connection:
             if end - start - 4 < size:
                 if size + 4 > len(buf):  # receive the rest straight into a buffer of its own
                     have = end - start - 4
-                    self._body = bytearray(size)
+                    self._body_size = size
+                    self._body = bytearray(min(size, max(_BODY_STEP, have)))
                     self._body_view = memoryview(self._body)
                     self._body_view[:have] = view[start + 4 : end]
                     self._got = have
@@ -324,6 +330,19 @@ class Connection:
         self._start, self._end = start, end
         if added:
             self.last_active = self._loop.time()
+
+    def _grow_body(self) -> None:
+        """Double the buffer of a large frame (up to its size) once the bytes so far fill it.
+
+        Memory follows the bytes received, not the size a peer claims: a 100 MiB prefix followed
+        by silence costs _BODY_STEP, not 100 MiB (bytearray(n) writes all n bytes).
+        """
+        assert self._body is not None and self._body_view is not None
+        old = self._body
+        new = bytearray(min(self._body_size, 2 * len(old)))
+        new[: len(old)] = old
+        self._body_view.release()
+        self._body, self._body_view = new, memoryview(new)
 
     def _reject_size(self, size: int, prefix: bytes) -> None:
         if size < 0:
