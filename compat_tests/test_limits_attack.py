@@ -5,7 +5,8 @@
   claimed (50 connections claiming 100 MiB each used to cost 5 GiB); a real large request works;
 * a client sending a frame one byte a second is dropped after connections.max.idle.ms;
 * thousands of idle connections (KCOMPAT_IDLE_CONNECTIONS, default 2000) do not slow a
-  well-behaved client down (a generous bound relative to its own baseline);
+  well-behaved client down (a generous bound relative to its own baseline), and cost little memory
+  each (a connection holds its 64 KiB read buffer only while it is active);
 * a Fetch of every partition with the maximum sizes gets at most fetch.max.bytes;
 * a client that pipelines requests without reading their responses is held by backpressure: the
   broker's memory stays bounded, and every response then arrives, in order.
@@ -188,6 +189,8 @@ def test_thousands_of_idle_connections_do_not_slow_the_others(kcompat_broker_fac
     assert slow_during < 3 * slow_before + 0.005, f"median round trip {slow_before * 1e3:.1f} -> {slow_during * 1e3:.1f} ms"
     assert p95_during < 5 * p95_before + 0.02, f"p95 round trip {p95_before * 1e3:.1f} -> {p95_during * 1e3:.1f} ms"
     assert broker.running
+    per_connection = (rss.peak - base) / IDLE_CONNECTIONS
+    assert per_connection < 32 << 10, f"{per_connection / 1024:.0f} KiB of RSS per idle connection"
     figures["idle connections"] = (
         f"{IDLE_CONNECTIONS} held (broker fds {held}); round trip median {slow_before * 1e3:.2f} -> "
         f"{slow_during * 1e3:.2f} ms, p95 {p95_before * 1e3:.2f} -> {p95_during * 1e3:.2f} ms; "

@@ -139,7 +139,9 @@ class Connection:
         self._loop = loop or asyncio.get_running_loop()
         self._requests: deque[bytes | bytearray] = deque()
         self._queued_bytes = 0
-        self._rbuf = bytearray(limits.read_buffer)
+        # Allocated at the first bytes and given back after a quiet second (release_read_buffer):
+        # thousands of idle connections must not hold read_buffer bytes each.
+        self._rbuf = bytearray()
         self._rview = memoryview(self._rbuf)
         self._start = 0
         self._end = 0
@@ -249,6 +251,9 @@ class Connection:
 
     def _on_readable(self) -> None:
         body = self._body_view
+        if body is None and not self._rbuf:
+            self._rbuf = bytearray(self._limits.read_buffer)
+            self._rview = memoryview(self._rbuf)
         try:
             if body is not None:
                 n = self.sock.recv_into(body[self._got :])
@@ -330,6 +335,17 @@ class Connection:
         self._start, self._end = start, end
         if added:
             self.last_active = self._loop.time()
+
+    def release_read_buffer(self) -> None:
+        """Give back the read buffer if it holds nothing (the reactor calls this on quiet connections)."""
+        if self._rbuf and self._start == self._end and self._body is None:
+            try:
+                self._rview.release()
+            except BufferError:  # a view of it is still in use somewhere: keep it
+                return
+            self._rbuf = bytearray()
+            self._rview = memoryview(self._rbuf)
+            self._start = self._end = 0
 
     def _grow_body(self) -> None:
         """Double the buffer of a large frame (up to its size) once the bytes so far fill it.

@@ -30,6 +30,8 @@ _ACCEPTS_PER_EVENT = 64
 _ACCEPT_RETRY_S = 0.5
 # A refused connection is logged at most this often.
 _REFUSAL_LOG_INTERVAL_S = 10.0
+# A connection quiet for this long gives its read buffer back (the idle sweep does it).
+_QUIET_S = 1.0
 
 
 def _address(sockaddr: tuple[object, ...]) -> tuple[str, int]:
@@ -195,6 +197,9 @@ class Reactor:
             conn.close(
                 f"idle for more than connections.max.idle.ms ({self.idle_s * 1000:.0f} ms)", level=logging.INFO
             )
+        for conn in self.connections:
+            if conn.idle_for(now) > _QUIET_S:
+                conn.release_read_buffer()
         self._sweeper = self._loop.call_later(self._sweep_interval(), self._sweep)
 
     # -- shutdown ---------------------------------------------------------------------------------
