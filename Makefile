@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.test-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test check unit compat install install-test bench clean
+.PHONY: run test check unit compat slow spark-example install install-test bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,8 +39,17 @@ unit: $(TEST_STAMP)
 compat: install-test
 	$(BIN)/python -m pytest compat_tests -q -m "not slow"
 
+slow: install-test
+	$(BIN)/python -m pytest compat_tests -q -m slow
+
 # pytest exits 5 when it collected nothing, and make stops on it: every layer must run tests.
-test: install-test check unit compat
+test: install-test check unit compat slow
+
+# Needs a broker from `make run` on 127.0.0.1:9092 (or KCOMPAT_BOOTSTRAP).
+spark-example: install-test
+	$(BIN)/python spark_examples/clickstream/generate.py
+	$(BIN)/python spark_examples/clickstream/stream_job.py --available-now
+	$(BIN)/python spark_examples/clickstream/report.py
 
 bench: $(TEST_STAMP)
 	$(BIN)/python -m benchmarks
