@@ -26,7 +26,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kcompat.server.broker import ApiError, RequestContext
+from kcompat.server.broker import ApiError, CloseConnection, RequestContext
 from kcompat.server.registry import handles
 from kcompat.server.topics import ZERO_UUID, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
@@ -89,6 +89,8 @@ async def metadata(ctx: RequestContext, request: Request) -> Any:
         seen: set[str | uuid.UUID] = set()
         for rt in body.topics:
             if rt.name is None:
+                if v < 12:  # topic ids came with v12; below it Kafka refuses a null name (InvalidRequest)
+                    raise CloseConnection(f"Metadata v{v}: a topic name cannot be null before v12")
                 if rt.topic_id in seen:
                     continue
                 seen.add(rt.topic_id)
