@@ -24,7 +24,8 @@ A second test commits group offsets (OffsetCommit) in a loop and kills the broke
 round with no commit in flight: after each restart the committed offset is the last acknowledged
 commit (or, when a commit was cut off by the kill, that one).
 
-Rounds: KCOMPAT_CRASH_ROUNDS (default 20, about a minute and a half).
+Rounds: KCOMPAT_CRASH_ROUNDS (default 20, about a minute); the slow layer runs
+KCOMPAT_CRASH_SLOW_ROUNDS (default 100).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from kcompat.server.registry import HANDLERS
 from kcompat.testing import Broker, BrokerFactory
 
 ROUNDS = int(os.environ.get("KCOMPAT_CRASH_ROUNDS", "20"))
+SLOW_ROUNDS = int(os.environ.get("KCOMPAT_CRASH_SLOW_ROUNDS", "100"))  # the slow layer's run
 PARTITIONS = 3
 BASE_TS = 1_700_000_000_000
 pytestmark = pytest.mark.timeout(max(300, ROUNDS * 30))
@@ -295,11 +297,21 @@ def run_rounds(broker: Broker, rounds: int, seed: int, report: Callable[[str], N
 def test_kill9_loses_no_acknowledged_record(
     kcompat_broker_factory: BrokerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    crash_rounds(kcompat_broker_factory, capsys, ROUNDS)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(SLOW_ROUNDS * 30)
+def test_kill9_many_rounds(kcompat_broker_factory: BrokerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    crash_rounds(kcompat_broker_factory, capsys, SLOW_ROUNDS)
+
+
+def crash_rounds(factory: BrokerFactory, capsys: pytest.CaptureFixture[str], rounds: int) -> None:
     seed = int(os.environ.get("KCOMPAT_CRASH_SEED", str(random.randrange(2**32))))
-    broker = kcompat_broker_factory(auto_create_topics_enable=False)
+    broker = factory(auto_create_topics_enable=False)
     lines: list[str] = []
     try:
-        run_rounds(broker, ROUNDS, seed, lines.append)
+        run_rounds(broker, rounds, seed, lines.append)
     except AssertionError as e:
         raise AssertionError(f"{e}\n(reproduce with KCOMPAT_CRASH_SEED={seed})") from None
     assert "Traceback" not in broker.logs()

@@ -15,7 +15,8 @@ connection. Throughout:
 * memory stays bounded: the broker's RSS, sampled every 50 ms from /proc, stays within 150 MiB of
   what it was before the fuzzing.
 
-Cases: KCOMPAT_FUZZ_CASES (default 2000); a second test opens 64 connections at once, each sending
+Cases: KCOMPAT_FUZZ_CASES (default 2000, ~15 s; the slow layer runs KCOMPAT_FUZZ_SLOW_CASES,
+default 20000); a further test opens 64 connections at once, each sending
 a stream of random frames.
 """
 
@@ -45,6 +46,7 @@ from kcompat.wire.protocol import encode_request
 from tests.wire.strategies import message_values
 
 CASES = int(os.environ.get("KCOMPAT_FUZZ_CASES", "2000"))
+SLOW_CASES = int(os.environ.get("KCOMPAT_FUZZ_SLOW_CASES", "20000"))  # the slow layer's run
 RSS_GROWTH_LIMIT = 150 << 20
 pytestmark = pytest.mark.timeout(max(600, CASES // 4))
 
@@ -56,9 +58,6 @@ PRODUCE = 0
 # drawn with small counts.
 UNMUTATED = {19, 37}  # CreateTopics, CreatePartitions
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 999_999, 4) + b"fuzz"
-
-stats: Counter[str] = Counter()
-
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
@@ -151,11 +150,22 @@ def send_case(broker: Broker, case: tuple[int, int, int, bytes, str]) -> str:
 
 
 def test_fuzzed_frames_never_hurt_the_broker(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    fuzz(broker, CASES, capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(max(1800, SLOW_CASES // 5))
+def test_fuzzed_frames_many_cases(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    fuzz(broker, SLOW_CASES, capsys)
+
+
+def fuzz(broker: Broker, n: int, capsys: pytest.CaptureFixture[str]) -> None:
     pid = broker.process.pid  # type: ignore[union-attr]
     baseline = rss_bytes(pid)
+    stats: Counter[str] = Counter()
 
     @settings(
-        max_examples=CASES, deadline=None, database=None, derandomize=False,
+        max_examples=n, deadline=None, database=None, derandomize=False,
         suppress_health_check=list(HealthCheck),
     )  # fmt: skip
     @given(case=cases())
@@ -172,7 +182,7 @@ def test_fuzzed_frames_never_hurt_the_broker(broker: Broker, capsys: pytest.Capt
     assert rss.peak - baseline < RSS_GROWTH_LIMIT, f"RSS grew from {mib(baseline)} to {mib(rss.peak)}"
     assert "Traceback" not in broker.logs(), "an unexpected exception was logged"
     assert api_versions_ready(broker.host, broker.port)
-    tried = sum(n for k, n in stats.items() if not k.startswith("mutation:"))
+    tried = sum(count for k, count in stats.items() if not k.startswith("mutation:"))
     with capsys.disabled():
         print(
             f"\nfuzz: {tried} cases ({dict(stats)}); broker RSS {mib(baseline)} before, peak {mib(rss.peak)}; "
