@@ -33,7 +33,7 @@ from kcompat.wire.errors import DecodeError
 log = logging.getLogger("kcompat.server")
 
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
-_BODY_STEP = 1 << 20  # first buffer of a frame larger than the read buffer; doubled as it fills
+_BODY_STEP = 64 << 10  # first buffer of a frame larger than the read buffer; doubled as it fills
 
 Handler = Callable[[memoryview, "Client"], Awaitable[Sequence[Chunk] | None]]
 
@@ -351,7 +351,7 @@ class Connection:
         """Double the buffer of a large frame (up to its size) once the bytes so far fill it.
 
         Memory follows the bytes received, not the size a peer claims: a 100 MiB prefix followed
-        by silence costs _BODY_STEP, not 100 MiB (bytearray(n) writes all n bytes).
+        by silence costs _BODY_STEP (64 KiB), not 100 MiB (bytearray(n) writes all n bytes).
         """
         assert self._body is not None and self._body_view is not None
         old = self._body
