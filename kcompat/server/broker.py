@@ -40,6 +40,7 @@ from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.server.group_service import GroupService
 from kcompat.server.producer_ids import ProducerIdManager
 from kcompat.server.registry import HANDLERS, NO_RESPONSE
 from kcompat.server.topics import (
@@ -146,6 +147,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
+        self.group_service = GroupService(self)  # consumer groups and committed offsets
         self._topic_configs: dict[str, TopicConfig] = {}
         self._background: list[asyncio.Task[None]] = []
         self._maintenance_lock = asyncio.Lock()
@@ -204,6 +206,7 @@ class Broker:
                 self._open_partition(t, p)
         interval = int(self.config.get("log.retention.check.interval.ms"))
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
+        await self.group_service.start()  # replays __consumer_offsets
         log.info("broker %d of cluster %s started with %d topic(s)", self.node_id, self.cluster_id, len(self.topics))
 
     def _load_cluster_id(self) -> str:
@@ -225,6 +228,7 @@ class Broker:
             return
         self.closing = True
         self.fetch_waiters.close()
+        await self.group_service.close()
         for task in self._background:
             task.cancel()
         for task in self._background:

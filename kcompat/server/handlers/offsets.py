@@ -1,0 +1,139 @@
+"""Committed offsets: OffsetCommit (key 8) v0-9, OffsetFetch (key 9) v0-9, OffsetDelete (key 47) v0.
+
+Offsets live in the group coordinator and in `__consumer_offsets` (Kafka's OffsetCommit record
+formats), stored before the commit is answered (group_service.py), so they survive a restart,
+clean or kill -9.
+
+OffsetCommit version notes:
+* v0: group and offsets only (a "simple" commit, as an admin tool or an assign() consumer makes)
+* v1: generation_id and member_id; a per-partition commit_timestamp (ignored, as Kafka 4 ignores it)
+* v2: retention_time_ms (-1 = offsets.retention.minutes; v2-4 only), commit_timestamp gone
+* v3: throttle_time_ms;  v4: no change;  v5: retention_time_ms gone
+* v6: committed_leader_epoch;  v7: group_instance_id;  v8: flexible
+* v9: KIP-848: generation_id_or_member_epoch is the member epoch for consumer groups
+  (STALE_MEMBER_EPOCH / FENCED_MEMBER_EPOCH); a classic group of a missing group gets GROUP_ID_NOT_FOUND
+An unknown topic or partition gets UNKNOWN_TOPIC_OR_PARTITION for that partition, as in Kafka; the
+others are committed.
+
+OffsetFetch version notes:
+* v0-1: the group's error (if any) is on every partition;  v2: null topics = every committed
+  partition, top-level error_code;  v3: throttle_time_ms;  v4: no change
+* v5: committed_leader_epoch;  v6: flexible
+* v7: require_stable (nothing is ever pending without transactions, so it changes nothing)
+* v8: several groups per request;  v9: member_id/member_epoch (KIP-848 members are checked)
+An offset never committed comes back as -1 with metadata "" and no error.
+
+OffsetDelete version notes: v0 only. Offsets of topics the group is subscribed to get
+GROUP_SUBSCRIBED_TO_TOPIC; an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcompat.coordinator import OffsetDeleteRequestTopic, OffsetFetchRequestGroup, OffsetFetchRequestTopic
+from kcompat.server.broker import RequestContext
+from kcompat.server.handlers.groups import coordinate
+from kcompat.server.registry import handles
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
+from kcompat.wire.messages.offset_delete import OFFSET_DELETE
+from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
+from kcompat.wire.protocol import Request
+
+
+@handles(OFFSET_COMMIT, "0-9")
+async def offset_commit(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    v = request.api_version
+    service = ctx.broker.group_service
+    topics = list(body.topics)
+    result = await coordinate(ctx, lambda now: service.coordinator.commit_offsets(
+        now, group_id=body.group_id, topics=topics,
+        generation_id_or_member_epoch=body.generation_id_or_member_epoch if v >= 1 else -1,
+        member_id=body.member_id if v >= 1 else "", group_instance_id=body.group_instance_id,
+        retention_time_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
+        partition_exists=service.partition_exists,
+    ))  # fmt: skip
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)}
+                                            for p in t.partitions]}
+            for t in result
+        ],
+    }
+
+
+def _topics(topics: Any) -> list[OffsetFetchRequestTopic] | None:
+    if topics is None:
+        return None
+    return [OffsetFetchRequestTopic(t.name, list(t.partition_indexes)) for t in topics]
+
+
+def _partitions(t: Any) -> list[dict[str, Any]]:
+    return [
+        {"partition_index": p.partition_index, "committed_offset": p.committed_offset,
+         "committed_leader_epoch": p.committed_leader_epoch, "metadata": p.metadata, "error_code": int(p.error_code)}
+        for p in t.partitions
+    ]  # fmt: skip
+
+
+@handles(OFFSET_FETCH, "0-9")
+async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    v = request.api_version
+    coordinator = ctx.broker.group_service.coordinator
+    if v >= 8:
+        wanted = [
+            OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch) for g in body.groups
+        ]
+        groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
+        return {
+            "throttle_time_ms": 0,
+            "groups": [
+                {"group_id": g.group_id, "error_code": int(g.error_code),
+                 "topics": [{"name": t.name, "partitions": _partitions(t)} for t in g.topics]}
+                for g in groups
+            ],
+        }
+    one = OffsetFetchRequestGroup(body.group_id, _topics(body.topics))
+    got = (await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, [one]), creates=False))[0]
+    topics = [{"name": t.name, "partitions": _partitions(t)} for t in got.topics]
+    if v < 2 and got.error_code != ErrorCode.NONE:
+        # No top-level error before v2: every requested partition carries the group's error.
+        topics = [
+            {"name": t.name, "partitions": [
+                {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": int(got.error_code)}
+                for p in t.partition_indexes
+            ]}
+            for t in body.topics or []
+        ]  # fmt: skip
+    return {"throttle_time_ms": 0, "error_code": int(got.error_code), "topics": topics}
+
+
+@handles(OFFSET_DELETE, "0-0")
+async def offset_delete(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    broker = ctx.broker
+    known = [
+        OffsetDeleteRequestTopic(t.name, [p.partition_index for p in t.partitions])
+        for t in body.topics
+        if broker.topic(t.name) is not None
+    ]
+    resp = await coordinate(ctx, lambda now: broker.group_service.coordinator.delete_offsets(
+        now, group_id=body.group_id, topics=known,
+    ), creates=False)  # fmt: skip
+    if resp.error_code != ErrorCode.NONE:
+        return {"error_code": int(resp.error_code), "throttle_time_ms": 0, "topics": []}
+    answered = {t.name: t for t in resp.topics}
+    topics = []
+    for t in body.topics:
+        got = answered.get(t.name)
+        if got is None:
+            parts = [{"partition_index": p.partition_index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+                     for p in t.partitions]  # fmt: skip
+        else:
+            parts = [{"partition_index": p.partition_index, "error_code": int(p.error_code)} for p in got.partitions]
+        topics.append({"name": t.name, "partitions": parts})
+    return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}
