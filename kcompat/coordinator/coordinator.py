@@ -547,6 +547,8 @@ class GroupCoordinator:
     ) -> CoordinatorResult[SyncGroupResponse]:
         """SyncGroup. Followers (and a leader that syncs first) wait for the leader's assignment."""
         self._begin(now_ms)
+        if not group_id:
+            return self._done(SyncGroupResponse(E.INVALID_GROUP_ID))
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup) or not group.members:
             return self._done(SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
@@ -603,6 +605,8 @@ class GroupCoordinator:
         group_instance_id: str | None = None,
     ) -> CoordinatorResult[HeartbeatResponse]:
         self._begin(now_ms)
+        if not group_id:
+            return self._done(HeartbeatResponse(E.INVALID_GROUP_ID))
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup):
             return self._done(HeartbeatResponse(E.UNKNOWN_MEMBER_ID))
@@ -625,6 +629,8 @@ class GroupCoordinator:
     def leave_group(self, now_ms: int, *, group_id: str, members: Sequence[MemberIdentity]) -> CoordinatorResult[LeaveGroupResponse]:
         """LeaveGroup; v0-2 pass their one member id as a single MemberIdentity (see `legacy_error_code`)."""
         self._begin(now_ms)
+        if not group_id:
+            return self._done(LeaveGroupResponse(E.INVALID_GROUP_ID))
         group = self.groups.get(group_id)
         if group is None:
             return self._done(LeaveGroupResponse(E.UNKNOWN_MEMBER_ID))
@@ -680,6 +686,9 @@ class GroupCoordinator:
         out = []
         for gid in group_ids:
             group = self.groups.get(gid)
+            if not gid:
+                out.append(DescribedGroup(E.INVALID_GROUP_ID, gid, ""))
+                continue
             if not isinstance(group, ClassicGroup):
                 out.append(DescribedGroup(E.NONE, gid, ClassicGroupState.DEAD.value))
                 continue
@@ -863,6 +872,8 @@ class GroupCoordinator:
         return self._done([self._fetch_group(g) for g in groups])
 
     def _fetch_group(self, req: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
+        if not req.group_id:
+            return OffsetFetchResponseGroup(req.group_id, [], E.INVALID_GROUP_ID)
         group = self.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup) and not (req.member_id is None and req.member_epoch < 0):
             member = group.members.get(req.member_id or "")
@@ -892,6 +903,8 @@ class GroupCoordinator:
 
     def delete_offsets(self, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]) -> CoordinatorResult[OffsetDeleteResponse]:
         self._begin(now_ms)
+        if not group_id:
+            return self._done(OffsetDeleteResponse(E.INVALID_GROUP_ID))
         group = self.groups.get(group_id)
         if group is None:
             return self._done(OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND))

@@ -180,3 +180,20 @@ def test_replay_after_restart_gives_the_same_answers() -> None:
     assert hb.response.error_code == E.NONE
     describe_before = srv.call("describe_groups", ["g"]).response
     assert restarted.describe_groups(srv.now, ["g"]).response == describe_before
+
+
+def test_empty_group_id_is_invalid_everywhere() -> None:
+    """Kafka's GroupCoordinatorService answers an empty group id with INVALID_GROUP_ID before looking it up."""
+    srv = Server()
+    stable_member(srv, "g")
+    [g] = srv.call("fetch_offsets", [OffsetFetchRequestGroup("", None)]).response
+    assert (g.error_code, g.topics) == (E.INVALID_GROUP_ID, [])
+    assert srv.call("delete_offsets", group_id="", topics=[OffsetDeleteRequestTopic("t", [0])]).response.error_code == E.INVALID_GROUP_ID
+    assert srv.heartbeat("", "m", 1) == E.INVALID_GROUP_ID
+    assert srv.sync("", "m", 1).response.error_code == E.INVALID_GROUP_ID
+    leave = srv.call("leave_group", group_id="", members=[MemberIdentity("m")]).response
+    assert (leave.error_code, leave.legacy_error_code) == (E.INVALID_GROUP_ID, E.INVALID_GROUP_ID)
+    [d] = srv.call("describe_groups", [""]).response
+    assert d.error_code == E.INVALID_GROUP_ID
+    assert commit(srv, "") == [E.INVALID_GROUP_ID, E.INVALID_GROUP_ID]
+    assert set(srv.c.groups) == {"g"}
