@@ -70,8 +70,9 @@ class Struct:
 class MessageCodec:
     """The classes and per-version coders of one message declaration."""
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message, *, generated: bool = True) -> None:
         self.message = message
+        self.generated = generated
         self.classes: dict[str, type[Struct]] = {}
         self.cls = self._class_for(message.name, message.fields)
         for name, c in self.classes.items():
@@ -164,6 +165,38 @@ class MessageCodec:
         step_reads = [(n, rd) for n, rd, _, _ in steps]
         step_writes = [(n, wr, dflt) for n, _, wr, dflt in steps]
 
+        def read_tagged(r: Reader, d: dict[str, Any]) -> None:
+            try:
+                section = r.tagged_fields()
+            except DecodeError as e:
+                raise e.within(f"{name}.tagged_fields") from None
+            unknown = []
+            for tag, data in section:
+                known = tagged.get(tag)
+                if known is None:
+                    unknown.append((tag, bytes(data)))
+                    continue
+                sub = Reader(data)
+                try:
+                    d[known[0]] = known[1](sub)
+                    if sub.remaining():
+                        raise DecodeError(f"{sub.remaining()} bytes left over in tagged field {tag}")
+                except DecodeError as e:
+                    raise e.within(known[0]) from None
+            if unknown:
+                d[UNKNOWN_TAGS] = unknown
+
+        def write_tagged(w: Writer, get: Callable[..., Any]) -> None:
+            out: list[tuple[int, bytes]] = list(get(UNKNOWN_TAGS, None) or ())
+            for tag, (fname, _, write, make) in tagged.items():
+                v = get(fname, _MISSING)
+                if v is _MISSING or v == make():  # Kafka writes a tagged field only when it differs from its default
+                    continue
+                sub = Writer()
+                write(sub, v)
+                out.append((tag, sub.getvalue()))
+            w.tagged_fields(out)
+
         def decode(r: Reader) -> Any:
             o = new(cls)
             d = o.__dict__
@@ -175,25 +208,7 @@ class MessageCodec:
                 except DecodeError as e:
                     raise e.within(fname) from None
             if flexible:
-                try:
-                    section = r.tagged_fields()
-                except DecodeError as e:
-                    raise e.within(f"{name}.tagged_fields") from None
-                unknown = []
-                for tag, data in section:
-                    known = tagged.get(tag)
-                    if known is None:
-                        unknown.append((tag, bytes(data)))
-                        continue
-                    sub = Reader(data)
-                    try:
-                        d[known[0]] = known[1](sub)
-                        if sub.remaining():
-                            raise DecodeError(f"{sub.remaining()} bytes left over in tagged field {tag}")
-                    except DecodeError as e:
-                        raise e.within(known[0]) from None
-                if unknown:
-                    d[UNKNOWN_TAGS] = unknown
+                read_tagged(r, d)
             return o
 
         def encode(w: Writer, value: Any) -> None:
@@ -205,17 +220,14 @@ class MessageCodec:
                 except (TypeError, ValueError, OverflowError, AttributeError) as e:
                     raise type(e)(f"{name}.{fname}: {e}") from None
             if flexible:
-                out: list[tuple[int, bytes]] = list(get(UNKNOWN_TAGS, None) or ())
-                for tag, (fname, _, write, make) in tagged.items():
-                    v = get(fname, _MISSING)
-                    if v is _MISSING or v == make():  # Kafka writes a tagged field only when it differs from its default
-                        continue
-                    sub = Writer()
-                    write(sub, v)
-                    out.append((tag, sub.getvalue()))
-                w.tagged_fields(out)
+                write_tagged(w, get)
 
-        return decode, encode, min_size
+        if not self.generated:
+            return decode, encode, min_size
+        fast_decode, fast_encode = _generate(
+            cls, fields, version, flexible, steps, absent, tagged, read_tagged, write_tagged, decode, encode
+        )
+        return fast_decode, fast_encode, min_size
 
     def _field(self, f: F, version: int, flexible: bool) -> tuple[Decoder, Encoder, int]:
         compact = flexible if f.flexible is None else version in f.flexible
@@ -337,3 +349,110 @@ def _null_ok(nullable: bool, name: str) -> None:
     if not nullable:
         raise ValueError(f"{name} is not nullable in this version")
 
+
+
+# -- generated coders ---------------------------------------------------------------------------
+#
+# The closures above are the reference. For speed, each (struct, version) also gets a decoder and
+# an encoder generated as Python source and exec'd: consecutive fixed-width fields are read or
+# written with one struct.Struct, other fields call the reference's per-field coders, and an empty
+# tagged-field section (the usual case) costs one byte test. Only the happy path is generated: on
+# any exception the generated code rewinds and runs the reference, so results and errors are the
+# reference's (tests/wire/test_codec_generated.py checks both agree).
+
+_STRUCT_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "uint32": "I",
+                 "float64": "d", "bool": "?"}  # fmt: skip
+
+
+def _rewind(w: Writer, n0: int, c0: int) -> None:
+    """Undo what an encoder wrote after the writer held n0 buffered bytes and c0 chunks."""
+    if len(w.chunks) > c0:
+        first = w.chunks[c0]
+        w.buf = bytearray(first[:n0]) if n0 else bytearray()  # type: ignore[index]
+        del w.chunks[c0:]
+    else:
+        del w.buf[n0:]
+
+
+def _generate(
+    cls: type[Struct],
+    fields: tuple[F, ...],
+    version: int,
+    flexible: bool,
+    steps: list[tuple[str, Decoder, Encoder, Any]],
+    absent: list[tuple[str, Callable[[], Any]]],
+    tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]],
+    read_tagged: Callable[[Reader, dict[str, Any]], None],
+    write_tagged: Callable[[Writer, Callable[..., Any]], None],
+    reference_decode: Decoder,
+    reference_encode: Encoder,
+) -> tuple[Decoder, Encoder]:
+    import struct
+
+    by_name = {f.name: f for f in fields}
+    ns: dict[str, Any] = {
+        "new": object.__new__, "cls": cls, "read_tagged": read_tagged, "write_tagged": write_tagged,
+        "ref_decode": reference_decode, "ref_encode": reference_encode, "rewind": _rewind,
+        "MISSING": _MISSING, "UNKNOWN_TAGS": UNKNOWN_TAGS, "isinstance": isinstance, "dict": dict, "len": len,
+    }  # fmt: skip
+    # Runs of fixed-width fields become one struct each: (format, [(field, index in steps)]); any
+    # other field is a group of its own with format None.
+    groups: list[tuple[str | None, list[tuple[str, int]]]] = []
+    for i, (fname, _, _, _) in enumerate(steps):
+        f = by_name[fname]
+        code = None if f.is_array else _STRUCT_CODES.get(f.element_type)
+        last = groups[-1][0] if groups else None
+        if code is not None and last is not None:
+            groups[-1] = (last + code, [*groups[-1][1], (fname, i)])
+        elif code is not None:
+            groups.append((">" + code, [(fname, i)]))
+        else:
+            groups.append((None, [(fname, i)]))
+
+    dec = ["def decode(r):", "    start = r.pos", "    try:", "        buf = r.buf", "        end = r.end",
+           "        o = new(cls)", "        d = o.__dict__"]  # fmt: skip
+    for j, (fname, make) in enumerate(absent):
+        f = by_name[fname]
+        if f.is_array or f.is_struct:
+            ns[f"M{j}"] = make
+            dec.append(f"        d[{fname!r}] = M{j}()")
+        else:
+            ns[f"K{j}"] = make()
+            dec.append(f"        d[{fname!r}] = K{j}")
+    enc = ["def encode(w, value):", "    get = value.get if isinstance(value, dict) else value.__dict__.get",
+           "    n0 = len(w.buf)", "    c0 = len(w.chunks)", "    try:"]  # fmt: skip
+    for g, (fmt, members) in enumerate(groups):
+        if fmt is None:
+            ((fname, i),) = members
+            default = steps[i][3]
+            ns[f"R{i}"], ns[f"W{i}"], ns[f"D{i}"] = steps[i][1], steps[i][2], default
+            dec.append(f"        d[{fname!r}] = R{i}(r)")
+            enc.append(f"        W{i}(w, get({fname!r}, D{i}))")
+            continue
+        s = struct.Struct(fmt)
+        ns[f"S{g}"] = s
+        targets = ", ".join(f"d[{fname!r}]" for fname, _ in members)
+        dec += [
+            "        pos = r.pos",
+            f"        if pos + {s.size} > end: raise IndexError",
+            f"        {targets}{',' if len(members) == 1 else ''} = S{g}.unpack_from(buf, pos)",
+            f"        r.pos = pos + {s.size}",
+        ]
+        for _, i in members:
+            ns[f"D{i}"] = steps[i][3]
+        args = ", ".join(f"get({fname!r}, D{i})" for fname, i in members)
+        enc.append(f"        w.buf += S{g}.pack({args})")
+    if flexible:
+        dec += ["        pos = r.pos", "        if pos < end and buf[pos] == 0:", "            r.pos = pos + 1",
+                "        else:", "            read_tagged(r, d)"]  # fmt: skip
+        checks = ["get(UNKNOWN_TAGS, None)"]
+        for tag, (fname, _, _, make) in tagged.items():
+            ns[f"T{tag}"] = make
+            checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag}())")
+        enc += [f"        if {' or '.join(checks)}:", "            write_tagged(w, get)", "        else:",
+                "            w.buf.append(0)"]  # fmt: skip
+    dec += ["        return o", "    except Exception:", "        r.pos = start", "        return ref_decode(r)"]
+    enc += ["        pass", "    except Exception:", "        rewind(w, n0, c0)", "        ref_encode(w, value)"]
+    source = "\n".join(dec) + "\n\n" + "\n".join(enc) + "\n"
+    exec(compile(source, f"<kcompat.wire.codec {cls.__name__} v{version}>", "exec"), ns)
+    return ns["decode"], ns["encode"]
