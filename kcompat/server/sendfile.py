@@ -25,7 +25,7 @@ import socket
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, cast, runtime_checkable
 
 # At most this many buffers per sendmsg (Linux IOV_MAX is 1024).
 _MAX_IOV = 64
@@ -103,17 +103,22 @@ class _Piece:
         self.block: memoryview | None = None  # fallback: bytes read but not yet sent
 
 
+def _is_piece(chunk: object) -> TypeGuard[FilePiece]:
+    # Not isinstance(chunk, FilePiece): a runtime Protocol check costs ~10 us, on every Fetch.
+    return hasattr(chunk, "fd")
+
+
 def _expand(chunks: Iterable[Chunk]) -> Iterator[memoryview | _Piece]:
     for chunk in chunks:
         if isinstance(chunk, bytes | bytearray | memoryview):
             view = memoryview(chunk)
             if view.nbytes:
                 yield view if view.format == "B" and view.ndim == 1 else view.cast("B")
-        elif isinstance(chunk, FilePiece):
+        elif _is_piece(chunk):
             if chunk.length > 0:
                 yield _Piece(chunk)
         else:
-            for piece in chunk:
+            for piece in cast("FileSlice", chunk):
                 if piece.length > 0:
                     yield _Piece(piece)
 
