@@ -126,12 +126,16 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     if h.is_transactional:
         raise PartitionError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
 
-    batch = bytearray(records)
+    # A large request arrives in a buffer of its own (writable): its batch is patched in place and
+    # written as it is, never copied. A small one is a view of read-only bytes: copied (cheaply).
+    batch: bytearray | memoryview = records if not records.readonly else bytearray(records)
     target = broker.topic_compression(t)
     if target is not None and target != h.compression:
-        batch = _recompress(batch, h, target)
+        batch = _recompress(bytearray(records), h, target)
     now = ctx.now_ms
     if conf.message_timestamp_type == "LogAppendTime":
+        if not isinstance(batch, bytearray):
+            batch = bytearray(batch)
         set_log_append_time(batch, now)
     try:
         info = plog.append(batch, leader_epoch=t.leader_epoch, now_ms=now)
