@@ -12,7 +12,9 @@ Fetch v4 (served by Kafka 4 and kcompat alike), request header v1:
               | [int64 producer_id | int64 first_offset] aborted | bytes records]]
     records:  batches of  int64 base_offset | int32 batch_length | int32 partition_leader_epoch
               | int8 magic | int32 crc | int16 attributes | int32 last_offset_delta | ...
-              (the last batch may be cut short: its bytes count, its records wait for the next fetch)
+              Kafka cuts the last batch short at the byte limit (KIP-74) and the client fetches it
+              again, whole, next time; kcompat sends whole batches only. Only whole batches count,
+              so a broker is not credited for bytes that the client throws away.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def _parse(buf: memoryview, topic_len: int) -> tuple[int, int, int, int]:
     return error, hwm, at + 4, max(length, 0)
 
 
-def _next_offset(buf: memoryview, start: int, length: int, offset: int) -> int:
+def _whole_batches(buf: memoryview, start: int, length: int, offset: int) -> tuple[int, int]:
+    """(next offset, bytes of whole batches) of the records at buf[start:start+length]."""
     at, end = start, start + length
     while at + 27 <= end:
         base, batch_len = _BATCH_HEAD.unpack_from(buf, at)
@@ -67,13 +70,13 @@ def _next_offset(buf: memoryview, start: int, length: int, offset: int) -> int:
             break
         offset = base + struct.unpack_from(">i", buf, at + _LAST_DELTA_AT)[0] + 1
         at += 12 + batch_len
-    return offset
+    return offset, at - start
 
 
 def read_partition(host: str, port: int, topic: str, end_offset: int, partition_max: int,
                    max_bytes: int = 52428800, passes: int = 1, timeout: float = 120.0) -> Throughput:  # fmt: skip
     """Fetch partition 0 of `topic` from offset 0 to `end_offset`, `passes` times over; bytes are
-    the record bytes received."""
+    those of the whole batches received."""
     buf = bytearray(max_bytes + (1 << 20))
     total = 0
     with socket.create_connection((host, port), timeout=30) as sock:
@@ -99,8 +102,8 @@ def _one_pass(sock: socket.socket, topic: str, end_offset: int, partition_max: i
         error, _, start, length = _parse(view, len(topic.encode()))
         if error:
             raise RuntimeError(f"Fetch of {topic} at {offset}: error code {error}")
-        total += length
-        offset = _next_offset(view, start, length, offset)
+        offset, whole = _whole_batches(view, start, length, offset)
+        total += whole
         if time.perf_counter() - t0 > timeout:
             raise TimeoutError(f"raw fetch of {topic} reached {offset} of {end_offset} in {timeout} s")
     return total

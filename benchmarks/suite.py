@@ -11,8 +11,10 @@ A workload that fails is recorded as an error (its figures missing) and the suit
 from __future__ import annotations
 
 import logging
+import shutil
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -97,7 +99,8 @@ class Suite:
         self.profile_dir.mkdir(parents=True, exist_ok=True)
         out = self.profile_dir / f"py-spy-{int(time.time())}.svg"
         self.notes["profile"] = str(out)
-        return subprocess.Popen(["py-spy", "record", "-r", "250", "-o", str(out), "--pid", str(self.broker.pid)],
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        return subprocess.Popen([py_spy, "record", "-r", "250", "-o", str(out), "--pid", str(self.broker.pid)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
     def _warm_up(self) -> None:

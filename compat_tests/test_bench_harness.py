@@ -67,15 +67,15 @@ def test_raw_frames_decode_as_kafka_reads_them():
     assert metadata.body.allow_auto_topic_creation is False
 
 
-def test_next_offset_skips_a_truncated_last_batch():
+def test_only_whole_batches_count():
     def batch(base: int, last_delta: int, length: int) -> bytes:
         head = struct.pack(">qiibihi", base, length, 0, 2, 0, 0, last_delta)
         return head + bytes(12 + length - len(head))
 
     data = batch(0, 9, 61) + batch(10, 4, 80)
-    assert fetch_path._next_offset(memoryview(data), 0, len(data), 0) == 15
-    assert fetch_path._next_offset(memoryview(data), 0, len(data) - 1, 0) == 10  # the second is cut short
-    assert fetch_path._next_offset(memoryview(data), 0, 20, 3) == 3  # not even one whole batch
+    assert fetch_path._whole_batches(memoryview(data), 0, len(data), 0) == (15, 165)
+    assert fetch_path._whole_batches(memoryview(data), 0, len(data) - 1, 0) == (10, 73)  # the second is cut short
+    assert fetch_path._whole_batches(memoryview(data), 0, 20, 3) == (3, 0)  # not even one whole batch
 
 
 def test_percentile_is_nearest_rank():
