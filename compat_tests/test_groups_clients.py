@@ -1,0 +1,157 @@
+"""Group consumers of every client share a 6-partition topic on `kcompat serve` (issue 5).
+
+For each client and assignor (classic protocol, and KIP-848 `group.protocol=consumer` with each
+server assignor), in one group:
+  * 3 members get 2 partitions each; a 4th joining makes it 2/2/1/1; one leaving (LeaveGroup) makes
+    it 2/2/2; one crashing (SIGKILL, found by the session timeout) makes it 3/3;
+  * after a clean broker restart and after kill -9 and restart, every member resumes from its
+    committed offset: the first record it reads on each partition is the committed one;
+  * over the whole run no record is read twice, by two members or by one.
+"Full" runs do all of that; "short" runs (more assignors of the same client) stop after the leave.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat_tests.client_data import unique
+from compat_tests.groups_members import (
+    KAFKA_CLIENTS_39_JARS,
+    KAFKA_JARS,
+    Group,
+    Member,
+    compile_java,
+    java_member,
+    python_member,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+PARTITIONS = 6
+BROKER = {
+    "offsets.topic.num.partitions": "5",  # Kafka's partitioning of __consumer_offsets by group
+    "group.min.session.timeout.ms": "1000",
+    "group.consumer.session.timeout.ms": "3000",
+    "group.consumer.heartbeat.interval.ms": "300",
+}
+# Classic members: short sessions so that a crash is noticed in seconds.
+CLASSIC_PY = {"session_timeout_ms": "3000", "heartbeat_interval_ms": "300"}
+CLASSIC_RDKAFKA = {"session.timeout.ms": "3000", "heartbeat.interval.ms": "300"}
+CLASSIC_JAVA = {"session.timeout.ms": "3000", "heartbeat.interval.ms": "300"}
+JAVA_ASSIGNORS = "org.apache.kafka.clients.consumer."
+
+
+class Feed:
+    """Produces values "<partition>-<offset>" to every partition (offsets counted here, checked on read)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.next = dict.fromkeys(range(PARTITIONS), 0)
+
+    def send(self, per_partition: int = 4) -> set[str]:
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        sent = set()
+        for part in range(PARTITIONS):
+            for _ in range(per_partition):
+                v = f"{part}-{self.next[part]}"
+                p.produce(self.topic, value=v.encode(), partition=part)
+                self.next[part] += 1
+                sent.add(v)
+        assert p.flush(30) == 0
+        return sent
+
+
+def scenario(broker: Any, start: Callable[[str, str, str], Callable[[str], Member]], *, full: bool) -> None:
+    topic, group_id = unique("grp-topic"), unique("grp")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    feed = Feed(broker.bootstrap, topic)
+    expected = feed.send()
+    g = Group(start(broker.bootstrap, topic, group_id), PARTITIONS)
+    try:
+        for _ in range(3):
+            g.add()
+        g.wait_balanced([2, 2, 2])
+        g.wait_consumed(expected)
+        g.add()
+        g.wait_balanced([2, 2, 1, 1])
+        expected |= feed.send()
+        g.wait_consumed(expected)
+        g.members[0].leave()
+        g.wait_balanced([2, 2, 2])
+        expected |= feed.send()
+        g.wait_consumed(expected)
+        if full:
+            g.members[1].crash()
+            g.wait_balanced([3, 3])
+            expected |= feed.send()
+            g.wait_consumed(expected)
+            for clean in (True, False):
+                committed = {p: max(m.committed().get(p, 0) for m in g.members) for p in range(PARTITIONS)}
+                restarted = time.time()
+                broker.restart(clean=clean)
+                expected |= feed.send()
+                g.wait_consumed(expected, timeout=90)
+                first: dict[int, int] = {}
+                for m in g.members:
+                    for r in m.records():
+                        if r["t"] > restarted:
+                            first[r["p"]] = min(first.get(r["p"], r["o"]), r["o"])
+                assert first == committed, f"{'clean' if clean else 'kill -9'} restart: resumed at {first}, committed {committed}"
+        for m in g.members:
+            for r in m.records():
+                assert r["v"] == f"{r['p']}-{r['o']}"
+        g.check_exactly_once()
+    finally:
+        g.stop()
+
+
+def python_client(client: str, conf: dict[str, str]) -> Callable[[str, str, str], Callable[[str], Member]]:
+    return lambda bootstrap, topic, group: python_member(client, bootstrap, topic, group, conf)
+
+
+@pytest.mark.parametrize(("client", "conf", "full"), [
+    ("kafka-python", {**CLASSIC_PY, "assignor": "range"}, True),
+    ("kafka-python", {**CLASSIC_PY, "assignor": "roundrobin"}, False),
+    ("kafka-python", {**CLASSIC_PY, "assignor": "sticky"}, False),
+    ("aiokafka", {**CLASSIC_PY, "assignor": "roundrobin"}, True),
+    ("aiokafka", {**CLASSIC_PY, "assignor": "range"}, False),
+    ("confluent", {**CLASSIC_RDKAFKA, "partition.assignment.strategy": "range"}, True),
+    ("confluent", {**CLASSIC_RDKAFKA, "partition.assignment.strategy": "roundrobin"}, False),
+    ("confluent", {**CLASSIC_RDKAFKA, "partition.assignment.strategy": "cooperative-sticky"}, False),
+    ("confluent", {"group.protocol": "consumer", "group.remote.assignor": "uniform"}, True),
+    ("confluent", {"group.protocol": "consumer", "group.remote.assignor": "range"}, False),
+], ids=["kafka-python-range", "kafka-python-roundrobin", "kafka-python-sticky", "aiokafka-roundrobin", "aiokafka-range",
+        "confluent-range", "confluent-roundrobin", "confluent-cooperative-sticky", "confluent-consumer-uniform",
+        "confluent-consumer-range"])  # fmt: skip
+def test_python_clients(kcompat_broker_factory: Any, client: str, conf: dict[str, str], full: bool) -> None:
+    scenario(kcompat_broker_factory(BROKER), python_client(client, conf), full=full)
+
+
+@pytest.fixture(scope="module")
+def java_classes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("java-consumer")
+    return {"3.9": compile_java(base / "3.9", KAFKA_CLIENTS_39_JARS), "4": compile_java(base / "4", KAFKA_JARS)}
+
+
+@pytest.mark.parametrize(("jars", "conf", "full"), [
+    ("3.9", {**CLASSIC_JAVA, "partition.assignment.strategy": JAVA_ASSIGNORS + "RangeAssignor"}, True),
+    ("3.9", {**CLASSIC_JAVA, "partition.assignment.strategy": JAVA_ASSIGNORS + "RoundRobinAssignor"}, False),
+    ("3.9", {**CLASSIC_JAVA, "partition.assignment.strategy": JAVA_ASSIGNORS + "StickyAssignor"}, False),
+    ("3.9", {**CLASSIC_JAVA, "partition.assignment.strategy": JAVA_ASSIGNORS + "CooperativeStickyAssignor"}, True),
+    ("4", {"group.protocol": "consumer", "group.remote.assignor": "uniform"}, True),
+    ("4", {"group.protocol": "consumer", "group.remote.assignor": "range"}, False),
+], ids=["range", "roundrobin", "sticky", "cooperative-sticky", "consumer-uniform", "consumer-range"])  # fmt: skip
+def test_java_client(kcompat_broker_factory: Any, java_classes: dict[str, Path], jars: str, conf: dict[str, str],
+                     full: bool) -> None:  # fmt: skip
+    classes = java_classes[jars]
+    jar_dir = KAFKA_CLIENTS_39_JARS if jars == "3.9" else KAFKA_JARS
+    scenario(kcompat_broker_factory(BROKER),
+             lambda bs, topic, group: java_member(classes, jar_dir, bs, topic, group, conf), full=full)  # fmt: skip
