@@ -54,21 +54,16 @@ from kcompat.server.topics import (
     validate_name,
 )
 from kcompat.wire import compression as codecs
-from kcompat.wire.codec import MessageCodec
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
-from kcompat.wire.messages import APIS
-from kcompat.wire.messages.headers import REQUEST_HEADER
-from kcompat.wire.primitives import Reader
 from kcompat.wire.protocol import (
     API_VERSIONS_KEY,
     Chunk,
     Request,
     UnsupportedRequest,
+    decode_request,
     encode_response,
     peek_header,
-    request_codec,
-    request_header_version,
 )
 
 log = logging.getLogger("kcompat.server")
@@ -76,25 +71,6 @@ log = logging.getLogger("kcompat.server")
 
 class CloseConnection(Exception):
     """Kafka would close this connection rather than answer (the reason is logged once)."""
-
-
-_request_header = MessageCodec(REQUEST_HEADER)
-
-
-def decode(frame: memoryview) -> Request:
-    """decode_request, except that bytes after the body are ignored, as Kafka's parser ignores them.
-
-    librdkafka's Metadata v12 (admin list_topics) carries 3 bytes more than the schema; Kafka reads
-    the fields it knows and stops. Raises UnsupportedRequest or DecodeError like decode_request.
-    """
-    key, version, correlation = peek_header(frame)
-    spec = APIS.get(key)
-    if spec is None or version not in spec.versions:
-        raise UnsupportedRequest(key, version, correlation)
-    r = Reader(frame)
-    header = _request_header.decoder(request_header_version(key, version))(r)
-    body = request_codec(key).decoder(version)(r)
-    return Request(key, version, correlation, header.client_id, header, body)
 
 
 def load_handlers() -> None:
@@ -261,7 +237,7 @@ class Broker:
 
     async def handle(self, frame: memoryview, client: Any) -> list[Chunk] | None:
         try:
-            request = decode(frame)
+            request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
         except UnsupportedRequest as e:
             if e.api_key == API_VERSIONS_KEY:
                 return self._api_versions_unsupported(e.correlation_id)
