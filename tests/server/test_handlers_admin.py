@@ -248,3 +248,15 @@ def test_describe_log_dirs(h: BrokerHarness, tmp_path: Path) -> None:
     assert sizes[("a", 1)] > 100 and sizes[("a", 0)] == 0
     r = h.call(DESCRIBE_LOG_DIRS, 1, {"topics": [{"topic": "a", "partitions": [1]}]})
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in r.results[0].topics] == [("a", [1])]
+
+
+def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(h: BrokerHarness) -> None:
+    # As Kafka's controller (KAFKA-17870): the limit is on the request's total, and refuses it whole.
+    a, b = create(h, {"name": "a", "num_partitions": 6000}, {"name": "b", "num_partitions": 4001})
+    assert (a.error_code, b.error_code) == (ErrorCode.POLICY_VIOLATION, ErrorCode.POLICY_VIOLATION)
+    assert h.broker.topic("a") is None and h.broker.topic("b") is None
+    (c,) = create(h, {"name": "c", "num_partitions": 1})
+    assert c.error_code == 0
+    body = {"topics": [{"name": "c", "count": 10_002, "assignments": None}], "timeout_ms": 100, "validate_only": False}
+    assert h.call(CREATE_PARTITIONS, 3, body).results[0].error_code == ErrorCode.POLICY_VIOLATION
+    assert h.broker.topic("c").partitions == 1

@@ -10,7 +10,10 @@ CreateTopics version notes:
 Validation as Kafka's controller: legal name, no '.'/'_' collision, not an internal topic, not a
 duplicate in the request (INVALID_REQUEST), partitions > 0 (INVALID_PARTITIONS), replication
 factor 1 or -1 (one broker: anything above 1 is INVALID_REPLICATION_FACTOR), assignments only with
--1/-1 and naming this broker only, configs known and valid (INVALID_CONFIG).
+-1/-1 and naming this broker only, configs known and valid (INVALID_CONFIG). As Kafka's controller
+(KAFKA-17870), a request that would create more than 10,000 partitions in all is refused whole with
+POLICY_VIOLATION; CreatePartitions caps the partitions it adds the same way. Without the cap, one
+request for a million partitions would hold the event loop for minutes.
 
 DeleteTopics version notes:
 * v0: names;  v1: throttle_time_ms;  v2-3: no change;  v4: flexible;  v5: error_message
@@ -36,12 +39,23 @@ from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.protocol import Request
 
+MAX_PARTITIONS_PER_REQUEST = 10_000
+def _too_many_partitions() -> ApiError:
+    return ApiError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+
+
+def _requested_partitions(ctx: RequestContext, ct: Any) -> int:
+    if ct.assignments:
+        return len(ct.assignments)
+    return ctx.broker.default_partitions if ct.num_partitions == -1 else max(ct.num_partitions, 0)
+
 
 @handles(CREATE_TOPICS, "0-7")
 async def create_topics(ctx: RequestContext, request: Request) -> Any:
     broker = ctx.broker
     body = request.body
     counts = Counter(t.name for t in body.topics)
+    too_many = sum(_requested_partitions(ctx, ct) for ct in body.topics) > MAX_PARTITIONS_PER_REQUEST
     results = []
     for ct in body.topics:
         res: dict[str, Any] = {"name": ct.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
@@ -50,6 +64,8 @@ async def create_topics(ctx: RequestContext, request: Request) -> Any:
         try:
             if counts[ct.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            if too_many:
+                raise _too_many_partitions()
             partitions, rf = _layout(ctx, ct)
             configs = {c.name: c.value for c in ct.configs}
             t = await broker.create_topic(ct.name, partitions, configs, validate_only=body.validate_only)
@@ -154,6 +170,7 @@ async def create_partitions(ctx: RequestContext, request: Request) -> Any:
     broker = ctx.broker
     body = request.body
     counts = Counter(t.name for t in body.topics)
+    added = 0
     results = []
     for ct in body.topics:
         res: dict[str, Any] = {"name": ct.name, "error_code": 0, "error_message": None}
@@ -171,6 +188,9 @@ async def create_partitions(ctx: RequestContext, request: Request) -> Any:
                 )
             if ct.count == t.partitions:
                 raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.partitions} partition(s).")
+            if added + ct.count - t.partitions > MAX_PARTITIONS_PER_REQUEST:
+                raise _too_many_partitions()
+            added += ct.count - t.partitions
             if ct.assignments is not None:
                 if len(ct.assignments) != ct.count - t.partitions:
                     raise ApiError(
