@@ -36,11 +36,13 @@ from kcompat.config import (
     validate_topic_configs,
 )
 from kcompat.log.config import LogConfig
+from kcompat.log.errors import KafkaStorageError
 from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.server.group_service import GroupService
+from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.producer_ids import ProducerIdManager
 from kcompat.server.registry import HANDLERS, NO_RESPONSE
 from kcompat.server.topics import (
@@ -127,6 +129,7 @@ class Broker:
         self._topic_configs: dict[str, TopicConfig] = {}
         self._background: list[asyncio.Task[None]] = []
         self._maintenance_lock = asyncio.Lock()
+        self._maintenance_errors = LogThrottle(log, interval_s=60)
         self.closing = False
         load_handlers()
 
@@ -230,6 +233,8 @@ class Broker:
                 return
             try:
                 await asyncio.to_thread(logs.run_maintenance, self.now_ms())
+            except (OSError, KafkaStorageError) as e:  # a full or failing disk: said once in a while, without a traceback
+                self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
             except Exception:
                 log.exception("log maintenance failed")
 

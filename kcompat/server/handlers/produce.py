@@ -33,6 +33,7 @@ from typing import Any
 
 from kcompat.log.errors import KafkaStorageError, LogError
 from kcompat.server.broker import ApiError, CloseConnection, RequestContext
+from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.registry import NO_RESPONSE, handles
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
@@ -49,6 +50,7 @@ from kcompat.wire.record_batch import (
 from kcompat.wire.records import LOG_APPEND_TIME, build_batch, decode_batch
 
 log = logging.getLogger("kcompat.server")
+_storage_errors = LogThrottle(log)  # a full disk fails every append: one line every 10 s says so
 
 class PartitionError(Exception):
     def __init__(self, error: ErrorCode, message: str | None = None) -> None:
@@ -141,7 +143,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
         info = plog.append(batch, leader_epoch=t.leader_epoch, now_ms=now)
     except LogError as e:
         if isinstance(e, KafkaStorageError):
-            log.error("append to %s-%d failed: %s", topic, partition, e)
+            _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)
         raise PartitionError(ErrorCode[e.error_name], e.message) from None
     return {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
             "log_start_offset": info.log_start_offset}  # fmt: skip
