@@ -97,7 +97,14 @@ class MmapIndex:
     def _count_entries(self) -> int:
         n = self._length // self.ENTRY.size
         mm = self._mm
-        if mm is None or n <= 1:
+        if mm is None or n == 0:
+            return n
+        if not any(mm[: self.ENTRY.size]):
+            # An all-zero first entry is preallocated space, not an entry: offset index entries never
+            # point at position 0 and time index entries never hold timestamp 0 (a killed broker's
+            # new segment leaves exactly this).
+            return 0
+        if n == 1:
             return n
         lo, hi = 1, n  # first i >= 1 whose relative offset is 0, or n
         at = self.REL_OFFSET_AT

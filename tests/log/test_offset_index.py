@@ -100,3 +100,14 @@ def test_lookup_matches_brute_force(tmp_path_factory, gaps, targets):
     reopened = OffsetIndex(d / "x.index", 50, 8 * 256, writable=False)
     assert reopened.all_entries() == [(o - 50, p) for o, p in entries]
     assert struct.calcsize(">II") == 8
+
+
+def test_a_preallocated_index_left_by_a_kill_holds_no_entries(tmp_path):
+    # A killed broker leaves its new segment's index preallocated and all zeros; that is not an
+    # entry (0, 0), which sanity_check would call out of order for an empty log.
+    p = tmp_path / "00000000000000000000.index"
+    p.write_bytes(bytes(8 * 1000))
+    idx = OffsetIndex(p, 0, 8000)
+    assert idx.entries == 0
+    idx.sanity_check(0)
+    idx.close()
