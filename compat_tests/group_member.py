@@ -63,6 +63,7 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, conf: dict[str, str
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    from kafka.errors import KafkaError
 
     assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
                  "sticky": StickyPartitionAssignor}  # fmt: skip
@@ -72,7 +73,12 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, conf: dict[str, str
                       **{k: typed(v) for k, v in conf.items()})  # fmt: skip
     track = Tracker()
     while not stop:
-        batches = c.poll(timeout_ms=100)
+        try:
+            batches = c.poll(timeout_ms=100)
+        except KafkaError as e:  # kafka-python 3.0 raises a refused connection (a broker restart) from poll
+            emit("poll_failed", error=repr(e))
+            time.sleep(0.2)
+            continue
         track.assignment([tp.partition for tp in c.assignment()])
         done: dict[str, int] = {}
         for tp, msgs in batches.items():
@@ -119,6 +125,7 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, conf: dict[str, s
     from aiokafka import AIOKafkaConsumer
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
     from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.errors import KafkaError
 
     assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
     strategy = assignors[conf.pop("assignor", "range")]
@@ -128,7 +135,12 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, conf: dict[str, s
     await c.start()
     track = Tracker()
     while not stop:
-        batches = await c.getmany(timeout_ms=100)
+        try:
+            batches = await c.getmany(timeout_ms=100)
+        except KafkaError as e:
+            emit("poll_failed", error=repr(e))
+            await asyncio.sleep(0.2)
+            continue
         track.assignment([tp.partition for tp in c.assignment()])
         done: dict[str, int] = {}
         for tp, msgs in batches.items():
