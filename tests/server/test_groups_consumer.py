@@ -151,3 +151,14 @@ def test_members_and_epochs_survive_a_restart(h: GroupHarness) -> None:
         r = m.heartbeat()
         assert r.error_code == 0 and r.member_epoch == before[m.member_id][0]
     assert {m.member_id: (m.epoch, m.partitions()) for m in members} == before
+
+
+def test_consumer_protocol_switched_off(tmp_path: Path) -> None:
+    h = GroupHarness(tmp_path, {"group.coordinator.rebalance.protocols": "classic"})
+    try:
+        h.create_topic("t", 6)
+        r = Member(h, "g").heartbeat()
+        assert r.error_code == E.UNSUPPORTED_VERSION
+        assert h.call(LIST_GROUPS, 5, {"types_filter": []}).groups == []
+    finally:
+        h.close()
