@@ -6,7 +6,12 @@ said otherwise; the same code drives both brokers.
             back (delivery.report.only.error), so Python does no per-record callback work.
 - catch-up consume: an assigned consumer (no group join) reads a partition from offset 0 to its
             end; timed from assign() (after the consumer has connected and has metadata) to the
-            last record, since librdkafka prefetches in the background.
+            last record, since librdkafka prefetches in the background. Read twice: with
+            fetch.queue.backoff.ms=10, and with librdkafka's default of 1000 ms, which stops
+            fetching for a whole second whenever the local queue holds queued.min.messages: the
+            faster a broker answers, the sooner the queue fills and the longer the client idles
+            (100-byte records: ~270k records/s with the default, ~1.3M with 10 ms, same broker),
+            so the default figure measures that back-off more than the broker.
 - end-to-end latency: a producer (linger.ms=0) sends at a fixed rate while an assigned consumer
             reads, both with socket.nagle.disable (librdkafka leaves Nagle on by default, which
             alone puts tens of ms on the p99 whatever the broker; Java clients always disable it); each value starts with its send time (perf_counter_ns, one process), so the
@@ -102,9 +107,9 @@ def _consumer(bootstrap: str, extra: dict[str, object] | None = None) -> Consume
     })  # fmt: skip
 
 
-def consume(bootstrap: str, topic: str, count: int, timeout: float = 120.0) -> Throughput:
+def consume(bootstrap: str, topic: str, count: int, timeout: float = 120.0, *, defaults: bool = False) -> Throughput:
     """Read `count` records of partition 0 from offset 0."""
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(bootstrap, None if defaults else {"fetch.queue.backoff.ms": 10})
     try:
         consumer.list_topics(topic, timeout=10)  # connected before the clock starts
         t0 = time.perf_counter()

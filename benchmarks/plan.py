@@ -12,9 +12,10 @@ SIZES = (100, 1024)
 ACKS = ("1", "all")
 COMPRESSIONS = ("none", "lz4")
 PRODUCE_CLIENTS = ("confluent", "java")
-# Catch-up readers: the confluent consumer, Kafka's ConsumerPerformance, and the raw fetch loop
+# Catch-up readers: the confluent consumer (fetch.queue.backoff.ms=10, and with librdkafka's
+# defaults: see confluent_clients.consume), Kafka's ConsumerPerformance, and the raw fetch loop
 # asking for 1 MiB per partition (a client's default max.partition.fetch.bytes) or 50 MiB.
-CONSUME_CLIENTS = ("confluent", "java", "raw-1MiB", "raw-50MiB")
+CONSUME_CLIENTS = ("confluent", "confluent-defaults", "java", "raw-1MiB", "raw-50MiB")
 RAW_PARTITION_MAX = {"raw-1MiB": 1 << 20, "raw-50MiB": 50 << 20}
 
 

@@ -148,8 +148,8 @@ class Suite:
                 topic = source.replace("/", "-").replace("=", "")
                 count = plan.records[size]
                 run: Callable[[], Any]
-                if client == "confluent":
-                    run = partial(cc.consume, b.bootstrap, topic, count, timeout)
+                if client.startswith("confluent"):
+                    run = partial(cc.consume, b.bootstrap, topic, count, timeout, defaults=client == "confluent-defaults")
                 elif client == "java":
                     run = partial(java_tools.consumer_perf, b.bootstrap, topic, count, timeout)
                 else:
