@@ -51,7 +51,8 @@ spark-example: install-test
 	$(BIN)/python spark_examples/clickstream/stream_job.py --available-now
 	$(BIN)/python spark_examples/clickstream/report.py
 
-bench: $(TEST_STAMP)
+bench: install-test
+	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m benchmarks
 
 clean:
