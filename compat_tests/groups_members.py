@@ -99,6 +99,11 @@ class Member:
         self.proc.kill()
         self.proc.wait()
 
+    def dump_stacks(self) -> None:
+        """Python members print every thread's stack on SIGUSR1 (faulthandler), Java ones on SIGQUIT."""
+        self.proc.send_signal(signal.SIGQUIT if self.cmd[0].endswith("java") else signal.SIGUSR1)
+        time.sleep(0.5)
+
     def stop(self) -> None:
         if self.alive:
             self.proc.kill()
@@ -133,6 +138,8 @@ class Group:
         deadline = time.monotonic() + timeout
         while not check():
             if time.monotonic() > deadline:
+                for m in self.live:
+                    m.dump_stacks()
                 state = {m.name: (m.alive, m.assignment(), len(m.records())) for m in self.members}
                 raise AssertionError(f"timed out waiting for {what}: {state}\n{self.logs()}")
             time.sleep(0.1)

@@ -2,7 +2,7 @@
 
 For each client and assignor (classic protocol, and KIP-848 `group.protocol=consumer` with each
 server assignor), in one group:
-  * 3 members get 2 partitions each; a 4th joining makes it 2/2/1/1; one leaving (LeaveGroup) makes
+  * members joining one by one get 6, 3/3, then 2 partitions each; a 4th joining makes it 2/2/1/1; one leaving (LeaveGroup) makes
     it 2/2/2; one crashing (SIGKILL, found by the session timeout) makes it 3/3;
   * after a clean broker restart and after kill -9 and restart, every member resumes from its
     committed offset: the first record it reads on each partition is the committed one;
@@ -76,9 +76,10 @@ def scenario(broker: Any, start: Callable[[str, str, str], Callable[[str], Membe
     expected = feed.send()
     g = Group(start(broker.bootstrap, topic, group_id), PARTITIONS)
     try:
-        for _ in range(3):
+        # One at a time: 6, then 3/3, then 2/2/2.
+        for sizes in ([6], [3, 3], [2, 2, 2]):
             g.add()
-        g.wait_balanced([2, 2, 2])
+            g.wait_balanced(sizes)
         g.wait_consumed(expected)
         g.add()
         g.wait_balanced([2, 2, 1, 1])
