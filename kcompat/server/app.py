@@ -197,7 +197,7 @@ async def _serve(config: Any, entered: float) -> int:
         )
         await stop.wait()
         log.info("shutting down (%s)", received[0] if received else "stop")
-        broker.fetch_waiters.close()  # long-polling Fetches answer now instead of holding the grace period
+        await broker.begin_shutdown()  # parked Fetches and group joins answer now, not after the grace period
         await reactor.shutdown(SHUTDOWN_GRACE_S, force)
         return 0
     finally:

@@ -202,19 +202,26 @@ class Broker:
                     return cid
         return new_cluster_id()
 
+    async def begin_shutdown(self) -> None:
+        """Answer what is parked (long-polling Fetches, JoinGroup/SyncGroup waits) now, so that the
+        transport's grace period is spent finishing requests rather than waiting out timeouts."""
+        self.fetch_waiters.close()
+        await self.group_service.close()
+
     async def close(self) -> None:
         if self.closing:
             return
         self.closing = True
-        self.fetch_waiters.close()
-        await self.group_service.close()
+        await self.begin_shutdown()
         for task in self._background:
             task.cancel()
         for task in self._background:
             try:
                 await task
-            except (asyncio.CancelledError, Exception):
+            except asyncio.CancelledError:
                 pass
+            except Exception:
+                log.exception("background task failed while closing")
         async with self._maintenance_lock:
             if self.logs is not None:
                 await asyncio.to_thread(self.logs.close)

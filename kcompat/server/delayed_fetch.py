@@ -37,6 +37,11 @@ class FetchWaiters:
         self._closed = True
         self.notify_all()
 
+    @property
+    def closed(self) -> bool:
+        """After close() nothing parks: a fetch must answer with what it has instead of looping."""
+        return self._closed
+
     async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
         """Park until one of `partitions` is notified or `timeout_s` passes; True when woken."""
         if self._closed or timeout_s <= 0:

@@ -104,8 +104,10 @@ class GroupService:
             self._timer.cancel()
             try:
                 await self._timer
-            except (asyncio.CancelledError, Exception):
+            except asyncio.CancelledError:
                 pass
+            except Exception:
+                log.exception("group coordinator timer failed")
             self._timer = None
         for fut in self._waiting.values():
             if not fut.done():

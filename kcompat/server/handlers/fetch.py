@@ -65,11 +65,12 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     while True:
         results, total, errors = _read_all(ctx, wanted, max_bytes)
         remaining = deadline - loop.time()
-        if total >= body.min_bytes or errors or remaining <= 0 or not wanted or ctx.broker.closing:
+        waiters = ctx.broker.fetch_waiters
+        if total >= body.min_bytes or errors or remaining <= 0 or not wanted or waiters.closed:
             break
-        await ctx.broker.fetch_waiters.wait(wanted, remaining)
-        if ctx.broker.closing:
-            break  # the logs are being closed: answer with what was read
+        await waiters.wait(wanted, remaining)
+        if waiters.closed:
+            break  # shutting down: answer with what was read
 
     # Kafka groups consecutive partitions of a topic; a topic interleaved with another repeats.
     topics: list[dict[str, Any]] = []
