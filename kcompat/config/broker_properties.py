@@ -256,6 +256,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
     _d("group.coordinator.rebalance.protocols", LIST, ["classic", "consumer"],
        "Group protocols offered: classic (JoinGroup/SyncGroup) and consumer (KIP-848 heartbeats).", MEDIUM,
        ListOf(("classic", "consumer", "share", "streams"))),
+    _d("group.consumer.assignors", LIST, ["uniform", "range", "roundrobin"],
+       "Server-side assignors of consumer-protocol groups; a member picks one with group.remote.assignor, "
+       "and the first is the default.", MEDIUM, ListOf(("uniform", "range", "roundrobin"))),
+    _d("offset.metadata.max.bytes", INT, 4096, "Most bytes of metadata a committed offset may carry.", HIGH,
+       at_least(0)),
     _d("group.consumer.session.timeout.ms", INT, 45000, "Session timeout of consumer-protocol members.",
        MEDIUM, at_least(1)),
     _d("group.consumer.heartbeat.interval.ms", INT, 5000, "Heartbeat interval given to consumer-protocol "

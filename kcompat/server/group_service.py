@@ -66,6 +66,8 @@ def coordinator_config(get: Callable[[str], Any]) -> CoordinatorConfig:
         consumer_session_timeout_ms=num("group.consumer.session.timeout.ms"),
         consumer_heartbeat_interval_ms=num("group.consumer.heartbeat.interval.ms"),
         consumer_max_size=num("group.consumer.max.size"),
+        offset_metadata_max_bytes=num("offset.metadata.max.bytes"),
+        consumer_assignors=tuple(get("group.consumer.assignors")),
     )
 
 

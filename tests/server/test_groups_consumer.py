@@ -162,3 +162,13 @@ def test_consumer_protocol_switched_off(tmp_path: Path) -> None:
         assert h.call(LIST_GROUPS, 5, {"types_filter": []}).groups == []
     finally:
         h.close()
+
+
+def test_group_consumer_assignors_limits_what_members_may_pick(tmp_path: Path) -> None:
+    h = GroupHarness(tmp_path, {"group.consumer.assignors": "range"})
+    try:
+        h.create_topic("t", 6)
+        assert Member(h, "g", "uniform").heartbeat().error_code == E.UNSUPPORTED_ASSIGNOR
+        assert Member(h, "g", "range").heartbeat().error_code == E.NONE
+    finally:
+        h.close()

@@ -163,3 +163,14 @@ def test_retention_time_of_v2_to_v4(h: GroupHarness) -> None:
     commit(h, "g", {("t", 0): 1}, version=2, retention_time_ms=5_000)
     h.advance(6_000)
     assert fetch(h, "g", {"t": [0]})[1][("t", 0)][0] == -1
+
+
+def test_offset_metadata_max_bytes(tmp_path: Path) -> None:
+    h = GroupHarness(tmp_path, {"offset.metadata.max.bytes": "2"})
+    try:
+        h.create_topic("t", 1)
+        # commit() stores metadata "m<offset>": "m5" fits in 2 bytes, "m10" does not
+        assert commit(h, "g", {("t", 0): 5}) == {("t", 0): E.NONE}
+        assert commit(h, "g", {("t", 0): 10}) == {("t", 0): E.OFFSET_METADATA_TOO_LARGE}
+    finally:
+        h.close()
