@@ -28,12 +28,12 @@ JAVA_SOURCE = ROOT / "compat_tests" / "java" / "Consumer.java"
 JVM = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 
-def compile_java(out: Path, jars: Path) -> Path:
-    """Consumer.java compiled against `jars` into `out` (once per jar set: starting 4 JVMs from source
-    would compile it 4 times)."""
-    if not (out / "Consumer.class").exists():
+def compile_java(out: Path, jars: Path, source: Path = JAVA_SOURCE) -> Path:
+    """`source` (Consumer.java by default) compiled against `jars` into `out` (once per jar set:
+    starting 4 JVMs from source would compile it 4 times)."""
+    if not (out / f"{source.stem}.class").exists():
         out.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-nowarn", "-cp", java_classpath(jars), "-d", str(out), str(JAVA_SOURCE)],
+        subprocess.run(["javac", "-nowarn", "-cp", java_classpath(jars), "-d", str(out), str(source)],
                        check=True, capture_output=True, text=True)  # fmt: skip
     return out
 
