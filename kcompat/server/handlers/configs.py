@@ -26,6 +26,7 @@ to the live logs at once; broker changes only to properties that are dynamic in 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from kcompat.config import ConfigEntry, ConfigError, ConfigSource, ConfigType, format_value
@@ -114,9 +115,9 @@ def _duplicates(resources: list[Any]) -> Counter[tuple[int, str]]:
     return Counter((r.resource_type, r.resource_name) for r in resources)
 
 
-@handles(ALTER_CONFIGS, "0-2")
-async def alter_configs(ctx: RequestContext, request: Request) -> Any:
-    body = request.body
+def _alter_each(body: Any, alter: Callable[[Any], None]) -> dict[str, Any]:
+    """The checks AlterConfigs and IncrementalAlterConfigs share, then `alter(resource)` for each;
+    an ApiError becomes that resource's error and the others go on."""
     dupes = _duplicates(body.resources)
     responses = []
     for res in body.resources:
@@ -127,56 +128,54 @@ async def alter_configs(ctx: RequestContext, request: Request) -> Any:
             if dupes[(res.resource_type, res.resource_name)] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
             _check_unique_keys([c.name for c in res.configs])
-            changes = {c.name: c.value for c in res.configs}
-            if res.resource_type == TOPIC:
-                t = _topic(ctx, res.resource_name)
-                overrides = _config_call(validate_topic_configs, changes)
-                if not body.validate_only:
-                    ctx.broker.alter_topic_configs(t, overrides)
-            elif res.resource_type == BROKER:
-                cluster_default = _broker_layer(ctx, res.resource_name)
-                current = _dynamic_layer(ctx, cluster_default)
-                full: dict[str, str | None] = {k: None for k in current}
-                full.update(changes)
-                _alter_broker(ctx, full, cluster_default, body.validate_only)
-            else:
+            if res.resource_type not in (TOPIC, BROKER):
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+            alter(res)
         except ApiError as e:
             out.update(error_code=int(e.error), error_message=e.message)
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handles(ALTER_CONFIGS, "0-2")
+async def alter_configs(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+
+    def alter(res: Any) -> None:
+        changes = {c.name: c.value for c in res.configs}
+        if res.resource_type == TOPIC:
+            t = _topic(ctx, res.resource_name)
+            overrides = _config_call(validate_topic_configs, changes)
+            if not body.validate_only:
+                ctx.broker.alter_topic_configs(t, overrides)
+        else:  # BROKER: AlterConfigs replaces the whole dynamic layer
+            cluster_default = _broker_layer(ctx, res.resource_name)
+            full: dict[str, str | None] = {k: None for k in _dynamic_layer(ctx, cluster_default)}
+            full.update(changes)
+            _alter_broker(ctx, full, cluster_default, body.validate_only)
+
+    return _alter_each(body, alter)
 
 
 @handles(INCREMENTAL_ALTER_CONFIGS, "0-1")
 async def incremental_alter_configs(ctx: RequestContext, request: Request) -> Any:
     body = request.body
-    dupes = _duplicates(body.resources)
-    responses = []
-    for res in body.resources:
-        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
-                               "resource_name": res.resource_name}  # fmt: skip
-        responses.append(out)
-        try:
-            if dupes[(res.resource_type, res.resource_name)] > 1:
-                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
-            _check_unique_keys([c.name for c in res.configs])
-            ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-            for _, op, _ in ops:
-                if op not in tuple(AlterOp):
-                    raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op}")
-            if res.resource_type == TOPIC:
-                t = _topic(ctx, res.resource_name)
-                overrides = _config_call(apply_incremental, t.configs, ops)
-                if not body.validate_only:
-                    ctx.broker.alter_topic_configs(t, overrides)
-            elif res.resource_type == BROKER:
-                cluster_default = _broker_layer(ctx, res.resource_name)
-                current = _dynamic_layer(ctx, cluster_default)
-                _alter_broker(ctx, _broker_incremental(ctx, current, ops), cluster_default, body.validate_only)
-            else:
-                raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
-        except ApiError as e:
-            out.update(error_code=int(e.error), error_message=e.message)
-    return {"throttle_time_ms": 0, "responses": responses}
+
+    def alter(res: Any) -> None:
+        ops = [(c.name, c.config_operation, c.value) for c in res.configs]
+        for _, op, _ in ops:
+            if op not in tuple(AlterOp):
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op}")
+        if res.resource_type == TOPIC:
+            t = _topic(ctx, res.resource_name)
+            overrides = _config_call(apply_incremental, t.configs, ops)
+            if not body.validate_only:
+                ctx.broker.alter_topic_configs(t, overrides)
+        else:
+            cluster_default = _broker_layer(ctx, res.resource_name)
+            current = _dynamic_layer(ctx, cluster_default)
+            _alter_broker(ctx, _broker_incremental(ctx, current, ops), cluster_default, body.validate_only)
+
+    return _alter_each(body, alter)
 
 
 def _check_unique_keys(names: list[str]) -> None:
