@@ -120,10 +120,11 @@ def _api_versions_v0_request(correlation_id: int) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly n bytes from a blocking socket, or ConnectionError if the peer closes first."""
     chunks = bytearray()
     while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
+        chunk = sock.recv(min(n - len(chunks), 1 << 20))
         if not chunk:
             raise ConnectionError(f"connection closed after {len(chunks)} of {n} bytes")
         chunks += chunk
@@ -135,10 +136,10 @@ def api_versions_ready(host: str, port: int, timeout: float = 2.0, correlation_i
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(_api_versions_v0_request(correlation_id))
-            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+            (size,) = struct.unpack(">i", recv_exact(sock, 4))
             if size < 6:
                 return False
-            head = _recv_exact(sock, 6)
+            head = recv_exact(sock, 6)
             got_id, error_code = struct.unpack(">ih", head)
             return bool(got_id == correlation_id and error_code == 0)
     except (OSError, struct.error):

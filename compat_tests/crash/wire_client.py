@@ -10,21 +10,12 @@ import time
 import uuid
 from typing import Any
 
+from kcompat.testing import recv_exact
 from kcompat.wire.protocol import decode_response, encode_request
 from kcompat.wire.records import Record, build_batch
 
 API_VERSIONS, METADATA, PRODUCE, FETCH = 18, 3, 0, 1
 ZERO_UUID = uuid.UUID(int=0)
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
 
 
 def read_frame(sock: socket.socket) -> bytes:

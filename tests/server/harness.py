@@ -26,6 +26,7 @@ import uvloop
 from kcompat.server.connection import Client, Limits
 from kcompat.server.listeners import Listener
 from kcompat.server.reactor import Reactor
+from kcompat.testing import recv_exact
 from kcompat.wire.errors import DecodeError
 
 
@@ -40,16 +41,6 @@ def request(correlation_id: int, command: str, api_key: int = 3, api_version: in
 
 def pattern(n: int) -> bytes:
     return (bytes(range(256)) * (n // 256 + 1))[:n]
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
 
 
 def recv_response(sock: socket.socket) -> tuple[int, bytes]:
