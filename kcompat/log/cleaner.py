@@ -29,13 +29,12 @@ import logging
 import struct
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from kcompat.log.batch_scan import iter_whole_batches
 from kcompat.log.log_files import CLEANED_SUFFIX, SWAP_SUFFIX, fsync_dir
 from kcompat.log.partition_log import PartitionLog
 from kcompat.log.record_view import RecordView, iter_records
 from kcompat.log.segment import BatchPlacement, LogSegment
+from kcompat.wire.checksum import crc32c
 from kcompat.wire.compression import compress
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import (

@@ -27,8 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from crc32c import crc32c
-
 from kcompat.log.batch_scan import iter_headers, iter_whole_batches
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import (
@@ -45,6 +43,7 @@ from kcompat.log.producer_state import ProducerStateManager, _in_sequence
 from kcompat.log.record_view import RecordView, first_record_at_or_after, iter_records
 from kcompat.log.recovery import load_segments
 from kcompat.log.segment import BatchPlacement, LogSegment
+from kcompat.wire.checksum import crc32c
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import (
     CRC_START,

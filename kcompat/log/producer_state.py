@@ -43,10 +43,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
-
 from kcompat.log.errors import InvalidProducerEpoch, OutOfOrderSequence
 from kcompat.log.log_files import SNAPSHOT_SUFFIX, atomic_write, offset_from_name, snapshot_path
+from kcompat.wire.checksum import crc32c
 from kcompat.wire.record_batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 
 log = logging.getLogger("kcompat.log")

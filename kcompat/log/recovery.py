@@ -21,8 +21,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from crc32c import crc32c
-
 from kcompat.log.batch_scan import iter_whole_batches
 from kcompat.log.config import LogConfig
 from kcompat.log.index import CorruptIndex
@@ -39,6 +37,7 @@ from kcompat.log.log_files import (
     time_index_path,
 )
 from kcompat.log.segment import LogSegment
+from kcompat.wire.checksum import crc32c
 from kcompat.wire.record_batch import CRC_START, BatchHeader
 
 log = logging.getLogger("kcompat.log")

@@ -26,8 +26,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from kcompat.wire.checksum import crc32c
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
 
