@@ -119,7 +119,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
        "buffered.", HIGH, at_least(1)),
     _d("socket.send.buffer.bytes", INT, 102400, "SO_SNDBUF of client sockets; -1 keeps the OS default.",
        HIGH),
-    _d("socket.receive.buffer.bytes", INT, 102400, "SO_RCVBUF of client sockets; -1 keeps the OS default.",
+    _d("socket.receive.buffer.bytes", INT, 102400, "SO_RCVBUF of client sockets when set (-1: the OS default); "
+       "unset, kcompat leaves it to the kernel's autotuning, which took large produces faster.",
        HIGH),
     _d("socket.listen.backlog.size", INT, 50, "Backlog of pending connections on each listener.", MEDIUM,
        at_least(1)),
