@@ -1,7 +1,7 @@
 """A classic-protocol group: its members, generation, protocol and the deadlines its timers wait for.
 
 Pure data plus the bookkeeping Kafka's ClassicGroup does (protocol votes, leader choice, who still has
-to rejoin or sync). The rules of when to move between states live in coordinator.py and the
+to rejoin or sync). The rules of when to move between states live in classic_rebalance.py and the
 tables in classic_state.py.
 """
 

@@ -1,0 +1,246 @@
+"""Committed offsets, as Kafka's OffsetMetadataManager: OffsetCommit v0-9, OffsetFetch v0-9, OffsetDelete v0.
+
+Offsets are kept per group in `offsets` and written as OffsetCommit records. Expiry is Kafka's
+cleanupExpiredOffsets, run every offsets.retention.check.interval.ms; it also deletes the groups it
+leaves empty with no offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kcompat.coordinator import records as rec
+from kcompat.coordinator.base import CoordinatorBase, Group
+from kcompat.coordinator.classic_group import ClassicGroup
+from kcompat.coordinator.classic_state import ClassicGroupState
+from kcompat.coordinator.consumer_group import ConsumerGroup
+from kcompat.coordinator.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from kcompat.coordinator.messages import (
+    OffsetCommitRequestTopic,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+    OffsetDeleteRequestTopic,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+    OffsetFetchRequestGroup,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from kcompat.coordinator.records import OffsetCommitValue
+from kcompat.coordinator.result import CoordinatorResult
+from kcompat.wire.error_codes import ErrorCode as E
+
+
+class OffsetMetadataManager(CoordinatorBase):
+    """OffsetCommit, OffsetFetch, OffsetDelete and offset expiry, for classic and KIP-848 groups."""
+
+    def commit_offsets(
+        self,
+        now_ms: int,
+        *,
+        group_id: str,
+        topics: Sequence[OffsetCommitRequestTopic],
+        generation_id_or_member_epoch: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+        api_version: int = 9,
+        partition_exists: Callable[[str, int], bool] | None = None,
+    ) -> CoordinatorResult[list[OffsetCommitResponseTopic]]:
+        """OffsetCommit. Generation -1 with no member id is a "simple" commit, allowed while the group is
+        Empty (or does not exist). `partition_exists` lets the server reject unknown partitions."""
+        self._begin(now_ms)
+        error = self._validate_commit(
+            now_ms, group_id, generation_id_or_member_epoch, member_id, group_instance_id, api_version
+        )
+        out = []
+        for topic in topics:
+            parts = []
+            for p in topic.partitions:
+                code = error or self._commit_one(now_ms, group_id, topic.name, p, retention_time_ms, partition_exists)
+                parts.append(OffsetCommitResponsePartition(p.partition_index, code))
+            out.append(OffsetCommitResponseTopic(topic.name, parts))
+        return self._done(out)
+
+    def _validate_commit(
+        self, now: int, group_id: str, generation: int, member_id: str, instance_id: str | None, api_version: int
+    ) -> int:
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                # A member of a group that does not exist: v9 says so, older versions have no such code.
+                return E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION
+            self.groups[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
+            return E.NONE
+        if isinstance(group, ConsumerGroup):
+            return self._validate_consumer_commit(group, member_id, generation, api_version)
+        if group.state is ClassicGroupState.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state is ClassicGroupState.EMPTY:
+            return E.NONE  # admin tools and consumers that only assign() commit into an empty group
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error:
+                return error
+            if generation != group.generation_id:
+                return E.ILLEGAL_GENERATION
+        elif group.state is not ClassicGroupState.EMPTY:
+            return E.UNKNOWN_MEMBER_ID
+        if group.state is ClassicGroupState.COMPLETING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        member = group.members.get(member_id)
+        if member is not None and member.session_deadline is not None:
+            member.session_deadline = now + member.session_timeout_ms  # a commit is a sign of life too
+        return E.NONE
+
+    @staticmethod
+    def _validate_consumer_commit(group: ConsumerGroup, member_id: str, epoch: int, api_version: int) -> int:
+        if epoch < 0 and not group.members:
+            return E.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if api_version < 9:
+            return E.UNSUPPORTED_VERSION  # KIP-848 members must use OffsetCommit v9+
+        if epoch > member.member_epoch:
+            return E.FENCED_MEMBER_EPOCH
+        if epoch < member.member_epoch:
+            return E.STALE_MEMBER_EPOCH
+        return E.NONE
+
+    def _commit_one(
+        self,
+        now: int,
+        group_id: str,
+        topic: str,
+        p: Any,
+        retention_time_ms: int,
+        partition_exists: Callable[[str, int], bool] | None,
+    ) -> int:
+        if partition_exists is not None and not partition_exists(topic, p.partition_index):
+            return E.UNKNOWN_TOPIC_OR_PARTITION
+        metadata = getattr(p, "committed_metadata", "") or ""
+        if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            return E.OFFSET_METADATA_TOO_LARGE
+        value = OffsetCommitValue(
+            p.committed_offset, metadata, now, getattr(p, "committed_leader_epoch", -1),
+            now + retention_time_ms if retention_time_ms != -1 else -1,
+        )
+        self.offsets.setdefault(group_id, {})[(topic, p.partition_index)] = value
+        self._emit(rec.OffsetCommitKey(group_id, topic, p.partition_index), value)
+        return E.NONE
+
+    def fetch_offsets(self, now_ms: int, groups: Sequence[OffsetFetchRequestGroup]) -> CoordinatorResult[list[OffsetFetchResponseGroup]]:
+        """OffsetFetch for one group (v0-7) or several (v8+). Unknown offsets come back as -1."""
+        self._begin(now_ms)
+        return self._done([self._fetch_group(g) for g in groups])
+
+    def _fetch_group(self, req: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
+        if not req.group_id:
+            return OffsetFetchResponseGroup(req.group_id, [], E.INVALID_GROUP_ID)
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup) and not (req.member_id is None and req.member_epoch < 0):
+            member = group.members.get(req.member_id or "")
+            if member is None:
+                return OffsetFetchResponseGroup(req.group_id, [], E.UNKNOWN_MEMBER_ID)
+            if req.member_epoch != member.member_epoch:
+                return OffsetFetchResponseGroup(req.group_id, [], E.STALE_MEMBER_EPOCH)
+        committed = self.offsets.get(req.group_id, {})
+        topics: list[OffsetFetchResponseTopic] = []
+        if req.topics is None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(committed):
+                by_topic.setdefault(topic, []).append(partition)
+            wanted = list(by_topic.items())
+        else:
+            wanted = [(t.name, list(t.partition_indexes)) for t in req.topics]
+        for name, partitions in wanted:
+            parts = []
+            for p in partitions:
+                v = committed.get((name, p))
+                if v is None:
+                    parts.append(OffsetFetchResponsePartition(p))
+                else:
+                    parts.append(OffsetFetchResponsePartition(p, v.offset, v.leader_epoch, v.metadata))
+            topics.append(OffsetFetchResponseTopic(name, parts))
+        return OffsetFetchResponseGroup(req.group_id, topics)
+
+    def delete_offsets(self, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]) -> CoordinatorResult[OffsetDeleteResponse]:
+        self._begin(now_ms)
+        if not group_id:
+            return self._done(OffsetDeleteResponse(E.INVALID_GROUP_ID))
+        group = self.groups.get(group_id)
+        if group is None:
+            return self._done(OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND))
+        if isinstance(group, ClassicGroup):
+            if group.state is ClassicGroupState.DEAD:
+                return self._done(OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND))
+            if group.state is not ClassicGroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return self._done(OffsetDeleteResponse(E.NON_EMPTY_GROUP))
+        committed = self.offsets.get(group_id, {})
+        out = []
+        for t in topics:
+            subscribed = group.is_subscribed_to(t.name)
+            parts = []
+            for p in t.partitions:
+                if subscribed:
+                    parts.append(OffsetDeleteResponsePartition(p, E.GROUP_SUBSCRIBED_TO_TOPIC))
+                    continue
+                if committed.pop((t.name, p), None) is not None:
+                    self._emit(rec.OffsetCommitKey(group_id, t.name, p), None)
+                parts.append(OffsetDeleteResponsePartition(p, E.NONE))
+            out.append(OffsetDeleteResponseTopic(t.name, parts))
+        return self._done(OffsetDeleteResponse(E.NONE, out))
+
+    def _expire_offsets(self, now: int) -> None:
+        """Kafka's cleanupExpiredOffsets: then delete the groups left empty with no offsets."""
+        self._next_expiry_check = now + self.config.offsets_retention_check_interval_ms
+        retention = self.config.offsets_retention_ms
+        for gid in sorted(set(self.groups) | set(self.offsets)):
+            group = self.groups.get(gid)
+            base = _expiry_base(group)
+            committed = self.offsets.get(gid, {})
+            if base is not None:
+                for (topic, partition), v in sorted(committed.items()):
+                    if group is not None and group.is_subscribed_to(topic):
+                        continue
+                    if v.expire_timestamp != -1:
+                        expired = now >= v.expire_timestamp
+                    else:
+                        expired = now - base(v) >= retention
+                    if expired:
+                        del committed[(topic, partition)]
+                        self._emit(rec.OffsetCommitKey(gid, topic, partition), None)
+            if not committed:
+                self.offsets.pop(gid, None)
+                if group is not None and _is_empty(group):
+                    self._delete_group(group, now)
+
+
+def _is_empty(group: Group) -> bool:
+    if isinstance(group, ClassicGroup):
+        return group.state is ClassicGroupState.EMPTY and not group.pending_members
+    return not group.members
+
+
+def _expiry_base(group: Group | None) -> Callable[[OffsetCommitValue], int] | None:
+    """From when an offset's retention counts (Kafka's offsetExpirationCondition); None = never expires."""
+    if isinstance(group, ConsumerGroup) or group is None:
+        return lambda v: v.commit_timestamp
+    if group.protocol_type is None:
+        return lambda v: v.commit_timestamp  # a "simple" group: from each commit
+    if group.state is ClassicGroupState.EMPTY:
+        ts = group.current_state_timestamp
+        return (lambda v: ts) if ts != -1 else (lambda v: v.commit_timestamp)
+    if (
+        group.state is ClassicGroupState.STABLE
+        and group.protocol_type == CONSUMER_PROTOCOL_TYPE
+        and group.subscribed_topics() is not None
+    ):
+        return lambda v: v.commit_timestamp  # only topics no member subscribes to
+    return None
