@@ -8,6 +8,7 @@ SyncGroup are usually answered later, under the token their result carries.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from kcompat.coordinator.classic_group import ClassicGroup, ClassicMember
 from kcompat.coordinator.classic_rebalance import ClassicRebalance
@@ -34,6 +35,22 @@ from kcompat.coordinator.messages import (
 )
 from kcompat.coordinator.result import CoordinatorResult
 from kcompat.wire.error_codes import ErrorCode as E
+
+
+class Joiner(NamedTuple):
+    """What a JoinGroup says of the member joining, as a new or rejoining member takes it."""
+
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    protocol_type: str
+    protocols: list[JoinGroupProtocol]
+
+    def member(self, member_id: str) -> ClassicMember:
+        return ClassicMember(member_id, self.instance_id, self.client_id, self.client_host, self.rebalance_timeout,
+                             self.session_timeout, self.protocol_type, self.protocols)  # fmt: skip
 
 
 class ClassicProtocol(ClassicRebalance):
@@ -89,10 +106,10 @@ class ClassicProtocol(ClassicRebalance):
             if member_id in group.members:
                 self._remove_member_and_update(group, group.members[member_id], now_ms)
             return fail(E.GROUP_MAX_SIZE_REACHED, "")
-        args = (group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        j = Joiner(group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
         if not member_id:
-            return self._join_unknown_member(group, now_ms, require_known_member_id, *args)
-        return self._join_known_member(group, now_ms, member_id, *args)
+            return self._join_unknown_member(group, now_ms, require_known_member_id, j)
+        return self._join_known_member(group, now_ms, member_id, j)
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         limit = self.config.group_max_size
@@ -108,71 +125,52 @@ class ClassicProtocol(ClassicRebalance):
         group: ClassicGroup,
         now: int,
         require_known_member_id: bool,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout: int,
-        session_timeout: int,
-        protocol_type: str,
-        protocols: list[JoinGroupProtocol],
+        j: Joiner,
     ) -> CoordinatorResult[JoinGroupResponse]:
         if group.state is ClassicGroupState.DEAD:
             return self._done(JoinGroupResponse(E.COORDINATOR_NOT_AVAILABLE))
-        if not group.supports_protocols(protocol_type, protocols):
+        if not group.supports_protocols(j.protocol_type, j.protocols):
             return self._done(JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL))
-        new_id = self._member_id(client_id)
-        if instance_id is not None and instance_id in group.static_members:
+        new_id = self._member_id(j.client_id)
+        if j.instance_id is not None and j.instance_id in group.static_members:
             return self._replace_static_member(
-                group, now, instance_id, new_id, rebalance_timeout, session_timeout, protocols
+                group, now, j.instance_id, new_id, j.rebalance_timeout, j.session_timeout, j.protocols
             )
-        if instance_id is None and require_known_member_id:
+        if j.instance_id is None and require_known_member_id:
             # The client must come back with this id; until it does (or its session passes) the
             # join phase waits for it.
-            group.pending_members[new_id] = now + session_timeout
+            group.pending_members[new_id] = now + j.session_timeout
             return self._done(JoinGroupResponse(E.MEMBER_ID_REQUIRED, member_id=new_id))
-        member = ClassicMember(
-            new_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, protocol_type, protocols
-        )
-        return self._add_member_and_rebalance(group, member, now)
+        return self._add_member_and_rebalance(group, j.member(new_id), now)
 
     def _join_known_member(
         self,
         group: ClassicGroup,
         now: int,
         member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout: int,
-        session_timeout: int,
-        protocol_type: str,
-        protocols: list[JoinGroupProtocol],
+        j: Joiner,
     ) -> CoordinatorResult[JoinGroupResponse]:
         if group.state is ClassicGroupState.DEAD:
             return self._done(JoinGroupResponse(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
-        if not group.supports_protocols(protocol_type, protocols):
+        if not group.supports_protocols(j.protocol_type, j.protocols):
             return self._done(JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
         if member_id in group.pending_members:
             del group.pending_members[member_id]
-            member = ClassicMember(
-                member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout,
-                protocol_type, protocols,
-            )
-            return self._add_member_and_rebalance(group, member, now)
-        error = self._validate_member(group, member_id, instance_id)
+            return self._add_member_and_rebalance(group, j.member(member_id), now)
+        error = self._validate_member(group, member_id, j.instance_id)
         if error:
             return self._done(JoinGroupResponse(error, member_id=member_id))
         member = group.members[member_id]
         outcome = KNOWN_MEMBER_JOIN[group.state]
         if outcome is KnownMemberJoinOutcome.WAIT:
-            return self._update_member_and_rebalance(group, member, now, rebalance_timeout, session_timeout, protocols)
+            return self._update_member_and_rebalance(group, member, now, j.rebalance_timeout, j.session_timeout, j.protocols)
         assert outcome is KnownMemberJoinOutcome.REBALANCE_IF_CHANGED, outcome
-        unchanged = member.matches(protocols)
+        unchanged = member.matches(j.protocols)
         is_leader = group.leader_id == member_id
         if group.state is ClassicGroupState.STABLE:
             unchanged = unchanged and not is_leader  # a rejoining leader always gets a new generation
         if not unchanged:
-            return self._update_member_and_rebalance(group, member, now, rebalance_timeout, session_timeout, protocols)
+            return self._update_member_and_rebalance(group, member, now, j.rebalance_timeout, j.session_timeout, j.protocols)
         member.session_deadline = now + member.session_timeout_ms
         return self._done(self._join_response(group, member))
 
