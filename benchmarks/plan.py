@@ -39,11 +39,13 @@ class Plan:
     timeouts: dict[str, float] = field(default_factory=lambda: {"run": 180.0})
 
 
+# Counts sized so that each measured interval lasts a second or more on 2 cores: shorter ones
+# (0.2-0.5 s at the earlier 200k/100k counts) moved 20-50% between rounds on scheduling alone.
 FULL = Plan(
     rounds=3,
-    records={100: 1_000_000, 1024: 200_000},
-    java_records={100: 500_000, 1024: 100_000},
-    fetch_passes=3,
+    records={100: 2_000_000, 1024: 500_000},
+    java_records={100: 1_000_000, 1024: 200_000},
+    fetch_passes=10,
     warmup_records=20_000,
     e2e_rate=2000,
     e2e_seconds=5.0,
