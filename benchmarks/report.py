@@ -164,6 +164,15 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
     if "consume" in plan.suites:
         lines += ["## Catch-up consume throughput, records/s", "", *_table(agg, rows(consume, "records_per_s"), "reader, record size"), ""]
         lines += ["## Catch-up consume throughput, MB/s", "", *_table(agg, rows(consume, "mb_per_s"), "reader, record size"), ""]
+        if "confluent-defaults" in plan.consume_clients:
+            lines += [
+                "confluent-defaults is librdkafka with its defaults, which stop fetching for a whole second "
+                "(fetch.queue.backoff.ms=1000) whenever 100,000 records wait in the consumer's queue "
+                "(queued.min.messages): a broker that answers each Fetch sooner fills the queue sooner and idles "
+                "longer, so this row rewards slower Fetch answers. `python -m benchmarks.backoff_trace` shows it "
+                "per fill phase for both brokers.",
+                "",
+            ]
     if "latency" in plan.suites:
         lat = [(f"{p}, ms", f"latency/e2e/{p}_ms", False) for p in ("p50", "p99", "p99.9")]
         lines += [
