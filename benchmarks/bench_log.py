@@ -24,47 +24,18 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from crc32c import crc32c
-
 from kcompat.log import LogConfig, LogManager, PartitionLog
+from kcompat.wire.checksum import crc32c
+from kcompat.wire.records import Record, build_batch
 
 MiB = 1024 * 1024
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
-def _uvarint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def _varint(v: int) -> bytes:
-    return _uvarint((v << 1) ^ (v >> 63))
-
-
 def make_batch(n_records: int, value_size: int, base_ts: int = 1_700_000_000_000) -> bytearray:
     """An uncompressed v2 batch of n records (key 'k<i>', value of value_size bytes, ts base+i)."""
-    recs = bytearray()
     value = b"x" * value_size
-    for i in range(n_records):
-        key = b"k%d" % i
-        body = (
-            b"\x00"
-            + _varint(i)
-            + _varint(i)
-            + _varint(len(key))
-            + key
-            + _varint(len(value))
-            + value
-            + _varint(0)
-        )
-        recs += _varint(len(body)) + body
-    buf = bytearray(61) + recs
-    set_times(buf, n_records, base_ts)
-    return buf
+    return bytearray(build_batch([Record(i, base_ts + i, b"k%d" % i, value) for i in range(n_records)]))
 
 
 def set_times(buf: bytearray, n_records: int, base_ts: int) -> None:

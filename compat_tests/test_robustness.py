@@ -11,7 +11,7 @@ import time
 import pytest
 from kafka import KafkaConsumer
 
-from kcompat.testing import Broker, api_versions_ready
+from kcompat.testing import Broker, api_versions_ready, closed_by_peer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,18 +33,6 @@ ATTACKS: dict[str, tuple[bytes, str]] = {
     "unknown API key": (frame(header(0x7777, 0, 1) + bytes(range(40))), "not supported"),
     "body that does not decode": (frame(header(3, 12, 2) + b"\xff\xff\xff"), "Metadata v12, correlation id 2"),
 }
-
-
-def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
-    sock.settimeout(timeout)
-    try:
-        while True:
-            if not sock.recv(65536):
-                return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
 
 
 def lines_about(broker: Broker, port: int, expect: int = 1, timeout: float = 5.0) -> list[str]:

@@ -72,10 +72,12 @@ __all__ = [
     "BrokerFactory",
     "BrokerStartError",
     "api_versions_ready",
+    "closed_by_peer",
     "free_port",
     "kcompat_broker",
     "kcompat_broker_factory",
     "kcompat_session_broker",
+    "recv_exact",
 ]
 
 # Settings that make a broker pleasant in tests; the factory's overrides win over these.
@@ -129,6 +131,19 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError(f"connection closed after {len(chunks)} of {n} bytes")
         chunks += chunk
     return bytes(chunks)
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
+    """True when the peer closes the connection (EOF or reset) within `timeout`; what arrives first is skipped."""
+    sock.settimeout(timeout)
+    try:
+        while True:
+            if not sock.recv(65536):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
 
 
 def api_versions_ready(host: str, port: int, timeout: float = 2.0, correlation_id: int = 0x6B63) -> bool:

@@ -49,19 +49,6 @@ def recv_response(sock: socket.socket) -> tuple[int, bytes]:
     return struct.unpack(">i", data[:4])[0], data[4:]
 
 
-def closed_by_peer(sock: socket.socket, timeout: float = 3.0) -> bool:
-    """True when the server closes the connection (EOF or reset) within `timeout`."""
-    sock.settimeout(timeout)
-    try:
-        while True:
-            if not sock.recv(65536):
-                return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
-
-
 class FakeBroker:
     def __init__(self) -> None:
         self.handled: list[int] = []

@@ -15,7 +15,8 @@ import pytest
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
 from kcompat.server.connection import Limits
 from kcompat.server.sendfile import STATS
-from tests.server.harness import ServerThread, closed_by_peer, pattern, recv_response, request
+from kcompat.testing import closed_by_peer
+from tests.server.harness import ServerThread, pattern, recv_response, request
 
 pytestmark = pytest.mark.timeout(30)
 
