@@ -92,6 +92,7 @@ class Connection:
         "_close_errors",
         "_drained",
         "_end",
+        "_flush_soon",
         "_got",
         "_handle",
         "_limits",
@@ -153,6 +154,7 @@ class Connection:
         self._reading = False
         self._writing = False
         self._write_blocked = False
+        self._flush_soon = False  # a _flush is scheduled with call_soon
         self._stopping = False
         self._wakeup: asyncio.Future[None] | None = None  # the task waits for a request
         self._drained: asyncio.Future[None] | None = None  # the task waits for the writes to drain
@@ -426,6 +428,13 @@ class Connection:
                 self._writer.add(chunks)
                 if self._writing:  # the socket is full already: _flush runs when it is writable
                     self._check_write_bound()
+                elif requests and self._writer.pending < self._limits.write_high_water:
+                    # More requests are waiting (a pipelining client): their answers go out together,
+                    # in one send, once this task yields: after them, or as soon as one of them waits
+                    # (a parked Fetch), so no answer is held behind a slow one.
+                    if not self._flush_soon:
+                        self._flush_soon = True
+                        loop.call_soon(self._flush)
                 else:
                     self._flush()
                 if self._write_blocked:
@@ -444,6 +453,9 @@ class Connection:
             self._drained = None
 
     def _flush(self) -> None:
+        self._flush_soon = False
+        if self.closed:
+            return
         writer = self._writer
         before = writer.pending
         try:

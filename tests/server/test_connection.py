@@ -78,6 +78,19 @@ def test_pipelined_requests_are_answered_in_order_one_at_a_time(start: Any) -> N
     assert server.broker.max_active_per_connection == 1
 
 
+def test_answers_to_pipelined_requests_are_not_held_behind_one_that_waits(start: Any) -> None:
+    # Answers to requests read together leave together, once the connection's task yields; a
+    # request that waits (a parked Fetch) yields, so the answers before it go out at once.
+    server = start()
+    with server.connect() as s:
+        s.sendall(request(1, "echo:a") + request(2, "echo:b") + request(3, "sleep:2.0:c"))
+        t0 = time.monotonic()
+        assert recv_response(s) == (1, b"a")
+        assert recv_response(s) == (2, b"b")
+        assert time.monotonic() - t0 < 1.0
+        assert recv_response(s) == (3, b"c")
+
+
 def test_a_slow_request_holds_only_its_own_connection(start: Any) -> None:
     server = start()
     with server.connect() as slow, server.connect() as quick:
