@@ -13,7 +13,6 @@ Metadata request (Kafka's storage format step is timed apart, as `format_s`).
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import signal
@@ -21,10 +20,10 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from benchmarks.metadata_probe import wait_for_metadata
+from kcompat.kafka_uuid import random_uuid_base64
 
 ROOT = Path(__file__).resolve().parent.parent
 KAFKA_JARS = ROOT / ".deps" / "kafka"
@@ -202,7 +201,7 @@ class KafkaBroker(BrokerProcess):
         return [self.java, *jvm, "-cp", str(self.jars / "*"), main, *args]
 
     def prepare(self) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = random_uuid_base64()  # never starting with '-', which the tool would take for an option
         t0 = time.perf_counter()
         result = subprocess.run(
             self._java(QUICK_JVM, "kafka.tools.StorageTool", "format", "-t", cluster_id,

@@ -14,10 +14,8 @@ layers run-time changes (AlterConfigs on a broker resource) on top, as Kafka doe
 
 from __future__ import annotations
 
-import base64
 import logging
 import socket
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,6 +30,7 @@ from kcompat.config.definition import (
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import SECURITY_PROTOCOLS, Listener, parse_listeners, parse_protocol_map
 from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_CONFIGS, TOPIC_SYNONYMS
+from kcompat.kafka_uuid import random_uuid_base64
 
 log = logging.getLogger("kcompat.config")
 
@@ -40,7 +39,7 @@ _UNROUTABLE = ("0.0.0.0", "::")
 
 def new_cluster_id() -> str:
     """A fresh cluster id in Kafka's form: a random UUID as 22 characters of URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    return random_uuid_base64()
 
 
 def _ignored_reason(key: str) -> str | None:

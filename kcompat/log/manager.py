@@ -20,17 +20,16 @@ due by flush.ms or rolls, compaction, producer-id expiry, checkpoints.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from kcompat.kafka_uuid import random_uuid_base64
 from kcompat.log.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -53,11 +52,6 @@ META_VERSION = 1
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def random_uuid_base64() -> str:
-    """A Kafka Uuid as Kafka prints it: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 def read_properties(path: Path) -> dict[str, str]:

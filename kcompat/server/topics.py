@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kcompat.kafka_uuid import random_uuid
 from kcompat.log.log_files import atomic_write
 
 FILE_NAME = "kcompat-topics.json"
@@ -177,9 +178,9 @@ class TopicStore:
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicInfo:
         if name in self._topics:
             raise KeyError(f"topic {name} already exists")
-        topic_id = uuid.uuid4()
-        while topic_id in self._by_id or topic_id == ZERO_UUID:
-            topic_id = uuid.uuid4()
+        topic_id = random_uuid()
+        while topic_id in self._by_id:
+            topic_id = random_uuid()
         t = TopicInfo(name, topic_id, partitions, dict(configs or {}))
         self._topics[name] = t
         self._by_id[topic_id] = t

@@ -1,0 +1,28 @@
+"""Random ids as Kafka's Uuid.randomUuid makes them: cluster, directory and topic ids.
+
+Kafka prints a Uuid as 22 characters of URL-safe base64 without padding. It never hands out a
+reserved value (all zeros means "no id"; ...01 is the metadata topic's id), nor one whose text
+starts with '-', which a command line would take for an option (`kafka-storage format -t -Xy...`).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+
+_RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
+
+
+def to_base64(u: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode("ascii")
+
+
+def random_uuid() -> uuid.UUID:
+    while True:
+        u = uuid.uuid4()
+        if u not in _RESERVED and not to_base64(u).startswith("-"):
+            return u
+
+
+def random_uuid_base64() -> str:
+    return to_base64(random_uuid())
