@@ -34,6 +34,7 @@ from benchmarks.suite import Suite
 
 log = logging.getLogger("benchmarks")
 RESULTS = Path(__file__).resolve().parent / "results"
+SETTLE_S = 2.0
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,6 +60,13 @@ def make_plan(args: argparse.Namespace) -> Plan:
         changes["clients"] = tuple(c for c in plan.clients if c != "java")
         changes["consume_clients"] = tuple(c for c in plan.consume_clients if c != "java")
     return dataclasses.replace(plan, **changes)
+
+
+def settle() -> None:
+    """Let the previous broker's teardown finish (its data deleted, dirty pages written back)
+    before the next one starts, so that its cold start and idle figures are its own."""
+    os.sync()
+    time.sleep(SETTLE_S)
 
 
 def _java_version() -> str:
@@ -116,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             order = names if n % 2 == 0 else names[::-1]
             data["meta"]["orders"].append(order)
             for name in order:
+                settle()
                 suite = Suite(brokers[name], plan, out / "profiles" if args.profile else None)
                 log.info("round %d: %s", n + 1, name)
                 try:

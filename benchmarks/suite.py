@@ -1,7 +1,7 @@
 """One broker, started fresh, through every workload of the plan; its figures as a flat dict.
 
-    start (cold start) -> idle RSS -> warm-up (not measured) -> produce rows -> catch-up consume
-    rows -> end-to-end latency -> stop
+    start (cold start) -> idle RSS -> warm-up (not measured) -> produce rows -> sync -> catch-up
+    consume rows -> end-to-end latency -> stop
 
 CPU seconds per GB: the broker's CPU time (/proc/<pid>/stat, all threads) over one workload,
 divided by the record bytes it moved. Peak RSS is sampled every 100 ms over all workloads.
@@ -11,6 +11,7 @@ A workload that fails is recorded as an error (its figures missing) and the suit
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import statistics
 import subprocess
@@ -81,6 +82,7 @@ class Suite:
                 if "produce" in self.plan.suites:
                     self._produce()
                 if "consume" in self.plan.suites:
+                    os.sync()  # the produce rows' dirty pages written back now, not during the reads
                     self._consume()
                 if "latency" in self.plan.suites:
                     self._latency()
