@@ -367,7 +367,7 @@ def _null_ok(nullable: bool, name: str) -> None:
 # an encoder generated as Python source and exec'd, with the read position kept in a local:
 #   - consecutive fixed-width fields are read or written with one struct.Struct; uuids inline;
 #   - strings, bytes and records read their length inline (one-byte uvarints and int16/int32
-#     without a call, longer uvarints through _uvarint_at), check it against the bytes left and
+#     without a call, longer uvarints through Reader.uvarint), check it against the bytes left and
 #     slice: records stay views of the input buffer, bytes are copied, strings decoded; on the
 #     way out the Writer's own rule is kept, so pass-through chunks (file slices) stay chunks;
 #   - nested structs, nullable structs and arrays of structs call the element's generated coder
@@ -385,18 +385,6 @@ _STRUCT_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16"
 
 class _Fallback(Exception):
     """Raised by generated code for whatever it leaves to the reference."""
-
-
-def _uvarint_at(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """(value, position after it) of the unsigned varint at pos, accepting what Reader.uvarint does."""
-    value = shift = 0
-    for i in range(pos, min(pos + 5, end)):
-        b = buf[i]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i + 1
-        shift += 7
-    raise _Fallback
 
 
 def _rewind(w: Writer, n0: int, c0: int) -> None:
@@ -479,7 +467,7 @@ class _Inline:
         """Lines leaving a length or count in n (-1 for null, as the reference reads it)."""
         if compact:
             return ["if pos < end and (n := buf[pos]) < 0x80:", "    pos += 1", "else:",
-                    "    n, pos = uvarint_at(buf, pos, end)", "n -= 1"]  # fmt: skip
+                    "    r.pos = pos", "    n = r.uvarint()", "    pos = r.pos", "n -= 1"]  # fmt: skip
         return [f"if pos + {width} > end: raise FB", f"(n,) = read_i{width * 8}(buf, pos)", f"pos += {width}"]
 
     @staticmethod
@@ -563,7 +551,7 @@ def _generate(
         "new": object.__new__, "cls": cls, "read_tagged": read_tagged, "write_tagged": write_tagged,
         "ref_decode": reference_decode, "ref_encode": reference_encode, "rewind": _rewind,
         "MISSING": _MISSING, "UNKNOWN_TAGS": UNKNOWN_TAGS, "isinstance": isinstance, "dict": dict, "len": len,
-        "list": list, "range": range, "str": str, "bytes": bytes, "FB": _Fallback, "uvarint_at": _uvarint_at,
+        "list": list, "range": range, "str": str, "bytes": bytes, "FB": _Fallback,
         "uvarint": encode_uvarint, "UUID": uuid.UUID, "BUFFERS": (bytes, bytearray, memoryview),
         "payload": Writer._payload, "unpack_from": struct.unpack_from, "pack": struct.pack,
         "read_i16": struct.Struct(">h").unpack_from, "read_i32": struct.Struct(">i").unpack_from,
