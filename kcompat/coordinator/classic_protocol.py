@@ -255,6 +255,15 @@ class ClassicProtocol(ClassicRebalance):
             return E.NONE
         return E.NONE if member_id in group.members else E.UNKNOWN_MEMBER_ID
 
+    def _member_error(self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int) -> int:
+        """The checks SyncGroup and Heartbeat share, in Kafka's order; E.NONE when the member may go on."""
+        if group.state is ClassicGroupState.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(group, member_id, instance_id)
+        if error:
+            return error
+        return E.ILLEGAL_GENERATION if generation_id != group.generation_id else E.NONE
+
     def sync_group(
         self,
         now_ms: int,
@@ -274,13 +283,9 @@ class ClassicProtocol(ClassicRebalance):
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup) or not group.members:
             return self._done(SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
-        if group.state is ClassicGroupState.DEAD:
-            return self._done(SyncGroupResponse(E.COORDINATOR_NOT_AVAILABLE))
-        error = self._validate_member(group, member_id, group_instance_id)
+        error = self._member_error(group, member_id, group_instance_id, generation_id)
         if error:
             return self._done(SyncGroupResponse(error))
-        if generation_id != group.generation_id:
-            return self._done(SyncGroupResponse(E.ILLEGAL_GENERATION))
         if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol_name):
             return self._done(SyncGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL))
         member = group.members[member_id]
@@ -332,13 +337,9 @@ class ClassicProtocol(ClassicRebalance):
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup):
             return self._done(HeartbeatResponse(E.UNKNOWN_MEMBER_ID))
-        if group.state is ClassicGroupState.DEAD:
-            return self._done(HeartbeatResponse(E.COORDINATOR_NOT_AVAILABLE))
-        error = self._validate_member(group, member_id, group_instance_id)
+        error = self._member_error(group, member_id, group_instance_id, generation_id)
         if error:
             return self._done(HeartbeatResponse(error))
-        if generation_id != group.generation_id:
-            return self._done(HeartbeatResponse(E.ILLEGAL_GENERATION))
         outcome = HEARTBEAT[group.state]
         if outcome is HeartbeatOutcome.UNKNOWN_MEMBER:
             return self._done(HeartbeatResponse(E.UNKNOWN_MEMBER_ID))
