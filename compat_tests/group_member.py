@@ -59,6 +59,16 @@ def typed(value: str) -> Any:
     return int(value) if value.lstrip("-").isdigit() else value
 
 
+def emit_batches(batches: dict[Any, list[Any]]) -> dict[str, int]:
+    """Emit the records of a kafka-python or aiokafka poll; the offsets to commit, by partition."""
+    done: dict[str, int] = {}
+    for tp, msgs in batches.items():
+        for m in msgs:
+            emit("record", p=tp.partition, o=m.offset, v=m.value.decode())
+            done[str(tp.partition)] = m.offset + 1
+    return done
+
+
 def run_kafka_python(bootstrap: str, topic: str, group: str, conf: dict[str, str]) -> None:
     from kafka import KafkaConsumer
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -83,11 +93,7 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, conf: dict[str, str
             time.sleep(0.2)
             continue
         track.assignment([tp.partition for tp in c.assignment()])
-        done: dict[str, int] = {}
-        for tp, msgs in batches.items():
-            for m in msgs:
-                emit("record", p=tp.partition, o=m.offset, v=m.value.decode())
-                done[str(tp.partition)] = m.offset + 1
+        done = emit_batches(batches)
         if done:
             try:
                 c.commit()
@@ -145,11 +151,7 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, conf: dict[str, s
             await asyncio.sleep(0.2)
             continue
         track.assignment([tp.partition for tp in c.assignment()])
-        done: dict[str, int] = {}
-        for tp, msgs in batches.items():
-            for m in msgs:
-                emit("record", p=tp.partition, o=m.offset, v=m.value.decode())
-                done[str(tp.partition)] = m.offset + 1
+        done = emit_batches(batches)
         if done:
             try:
                 await c.commit()
