@@ -55,6 +55,25 @@ class Tracker:
             emit("assigned", partitions=partitions)
 
 
+class PendingCommits:
+    """Offsets read and not yet committed, by partition. A commit that fails (a rebalance under
+    way) is tried again at the next poll, even if no new record comes, for the partitions still
+    assigned; a revoked partition's offsets are dropped, so its next owner reads from what was
+    really committed."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, int] = {}
+
+    def due(self, done: dict[str, int], assigned: list[int]) -> bool:
+        self.offsets.update(done)
+        self.offsets = {p: o for p, o in self.offsets.items() if int(p) in assigned}
+        return bool(self.offsets)
+
+    def committed(self) -> None:
+        emit("commit", offsets=self.offsets)
+        self.offsets = {}
+
+
 def typed(value: str) -> Any:
     return int(value) if value.lstrip("-").isdigit() else value
 
@@ -83,6 +102,7 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, conf: dict[str, str
                       enable_auto_commit=False, partition_assignment_strategy=[strategy],
                       **{k: typed(v) for k, v in conf.items()})  # fmt: skip
     track = Tracker()
+    pending = PendingCommits()
     while not stop:
         try:
             # Not less: with poll(timeout_ms=100) kafka-python 3.0.12's leader hangs now and then with its
@@ -92,13 +112,13 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, conf: dict[str, str
             emit("poll_failed", error=repr(e))
             time.sleep(0.2)
             continue
-        track.assignment([tp.partition for tp in c.assignment()])
-        done = emit_batches(batches)
-        if done:
+        assigned = [tp.partition for tp in c.assignment()]
+        track.assignment(assigned)
+        if pending.due(emit_batches(batches), assigned):
             try:
                 c.commit()
-                emit("commit", offsets=done)
-            except Exception as e:  # a rebalance or a broker restart: read again from the committed offset
+                pending.committed()
+            except Exception as e:  # a rebalance or a broker restart: tried again at the next poll
                 emit("commit_failed", error=repr(e))
     c.close(autocommit=False)
     emit("closed")
@@ -111,19 +131,21 @@ def run_confluent(bootstrap: str, topic: str, group: str, conf: dict[str, str]) 
                   "enable.auto.commit": False, **conf})  # fmt: skip
     c.subscribe([topic])
     track = Tracker()
+    pending = PendingCommits()
     while not stop:
         msgs = c.consume(num_messages=500, timeout=0.1)
-        track.assignment([tp.partition for tp in c.assignment()])
+        assigned = [tp.partition for tp in c.assignment()]
+        track.assignment(assigned)
         done: dict[str, int] = {}
         for m in msgs:
             if m.error():
                 continue
             emit("record", p=m.partition(), o=m.offset(), v=m.value().decode())
             done[str(m.partition())] = m.offset() + 1
-        if done:
+        if pending.due(done, assigned):
             try:
                 c.commit(asynchronous=False)
-                emit("commit", offsets=done)
+                pending.committed()
             except KafkaException as e:
                 emit("commit_failed", error=str(e))
     c.close()
@@ -143,6 +165,7 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, conf: dict[str, s
                          **{k: typed(v) for k, v in conf.items()})  # fmt: skip
     await c.start()
     track = Tracker()
+    pending = PendingCommits()
     while not stop:
         try:
             batches = await c.getmany(timeout_ms=100)
@@ -150,12 +173,12 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, conf: dict[str, s
             emit("poll_failed", error=repr(e))
             await asyncio.sleep(0.2)
             continue
-        track.assignment([tp.partition for tp in c.assignment()])
-        done = emit_batches(batches)
-        if done:
+        assigned = [tp.partition for tp in c.assignment()]
+        track.assignment(assigned)
+        if pending.due(emit_batches(batches), assigned):
             try:
                 await c.commit()
-                emit("commit", offsets=done)
+                pending.committed()
             except Exception as e:
                 emit("commit_failed", error=repr(e))
     await c.stop()
