@@ -277,6 +277,38 @@ def test_listeners_forms() -> None:
     assert str(cfg.listeners[1]) == "INTERNAL://[::1]:9093"
 
 
+def test_unknown_key_names_the_closest_known_property(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="kcompat.config")
+    load("num.partiton=3", "auto.create.topic.enable=false", "log.retention.hour=2", "no.such.thing=1")
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert messages == [
+        "unknown property num.partiton='3' ignored (did you mean num.partitions?)",
+        "unknown property auto.create.topic.enable='false' ignored (did you mean auto.create.topics.enable?)",
+        "unknown property log.retention.hour='2' ignored (did you mean log.retention.hours?)",
+        "unknown property no.such.thing='1' ignored",  # nothing close: no guess
+    ]
+
+
+def test_combined_mode_advertised_controller_listener_is_accepted_and_not_advertised() -> None:
+    # Kafka 4.x's config/server.properties advertises its CONTROLLER listener as well.
+    cfg = load(
+        "process.roles=broker,controller",
+        "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+        "advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+    )
+    assert cfg.listeners == [Listener("PLAINTEXT", "", 9092)]
+    assert cfg.advertised_listeners == [Listener("PLAINTEXT", "localhost", 9092)]
+    # a name in neither listeners nor controller.listener.names is still refused
+    with pytest.raises(ConfigError, match=r"advertised.listeners entry OTHER://h:1 names no listener in listeners"):
+        load(
+            "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+            "controller.listener.names=CONTROLLER",
+            "advertised.listeners=PLAINTEXT://localhost:9092,OTHER://h:1",
+        )
+
+
 def test_empty_advertised_host_is_this_machine() -> None:
     import socket
 

@@ -14,6 +14,7 @@ layers run-time changes (AlterConfigs on a broker resource) on top, as Kafka doe
 
 from __future__ import annotations
 
+import difflib
 import logging
 import socket
 from collections.abc import Iterable, Mapping
@@ -53,7 +54,8 @@ def _topic_hint(key: str) -> str:
     for topic_name, synonyms in TOPIC_SYNONYMS.items():
         if key == topic_name:
             return f" (a topic config; the broker default is {synonyms[0].broker_name})"
-    return ""
+    close = difflib.get_close_matches(key, BROKER_CONFIGS, n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 class BrokerConfig:
@@ -136,9 +138,7 @@ class BrokerConfig:
         protocol_map = parse_protocol_map(
             "listener.security.protocol.map", self._value("listener.security.protocol.map")
         )
-        controller = {
-            name.strip().upper() for name in (self._value("controller.listener.names") or "").split(",") if name.strip()
-        }
+        controller = self._controller_names()
         served = []
         for listener in parse_listeners("listeners", self._value("listeners")):
             if listener.name in controller:
@@ -163,6 +163,10 @@ class BrokerConfig:
             raise self._error("listeners", "listeners uses the same port twice")
         return served
 
+    def _controller_names(self) -> set[str]:
+        names = self._value("controller.listener.names") or ""
+        return {name.strip().upper() for name in names.split(",") if name.strip()}
+
     def _advertised_listeners(self) -> list[Listener]:
         raw = self._value("advertised.listeners")
         if raw is None:
@@ -171,12 +175,18 @@ class BrokerConfig:
         else:
             advertised = parse_listeners("advertised.listeners", raw)
             key = "advertised.listeners"
-            served = {listener.name for listener in self._listeners}
+            declared = {listener.name for listener in parse_listeners("listeners", self._value("listeners"))}
+            controller = self._controller_names()
             for listener in advertised:
-                if listener.name not in served:
+                if listener.name not in declared:
                     raise self._error(
                         key, f"advertised.listeners entry {listener} names no listener in listeners"
                     )
+            # Kafka's combined-mode server.properties advertises its controller listener too;
+            # kcompat does not serve it, so clients are not told of it.
+            advertised = [listener for listener in advertised if listener.name not in controller]
+            if not advertised:
+                advertised, key = list(self._listeners), "listeners"
         for listener in advertised:
             if listener.host in _UNROUTABLE:
                 raise self._error(

@@ -12,17 +12,20 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kcompat.config.errors import ConfigError
+from kcompat.log.dir_lock import LogDirInUse, lock_log_dirs
 from kcompat.server.connection import Client, Limits
-from kcompat.server.listeners import parse_listeners, parse_protocol_map
+from kcompat.server.listeners import Listener, parse_listeners, parse_protocol_map
 from kcompat.server.reactor import Reactor
 
 log = logging.getLogger("kcompat.server")
@@ -135,11 +138,20 @@ def reactor_for(
     )
 
 
-async def _serve(config: Any, entered: float) -> int:
-    from kcompat import __version__
-    from kcompat.server.broker import Broker, CloseConnection
-    from kcompat.wire.protocol import UnsupportedRequest
+def log_dirs_of(config: Any) -> list[Path]:
+    """The log dirs as absolute paths, as Kafka's LogManager holds them."""
+    names = _names(setting(config, "log.dirs")) or _names(setting(config, "log.dir")) or ["kcompat-data"]
+    return [Path(d).absolute() for d in names]
 
+
+def os_error_line(e: OSError) -> str:
+    """One line naming the path and the OS's reason, for a start-up that cannot go on."""
+    where = " -> ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
+    reason = e.strerror or str(e)
+    return f"cannot use {where}: {reason}" if where else reason
+
+
+async def _serve(config: Any, entered: float) -> int:
     listeners, skipped = parse_listeners(
         setting(config, "listeners", "PLAINTEXT://127.0.0.1:9092"),
         parse_protocol_map(setting(config, "listener.security.protocol.map")),
@@ -147,6 +159,27 @@ async def _serve(config: Any, entered: float) -> int:
     )
     for listener in skipped:
         log.info("not opening controller listener %s (kcompat runs no KRaft quorum)", listener.url())
+
+    # Before anything reads or writes a log dir: a second broker on a live dir must not "recover"
+    # it or mark it cleanly shut down (Kafka's LogManager locks each dir the same way).
+    try:
+        dir_lock = lock_log_dirs(log_dirs_of(config))
+    except LogDirInUse as e:
+        log.error("%s", e)
+        return 1
+    except OSError as e:
+        log.error("%s", os_error_line(e))
+        return 1
+    try:
+        return await _serve_locked(config, entered, listeners)
+    finally:
+        dir_lock.release()
+
+
+async def _serve_locked(config: Any, entered: float, listeners: list[Listener]) -> int:
+    from kcompat import __version__
+    from kcompat.server.broker import Broker, CloseConnection
+    from kcompat.wire.protocol import UnsupportedRequest
 
     broker = Broker(config)
     # Optional: a broker that keeps per-connection state (fetch sessions) hears of each close.
@@ -161,7 +194,10 @@ async def _serve(config: Any, entered: float) -> int:
     try:
         bound = reactor.bind(listeners, _int_setting(config, "socket.listen.backlog.size", 50))
     except OSError as e:
-        log.error("cannot listen on %s: %s", ", ".join(x.url() for x in listeners), e.strerror or e)
+        hint = ""
+        if e.errno == errno.EADDRINUSE:
+            hint = " (another process has it; choose a free port with --override listeners=PLAINTEXT://127.0.0.1:PORT)"
+        log.error("cannot listen on %s: %s%s", ", ".join(x.url() for x in listeners), e.strerror or e, hint)
         return 1
 
     if getattr(broker, "advertised_port", None) == 0 and bound:
@@ -184,11 +220,14 @@ async def _serve(config: Any, entered: float) -> int:
             await broker.start()
         except ConfigError:
             raise
+        except OSError as e:  # a data dir that cannot be written, a file where a dir should be, ...
+            log.error("start-up failed: %s", os_error_line(e))
+            return 1
         except Exception:
             log.exception("start-up failed")
             return 1
         reactor.start()
-        data = ", ".join(_names(setting(config, "log.dirs")) or _names(setting(config, "log.dir"))) or "?"
+        data = ", ".join(str(d) for d in log_dirs_of(config))
         log.info(
             "kcompat %s listening on %s (data in %s, started in %.0f ms)",
             __version__,

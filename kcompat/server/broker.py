@@ -117,7 +117,8 @@ class Broker:
         self.clock = clock
         self.node_id: int = config.node_id
         self.cluster_id: str = ""
-        self.log_dirs: list[Path] = [Path(d) for d in config.log_dirs]
+        # Absolute, as Kafka's LogManager holds them (DescribeLogDirs names them so).
+        self.log_dirs: list[Path] = [Path(d).absolute() for d in config.log_dirs]
         listener = config.advertised_listeners[0]
         self.advertised_host: str = listener.host
         self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
