@@ -61,6 +61,8 @@ class LogDirLock:
     def acquire(self, directory: Path) -> None:
         """Create the dir if needed and lock it; LogDirInUse if another process holds it,
         OSError if the dir or its lock file cannot be created or opened."""
+        if directory.exists() and not directory.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(directory))
         directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
