@@ -8,10 +8,10 @@
          connect from now on, but is answered only from step 5
       4. await broker.start()        recovery of the logs, topics, producer state, group replay
       5. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
-    A filesystem error in steps 2-4 (a read-only dir, a file where a dir should be) is one line
-    naming the path and the OS's reason, and exit code 1.
       6. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
          most; a second signal cuts it short), close connections, await broker.close(), return 0
+    A filesystem error in steps 2-4 (a read-only dir, a file where a dir should be) is one line
+    naming the path and the OS's reason, and exit code 1.
 """
 
 from __future__ import annotations
