@@ -3,7 +3,9 @@ the log dirs DescribeLogDirs names.
 
 * A second `kcompat serve` on a running broker's log dir refuses with one line naming the dir and
   the holder's pid, exit 1, and leaves the dir as it was; after a kill -9 of the holder the lock is
-  gone and a new broker recovers every acknowledged record.
+  gone and a new broker recovers every acknowledged record. The lock is the one Kafka takes
+  (compat_tests/java/TryDirLock.java does FileChannel.tryLock): a JVM holding it stops kcompat, and
+  a running kcompat makes the JVM's tryLock fail.
 * The settings of Kafka 4.x's config/server.properties (KRaft combined mode) start kcompat as they
   are, with only the ports and log.dirs moved; the controller listener is said to be skipped once.
 * After a kill -9 with enough data that recovery takes a while, a client that connects during
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import java_executable
 from kafka.admin import KafkaAdminClient
 
 from compat_tests.crash.ledger import read_topic
@@ -256,3 +259,39 @@ def test_describe_log_dirs_names_absolute_paths(tmp_path: Path) -> None:
         assert "where" in {t["name"] for t in answer["log_dirs"][0]["topics"]}
     finally:
         assert broker.stop() == 0
+
+
+JAVA_LOCK = Path(__file__).parent / "java" / "TryDirLock.java"
+
+
+def java_try_lock(directory: Path) -> subprocess.Popen[str]:
+    """A JVM that takes `directory`/.lock as Kafka's broker does; its first line says how it went."""
+    return subprocess.Popen(
+        [java_executable(), str(JAVA_LOCK), str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def test_kcompat_and_kafka_exclude_each_other_on_a_log_dir(
+    kcompat_broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    # A dir held the way Kafka holds it (FileChannel.tryLock): kcompat refuses, naming the JVM's pid.
+    held = tmp_path / "held-by-java"
+    held.mkdir()
+    jvm = java_try_lock(held)
+    try:
+        assert jvm.stdout is not None and jvm.stdout.readline().strip() == "locked"
+        refused = Broker(held, tmp_path / "refused.log")
+        result = subprocess.run(refused.command(), capture_output=True, text=True, timeout=60, env=refused._env())
+        assert result.returncode == 1, result.stderr
+        assert f"log dir {held} is in use by another broker process (pid {jvm.pid})" in result.stderr
+    finally:
+        assert jvm.stdin is not None
+        jvm.stdin.close()
+        jvm.wait(30)
+    assert not (held / "meta.properties").exists()
+
+    # A dir a running kcompat holds: Kafka's tryLock finds it taken.
+    broker = kcompat_broker_factory()
+    jvm = java_try_lock(broker.data_dir)
+    out, _ = jvm.communicate(timeout=60)
+    assert out.strip() == "busy"
