@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import subprocess
 import threading
 import time
@@ -24,10 +23,10 @@ import pytest
 from conftest import ROOT, java_classpath, java_executable
 
 from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
+from compat_tests.fetch_log import DebugBroker, assert_incremental_session, fetch_lines
 from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
 from kcompat.log.log_files import LOG_SUFFIX
 from kcompat.testing import TEST_DEFAULTS
-from kcompat.testing import Broker as KcompatBroker
 from kcompat.wire.record_batch import read_header, split_batches
 
 pytestmark = pytest.mark.timeout(180)
@@ -342,16 +341,6 @@ def test_record_over_message_max_bytes(kcompat_broker_factory: Any, java: JavaCl
     assert [bytes.fromhex(m["value"]) for m in got["records"]] == [b"small"]
 
 
-FETCH_LINE = re.compile(r"Fetch v(\d+) session (-?\d+) epoch (-?\d+) \((\w+)\): (\d+) partition\(s\) in the request, "
-                        r"(\d+) read, (\d+) in the response \(session (-?\d+)\)")  # fmt: skip
-
-
-class DebugBroker(KcompatBroker):
-    """`kcompat serve --log-level DEBUG`: the Fetch handler logs each request's session and partition counts."""
-
-    def command(self) -> list[str]:
-        return [*super().command(), "--log-level", "DEBUG"]
-
 
 def test_consumer_uses_incremental_fetch_sessions(tmp_path: Path, java: JavaClient) -> None:
     """The Java consumer reading 4 partitions opens a fetch session with one full fetch and then
@@ -370,17 +359,6 @@ def test_consumer_uses_incremental_fetch_sessions(tmp_path: Path, java: JavaClie
         got = java.call("consume_partitions", bootstrap=broker.bootstrap, topic=topic, partitions=list(range(n)),
                         max=len(sent), timeout_ms=30_000, linger_ms=2_000)["records"]  # fmt: skip
         assert sorted((p, off, v) for p, off, v in got) == sorted((p, i, v) for (p, i), v in sent.items())
-
-        fetches = [m.groups() for m in FETCH_LINE.finditer(broker.logs())]
-        rows = [(int(v), int(sid), int(ep), kind, int(req), int(read), int(resp), int(new))
-                for v, sid, ep, kind, req, read, resp, new in fetches]  # fmt: skip
-        full = [r for r in rows if r[3] == "full" and r[4] == n and r[7] != 0]
-        assert full, f"no full fetch of the {n} partitions opened a session: {rows}"
-        session = full[0][7]
-        incremental = [r for r in rows if r[1] == session and r[2] >= 1]
-        assert incremental and all(r[3] == "incremental" and r[5] == n for r in incremental), rows
-        assert [r[2] for r in incremental] == list(range(1, len(incremental) + 1))  # epochs in order, none refused
-        assert any(r[4] < n for r in incremental), f"every incremental fetch named all {n} partitions: {rows}"
-        assert any(r[6] < n for r in incremental), f"every incremental response carried all {n} partitions: {rows}"
+        assert_incremental_session(fetch_lines(broker), n)
     finally:
         broker.stop()
