@@ -1,4 +1,5 @@
-"""Fetch: every partition answered once, offset ranges, byte limits, sessionless replies, long polling."""
+"""Fetch: every partition answered once, offset ranges, byte limits, every version 4-18, topic ids,
+replica fetches and leader hints, long polling (on the broker clock). Sessions: test_handlers_fetch_sessions.py."""
 
 from __future__ import annotations
 
