@@ -113,7 +113,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
             topics.append({"topic": "" if by_id else tkey, "topic_id": tkey if by_id else None, "partitions": []})
         topics[-1]["partitions"].append(part)
     response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": topics}
-    if hinted:  # errors are always in the response, so the leader they point at is needed
+    if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
         response["node_endpoints"] = [{"node_id": broker.node_id, "host": broker.advertised_host,
                                        "port": broker.advertised_port, "rack": broker.rack}]  # fmt: skip
     return response
