@@ -23,8 +23,10 @@ import pytest
 from conftest import ROOT, java_classpath, java_executable
 
 from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
+from compat_tests.fetch_log import DebugBroker, assert_incremental_session, fetch_lines
 from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
 from kcompat.log.log_files import LOG_SUFFIX
+from kcompat.testing import TEST_DEFAULTS
 from kcompat.wire.record_batch import read_header, split_batches
 
 pytestmark = pytest.mark.timeout(180)
@@ -337,3 +339,26 @@ def test_record_over_message_max_bytes(kcompat_broker_factory: Any, java: JavaCl
         **{"from": "earliest"},
     )
     assert [bytes.fromhex(m["value"]) for m in got["records"]] == [b"small"]
+
+
+
+def test_consumer_uses_incremental_fetch_sessions(tmp_path: Path, java: JavaClient) -> None:
+    """The Java consumer reading 4 partitions opens a fetch session with one full fetch and then
+    sends incremental fetches naming fewer partitions, answered with only what changed; every
+    record is read. The broker's DEBUG line per Fetch gives the counts."""
+    broker = DebugBroker(tmp_path / "data", tmp_path / "kcompat.log", dict(TEST_DEFAULTS))
+    broker.start()
+    try:
+        topic, n = unique("sessions"), 4
+        java.call("create_topic", bootstrap=broker.bootstrap, topic=topic, partitions=n)
+        sent = {(p, i): f"p{p}-{i}".encode().hex() for p in range(n) for i in range(25)}
+        for p in range(n):
+            out = java.call("produce", bootstrap=broker.bootstrap, topic=topic, partition=p,
+                            records=[{"key": None, "value": sent[(p, i)]} for i in range(25)])  # fmt: skip
+            assert all("error" not in r for r in out["results"])
+        got = java.call("consume_partitions", bootstrap=broker.bootstrap, topic=topic, partitions=list(range(n)),
+                        max=len(sent), timeout_ms=30_000, linger_ms=2_000)["records"]  # fmt: skip
+        assert sorted((p, off, v) for p, off, v in got) == sorted((p, i, v) for (p, i), v in sent.items())
+        assert_incremental_session(fetch_lines(broker), n)
+    finally:
+        broker.stop()

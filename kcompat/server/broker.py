@@ -41,6 +41,7 @@ from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.group_service import GroupService
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.producer_ids import ProducerIdManager
@@ -126,6 +127,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
+        self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
         self.group_service = GroupService(self)  # consumer groups and committed offsets
         self._topic_configs: dict[str, TopicConfig] = {}
         self._background: list[asyncio.Task[None]] = []
