@@ -24,6 +24,7 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.protocol import Request
 
+
 @handles(INIT_PRODUCER_ID, "0-5")
 async def init_producer_id(ctx: RequestContext, request: Request) -> Any:
     body = request.body
