@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, stored_codecs, unique
+from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -173,3 +173,18 @@ def test_record_over_message_max_bytes(kcompat_broker_factory: Any) -> None:
     p.flush(30)
     assert results[0] is not None and results[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
     assert results[1] is None
+
+
+def test_keyless_record_on_a_compacted_topic_is_invalid_record(kcompat_broker_factory: Any) -> None:
+    b = kcompat_broker_factory()
+    topic = unique("ck-compacted")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(10)
+    reports = produce_all(b.bootstrap, topic, [Rec(None, b"v", (), 0)])
+    ((err, _),) = reports
+    assert err is not None and err.code() == KafkaError.INVALID_RECORD, err
+    future = int(time.time() * 1000) + 2 * 3_600_000
+    ((err, _),) = produce_all(b.bootstrap, topic, [Rec(b"k", b"v", (), future)])
+    assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP, err
+    assert produce_all(b.bootstrap, topic, [Rec(b"k", b"v", (), 0)])[0][0] is None
+    assert [m.key() for m in consume(b.bootstrap, topic, 1)] == [b"k"]  # only the good record was written

@@ -279,7 +279,7 @@ def test_timestamp_window_from_topic_overrides_and_broker_defaults(tmp_path: Pat
         assert produce(h, "b", keyed(b"a", ts=NOW - 60_000)).error_code == 0
         r = produce(h, "b", keyed(b"a", b"b", ts=NOW - 60_001))
         assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0]
-        assert "within [%d, %d]" % (NOW - 60_000, NOW + 1000) in r.record_errors[0].batch_index_error_message
+        assert f"within [{NOW - 60_000}, {NOW + 1000}]" in r.record_errors[0].batch_index_error_message
         assert produce(h, "b", keyed(b"a", ts=NOW + 1001)).error_code == ErrorCode.INVALID_TIMESTAMP
         create(h, "o", {"message.timestamp.before.max.ms": "5000", "message.timestamp.after.max.ms": "86400000"})
         assert produce(h, "o", keyed(b"a", ts=NOW + 80_000_000)).error_code == 0
