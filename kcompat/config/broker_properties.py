@@ -101,14 +101,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
     _d("broker.rack", STRING, None, "Rack reported for this broker in Metadata responses.", MEDIUM),
     _d("listeners", LIST, ["PLAINTEXT://127.0.0.1:9092"],
        "Comma-separated NAME://host:port addresses to accept connections on. An empty host means all "
-       "interfaces; listeners named in controller.listener.names are skipped.", HIGH, dynamic=True),
+       "interfaces; listeners named in controller.listener.names are skipped. Dynamic in Kafka; kcompat "
+       "changes it only by a restart.", HIGH, dynamic=True),
     _d("advertised.listeners", LIST, None,
        "Addresses handed to clients in Metadata responses, by listener name. Defaults to listeners.",
        HIGH),
     _d("listener.security.protocol.map", STRING,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-       "Security protocol of each listener name; kcompat serves listeners that map to PLAINTEXT.", LOW,
-       dynamic=True),
+       "Security protocol of each listener name; kcompat serves listeners that map to PLAINTEXT. Dynamic "
+       "in Kafka; kcompat changes it only by a restart.", LOW, dynamic=True),
     _d("inter.broker.listener.name", STRING, None, "Listener brokers use among themselves.", MEDIUM,
        ignored=ONE_NODE),
     _d("controller.listener.names", LIST, None,
