@@ -6,7 +6,9 @@ kcompat); both are sent the same raw DescribeConfigs v4 (all configs, synonyms, 
 for the broker resource and for a topic with overrides, and every property both know is compared
 on source, read_only, is_sensitive and config_type, and on its synonyms' names and sources.
 Values are compared only for the properties the test set, since the rest hold node-specific
-paths, ports and ids or different (documented) defaults.
+paths, ports and ids or different (documented) defaults. A last test layers per-broker and
+cluster-wide dynamic values (IncrementalAlterConfigs) on both and compares again, the "" resource
+included.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from benchmarks.brokers import KafkaBroker
 from kcompat.testing import Broker, recv_exact
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.describe_configs import DESCRIBE_CONFIGS
+from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from kcompat.wire.protocol import decode_response, encode_request
 from kcompat.wire.schema import Api
 
@@ -206,3 +210,61 @@ def test_topic_describe_configs_matches_kafka(kafka: _Kafka, kcompat: Broker) ->
         assert [(s.name, s.value, s.source) for s in ours[name].synonyms] == [
             (s.name, s.value, s.source) for s in theirs[name].synonyms
         ], name
+
+
+DYNAMIC = {
+    "1": {"log.retention.ms": "7200000", "log.cleaner.threads": "2"},
+    "": {"log.retention.ms": "9000000", "message.max.bytes": "3000000"},
+}
+
+
+def _alter_dynamic(host: str, port: int) -> None:
+    wire = Wire(host, port)
+    try:
+        body = {"resources": [{"resource_type": 4, "resource_name": name,
+                               "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}
+                              for name, configs in DYNAMIC.items()],
+                "validate_only": False}  # fmt: skip
+        for r in wire.call(INCREMENTAL_ALTER_CONFIGS, 1, body).responses:
+            assert r.error_code == 0, r
+    finally:
+        wire.close()
+
+
+def _wait_applied(host: str, port: int) -> None:
+    """Kafka applies dynamic configs once its controller's records reach the broker: wait for them."""
+    deadline = time.monotonic() + 30
+    while True:
+        mine, cluster = _describe(host, port, 4, "1"), _describe(host, port, 4, "")
+        if all(mine[k].value == v for k, v in DYNAMIC["1"].items()) and all(
+            k in cluster and cluster[k].value == v for k, v in DYNAMIC[""].items()
+        ):
+            return
+        assert time.monotonic() < deadline, "dynamic configs not applied within 30 s"
+        time.sleep(0.2)
+
+
+def test_dynamic_layers_match_kafka(kafka: _Kafka, kcompat: Broker) -> None:
+    """Per-broker and cluster-wide dynamic values (IncrementalAlterConfigs) over the static ones:
+    sources and synonym layers of the broker "1", the cluster default "" and a topic resource."""
+    _alter_dynamic(kafka.host, kafka.port)
+    _alter_dynamic(kcompat.host, kcompat.port)
+    _wait_applied(kafka.host, kafka.port)
+    _wait_applied(kcompat.host, kcompat.port)
+    for resource_type, name, resource in ((4, "1", "broker"), (2, TOPIC, "topic")):
+        theirs = _describe(kafka.host, kafka.port, resource_type, name)
+        ours = _describe(kcompat.host, kcompat.port, resource_type, name)
+        compared, differences = _compare(theirs, ours, resource)
+        _check(resource, compared, differences)
+        row = "retention.ms" if resource == "topic" else "log.retention.ms"
+        assert [(s.name, s.value, s.source) for s in ours[row].synonyms] == [
+            (s.name, s.value, s.source) for s in theirs[row].synonyms
+        ], row
+    theirs = _describe(kafka.host, kafka.port, 4, "")
+    ours = _describe(kcompat.host, kcompat.port, 4, "")
+    print(f"\ncluster default: kafka {sorted(theirs)} kcompat {sorted(ours)}")
+    # min.insync.replicas: the cluster-wide value Kafka's controller wrote itself (_ELR).
+    assert sorted(ours) == sorted(set(theirs) - {"min.insync.replicas"}) == sorted(DYNAMIC[""])
+    assert theirs["min.insync.replicas"].config_source == 3
+    for key in ours:
+        assert (_shape(ours[key]), ours[key].value) == (_shape(theirs[key]), theirs[key].value), key

@@ -515,3 +515,18 @@ def test_describe_sources_and_kafka_synonym_rules() -> None:
     assert load("broker.id=6").node_id == 6
     with pytest.raises(ConfigError, match="listeners cannot be changed at run time"):
         load().with_dynamic({"listeners": "PLAINTEXT://127.0.0.1:1"})
+
+
+def test_cluster_default_resource_describes_its_own_layer() -> None:
+    """The "" resource lists the cluster-wide dynamic values only, each with only that layer as its
+    synonym, even where this broker's own dynamic value wins (Kafka 4.3's answer)."""
+    cfg = load("log.retention.hours=2").with_dynamic({"log.retention.ms": "9000"}, cluster_default=True)
+    cfg = cfg.with_dynamic({"log.retention.ms": "7000"})
+    (entry,) = cfg.describe(cluster_default=True)
+    assert (entry.name, entry.value, entry.source) == ("log.retention.ms", "9000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert [(s.name, s.value) for s in entry.synonyms] == [("log.retention.ms", "9000")]
+    (mine,) = cfg.describe(["log.retention.ms"])
+    assert (mine.value, mine.source) == ("7000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert [s.source for s in mine.synonyms] == [ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                                 ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]  # fmt: skip
+    assert cfg.describe(["num.partitions"], cluster_default=True) == []

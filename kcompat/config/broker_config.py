@@ -363,20 +363,32 @@ class BrokerConfig:
         return None if definition.sensitive else format_value(definition.type, value)
 
     def describe(
-        self, names: Iterable[str] | None = None, *, include_synonyms: bool = True, include_documentation: bool = True
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        include_synonyms: bool = True,
+        include_documentation: bool = True,
+        cluster_default: bool = False,
     ) -> list[ConfigEntry]:
-        """DescribeConfigs rows for a broker resource (all properties when `names` is None).
-        Names kcompat does not know are left out, as Kafka does."""
-        wanted = sorted(BROKER_CONFIGS) if names is None else [n for n in names if n in BROKER_CONFIGS]
+        """DescribeConfigs rows for this broker (all properties when `names` is None), or with
+        `cluster_default` for the "" resource: only the cluster-wide dynamic values, with only
+        that layer in their synonyms, as Kafka 4.3 answers. Names kcompat does not know
+        are left out, as Kafka does."""
+        known = sorted(self._dynamic_default) if cluster_default else sorted(BROKER_CONFIGS)
+        wanted = known if names is None else [n for n in names if n in known]
         entries = []
         for name in wanted:
             definition = BROKER_CONFIGS[name]
             chain = BROKER_SYNONYM_CHAINS.get(name)
             synonyms = self.synonyms_of(name, [s.broker_name for s in chain] if chain else None)
+            value = self._value(name)
+            if cluster_default:
+                synonyms = tuple(s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                value = self._dynamic_default[name]
             entries.append(
                 ConfigEntry(
                     name=name,
-                    value=self._shown(definition, self._value(name)),
+                    value=self._shown(definition, value),
                     source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
                     read_only=not definition.dynamic,
                     sensitive=definition.sensitive,
