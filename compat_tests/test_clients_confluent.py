@@ -134,8 +134,8 @@ def test_admin_topics_configs_and_delete_records(kcompat_session_broker: Any) ->
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3
 
     p = Producer({"bootstrap.servers": b.bootstrap})
-    for i in range(6):
-        p.produce(topic, value=b"%d" % i, partition=0)
+    for i in range(6):  # keyed: the topic is compacted now, which refuses records without a key
+        p.produce(topic, key=b"k%d" % i, value=b"%d" % i, partition=0)
     assert p.flush(30) == 0
     (deleted,) = admin.delete_records([TopicPartition(topic, 0, 4)]).values()
     assert deleted.result(10).low_watermark == 4

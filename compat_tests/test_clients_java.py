@@ -272,7 +272,8 @@ def test_admin_topics_configs_and_delete_records(kcompat_session_broker: Any, ja
     java.call("create_partitions", bootstrap=bs, topic=topic, total=3)
     assert len(java.call("describe_topic", bootstrap=bs, topic=topic)["partitions"]) == 3
 
-    records = [{"key": None, "value": (b"%d" % i).hex()} for i in range(6)]
+    # Keyed: the topic is compacted now, and a compacted topic refuses records without a key.
+    records = [{"key": (b"k%d" % i).hex(), "value": (b"%d" % i).hex()} for i in range(6)]
     assert [
         r["offset"]
         for r in java.call("produce", bootstrap=bs, topic=topic, partition=0, records=records)["results"]
