@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, stored_codecs, unique
+from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
 from compat_tests.fetch_log import DebugBroker, fetch_lines
 from kcompat.testing import TEST_DEFAULTS
 
@@ -137,8 +137,8 @@ def test_admin_topics_configs_and_delete_records(kcompat_session_broker: Any) ->
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3
 
     p = Producer({"bootstrap.servers": b.bootstrap})
-    for i in range(6):
-        p.produce(topic, value=b"%d" % i, partition=0)
+    for i in range(6):  # keyed: the topic is compacted now, which refuses records without a key
+        p.produce(topic, key=b"k%d" % i, value=b"%d" % i, partition=0)
     assert p.flush(30) == 0
     (deleted,) = admin.delete_records([TopicPartition(topic, 0, 4)]).values()
     assert deleted.result(10).low_watermark == 4
@@ -209,3 +209,16 @@ def test_consumer_never_uses_fetch_sessions(tmp_path: Path) -> None:
         assert all(f.requested == f.read == f.answered for f in lines), lines
     finally:
         broker.stop()
+def test_keyless_record_on_a_compacted_topic_is_invalid_record(kcompat_broker_factory: Any) -> None:
+    b = kcompat_broker_factory()
+    topic = unique("ck-compacted")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(10)
+    reports = produce_all(b.bootstrap, topic, [Rec(None, b"v", (), 0)])
+    ((err, _),) = reports
+    assert err is not None and err.code() == KafkaError.INVALID_RECORD, err
+    future = int(time.time() * 1000) + 2 * 3_600_000
+    ((err, _),) = produce_all(b.bootstrap, topic, [Rec(b"k", b"v", (), future)])
+    assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP, err
+    assert produce_all(b.bootstrap, topic, [Rec(b"k", b"v", (), 0)])[0][0] is None
+    assert [m.key() for m in consume(b.bootstrap, topic, 1)] == [b"k"]  # only the good record was written

@@ -69,12 +69,10 @@ def _entries(ctx: RequestContext, res: Any, synonyms: bool, documentation: bool)
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist.")
         return broker.describe_topic_configs(t, names, synonyms=synonyms, documentation=documentation)
     if res.resource_type == BROKER:
+        # The "" resource shows only the cluster-wide dynamic values, as Kafka does.
         cluster_default = _broker_layer(ctx, res.resource_name)
-        entries = broker.config.describe(names, include_synonyms=synonyms, include_documentation=documentation)
-        if cluster_default:
-            # The "" resource shows only the cluster-wide dynamic values, as Kafka does.
-            entries = [e for e in entries if e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
-        return entries
+        return broker.config.describe(names, include_synonyms=synonyms, include_documentation=documentation,
+                                      cluster_default=cluster_default)  # fmt: skip
     raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 

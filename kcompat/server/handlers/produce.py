@@ -19,7 +19,9 @@ hands out a transactional producer id), Produce v12+ (transactions v2, topic ids
 Per partition, in Kafka's order: topic and partition known (an unknown topic is auto-created when
 auto.create.topics.enable is on), one whole valid batch (validate_batch: size, magic, CRC,
 attributes), size within the topic's max.message.bytes (MESSAGE_TOO_LARGE) and segment.bytes
-(RECORD_LIST_TOO_LARGE), then idempotence (the log's producer state: a retry of one of the last 5
+(RECORD_LIST_TOO_LARGE), then the records themselves (record_checks: keys of a compacted topic,
+CreateTime timestamps within message.timestamp.before/after.max.ms; INVALID_RECORD or
+INVALID_TIMESTAMP with v8's record_errors), then idempotence (the log's producer state: a retry of one of the last 5
 batches is answered with its original offsets, without writing), then recompression to the topic's
 compression.type when it is not `producer`, LogAppendTime stamping, and the append.
 acks=0: no response at all; on any error the connection is closed so that the producer refreshes
@@ -34,6 +36,7 @@ from typing import Any
 from kcompat.log.errors import KafkaStorageError, LogError
 from kcompat.server.broker import ApiError, CloseConnection, RequestContext
 from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.record_checks import check_records
 from kcompat.server.registry import NO_RESPONSE, handles
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
@@ -53,10 +56,11 @@ log = logging.getLogger("kcompat.server")
 _storage_errors = LogThrottle(log)  # a full disk fails every append: one line every 10 s says so
 
 class PartitionError(Exception):
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+    def __init__(self, error: ErrorCode, message: str | None = None, records: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message or error.name)
         self.error = error
         self.message = message
+        self.records = records or []  # KIP-467: (batch_index, message) of each refused record
 
 
 @handles(PRODUCE, "0-11")
@@ -84,6 +88,8 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                 failed = True
                 resp["error_code"] = int(e.error)
                 resp["error_message"] = e.message
+                if e.records:
+                    resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
             parts.append(resp)
         responses.append({"name": td.name, "partition_responses": parts})
     for tp in touched:
@@ -127,6 +133,10 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
         raise PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
     if h.is_transactional:
         raise PartitionError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
+    now = ctx.now_ms
+    refused = check_records(records, h, conf, now, t.name, partition)
+    if refused is not None:
+        raise PartitionError(refused.error, refused.message, refused.records)
 
     # A large request arrives in a buffer of its own (writable): its batch is patched in place and
     # written as it is, never copied. A small one is a view of read-only bytes: copied (cheaply).
@@ -134,7 +144,6 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     target = broker.topic_compression(t)
     if target is not None and target != h.compression:
         batch = _recompress(bytearray(records), h, target)
-    now = ctx.now_ms
     if conf.message_timestamp_type == "LogAppendTime":
         if not isinstance(batch, bytearray):
             batch = bytearray(batch)
