@@ -35,8 +35,9 @@ from kcompat.config import (
     topic_config,
     validate_topic_configs,
 )
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import KafkaStorageError
+from kcompat.log.errors import KafkaStorageError, LogError
 from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server import handlers as _handlers_pkg
@@ -49,7 +50,6 @@ from kcompat.server.topics import (
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
     TRANSACTION_STATE,
-    ZERO_UUID,
     InvalidTopic,
     TopicInfo,
     TopicStore,
@@ -109,6 +109,11 @@ class ApiError(Exception):
         super().__init__(message or error.name)
         self.error = error
         self.message = message
+
+    @classmethod
+    def from_log(cls, e: LogError) -> ApiError:
+        """A storage engine failure as the Kafka error it names (the log package has no ErrorCode)."""
+        return cls(ErrorCode[e.error_name], e.message)
 
 
 class Broker:

@@ -134,7 +134,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     except LogError as e:
         if isinstance(e, KafkaStorageError):
             _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)
-        raise ApiError(ErrorCode[e.error_name], e.message) from None
+        raise ApiError.from_log(e) from None
     return {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
             "log_start_offset": info.log_start_offset}  # fmt: skip
 
