@@ -35,6 +35,7 @@ import asyncio
 from typing import Any
 
 from kcompat.server.broker import RequestContext
+from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
@@ -108,9 +109,8 @@ def _read_all(ctx: RequestContext, wanted: dict[tuple[str, int], Any], max_bytes
             out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             errors = True
             continue
-        if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != t.leader_epoch:
-            stale = fp.current_leader_epoch < t.leader_epoch
-            out["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if (fenced := leader_epoch_error(fp.current_leader_epoch, t.leader_epoch)) is not None:
+            out["error_code"] = int(fenced)
             errors = True
             continue
         plog = broker.partition_log(topic, partition)
