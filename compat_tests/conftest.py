@@ -124,3 +124,28 @@ def kafka_tool_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
 def kcat_fixture() -> str:
     """Path of the kcat executable."""
     return kcat_executable()
+
+
+# -- figures: what tests measured, printed once at the end of the session -------------------------
+
+ReportFigure = Callable[[str, str], None]
+_FIGURES = pytest.StashKey[dict[str, str]]()
+
+
+@pytest.fixture
+def report_figure(request: pytest.FixtureRequest) -> ReportFigure:
+    """`report_figure(name, text)` keeps a figure for the end-of-session report (a measurement, not a check)."""
+    figures = request.config.stash.setdefault(_FIGURES, {})
+
+    def report(name: str, text: str) -> None:
+        figures[name] = text
+
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    figures = config.stash.get(_FIGURES, {})
+    if figures:
+        terminalreporter.section("figures")
+        for name, text in figures.items():
+            terminalreporter.write_line(f"{name}: {text}")
