@@ -82,3 +82,16 @@ def test_from_package_import_name_is_an_edge_to_the_package(tmp_path: Path) -> N
 def test_cycles_of_a_graph() -> None:
     graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"c"}, "e": {"a"}}
     assert cycles(graph) == [["a", "b"], ["c", "d"]]
+
+
+def test_unit_tests_import_no_third_party_kafka_client() -> None:
+    """tests/ is the unit layer: real kcompat parts only; the client libraries belong in compat_tests/."""
+    root = Path(__file__).resolve().parent
+    clients = {"kafka", "confluent_kafka", "aiokafka"}
+    found = [
+        f"{path.relative_to(root)}:{line}: {name}"
+        for path in sorted(root.rglob("test_*.py"))
+        for line, name in imported(ast.parse(path.read_text()))
+        if name.split(".")[0] in clients
+    ]
+    assert found == []
