@@ -243,8 +243,14 @@ class Broker:
             logs = self.logs
             if logs is None:
                 return
+            work = asyncio.ensure_future(asyncio.to_thread(logs.run_maintenance, self.now_ms()))
             try:
-                await asyncio.to_thread(logs.run_maintenance, self.now_ms())
+                # A cancelled task (close) cannot stop the thread: the lock is held until it is done,
+                # so close() never writes the checkpoints while maintenance is still writing them.
+                await asyncio.shield(work)
+            except asyncio.CancelledError:
+                await asyncio.wait([work])
+                raise
             except (OSError, KafkaStorageError) as e:  # a full or failing disk: said once in a while, without a traceback
                 self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
             except Exception:
