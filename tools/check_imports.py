@@ -36,7 +36,7 @@ PURE = {"kcompat/wire": _IO, "kcompat/coordinator": _IO, "kcompat/log": {"kcompa
 KNOWN_CYCLES: list[frozenset[str]] = [
     frozenset({"kcompat.server.broker", "kcompat.server.group_service"}),  # broker/group wiring
 ]
-KNOWN_LONG: frozenset[str] = frozenset({"kcompat/log/partition_log.py"})
+KNOWN_LONG: frozenset[str] = frozenset()
 
 
 def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[tuple[int, str]]:
