@@ -30,7 +30,7 @@ from kcompat.config.definition import (
 )
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import SECURITY_PROTOCOLS, Listener, parse_listeners, parse_protocol_map
-from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_CONFIGS, TOPIC_SYNONYMS
+from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_SYNONYMS
 from kcompat.kafka_uuid import random_uuid_base64
 
 log = logging.getLogger("kcompat.config")
@@ -410,12 +410,6 @@ class BrokerConfig:
                 )
             )
         return entries
-
-    def topic_defaults(self) -> dict[str, Any]:
-        """Every topic config's value for a topic without overrides (typed)."""
-        from kcompat.config.topic_config import TopicConfig
-
-        return {name: TopicConfig(self).get(name) for name in TOPIC_CONFIGS}
 
     def __repr__(self) -> str:
         explicit = {**self._static, **self._dynamic_default, **self._dynamic}

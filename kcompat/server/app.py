@@ -187,13 +187,12 @@ async def _serve_locked(config: Any, entered: float, listeners: list[Listener]) 
     from kcompat.wire.protocol import UnsupportedRequest
 
     broker = Broker(config)
-    # Optional: a broker that keeps per-connection state (fetch sessions) hears of each close.
-    hook = getattr(broker, "connection_closed", None)
+    # No close hook: as in Kafka, fetch sessions outlive a connection (a client may reconnect and
+    # go on with its session); the session cache evicts them, not the socket layer.
     reactor = reactor_for(
         config,
         broker.handle,
         (CloseConnection, UnsupportedRequest),
-        hook if callable(hook) else None,
         current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
     )
     try:

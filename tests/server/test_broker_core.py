@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import decode_response, encode_request
-from tests.server.broker_harness import BrokerHarness, batch, flatten
+from tests.server.broker_harness import BrokerHarness, batch, flatten, until
 
 
 @pytest.fixture
@@ -118,11 +119,10 @@ def test_state_survives_a_restart(h: BrokerHarness, tmp_path: Path) -> None:
 
 
 def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
-    import asyncio
-
     from kcompat.wire.messages.create_topics import CREATE_TOPICS
 
-    h = BrokerHarness(tmp_path, {"log.retention.check.interval.ms": "50"})
+    now = [time.time()]
+    h = BrokerHarness(tmp_path, {"log.retention.check.interval.ms": "50"}, clock=lambda: now[0])
     try:
         configs = [{"name": "retention.ms", "value": "1000"}, {"name": "segment.ms", "value": "1"}]
         h.call(CREATE_TOPICS, 7, {"topics": [{"name": "old", "num_partitions": 1, "replication_factor": 1,
@@ -130,10 +130,10 @@ def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
         for value in (b"a", b"b", b"c"):  # timestamps of 2023: long past retention.ms
             h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100,
                                 "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": batch(value)}]}]})  # fmt: skip
-            h.run(asyncio.sleep(0.01))  # segment.ms=1: each append rolls a new segment
+            now[0] += 0.01  # segment.ms=1: each append rolls a new segment
         plog = h.broker.partition_log("old", 0)
         assert plog.log_start_offset == 0
-        h.run(asyncio.sleep(0.3))  # the maintenance loop, not a direct call, deletes the old segments
+        h.run(until(lambda: plog.log_start_offset == 3))  # the maintenance loop, not a direct call, deletes them
         assert (plog.log_start_offset, plog.log_end_offset) == (3, 3)  # all expired: Kafka rolls, then deletes all
     finally:
         h.close()

@@ -18,7 +18,7 @@ from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import encode_request
 from kcompat.wire.record_batch import split_batches
-from tests.server.broker_harness import BrokerHarness, batch
+from tests.server.broker_harness import BrokerHarness, batch, until
 
 
 @pytest.fixture
@@ -136,9 +136,8 @@ def test_long_poll_is_woken_by_an_append(h: BrokerHarness) -> None:
     async def scenario() -> tuple[Any, float]:
         t0 = time.monotonic()
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 0), ("t", 2, 0)], max_wait=5000)))
-        await asyncio.sleep(0.05)
+        await until(lambda: h.broker.fetch_waiters.parked() == 1)
         assert not fetching.done()
-        assert h.broker.fetch_waiters.parked() == 1
         await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
             {"name": "t", "partition_data": [{"index": 2, "records": batch(b"wake")}]}]})
         resp = await asyncio.wait_for(fetching, 2)
@@ -155,7 +154,7 @@ def test_long_poll_waits_for_min_bytes(h: BrokerHarness) -> None:
     async def scenario() -> Any:
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=5000, min_bytes=300)))
         for i in range(3):
-            await asyncio.sleep(0.02)
+            await until(lambda: h.broker.fetch_waiters.parked() == 1)
             assert not fetching.done()
             await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
                 {"name": "t", "partition_data": [{"index": 0, "records": batch(b"v" * 60, b"%d" % i)}]}]})
@@ -170,7 +169,7 @@ def test_close_releases_parked_fetches(h: BrokerHarness) -> None:
 
     async def scenario() -> Any:
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 1)], max_wait=10000)))
-        await asyncio.sleep(0.05)
+        await until(lambda: h.broker.fetch_waiters.parked() == 1)
         t0 = time.monotonic()
         await h.broker.close()
         resp = await asyncio.wait_for(fetching, 2)

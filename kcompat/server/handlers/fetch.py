@@ -46,6 +46,7 @@ import uuid
 from typing import Any
 
 from kcompat.server.broker import RequestContext
+from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
@@ -157,10 +158,9 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             errors = True
             continue
         epoch = fp.current_leader_epoch
-        if epoch >= 0 and epoch != t.leader_epoch:
-            stale = epoch < t.leader_epoch
-            out["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.UNKNOWN_LEADER_EPOCH)
-            if hints and stale:
+        if (fenced := leader_epoch_error(epoch, t.leader_epoch)) is not None:
+            out["error_code"] = int(fenced)
+            if hints and fenced == ErrorCode.FENCED_LEADER_EPOCH:
                 out["current_leader"] = {"leader_id": broker.node_id, "leader_epoch": t.leader_epoch}
                 hinted = True
             errors = True

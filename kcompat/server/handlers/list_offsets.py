@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Any
 
 from kcompat.server.broker import RequestContext
+from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
@@ -58,8 +59,8 @@ def _lookup(ctx: RequestContext, topic: str, rp: Any, out: dict[str, Any]) -> Er
     t = broker.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if rp.current_leader_epoch >= 0 and rp.current_leader_epoch != t.leader_epoch:
-        return ErrorCode.FENCED_LEADER_EPOCH if rp.current_leader_epoch < t.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+    if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
+        return fenced
     plog = broker.partition_log(topic, rp.partition_index)
     ts = rp.timestamp
     epoch = t.leader_epoch

@@ -26,9 +26,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.broker import ApiError, CloseConnection, RequestContext
 from kcompat.server.registry import handles
-from kcompat.server.topics import ZERO_UUID, TopicInfo
+from kcompat.server.topics import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA

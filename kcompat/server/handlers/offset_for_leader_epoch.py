@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from kcompat.server.broker import RequestContext
+from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
@@ -36,9 +37,8 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Any:
             if t is None or not 0 <= rp.partition < t.partitions:
                 out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            if rp.current_leader_epoch >= 0 and rp.current_leader_epoch != t.leader_epoch:
-                stale = rp.current_leader_epoch < t.leader_epoch
-                out["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
+                out["error_code"] = int(fenced)
                 continue
             plog = broker.partition_log(rt.topic, rp.partition)
             epoch, end = plog.end_offset_for_epoch(rp.leader_epoch)

@@ -55,14 +55,6 @@ from kcompat.wire.records import LOG_APPEND_TIME, build_batch, decode_batch
 log = logging.getLogger("kcompat.server")
 _storage_errors = LogThrottle(log)  # a full disk fails every append: one line every 10 s says so
 
-class PartitionError(Exception):
-    def __init__(self, error: ErrorCode, message: str | None = None, records: list[tuple[int, str]] | None = None) -> None:
-        super().__init__(message or error.name)
-        self.error = error
-        self.message = message
-        self.records = records or []  # KIP-467: (batch_index, message) of each refused record
-
-
 @handles(PRODUCE, "0-11")
 async def produce(ctx: RequestContext, request: Request) -> Any:
     v = request.api_version
@@ -79,12 +71,12 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
             resp: dict[str, Any] = {"index": pd.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
             try:
                 if acks not in (-1, 0, 1):
-                    raise PartitionError(ErrorCode.INVALID_REQUIRED_ACKS)
+                    raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if body.transactional_id is not None:
-                    raise PartitionError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+                    raise ApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
                 resp.update(await _produce_partition(ctx, td.name, pd.index, pd.records, v))
                 touched.append((td.name, pd.index))
-            except PartitionError as e:
+            except ApiError as e:
                 failed = True
                 resp["error_code"] = int(e.error)
                 resp["error_message"] = e.message
@@ -106,37 +98,34 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     t = broker.topic(topic)
     if t is None:
         if not broker.auto_create_topics:
-            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        try:
-            t = await broker.auto_create_topic(topic)
-        except ApiError as e:
-            raise PartitionError(e.error, e.message) from None
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        t = await broker.auto_create_topic(topic)
     if not 0 <= partition < t.partitions:
-        raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     plog = broker.partition_log(t.name, partition)
     conf = broker.log_config(t)
     if records is None or len(records) == 0:
-        raise PartitionError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
+        raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
     try:
         h = validate_batch(records)
     except RecordBatchError as e:
-        raise PartitionError(e.error, str(e)) from None
+        raise ApiError(e.error, str(e)) from None
     size = len(records)
     if size > conf.max_message_bytes:
-        raise PartitionError(
+        raise ApiError(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"The record batch of {size} bytes is larger than max.message.bytes={conf.max_message_bytes}",
         )
     if size > conf.segment_bytes:
-        raise PartitionError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
+        raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
     if h.compression == codecs.ZSTD and v < 7:
-        raise PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+        raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
     if h.is_transactional:
-        raise PartitionError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
+        raise ApiError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
     now = ctx.now_ms
     refused = check_records(records, h, conf, now, t.name, partition)
     if refused is not None:
-        raise PartitionError(refused.error, refused.message, refused.records)
+        raise ApiError(refused.error, refused.message, refused.records)
 
     # A large request arrives in a buffer of its own (writable): its batch is patched in place and
     # written as it is, never copied. A small one is a view of read-only bytes: copied (cheaply).
@@ -153,7 +142,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     except LogError as e:
         if isinstance(e, KafkaStorageError):
             _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)
-        raise PartitionError(ErrorCode[e.error_name], e.message) from None
+        raise ApiError.from_log(e) from None
     return {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
             "log_start_offset": info.log_start_offset}  # fmt: skip
 
@@ -163,7 +152,7 @@ def _recompress(batch: bytearray, h: BatchHeader, target: int) -> bytearray:
     try:
         _, recs = decode_batch(batch)
     except DecodeError as e:
-        raise PartitionError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress the batch: {e}") from None
+        raise ApiError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress the batch: {e}") from None
     out = build_batch(
         recs,
         base_offset=h.base_offset,

@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.broker import ApiError, RequestContext
 from kcompat.server.registry import handles
-from kcompat.server.topics import ZERO_UUID
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
