@@ -196,6 +196,7 @@ def test_a_used_log_dir_made_read_only(tmp_path: Path) -> None:
             break
     process.terminate()
     assert process.wait(30) == 0
+    process.stderr.close()
     assert (path / ".kafka_cleanshutdown").exists()
     if not _immutable(path):
         pytest.skip("chattr +i is not available here")
