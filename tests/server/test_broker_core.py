@@ -48,7 +48,7 @@ def test_advertised_ranges_cover_the_client_matrix(h: BrokerHarness) -> None:
         return all(low <= v <= high for v in versions)
 
     assert covers(0, 0, 3, 7, 8)  # Produce: librdkafka < 2.11.1 needs 0, 3 and 7
-    assert got[0][1] <= 11  # never Produce >= 12 (transactions v2) or 13 (topic ids)
+    assert got[0][1] == 13  # topic ids; v12's transactions v2 stays off: no finalized transaction.version
     assert covers(1, 4, 10, 11) and got[1][1] <= 12  # Fetch: 4 and 10 for old librdkafka, no topic ids
     assert covers(2, 1, 5, 7)  # ListOffsets
     assert covers(3, 4, 5, 8)  # Metadata (aiokafka <= 5)
