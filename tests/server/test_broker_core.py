@@ -35,9 +35,20 @@ def test_api_versions_lists_the_handler_table(h: BrokerHarness, version: int) ->
     assert resp.error_code == 0
     got = ranges(resp)
     assert got == {key: (r.advertised_min, r.max_version) for key, r in HANDLERS.items()}
-    if version >= 3:
-        assert resp.supported_features == [] and resp.finalized_features == []
-        assert resp.finalized_features_epoch == -1
+    if version >= 3:  # only group.version: KIP-848 works; no transaction.version (no transactions)
+        assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == [("group.version", 0, 1)]
+        assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == [("group.version", 1, 1)]
+        assert resp.finalized_features_epoch == 0
+
+
+def test_group_version_is_not_finalized_without_the_consumer_protocol(tmp_path: Path) -> None:
+    h = BrokerHarness(tmp_path, {"group.coordinator.rebalance.protocols": "classic"})
+    try:
+        resp = h.call(API_VERSIONS, 4, {"client_software_name": "x", "client_software_version": "1"})
+        assert [f.name for f in resp.supported_features] == ["group.version"]
+        assert resp.finalized_features == []
+    finally:
+        h.close()
 
 
 def test_advertised_ranges_cover_the_client_matrix(h: BrokerHarness) -> None:
