@@ -43,6 +43,8 @@ KAFKA_TOOLS: dict[str, str] = {
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server-start": "kafka.Kafka",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
 }
 
 # Short-lived tools start faster with the client JIT only and a serial GC (2 shared cores).

@@ -59,9 +59,18 @@ def test_list_offsets_specs(h: BrokerHarness) -> None:
     assert (none.error_code, none.offset, none.timestamp) == (0, -1, -1)
     assert list_offset(h, -4, version=8).offset == 0
     assert list_offset(h, -5, version=9).offset == -1
+    pending = list_offset(h, -6, version=11)  # KIP-1023: nothing is pending upload without remote storage
+    assert (pending.error_code, pending.offset, pending.timestamp) == (0, -1, -1)
 
 
-@pytest.mark.parametrize("version", range(1, 11))
+@pytest.mark.parametrize(("ts", "first"), [(-3, 7), (-4, 8), (-5, 9), (-6, 11)])
+def test_list_offsets_sentinels_need_their_version(h: BrokerHarness, ts: int, first: int) -> None:
+    produce(h, batch(b"a"))
+    assert list_offset(h, ts, version=first - 1).error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert list_offset(h, ts, version=first).error_code == 0
+
+
+@pytest.mark.parametrize("version", range(1, 12))
 def test_list_offsets_every_version(h: BrokerHarness, version: int) -> None:
     produce(h, batch(b"a"))
     r = list_offset(h, -1, version=version)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,24 @@ def test_offsets_are_assigned_in_order_and_the_log_start_reported(h: BrokerHarne
     bases = [read_header(data, pos).base_offset for pos, _ in split_batches(data)]
     assert bases == [0, 3]
     assert [r.value for r in decode_batch(data[: split_batches(data)[0][1]])[1]] == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_v12_and_v13(h: BrokerHarness, version: int) -> None:
+    create(h, "t")
+    topic_id = h.broker.topic("t").topic_id
+    nowhere = uuid.uuid4()
+    # v13 names topics by id only (KIP-516): an unknown id is UNKNOWN_TOPIC_ID, never auto-created
+    data = [{"name": "t", "topic_id": topic_id, "partition_data": [{"index": 0, "records": batch(b"a")}]},
+            {"name": "u", "topic_id": nowhere, "partition_data": [{"index": 0, "records": batch(b"b")}]}]  # fmt: skip
+    r = h.call(PRODUCE, version, {"acks": -1, "timeout_ms": 1000, "topic_data": data})
+    got = [(t.name, t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses]) for t in r.responses]
+    if version == 13:
+        assert got == [("", topic_id, [(0, 0)]), ("", nowhere, [(ErrorCode.UNKNOWN_TOPIC_ID, -1)])]
+        assert h.broker.topic("u") is None
+    else:  # by name: "u" is auto-created
+        assert [(n, e) for n, _, e in got] == [("t", [(0, 0)]), ("u", [(0, 0)])]
+    assert fetched(h, "t")  # the record landed in "t"
 
 
 def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:

@@ -1,11 +1,12 @@
-"""DescribeCluster (key 60): v0-1.  DescribeLogDirs (key 35): v0-4.
+"""DescribeCluster (key 60): v0-2.  DescribeLogDirs (key 35): v1-5.
 
 DescribeCluster version notes:
 * v0: cluster id, controller id (this broker: it plays both roles), brokers, authorized
   operations (INT32_MIN unless asked for; everything when asked: no ACLs)
 * v1: endpoint_type: 1 (brokers) answered; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE, as a
   broker does in Kafka
-Not declared by the codec: v2 (include_fenced_brokers).
+* v2: include_fenced_brokers (KIP-1073); is_fenced per broker: false (this broker serves, so it is
+  never fenced)
 
 DescribeLogDirs version notes:
 * v0: per log dir, the topics' partitions with their size; offset_lag 0 (we are the leader), no
@@ -13,6 +14,7 @@ DescribeLogDirs version notes:
 * v1: no change;  v2: flexible
 * v3: top-level error_code
 * v4: total_bytes and usable_bytes of each log dir's file system
+* v5: is_cordoned (KIP-1066): false (log dirs cannot be cordoned here)
 topics = null means every partition; unknown topics are left out, as in Kafka.
 """
 
@@ -32,7 +34,7 @@ from kcompat.wire.protocol import Request
 BROKERS_ENDPOINT = 1
 
 
-@handles(DESCRIBE_CLUSTER, "0-1")
+@handles(DESCRIBE_CLUSTER, "0-2")
 async def describe_cluster(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     broker = ctx.broker
@@ -46,14 +48,15 @@ async def describe_cluster(ctx: RequestContext, request: Request) -> Any:
         "endpoint_type": BROKERS_ENDPOINT,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": broker.rack}],
+        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": broker.rack,
+                     "is_fenced": False}],
         "cluster_authorized_operations": CLUSTER_OPERATIONS
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
-@handles(DESCRIBE_LOG_DIRS, "0-4")
+@handles(DESCRIBE_LOG_DIRS, "1-5")
 async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
     broker = ctx.broker
     logs = broker.logs
@@ -90,6 +93,7 @@ async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
                 "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
                 "total_bytes": total,
                 "usable_bytes": usable,
+                "is_cordoned": False,
             }
         )
     return {"throttle_time_ms": 0, "error_code": 0, "results": results}

@@ -1,8 +1,9 @@
-"""Produce (key 0): advertised v0-11, served v3-11.
+"""Produce (key 0): advertised v0-13, served v3-13.
 
 Version notes:
-* v0-2: advertised but refused with a closed connection, as Kafka 4 does (KAFKA-18659: librdkafka
-  before 2.11.1 turns gzip/snappy/lz4 off unless the range contains 0); magic 0/1 message sets are
+* v0-2: removed in Kafka 4 (KIP-896) and not declared, yet advertised (advertised_min=0) as Kafka 4
+  does (KAFKA-18659: librdkafka before 2.11.1 turns gzip/snappy/lz4 off unless the range contains
+  0); such a request does not decode and the connection is closed; magic 0/1 message sets are
   never written
 * v1: throttle_time_ms;  v2: log_append_time_ms (-1 unless the topic uses LogAppendTime)
 * v3: transactional_id; records must be exactly one magic-2 batch per partition
@@ -13,8 +14,14 @@ Version notes:
 * v9: flexible
 * v10: current_leader / node_endpoints tagged fields: not sent (only for NOT_LEADER_OR_FOLLOWER)
 * v11: no change (KIP-951)
+* v12: no change without transactions (KIP-890 part 2 adds the implicit AddPartitionsToTxn of
+  transactions v2, which needs a finalized transaction.version >= 2 that we never report)
+* v13: topics by topic_id instead of name (KIP-516): an unknown id gets UNKNOWN_TOPIC_ID for each
+  of its partitions (never auto-created: an id names a topic that exists)
+KIP-951 leader hints (current_leader/node_endpoints) go with NOT_LEADER_OR_FOLLOWER, which this
+single leader of every partition never answers, so they are never sent.
 Not implemented: transactions (a transactional batch gets INVALID_TXN_STATE: no InitProducerId
-hands out a transactional producer id), Produce v12+ (transactions v2, topic ids).
+hands out a transactional producer id).
 
 Per partition, in Kafka's order: topic and partition known (an unknown topic is auto-created when
 auto.create.topics.enable is on), one whole valid batch (validate_batch: size, magic, CRC,
@@ -55,18 +62,24 @@ from kcompat.wire.records import LOG_APPEND_TIME, build_batch, decode_batch
 log = logging.getLogger("kcompat.server")
 _storage_errors = LogThrottle(log)  # a full disk fails every append: one line every 10 s says so
 
-@handles(PRODUCE, "0-11")
+TOPIC_IDS = 13  # the first Produce version that names topics by id
+
+
+@handles(PRODUCE, "3-13", advertised_min=0)
 async def produce(ctx: RequestContext, request: Request) -> Any:
     v = request.api_version
     body = request.body
-    if v < 3:
-        raise CloseConnection(f"Produce v{v} is not supported (message formats 0 and 1 were removed)")
     acks = body.acks
     failed = False
     responses = []
     touched: list[tuple[str, int]] = []
     for td in body.topic_data:
         parts = []
+        name = td.name
+        missing_id = False
+        if v >= TOPIC_IDS:
+            t = ctx.broker.topics.by_id(td.topic_id) if ctx.broker.topics is not None else None
+            name, missing_id = (t.name, False) if t is not None else ("", True)
         for pd in td.partition_data:
             resp: dict[str, Any] = {"index": pd.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
             try:
@@ -74,8 +87,10 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if body.transactional_id is not None:
                     raise ApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
-                resp.update(await _produce_partition(ctx, td.name, pd.index, pd.records, v))
-                touched.append((td.name, pd.index))
+                if missing_id:
+                    raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
+                resp.update(await _produce_partition(ctx, name, pd.index, pd.records, v))
+                touched.append((name, pd.index))
             except ApiError as e:
                 failed = True
                 resp["error_code"] = int(e.error)
@@ -83,7 +98,7 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                 if e.records:
                     resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
             parts.append(resp)
-        responses.append({"name": td.name, "partition_responses": parts})
+        responses.append({"name": name, "topic_id": td.topic_id, "partition_responses": parts})
     for tp in touched:
         ctx.broker.fetch_waiters.notify(tp)
     if acks == 0:
