@@ -28,6 +28,7 @@ from kcompat.config.definition import (
     ConfigEntry,
     ConfigSource,
     ConfigSynonym,
+    TypedAttributes,
     format_value,
 )
 from kcompat.config.errors import ConfigError
@@ -60,8 +61,10 @@ def _topic_hint(key: str) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-class BrokerConfig:
+class BrokerConfig(TypedAttributes):
     """Immutable: construct with `BrokerConfig(props)` or `load_config(...)`; derive with `with_dynamic`."""
+
+    _definitions = BROKER_CONFIGS
 
     def __init__(
         self,
@@ -267,14 +270,6 @@ class BrokerConfig:
 
     def source(self, name: str) -> ConfigSource:
         return self._layer_of(name) or ConfigSource.DEFAULT_CONFIG
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        name = attr.replace("_", ".")
-        if name in BROKER_CONFIGS:
-            return self.get(name)
-        raise AttributeError(f"BrokerConfig has no property {name!r} ({attr})")
 
     # --- typed views of the properties most code needs --------------------------------------
 

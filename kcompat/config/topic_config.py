@@ -14,6 +14,7 @@ from kcompat.config.definition import (
     ConfigSource,
     ConfigSynonym,
     ConfigType,
+    TypedAttributes,
     format_value,
 )
 from kcompat.config.errors import ConfigError
@@ -81,8 +82,11 @@ def apply_incremental(
     return validate_topic_configs(result)
 
 
-class TopicConfig:
+class TopicConfig(TypedAttributes):
     """Effective config of one topic. `get("retention.ms")` or `cfg.retention_ms` gives the typed value."""
+
+    _definitions = TOPIC_CONFIGS
+    _kind = "config"
 
     def __init__(self, broker: BrokerConfig, overrides: Mapping[str, str] | None = None) -> None:
         self.broker = broker
@@ -120,14 +124,6 @@ class TopicConfig:
         if name in self._parsed:
             return ConfigSource.TOPIC_CONFIG
         return self._inherited(name)[1]
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        name = attr.replace("_", ".")
-        if name in TOPIC_CONFIGS:
-            return self.get(name)
-        raise AttributeError(f"TopicConfig has no config {name!r} ({attr})")
 
     def values(self) -> dict[str, Any]:
         """All topic configs, typed."""
