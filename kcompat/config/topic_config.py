@@ -18,6 +18,7 @@ from kcompat.config.definition import (
     format_value,
 )
 from kcompat.config.errors import ConfigError
+from kcompat.config.log_config import LOG_CONFIG_PROPERTIES, LogConfig
 from kcompat.config.topic_properties import TOPIC_CONFIGS, TOPIC_SYNONYMS
 
 
@@ -129,9 +130,14 @@ class TopicConfig(TypedAttributes):
         """All topic configs, typed."""
         return {name: self.get(name) for name in TOPIC_CONFIGS}
 
-    def as_properties(self) -> dict[str, str]:
-        """All topic configs in Kafka's string form (what kcompat.log's LogConfig.from_properties takes)."""
-        return {name: format_value(TOPIC_CONFIGS[name].type, self.get(name)) or "" for name in TOPIC_CONFIGS}
+    def log_config(self) -> LogConfig:
+        """The typed settings this topic's logs run with (no string round trip); the fields that are
+        not topic configs (producer.id.expiration.ms) are the broker's."""
+        values: dict[str, Any] = {}
+        for name in LOG_CONFIG_PROPERTIES:
+            value = self.get(name) if name in TOPIC_CONFIGS else self.broker.get(name)
+            values[name.replace(".", "_")] = tuple(value) if isinstance(value, list) else value
+        return LogConfig(**values)
 
     def describe(
         self,
