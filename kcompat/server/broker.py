@@ -336,9 +336,7 @@ class Broker:
         return self.partition_log(t.name, 0).config if t.partitions else self._log_config_of(self.topic_config(t))
 
     def _log_config_of(self, tc: TopicConfig) -> LogConfig:
-        props = tc.as_properties()
-        props["producer.id.expiration.ms"] = str(self.config.get("producer.id.expiration.ms"))
-        return LogConfig.from_properties(props)
+        return tc.log_config()  # typed values; tc.broker is self.config (every TopicConfig is rebuilt on a change)
 
     def topic_compression(self, t: TopicInfo) -> int | None:
         """The codec a topic stores batches with, or None for `producer` (keep the producer's)."""
