@@ -7,7 +7,7 @@ returns the records at or after the offset asked for (a batch may start before i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kcompat.client.cluster import Cluster, TopicInfo
@@ -35,7 +35,7 @@ class Fetched:
 
 
 def produce(
-    cluster: Cluster, topic: TopicInfo, batches: dict[int, Sequence[Record]], *, acks: int = ALL_ISR,
+    cluster: Cluster, topic: TopicInfo, batches: Mapping[int, Sequence[Record]], *, acks: int = ALL_ISR,
     compression: int = 0,
 ) -> dict[int, int]:
     """partition -> base offset the leader assigned (-1 with acks=0). Records' offsets are deltas."""
@@ -70,10 +70,13 @@ def produce(
 def fetch(
     cluster: Cluster, topic: TopicInfo, positions: dict[int, int], *, max_wait_ms: int = 500,
     max_bytes: int = 4 << 20, partition_max_bytes: int = 1 << 20,
-) -> tuple[list[Fetched], dict[int, int]]:
-    """(records at or past each partition's position, partition -> high watermark)."""
+) -> tuple[list[Fetched], dict[int, int], dict[int, int]]:
+    """(records at or past each partition's position, partition -> high watermark, partition -> the
+    offset after the last batch returned: where to fetch next even when that batch held only
+    transaction markers)."""
     records: list[Fetched] = []
     high: dict[int, int] = {}
+    after: dict[int, int] = {}
     for node, parts in cluster.leaders(topic, sorted(positions)).items():
         body = {
             "replica_id": -1,
@@ -104,20 +107,24 @@ def fetch(
             for p in t.partitions:
                 check(p.error_code, f"{topic.name}[{p.partition_index}]: Fetch")
                 high[p.partition_index] = p.high_watermark
-                records.extend(_records(topic.name, p.partition_index, p.records, positions[p.partition_index]))
-    return records, high
+                got, next_offset = _records(topic.name, p.partition_index, p.records, positions[p.partition_index])
+                records.extend(got)
+                after[p.partition_index] = max(next_offset, positions[p.partition_index])
+    return records, high, after
 
 
-def _records(topic: str, partition: int, data: object, start: int) -> list[Fetched]:
+def _records(topic: str, partition: int, data: object, start: int) -> tuple[list[Fetched], int]:
     if not data:
-        return []
+        return [], start
     buf = memoryview(data)  # type: ignore[arg-type]
     out: list[Fetched] = []
+    next_offset = start
     for pos, size in split_batches(buf):  # a partial batch at the end (max bytes) is left out
         try:
             header, records = decode_batch(buf[pos : pos + size])
         except Exception as e:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{topic}[{partition}]: Fetch", str(e)) from None
+        next_offset = header.base_offset + header.last_offset_delta + 1
         if header.attributes & CONTROL_MASK:
             continue  # transaction markers are not records a consumer sees
         out.extend(
@@ -125,4 +132,4 @@ def _records(topic: str, partition: int, data: object, start: int) -> list[Fetch
             for r in records
             if r.offset >= start
         )
-    return out
+    return out, next_offset
