@@ -238,3 +238,18 @@ def test_unreachable_broker_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["topic", "list", "--brokers", f"127.0.0.1:{port}", "--timeout", "2"]) == common.EXIT_CANNOT_CONNECT
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"kcompat: cannot connect to 127.0.0.1:{port}")
+
+
+def test_serve_loads_neither_the_client_nor_rich() -> None:
+    """`kcompat serve`'s cold start must not pay for the client commands (their modules load lazily)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "kcompat", "serve", "--help"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert "kcompat.cli" in imported  # the measurement itself works
+    assert not {m for m in imported if m.startswith(("kcompat.cmd", "kcompat.client", "rich"))}
