@@ -253,3 +253,23 @@ def test_serve_loads_neither_the_client_nor_rich() -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
     assert "kcompat.cli" in imported  # the measurement itself works
     assert not {m for m in imported if m.startswith(("kcompat.cmd", "kcompat.client", "rich"))}
+
+
+def test_version_negotiation_takes_the_highest_common_version() -> None:
+    from kcompat.client.connection import CLIENT_MAX_VERSIONS, Connection
+    from kcompat.wire.error_codes import ErrorCode
+    from kcompat.wire.messages import APIS
+
+    conn = Connection.__new__(Connection)  # no socket: only the negotiation table is exercised
+    conn.host, conn.port = "h", 1
+    ours = APIS[3].versions
+    conn.api_versions = {3: (0, 99), 18: (0, 2), 9: (0, 99)}
+    assert conn.version_for(3) == ours.high
+    assert conn.version_for(18) == 2
+    assert conn.version_for(9) == min(CLIENT_MAX_VERSIONS[9], APIS[9].versions.high or 99)
+    conn.api_versions = {3: (ours.high + 1, ours.high + 5)}
+    with pytest.raises(KafkaError) as err:
+        conn.version_for(3)
+    assert err.value.code == ErrorCode.UNSUPPORTED_VERSION and "broker speaks" in str(err.value)
+    with pytest.raises(KafkaError, match="does not offer it"):
+        conn.version_for(0)

@@ -19,6 +19,9 @@ from kcompat.wire.protocol import API_VERSIONS_KEY, decode_response, encode_requ
 _SIZE = struct.Struct(">i")
 _MAX_FRAME = 256 * 1024 * 1024
 CLIENT_SOFTWARE = "kcompat-cli"
+# Versions past which a request or response names topics by id alone (Kafka 4.x): the tools name
+# topics, so they stay below (every broker that offers v10 still offers v9).
+CLIENT_MAX_VERSIONS = {8: 9, 9: 9}  # OffsetCommit, OffsetFetch
 
 
 class Connection:
@@ -77,6 +80,7 @@ class Connection:
             raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"{name} on {self.address}", "the broker does not offer it")
         ours = spec.versions
         ours_high = theirs[1] if ours.high is None else ours.high
+        ours_high = min(ours_high, CLIENT_MAX_VERSIONS.get(api_key, ours_high))
         low, high = max(ours.low, theirs[0]), min(ours_high, theirs[1])
         if low > high:
             raise KafkaError(
