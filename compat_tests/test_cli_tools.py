@@ -288,3 +288,43 @@ def test_errors_are_one_line_with_exit_codes(kc: Run) -> None:
     usage = kc("consume", "t", "-f", "%q", ok=False)
     assert usage.returncode == 2 and usage.stderr.startswith("kcompat: format '%q' has unknown placeholder %q")
     assert kc("topic", ok=False).returncode == 2
+
+
+def test_progress_bar_on_a_terminal_leaves_stdout_alone(kc: Run, bootstrap: str) -> None:
+    """With stderr on a terminal (a pty here) produce and consume draw a progress bar there;
+    stdout still carries exactly the data."""
+    import pty
+
+    topic = new_topic()
+    kc("topic", "create", topic, "-p", "1")
+    lines = [f"v{i}" for i in range(5000)]
+
+    def on_a_tty(*args: str, input: str | None = None) -> tuple[str, bytes]:
+        main, secondary = pty.openpty()
+        try:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+            result = subprocess.run(
+                [*KCOMPAT, *args, "--brokers", bootstrap], input=input, stdout=subprocess.PIPE,
+                stderr=secondary, text=True, timeout=120, env={**env, "TERM": "xterm", "COLUMNS": "100"},
+            )  # fmt: skip
+            os.close(secondary)
+            drawn = b""
+            while True:
+                try:
+                    chunk = os.read(main, 65536)
+                except OSError:  # EIO: every writer has gone
+                    break
+                if not chunk:
+                    break
+                drawn += chunk
+        finally:
+            os.close(main)
+        assert result.returncode == 0, drawn.decode(errors="replace")
+        return result.stdout, drawn
+
+    out, drawn = on_a_tty("produce", topic, "--batch", "500", "--format", "json", input="\n".join(lines) + "\n")
+    assert json.loads(out)["records"] == 5000
+    assert b"producing to" in drawn
+    out, drawn = on_a_tty("consume", topic, "-n", "4000")
+    assert out.splitlines() == lines[:4000]
+    assert b"consuming" in drawn
