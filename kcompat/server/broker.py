@@ -43,6 +43,7 @@ from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.server.group_service import GroupService
 from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.server.producer_ids import ProducerIdManager
 from kcompat.server.registry import HANDLERS, NO_RESPONSE
 from kcompat.server.topics import (
@@ -125,7 +126,20 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
-        self.group_service = GroupService(self)  # consumer groups and committed offsets
+        # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
+        self.group_service = GroupService(
+            now_ms=self.now_ms,
+            setting=self.config.get,
+            offsets_topic=OffsetsTopic(
+                lookup=self.topic,
+                create=self.auto_create_topic,
+                partition_log=self.partition_log,
+                appended=self.fetch_waiters.notify,
+                setting=self.config.get,
+            ),
+            topic=self.topic,
+            topics=self.topics.all,
+        )
         self._topic_configs: dict[str, TopicConfig] = {}
         self._background: list[asyncio.Task[None]] = []
         self._maintenance_lock = asyncio.Lock()

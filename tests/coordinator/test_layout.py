@@ -1,7 +1,8 @@
-"""The coordinator's shape (issue 13): parts composed, not mixed in.
+"""The coordinator's shape (issue 13): parts composed, not mixed in, and no way back to the broker.
 
 No coordinator module imports its own package (only its sibling modules) or re-declares another
-module's methods under TYPE_CHECKING.
+module's methods under TYPE_CHECKING; the group service and the offsets topic never import the
+broker (not even for type checking), so broker -> group service is not a cycle.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ def test_no_coordinator_class_is_a_mixin_of_another() -> None:
                 bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
                 assert not bases & {"ClassicRebalance", "GroupMetadataManager", "OffsetMetadataManager",
                                     "ConsumerGroupProtocol", "ClassicGroupProtocol"}, (path.name, node.name)  # fmt: skip
+
+
+def test_group_service_does_not_import_the_broker() -> None:
+    for name in ("group_service.py", "offsets_topic.py"):
+        assert "kcompat.server.broker" not in imports(ROOT / "kcompat/server" / name), name
 
 
 def test_modules_stay_small() -> None:
