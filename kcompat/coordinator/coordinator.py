@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Concatenate, ParamSpec, TypeVar
 
 import kcompat.coordinator.records as rec
+from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.config import CoordinatorConfig
 from kcompat.coordinator.group_metadata_manager import GroupMetadataManager
 from kcompat.coordinator.group_store import Group, GroupStore, TopicMetadataFn
@@ -137,7 +138,11 @@ class GroupCoordinator:
     def _timers(self) -> Iterator[Timer]:
         if self._next_expiry_check is not None:
             yield self._next_expiry_check, self._expire_offsets
-        yield from self.group_manager.timers()
+        # The groups' timers: classic ones from the rebalance part, KIP-848 ones from the consumer part.
+        # Asked for twice on every call (before and after it), so dispatched here, with no extra layer.
+        classic, consumer = self.group_manager.rebalance.timers, self.group_manager.consumer.timers
+        for group in self.group_manager.groups.values():
+            yield from classic(group) if isinstance(group, ClassicGroup) else consumer(group)
 
     def _fire_due(self, out: Effects, now_ms: int) -> None:
         if self._next_expiry_check is None:

@@ -13,18 +13,17 @@ CoordinatorResult. Committed offsets are the OffsetMetadataManager's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import kcompat.coordinator.group_admin as group_admin
 import kcompat.coordinator.records as rec
-from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.classic_protocol import ClassicGroupProtocol
 from kcompat.coordinator.classic_rebalance import ClassicRebalance
 from kcompat.coordinator.consumer_group_heartbeat import ConsumerGroupProtocol
 from kcompat.coordinator.group_store import Group, GroupStore
 from kcompat.coordinator.messages import ConsumerGroupDescribedGroup, DescribedGroup, ListedGroup
 from kcompat.coordinator.replay import replay_group_record, restart_timers
-from kcompat.coordinator.result import Effects, Timer
+from kcompat.coordinator.result import Effects
 
 
 class GroupMetadataManager:
@@ -37,13 +36,6 @@ class GroupMetadataManager:
     @property
     def groups(self) -> dict[str, Group]:
         return self.store.groups
-
-    def timers(self) -> Iterator[Timer]:
-        for g in self.store.groups.values():
-            if isinstance(g, ClassicGroup):
-                yield from self.rebalance.timers(g)
-            else:
-                yield from self.consumer.timers(g)
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
         return group_admin.describe_groups(self.store.groups, group_ids)
