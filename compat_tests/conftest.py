@@ -42,6 +42,9 @@ KAFKA_TOOLS: dict[str, str] = {
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server-start": "kafka.Kafka",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
 }
 
 # Short-lived tools start faster with the client JIT only and a serial GC (2 shared cores).
