@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fail if the pure layers import anything that does I/O or reads a clock.
 
-kcompat/wire and kcompat/coordinator are functions over bytes and values: the server owns
+kcompat/wire, kcompat/metadata and kcompat/coordinator are functions over bytes and values: the server owns
 sockets, files, tasks and time, and passes time in. Checked from the source, so a lazy
 import inside a function is caught too.
 """
@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PURE = {
     "kcompat/wire": {"asyncio", "socket", "os", "mmap", "time", "select", "selectors", "subprocess",
                      "threading", "pathlib", "shutil", "signal", "uvloop", "kcompat.server", "kcompat.log"},
+    "kcompat/metadata": {"asyncio", "socket", "os", "mmap", "time", "select", "selectors", "subprocess",
+                         "threading", "pathlib", "shutil", "signal", "uvloop", "kcompat.server", "kcompat.log"},
     "kcompat/coordinator": {"asyncio", "socket", "os", "mmap", "time", "select", "selectors", "subprocess",
                             "threading", "pathlib", "shutil", "signal", "uvloop", "kcompat.server", "kcompat.log"},
 }
