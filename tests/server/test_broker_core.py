@@ -34,7 +34,7 @@ def test_api_versions_lists_the_handler_table(h: BrokerHarness, version: int) ->
     resp = h.call(API_VERSIONS, version, body)
     assert resp.error_code == 0
     got = ranges(resp)
-    assert got == {key: (r.min_version, r.max_version) for key, r in HANDLERS.items()}
+    assert got == {key: (r.advertised_min, r.max_version) for key, r in HANDLERS.items()}
     if version >= 3:
         assert resp.supported_features == [] and resp.finalized_features == []
         assert resp.finalized_features_epoch == -1
@@ -88,14 +88,21 @@ def test_bytes_after_a_body_are_ignored_as_kafka_does(h: BrokerHarness) -> None:
 
 
 def test_declared_but_unadvertised_versions_close_the_connection(h: BrokerHarness) -> None:
-    # Fetch v3 is declared by the codec but not served (message formats 0/1).
-    frame = encode_request(1, 3, 5, {"max_wait_ms": 0, "min_bytes": 1, "topics": []})
+    # InitProducerId v6 (KIP-939 two-phase commit) is declared by the codec but not served.
+    assert 6 in INIT_PRODUCER_ID.versions and HANDLERS[22].max_version < 6
+    body = {"transactional_id": None, "transaction_timeout_ms": 1000}
     with pytest.raises(CloseConnection):
-        h.raw(frame)
+        h.raw(encode_request(22, 6, 5, body))
 
 
-def test_produce_v0_to_2_are_advertised_but_refused(h: BrokerHarness) -> None:
-    frame = encode_request(0, 2, 5, {"acks": 1, "timeout_ms": 100, "topic_data": []})
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_2_are_advertised_but_refused(h: BrokerHarness, version: int) -> None:
+    # Kafka 4 removed them (the declaration starts at 3), but ApiVersions still lists 0 (KAFKA-18659)
+    assert 2 not in PRODUCE.versions
+    got = ranges(h.call(API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"}))
+    assert got[0][0] == 0
+    # header v1 (key, version, correlation id, client id), then v0-2's acks, timeout, no topics
+    frame = struct.pack(">hhih1shii", 0, version, 5, 1, b"c", 1, 100, 0)
     with pytest.raises(CloseConnection):
         h.raw(frame)
 

@@ -108,7 +108,7 @@ def test_find_coordinator_versions_and_key_types(h: GroupHarness) -> None:
 
 def test_api_versions_advertise_the_group_apis(h: GroupHarness) -> None:
     keys = {k.api_key: (k.min_version, k.max_version) for k in h.call(API_VERSIONS, 3, {}).api_keys}
-    assert keys[8] == (0, 9) and keys[9] == (0, 9) and keys[10] == (0, 6) and keys[11] == (0, 9)
+    assert keys[8] == (2, 9) and keys[9] == (1, 9) and keys[10] == (0, 6) and keys[11] == (0, 9)
     assert keys[12] == (0, 4) and keys[13] == (0, 5) and keys[14] == (0, 5) and keys[15] == (0, 5)
     assert keys[16] == (0, 5) and keys[42] == (0, 2) and keys[47] == (0, 0)
     assert keys[68] == (0, 1) and keys[69] == (0, 0)

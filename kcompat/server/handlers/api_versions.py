@@ -24,7 +24,7 @@ from kcompat.wire.protocol import Request
 
 def advertised() -> list[dict[str, int]]:
     return [
-        {"api_key": key, "min_version": reg.min_version, "max_version": reg.max_version}
+        {"api_key": key, "min_version": reg.advertised_min, "max_version": reg.max_version}
         for key, reg in sorted(HANDLERS.items())
     ]
 

@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60): v0-1.  DescribeLogDirs (key 35): v0-4.
+"""DescribeCluster (key 60): v0-1.  DescribeLogDirs (key 35): v1-4.
 
 DescribeCluster version notes:
 * v0: cluster id, controller id (this broker: it plays both roles), brokers, authorized
@@ -53,7 +53,7 @@ async def describe_cluster(ctx: RequestContext, request: Request) -> Any:
     }
 
 
-@handles(DESCRIBE_LOG_DIRS, "0-4")
+@handles(DESCRIBE_LOG_DIRS, "1-4")
 async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
     broker = ctx.broker
     logs = broker.logs

@@ -1,10 +1,10 @@
-"""DescribeConfigs (key 32): v0-4.  AlterConfigs (key 33): v0-2.  IncrementalAlterConfigs (key 44): v0-1.
+"""DescribeConfigs (key 32): v1-4.  AlterConfigs (key 33): v0-2.  IncrementalAlterConfigs (key 44): v0-1.
 
 Resources: topics (type 2) and the broker (type 4, named by its node id, or "" for the cluster-wide
 dynamic defaults). Broker loggers (8) and other types get INVALID_REQUEST.
 
 DescribeConfigs version notes:
-* v0: name, value, read_only, is_default, is_sensitive (sensitive values are null)
+* v0 (removed in Kafka 4, KIP-896): name, value, read_only, is_default, is_sensitive (sensitive values are null)
 * v1: include_synonyms; config_source replaces is_default; synonyms (the topic override, then each
   broker property that supplies the default, with its layers: dynamic, static, default)
 * v2: no change
@@ -78,7 +78,7 @@ def _entries(ctx: RequestContext, res: Any, synonyms: bool, documentation: bool)
     raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 
-@handles(DESCRIBE_CONFIGS, "0-4")
+@handles(DESCRIBE_CONFIGS, "1-4")
 async def describe_configs(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version

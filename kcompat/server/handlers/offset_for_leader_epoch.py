@@ -1,9 +1,7 @@
-"""OffsetForLeaderEpoch (key 23): v0-4.
+"""OffsetForLeaderEpoch (key 23): v2-4 (v0-1 were removed in Kafka 4, KIP-896).
 
 Version notes:
-* v0: end offset of the requested epoch
-* v1: leader_epoch in the response
-* v2: current_leader_epoch in the request: lower than ours is FENCED_LEADER_EPOCH, higher
+* v2: end offset and leader_epoch of the requested epoch; current_leader_epoch in the request: lower than ours is FENCED_LEADER_EPOCH, higher
   UNKNOWN_LEADER_EPOCH; throttle_time_ms
 * v3: replica_id (consumers send -1; a follower's id is accepted and answered the same way)
 * v4: flexible
@@ -23,7 +21,7 @@ from kcompat.wire.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOC
 from kcompat.wire.protocol import Request
 
 
-@handles(OFFSET_FOR_LEADER_EPOCH, "0-4")
+@handles(OFFSET_FOR_LEADER_EPOCH, "2-4")
 async def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Any:
     broker = ctx.broker
     topics = []

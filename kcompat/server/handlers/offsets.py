@@ -1,13 +1,12 @@
-"""Committed offsets: OffsetCommit (key 8) v0-9, OffsetFetch (key 9) v0-9, OffsetDelete (key 47) v0.
+"""Committed offsets: OffsetCommit (key 8) v2-9, OffsetFetch (key 9) v1-9, OffsetDelete (key 47) v0.
 
 Offsets live in the group coordinator and in `__consumer_offsets` (Kafka's OffsetCommit record
 formats), stored before the commit is answered (group_service.py), so they survive a restart,
 clean or kill -9.
 
-OffsetCommit version notes:
-* v0: group and offsets only (a "simple" commit, as an admin tool or an assign() consumer makes)
-* v1: generation_id and member_id; a per-partition commit_timestamp (ignored, as Kafka 4 ignores it)
-* v2: retention_time_ms (-1 = offsets.retention.minutes; v2-4 only), commit_timestamp gone
+OffsetCommit version notes (v0-1 were removed in Kafka 4, KIP-896):
+* v2: generation_id -1 and member_id "" make a "simple" commit (an admin tool, an assign() consumer);
+  retention_time_ms (-1 = offsets.retention.minutes; v2-4 only), commit_timestamp gone
 * v3: throttle_time_ms;  v4: no change;  v5: retention_time_ms gone
 * v6: committed_leader_epoch;  v7: group_instance_id;  v8: flexible
 * v9: KIP-848: generation_id_or_member_epoch is the member epoch for consumer groups
@@ -16,7 +15,7 @@ An unknown topic or partition gets UNKNOWN_TOPIC_OR_PARTITION for that partition
 others are committed.
 
 OffsetFetch version notes:
-* v0-1: the group's error (if any) is on every partition;  v2: null topics = every committed
+* v1: the group's error (if any) is on every partition (v0 was removed in Kafka 4);  v2: null topics = every committed
   partition, top-level error_code;  v3: throttle_time_ms;  v4: no change
 * v5: committed_leader_epoch;  v6: flexible
 * v7: require_stable (nothing is ever pending without transactions, so it changes nothing)
@@ -42,7 +41,7 @@ from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 from kcompat.wire.protocol import Request
 
 
-@handles(OFFSET_COMMIT, "0-9")
+@handles(OFFSET_COMMIT, "2-9")
 async def offset_commit(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
@@ -79,7 +78,7 @@ def _partitions(t: Any) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-@handles(OFFSET_FETCH, "0-9")
+@handles(OFFSET_FETCH, "1-9")
 async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version

@@ -1,8 +1,9 @@
 """Produce (key 0): advertised v0-11, served v3-11.
 
 Version notes:
-* v0-2: advertised but refused with a closed connection, as Kafka 4 does (KAFKA-18659: librdkafka
-  before 2.11.1 turns gzip/snappy/lz4 off unless the range contains 0); magic 0/1 message sets are
+* v0-2: removed in Kafka 4 (KIP-896) and not declared, yet advertised (advertised_min=0) as Kafka 4
+  does (KAFKA-18659: librdkafka before 2.11.1 turns gzip/snappy/lz4 off unless the range contains
+  0); such a request does not decode and the connection is closed; magic 0/1 message sets are
   never written
 * v1: throttle_time_ms;  v2: log_append_time_ms (-1 unless the topic uses LogAppendTime)
 * v3: transactional_id; records must be exactly one magic-2 batch per partition
@@ -59,12 +60,10 @@ class PartitionError(Exception):
         self.message = message
 
 
-@handles(PRODUCE, "0-11")
+@handles(PRODUCE, "3-11", advertised_min=0)
 async def produce(ctx: RequestContext, request: Request) -> Any:
     v = request.api_version
     body = request.body
-    if v < 3:
-        raise CloseConnection(f"Produce v{v} is not supported (message formats 0 and 1 were removed)")
     acks = body.acks
     failed = False
     responses = []
