@@ -203,6 +203,26 @@ class ControllerQuorum:
             if result.returncode != 0:
                 raise ControllerStartError(f"kafka-storage format failed:\n{result.stdout}\n{result.stderr}")
 
+    def format_broker(self, log_dir: Path, node_id: int) -> None:
+        """`kafka-storage format` a broker's log dir for this cluster, as a Kafka operator would."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        config = log_dir.parent / f"broker-{node_id}.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in {
+            "process.roles": "broker",
+            "node.id": str(node_id),
+            "controller.quorum.bootstrap.servers": self.bootstrap_servers,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"PLAINTEXT://{HOST}:0",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(log_dir),
+        }.items()))  # fmt: skip
+        result = subprocess.run(
+            self._java(TOOL_JVM, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise ControllerStartError(f"kafka-storage format (broker) failed:\n{result.stdout}\n{result.stderr}")
+
     def start(self) -> None:
         self.format()
         for c in self.controllers:

@@ -188,6 +188,13 @@ async def _serve(config: Any, entered: float) -> int:
             log.exception("start-up failed")
             return 1
         reactor.start()
+        cluster = None
+        if _names(setting(config, "process.roles")) == ["broker"] and _names(
+            setting(config, "controller.quorum.bootstrap.servers")
+        ):  # cluster mode, under Kafka's controllers; imported only then, so single-node start-up is unchanged
+            from kcompat.server.kraft_broker import start_cluster_member
+
+            cluster = start_cluster_member(config, broker)
         data = ", ".join(_names(setting(config, "log.dirs")) or _names(setting(config, "log.dir"))) or "?"
         log.info(
             "kcompat %s listening on %s (data in %s, started in %.0f ms)",
@@ -198,6 +205,8 @@ async def _serve(config: Any, entered: float) -> int:
         )
         await stop.wait()
         log.info("shutting down (%s)", received[0] if received else "stop")
+        if cluster is not None:
+            await cluster.shutdown(SHUTDOWN_GRACE_S)  # controlled shutdown through heartbeats
         await broker.begin_shutdown()  # parked Fetches and group joins answer now, not after the grace period
         await reactor.shutdown(SHUTDOWN_GRACE_S, force)
         return 0
