@@ -471,3 +471,12 @@ def test_broker_describe() -> None:
     assert entries["num.partitions"].read_only
     assert entries["log.retention.ms"].value is None
     assert [s.name for s in entries["log.retention.ms"].synonyms] == ["log.retention.hours"]
+
+
+def test_cluster_mode_broker_id_must_not_be_a_controller_id() -> None:
+    with pytest.raises(ConfigError, match=r"node.id=3000 is a controller's id in controller.quorum.voters"):
+        load("process.roles=broker", "node.id=3000", "controller.quorum.voters=3000@127.0.0.1:9093")
+    config = load("process.roles=broker", "node.id=1", "controller.quorum.voters=3000@127.0.0.1:9093")
+    assert config.get("broker.heartbeat.interval.ms") == 2000 and config.get("broker.session.timeout.ms") == 9000
+    # The combined roles (single-node mode) keep today's behaviour whatever the voters say.
+    load("node.id=3000", "controller.quorum.voters=3000@127.0.0.1:9093")

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kcompat.config.errors import ConfigError
+from kcompat.log.errors import InconsistentClusterId
 from kcompat.server.connection import Client, Limits
 from kcompat.server.listeners import parse_listeners, parse_protocol_map
 from kcompat.server.reactor import Reactor
@@ -184,6 +185,9 @@ async def _serve(config: Any, entered: float) -> int:
             await broker.start()
         except ConfigError:
             raise
+        except InconsistentClusterId as e:
+            log.error("%s", e)  # a log dir formatted for another cluster or node: one line, exit 1
+            return 1
         except Exception:
             log.exception("start-up failed")
             return 1

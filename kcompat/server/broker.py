@@ -37,7 +37,7 @@ from kcompat.config import (
 )
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError
-from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
+from kcompat.log.manager import META_PROPERTIES, LogManager, check_meta_properties, read_properties
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.delayed_fetch import FetchWaiters
@@ -165,6 +165,8 @@ class Broker:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_cluster_id()
+        for d in self.log_dirs:  # before anything is written: a dir of another cluster or node is refused
+            check_meta_properties(d, self.cluster_id, self.node_id)
         self.topics.load()
         self.producer_ids.load()
         self._load_dynamic_config()
