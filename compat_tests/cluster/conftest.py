@@ -20,3 +20,13 @@ def kraft_quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controlle
         pytest.fail(why_not, pytrace=False)
     with ControllerQuorum(tmp_path_factory.mktemp("quorum"), voters=1) as quorum:
         yield quorum
+
+
+@pytest.fixture(scope="module")
+def kraft_quorum_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
+    """Three Kafka controllers formatted as one dynamic quorum (--initial-controllers)."""
+    why_not = ControllerQuorum.available()
+    if why_not is not None:
+        pytest.fail(why_not, pytrace=False)
+    with ControllerQuorum(tmp_path_factory.mktemp("quorum3"), voters=3) as quorum:
+        yield quorum

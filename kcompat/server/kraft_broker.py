@@ -103,6 +103,7 @@ class KRaftBroker:
         self._lifecycle_channel = ControllerChannel(bootstrap, client_id=client_id)
         self._raft_channel = ControllerChannel(bootstrap, client_id=client_id + "-raft")
         self._leader_epoch = 0
+        self._raft_leader: tuple[str, int] | None = None  # (host, port) of the quorum leader, once known
         self._wake = asyncio.Event()
         self._want_shutdown = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -192,7 +193,7 @@ class KRaftBroker:
                 }
                 r = await self._lifecycle_channel.call(BROKER_HEARTBEAT.key, HEARTBEAT_VERSION, body)
                 if r.error_code == NOT_CONTROLLER:
-                    self._lifecycle_channel.rotate()
+                    self._to_active_controller()
                 was = lm.state
                 out = lm.on_heartbeat_response(
                     _now_ms(), HeartbeatResponse(r.error_code, r.is_caught_up, r.is_fenced, r.should_shut_down)
@@ -203,15 +204,24 @@ class KRaftBroker:
             r = await self._lifecycle_channel.call(BROKER_REGISTRATION.key, REGISTRATION_VERSION, self._registration(request.previous_broker_epoch))
             if r.error_code == 0:
                 log.info("broker %d registered with broker epoch %d", self.node_id, r.broker_epoch)
+            elif r.error_code == NOT_CONTROLLER:
+                log.info("broker %d registration: NOT_CONTROLLER from %s:%d, looking for the active controller",
+                         self.node_id, *self._lifecycle_channel.target)  # fmt: skip
+                self._to_active_controller()
             else:
                 log.warning("broker %d registration refused with error %d (the controller log says why)", self.node_id, r.error_code)
-                if r.error_code == NOT_CONTROLLER:
-                    self._lifecycle_channel.rotate()
             return lm.on_registration_response(_now_ms(), r.error_code, r.broker_epoch)
         except ControllerUnavailable as e:
             log.info("controller request failed: %s", e)
             self._lifecycle_channel.rotate()
             return lm.on_request_failed(_now_ms())
+
+    def _to_active_controller(self) -> None:
+        """The active controller is the Raft leader: go there when the observer knows it, else try the next."""
+        if self._raft_leader is not None:
+            self._lifecycle_channel.redirect(*self._raft_leader)
+        else:
+            self._lifecycle_channel.rotate()
 
     def _registration(self, previous_broker_epoch: int) -> dict[str, Any]:
         return {
@@ -282,9 +292,11 @@ class KRaftBroker:
         leader = p.current_leader
         if leader is not None and leader.leader_epoch > self._leader_epoch:
             self._leader_epoch = leader.leader_epoch
+        if leader is not None and leader.leader_id in endpoints:
+            self._raft_leader = endpoints[leader.leader_id]
         if p.error_code in (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH):
-            if leader is not None and leader.leader_id in endpoints:
-                self._raft_channel.redirect(*endpoints[leader.leader_id])
+            if self._raft_leader is not None:
+                self._raft_channel.redirect(*self._raft_leader)
             return bool(p.error_code == FENCED_LEADER_EPOCH)  # retry at once with the epoch just learned
         if p.error_code != 0:
             log.info("metadata fetch partition error %d", p.error_code)
