@@ -5,6 +5,8 @@ through the controller with this broker as leader. Produce/fetch in cluster mode
 
 from __future__ import annotations
 
+import re
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -79,3 +81,53 @@ def test_broker_registers_is_unfenced_and_follows_metadata(kraft_quorum: Control
     # Stopping is a controlled shutdown through heartbeats, confirmed by the controller.
     assert log_has(broker, "PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN"), broker.log_path.read_text()[-3000:]
 
+
+
+def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
+    kraft_quorum: ControllerQuorum, tmp_path: Path
+) -> None:
+    """A broker silent past the controller's session timeout (9 s) is fenced; when it speaks again
+    its heartbeats (WantFence false, caught up) get it unfenced. A restart is a new incarnation
+    and gets a new, higher broker epoch."""
+    node_id = 2
+    overrides = {
+        "process.roles": "broker",
+        "node.id": str(node_id),
+        "cluster.id": kraft_quorum.cluster_id,
+        "controller.quorum.bootstrap.servers": kraft_quorum.bootstrap_servers,
+        "broker.heartbeat.interval.ms": "500",
+    }
+    broker = Broker(tmp_path / "data", tmp_path / "kcompat.log", overrides=overrides)
+    broker.start()
+    try:
+        wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced")
+        assert broker.process is not None
+        # Kafka's own account, in the controller's log: fenced for the lapsed session, then unfenced
+        # by the next heartbeat (both records may reach the broker in one Fetch).
+        controller_log = kraft_quorum.controllers[0].log_file
+        fenced = f"Fencing broker {node_id} at epoch "
+        unfenced = f"The request from broker {node_id} to unfence has been granted"
+
+        def fenced_then_unfenced() -> bool:
+            text = controller_log.read_text(errors="replace")
+            return fenced in text and unfenced in text[text.index(fenced):]
+
+        broker.process.send_signal(signal.SIGSTOP)  # silent past the controller's 9 s session timeout
+        try:
+            wait_for(lambda: fenced in controller_log.read_text(errors="replace"), "the controller to fence the broker")
+        finally:
+            broker.process.send_signal(signal.SIGCONT)
+        wait_for(fenced_then_unfenced, "the controller to fence and then unfence the broker")
+        assert "because its session has timed out" in controller_log.read_text(errors="replace")
+    finally:
+        broker.stop()
+    epochs = [int(m) for m in re.findall(rf"broker {node_id} registered with broker epoch (\d+)", broker.log_path.read_text())]
+    assert len(epochs) == 1
+    broker.start()  # same log dir: same directory id, a new incarnation
+    try:
+        wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING") and len(re.findall("registered with broker epoch", broker.log_path.read_text())) == 2,
+                 "the restarted broker to be unfenced")  # fmt: skip
+        again = [int(m) for m in re.findall(rf"broker {node_id} registered with broker epoch (\d+)", broker.log_path.read_text())]
+        assert len(again) == 2 and again[1] > again[0]
+    finally:
+        broker.stop()

@@ -277,6 +277,9 @@ class KRaftBroker:
             except DecodeError as e:
                 log.error("metadata records from the controller do not decode: %s", e)
                 progressed = False
+            except Exception:
+                log.exception("metadata fetch loop")
+                progressed = False
             if progressed:
                 backoff = 0.05
             else:
