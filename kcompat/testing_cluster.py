@@ -133,6 +133,7 @@ class ControllerQuorum:
         jars: Path = KAFKA_JARS,
         java: str | None = None,
         start_timeout: float = 60.0,
+        properties: dict[str, str] | None = None,
     ) -> None:
         if voters < 1:
             raise ValueError("a quorum needs at least one voter")
@@ -141,6 +142,7 @@ class ControllerQuorum:
         self.java = java or shutil.which("java") or "java"
         self.features = dict(FEATURES if features is None else features)
         self.start_timeout = start_timeout
+        self.extra_properties = dict(properties or {})  # more controller settings, Kafka's names
         self.cluster_id = random_uuid_base64()
         self.controllers = [
             Controller(first_id + i, _free_port(), self.workdir / f"controller-{first_id + i}", random_uuid_base64())
@@ -174,6 +176,7 @@ class ControllerQuorum:
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
             "log.dirs": str(c.log_dir),
+            **self.extra_properties,
         }
 
     def _java(self, jvm: list[str], main: str, *args: str) -> list[str]:

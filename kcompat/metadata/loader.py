@@ -9,6 +9,9 @@ by the quorum; one above may still be truncated), then replayed in order:
 * a metadata transaction (BeginTransactionRecord ... EndTransactionRecord) is buffered whole and
   dropped on AbortTransactionRecord (KAFKA-14538); the bootstrap records arrive in one;
 * an image is published only outside a transaction, at the end of a batch.
+
+When the leader answers with a SnapshotId instead (its log no longer starts where we are), the
+whole snapshot is fetched and `load_snapshot` starts the image over from it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,28 @@ class MetadataLoader:
         self._pending = [(h, b) for h, b in self._pending if h.last_offset < offset]
         self.next_offset = max(min(self.next_offset, offset), self.image.offset + 1)
         self.last_fetched_epoch = self._pending[-1][0].partition_leader_epoch if self._pending else self.image.epoch
+
+    def load_snapshot(self, data: bytes | bytearray | memoryview, end_offset: int, epoch: int) -> MetadataImage:
+        """Start over from a whole snapshot (FetchSnapshot): the image of every record before
+        `end_offset`; fetching resumes there. A snapshot holds no metadata transactions."""
+        delta = MetadataDelta(MetadataImage())
+        for pos, size in split_batches(data):
+            batch = bytes(data[pos : pos + size])
+            if read_header(batch).is_control:
+                continue  # SnapshotHeader / SnapshotFooter, KRaftVersion, Voters
+            _, recs = decode_batch(batch)
+            for rec in recs:
+                if rec.value is None:
+                    raise DecodeError("metadata record without a value", "value")
+                api_key, _version, body = r.decode_record(rec.value)
+                delta.replay(api_key, body)
+        self.image = delta.apply(end_offset - 1, epoch)
+        self._pending.clear()
+        self._delta = None
+        self.in_transaction = False
+        self.next_offset = end_offset
+        self.last_fetched_epoch = epoch
+        return self.image
 
     def advance(self, high_watermark: int) -> MetadataImage | None:
         """Replay every held batch below `high_watermark`; the new image, or None when none was made."""

@@ -11,8 +11,9 @@ names); without them nothing here runs. Two tasks, each with its own controller 
   leader is found from CurrentLeader and NodeEndpoints in the answers (KIP-853, KIP-919).
 
 The broker is ready to be unfenced once its image holds its own registration (our incarnation).
-Not yet done here: FetchSnapshot when the controller answers with a SnapshotId (logged, and the
-follower waits), serving produce/fetch for cluster topics, replication, Envelope forwarding.
+When the leader answers a Fetch with a SnapshotId (a snapshot newer than where the observer is),
+the snapshot is fetched whole with FetchSnapshot (key 59, v1) and the image starts over from it.
+Not yet done here: serving produce/fetch for cluster topics, replication, Envelope forwarding.
 """
 
 from __future__ import annotations
@@ -39,10 +40,13 @@ from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.broker_heartbeat import BROKER_HEARTBEAT
 from kcompat.wire.messages.broker_registration import BROKER_REGISTRATION
 from kcompat.wire.messages.fetch import FETCH
+from kcompat.wire.messages.fetch_snapshot import FETCH_SNAPSHOT
 
 log = logging.getLogger("kcompat.cluster")
 
+METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
+FETCH_SNAPSHOT_VERSION = 1
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 FETCH_VERSION = 17
@@ -104,6 +108,7 @@ class KRaftBroker:
         self._raft_channel = ControllerChannel(bootstrap, client_id=client_id + "-raft")
         self._leader_epoch = 0
         self._raft_leader: tuple[str, int] | None = None  # (host, port) of the quorum leader, once known
+        self._snapshot_wanted: tuple[int, int] | None = None  # (end offset, epoch) the leader pointed at
         self._wake = asyncio.Event()
         self._want_shutdown = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -268,8 +273,11 @@ class KRaftBroker:
         backoff = 0.05
         while not self.stopped.is_set():
             try:
-                r = await self._raft_channel.call(FETCH.key, FETCH_VERSION, self._fetch_request(), timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5)
-                progressed = self._handle_fetch(r)
+                if self._snapshot_wanted is not None:
+                    progressed = await self._fetch_snapshot(*self._snapshot_wanted)
+                else:
+                    r = await self._raft_channel.call(FETCH.key, FETCH_VERSION, self._fetch_request(), timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5)
+                    progressed = self._handle_fetch(r)
             except ControllerUnavailable as e:
                 log.info("metadata fetch failed: %s", e)
                 self._raft_channel.rotate()
@@ -285,6 +293,46 @@ class KRaftBroker:
             else:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
+
+    async def _fetch_snapshot(self, end_offset: int, epoch: int) -> bool:
+        """FetchSnapshot (key 59, v1) of the whole snapshot, chunk by chunk, then start the image over."""
+        data = bytearray()
+        while True:
+            body = {
+                "cluster_id": self.cluster_id,
+                "replica_id": self.node_id,
+                "max_bytes": FETCH_MAX_BYTES,
+                "topics": [{"name": METADATA_TOPIC, "partitions": [{
+                    "partition": 0,
+                    "current_leader_epoch": self._leader_epoch,
+                    "snapshot_id": {"end_offset": end_offset, "epoch": epoch},
+                    "position": len(data),
+                    "replica_directory_id": self.directory_id,
+                }]}],
+            }  # fmt: skip
+            r = await self._raft_channel.call(FETCH_SNAPSHOT.key, FETCH_SNAPSHOT_VERSION, body)
+            p = r.topics[0].partitions[0] if r.error_code == 0 and r.topics else None
+            if p is None or p.error_code != 0:
+                log.info("FetchSnapshot answered with error %d", r.error_code if p is None else p.error_code)
+                self._snapshot_wanted = None  # ask the leader again where to start
+                return False
+            if p.position != len(data):
+                raise ControllerUnavailable(f"snapshot chunk at position {p.position}, expected {len(data)}")
+            data += bytes(p.unaligned_records or b"")
+            if len(data) >= p.size:
+                break
+        image = self.loader.load_snapshot(data, end_offset, epoch)
+        self._snapshot_wanted = None
+        log.info("metadata: loaded snapshot %d-%d (%d bytes, %d topics, %d brokers)",
+                 end_offset, epoch, len(data), len(image.topics_by_id), len(image.brokers))  # fmt: skip
+        self._published(image)
+        return True
+
+    def _published(self, image: MetadataImage) -> None:
+        self.lifecycle.update_metadata_offset(image.offset)
+        self._wake.set()
+        if self.on_image is not None:
+            self.on_image(image)
 
     def _handle_fetch(self, r: Any) -> bool:
         endpoints = {e.node_id: (e.host, e.port) for e in (r.node_endpoints or [])}
@@ -308,16 +356,13 @@ class KRaftBroker:
             self.loader.truncate(p.diverging_epoch.end_offset)
             return True
         if p.snapshot_id is not None and p.snapshot_id.end_offset >= 0:
-            log.warning("the controller asks for a snapshot at offset %d; FetchSnapshot is not implemented yet", p.snapshot_id.end_offset)
-            return False
+            self._snapshot_wanted = (p.snapshot_id.end_offset, p.snapshot_id.epoch)
+            return True
         if p.records:
             self.loader.append(p.records)
         image = self.loader.advance(p.high_watermark)
         if image is not None:
-            self.lifecycle.update_metadata_offset(image.offset)
-            self._wake.set()
-            if self.on_image is not None:
-                self.on_image(image)
+            self._published(image)
         return True
 
 

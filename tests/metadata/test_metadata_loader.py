@@ -187,3 +187,21 @@ def test_truncate_drops_fetched_batches_not_yet_applied() -> None:
     image = loader.advance(2)
     assert image is not None and set(image.topic_ids) == {"a", "c"}
     assert MetadataImage().offset == -1
+
+
+def test_a_snapshot_replaces_the_image_and_fetching_resumes_at_its_end() -> None:
+    loader = MetadataLoader()
+    loader.append(batch(0, topic("old", T2)) + batch(1, BEGIN))
+    loader.advance(2)
+    assert loader.in_transaction
+    header = build_batch([Record(0, 0, control_key(ControlType.SNAPSHOT_HEADER), b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")],
+                         base_offset=0, control=True, partition_leader_epoch=3)  # fmt: skip
+    snapshot = header + batch(1, feature("metadata.version", 30), topic("a", T1), partition(T1, 0, [1], 1, [D1]), epoch=3)
+    image = loader.load_snapshot(snapshot, end_offset=120, epoch=3)
+    assert (image.offset, image.epoch, loader.next_offset, loader.last_fetched_epoch) == (119, 3, 120, 3)
+    assert set(image.topic_ids) == {"a"} and not loader.in_transaction
+    p = image.partition("a", 0)
+    assert p is not None and p.leader == 1
+    loader.append(batch(120, topic("b", T2), epoch=3))
+    image = loader.advance(121)
+    assert image is not None and set(image.topic_ids) == {"a", "b"} and image.offset == 120
