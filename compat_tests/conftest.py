@@ -45,6 +45,8 @@ KAFKA_TOOLS: dict[str, str] = {
     "kafka-server-start": "kafka.Kafka",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
 }
 
 # Short-lived tools start faster with the client JIT only and a serial GC (2 shared cores).

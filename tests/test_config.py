@@ -585,3 +585,12 @@ def test_cluster_default_resource_describes_its_own_layer() -> None:
     assert [s.source for s in mine.synonyms] == [ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
                                                  ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]  # fmt: skip
     assert cfg.describe(["num.partitions"], cluster_default=True) == []
+
+
+def test_cluster_mode_broker_id_must_not_be_a_controller_id() -> None:
+    with pytest.raises(ConfigError, match=r"node.id=3000 is a controller's id in controller.quorum.voters"):
+        load("process.roles=broker", "node.id=3000", "controller.quorum.voters=3000@127.0.0.1:9093")
+    config = load("process.roles=broker", "node.id=1", "controller.quorum.voters=3000@127.0.0.1:9093")
+    assert config.get("broker.heartbeat.interval.ms") == 2000 and config.get("broker.session.timeout.ms") == 9000
+    # The combined roles (single-node mode) keep today's behaviour whatever the voters say.
+    load("node.id=3000", "controller.quorum.voters=3000@127.0.0.1:9093")

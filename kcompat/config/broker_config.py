@@ -130,6 +130,12 @@ class BrokerConfig(TypedAttributes):
         node_id, broker_id = self._value("node.id"), self._value("broker.id")
         if broker_id != node_id and "node.id" in self._static:
             raise self._error("broker.id", f"broker.id={broker_id} and node.id={node_id} must be equal")
+        if self._value("process.roles") == ["broker"]:
+            # Kafka's rule (KAFKA-13153): a broker-only node may not share an id with a controller.
+            voters = [v.split("@", 1)[0].strip() for v in self._value("controller.quorum.voters")]
+            if str(node_id if node_id is not None else broker_id) in voters:
+                raise self._error("node.id", f"node.id={node_id} is a controller's id in controller.quorum.voters; "
+                                             "a broker needs an id of its own")
         if self._value("log.dirs") is not None and not self._value("log.dirs"):
             raise self._error("log.dirs", "log.dirs is empty: expected at least one directory")
         if not self._value("log.dir") and self._value("log.dirs") is None:

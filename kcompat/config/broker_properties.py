@@ -114,11 +114,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
        ignored=ONE_NODE),
     _d("controller.listener.names", LIST, None,
        "Listener names used by the KRaft controller; such listeners are not opened.", MEDIUM),
-    _d("process.roles", LIST, None, "KRaft roles of this process.", HIGH,
-       ListOf(("broker", "controller")), ignored=NO_QUORUM),
-    _d("controller.quorum.voters", LIST, [], "Static KRaft voter set.", HIGH, ignored=NO_QUORUM),
-    _d("controller.quorum.bootstrap.servers", LIST, [], "KRaft controllers to bootstrap from.", HIGH,
-       ignored=NO_QUORUM),
+    _d("process.roles", LIST, None, "KRaft roles of this process. `broker` with "
+       "controller.quorum.bootstrap.servers joins Apache Kafka controllers (cluster mode); otherwise kcompat "
+       "runs as its own single node.", HIGH, ListOf(("broker", "controller"))),
+    _d("controller.quorum.voters", LIST, [], "Static KRaft voter set (id@host:port); in cluster mode a "
+       "broker's node.id must not be one of them.", HIGH),
+    _d("controller.quorum.bootstrap.servers", LIST, [], "KRaft controllers (host:port) a cluster-mode "
+       "broker registers with and fetches __cluster_metadata from.", HIGH),
+    _d("broker.heartbeat.interval.ms", INT, 2000, "Time between a cluster-mode broker's heartbeats to the "
+       "controller.", MEDIUM),
+    _d("broker.session.timeout.ms", INT, 9000, "How long the controller waits for a heartbeat before fencing "
+       "the broker; the broker's retry backoff is capped at half of it.", MEDIUM),
     _d("socket.request.max.bytes", INT, 104857600,
        "Largest request frame accepted; a bigger size prefix closes the connection before anything is "
        "buffered.", HIGH, at_least(1)),

@@ -70,6 +70,21 @@ def write_properties(path: Path, props: dict[str, str]) -> None:
     atomic_write(path, body.encode())
 
 
+def check_meta_properties(d: Path, cluster_id: str, node_id: int) -> dict[str, str] | None:
+    """The meta.properties of log dir `d` (None when absent), read only; InconsistentClusterId when it
+    names another cluster or node. Kafka's `kafka-storage format` writes the same file, so a dir
+    it formatted (version=1, cluster.id, node.id, directory.id) is taken as it is."""
+    path = d / META_PROPERTIES
+    if not path.exists():
+        return None
+    props = read_properties(path)
+    if props.get("cluster.id") not in (None, cluster_id):
+        raise InconsistentClusterId(f"{path} belongs to cluster {props.get('cluster.id')}, not {cluster_id}")
+    if props.get("node.id") not in (None, str(node_id)):
+        raise InconsistentClusterId(f"{path} belongs to node {props.get('node.id')}, not {node_id}")
+    return props
+
+
 class LogManager:
     def __init__(
         self,
@@ -109,16 +124,8 @@ class LogManager:
 
     def _ensure_meta_properties(self, d: Path) -> str:
         path = d / META_PROPERTIES
-        if path.exists():
-            props = read_properties(path)
-            if props.get("cluster.id") not in (None, self.cluster_id):
-                raise InconsistentClusterId(
-                    f"{path} belongs to cluster {props.get('cluster.id')}, not {self.cluster_id}"
-                )
-            if props.get("node.id") not in (None, str(self.node_id)):
-                raise InconsistentClusterId(
-                    f"{path} belongs to node {props.get('node.id')}, not {self.node_id}"
-                )
+        props = check_meta_properties(d, self.cluster_id, self.node_id)
+        if props is not None:
             if "directory.id" in props and props.get("version") == str(META_VERSION):
                 return props["directory.id"]
         directory_id = random_uuid_base64()

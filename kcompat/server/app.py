@@ -31,6 +31,7 @@ from kcompat.config.broker_config import BrokerConfig
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import Listener
 from kcompat.log.dir_lock import LogDirInUse, lock_log_dirs
+from kcompat.log.errors import InconsistentClusterId
 from kcompat.server.connection import Client, Limits
 from kcompat.server.reactor import Reactor
 
@@ -189,6 +190,8 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
             await broker.start()
         except ConfigError:
             raise
+        except InconsistentClusterId as e:
+            log.error("%s", e)  # a log dir formatted for another cluster or node: one line, exit 1
         except OSError as e:  # a data dir that cannot be written, a file where a dir should be, ...
             log.error("start-up failed: %s", os_error_line(e))
             return 1
@@ -196,6 +199,12 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
             log.exception("start-up failed")
             return 1
         reactor.start()
+        cluster = None
+        if config.get("process.roles") == ["broker"] and config.get("controller.quorum.bootstrap.servers"):
+            # cluster mode, under Kafka's controllers; imported only then, so single-node start-up is unchanged
+            from kcompat.server.kraft_broker import start_cluster_member
+
+            cluster = start_cluster_member(config, broker)
         data = ", ".join(str(d) for d in log_dirs_of(config))
         log.info(
             "kcompat %s listening on %s (data in %s, started in %.0f ms)",
@@ -206,6 +215,8 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
         )
         await stop.wait()
         log.info("shutting down (%s)", received[0] if received else "stop")
+        if cluster is not None:
+            await cluster.shutdown(SHUTDOWN_GRACE_S)  # controlled shutdown through heartbeats
         await broker.begin_shutdown()  # parked Fetches and group joins answer now, not after the grace period
         await reactor.shutdown(SHUTDOWN_GRACE_S, force)
         return 0

@@ -10,8 +10,7 @@ What Kafka does with a request it cannot serve, this does too:
     connection is closed (CloseConnection), as Kafka's SocketServer does on an invalid request;
   * Produce with acks=0 that failed: the connection is closed, so the producer refreshes metadata.
 
-Handlers run on the event loop. Appends and reads of the page cache are fast enough to stay there;
-blocking work that can be long (retention, fsync on close) runs in a worker thread.
+Handlers run on the event loop; long blocking work (retention, fsync on close) runs in a thread.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from kcompat.config import (
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
-from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
+from kcompat.log.manager import META_PROPERTIES, LogManager, check_meta_properties, read_properties
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.delayed_fetch import FetchWaiters
@@ -165,8 +164,7 @@ class Broker:
 
     @property
     def rack(self) -> str | None:
-        rack = self.config.get("broker.rack")
-        return str(rack) if rack else None
+        return str(self.config.get("broker.rack") or "") or None
 
     @property
     def auto_create_topics(self) -> bool:
@@ -190,6 +188,8 @@ class Broker:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_cluster_id()
+        for d in self.log_dirs:  # before anything is written: a dir of another cluster or node is refused
+            check_meta_properties(d, self.cluster_id, self.node_id)
         self.topics.load()
         self.producer_ids.load()
         self._load_dynamic_config()

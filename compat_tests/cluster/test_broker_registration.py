@@ -1,0 +1,133 @@
+"""Cluster mode, first step: a `kcompat serve` process with process.roles=broker and
+controller.quorum.bootstrap.servers registers with a REAL Kafka 4.3 controller, is unfenced,
+follows `__cluster_metadata` as a Raft observer, and its metadata image shows a topic created
+through the controller with this broker as leader. Produce/fetch in cluster mode is not yet served."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from compat_tests.conftest import kafka_tool
+from compat_tests.crash.wire_client import WireClient
+from kcompat.testing import Broker
+from kcompat.testing_cluster import HOST, ControllerQuorum
+
+BROKER_ID = 1
+CREATE_TOPICS = 19
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def log_has(broker: Broker, text: str) -> bool:
+    return text in broker.log_path.read_text(errors="replace")
+
+
+def test_broker_registers_is_unfenced_and_follows_metadata(kraft_quorum: ControllerQuorum, tmp_path: Path) -> None:
+    kraft_quorum.format_broker(tmp_path / "data", BROKER_ID)  # Kafka's own kafka-storage format
+    formatted = (tmp_path / "data" / "meta.properties").read_text()
+    broker = Broker(
+        tmp_path / "data",
+        tmp_path / "kcompat.log",
+        overrides={
+            "process.roles": "broker",
+            "node.id": str(BROKER_ID),
+            "cluster.id": kraft_quorum.cluster_id,
+            "controller.quorum.bootstrap.servers": kraft_quorum.bootstrap_servers,
+            "controller.listener.names": "CONTROLLER",
+            "broker.heartbeat.interval.ms": "500",
+        },
+    )
+    broker.start()
+    try:
+        wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced")
+        assert log_has(broker, f"metadata: broker {BROKER_ID} is unfenced")
+        status = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", kraft_quorum.bootstrap_servers,
+                            "describe", "--status").stdout  # fmt: skip
+        observers = next(line for line in status.splitlines() if line.startswith("CurrentObservers"))
+        assert f'"id": {BROKER_ID}' in observers, status
+        directory_id = next(line.split("=", 1)[1] for line in formatted.splitlines() if line.startswith("directory.id="))
+        assert directory_id in observers  # the observer is known by the directory id Kafka's format wrote
+
+        # A topic created on the controller (--bootstrap-controller semantics: CreateTopics sent
+        # straight to the controller listener) reaches the broker's image with it as leader.
+        client = WireClient(HOST, kraft_quorum.controllers[0].port)
+        try:
+            response = client.call(CREATE_TOPICS, 7, {
+                "topics": [{"name": "clustered", "num_partitions": 2, "replication_factor": 1,
+                            "assignments": [], "configs": []}],
+                "timeout_ms": 10000, "validate_only": False,
+            })  # fmt: skip
+        finally:
+            client.close()
+        created = response.topics[0]
+        assert created.error_code == 0, created
+        assert isinstance(created.topic_id, uuid.UUID)
+        for p in (0, 1):
+            wait_for(lambda p=p: log_has(broker, f"metadata: clustered-{p} leader: leader {BROKER_ID} epoch 0, replicas [{BROKER_ID}], isr [{BROKER_ID}]"),
+                     f"partition {p} in the broker's image")  # fmt: skip
+    finally:
+        broker.stop()
+    # Stopping is a controlled shutdown through heartbeats, confirmed by the controller.
+    assert log_has(broker, "PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN"), broker.log_path.read_text()[-3000:]
+
+
+
+def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
+    kraft_quorum: ControllerQuorum, tmp_path: Path
+) -> None:
+    """A broker silent past the controller's session timeout (9 s) is fenced; when it speaks again
+    its heartbeats (WantFence false, caught up) get it unfenced. A restart is a new incarnation
+    and gets a new, higher broker epoch."""
+    node_id = 2
+    overrides = {
+        "process.roles": "broker",
+        "node.id": str(node_id),
+        "cluster.id": kraft_quorum.cluster_id,
+        "controller.quorum.bootstrap.servers": kraft_quorum.bootstrap_servers,
+        "broker.heartbeat.interval.ms": "500",
+    }
+    broker = Broker(tmp_path / "data", tmp_path / "kcompat.log", overrides=overrides)
+    broker.start()
+    try:
+        wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced")
+        assert broker.process is not None
+        # Kafka's own account, in the controller's log: fenced for the lapsed session, then unfenced
+        # by the next heartbeat (both records may reach the broker in one Fetch).
+        controller_log = kraft_quorum.controllers[0].log_file
+        fenced = f"Fencing broker {node_id} at epoch "
+        unfenced = f"The request from broker {node_id} to unfence has been granted"
+
+        def fenced_then_unfenced() -> bool:
+            text = controller_log.read_text(errors="replace")
+            return fenced in text and unfenced in text[text.index(fenced):]
+
+        broker.process.send_signal(signal.SIGSTOP)  # silent past the controller's 9 s session timeout
+        try:
+            wait_for(lambda: fenced in controller_log.read_text(errors="replace"), "the controller to fence the broker")
+        finally:
+            broker.process.send_signal(signal.SIGCONT)
+        wait_for(fenced_then_unfenced, "the controller to fence and then unfence the broker")
+        assert "because its session has timed out" in controller_log.read_text(errors="replace")
+    finally:
+        broker.stop()
+    epochs = [int(m) for m in re.findall(rf"broker {node_id} registered with broker epoch (\d+)", broker.log_path.read_text())]
+    assert len(epochs) == 1
+    broker.start()  # same log dir: same directory id, a new incarnation
+    try:
+        wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING") and len(re.findall("registered with broker epoch", broker.log_path.read_text())) == 2,
+                 "the restarted broker to be unfenced")  # fmt: skip
+        again = [int(m) for m in re.findall(rf"broker {node_id} registered with broker epoch (\d+)", broker.log_path.read_text())]
+        assert len(again) == 2 and again[1] > again[0]
+    finally:
+        broker.stop()

@@ -1,0 +1,87 @@
+"""A broker that joins after the controller has written a metadata snapshot is pointed at it
+(Fetch answers with SnapshotId) and loads it with FetchSnapshot before following the log."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from compat_tests.crash.wire_client import WireClient
+from kcompat.testing import Broker
+from kcompat.testing_cluster import HOST, ControllerQuorum
+
+BROKER_ID = 4
+EARLY_ID = 5
+BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 40.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def snapshotting_quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
+    """One controller that writes a snapshot every second (Kafka's default is every hour)."""
+    with ControllerQuorum(tmp_path_factory.mktemp("quorum-snap"),
+                          properties={"metadata.log.max.snapshot.interval.ms": "1000"}) as quorum:  # fmt: skip
+        yield quorum
+
+
+def snapshots(quorum: ControllerQuorum) -> list[Path]:
+    folder = quorum.controllers[0].log_dir / "__cluster_metadata-0"
+    return [p for p in folder.glob("*.checkpoint") if p.name != BOOTSTRAP_SNAPSHOT]
+
+
+def cluster_broker(quorum: ControllerQuorum, tmp_path: Path, node_id: int) -> Broker:
+    return Broker(
+        tmp_path / f"data-{node_id}",
+        tmp_path / f"kcompat-{node_id}.log",
+        overrides={
+            "process.roles": "broker",
+            "node.id": str(node_id),
+            "cluster.id": quorum.cluster_id,
+            "controller.quorum.bootstrap.servers": quorum.bootstrap_servers,
+            "broker.heartbeat.interval.ms": "500",
+        },
+    )
+
+
+def test_late_broker_loads_the_snapshot(snapshotting_quorum: ControllerQuorum, tmp_path: Path) -> None:
+    early = cluster_broker(snapshotting_quorum, tmp_path, EARLY_ID)
+    early.start()
+    try:
+        wait_for(lambda: "RECOVERY -> RUNNING" in early.log_path.read_text(), "the first broker to be unfenced")
+        client = WireClient(HOST, snapshotting_quorum.controllers[0].port)
+        try:
+            response = client.call(19, 7, {
+                "topics": [{"name": "in-snapshot", "num_partitions": 3, "replication_factor": 1,
+                            "assignments": [], "configs": []}],
+                "timeout_ms": 10000, "validate_only": False,
+            })  # fmt: skip
+        finally:
+            client.close()
+        assert response.topics[0].error_code == 0
+        wait_for(lambda: "metadata: in-snapshot-2 leader" in early.log_path.read_text(), "the topic in the first image")
+        before = set(snapshots(snapshotting_quorum))
+        wait_for(lambda: bool(set(snapshots(snapshotting_quorum)) - before), "a snapshot written after the topic")
+        late = cluster_broker(snapshotting_quorum, tmp_path, BROKER_ID)
+        late.start()
+        try:
+            wait_for(lambda: "RECOVERY -> RUNNING" in late.log_path.read_text(), "the late broker to be unfenced")
+            text = late.log_path.read_text()
+            loaded = re.search(r"metadata: loaded snapshot (\d+)-(\d+) \((\d+) bytes, (\d+) topics, (\d+) brokers\)", text)
+            assert loaded is not None, text[-3000:]
+            assert int(loaded.group(4)) == 1 and int(loaded.group(5)) >= 1  # the topic and the first broker
+            assert f"metadata: broker {BROKER_ID} is unfenced" in text
+        finally:
+            late.stop()
+    finally:
+        early.stop()
