@@ -54,16 +54,17 @@ class Member:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                ev = None
-            with self.lock:
-                if isinstance(ev, dict) and "ev" in ev:
-                    self.events.append(ev)
-                else:
-                    self.other.append(line.rstrip())
+        with self.proc.stdout:  # closed at the member's end of output, not left to the garbage collector
+            for line in self.proc.stdout:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    ev = None
+                with self.lock:
+                    if isinstance(ev, dict) and "ev" in ev:
+                        self.events.append(ev)
+                    else:
+                        self.other.append(line.rstrip())
 
     @property
     def alive(self) -> bool:
