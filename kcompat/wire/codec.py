@@ -7,16 +7,21 @@ closures over precomputed field steps, cached on first use:
                                   lacks get their defaults; in flexible versions the tagged-field
                                   section is read, known tags decoded, unknown ones kept as raw
                                   bytes so that re-encoding gives back the same bytes
-    encode(writer, value)         value is a Struct or a plain dict; missing keys take defaults
+    encode(writer, value)         value is an instance of the message's class, or a plain dict
+                                  (missing keys take defaults; a key the declaration lacks, in
+                                  any version, is a TypeError naming it)
 
-Decoded values are `Struct` instances: one class per struct name of a message, built from the
-declaration, with snake_case attributes. `bytes` fields decode to bytes; `records` fields decode
-to a memoryview of the request buffer (zero copy) and encode from bytes, memoryviews or
-pass-through objects (file slices) that the Writer keeps in place for sendfile.
+Values are instances of the typed classes generated from the declarations into kcompat.wire.types
+(tools/gen_messages.py): one slotted class per message and struct name, version-less, with
+snake_case attributes. A message with no generated module (one declared only in a test) gets
+classes of the same shape built here. `bytes` fields decode to bytes; `records` fields decode to
+a memoryview of the request buffer (zero copy) and encode from bytes, memoryviews or pass-through
+objects (file slices) that the Writer keeps in place for sendfile.
 """
 
 from __future__ import annotations
 
+import importlib
 import struct
 import uuid
 from collections.abc import Callable
@@ -25,48 +30,76 @@ from typing import Any
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.primitives import Reader, Writer, encode_uvarint
 from kcompat.wire.schema import F, Message
+from kcompat.wire.structs import UNKNOWN_TAGS, Struct, field_names
+from kcompat.wire.types import MODULES
 
 Decoder = Callable[[Reader], Any]
 Encoder = Callable[[Writer, Any], None]
 
 _FIXED_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4, "float64": 8, "bool": 1, "uuid": 16}
-UNKNOWN_TAGS = "_unknown_tags"
+Factories = dict[str, Callable[[], Any]]
 _MISSING: Any = object()
 
+__all__ = ["UNKNOWN_TAGS", "MessageCodec", "Struct"]
 
-class Struct:
-    """A decoded (or to-be-encoded) message or struct: attributes named after the schema's fields."""
 
-    _field_names: tuple[str, ...] = ()
-    _factories: dict[str, Callable[[], Any]] = {}
+def _typed_structs(message: Message) -> dict[str, type[Struct]] | None:
+    """The generated classes of a message by struct name; None for a message with no module."""
+    module = MODULES.get(message.name)
+    if module is None:
+        return None
+    structs: dict[str, dict[str, type[Struct]]] = importlib.import_module(f"kcompat.wire.types.{module}").STRUCTS
+    return structs.get(message.name)
 
-    def __init__(self, **values: Any) -> None:
-        d = self.__dict__
-        for name, make in self._factories.items():
-            d[name] = values.pop(name) if name in values else make()
+
+def value_tags(value: Any) -> dict[str, Any]:
+    """{UNKNOWN_TAGS: ...} of a decoded instance that had unknown tags, else {}."""
+    tags = getattr(value, UNKNOWN_TAGS, None)
+    return {} if tags is None else {UNKNOWN_TAGS: tags}
+
+
+def _runtime_class(name: str, names: tuple[str, ...], factories: Factories) -> type[Struct]:
+    """A class of the generated classes' shape, for a message with no generated module."""
+
+    def __init__(self: Struct, **values: Any) -> None:
+        for fname, make in factories.items():
+            setattr(self, fname, values.pop(fname) if fname in values else make())
         if values:
-            raise TypeError(f"{type(self).__name__} has no field(s) {sorted(values)}")
+            raise TypeError(f"{name} has no field(s) {sorted(values)}")
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.__dict__ == self.__dict__
+    return type(name, (Struct,), {"__slots__": names, "__init__": __init__})
 
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items() if k != UNKNOWN_TAGS)
-        return f"{type(self).__name__}({inner})"
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dicts and lists, for logs and tests."""
+def _coercer(cls: type[Struct], factories: Factories) -> Callable[[Any], Any]:
+    """What an encoder does with a value that is not an instance of its class: a dict (or another
+    struct, or an object with attributes) becomes one, and a field the declaration lacks raises."""
+    name = cls.__name__
+    known = factories.keys()
 
-        def plain(v: Any) -> Any:
-            if isinstance(v, Struct):
-                return v.to_dict()
-            if isinstance(v, list):
-                return [plain(x) for x in v]
-            if isinstance(v, memoryview):
-                return bytes(v)
-            return v
+    def coerce(value: Any) -> Any:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            items = value
+        elif isinstance(value, Struct):
+            items = {n: getattr(value, n) for n in field_names(type(value))}
+            if (tags := getattr(value, UNKNOWN_TAGS, None)) is not None:
+                items[UNKNOWN_TAGS] = tags
+        elif hasattr(value, "__dict__"):
+            items = vars(value)
+        else:
+            raise TypeError(f"{name}: cannot encode a {type(value).__name__}")
+        if not items.keys() <= known:
+            extra = sorted(k for k in items if k not in known and k != UNKNOWN_TAGS)
+            if extra:
+                raise TypeError(f"{name} has no field(s) {extra}")
+            items = dict(items)
+            o = cls(**{k: v for k, v in items.items() if k != UNKNOWN_TAGS})
+            setattr(o, UNKNOWN_TAGS, items[UNKNOWN_TAGS])
+            return o
+        return cls(**items)
 
-        return {k: plain(v) for k, v in self.__dict__.items() if k != UNKNOWN_TAGS}
+    return coerce
 
 
 class MessageCodec:
@@ -75,11 +108,10 @@ class MessageCodec:
     def __init__(self, message: Message, *, generated: bool = True) -> None:
         self.message = message
         self.generated = generated
+        self._typed = _typed_structs(message)
         self.classes: dict[str, type[Struct]] = {}
+        self.factories: dict[type[Struct], Factories] = {}
         self.cls = self._class_for(message.name, message.fields)
-        for name, c in self.classes.items():
-            if c is not self.cls:
-                setattr(self.cls, name, c)
         self._compiled: dict[tuple[str, int], tuple[Decoder, Encoder, int]] = {}
 
     # -- classes ------------------------------------------------------------------------------
@@ -87,9 +119,18 @@ class MessageCodec:
         existing = self.classes.get(name)
         if existing is not None:
             return existing
-        factories: dict[str, Callable[[], Any]] = {}
-        cls = type(name, (Struct,), {"_field_names": tuple(f.name for f in fields), "_factories": factories})
+        factories: Factories = {}
+        if self._typed is None:
+            cls = _runtime_class(name, tuple(f.name for f in fields), factories)
+        else:
+            typed = self._typed.get(name)
+            if typed is None or field_names(typed) != tuple(f.name for f in fields):
+                raise RuntimeError(
+                    f"kcompat.wire.types is out of date for {self.message.name}.{name}: run tools/gen_messages.py"
+                )
+            cls = typed
         self.classes[name] = cls
+        self.factories[cls] = factories
         for f in fields:
             factories[f.name] = self._factory(f)
         return cls
@@ -108,7 +149,7 @@ class MessageCodec:
         return lambda: default
 
     # -- public -------------------------------------------------------------------------------
-    def new(self, **values: Any) -> Struct:
+    def new(self, **values: Any) -> Any:
         return self.cls(**values)
 
     def decode(self, data: bytes | bytearray | memoryview | Reader, version: int) -> Any:
@@ -150,8 +191,10 @@ class MessageCodec:
         tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]] = {}
         absent: list[tuple[str, Callable[[], Any]]] = []
         min_size = 1 if flexible else 0
+        factories = self.factories[cls]
+        coerce = _coercer(cls, factories)
         for f in fields:
-            make = cls._factories[f.name]
+            make = factories[f.name]
             if version not in f.versions:
                 absent.append((f.name, make))
                 continue
@@ -167,7 +210,7 @@ class MessageCodec:
         step_reads = [(n, rd) for n, rd, _, _ in steps]
         step_writes = [(n, wr, dflt) for n, _, wr, dflt in steps]
 
-        def read_tagged(r: Reader, d: dict[str, Any]) -> None:
+        def read_tagged(r: Reader, o: Any) -> None:
             try:
                 section = r.tagged_fields()
             except DecodeError as e:
@@ -180,18 +223,19 @@ class MessageCodec:
                     continue
                 sub = Reader(data)
                 try:
-                    d[known[0]] = known[1](sub)
+                    setattr(o, known[0], known[1](sub))
                     if sub.remaining():
                         raise DecodeError(f"{sub.remaining()} bytes left over in tagged field {tag}")
                 except DecodeError as e:
                     raise e.within(known[0]) from None
             if unknown:
-                d[UNKNOWN_TAGS] = unknown
+                setattr(o, UNKNOWN_TAGS, unknown)
 
-        def write_tagged(w: Writer, get: Callable[..., Any]) -> None:
-            out: list[tuple[int, bytes]] = list(get(UNKNOWN_TAGS, None) or ())
+        def write_tagged(w: Writer, value: Any) -> None:
+            is_dict = isinstance(value, dict)  # the generated coder's dict path
+            out: list[tuple[int, bytes]] = list((value if is_dict else value_tags(value)).get(UNKNOWN_TAGS) or ())
             for tag, (fname, _, write, make) in tagged.items():
-                v = get(fname, _MISSING)
+                v = value.get(fname, _MISSING) if is_dict else getattr(value, fname)
                 if v is _MISSING or v == make():  # Kafka writes a tagged field only when it differs from its default
                     continue
                 sub = Writer()
@@ -201,34 +245,34 @@ class MessageCodec:
 
         def decode(r: Reader) -> Any:
             o = new(cls)
-            d = o.__dict__
             for fname, make in absent:
-                d[fname] = make()
+                setattr(o, fname, make())
             for fname, read in step_reads:
                 try:
-                    d[fname] = read(r)
+                    setattr(o, fname, read(r))
                 except DecodeError as e:
                     raise e.within(fname) from None
             if flexible:
-                read_tagged(r, d)
+                read_tagged(r, o)
             return o
 
         def encode(w: Writer, value: Any) -> None:
-            get = value.get if isinstance(value, dict) else value.__dict__.get
-            for fname, write, default in step_writes:
-                v = get(fname, default)
+            if type(value) is not cls:
+                value = coerce(value)
+            for fname, write, _ in step_writes:
+                v = getattr(value, fname)
                 try:
                     write(w, v)
                 except (TypeError, ValueError, OverflowError, AttributeError) as e:
                     raise type(e)(f"{name}.{fname}: {e}") from None
             if flexible:
-                write_tagged(w, get)
+                write_tagged(w, value)
 
         if not self.generated:
             return decode, encode, min_size
         fast_decode, fast_encode = _generate(
             cls, fields, version, flexible, steps, absent, tagged, read_tagged, write_tagged, decode, encode,
-            lambda f: self._sub(f, version),
+            coerce, lambda f: self._sub(f, version),
         )
         return fast_decode, fast_encode, min_size
 
@@ -540,17 +584,18 @@ def _generate(
     steps: list[tuple[str, Decoder, Encoder, Any]],
     absent: list[tuple[str, Callable[[], Any]]],
     tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]],
-    read_tagged: Callable[[Reader, dict[str, Any]], None],
-    write_tagged: Callable[[Writer, Callable[..., Any]], None],
+    read_tagged: Callable[[Reader, Any], None],
+    write_tagged: Callable[[Writer, Any], None],
     reference_decode: Decoder,
     reference_encode: Encoder,
+    coerce: Callable[[Any], Any],
     sub: Callable[[F], tuple[Decoder, Encoder, int]],
 ) -> tuple[Decoder, Encoder]:
     by_name = {f.name: f for f in fields}
     ns: dict[str, Any] = {
         "new": object.__new__, "cls": cls, "read_tagged": read_tagged, "write_tagged": write_tagged,
-        "ref_decode": reference_decode, "ref_encode": reference_encode, "rewind": _rewind,
-        "MISSING": _MISSING, "UNKNOWN_TAGS": UNKNOWN_TAGS, "isinstance": isinstance, "dict": dict, "len": len,
+        "ref_decode": reference_decode, "ref_encode": reference_encode, "rewind": _rewind, "coerce": coerce,
+        "UNKNOWN_TAGS": UNKNOWN_TAGS, "MISSING": _MISSING, "getattr": getattr, "type": type, "isinstance": isinstance, "len": len,
         "list": list, "range": range, "str": str, "bytes": bytes, "FB": _Fallback,
         "uvarint": encode_uvarint, "UUID": uuid.UUID, "BUFFERS": (bytes, bytearray, memoryview),
         "payload": Writer._payload, "unpack_from": struct.unpack_from, "pack": struct.pack,
@@ -573,53 +618,71 @@ def _generate(
             groups.append((None, [(fname, i)]))
 
     dec = ["def decode(r):", "    pos = start = r.pos", "    try:", "        buf = r.buf", "        end = r.end",
-           "        o = new(cls)", "        d = o.__dict__"]  # fmt: skip
+           "        o = new(cls)"]  # fmt: skip
     for j, (fname, make) in enumerate(absent):
         f = by_name[fname]
         if f.is_array or f.is_struct:
             ns[f"M{j}"] = make
-            dec.append(f"        d[{fname!r}] = M{j}()")
+            dec.append(f"        o.{fname} = M{j}()")
         else:
             ns[f"K{j}"] = make()
-            dec.append(f"        d[{fname!r}] = K{j}")
-    enc = ["def encode(w, value):", "    get = value.get if isinstance(value, dict) else value.__dict__.get",
-           "    n0 = len(w.buf)", "    c0 = len(w.chunks)", "    try:"]  # fmt: skip
+            dec.append(f"        o.{fname} = K{j}")
+    # Two encoder bodies: one reading an instance's attributes, one reading a dict the way the
+    # handlers not yet typed build their answers (missing keys take defaults). A dict with a key the
+    # declaration lacks, or any other value, is made an instance first (coerce raises naming the
+    # field), outside the try, as the reference does.
+    by_attr: list[str] = []
+    by_key: list[str] = []
     for g, (fmt, members) in enumerate(groups):
-        for _, i in members:
-            ns[f"D{i}"] = steps[i][3]
         if fmt is None:
             ((fname, i),) = members
-            read = inline.read(by_name[fname], f"d[{fname!r}]")
+            read = inline.read(by_name[fname], f"o.{fname}")
             if read is None:
                 ns[f"R{i}"] = steps[i][1]
-                read = ["r.pos = pos", f"d[{fname!r}] = R{i}(r)", "pos = r.pos"]
+                read = ["r.pos = pos", f"o.{fname} = R{i}(r)", "pos = r.pos"]
             dec += _indent(read, 8)
             write = inline.write(by_name[fname], "v")
             if write is None:
                 ns[f"W{i}"] = steps[i][2]
                 write = [f"W{i}(w, v)"]
-            enc += _indent([f"v = get({fname!r}, D{i})", *write], 8)
+            ns[f"D{i}"] = steps[i][3]
+            by_attr += [f"v = value.{fname}", *write]
+            by_key += [f"v = get({fname!r}, D{i})", *write]
             continue
         s = struct.Struct(fmt)
         ns[f"S{g}"], ns[f"P{g}"] = s.unpack_from, s.pack
-        targets = ", ".join(f"d[{fname!r}]" for fname, _ in members)
+        targets = ", ".join(f"o.{fname}" for fname, _ in members)
         unpack = f"{targets}{',' if len(members) == 1 else ''} = S{g}(buf, pos)"
         dec += _indent([f"if pos + {s.size} > end: raise FB", unpack, f"pos += {s.size}"], 8)
-        args = ", ".join(f"get({fname!r}, D{i})" for fname, i in members)
-        enc.append(f"        w.buf += P{g}({args})")
+        for _, i in members:
+            ns[f"D{i}"] = steps[i][3]
+        by_attr.append(f"w.buf += P{g}({', '.join(f'value.{fname}' for fname, _ in members)})")
+        by_key.append(f"w.buf += P{g}({', '.join(f'get({fname!r}, D{i})' for fname, i in members)})")
     if flexible:
         dec += ["        if pos < end and buf[pos] == 0:", "            r.pos = pos + 1", "        else:",
-                "            r.pos = pos", "            read_tagged(r, d)"]  # fmt: skip
-        checks = ["get(UNKNOWN_TAGS, None)"]
+                "            r.pos = pos", "            read_tagged(r, o)"]  # fmt: skip
+        attr_checks = ["getattr(value, UNKNOWN_TAGS, None)"]
+        key_checks = []
         for tag, (fname, _, _, make) in tagged.items():
-            ns[f"T{tag}"] = make
-            checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag}())")
-        enc += [f"        if {' or '.join(checks)}:", "            write_tagged(w, get)", "        else:",
-                "            w.buf.append(0)"]  # fmt: skip
+            ns[f"T{tag}"] = make()  # only compared with, never handed out
+            attr_checks.append(f"value.{fname} != T{tag}")
+            key_checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag})")
+        for body, checks in ((by_attr, attr_checks), (by_key, key_checks)):
+            if checks:
+                body += [f"if {' or '.join(checks)}:", "    write_tagged(w, value)", "else:", "    w.buf.append(0)"]
+            else:
+                body.append("w.buf.append(0)")
     else:
         dec.append("        r.pos = pos")
     dec += ["        return o", "    except Exception:", "        r.pos = start", "        return ref_decode(r)"]
-    enc += ["        pass", "    except Exception:", "        rewind(w, n0, c0)", "        ref_encode(w, value)"]
+    ns["KNOWN"] = frozenset(by_name)
+    enc = ["def encode(w, value):", "    n0 = len(w.buf)", "    c0 = len(w.chunks)",
+           "    if type(value) is dict and value.keys() <= KNOWN:", "        get = value.get", "        try:",
+           *_indent(by_key or ["pass"], 12), "        except Exception:", "            rewind(w, n0, c0)",
+           "            ref_encode(w, value)", "        return",
+           "    if type(value) is not cls:", "        value = coerce(value)", "    try:",
+           *_indent(by_attr or ["pass"], 8), "    except Exception:", "        rewind(w, n0, c0)",
+           "        ref_encode(w, value)"]  # fmt: skip
     source = "\n".join(dec) + "\n\n" + "\n".join(enc) + "\n"
     exec(compile(source, f"<kcompat.wire.codec {cls.__name__} v{version}>", "exec"), ns)
     return ns["decode"], ns["encode"]
