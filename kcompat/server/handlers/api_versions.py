@@ -20,15 +20,16 @@ from typing import Any
 from kcompat.server.registry import HANDLERS, handles
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 
 
-def advertised() -> list[dict[str, int]]:
+def advertised() -> list[ApiVersion]:
     return [
-        {"api_key": key, "min_version": reg.min_version, "max_version": reg.max_version}
+        ApiVersion(api_key=key, min_version=reg.min_version, max_version=reg.max_version)
         for key, reg in sorted(HANDLERS.items())
     ]
 
 
 @handles(API_VERSIONS, "0-4")
-async def api_versions(ctx: Any, request: Request) -> Any:
-    return {"error_code": 0, "api_keys": advertised(), "throttle_time_ms": 0}
+async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVersionsResponse:
+    return ApiVersionsResponse(error_code=0, api_keys=advertised(), throttle_time_ms=0)
