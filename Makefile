@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.test-installed
+LINT_STAMP := $(VENV)/.lint-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test check unit compat slow spark-example install install-test bench clean
@@ -23,6 +24,11 @@ $(TEST_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
+# The code checks need only ruff and mypy, not the test extra's clients, Spark and plots.
+$(LINT_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install -q -e '.[lint]'
+	touch $@
+
 install: $(STAMP)
 
 install-test: $(TEST_STAMP)
@@ -31,7 +37,7 @@ install-test: $(TEST_STAMP)
 run: $(STAMP)
 	$(BIN)/kcompat serve
 
-check: $(TEST_STAMP)
+check: $(LINT_STAMP)
 	$(BIN)/ruff check kcompat tests compat_tests tools benchmarks spark_examples
 	$(BIN)/mypy kcompat
 	$(BIN)/python tools/check_imports.py

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -42,6 +43,8 @@ KAFKA_TOOLS: dict[str, str] = {
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server-start": "kafka.Kafka",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
 }
 
 # Short-lived tools start faster with the client JIT only and a serial GC (2 shared cores).
@@ -124,3 +127,44 @@ def kafka_tool_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
 def kcat_fixture() -> str:
     """Path of the kcat executable."""
     return kcat_executable()
+
+
+# -- figures: what tests measured, printed once at the end of the session -------------------------
+
+ReportFigure = Callable[[str, str], None]
+_FIGURES = pytest.StashKey[dict[str, str]]()
+
+
+@pytest.fixture
+def report_figure(request: pytest.FixtureRequest) -> ReportFigure:
+    """`report_figure(name, text)` keeps a figure for the end-of-session report (a measurement, not a check)."""
+    figures = request.config.stash.setdefault(_FIGURES, {})
+
+    def report(name: str, text: str) -> None:
+        figures[name] = text
+
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    figures = config.stash.get(_FIGURES, {})
+    if figures:
+        terminalreporter.section("figures")
+        for name, text in figures.items():
+            terminalreporter.write_line(f"{name}: {text}")
+
+
+# kafka-python drops the sockets of connection attempts it abandons (bootstrap, reconnects) without
+# closing them, so their __del__ warns; with filterwarnings = error that would fail whichever test
+# (or the session's end) the garbage collector happens to run in. A client library's leak, not
+# kcompat's: ignored when this layer runs (tests/ alone, with kcompat's own sockets, keeps it an error).
+_CLIENT_SOCKET_LEAKS = (
+    ("unclosed <socket.socket", ResourceWarning),
+    ("Exception ignored in. <socket.socket", pytest.PytestUnraisableExceptionWarning),
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for message, category in _CLIENT_SOCKET_LEAKS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:{category.__module__}.{category.__qualname__}")
+        warnings.filterwarnings("ignore", message, category)  # the session-level filters (end of session)

@@ -4,6 +4,7 @@ by time, idempotence across a restart, admin (topics, configs, delete records), 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +26,9 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, stored_codecs, unique
+from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
+from compat_tests.fetch_log import DebugBroker, fetch_lines
+from kcompat.testing import TEST_DEFAULTS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -134,8 +137,8 @@ def test_admin_topics_configs_and_delete_records(kcompat_session_broker: Any) ->
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3
 
     p = Producer({"bootstrap.servers": b.bootstrap})
-    for i in range(6):
-        p.produce(topic, value=b"%d" % i, partition=0)
+    for i in range(6):  # keyed: the topic is compacted now, which refuses records without a key
+        p.produce(topic, key=b"k%d" % i, value=b"%d" % i, partition=0)
     assert p.flush(30) == 0
     (deleted,) = admin.delete_records([TopicPartition(topic, 0, 4)]).values()
     assert deleted.result(10).low_watermark == 4
@@ -173,3 +176,49 @@ def test_record_over_message_max_bytes(kcompat_broker_factory: Any) -> None:
     p.flush(30)
     assert results[0] is not None and results[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
     assert results[1] is None
+
+
+def test_consumer_never_uses_fetch_sessions(tmp_path: Path) -> None:
+    """librdkafka always sends sessionless full fetches (session 0, epoch -1): every partition in
+    every request, every one answered, and no session is opened."""
+    broker = DebugBroker(tmp_path / "data", tmp_path / "kcompat.log", dict(TEST_DEFAULTS))
+    broker.start()
+    try:
+        topic, n = unique("ck-sessions"), 3
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=n, replication_factor=1)])[topic].result(30)
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        sent = {(part, i): b"p%d-%d" % (part, i) for part in range(n) for i in range(20)}
+        for (part, _), value in sent.items():
+            p.produce(topic, value=value, partition=part)
+        assert p.flush(30) == 0
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 100})  # fmt: skip
+        c.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(n)])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            m = c.poll(0.3)
+            if m is not None and not m.error():
+                got.append((m.partition(), m.offset(), m.value()))
+        c.close()
+        assert sorted(got) == sorted((part, i, v) for (part, i), v in sent.items())
+        lines = fetch_lines(broker)
+        assert lines, "no Fetch was logged"
+        assert all((f.session_id, f.epoch, f.kind, f.response_session_id) == (0, -1, "sessionless", 0) for f in lines)
+        assert all(f.requested == f.read == f.answered for f in lines), lines
+    finally:
+        broker.stop()
+def test_keyless_record_on_a_compacted_topic_is_invalid_record(kcompat_broker_factory: Any) -> None:
+    b = kcompat_broker_factory()
+    topic = unique("ck-compacted")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(10)
+    reports = produce_all(b.bootstrap, topic, [Rec(None, b"v", (), 0)])
+    ((err, _),) = reports
+    assert err is not None and err.code() == KafkaError.INVALID_RECORD, err
+    future = int(time.time() * 1000) + 2 * 3_600_000
+    ((err, _),) = produce_all(b.bootstrap, topic, [Rec(b"k", b"v", (), future)])
+    assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP, err
+    assert produce_all(b.bootstrap, topic, [Rec(b"k", b"v", (), 0)])[0][0] is None
+    assert [m.key() for m in consume(b.bootstrap, topic, 1)] == [b"k"]  # only the good record was written

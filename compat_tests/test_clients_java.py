@@ -23,8 +23,10 @@ import pytest
 from conftest import ROOT, java_classpath, java_executable
 
 from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
+from compat_tests.fetch_log import DebugBroker, assert_incremental_session, fetch_lines
 from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
 from kcompat.log.log_files import LOG_SUFFIX
+from kcompat.testing import TEST_DEFAULTS
 from kcompat.wire.record_batch import read_header, split_batches
 
 pytestmark = pytest.mark.timeout(180)
@@ -272,7 +274,8 @@ def test_admin_topics_configs_and_delete_records(kcompat_session_broker: Any, ja
     java.call("create_partitions", bootstrap=bs, topic=topic, total=3)
     assert len(java.call("describe_topic", bootstrap=bs, topic=topic)["partitions"]) == 3
 
-    records = [{"key": None, "value": (b"%d" % i).hex()} for i in range(6)]
+    # Keyed: the topic is compacted now, and a compacted topic refuses records without a key.
+    records = [{"key": (b"k%d" % i).hex(), "value": (b"%d" % i).hex()} for i in range(6)]
     assert [
         r["offset"]
         for r in java.call("produce", bootstrap=bs, topic=topic, partition=0, records=records)["results"]
@@ -337,3 +340,55 @@ def test_record_over_message_max_bytes(kcompat_broker_factory: Any, java: JavaCl
         **{"from": "earliest"},
     )
     assert [bytes.fromhex(m["value"]) for m in got["records"]] == [b"small"]
+
+
+
+def test_consumer_uses_incremental_fetch_sessions(tmp_path: Path, java: JavaClient) -> None:
+    """The Java consumer reading 4 partitions opens a fetch session with one full fetch and then
+    sends incremental fetches naming fewer partitions, answered with only what changed; every
+    record is read. The broker's DEBUG line per Fetch gives the counts."""
+    broker = DebugBroker(tmp_path / "data", tmp_path / "kcompat.log", dict(TEST_DEFAULTS))
+    broker.start()
+    try:
+        topic, n = unique("sessions"), 4
+        java.call("create_topic", bootstrap=broker.bootstrap, topic=topic, partitions=n)
+        sent = {(p, i): f"p{p}-{i}".encode().hex() for p in range(n) for i in range(25)}
+        for p in range(n):
+            out = java.call("produce", bootstrap=broker.bootstrap, topic=topic, partition=p,
+                            records=[{"key": None, "value": sent[(p, i)]} for i in range(25)])  # fmt: skip
+            assert all("error" not in r for r in out["results"])
+        got = java.call("consume_partitions", bootstrap=broker.bootstrap, topic=topic, partitions=list(range(n)),
+                        max=len(sent), timeout_ms=30_000, linger_ms=2_000)["records"]  # fmt: skip
+        assert sorted((p, off, v) for p, off, v in got) == sorted((p, i, v) for (p, i), v in sent.items())
+        assert_incremental_session(fetch_lines(broker), n)
+    finally:
+        broker.stop()
+def test_record_errors_name_the_bad_records(kcompat_broker_factory: Any, java: JavaClient) -> None:
+    """KIP-467: a keyless record sent to a compacted topic fails its batch; the Java producer reports
+    Kafka's message on the bad record and a batch-mate error on the others. A timestamp two hours
+    ahead is INVALID_TIMESTAMP."""
+    b = kcompat_broker_factory()
+    topic = unique("java-compacted")
+    java.call("create_topic", bootstrap=b.bootstrap, topic=topic, partitions=1, configs={"cleanup.policy": "compact"})
+    records = [{"key": k, "value": b"v".hex()} for k in (b"a".hex(), None, b"b".hex())]
+    produced = java.call("produce", bootstrap=b.bootstrap, topic=topic, partition=0, records=records,
+                         config={"linger.ms": 200, "retries": 0})  # fmt: skip
+    first, bad, last = produced["results"]
+    assert bad["error"] == {
+        "type": "InvalidRecordException",
+        "message": f"Compacted topic cannot accept message without key in topic partition {topic}-0",
+    }
+    for mate in (first, last):
+        assert mate["error"] == {  # (sic: the client's wording)
+            "type": "KafkaException",
+            "message": "Failed to append record because it was part of a batch which had one more more invalid records",
+        }
+    future = int(time.time() * 1000) + 2 * 3_600_000
+    produced = java.call("produce", bootstrap=b.bootstrap, topic=topic, partition=0, config={"retries": 0},
+                         records=[{"key": b"k".hex(), "value": b"v".hex(), "timestamp": future}])  # fmt: skip
+    (late,) = produced["results"]
+    assert late["error"]["type"] == "InvalidTimestampException", late
+    assert f"Timestamp {future} of message with offset 0 is out of range" in late["error"]["message"]
+    got = java.call("consume", bootstrap=b.bootstrap, topic=topic, partition=0, max=1, timeout_ms=1000,
+                    **{"from": "earliest"})  # fmt: skip
+    assert got["records"] == []  # nothing of either batch was written

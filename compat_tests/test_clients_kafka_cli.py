@@ -14,6 +14,25 @@ from compat_tests.client_data import unique
 pytestmark = pytest.mark.timeout(300)
 
 
+def test_features_describe(kcompat_session_broker: Any) -> None:
+    """kafka-features describe: group.version (KIP-848 works) and nothing kcompat lacks
+    (no transaction.version, no metadata.version: no KRaft metadata log)."""
+    out = kafka_tool("kafka-features", "--bootstrap-server", kcompat_session_broker.bootstrap, "describe").stdout
+    rows = [line.split() for line in out.splitlines() if line.startswith("Feature:")]
+    assert rows == [["Feature:", "group.version", "SupportedMinVersion:", "0", "SupportedMaxVersion:", "1",
+                     "FinalizedVersionLevel:", "1", "Epoch:", "0"]]  # fmt: skip
+
+
+def test_broker_api_versions_are_kafka_4_3s_where_implemented(kcompat_session_broker: Any) -> None:
+    out = kafka_tool("kafka-broker-api-versions", "--bootstrap-server", kcompat_session_broker.bootstrap).stdout
+    for row in ("Produce(0): 0 to 13 [usable: 13]", "ListOffsets(2): 1 to 11 [usable: 11]",
+                "Metadata(3): 0 to 13 [usable: 13]", "OffsetCommit(8): 2 to 10 [usable: 10]",
+                "OffsetFetch(9): 1 to 10 [usable: 10]", "DescribeGroups(15): 0 to 6 [usable: 6]",
+                "DescribeLogDirs(35): 1 to 5 [usable: 5]", "DescribeCluster(60): 0 to 2 [usable: 2]",
+                "ConsumerGroupDescribe(69): 0 to 1 [usable: 1]", "InitProducerId(22): 0 to 5 [usable: 5]"):  # fmt: skip
+        assert row in out, out
+
+
 def test_topics_create_describe_alter_delete(kcompat_session_broker: Any) -> None:
     bs = kcompat_session_broker.bootstrap
     topic = unique("cli-topics")

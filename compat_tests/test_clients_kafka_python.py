@@ -4,6 +4,7 @@ idempotence across a restart, admin (topics, configs, delete records), error cas
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTo
 from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, TopicAlreadyExistsError
 
 from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, stored_codecs, unique
+from compat_tests.fetch_log import DebugBroker, assert_incremental_session, fetch_lines
+from kcompat.testing import TEST_DEFAULTS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -153,3 +156,38 @@ def test_record_over_message_max_bytes(kcompat_broker_factory: Any) -> None:
     p = producer(b.bootstrap)  # a fresh batch: kafka-python may add later records to the failed one
     assert p.send(topic, value=b"small", partition=0).get(timeout=30).offset == 0
     p.close()
+
+
+def test_consumer_uses_incremental_fetch_sessions(tmp_path: Path) -> None:
+    """kafka-python enables fetch sessions by default: one full fetch of the 3 partitions, then
+    incremental ones naming fewer; every record is read."""
+    broker = DebugBroker(tmp_path / "data", tmp_path / "kcompat.log", dict(TEST_DEFAULTS))
+    broker.start()
+    try:
+        topic, n = unique("kp-sessions"), 3
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic(topic, num_partitions=n, replication_factor=1)])
+        admin.close()
+        p = producer(broker.bootstrap)
+        sent = {(part, i): b"p%d-%d" % (part, i) for part in range(n) for i in range(20)}
+        for (part, _), value in sent.items():
+            p.send(topic, value=value, partition=part)
+        p.flush()
+        p.close()
+        c = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=200)
+        c.assign([TopicPartition(topic, part) for part in range(n)])
+        c.seek_to_beginning()
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        linger_until = None
+        while time.monotonic() < (linger_until or deadline):
+            for msgs in c.poll(timeout_ms=200).values():
+                got += msgs
+            if len(got) >= len(sent) and linger_until is None:
+                linger_until = time.monotonic() + 1.5  # a few more (idle, incremental) fetches
+        c.close()
+        assert sorted((m.partition, m.offset, m.value) for m in got) == sorted(
+            (part, i, v) for (part, i), v in sent.items())
+        assert_incremental_session(fetch_lines(broker), n)
+    finally:
+        broker.stop()

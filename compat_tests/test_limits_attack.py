@@ -21,6 +21,7 @@ import statistics
 import struct
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,8 +44,8 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.protocol import decode_response, encode_request
 
 pytestmark = pytest.mark.timeout(180)
+ReportFigure = Callable[[str, str], None]  # the report_figure fixture (compat_tests/conftest.py)
 IDLE_CONNECTIONS = int(os.environ.get("KCOMPAT_IDLE_CONNECTIONS", "2000"))
-figures: dict[str, Any] = {}
 
 
 def pid_of(broker: Broker) -> int:
@@ -72,7 +73,7 @@ def metadata(client: WireClient, topic: str) -> Any:
 # --- size prefixes ---------------------------------------------------------------------------------
 
 
-def test_size_prefixes_cost_only_what_arrives(kcompat_broker_factory: BrokerFactory) -> None:
+def test_size_prefixes_cost_only_what_arrives(kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure) -> None:
     broker = kcompat_broker_factory({"message.max.bytes": 8 << 20})
     pid = pid_of(broker)
     base = rss_bytes(pid)
@@ -102,7 +103,7 @@ def test_size_prefixes_cost_only_what_arrives(kcompat_broker_factory: BrokerFact
     got = c.call(FETCH, 12, fetch_body("large", 0, max_bytes=16 << 20))
     assert len(got.responses[0].partitions[0].records) > 6 << 20
     c.close()
-    figures["size prefixes"] = f"RSS {mib(base)} -> peak {mib(rss.peak)}"
+    report_figure("limits: size prefixes", f"RSS {mib(base)} -> peak {mib(rss.peak)}")
 
 
 # --- slow client -----------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ def round_trips(broker: Broker, topic: str, n: int) -> list[float]:
     return times
 
 
-def test_thousands_of_idle_connections_do_not_slow_the_others(kcompat_broker_factory: BrokerFactory) -> None:
+def test_thousands_of_idle_connections_do_not_slow_the_others(kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = IDLE_CONNECTIONS + 500
     if soft < want:
@@ -192,17 +193,17 @@ def test_thousands_of_idle_connections_do_not_slow_the_others(kcompat_broker_fac
     assert broker.running
     per_connection = (rss.peak - base) / IDLE_CONNECTIONS
     assert per_connection < 32 << 10, f"{per_connection / 1024:.0f} KiB of RSS per idle connection"
-    figures["idle connections"] = (
+    report_figure("limits: idle connections", (
         f"{IDLE_CONNECTIONS} held (broker fds {held}); round trip median {slow_before * 1e3:.2f} -> "
         f"{slow_during * 1e3:.2f} ms, p95 {p95_before * 1e3:.2f} -> {p95_during * 1e3:.2f} ms; "
         f"RSS {mib(base)} -> peak {mib(rss.peak)}"
-    )
+    ))
 
 
 # --- fetch.max.bytes -------------------------------------------------------------------------------
 
 
-def test_fetch_of_every_partition_at_maximum_sizes_is_capped(kcompat_broker_factory: BrokerFactory) -> None:
+def test_fetch_of_every_partition_at_maximum_sizes_is_capped(kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure) -> None:
     cap = 1 << 20
     broker = kcompat_broker_factory({"fetch.max.bytes": cap})
     partitions = 24
@@ -225,13 +226,13 @@ def test_fetch_of_every_partition_at_maximum_sizes_is_capped(kcompat_broker_fact
     assert 0 < sum(sizes) <= cap + largest_batch, f"{sum(sizes)} bytes returned, fetch.max.bytes {cap}"
     assert sum(1 for s in sizes if s) < partitions, "every partition answered in full: no cap applied"
     assert rss.peak - rss.first < 32 << 20
-    figures["fetch cap"] = f"{sum(sizes)} bytes for a fetch of {partitions} x 400 KB (fetch.max.bytes {cap})"
+    report_figure("limits: fetch cap", f"{sum(sizes)} bytes for a fetch of {partitions} x 400 KB (fetch.max.bytes {cap})")
 
 
 # --- request flood ---------------------------------------------------------------------------------
 
 
-def test_pipelined_flood_without_reading_is_held_by_backpressure(kcompat_broker_factory: BrokerFactory) -> None:
+def test_pipelined_flood_without_reading_is_held_by_backpressure(kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure) -> None:
     """100 fetches whose answers are 1.8 MB each, then 200 produce requests of 200 KB, pipelined on
     one connection by a client that reads nothing: were the broker to keep reading and answering,
     it would hold 180 MB of answers and take all 40 MB of produce requests. Backpressure stops it
@@ -273,10 +274,10 @@ def test_pipelined_flood_without_reading_is_held_by_backpressure(kcompat_broker_
         sender.join(30)
     s.close()
     assert rss.peak - base < 100 << 20, f"RSS {mib(base)} -> peak {mib(rss.peak)} during the flood"
-    figures["flood"] = (
+    report_figure("limits: flood", (
         f"{stalled_at} of {len(frames)} pipelined requests sent before the broker stopped reading; "
         f"RSS {mib(base)} -> {mib(flooded)} (peak {mib(rss.peak)})"
-    )
+    ))
 
 
 # --- admin requests that ask for too much ------------------------------------------------------------
@@ -299,11 +300,3 @@ def test_create_topics_with_a_million_partitions_is_refused_and_the_broker_keeps
     finally:
         s.close()
         broker.kill()
-
-
-def test_zz_report_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints what the tests above measured (runs last in this module)."""
-    with capsys.disabled():
-        for name, text in figures.items():
-            print(f"\nlimits: {name}: {text}", end="")
-        print()

@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import uuid
 
-_RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no id" on the wire
+_RESERVED = frozenset({ZERO_UUID, uuid.UUID(int=1)})
 
 
 def to_base64(u: uuid.UUID) -> str:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -118,3 +121,99 @@ def test_serve_hands_the_config_to_the_server(monkeypatch: pytest.MonkeyPatch) -
     assert cli.main(["serve", "--override", "num.partitions=4", "--override", "log.dirs=/tmp/x"]) == 7
     (config,) = received
     assert config.num_partitions == 4 and config.data_dir == "/tmp/x"
+
+
+# --- start-up errors from the filesystem and the network: one line, exit 1 ------------------------
+
+
+def serve_on(log_dirs: Path | str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run("serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={log_dirs}", *extra)
+
+
+def the_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_a_file_where_the_log_dir_should_be(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    path.write_text("not a dir")
+    line = the_error_line(serve_on(path))
+    assert line.endswith(f"cannot use {path}: exists and is not a directory")
+    assert path.read_text() == "not a dir"
+
+
+def test_a_log_dir_whose_parent_cannot_be_created(tmp_path: Path) -> None:
+    # The parent would have to be created under a regular file: the OS refuses even root.
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    path = blocker / "sub" / "data"
+    line = the_error_line(serve_on(path))
+    assert line.endswith(f"cannot use {path}: Not a directory")
+
+
+def _immutable(path: Path) -> bool:
+    """chattr +i: not even root may create, delete or rename entries in the dir (False where the
+    filesystem or the capabilities do not allow it)."""
+    return subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A log dir nobody can write in, root included (tests run as root, so permission bits would
+    not stop it): an immutable dir where chattr works, else /sys, which refuses new files."""
+    path = tmp_path / "read-only"
+    path.mkdir()
+    if shutil.which("chattr") and _immutable(path):
+        yield path
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        yield Path("/sys")
+
+
+def test_a_read_only_log_dir(read_only_dir: Path) -> None:
+    line = the_error_line(serve_on(read_only_dir))
+    assert f"cannot use {read_only_dir / '.lock'}: " in line
+    assert line.endswith(("Operation not permitted", "Permission denied", "Read-only file system"))
+    assert not (read_only_dir / ".lock").exists()
+
+
+def test_a_used_log_dir_made_read_only(tmp_path: Path) -> None:
+    # A dir a broker has used (its .lock exists) that can no longer be written: the failure is later,
+    # when the clean-shutdown marker is removed, and is still one line.
+    path = tmp_path / "used"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kcompat", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={path}"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "listening on" in line:
+            break
+    process.terminate()
+    assert process.wait(30) == 0
+    process.stderr.close()
+    assert (path / ".kafka_cleanshutdown").exists()
+    if not _immutable(path):
+        pytest.skip("chattr +i is not available here")
+    try:
+        line = the_error_line(serve_on(path))
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert line.endswith(f"cannot use {path / '.kafka_cleanshutdown'}: Operation not permitted")
+    assert (path / ".kafka_cleanshutdown").exists()  # nothing changed
+
+
+def test_a_port_in_use_hints_at_the_listeners_override(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path}")
+    line = the_error_line(result)
+    assert f"cannot listen on PLAINTEXT://127.0.0.1:{port}: Address already in use" in line
+    assert "--override listeners=PLAINTEXT://127.0.0.1:PORT" in line

@@ -277,6 +277,38 @@ def test_listeners_forms() -> None:
     assert str(cfg.listeners[1]) == "INTERNAL://[::1]:9093"
 
 
+def test_unknown_key_names_the_closest_known_property(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="kcompat.config")
+    load("num.partiton=3", "auto.create.topic.enable=false", "log.retention.hour=2", "no.such.thing=1")
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert messages == [
+        "unknown property num.partiton='3' ignored (did you mean num.partitions?)",
+        "unknown property auto.create.topic.enable='false' ignored (did you mean auto.create.topics.enable?)",
+        "unknown property log.retention.hour='2' ignored (did you mean log.retention.hours?)",
+        "unknown property no.such.thing='1' ignored",  # nothing close: no guess
+    ]
+
+
+def test_combined_mode_advertised_controller_listener_is_accepted_and_not_advertised() -> None:
+    # Kafka 4.x's config/server.properties advertises its CONTROLLER listener as well.
+    cfg = load(
+        "process.roles=broker,controller",
+        "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+        "advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+    )
+    assert cfg.listeners == [Listener("PLAINTEXT", "", 9092)]
+    assert cfg.advertised_listeners == [Listener("PLAINTEXT", "localhost", 9092)]
+    # a name in neither listeners nor controller.listener.names is still refused
+    with pytest.raises(ConfigError, match=r"advertised.listeners entry OTHER://h:1 names no listener in listeners"):
+        load(
+            "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+            "controller.listener.names=CONTROLLER",
+            "advertised.listeners=PLAINTEXT://localhost:9092,OTHER://h:1",
+        )
+
+
 def test_empty_advertised_host_is_this_machine() -> None:
     import socket
 
@@ -381,14 +413,24 @@ def test_topic_override_wins_and_describes_synonyms() -> None:
     (entry,) = topic.describe(["retention.ms"])
     assert entry.value == "1000" and entry.source is ConfigSource.TOPIC_CONFIG
     assert entry.type is ConfigType.LONG and not entry.read_only and entry.documentation
+    # As Kafka lists them: the broker synonyms of log.retention.ms only, which is not set, so none
+    # (the inherited value still comes from log.retention.minutes).
+    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [("retention.ms", "1000", ConfigSource.TOPIC_CONFIG)]
+    (inherited,) = topic_config(cfg).describe(["retention.ms"])
+    assert inherited.value == "1800000" and inherited.source is ConfigSource.DEFAULT_CONFIG and not inherited.synonyms
+    with_ms = topic_config(load("log.retention.ms=5000", "log.retention.hours=2"))
+    (entry,) = with_ms.describe(["retention.ms"])
+    assert entry.value == "5000" and entry.source is ConfigSource.STATIC_BROKER_CONFIG
     assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
-        ("retention.ms", "1000", ConfigSource.TOPIC_CONFIG),
-        ("log.retention.minutes", "30", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.ms", "5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "2", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
     ]
+    (entry,) = with_ms.describe(["retention.ms"], include_synonyms=False)
+    assert entry.source is ConfigSource.STATIC_BROKER_CONFIG and not entry.synonyms
     (default_entry,) = topic_config(BrokerConfig()).describe(["retention.ms"])
     assert default_entry.value == "604800000" and default_entry.source is ConfigSource.DEFAULT_CONFIG
-    assert [(s.name, s.value) for s in default_entry.synonyms] == [("log.retention.hours", "168")]
+    assert default_entry.synonyms == ()
     assert topic.describe(["no.such.config"]) == []
     assert len(topic.describe()) == len(TOPIC_CONFIGS)
 
@@ -470,4 +512,53 @@ def test_broker_describe() -> None:
     assert entries["num.partitions"].source is ConfigSource.STATIC_BROKER_CONFIG
     assert entries["num.partitions"].read_only
     assert entries["log.retention.ms"].value is None
-    assert [s.name for s in entries["log.retention.ms"].synonyms] == ["log.retention.hours"]
+    # Kafka's synonym lists start at the property itself: an unset log.retention.ms lists none.
+    assert entries["log.retention.ms"].synonyms == ()
+    assert [(s.name, s.source) for s in entries["log.retention.hours"].synonyms] == [
+        ("log.retention.hours", ConfigSource.DEFAULT_CONFIG)
+    ]
+    entries = {e.name: e for e in load("log.retention.ms=1000", "log.retention.minutes=5").describe()}
+    assert [(s.name, s.value, s.source) for s in entries["log.retention.ms"].synonyms] == [
+        ("log.retention.ms", "1000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.minutes", "5", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert [s.name for s in entries["log.retention.minutes"].synonyms] == ["log.retention.minutes", "log.retention.hours"]
+    assert entries["log.retention.hours"].source is ConfigSource.DEFAULT_CONFIG
+    # log.flush.scheduler.interval.ms is only log.flush.interval.ms's fallback, not a unit of it.
+    assert entries["log.flush.scheduler.interval.ms"].synonyms[0].name == "log.flush.scheduler.interval.ms"
+    assert entries["log.flush.interval.ms"].synonyms == ()
+    # Read-only as Kafka's DynamicBrokerConfig decides: listeners are dynamic there, advertised ones not.
+    assert not entries["listeners"].read_only and entries["advertised.listeners"].read_only
+    assert not entries["log.retention.ms"].read_only and entries["log.retention.hours"].read_only
+
+
+def test_describe_sources_and_kafka_synonym_rules() -> None:
+    """Every way of setting a property is STATIC_BROKER_CONFIG, as in Kafka; node.id and broker.id
+    fill each other in; listeners are dynamic in Kafka but kcompat needs a restart for them."""
+    cfg = load("message.max.bytes=2000000", environ={"KAFKA_NUM_PARTITIONS": "3"})
+    entries = {e.name: e for e in cfg.describe(["num.partitions", "message.max.bytes", "broker.id", "node.id"])}
+    for name in ("num.partitions", "message.max.bytes"):
+        assert entries[name].source is ConfigSource.STATIC_BROKER_CONFIG
+        assert entries[name].synonyms[0].source is ConfigSource.STATIC_BROKER_CONFIG
+    assert entries["broker.id"].source is ConfigSource.DEFAULT_CONFIG and entries["broker.id"].value == "-1"
+    entries = {e.name: e for e in load("node.id=4").describe(["broker.id", "node.id"])}
+    assert [(e.value, e.source) for e in entries.values()] == [("4", ConfigSource.STATIC_BROKER_CONFIG)] * 2
+    assert load("broker.id=6").node_id == 6
+    with pytest.raises(ConfigError, match="listeners cannot be changed at run time"):
+        load().with_dynamic({"listeners": "PLAINTEXT://127.0.0.1:1"})
+
+
+def test_cluster_default_resource_describes_its_own_layer() -> None:
+    """The "" resource lists the cluster-wide dynamic values only, each with only that layer as its
+    synonym, even where this broker's own dynamic value wins (Kafka 4.3's answer)."""
+    cfg = load("log.retention.hours=2").with_dynamic({"log.retention.ms": "9000"}, cluster_default=True)
+    cfg = cfg.with_dynamic({"log.retention.ms": "7000"})
+    (entry,) = cfg.describe(cluster_default=True)
+    assert (entry.name, entry.value, entry.source) == ("log.retention.ms", "9000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert [(s.name, s.value) for s in entry.synonyms] == [("log.retention.ms", "9000")]
+    (mine,) = cfg.describe(["log.retention.ms"])
+    assert (mine.value, mine.source) == ("7000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert [s.source for s in mine.synonyms] == [ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                                 ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]  # fmt: skip
+    assert cfg.describe(["num.partitions"], cluster_default=True) == []

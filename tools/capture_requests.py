@@ -2,12 +2,18 @@
 """Capture the request frames real clients send, as golden bytes for tests/wire/golden/requests.
 
     python tools/capture_requests.py [--out tests/wire/golden/requests]
+    python tools/capture_requests.py --java-4.3 [--out tests/wire/golden/requests]
 
 Runs a throwaway in-process responder on 127.0.0.1 that answers just enough (ApiVersions,
 Metadata, InitProducerId, Produce, ListOffsets, Fetch, FindCoordinator) for kafka-python and
 confluent-kafka (librdkafka) and the Java client 3.9 (tools/java/CaptureClient.java,
 run from the jars tools/setup-test-deps.sh resolves) to produce and fetch, and writes the first frame of every
 (client, API, version) as hex. The golden test then decodes and re-encodes each one.
+
+--java-4.3 records the Java client 4.3.1 (tools/java/CaptureClient43.java: Admin, producer,
+classic and KIP-848 group members) instead, through a recording proxy in front of a real
+`kcompat serve` (advertising the proxy), so that it sends its newest versions against Kafka 4.3's
+ranges: the responder above could not run a group.
 """
 
 from __future__ import annotations
@@ -149,10 +155,84 @@ def run_clients(responder: Responder) -> None:
     )
 
 
+async def _proxy(responder: Responder, target: int, server_ready: threading.Event, stop: threading.Event) -> None:
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: bool) -> None:
+        try:
+            while True:
+                size_bytes = await reader.readexactly(4)
+                frame = await reader.readexactly(struct.unpack(">i", size_bytes)[0])
+                if record:
+                    key, version, _ = protocol.peek_header(frame)
+                    responder.save(frame, key, version)
+                writer.write(size_bytes + frame)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
+
+    server = await asyncio.start_server(conn, "127.0.0.1", responder.port)
+    server_ready.set()
+    while not stop.is_set():
+        await asyncio.sleep(0.1)
+    server.close()
+
+
+def capture_java_43(out: Path) -> None:
+    import socket
+    import sys
+    import tempfile
+
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    responder = Responder(out)
+    responder.client = "java-4.3"
+    responder.port, target = free_port(), free_port()
+    data = tempfile.mkdtemp(prefix="capture-")
+    broker = subprocess.Popen([sys.executable, "-m", "kcompat", "serve",
+                               "--override", f"listeners=PLAINTEXT://127.0.0.1:{target}",
+                               "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{responder.port}",
+                               "--override", f"log.dirs={data}", "--override", "num.partitions=1",
+                               "--log-level", "WARNING"])  # fmt: skip
+    ready, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(target=lambda: asyncio.run(_proxy(responder, target, ready, stop)), daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # wait for the broker to listen
+            try:
+                socket.create_connection(("127.0.0.1", target), 0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        subprocess.run(
+            ["java", "-cp", str(ROOT / ".deps" / "kafka" / "*"), str(ROOT / "tools" / "java" / "CaptureClient43.java"),
+             f"127.0.0.1:{responder.port}", TOPIC],
+            check=True, timeout=180,
+        )  # fmt: skip
+    finally:
+        stop.set()
+        broker.terminate()
+        broker.wait(30)
+    print(f"captured {len(responder.seen)} frames into {out / responder.client}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "wire" / "golden" / "requests")
+    ap.add_argument("--java-4.3", dest="java43", action="store_true", help="capture the Java client 4.3.1 instead")
     args = ap.parse_args()
+    if args.java43:
+        capture_java_43(args.out)
+        return
     responder = Responder(args.out)
     loop = asyncio.new_event_loop()
     server = loop.run_until_complete(asyncio.start_server(responder.serve_conn, "127.0.0.1", 0))

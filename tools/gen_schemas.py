@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write kcompat/wire/messages/*.py, the schema declarations, from Kafka's JSON message specs.
 
-    python tools/gen_schemas.py [--specs ../shared/kafka-protocol] [--check]
+    python tools/gen_schemas.py [--specs ../shared/kafka-protocol-4.3] [--check]
 
 The specs are reference data beside the project and never enter the repository; what this
 writes is kcompat's own declaration of the protocol's facts (field names, types, version
@@ -20,7 +20,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "kcompat" / "wire" / "messages"
-DEFAULT_SPECS = ROOT.parent / "shared" / "kafka-protocol"
+DEFAULT_SPECS = ROOT.parent / "shared" / "kafka-protocol-4.3"  # as Kafka 4.3.1's jars ship them
 
 # Standalone (non-API) messages, grouped into one module each.
 DATA_MODULES = {
@@ -48,6 +48,15 @@ DATA_MODULES = {
         ],
     ),
     "txn_records": ("transaction-coordinator-records", ["TransactionLogKey", "TransactionLogValue"]),
+    # The __cluster_metadata records a KRaft broker applies, every one the specs define.
+    "metadata_records": ("metadata-records", ["*"]),
+    # KRaft's own records: the quorum-state file, and the control records and snapshot
+    # header/footer that KRaft writes into the metadata log.
+    "raft_records": ("raft-records", ["QuorumStateData"]),
+    "raft_control_records": (
+        "client-messages",
+        ["LeaderChangeMessage", "SnapshotHeaderRecord", "SnapshotFooterRecord", "KRaftVersionRecord", "VotersRecord"],
+    ),
 }
 
 
@@ -73,7 +82,7 @@ def parse_default(raw: Any, type_: str) -> Any:
     """A spec default as the Python value the declaration holds."""
     if isinstance(raw, bool | int | float):
         return raw
-    if raw == "null":
+    if raw is None or raw == "null":  # some 4.x record specs write a bare JSON null
         return None
     if type_ == "bool":
         return raw == "true"
@@ -196,14 +205,15 @@ def generate(specs_dir: Path) -> dict[str, str]:
     apis: list[tuple[int, str, str]] = []
     for req_path in sorted(client.glob("*Request.json")):
         req = load_spec(req_path)
-        if "broker" not in req.get("listeners", []):
-            continue  # controller- and ZooKeeper-only APIs are not for clients
+        if not req.get("listeners"):
+            continue  # the ZooKeeper-era inter-broker APIs (LeaderAndIsr, ...): no versions left
         resp = load_spec(req_path.with_name(req_path.name.replace("Request.json", "Response.json")))
         module, source = render_api(req, resp)
         files[module + ".py"] = source
         apis.append((req["apiKey"], module, snake(req["name"][: -len("Request")]).upper()))
     for module, (folder, names) in DATA_MODULES.items():
-        specs = [load_spec(specs_dir / folder / f"{n}.json") for n in names]
+        paths = sorted((specs_dir / folder).glob("*.json")) if names == ["*"] else [specs_dir / folder / f"{n}.json" for n in names]
+        specs = [load_spec(p) for p in paths]
         files[module + ".py"] = render_data(module, specs)
     apis.sort()
     index = (

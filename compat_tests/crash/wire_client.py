@@ -7,15 +7,14 @@ import socket
 import struct
 import threading
 import time
-import uuid
 from typing import Any
 
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.testing import recv_exact
 from kcompat.wire.protocol import decode_response, encode_request
 from kcompat.wire.records import Record, build_batch
 
 API_VERSIONS, METADATA, PRODUCE, FETCH = 18, 3, 0, 1
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def read_frame(sock: socket.socket) -> bytes:

@@ -75,6 +75,7 @@ public class ClientScenarios {
                 return Map.of();
             }
             case "consume": return consume(a);
+            case "consume_partitions": return consumePartitions(a);
             case "offsets": return offsets(a);
             case "create_topic": {
                 try (Admin admin = admin(a)) {
@@ -248,6 +249,30 @@ public class ClientScenarios {
                 }
             }
             return Map.of("start", start, "records", got);
+        }
+    }
+
+    // {"topic","partitions":[p...],"max","timeout_ms","linger_ms","config"}: read the partitions from
+    // their beginning until "max" records (or the timeout), then keep polling for "linger_ms".
+    static Object consumePartitions(Map<String, Object> a) throws Exception {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (Object p : (List<?>) a.get("partitions")) tps.add(new TopicPartition(str(a, "topic"), ((Number) p).intValue()));
+        try (KafkaConsumer<byte[], byte[]> c = consumer(a)) {
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            int max = num(a, "max");
+            long deadline = System.currentTimeMillis() + lng(a, "timeout_ms");
+            long lingerUntil = Long.MAX_VALUE;
+            List<Object> got = new ArrayList<>();
+            while (System.currentTimeMillis() < Math.min(deadline, lingerUntil)) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) {
+                    got.add(Arrays.asList(r.partition(), r.offset(), hex(r.value())));
+                }
+                if (got.size() >= max && lingerUntil == Long.MAX_VALUE) {
+                    lingerUntil = System.currentTimeMillis() + lng(a, "linger_ms");
+                }
+            }
+            return Map.of("records", got);
         }
     }
 

@@ -14,12 +14,13 @@ layers run-time changes (AlterConfigs on a broker resource) on top, as Kafka doe
 
 from __future__ import annotations
 
+import difflib
 import logging
 import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kcompat.config.broker_properties import BROKER_CONFIGS, IGNORED_PREFIXES
+from kcompat.config.broker_properties import BROKER_CONFIGS, IGNORED_PREFIXES, RESTART_ONLY
 from kcompat.config.definition import (
     ConfigDef,
     ConfigEntry,
@@ -29,7 +30,7 @@ from kcompat.config.definition import (
 )
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import SECURITY_PROTOCOLS, Listener, parse_listeners, parse_protocol_map
-from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_CONFIGS, TOPIC_SYNONYMS
+from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_SYNONYMS
 from kcompat.kafka_uuid import random_uuid_base64
 
 log = logging.getLogger("kcompat.config")
@@ -53,7 +54,8 @@ def _topic_hint(key: str) -> str:
     for topic_name, synonyms in TOPIC_SYNONYMS.items():
         if key == topic_name:
             return f" (a topic config; the broker default is {synonyms[0].broker_name})"
-    return ""
+    close = difflib.get_close_matches(key, BROKER_CONFIGS, n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 class BrokerConfig:
@@ -88,6 +90,10 @@ class BrokerConfig:
             self._static[key] = self._parse(definition, raw)
             if definition.ignored is not None and warn:
                 log.info("property %s accepted and ignored: %s", key, definition.ignored)
+        # As Kafka does, either of node.id and broker.id given alone also sets the other.
+        for name, other in (("node.id", "broker.id"), ("broker.id", "node.id")):
+            if name in self._static and other not in self._static and self._static[name] >= 0:
+                self._static[other] = self._static[name]
         self._check()
 
     def _parse(self, definition: ConfigDef, raw: str) -> Any:
@@ -117,11 +123,11 @@ class BrokerConfig:
 
     def _check_rules(self) -> None:
         node_id, broker_id = self._value("node.id"), self._value("broker.id")
-        if broker_id is not None and "node.id" in self._static and broker_id != node_id:
+        if broker_id != node_id and "node.id" in self._static:
             raise self._error("broker.id", f"broker.id={broker_id} and node.id={node_id} must be equal")
         if self._value("log.dirs") is not None and not self._value("log.dirs"):
             raise self._error("log.dirs", "log.dirs is empty: expected at least one directory")
-        if not str(self._value("log.dir")).strip() and self._value("log.dirs") is None:
+        if not self._value("log.dir") and self._value("log.dirs") is None:
             raise self._error("log.dir", "log.dir is empty: expected a directory")
         low, high = self._value("group.min.session.timeout.ms"), self._value("group.max.session.timeout.ms")
         if low > high:
@@ -136,9 +142,7 @@ class BrokerConfig:
         protocol_map = parse_protocol_map(
             "listener.security.protocol.map", self._value("listener.security.protocol.map")
         )
-        controller = {
-            name.strip().upper() for name in (self._value("controller.listener.names") or "").split(",") if name.strip()
-        }
+        controller = self._controller_names()
         served = []
         for listener in parse_listeners("listeners", self._value("listeners")):
             if listener.name in controller:
@@ -163,6 +167,12 @@ class BrokerConfig:
             raise self._error("listeners", "listeners uses the same port twice")
         return served
 
+    def _controller_names(self) -> set[str]:
+        names = self._value("controller.listener.names") or []
+        if isinstance(names, str):
+            names = names.split(",")
+        return {name.strip().upper() for name in names if name.strip()}
+
     def _advertised_listeners(self) -> list[Listener]:
         raw = self._value("advertised.listeners")
         if raw is None:
@@ -171,12 +181,18 @@ class BrokerConfig:
         else:
             advertised = parse_listeners("advertised.listeners", raw)
             key = "advertised.listeners"
-            served = {listener.name for listener in self._listeners}
+            declared = {listener.name for listener in parse_listeners("listeners", self._value("listeners"))}
+            controller = self._controller_names()
             for listener in advertised:
-                if listener.name not in served:
+                if listener.name not in declared:
                     raise self._error(
                         key, f"advertised.listeners entry {listener} names no listener in listeners"
                     )
+            # Kafka's combined-mode server.properties advertises its controller listener too;
+            # kcompat does not serve it, so clients are not told of it.
+            advertised = [listener for listener in advertised if listener.name not in controller]
+            if not advertised:
+                advertised, key = list(self._listeners), "listeners"
         for listener in advertised:
             if listener.host in _UNROUTABLE:
                 raise self._error(
@@ -273,7 +289,7 @@ class BrokerConfig:
     @property
     def log_dirs(self) -> list[str]:
         dirs = self._value("log.dirs")
-        return list(dirs) if dirs is not None else [str(self._value("log.dir"))]
+        return list(dirs if dirs is not None else self._value("log.dir"))
 
     @property
     def data_dir(self) -> str:
@@ -305,7 +321,7 @@ class BrokerConfig:
             definition = BROKER_CONFIGS.get(key)
             if definition is None:
                 raise ConfigError(f"{key} is not a broker property kcompat knows", key=key, value=raw)
-            if not definition.dynamic:
+            if not definition.dynamic or key in RESTART_ONLY:
                 raise ConfigError(f"{key} cannot be changed at run time: set it in server.properties", key=key)
         clone = object.__new__(BrokerConfig)
         clone.__dict__.update(self.__dict__)
@@ -331,20 +347,27 @@ class BrokerConfig:
 
     # --- DescribeConfigs ----------------------------------------------------------------------
 
-    def synonyms_of(self, names: Iterable[str]) -> tuple[ConfigSynonym, ...]:
-        """Each broker property's layers that hold a value, most specific first, as Kafka lists them."""
+    def synonyms_of(self, name: str, names: Iterable[str] | None = None) -> tuple[ConfigSynonym, ...]:
+        """Kafka's synonym list for broker property `name` whose unit chain is `names` (default: just
+        `name`): layer by layer (dynamic, cluster default, static, default), each layer in chain
+        order, then everything before `name`'s first appearance dropped, as Kafka's ConfigHelper
+        does (log.retention.minutes lists nothing when log.retention.ms is set)."""
+        chain = list(names) if names is not None else [name]
         out: list[ConfigSynonym] = []
-        for name in names:
-            definition = BROKER_CONFIGS[name]
-            for layer, source in (
-                (self._dynamic, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                (self._dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-                (self._static, ConfigSource.STATIC_BROKER_CONFIG),
-            ):
-                if name in layer:
-                    out.append(ConfigSynonym(name, self._shown(definition, layer[name]), source))
+        for layer, source in (
+            (self._dynamic, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self._dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self._static, ConfigSource.STATIC_BROKER_CONFIG),
+        ):
+            for each in chain:
+                if each in layer:
+                    out.append(ConfigSynonym(each, self._shown(BROKER_CONFIGS[each], layer[each]), source))
+        for each in chain:
+            definition = BROKER_CONFIGS[each]
             if definition.default is not None:
-                out.append(ConfigSynonym(name, self._shown(definition, definition.default), ConfigSource.DEFAULT_CONFIG))
+                out.append(ConfigSynonym(each, self._shown(definition, definition.default), ConfigSource.DEFAULT_CONFIG))
+        while out and out[0].name != name:
+            out.pop(0)
         return tuple(out)
 
     @staticmethod
@@ -352,35 +375,41 @@ class BrokerConfig:
         return None if definition.sensitive else format_value(definition.type, value)
 
     def describe(
-        self, names: Iterable[str] | None = None, *, include_synonyms: bool = True, include_documentation: bool = True
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        include_synonyms: bool = True,
+        include_documentation: bool = True,
+        cluster_default: bool = False,
     ) -> list[ConfigEntry]:
-        """DescribeConfigs rows for a broker resource (all properties when `names` is None).
-        Names kcompat does not know are left out, as Kafka does."""
-        wanted = sorted(BROKER_CONFIGS) if names is None else [n for n in names if n in BROKER_CONFIGS]
+        """DescribeConfigs rows for this broker (all properties when `names` is None), or with
+        `cluster_default` for the "" resource: only the cluster-wide dynamic values, with only
+        that layer in their synonyms, as Kafka 4.3 answers. Names kcompat does not know
+        are left out, as Kafka does."""
+        known = sorted(self._dynamic_default) if cluster_default else sorted(BROKER_CONFIGS)
+        wanted = known if names is None else [n for n in names if n in known]
         entries = []
         for name in wanted:
             definition = BROKER_CONFIGS[name]
             chain = BROKER_SYNONYM_CHAINS.get(name)
-            synonym_names = [s.broker_name for s in chain] if chain else [name]
+            synonyms = self.synonyms_of(name, [s.broker_name for s in chain] if chain else None)
+            value = self._value(name)
+            if cluster_default:
+                synonyms = tuple(s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                value = self._dynamic_default[name]
             entries.append(
                 ConfigEntry(
                     name=name,
-                    value=self._shown(definition, self._value(name)),
-                    source=self.source(name),
+                    value=self._shown(definition, value),
+                    source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
                     read_only=not definition.dynamic,
                     sensitive=definition.sensitive,
                     type=definition.type,
                     documentation=definition.doc if include_documentation else "",
-                    synonyms=self.synonyms_of(synonym_names) if include_synonyms else (),
+                    synonyms=synonyms if include_synonyms else (),
                 )
             )
         return entries
-
-    def topic_defaults(self) -> dict[str, Any]:
-        """Every topic config's value for a topic without overrides (typed)."""
-        from kcompat.config.topic_config import TopicConfig
-
-        return {name: TopicConfig(self).get(name) for name in TOPIC_CONFIGS}
 
     def __repr__(self) -> str:
         explicit = {**self._static, **self._dynamic_default, **self._dynamic}

@@ -7,8 +7,10 @@ Deliberate differences from Kafka's defaults, for an embedded single-node broker
     log.dir    ./kcompat-data              (Kafka: /tmp/kafka-logs)
 
 Properties marked `ignored` are accepted so that a Kafka server.properties works unchanged, and
-have no effect (one node, one event loop, no controller quorum). `dynamic` marks the properties a
-broker-level AlterConfigs may change at run time, as in Kafka.
+have no effect (one node, one event loop, no controller quorum). `dynamic` marks the properties
+Kafka 4.3's DynamicBrokerConfig lets a broker-level AlterConfigs change at run time (DescribeConfigs
+reports the others read_only); of those, RESTART_ONLY are refused by kcompat, which cannot re-open
+its listeners while running.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def _d(
 BROKER_CONFIGS: dict[str, ConfigDef] = table([
     # --- identity and network ---------------------------------------------------------------
     _d("node.id", INT, 1, "Id of this broker in Metadata responses and leader fields.", HIGH, at_least(0)),
-    _d("broker.id", INT, None, "Older name of node.id; when both are set they must agree.", HIGH, at_least(0)),
+    # Kafka's default -1 means "take node.id"; each of the two names is filled in from the other.
+    _d("broker.id", INT, -1, "Older name of node.id; when both are set they must agree.", HIGH, at_least(-1)),
     _d("cluster.id", STRING, None,
        "Cluster id reported to clients. When unset, kcompat generates one on first start and keeps it "
        "in meta.properties in the data directory.", HIGH,
@@ -98,18 +101,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
     _d("broker.rack", STRING, None, "Rack reported for this broker in Metadata responses.", MEDIUM),
     _d("listeners", LIST, ["PLAINTEXT://127.0.0.1:9092"],
        "Comma-separated NAME://host:port addresses to accept connections on. An empty host means all "
-       "interfaces; listeners named in controller.listener.names are skipped.", HIGH),
+       "interfaces; listeners named in controller.listener.names are skipped. Dynamic in Kafka; kcompat "
+       "changes it only by a restart.", HIGH, dynamic=True),
     _d("advertised.listeners", LIST, None,
        "Addresses handed to clients in Metadata responses, by listener name. Defaults to listeners.",
-       HIGH, dynamic=True),
+       HIGH),
     _d("listener.security.protocol.map", STRING,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-       "Security protocol of each listener name; kcompat serves listeners that map to PLAINTEXT.", LOW),
+       "Security protocol of each listener name; kcompat serves listeners that map to PLAINTEXT. Dynamic "
+       "in Kafka; kcompat changes it only by a restart.", LOW, dynamic=True),
     _d("inter.broker.listener.name", STRING, None, "Listener brokers use among themselves.", MEDIUM,
        ignored=ONE_NODE),
-    _d("controller.listener.names", STRING, None,
+    _d("controller.listener.names", LIST, None,
        "Listener names used by the KRaft controller; such listeners are not opened.", MEDIUM),
-    _d("process.roles", LIST, ["broker", "controller"], "KRaft roles of this process.", HIGH,
+    _d("process.roles", LIST, None, "KRaft roles of this process.", HIGH,
        ListOf(("broker", "controller")), ignored=NO_QUORUM),
     _d("controller.quorum.voters", LIST, [], "Static KRaft voter set.", HIGH, ignored=NO_QUORUM),
     _d("controller.quorum.bootstrap.servers", LIST, [], "KRaft controllers to bootstrap from.", HIGH,
@@ -142,7 +147,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
     # --- storage ------------------------------------------------------------------------------
     _d("log.dirs", LIST, None, "Data directories; kcompat keeps its logs in the first. Overrides log.dir.",
        HIGH),
-    _d("log.dir", STRING, "./kcompat-data", "Data directory when log.dirs is unset.", HIGH),
+    _d("log.dir", LIST, ["./kcompat-data"], "Data directory when log.dirs is unset.", HIGH),
     _d("num.partitions", INT, 1, "Partition count of auto-created topics and of CreateTopics requests that "
        "leave it to the broker.", MEDIUM, at_least(1)),
     _d("default.replication.factor", INT, 1, "Replication factor of auto-created topics.", MEDIUM,
@@ -217,9 +222,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
     _d("log.message.timestamp.after.max.ms", LONG, 3600000,
        "How far in the future a CreateTime timestamp may be before the batch is rejected.", MEDIUM,
        at_least(0), dynamic=True),
-    _d("log.local.retention.ms", LONG, -2, "Local retention for tiered storage.", MEDIUM,
+    _d("log.local.retention.ms", LONG, -2, "Local retention for tiered storage.", MEDIUM, dynamic=True,
        ignored="kcompat has no tiered storage."),
-    _d("log.local.retention.bytes", LONG, -2, "Local size limit for tiered storage.", MEDIUM,
+    _d("log.local.retention.bytes", LONG, -2, "Local size limit for tiered storage.", MEDIUM, dynamic=True,
        ignored="kcompat has no tiered storage."),
     _d("metadata.log.dir", STRING, None, "Directory of the KRaft metadata log.", HIGH, ignored=NO_QUORUM),
     # --- records ------------------------------------------------------------------------------
@@ -301,6 +306,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
        at_least(1)),
 ])
 
+# Dynamic in Kafka (it re-binds listeners at run time), changed in kcompat only by a restart.
+RESTART_ONLY = frozenset({"listeners", "listener.security.protocol.map"})
+
 # Families of properties (security, metrics, quotas ...) accepted without effect: Kafka files and
 # container environments routinely carry them.
 IGNORED_PREFIXES: dict[str, str] = {
@@ -324,5 +332,5 @@ IGNORED_PREFIXES: dict[str, str] = {
     "zookeeper.": "Kafka 4 has no ZooKeeper mode.",
 }
 
-__all__ = ["BROKER_CONFIGS", "CLEANUP_POLICIES", "COMPRESSION_TYPES", "IGNORED_PREFIXES",
+__all__ = ["BROKER_CONFIGS", "CLEANUP_POLICIES", "COMPRESSION_TYPES", "IGNORED_PREFIXES", "RESTART_ONLY",
            "TIMESTAMP_TYPES", "is_cluster_id"]

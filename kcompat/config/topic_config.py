@@ -149,22 +149,25 @@ class TopicConfig:
         entries = []
         for name in wanted:
             definition = TOPIC_CONFIGS[name]
+            # Kafka's ConfigHelper: the topic's own value, then the synonyms of the first broker
+            # property in the chain; the source is the first synonym's (DEFAULT_CONFIG when none).
             synonyms: list[ConfigSynonym] = []
-            if include_synonyms:
-                if name in self.overrides:
-                    shown = format_value(definition.type, self._parsed[name])
-                    synonyms.append(ConfigSynonym(name, shown, ConfigSource.TOPIC_CONFIG))
-                synonyms += self.broker.synonyms_of(s.broker_name for s in TOPIC_SYNONYMS.get(name, ()))
+            if name in self.overrides:
+                shown = format_value(definition.type, self._parsed[name])
+                synonyms.append(ConfigSynonym(name, shown, ConfigSource.TOPIC_CONFIG))
+            chain = [s.broker_name for s in TOPIC_SYNONYMS.get(name, ())]
+            if chain:
+                synonyms += self.broker.synonyms_of(chain[0], chain)
             entries.append(
                 ConfigEntry(
                     name=name,
                     value=format_value(definition.type, self.get(name)),
-                    source=self.source(name),
+                    source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
                     read_only=False,
                     sensitive=False,
                     type=definition.type,
                     documentation=definition.doc if include_documentation else "",
-                    synonyms=tuple(synonyms),
+                    synonyms=tuple(synonyms) if include_synonyms else (),
                 )
             )
         return entries

@@ -158,7 +158,8 @@ BROKER_SYNONYM_CHAINS: dict[str, tuple[Synonym, ...]] = {
 }
 for _chain in list(BROKER_SYNONYM_CHAINS.values()):
     for _s in _chain[1:]:
-        BROKER_SYNONYM_CHAINS[_s.broker_name] = _chain
+        if _s.scale != 1:  # a unit variant; log.flush.scheduler.interval.ms is only a fallback
+            BROKER_SYNONYM_CHAINS[_s.broker_name] = _chain
 
 __all__ = ["BROKER_SYNONYM_CHAINS", "MS_PER_HOUR", "MS_PER_MINUTE", "TOPIC_CONFIGS", "TOPIC_SYNONYMS",
            "Synonym"]

@@ -137,7 +137,10 @@ RecordKey = (
     | ConsumerGroupCurrentMemberAssignmentKey
 )
 
-# Record type (the key's version) -> the key's class and declaration.
+# Record type (the short before the key, once "the key's version") -> the key's class and
+# declaration. Since Kafka 4 the specs give every key its own apiKey (the record type) and
+# version 0 for its fields.
+KEY_FIELDS_VERSION = 0
 _KEYS: dict[int, tuple[type, MessageCodec]] = {
     0: (OffsetCommitKey, MessageCodec(group_records.OFFSET_COMMIT_KEY)),
     1: (OffsetCommitKey, MessageCodec(group_records.OFFSET_COMMIT_KEY)),
@@ -156,7 +159,7 @@ def encode_key(key: RecordKey) -> bytes:
     kind = _KEY_TYPES[type(key)]
     w = Writer()
     w.int16(kind)
-    _KEYS[kind][1].write(w, dataclasses.asdict(key), kind)
+    _KEYS[kind][1].write(w, dataclasses.asdict(key), KEY_FIELDS_VERSION)
     return w.getvalue()
 
 
@@ -170,7 +173,7 @@ def decode_key(data: bytes | bytearray | memoryview) -> RecordKey | None:
     if known is None:
         return None
     cls, codec = known
-    body = codec.decode(r, kind)
+    body = codec.decode(r, KEY_FIELDS_VERSION)
     _end(r, "key")
     key: RecordKey = cls(**{f.name: getattr(body, f.name) for f in dataclasses.fields(cls)})
     return key

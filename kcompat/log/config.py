@@ -29,6 +29,8 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     max_message_bytes: int = 1024 * 1024 + 12  # Kafka's 1048588
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX  # how old a CreateTime timestamp may be
+    message_timestamp_after_max_ms: int = 3600 * 1000  # how far in the future
     producer_id_expiration_ms: int = 24 * 3600 * 1000
 
     @property

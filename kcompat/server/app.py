@@ -2,27 +2,35 @@
 
     serve(config) -> exit code
       1. event loop: uvloop when importable, else asyncio's own (said once in the log)
-      2. bind every listener (a port in use fails here, before any log is recovered)
-      3. await broker.start()        recovery of the logs, topics, producer state
-      4. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
-      5. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
+      2. lock every log dir (<dir>/.lock, held until exit): another process's lock stops start-up
+         here, before anything reads or writes the dir
+      3. bind every listener (a port in use fails here, before any log is recovered); a client may
+         connect from now on, but is answered only from step 5
+      4. await broker.start()        recovery of the logs, topics, producer state, group replay
+      5. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
+      6. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
          most; a second signal cuts it short), close connections, await broker.close(), return 0
+    A filesystem error in steps 2-4 (a read-only dir, a file where a dir should be) is one line
+    naming the path and the OS's reason, and exit code 1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kcompat.config.errors import ConfigError
+from kcompat.log.dir_lock import LogDirInUse, lock_log_dirs
 from kcompat.server.connection import Client, Limits
-from kcompat.server.listeners import parse_listeners, parse_protocol_map
+from kcompat.server.listeners import Listener, parse_listeners, parse_protocol_map
 from kcompat.server.reactor import Reactor
 
 log = logging.getLogger("kcompat.server")
@@ -135,11 +143,20 @@ def reactor_for(
     )
 
 
-async def _serve(config: Any, entered: float) -> int:
-    from kcompat import __version__
-    from kcompat.server.broker import Broker, CloseConnection
-    from kcompat.wire.protocol import UnsupportedRequest
+def log_dirs_of(config: Any) -> list[Path]:
+    """The log dirs as absolute paths, as Kafka's LogManager holds them."""
+    names = _names(setting(config, "log.dirs")) or _names(setting(config, "log.dir")) or ["kcompat-data"]
+    return [Path(d).absolute() for d in names]
 
+
+def os_error_line(e: OSError) -> str:
+    """One line naming the path and the OS's reason, for a start-up that cannot go on."""
+    where = " -> ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
+    reason = e.strerror or str(e)
+    return f"cannot use {where}: {reason}" if where else reason
+
+
+async def _serve(config: Any, entered: float) -> int:
     listeners, skipped = parse_listeners(
         setting(config, "listeners", "PLAINTEXT://127.0.0.1:9092"),
         parse_protocol_map(setting(config, "listener.security.protocol.map")),
@@ -148,20 +165,43 @@ async def _serve(config: Any, entered: float) -> int:
     for listener in skipped:
         log.info("not opening controller listener %s (kcompat runs no KRaft quorum)", listener.url())
 
+    # Before anything reads or writes a log dir: a second broker on a live dir must not "recover"
+    # it or mark it cleanly shut down (Kafka's LogManager locks each dir the same way).
+    try:
+        dir_lock = lock_log_dirs(log_dirs_of(config))
+    except LogDirInUse as e:
+        log.error("%s", e)
+        return 1
+    except OSError as e:
+        log.error("%s", os_error_line(e))
+        return 1
+    try:
+        return await _serve_locked(config, entered, listeners)
+    finally:
+        dir_lock.release()
+
+
+async def _serve_locked(config: Any, entered: float, listeners: list[Listener]) -> int:
+    from kcompat import __version__
+    from kcompat.server.broker import Broker, CloseConnection
+    from kcompat.wire.protocol import UnsupportedRequest
+
     broker = Broker(config)
-    # Optional: a broker that keeps per-connection state (fetch sessions) hears of each close.
-    hook = getattr(broker, "connection_closed", None)
+    # No close hook: as in Kafka, fetch sessions outlive a connection (a client may reconnect and
+    # go on with its session); the session cache evicts them, not the socket layer.
     reactor = reactor_for(
         config,
         broker.handle,
         (CloseConnection, UnsupportedRequest),
-        hook if callable(hook) else None,
         current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
     )
     try:
         bound = reactor.bind(listeners, _int_setting(config, "socket.listen.backlog.size", 50))
     except OSError as e:
-        log.error("cannot listen on %s: %s", ", ".join(x.url() for x in listeners), e.strerror or e)
+        hint = ""
+        if e.errno == errno.EADDRINUSE:
+            hint = " (another process has it; choose a free port with --override listeners=PLAINTEXT://127.0.0.1:PORT)"
+        log.error("cannot listen on %s: %s%s", ", ".join(x.url() for x in listeners), e.strerror or e, hint)
         return 1
 
     if getattr(broker, "advertised_port", None) == 0 and bound:
@@ -184,11 +224,14 @@ async def _serve(config: Any, entered: float) -> int:
             await broker.start()
         except ConfigError:
             raise
+        except OSError as e:  # a data dir that cannot be written, a file where a dir should be, ...
+            log.error("start-up failed: %s", os_error_line(e))
+            return 1
         except Exception:
             log.exception("start-up failed")
             return 1
         reactor.start()
-        data = ", ".join(_names(setting(config, "log.dirs")) or _names(setting(config, "log.dir"))) or "?"
+        data = ", ".join(str(d) for d in log_dirs_of(config))
         log.info(
             "kcompat %s listening on %s (data in %s, started in %.0f ms)",
             __version__,

@@ -35,12 +35,14 @@ from kcompat.config import (
     topic_config,
     validate_topic_configs,
 )
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import KafkaStorageError
+from kcompat.log.errors import KafkaStorageError, LogError
 from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.group_service import GroupService
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.producer_ids import ProducerIdManager
@@ -49,7 +51,6 @@ from kcompat.server.topics import (
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
     TRANSACTION_STATE,
-    ZERO_UUID,
     InvalidTopic,
     TopicInfo,
     TopicStore,
@@ -105,10 +106,18 @@ class RequestContext:
 class ApiError(Exception):
     """A request-level failure with the Kafka error code (and message) to answer with."""
 
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+    def __init__(
+        self, error: ErrorCode, message: str | None = None, records: list[tuple[int, str]] | None = None
+    ) -> None:
         super().__init__(message or error.name)
         self.error = error
         self.message = message
+        self.records = records or []  # KIP-467: (batch_index, message) of each refused record
+
+    @classmethod
+    def from_log(cls, e: LogError) -> ApiError:
+        """A storage engine failure as the Kafka error it names (the log package has no ErrorCode)."""
+        return cls(ErrorCode[e.error_name], e.message)
 
 
 class Broker:
@@ -117,7 +126,8 @@ class Broker:
         self.clock = clock
         self.node_id: int = config.node_id
         self.cluster_id: str = ""
-        self.log_dirs: list[Path] = [Path(d) for d in config.log_dirs]
+        # Absolute, as Kafka's LogManager holds them (DescribeLogDirs names them so).
+        self.log_dirs: list[Path] = [Path(d).absolute() for d in config.log_dirs]
         listener = config.advertised_listeners[0]
         self.advertised_host: str = listener.host
         self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
@@ -125,6 +135,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
+        self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
         self.group_service = GroupService(self)  # consumer groups and committed offsets
         self._topic_configs: dict[str, TopicConfig] = {}
         self._background: list[asyncio.Task[None]] = []
@@ -238,8 +249,14 @@ class Broker:
             logs = self.logs
             if logs is None:
                 return
+            work = asyncio.ensure_future(asyncio.to_thread(logs.run_maintenance, self.now_ms()))
             try:
-                await asyncio.to_thread(logs.run_maintenance, self.now_ms())
+                # A cancelled task (close) cannot stop the thread: the lock is held until it is done,
+                # so close() never writes the checkpoints while maintenance is still writing them.
+                await asyncio.shield(work)
+            except asyncio.CancelledError:
+                await asyncio.wait([work])
+                raise
             except (OSError, KafkaStorageError) as e:  # a full or failing disk: said once in a while, without a traceback
                 self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
             except Exception:

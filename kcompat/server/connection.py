@@ -1,20 +1,23 @@
-"""One client connection: framing, in-order request handling, backpressure, zero-copy writes.
+"""One client connection: the socket work around a FrameReader, in-order request handling,
+backpressure, zero-copy writes.
 
     request frame = size int32 | size bytes (header and body, handed to the broker)
 
+Framing itself (size checks, buffers, large frames) is kcompat.wire.framing.FrameReader, which
+does no I/O: this module receives into its buffer and hands its frames to the broker.
 The connection works on the raw non-blocking socket with loop.add_reader/add_writer, not on an
 asyncio transport: a transport-owned socket cannot take add_writer, and uvloop has no sendfile,
 so owning the socket is what lets response bytes and file slices (os.sendfile) go out in order.
 
-- The size prefix is checked against socket.request.max.bytes before any of the frame is
-  buffered; a negative or larger size closes the connection.
+- The size prefix is checked against socket.request.max.bytes (by the reader) before any of the
+  frame is buffered; a negative or larger size closes the connection.
 - Requests are handled one at a time, in order (as Kafka does per connection), by one task per
   connection; other connections proceed concurrently. Pipelined requests are read ahead up to
   `Limits.max_queued_requests` and `max_queued_bytes`; reading pauses while that much waits, or
   while more than `write_high_water` response bytes are unsent, and resumes below
   `write_low_water`.
 - Frames are handed over in buffers of their own (never views of the read buffer), so the broker
-  may keep memoryviews of a frame.
+  may keep memoryviews of a frame (the reader guarantees it).
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ from dataclasses import dataclass
 
 from kcompat.server.sendfile import Chunk, ChunkWriter
 from kcompat.wire.errors import DecodeError
+from kcompat.wire.framing import FrameReader, FrameSizeError, size_hint
 
 log = logging.getLogger("kcompat.server")
 
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
-_BODY_STEP = 64 << 10  # first buffer of a frame larger than the read buffer; doubled as it fills
 
 Handler = Callable[[memoryview, "Client"], Awaitable[Sequence[Chunk] | None]]
 
@@ -75,35 +78,19 @@ def describe_frame(frame: bytes | bytearray | memoryview) -> str:
     return f"{name} v{version}, correlation id {correlation}"
 
 
-def _size_hint(prefix: bytes) -> str:
-    """Name the usual culprits of an absurd size prefix: another protocol on the Kafka port."""
-    if prefix[:1] == b"\x16" and prefix[1:2] == b"\x03":
-        return " (looks like a TLS handshake: is the client configured for SSL?)"
-    if prefix in (b"GET ", b"POST", b"HEAD", b"PUT ", b"PRI "):
-        return " (looks like HTTP)"
-    return ""
-
-
 class Connection:
     __slots__ = (
-        "_body",
-        "_body_size",
-        "_body_view",
         "_close_errors",
         "_drained",
-        "_end",
         "_flush_soon",
-        "_got",
+        "_frames",
         "_handle",
         "_limits",
         "_loop",
         "_on_closed",
         "_queued_bytes",
-        "_rbuf",
         "_reading",
         "_requests",
-        "_rview",
-        "_start",
         "_stopping",
         "_task",
         "_wakeup",
@@ -140,16 +127,9 @@ class Connection:
         self._loop = loop or asyncio.get_running_loop()
         self._requests: deque[bytes | bytearray] = deque()
         self._queued_bytes = 0
-        # Allocated at the first bytes and given back after a quiet second (release_read_buffer):
-        # thousands of idle connections must not hold read_buffer bytes each.
-        self._rbuf = bytearray()
-        self._rview = memoryview(self._rbuf)
-        self._start = 0
-        self._end = 0
-        self._body: bytearray | None = None  # a frame too large for _rbuf, being received
-        self._body_view: memoryview | None = None
-        self._body_size = 0  # its size; the buffer grows towards it as the bytes arrive
-        self._got = 0
+        # Its read buffer is allocated at the first bytes and given back after a quiet second
+        # (release_read_buffer): thousands of idle connections must not hold read_buffer bytes each.
+        self._frames = FrameReader(limits.max_request_bytes, buffer_size=limits.read_buffer)
         self._writer = ChunkWriter(sock)
         self._reading = False
         self._writing = False
@@ -185,6 +165,11 @@ class Connection:
     def reading(self) -> bool:
         return self._reading
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received that are not yet a queued request (a partial frame, prefixes included)."""
+        return self._frames.buffered
+
     def idle_for(self, now: float) -> float:
         """Seconds without a complete request, response progress or a request with the broker."""
         return 0.0 if self.busy else now - self.last_active
@@ -206,7 +191,7 @@ class Connection:
         self._writer.clear()
         self._requests.clear()
         self._queued_bytes = 0
-        self._body = self._body_view = None
+        self._frames.clear()
         self._wake()
         self._wake_drained()
         try:
@@ -252,29 +237,18 @@ class Connection:
         )
 
     def _on_readable(self) -> None:
-        body = self._body_view
-        if body is None and not self._rbuf:
-            self._rbuf = bytearray(self._limits.read_buffer)
-            self._rview = memoryview(self._rbuf)
+        frames = self._frames
         try:
-            if body is not None:
-                n = self.sock.recv_into(body[self._got :])
-            else:
-                n = self.sock.recv_into(self._rview[self._end :])
+            n = self.sock.recv_into(frames.get_buffer())
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
             self.close(f"read failed: {e}", level=logging.DEBUG)
             return
         if n == 0:
-            partial = self._got + 4 if body is not None else self._end - self._start
+            partial = frames.buffered
             if partial:  # a truncated request: worth a line, unlike a client that simply leaves
-                if body is not None:
-                    expected: int | None = self._body_size + 4
-                elif partial >= 4:
-                    expected = 4 + int.from_bytes(self._rview[self._start : self._start + 4], "big")
-                else:
-                    expected = None
+                expected = frames.expected
                 self.close(
                     f"closed by the peer in the middle of a request ({partial}"
                     + (f" of {expected} bytes received)" if expected else " bytes received)"),
@@ -283,91 +257,39 @@ class Connection:
             else:
                 self.close("closed by the peer", level=logging.DEBUG)
             return
-        if body is not None:
-            self._got += n
-            if self._got == self._body_size:
-                self._requests.append(self._body)  # type: ignore[arg-type]
-                self._queued_bytes += self._got
-                self._body = self._body_view = None
-                self.last_active = self._loop.time()
-            elif self._got == len(body):
-                self._grow_body()
-        else:
-            self._end += n
+        frames.buffer_updated(n)
         self._parse()
         if self._requests:
             self._wake()
         self._update_reading()
 
     def _parse(self) -> None:
-        """Move complete frames from the read buffer to the request queue, up to its bound."""
-        if self.closed or self._body is not None:
+        """Move complete frames from the reader to the request queue, up to its bound."""
+        if self.closed:
             return
-        buf, view = self._rbuf, self._rview
-        start, end = self._start, self._end
-        requests = self._requests
-        max_size = self._limits.max_request_bytes
-        added = False
-        while end - start >= 4 and self._room_for_requests():
-            size = int.from_bytes(view[start : start + 4], "big", signed=True)
-            if size < 0 or size > max_size:
-                self._reject_size(size, bytes(view[start : start + 4]))
-                return
-            if end - start - 4 < size:
-                if size + 4 > len(buf):  # receive the rest straight into a buffer of its own
-                    have = end - start - 4
-                    self._body_size = size
-                    self._body = bytearray(min(size, max(_BODY_STEP, have)))
-                    self._body_view = memoryview(self._body)
-                    self._body_view[:have] = view[start + 4 : end]
-                    self._got = have
-                    start = end = 0
-                break
-            requests.append(view[start + 4 : start + 4 + size].tobytes())
-            self._queued_bytes += size
-            added = True
-            start += 4 + size
-        if start == end:
-            start = end = 0
-        elif start and (self._room_for_requests() or end == len(buf)):
-            # an incomplete frame (which fits) is moved to the front to make room for the rest
-            view[: end - start] = view[start:end]
-            end -= start
-            start = 0
-        self._start, self._end = start, end
-        if added:
+        requests, limits = self._requests, self._limits
+        before = len(requests)
+        try:
+            added = self._frames.take(
+                requests, limits.max_queued_requests - before, limits.max_queued_bytes - self._queued_bytes
+            )
+        except FrameSizeError as e:
+            self._reject_size(e)
+            return
+        self._queued_bytes += added
+        if len(requests) != before:
             self.last_active = self._loop.time()
 
     def release_read_buffer(self) -> None:
         """Give back the read buffer if it holds nothing (the reactor calls this on quiet connections)."""
-        if self._rbuf and self._start == self._end and self._body is None:
-            try:
-                self._rview.release()
-            except BufferError:  # a view of it is still in use somewhere: keep it
-                return
-            self._rbuf = bytearray()
-            self._rview = memoryview(self._rbuf)
-            self._start = self._end = 0
+        self._frames.release()
 
-    def _grow_body(self) -> None:
-        """Double the buffer of a large frame (up to its size) once the bytes so far fill it.
-
-        Memory follows the bytes received, not the size a peer claims: a 100 MiB prefix followed
-        by silence costs _BODY_STEP (64 KiB), not 100 MiB (bytearray(n) writes all n bytes).
-        """
-        assert self._body is not None and self._body_view is not None
-        old = self._body
-        new = bytearray(min(self._body_size, 2 * len(old)))
-        new[: len(old)] = old
-        self._body_view.release()
-        self._body, self._body_view = new, memoryview(new)
-
-    def _reject_size(self, size: int, prefix: bytes) -> None:
-        if size < 0:
-            why = f"invalid request size {size}"
+    def _reject_size(self, e: FrameSizeError) -> None:
+        if e.size < 0:
+            why = f"invalid request size {e.size}"
         else:
-            why = f"request size {size} is larger than socket.request.max.bytes ({self._limits.max_request_bytes})"
-        self.close(why + _size_hint(prefix))
+            why = f"request size {e.size} is larger than socket.request.max.bytes ({e.max_size})"
+        self.close(why + size_hint(e.prefix))
 
     # -- handling ---------------------------------------------------------------------------------
 

@@ -80,6 +80,9 @@ def parse_listeners(
             raise ConfigError(f"{key} names listener {name} more than once", key=key, value=item)
         names.add(name)
         protocol = protocols.get(name, name if name in _KNOWN_PROTOCOLS else "")
+        if name in controllers:  # not opened; Kafka maps an unmapped controller listener to PLAINTEXT
+            skipped.append(Listener(name, protocol or "PLAINTEXT", host, port))
+            continue
         if not protocol:
             raise ConfigError(
                 f"{key} entry {item!r}: listener name {name} has no security protocol in "
@@ -88,9 +91,6 @@ def parse_listeners(
                 value=item,
             )
         listener = Listener(name, protocol, host, port)
-        if name in controllers:
-            skipped.append(listener)
-            continue
         if protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
                 f"{key} entry {item!r} uses security protocol {protocol}; kcompat supports PLAINTEXT only",

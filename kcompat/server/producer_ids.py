@@ -34,10 +34,6 @@ class ProducerIdManager:
             return
         self._next = self._block_end = int(text)
 
-    def issued(self, pid: int) -> bool:
-        """Whether `pid` may have been handed out (by this run or an earlier one)."""
-        return 0 <= pid < self._next
-
     def next_id(self) -> int:
         if self._next >= self._block_end:
             self._reserve(self._next + self.block_size)

@@ -37,7 +37,6 @@ TRANSACTION_STATE = "__transaction_state"
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-ZERO_UUID = uuid.UUID(int=0)
 
 
 class InvalidTopic(ValueError):

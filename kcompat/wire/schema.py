@@ -20,10 +20,11 @@ compiles a declaration into a decoder and an encoder per version.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from kcompat.kafka_uuid import ZERO_UUID
 
 PRIMITIVES = frozenset(
     {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "uuid", "string", "bytes", "records"}
@@ -142,8 +143,6 @@ def _implicit_default(type_: str) -> Any:
         "records": None,
     }.get(type_)  # a struct's default is built by the codec
 
-
-ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True, slots=True)

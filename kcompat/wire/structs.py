@@ -8,6 +8,9 @@ declaration lacks is a TypeError, so a misspelt name fails where it is written.
 The typed classes are plain slotted classes with a written-out __init__ rather than dataclasses:
 the dataclass decorator costs about 0.9 ms per class at import (it compiles __init__, __repr__
 and __eq__ at run time), ~500 classes in all, where a plain class costs about 10 us.
+
+Also the small facts about fields that the reference codec (codec.py) and the generated coders
+(codegen.py) share: the fixed widths, a field's shape in a version.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-from kcompat.wire.primitives import Sized
+from kcompat.wire.primitives import Reader, Sized, Writer
+from kcompat.wire.schema import F
 
 # What a `records` field holds: a decoded view of the request buffer (zero copy), or on the way
 # out bytes, a view, or a pass-through file slice that the Writer keeps in place for sendfile.
@@ -26,6 +30,12 @@ Records = bytes | bytearray | memoryview | Sized
 NEW: Any = object()
 
 UNKNOWN_TAGS = "_unknown_tags"
+MISSING: Any = object()  # a key absent from a dict being encoded
+
+Decoder = Callable[[Reader], Any]
+Encoder = Callable[[Writer, Any], None]
+
+FIXED_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4, "float64": 8, "bool": 1, "uuid": 16}
 
 
 class Struct:
@@ -72,3 +82,8 @@ class Struct:
 def field_names(cls: type[Struct]) -> tuple[str, ...]:
     names: tuple[str, ...] = cls.__slots__
     return names
+
+
+def field_shape(f: F, version: int, flexible: bool) -> tuple[bool, bool]:
+    """(compact, nullable): whether field f uses the compact encodings, and may be null, in this version."""
+    return (flexible if f.flexible is None else version in f.flexible), version in f.nullable

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,14 @@ def flatten(chunks: list[Any]) -> bytes:
     for c in chunks:
         out += c.read_bytes() if isinstance(c, FetchSlice) else bytes(c)
     return bytes(out)
+
+
+async def until(condition: Callable[[], object], timeout: float = 5.0) -> None:
+    """Let the loop run until `condition()` holds; AssertionError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {condition.__qualname__}"
+        await asyncio.sleep(0.001)
 
 
 class BrokerHarness:

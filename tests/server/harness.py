@@ -138,6 +138,19 @@ class ServerThread:
         self.loop.call_soon_threadsafe(run)
         return done.result(5)
 
+    def wait_for(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
+        """`fn()`, run on the server's loop, once it is true; AssertionError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not (value := self.call(fn)):
+            assert time.monotonic() < deadline, f"timed out waiting for {fn.__qualname__}"
+            time.sleep(0.001)
+        return value
+
+    def connection(self) -> Any:
+        """The one live connection, once it is accepted."""
+        (conn,) = self.wait_for(lambda: list(self.reactor.connections))
+        return conn
+
     def connection_count(self, expect: int, timeout: float = 3.0) -> int:
         """The number of live connections, once it equals `expect` (or when `timeout` is up)."""
         deadline = time.monotonic() + timeout

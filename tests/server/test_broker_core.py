@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import decode_response, encode_request
-from tests.server.broker_harness import BrokerHarness, batch, flatten
+from tests.server.broker_harness import BrokerHarness, batch, flatten, until
 
 
 @pytest.fixture
@@ -34,10 +35,21 @@ def test_api_versions_lists_the_handler_table(h: BrokerHarness, version: int) ->
     resp = h.call(API_VERSIONS, version, body)
     assert resp.error_code == 0
     got = ranges(resp)
-    assert got == {key: (r.min_version, r.max_version) for key, r in HANDLERS.items()}
-    if version >= 3:
-        assert resp.supported_features == [] and resp.finalized_features == []
-        assert resp.finalized_features_epoch == -1
+    assert got == {key: (r.advertised_min, r.max_version) for key, r in HANDLERS.items()}
+    if version >= 3:  # only group.version: KIP-848 works; no transaction.version (no transactions)
+        assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == [("group.version", 0, 1)]
+        assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == [("group.version", 1, 1)]
+        assert resp.finalized_features_epoch == 0
+
+
+def test_group_version_is_not_finalized_without_the_consumer_protocol(tmp_path: Path) -> None:
+    h = BrokerHarness(tmp_path, {"group.coordinator.rebalance.protocols": "classic"})
+    try:
+        resp = h.call(API_VERSIONS, 4, {"client_software_name": "x", "client_software_version": "1"})
+        assert [f.name for f in resp.supported_features] == ["group.version"]
+        assert resp.finalized_features == []
+    finally:
+        h.close()
 
 
 def test_advertised_ranges_cover_the_client_matrix(h: BrokerHarness) -> None:
@@ -48,8 +60,8 @@ def test_advertised_ranges_cover_the_client_matrix(h: BrokerHarness) -> None:
         return all(low <= v <= high for v in versions)
 
     assert covers(0, 0, 3, 7, 8)  # Produce: librdkafka < 2.11.1 needs 0, 3 and 7
-    assert got[0][1] <= 11  # never Produce >= 12 (transactions v2) or 13 (topic ids)
-    assert covers(1, 4, 10, 11) and got[1][1] <= 12  # Fetch: 4 and 10 for old librdkafka, no topic ids
+    assert got[0][1] == 13  # topic ids; v12's transactions v2 stays off: no finalized transaction.version
+    assert covers(1, 4, 10, 11, 12, 13, 16, 17, 18)  # Fetch: 4 and 10 for old librdkafka, up to Kafka 4.3's 18
     assert covers(2, 1, 5, 7)  # ListOffsets
     assert covers(3, 4, 5, 8)  # Metadata (aiokafka <= 5)
     assert covers(18, 0, 3, 4)
@@ -88,14 +100,21 @@ def test_bytes_after_a_body_are_ignored_as_kafka_does(h: BrokerHarness) -> None:
 
 
 def test_declared_but_unadvertised_versions_close_the_connection(h: BrokerHarness) -> None:
-    # Fetch v3 is declared by the codec but not served (message formats 0/1).
-    frame = encode_request(1, 3, 5, {"max_wait_ms": 0, "min_bytes": 1, "topics": []})
+    # InitProducerId v6 (KIP-939 two-phase commit) is declared by the codec but not served.
+    assert 6 in INIT_PRODUCER_ID.versions and HANDLERS[22].max_version < 6
+    body = {"transactional_id": None, "transaction_timeout_ms": 1000}
     with pytest.raises(CloseConnection):
-        h.raw(frame)
+        h.raw(encode_request(22, 6, 5, body))
 
 
-def test_produce_v0_to_2_are_advertised_but_refused(h: BrokerHarness) -> None:
-    frame = encode_request(0, 2, 5, {"acks": 1, "timeout_ms": 100, "topic_data": []})
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_2_are_advertised_but_refused(h: BrokerHarness, version: int) -> None:
+    # Kafka 4 removed them (the declaration starts at 3), but ApiVersions still lists 0 (KAFKA-18659)
+    assert 2 not in PRODUCE.versions
+    got = ranges(h.call(API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"}))
+    assert got[0][0] == 0
+    # header v1 (key, version, correlation id, client id), then v0-2's acks, timeout, no topics
+    frame = struct.pack(">hhih1shii", 0, version, 5, 1, b"c", 1, 100, 0)
     with pytest.raises(CloseConnection):
         h.raw(frame)
 
@@ -118,11 +137,10 @@ def test_state_survives_a_restart(h: BrokerHarness, tmp_path: Path) -> None:
 
 
 def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
-    import asyncio
-
     from kcompat.wire.messages.create_topics import CREATE_TOPICS
 
-    h = BrokerHarness(tmp_path, {"log.retention.check.interval.ms": "50"})
+    now = [time.time()]
+    h = BrokerHarness(tmp_path, {"log.retention.check.interval.ms": "50"}, clock=lambda: now[0])
     try:
         configs = [{"name": "retention.ms", "value": "1000"}, {"name": "segment.ms", "value": "1"}]
         h.call(CREATE_TOPICS, 7, {"topics": [{"name": "old", "num_partitions": 1, "replication_factor": 1,
@@ -130,10 +148,10 @@ def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
         for value in (b"a", b"b", b"c"):  # timestamps of 2023: long past retention.ms
             h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100,
                                 "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": batch(value)}]}]})  # fmt: skip
-            h.run(asyncio.sleep(0.01))  # segment.ms=1: each append rolls a new segment
+            now[0] += 0.01  # segment.ms=1: each append rolls a new segment
         plog = h.broker.partition_log("old", 0)
         assert plog.log_start_offset == 0
-        h.run(asyncio.sleep(0.3))  # the maintenance loop, not a direct call, deletes the old segments
+        h.run(until(lambda: plog.log_start_offset == 3))  # the maintenance loop, not a direct call, deletes them
         assert (plog.log_start_offset, plog.log_end_offset) == (3, 3)  # all expired: Kafka rolls, then deletes all
     finally:
         h.close()

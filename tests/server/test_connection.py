@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import struct
 import threading
@@ -45,9 +46,11 @@ def test_frames_split_anywhere_and_packed_together(start: Any) -> None:
     server = start()
     with server.connect() as s:
         frame = request(1, "echo:hello")
-        for b in frame:  # one byte per segment, size prefix included
+        conn = server.connection()
+        for i, b in enumerate(frame[:-1]):  # one byte per read, size prefix included
             s.send(bytes([b]))
-            time.sleep(0.001)
+            server.wait_for(lambda i=i: conn.buffered_bytes == i + 1)
+        s.send(frame[-1:])
         assert recv_response(s) == (1, b"hello")
         s.sendall(request(2, "echo:a") + request(3, "echo:" + "x" * 100_000) + request(4, "echo:"))
         assert recv_response(s) == (2, b"a")
@@ -59,8 +62,10 @@ def test_frame_larger_than_the_read_buffer(start: Any) -> None:
     server = start(limits=Limits(read_buffer=4096))
     with server.connect() as s:
         big = "y" * 1_000_000
-        s.sendall(request(1, "echo:a") + request(2, "echo:" + big)[:3000])
-        time.sleep(0.05)
+        first = request(1, "echo:a")
+        s.sendall(first + request(2, "echo:" + big)[:3000])
+        conn = server.connection()
+        server.wait_for(lambda: conn.buffered_bytes == 3000)  # the large frame's own buffer has begun
         s.sendall(request(2, "echo:" + big)[3000:] + request(3, "echo:c"))
         assert recv_response(s) == (1, b"a")
         assert recv_response(s) == (2, big.encode())
@@ -95,7 +100,7 @@ def test_a_slow_request_holds_only_its_own_connection(start: Any) -> None:
     server = start()
     with server.connect() as slow, server.connect() as quick:
         slow.sendall(request(1, "sleep:1.0:late"))
-        time.sleep(0.05)
+        server.wait_for(lambda: sum(server.broker.active.values()) == 1)
         t0 = time.monotonic()
         quick.sendall(request(2, "echo:now"))
         assert recv_response(quick) == (2, b"now")
@@ -193,9 +198,8 @@ def test_idle_connections_are_closed_even_while_trickling(start: Any) -> None:
                 except OSError:
                     trickle_cut = time.monotonic() - t0
             busy_id += 1
-            busy.sendall(request(busy_id, "echo:ping"))
+            busy.sendall(request(busy_id, "sleep:0.05:ping"))  # the answer paces the trickle
             assert recv_response(busy) == (busy_id, b"ping")
-            time.sleep(0.05)
         assert closed_by_peer(idle, 0.1)
         assert closed_by_peer(trickle, 0.1)
         assert trickle_cut is not None and 0.3 <= trickle_cut < 1.0
@@ -244,10 +248,10 @@ def test_a_client_that_never_reads_does_not_grow_the_buffer(start: Any) -> None:
     n, size = 200, 256 << 10
     with server.connect(rcvbuf=64 << 10) as s:
         s.sendall(b"".join(request(i, f"big:{size}") for i in range(n)))  # 4 KB of requests
-        time.sleep(0.5)
+        conn = server.connection()
+        server.wait_for(lambda: conn.unsent_bytes > limits.write_high_water and not conn.reading)
 
         def state() -> tuple[int, int, int, bool]:
-            (conn,) = server.reactor.connections
             return len(server.broker.handled), conn.unsent_bytes, conn.queued_requests, conn.reading
 
         handled, unsent, queued, reading = server.call(state)
@@ -275,7 +279,8 @@ def test_file_slices_go_out_with_sendfile(start: Any, tmp_path: Any) -> None:
     STATS.reset()
     with server.connect(rcvbuf=128 << 10) as s:
         s.sendall(request(4, "file") + request(5, "echo:after"))
-        time.sleep(0.1)  # let the server's socket fill up: sending resumes on writability
+        conn = server.connection()
+        server.wait_for(lambda: conn.unsent_bytes > 0)  # the socket is full: sending resumes on writability
         assert recv_response(s) == (4, b"<" + data + b">")
         assert recv_response(s) == (5, b"after")
     assert STATS.sendfile_bytes == len(data)
@@ -287,7 +292,8 @@ def test_graceful_shutdown_finishes_received_requests(start: Any) -> None:
     server = start()
     with server.connect() as s:
         s.sendall(request(1, "sleep:0.3:first") + request(2, "echo:second"))
-        time.sleep(0.05)
+        conn = server.connection()
+        server.wait_for(lambda: sum(server.broker.active.values()) == 1 and conn.queued_requests == 1)
         t0 = time.monotonic()
         server.shutdown(grace=5)
         assert time.monotonic() - t0 < 2
@@ -302,7 +308,7 @@ def test_shutdown_grace_period_is_bounded(start: Any, caplog: pytest.LogCaptureF
     server = start()
     with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as s, server.connect() as idle:
         s.sendall(request(1, "sleep:30:never"))
-        time.sleep(0.05)
+        server.wait_for(lambda: sum(server.broker.active.values()) == 1)
         t0 = time.monotonic()
         server.shutdown(grace=0.3)
         assert time.monotonic() - t0 < 2
@@ -344,15 +350,17 @@ def test_read_ahead_is_bounded_in_bytes(start: Any) -> None:
                            for i in range(30))
         s.setblocking(False)
         sent = 0
-        deadline = time.monotonic() + 0.3
-        while time.monotonic() < deadline:
+        conn = server.connection()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # send until the server stops reading and the buffers are full
             try:
                 sent += s.send(payload[sent:])
             except BlockingIOError:
-                time.sleep(0.01)
+                _, writable, _ = select.select([], [s], [], 0.05)
+                if not writable and not server.call(lambda: conn.reading):
+                    break
 
         def state() -> tuple[int, int, bool]:
-            (conn,) = server.reactor.connections
             return conn.queued_bytes, conn.queued_requests, conn.reading
 
         queued_bytes, queued, reading = server.call(state)

@@ -108,10 +108,10 @@ def test_find_coordinator_versions_and_key_types(h: GroupHarness) -> None:
 
 def test_api_versions_advertise_the_group_apis(h: GroupHarness) -> None:
     keys = {k.api_key: (k.min_version, k.max_version) for k in h.call(API_VERSIONS, 3, {}).api_keys}
-    assert keys[8] == (0, 9) and keys[9] == (0, 9) and keys[10] == (0, 6) and keys[11] == (0, 9)
-    assert keys[12] == (0, 4) and keys[13] == (0, 5) and keys[14] == (0, 5) and keys[15] == (0, 5)
+    assert keys[8] == (2, 10) and keys[9] == (1, 10) and keys[10] == (0, 6) and keys[11] == (0, 9)
+    assert keys[12] == (0, 4) and keys[13] == (0, 5) and keys[14] == (0, 5) and keys[15] == (0, 6)
     assert keys[16] == (0, 5) and keys[42] == (0, 2) and keys[47] == (0, 0)
-    assert keys[68] == (0, 1) and keys[69] == (0, 0)
+    assert keys[68] == (0, 1) and keys[69] == (0, 1)
 
 
 # --- the rebalance protocol --------------------------------------------------------------------
@@ -296,6 +296,9 @@ def test_describe_groups(h: GroupHarness) -> None:
     assert all(decode_assignment(m.member_assignment)["t"] for m in g.members)
     assert g.authorized_operations == sum(1 << op for op in (3, 6, 8, 10, 11))
     assert (missing.error_code, missing.group_state, missing.members) == (0, "Dead", [])
+    g6, missing6 = h.call(DESCRIBE_GROUPS, 6, {"groups": ["g", "missing"]}).groups  # KIP-1043
+    assert (g6.error_code, g6.error_message, g6.group_state, len(g6.members)) == (0, None, "Stable", 2)
+    assert (missing6.error_code, missing6.error_message) == (E.GROUP_ID_NOT_FOUND, "Group missing not found.")
     v0 = h.call(DESCRIBE_GROUPS, 0, {"groups": ["g"]}).groups[0]
     assert v0.group_state == "Stable" and len(v0.members) == 2
     assert h.call(DESCRIBE_GROUPS, 3, {"groups": ["g"]}).groups[0].authorized_operations == -(2**31)

@@ -100,8 +100,9 @@ def test_consumer_group_describe_and_the_classic_apis(h: GroupHarness) -> None:
     classic = join_new(h, "classic")
     gen = h.call(JOIN_GROUP, 9, join_body("classic", classic)).generation_id
     sync(h, "classic", classic, gen)
-    r = h.call(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g", "classic"], "include_authorized_operations": False})
+    r = h.call(CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["g", "classic"], "include_authorized_operations": False})
     g, c = r.groups
+    assert [m.member_type for m in g.members] == [1, 1]  # v1 (KIP-1099): consumer members
     assert (g.error_code, g.group_state, g.assignor_name) == (0, "Stable", "uniform")
     assert sorted(m.member_id for m in g.members) == sorted(m.member_id for m in members)
     topic_id = h.broker.topic("t").topic_id
@@ -112,6 +113,8 @@ def test_consumer_group_describe_and_the_classic_apis(h: GroupHarness) -> None:
     assert c.error_code == E.GROUP_ID_NOT_FOUND  # the Java Admin then falls back to DescribeGroups
     dg = h.call(DESCRIBE_GROUPS, 5, {"groups": ["g"]}).groups[0]
     assert (dg.error_code, dg.group_state) == (0, "Dead")
+    dg = h.call(DESCRIBE_GROUPS, 6, {"groups": ["g"]}).groups[0]  # KIP-1043
+    assert (dg.error_code, dg.error_message) == (E.GROUP_ID_NOT_FOUND, "Group g is not a classic group.")
     listed = {x.group_id: (x.group_type, x.group_state) for x in h.call(LIST_GROUPS, 5, {"types_filter": []}).groups}
     assert listed == {"g": ("consumer", "Stable"), "classic": ("classic", "Stable")}
 

@@ -3,6 +3,7 @@ expiry and bad input."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def fetch(h: GroupHarness, group: str, wanted: dict[str, list[int]] | None, vers
                    for t in got for p in t.partitions}  # fmt: skip
 
 
-@pytest.mark.parametrize("version", range(10))
+@pytest.mark.parametrize("version", range(2, 10))  # Kafka 4 removed v0-1 (KIP-896)
 def test_commit_and_fetch_every_version(h: GroupHarness, version: int) -> None:
     assert commit(h, "g", {("t", 0): 5, ("t", 3): 7}, version=version) == {("t", 0): 0, ("t", 3): 0}
     fetch_version = min(version, 9)
@@ -62,6 +63,31 @@ def test_commit_and_fetch_every_version(h: GroupHarness, version: int) -> None:
         epoch = -1
     assert error == 0
     assert got == {("t", 0): (5, epoch, "m5", 0), ("t", 1): (-1, -1, "", 0), ("t", 3): (7, epoch, "m7", 0)}
+
+
+def test_v10_names_topics_by_id(h: GroupHarness) -> None:
+    t_id, u_id, nowhere = h.broker.topic("t").topic_id, h.broker.topic("u").topic_id, uuid.uuid4()
+
+    def part(p: int, off: int) -> dict[str, Any]:
+        return {"partition_index": p, "committed_offset": off, "committed_leader_epoch": 0, "committed_metadata": "x"}
+
+    body = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"topic_id": t_id, "partitions": [part(0, 5), part(9, 1)]},
+                       {"topic_id": nowhere, "partitions": [part(0, 1)]}]}  # fmt: skip
+    r = h.call(OFFSET_COMMIT, 10, body)
+    got = {(t.topic_id, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
+    assert got == {(t_id, 0): 0, (t_id, 9): E.UNKNOWN_TOPIC_OR_PARTITION, (nowhere, 0): E.UNKNOWN_TOPIC_ID}
+    assert fetch(h, "g", {"t": [0]}, version=9)[1] == {("t", 0): (5, 0, "x", 0)}  # stored under the name
+    commit(h, "g", {("u", 1): 7})
+
+    def fetch10(topics: Any) -> dict[tuple[Any, int], tuple[int, int]]:
+        (g,) = h.call(OFFSET_FETCH, 10, {"groups": [{"group_id": "g", "topics": topics}]}).groups
+        assert g.error_code == 0
+        return {(t.topic_id, p.partition_index): (p.committed_offset, p.error_code) for t in g.topics for p in t.partitions}
+
+    wanted = [{"topic_id": t_id, "partition_indexes": [0, 1]}, {"topic_id": nowhere, "partition_indexes": [2]}]
+    assert fetch10(wanted) == {(t_id, 0): (5, 0), (t_id, 1): (-1, 0), (nowhere, 2): (-1, E.UNKNOWN_TOPIC_ID)}
+    assert fetch10(None) == {(t_id, 0): (5, 0), (u_id, 1): (7, 0)}
 
 
 def test_fetch_all_committed_and_several_groups(h: GroupHarness) -> None:
@@ -96,7 +122,7 @@ def test_member_commits_are_checked(h: GroupHarness) -> None:
     assert commit(h, "g", {("t", 0): 2}, generation=gen - 1, member=mid) == {("t", 0): E.ILLEGAL_GENERATION}
     assert commit(h, "g", {("t", 0): 2}, version=2, generation=gen + 1, member=mid) == {("t", 0): E.ILLEGAL_GENERATION}
     # A simple commit (no generation, no member) into a group with members is refused.
-    assert commit(h, "g", {("t", 0): 2}, version=0) == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert commit(h, "g", {("t", 0): 2}, version=2) == {("t", 0): E.UNKNOWN_MEMBER_ID}
     assert commit(h, "nogroup", {("t", 0): 2}, generation=3, member="m") == {("t", 0): E.GROUP_ID_NOT_FOUND}
     assert commit(h, "nogroup", {("t", 0): 2}, version=8, generation=3, member="m") == {("t", 0): E.ILLEGAL_GENERATION}
     assert fetch(h, "g", {"t": [0]})[1][("t", 0)][0] == 1

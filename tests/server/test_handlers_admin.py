@@ -90,7 +90,7 @@ def test_validate_only_creates_nothing(h: BrokerHarness) -> None:
     assert h.broker.topic("v") is None
 
 
-@pytest.mark.parametrize("version", range(8))
+@pytest.mark.parametrize("version", range(2, 8))  # Kafka 4 removed v0-1 (KIP-896)
 def test_create_topics_every_version(h: BrokerHarness, version: int) -> None:
     (r,) = create(h, {"name": f"v{version}", "num_partitions": 1, "replication_factor": 1}, version=version)
     assert r.error_code == 0
@@ -157,11 +157,12 @@ def test_describe_topic_configs_with_synonyms(h: BrokerHarness) -> None:
     assert (seg.value, seg.config_source, seg.read_only, seg.is_sensitive) == ("2000000", 1, False, False)
     assert [(s.name, s.source) for s in seg.synonyms][:2] == [("segment.bytes", 1), ("log.segment.bytes", 5)]
     ret = configs["retention.ms"]
-    assert ret.value == str(48 * 3600 * 1000) and ret.config_source == 4  # from log.retention.hours
-    assert ("log.retention.hours", 4) in [(s.name, s.source) for s in ret.synonyms]
+    # From log.retention.hours, but Kafka lists only log.retention.ms's synonyms (none: it is unset)
+    # and then calls the source DEFAULT_CONFIG.
+    assert ret.value == str(48 * 3600 * 1000) and (ret.config_source, ret.synonyms) == (5, [])
     assert seg.documentation and seg.config_type == 3
-    only = describe(h, TOPIC, "a", ["cleanup.policy", "nonsense"], version=0, synonyms=False, docs=False)
-    assert [(c.name, c.value, c.is_default) for c in only.configs] == [("cleanup.policy", "delete", True)]
+    only = describe(h, TOPIC, "a", ["cleanup.policy", "nonsense"], version=1, synonyms=False, docs=False)
+    assert [(c.name, c.value, c.config_source) for c in only.configs] == [("cleanup.policy", "delete", 5)]  # DEFAULT_CONFIG
     assert describe(h, TOPIC, "nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -192,7 +193,8 @@ def test_incremental_alter_topic_configs(h: BrokerHarness) -> None:
     assert alter(("cleanup.policy", 3, "delete")).error_code == 0
     assert alter(("retention.ms", 1, None)).error_code == 0
     configs = {c.name: (c.value, c.config_source) for c in describe(h, TOPIC, "a").configs}
-    assert configs["cleanup.policy"] == ("compact", 1) and configs["retention.ms"][1] == 4
+    # The override gone, the value is the broker's again (48 h; Kafka calls that source DEFAULT_CONFIG).
+    assert configs["cleanup.policy"] == ("compact", 1) and configs["retention.ms"] == (str(48 * 3_600_000), 5)
     assert alter(("retention.ms", 2, "1")).error_code == ErrorCode.INVALID_CONFIG  # APPEND on a non-list
     assert alter(("bogus", 0, "1")).error_code == ErrorCode.INVALID_CONFIG
     assert alter(("retention.ms", 0, "1"), ("retention.ms", 0, "2")).error_code == ErrorCode.INVALID_REQUEST
@@ -235,14 +237,24 @@ def test_describe_cluster(h: BrokerHarness) -> None:
     assert [(b.broker_id, b.host, b.port) for b in r.brokers] == [(h.broker.node_id, "127.0.0.1", 19092)]
     assert h.call(DESCRIBE_CLUSTER, 1, {"endpoint_type": 2}).error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
     assert h.call(DESCRIBE_CLUSTER, 0, {}).error_code == 0
+    v2 = h.call(DESCRIBE_CLUSTER, 2, {"endpoint_type": 1, "include_fenced_brokers": True})  # KIP-1073
+    assert [(b.broker_id, b.is_fenced) for b in v2.brokers] == [(h.broker.node_id, False)]
+
+
+def test_metadata_v13_has_a_top_level_error_code(h: BrokerHarness) -> None:
+    create(h, {"name": "a"})
+    r = h.call(METADATA, 13, {"topics": [{"name": "a"}, {"name": "nope"}], "allow_auto_topic_creation": False})
+    assert r.error_code == 0
+    assert [(t.name, t.error_code) for t in r.topics] == [("a", 0), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
 
 
 def test_describe_log_dirs(h: BrokerHarness, tmp_path: Path) -> None:
     create(h, {"name": "a"}, {"name": "b"})
     h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100, "topic_data": [{"name": "a", "partition_data": [{"index": 1, "records": batch(b"x" * 100)}]}]})
-    r = h.call(DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    r = h.call(DESCRIBE_LOG_DIRS, 5, {"topics": None})
     (d,) = r.results
     assert d.log_dir == str(tmp_path / "data") and d.total_bytes > 0 and d.usable_bytes > 0
+    assert d.is_cordoned is False  # v5 (KIP-1066): nothing is cordoned
     sizes = {(t.name, p.partition_index): p.partition_size for t in d.topics for p in t.partitions}
     assert set(sizes) == {("a", 0), ("a", 1), ("b", 0), ("b", 1)}
     assert sizes[("a", 1)] > 100 and sizes[("a", 0)] == 0

@@ -1,9 +1,11 @@
-"""Fetch: every partition answered once, offset ranges, byte limits, sessionless replies, long polling."""
+"""Fetch: every partition answered once, offset ranges, byte limits, every version 4-18, topic ids,
+replica fetches and leader hints, long polling (on the broker clock). Sessions: test_handlers_fetch_sessions.py."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import encode_request
 from kcompat.wire.record_batch import split_batches
-from tests.server.broker_harness import BrokerHarness, batch
+from tests.server.broker_harness import BrokerHarness, batch, until
 
 
 @pytest.fixture
@@ -42,6 +44,17 @@ def fetch_body(parts: list[tuple[str, int, int]], *, max_wait: int = 0, min_byte
             topics.append({"topic": topic, "partitions": []})
         topics[-1]["partitions"].append({"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max})
     return {"max_wait_ms": max_wait, "min_bytes": min_bytes, "max_bytes": max_bytes, "topics": topics, **extra}
+
+
+def topic_id(h: BrokerHarness, name: str) -> uuid.UUID:
+    return h.call(METADATA, 12, {"topics": [{"name": name}]}).topics[0].topic_id
+
+
+def by_id(h: BrokerHarness, body: dict[str, Any]) -> dict[str, Any]:
+    """A fetch_body for v13+: topics named by id."""
+    for t in body["topics"]:
+        t["topic_id"] = topic_id(h, t.pop("topic"))
+    return body
 
 
 def flat(resp: Any) -> list[tuple[str, Any]]:
@@ -103,15 +116,6 @@ def test_mid_batch_offset_returns_the_batch_holding_it(h: BrokerHarness) -> None
     assert int.from_bytes(bytes(p.records)[:8], "big") == 0
 
 
-def test_sessions_are_not_kept(h: BrokerHarness) -> None:
-    resp = h.call(FETCH, 12, fetch_body([("t", 0, 0)], session_id=123, session_epoch=4))
-    assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and resp.responses == []
-    resp = h.call(FETCH, 12, fetch_body([("t", 0, 0)], session_id=0, session_epoch=3))
-    assert resp.error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
-    for epoch in (0, -1):
-        assert h.call(FETCH, 12, fetch_body([("t", 0, 0)], session_epoch=epoch)).error_code == 0
-
-
 def test_leader_epoch_fencing(h: BrokerHarness) -> None:
     body = fetch_body([("t", 0, 0)])
     body["topics"][0]["partitions"][0]["current_leader_epoch"] = 5
@@ -132,9 +136,8 @@ def test_long_poll_is_woken_by_an_append(h: BrokerHarness) -> None:
     async def scenario() -> tuple[Any, float]:
         t0 = time.monotonic()
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 0), ("t", 2, 0)], max_wait=5000)))
-        await asyncio.sleep(0.05)
+        await until(lambda: h.broker.fetch_waiters.parked() == 1)
         assert not fetching.done()
-        assert h.broker.fetch_waiters.parked() == 1
         await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
             {"name": "t", "partition_data": [{"index": 2, "records": batch(b"wake")}]}]})
         resp = await asyncio.wait_for(fetching, 2)
@@ -151,7 +154,7 @@ def test_long_poll_waits_for_min_bytes(h: BrokerHarness) -> None:
     async def scenario() -> Any:
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=5000, min_bytes=300)))
         for i in range(3):
-            await asyncio.sleep(0.02)
+            await until(lambda: h.broker.fetch_waiters.parked() == 1)
             assert not fetching.done()
             await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
                 {"name": "t", "partition_data": [{"index": 0, "records": batch(b"v" * 60, b"%d" % i)}]}]})
@@ -166,7 +169,7 @@ def test_close_releases_parked_fetches(h: BrokerHarness) -> None:
 
     async def scenario() -> Any:
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 1)], max_wait=10000)))
-        await asyncio.sleep(0.05)
+        await until(lambda: h.broker.fetch_waiters.parked() == 1)
         t0 = time.monotonic()
         await h.broker.close()
         resp = await asyncio.wait_for(fetching, 2)
@@ -178,9 +181,83 @@ def test_close_releases_parked_fetches(h: BrokerHarness) -> None:
     assert (p.error_code, p.high_watermark, len(p.records)) == (0, 1, 0)
 
 
-@pytest.mark.parametrize("version", [4, 5, 7, 9, 10, 11, 12])
+@pytest.mark.parametrize("version", range(4, 19))
 def test_every_advertised_version_round_trips(h: BrokerHarness, version: int) -> None:
     produce(h, batch(b"a"))
-    resp = h.call(FETCH, version, fetch_body([("t", 0, 0)]))
+    body = fetch_body([("t", 0, 0)])
+    if version >= 13:
+        body = by_id(h, body)
+    resp = h.call(FETCH, version, body)
     p = resp.responses[0].partitions[0]
     assert p.error_code == 0 and p.high_watermark == 1 and len(p.records) > 0
+    if version >= 13:
+        assert resp.responses[0].topic_id == topic_id(h, "t")
+
+
+def test_topic_ids_unknown_id_and_known_id_bad_partition(h: BrokerHarness) -> None:
+    produce(h, batch(b"a"))
+    tid = topic_id(h, "t")
+    unknown = uuid.uuid4()
+    body = {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
+        {"topic_id": tid, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20},
+                                         {"partition": 7, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]},
+        {"topic_id": unknown, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    resp = h.call(FETCH, 18, body)
+    got = [(t.topic_id, p.partition_index, p.error_code) for t in resp.responses for p in t.partitions]
+    assert got == [(tid, 0, 0), (tid, 7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), (unknown, 0, ErrorCode.UNKNOWN_TOPIC_ID)]
+    assert len(resp.responses[0].partitions[0].records) > 0
+
+
+# A replica fetch (replica_id >= 0) on a single node: no replica is known, as Kafka answers it.
+@pytest.mark.parametrize(("version", "leader_epoch", "error"), [
+    (12, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (12, 0, ErrorCode.UNKNOWN_LEADER_EPOCH),
+    (15, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (16, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (18, 0, ErrorCode.UNKNOWN_LEADER_EPOCH),
+])  # fmt: skip
+def test_replica_fetch_is_refused_per_partition(h: BrokerHarness, version: int, leader_epoch: int, error: int) -> None:
+    produce(h, batch(b"a"))
+    body = fetch_body([("t", 0, 0)])
+    body["topics"][0]["partitions"][0]["current_leader_epoch"] = leader_epoch
+    if version >= 15:
+        body["replica_state"] = {"replica_id": 2, "replica_epoch": 5}
+    else:
+        body["replica_id"] = 2
+    if version >= 13:
+        body = by_id(h, body)
+    resp = h.call(FETCH, version, body)
+    p = resp.responses[0].partitions[0]
+    assert (p.error_code, len(p.records)) == (error, 0)
+    hinted = version >= 16 and error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == ((1, 0) if hinted else (-1, -1))
+    assert [(n.node_id, n.host, n.port) for n in resp.node_endpoints] == ([(1, "127.0.0.1", 19092)] if hinted else [])
+
+
+@pytest.mark.parametrize("version", [15, 16])
+def test_fenced_leader_epoch_carries_the_leader_from_v16(h: BrokerHarness, version: int) -> None:
+    body = by_id(h, fetch_body([("t", 0, 0)]))
+    body["topics"][0]["partitions"][0]["current_leader_epoch"] = 0
+    h.broker.topics.get("t").leader_epoch = 3  # type: ignore[union-attr]  # as after a leader change
+    resp = h.call(FETCH, version, body)
+    p = resp.responses[0].partitions[0]
+    assert p.error_code == ErrorCode.FENCED_LEADER_EPOCH
+    if version >= 16:
+        assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 3)
+        assert [(n.node_id, n.port) for n in resp.node_endpoints] == [(1, 19092)]
+    else:
+        assert (p.current_leader.leader_id, resp.node_endpoints) == (-1, [])
+
+
+def test_long_poll_deadline_follows_the_broker_clock(tmp_path: Path) -> None:
+    ticks = iter(range(0, 10**6, 60))  # every reading of the clock is a minute later
+
+    harness = BrokerHarness(tmp_path, {"num.partitions": "1"}, clock=lambda: float(next(ticks)))
+    try:
+        harness.call(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
+        t0 = time.monotonic()
+        resp = harness.call(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=30_000))
+        assert time.monotonic() - t0 < 5  # the 30 s wait was over by the broker's clock
+        assert resp.responses[0].partitions[0].error_code == 0
+    finally:
+        harness.close()

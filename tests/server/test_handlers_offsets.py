@@ -59,9 +59,18 @@ def test_list_offsets_specs(h: BrokerHarness) -> None:
     assert (none.error_code, none.offset, none.timestamp) == (0, -1, -1)
     assert list_offset(h, -4, version=8).offset == 0
     assert list_offset(h, -5, version=9).offset == -1
+    pending = list_offset(h, -6, version=11)  # KIP-1023: nothing is pending upload without remote storage
+    assert (pending.error_code, pending.offset, pending.timestamp) == (0, -1, -1)
 
 
-@pytest.mark.parametrize("version", range(1, 11))
+@pytest.mark.parametrize(("ts", "first"), [(-3, 7), (-4, 8), (-5, 9), (-6, 11)])
+def test_list_offsets_sentinels_need_their_version(h: BrokerHarness, ts: int, first: int) -> None:
+    produce(h, batch(b"a"))
+    assert list_offset(h, ts, version=first - 1).error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert list_offset(h, ts, version=first).error_code == 0
+
+
+@pytest.mark.parametrize("version", range(1, 12))
 def test_list_offsets_every_version(h: BrokerHarness, version: int) -> None:
     produce(h, batch(b"a"))
     r = list_offset(h, -1, version=version)
@@ -139,12 +148,20 @@ def test_init_producer_id(h: BrokerHarness) -> None:
     a, b = init_pid(h, 0), init_pid(h, 2)
     assert (a.error_code, a.producer_epoch, b.producer_epoch) == (0, 0, 0)
     assert a.producer_id != b.producer_id
+    # A bump asked for by an idempotent producer (v3+): a new id with epoch 0, as Kafka answers it.
     bumped = init_pid(h, 3, producer_id=a.producer_id, producer_epoch=0)
-    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, a.producer_id, 1)
+    assert bumped.error_code == 0 and bumped.producer_epoch == 0
+    assert bumped.producer_id not in (a.producer_id, b.producer_id)
     assert init_pid(h, 3, producer_id=a.producer_id, producer_epoch=-1).error_code == ErrorCode.INVALID_REQUEST
+    assert init_pid(h, 5, producer_id=-1, producer_epoch=4).error_code == ErrorCode.INVALID_REQUEST
     stranger = init_pid(h, 5, producer_id=10**12, producer_epoch=3)
-    assert stranger.error_code == 0 and stranger.producer_id not in (10**12, a.producer_id, b.producer_id)
-    worn = init_pid(h, 5, producer_id=a.producer_id, producer_epoch=32766)
-    assert worn.producer_id != a.producer_id and worn.producer_epoch == 0
+    assert stranger.error_code == 0 and stranger.producer_epoch == 0
+    assert stranger.producer_id not in (10**12, a.producer_id, b.producer_id, bumped.producer_id)
+    worn = init_pid(h, 5, producer_id=bumped.producer_id, producer_epoch=32766)
+    assert worn.producer_id not in (bumped.producer_id, stranger.producer_id) and worn.producer_epoch == 0
+    # Ids stay unique across a restart, bumps included.
+    h.restart()
+    after = init_pid(h, 5, producer_id=worn.producer_id, producer_epoch=0)
+    assert after.error_code == 0 and after.producer_id > worn.producer_id and after.producer_epoch == 0
     txn = h.call(INIT_PRODUCER_ID, 4, {"transactional_id": "tx", "transaction_timeout_ms": 60000})
     assert txn.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

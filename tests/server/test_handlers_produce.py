@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import encode_request
 from kcompat.wire.record_batch import read_header, split_batches
-from kcompat.wire.records import decode_batch
+from kcompat.wire.records import Record, build_batch, decode_batch
 from tests.server.broker_harness import BrokerHarness, batch
 
 
@@ -55,6 +56,24 @@ def test_offsets_are_assigned_in_order_and_the_log_start_reported(h: BrokerHarne
     bases = [read_header(data, pos).base_offset for pos, _ in split_batches(data)]
     assert bases == [0, 3]
     assert [r.value for r in decode_batch(data[: split_batches(data)[0][1]])[1]] == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_v12_and_v13(h: BrokerHarness, version: int) -> None:
+    create(h, "t")
+    topic_id = h.broker.topic("t").topic_id
+    nowhere = uuid.uuid4()
+    # v13 names topics by id only (KIP-516): an unknown id is UNKNOWN_TOPIC_ID, never auto-created
+    data = [{"name": "t", "topic_id": topic_id, "partition_data": [{"index": 0, "records": batch(b"a")}]},
+            {"name": "u", "topic_id": nowhere, "partition_data": [{"index": 0, "records": batch(b"b")}]}]  # fmt: skip
+    r = h.call(PRODUCE, version, {"acks": -1, "timeout_ms": 1000, "topic_data": data})
+    got = [(t.name, t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses]) for t in r.responses]
+    if version == 13:
+        assert got == [("", topic_id, [(0, 0)]), ("", nowhere, [(ErrorCode.UNKNOWN_TOPIC_ID, -1)])]
+        assert h.broker.topic("u") is None
+    else:  # by name: "u" is auto-created
+        assert [(n, e) for n, _, e in got] == [("t", [(0, 0)]), ("u", [(0, 0)])]
+    assert fetched(h, "t")  # the record landed in "t"
 
 
 def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:
@@ -217,3 +236,80 @@ def test_v8_error_message_and_v3_without_it(h: BrokerHarness) -> None:
     bad[-1] ^= 1
     assert produce(h, "t", bytes(bad), version=8).error_message
     assert produce(h, "t", bytes(bad), version=3).error_code == ErrorCode.CORRUPT_MESSAGE
+
+
+# --- per-record errors (KIP-467): Kafka's LogValidator checks ----------------------------------
+
+NOW = 1_800_000_000_000
+LONG_MAX = 2**63 - 1
+
+
+@pytest.fixture
+def hc(tmp_path: Path):
+    """A broker whose clock stands still at NOW."""
+    harness = BrokerHarness(tmp_path, {"num.partitions": "1"}, clock=lambda: NOW / 1000)
+    yield harness
+    harness.close()
+
+
+def keyed(*keys: bytes | None, ts: int = NOW, **kw: Any) -> bytes:
+    return build_batch([Record(i, ts + i, k, b"v%d" % i) for i, k in enumerate(keys)], **kw)
+
+
+def test_compacted_topic_refuses_records_without_key(hc: BrokerHarness) -> None:
+    create(hc, "c", {"cleanup.policy": "compact"})
+    r = produce(hc, "c", keyed(b"a", None, b"b", None))
+    no_key = "Compacted topic cannot accept message without key in topic partition c-0"
+    assert r.error_code == ErrorCode.INVALID_RECORD and r.base_offset == -1
+    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [(1, no_key), (3, no_key)]
+    assert r.error_message == (
+        "One or more records have been rejected due to 2 record errors in total, and only showing the first "
+        f"three errors at most: [RecordError(batchIndex=1, message='{no_key}'), "
+        f"RecordError(batchIndex=3, message='{no_key}')]"
+    )
+    assert hc.broker.partition_log("c", 0).log_end_offset == 0  # the whole batch is refused
+    assert produce(hc, "c", keyed(b"a", None), version=7).error_code == ErrorCode.INVALID_RECORD  # no record_errors
+    # Keys are found inside compressed batches too; a fully keyed batch (tombstones included) goes in.
+    assert produce(hc, "c", keyed(None, compression=1)).record_errors[0].batch_index == 0
+    ok = build_batch([Record(0, NOW, b"a", None), Record(1, NOW, b"b", b"x")], compression=1)
+    assert (produce(hc, "c", ok).error_code, produce(hc, "delete-topic", keyed(None, None)).error_code) == (0, 0)
+
+
+def test_create_time_outside_the_window_is_invalid_timestamp(hc: BrokerHarness) -> None:
+    create(hc, "t")
+    future = NOW + 3_600_000 + 1  # the default message.timestamp.after.max.ms is one hour
+    r = produce(hc, "t", keyed(b"a", b"b", ts=future - 1))
+    assert r.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert r.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [
+        (1, f"Timestamp {future} of message with offset 1 is out of range. The timestamp should be within "
+            f"[{NOW - LONG_MAX}, {NOW + 3_600_000}]"),
+    ]  # fmt: skip
+    assert produce(hc, "t", keyed(b"a", ts=NOW + 3_600_000)).error_code == 0  # the bound itself is inside
+    assert produce(hc, "t", keyed(b"a", ts=0)).error_code == 0  # no lower bound by default
+    assert produce(hc, "t", keyed(b"a", ts=-1)).error_code == 0  # NO_TIMESTAMP is never checked
+
+
+def test_timestamp_window_from_topic_overrides_and_broker_defaults(tmp_path: Path) -> None:
+    props = {"log.message.timestamp.before.max.ms": "60000", "log.message.timestamp.after.max.ms": "1000"}
+    h = BrokerHarness(tmp_path, props, clock=lambda: NOW / 1000)
+    try:
+        create(h, "b")
+        assert produce(h, "b", keyed(b"a", ts=NOW - 60_000)).error_code == 0
+        r = produce(h, "b", keyed(b"a", b"b", ts=NOW - 60_001))
+        assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0]
+        assert f"within [{NOW - 60_000}, {NOW + 1000}]" in r.record_errors[0].batch_index_error_message
+        assert produce(h, "b", keyed(b"a", ts=NOW + 1001)).error_code == ErrorCode.INVALID_TIMESTAMP
+        create(h, "o", {"message.timestamp.before.max.ms": "5000", "message.timestamp.after.max.ms": "86400000"})
+        assert produce(h, "o", keyed(b"a", ts=NOW + 80_000_000)).error_code == 0
+        assert produce(h, "o", keyed(b"a", ts=NOW - 5001, compression=1)).error_code == ErrorCode.INVALID_TIMESTAMP
+        # LogAppendTime topics take any producer timestamp: the broker's replaces it.
+        create(h, "l", {"message.timestamp.type": "LogAppendTime"})
+        assert produce(h, "l", keyed(b"a", ts=NOW + 10**9)).error_code == 0
+        # A key error and a timestamp error together: INVALID_TIMESTAMP, both records named.
+        create(h, "ck", {"cleanup.policy": "compact"})
+        r = produce(h, "ck", build_batch([Record(0, NOW, None, b"x"), Record(1, NOW + 10**7, b"k", b"y")]))
+        assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0, 1]
+        assert h.broker.partition_log("ck", 0).log_end_offset == 0
+    finally:
+        h.close()

@@ -1,7 +1,8 @@
 """Read Kafka's JSON message specs (outside the repository) into a form comparable with ours.
 
 Two references exist on a developer's or CI machine: the official specs in
-../shared/kafka-protocol (Kafka 4.0 line) and the specs kafka-python ships as package data.
+../shared/kafka-protocol-4.3 (as Kafka 4.3.1's jars ship them) and the specs kafka-python ships
+as package data.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from kcompat.wire.schema import F, Message, VersionRange
 from tools.gen_schemas import field_versions, load_spec, parse_default, resolve_fields, snake
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_SPECS = ROOT.parent / "shared" / "kafka-protocol"
+SHARED_SPECS = ROOT.parent / "shared" / "kafka-protocol-4.3"
 
 
 def kafka_python_specs() -> Path | None:
@@ -97,4 +98,8 @@ def load_resolved(path: Path) -> dict[str, Any]:
 def find_spec(specs_dir: Path, message: Message) -> Path | None:
     for candidate in specs_dir.rglob(f"{message.name}.json"):
         return candidate
+    # A few files are not named after their message (ZkMigrationRecord.json: ZkMigrationStateRecord)
+    for candidate in specs_dir.rglob("*Record.json"):
+        if load_spec(candidate).get("name") == message.name:
+            return candidate
     return None

@@ -1,4 +1,4 @@
-"""The generated coders (kcompat.wire.codec._generate) agree with the reference closures: same
+"""The generated coders (kcompat.wire.codegen.generate) agree with the reference closures: same
 values decoded, same bytes encoded, the same DecodeError (message and field path) for truncated or
 corrupted input, for every declared message and version; and valid input never needs the reference
 (the generated path really is the one doing the work)."""

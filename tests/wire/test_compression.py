@@ -1,13 +1,11 @@
-"""The four codecs: round trips, interop with kafka-python's and aiokafka's codecs, caps, corrupt input."""
+"""The four codecs: round trips, caps, corrupt input (interop with the clients' codecs: compat_tests/test_wire_client_codecs.py)."""
 
 from __future__ import annotations
 
 import struct
 import zlib
 
-import aiokafka.codec as aio
 import cramjam
-import kafka.codec as kp
 import lz4.frame
 import pytest
 import zstandard
@@ -27,14 +25,6 @@ from kcompat.wire.errors import DecodeError
 CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 PAYLOAD = b"".join(b"record %d with some repetition; " % i for i in range(5000))  # ~170 KB, > 2 lz4 blocks
 
-THEIR_ENCODERS = {
-    "kafka-python": {1: kp.gzip_encode, 2: kp.snappy_encode, 3: kp.lz4_encode, 4: kp.zstd_encode},
-    "aiokafka": {1: aio.gzip_encode, 2: aio.snappy_encode, 3: aio.lz4_encode, 4: aio.zstd_encode},
-}
-THEIR_DECODERS = {
-    "kafka-python": {1: kp.gzip_decode, 2: kp.snappy_decode, 3: kp.lz4_decode, 4: kp.zstd_decode},
-    "aiokafka": {1: aio.gzip_decode, 2: aio.snappy_decode, 3: aio.lz4_decode, 4: aio.zstd_decode},
-}
 
 
 @given(st.binary(max_size=70_000), st.sampled_from(CODECS))
@@ -43,11 +33,6 @@ def test_round_trip(data: bytes, cid: Compression) -> None:
     assert decompress(cid, compress(cid, data)) == data
 
 
-@pytest.mark.parametrize("lib", list(THEIR_ENCODERS))
-@pytest.mark.parametrize("cid", CODECS)
-def test_interop_with_client_codecs(lib: str, cid: Compression) -> None:
-    assert decompress(cid, THEIR_ENCODERS[lib][cid](PAYLOAD)) == PAYLOAD
-    assert THEIR_DECODERS[lib][cid](compress(cid, PAYLOAD)) == PAYLOAD
 
 
 def test_snappy_is_written_in_xerial_framing_with_32k_blocks() -> None:

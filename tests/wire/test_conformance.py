@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from kcompat.wire.messages import APIS, consumer_protocol, group_records, headers, txn_records
+from kcompat.wire.messages import (
+    APIS,
+    consumer_protocol,
+    group_records,
+    headers,
+    metadata_records,
+    raft_control_records,
+    raft_records,
+    txn_records,
+)
 from kcompat.wire.schema import Message, VersionRange
 
 from .schema_reference import (
@@ -21,7 +30,7 @@ from .schema_reference import (
 )
 
 MESSAGES: list[Message] = [m for a in APIS.values() for m in (a.request, a.response)]
-for module in (headers, consumer_protocol, group_records, txn_records):
+for module in (headers, consumer_protocol, group_records, txn_records, metadata_records, raft_records, raft_control_records):
     MESSAGES += [v for v in vars(module).values() if isinstance(v, Message)]
 
 REQUIRED_APIS = {

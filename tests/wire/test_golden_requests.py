@@ -1,7 +1,9 @@
 """Requests captured from real clients decode and re-encode byte for byte.
 
 The frames under golden/requests/<client>/ were recorded by tools/capture_requests.py from
-kafka-python, confluent-kafka (librdkafka) and the Java client 3.9 talking to a throwaway responder.
+kafka-python, confluent-kafka (librdkafka) and the Java client 3.9 talking to a throwaway responder,
+and from the Java client 4.3.1 (tools/capture_requests.py --java-4.3) at its newest versions
+against a real kcompat advertising Kafka 4.3's ranges.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ def test_captures_cover_both_clients_and_the_hot_apis() -> None:
     for client in ("kafka-python", "librdkafka", "java-3.9"):
         for api in ("ApiVersions", "Metadata", "Produce", "Fetch", "InitProducerId"):
             assert any(n.startswith(f"{client}/{api}-v") for n in names), (client, api)
+
+
+def test_java_4_3_captures_are_at_the_newest_versions() -> None:
+    names = {p.stem for p in FRAMES if p.parent.name == "java-4.3"}
+    for stem in ("ApiVersions-v4", "Metadata-v13", "CreateTopics-v7", "InitProducerId-v5", "Produce-v13",
+                 "FindCoordinator-v6", "JoinGroup-v9", "SyncGroup-v5", "Heartbeat-v4", "OffsetCommit-v10",
+                 "OffsetFetch-v10", "ListOffsets-v11", "ConsumerGroupHeartbeat-v1"):  # fmt: skip
+        assert stem in names, (stem, sorted(names))
 
 
 @pytest.mark.parametrize("path", FRAMES, ids=lambda p: f"{p.parent.name}/{p.stem}")

@@ -9,8 +9,15 @@ Version notes:
 
 The response header is always v0 (the codec knows). Versions above 4 never reach this handler:
 Broker.handle answers them with a v0 body, UNSUPPORTED_VERSION and our ApiVersions range.
-Not sent: supported/finalized features (a finalized transaction.version >= 2 would switch Java 4.x
-producers to transactions v2), zk_migration_ready.
+
+Features (v3+), only those whose behaviour kcompat has, as `kafka-features describe` shows them:
+* group.version: supported 0-1; finalized 1 (KIP-848 consumer groups) while
+  group.coordinator.rebalance.protocols includes "consumer", else not finalized
+Left out on purpose: transaction.version (no transactions; a finalized level >= 2 would switch
+Java 4.x producers to transactions v2), metadata.version and kraft.version (no KRaft metadata log
+or quorum: their levels name __cluster_metadata record formats and quorum features kcompat does
+not have; Kafka 4.3.1 single-node reports metadata.version 3.3-IV3..4.3-IV0), share.version,
+streams.version and eligible.leader.replicas.version (not implemented). zk_migration_ready: never.
 """
 
 from __future__ import annotations
@@ -20,16 +27,40 @@ from typing import Any
 from kcompat.server.registry import HANDLERS, handles
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import Request
-from kcompat.wire.types.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from kcompat.wire.types.api_versions import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
 
 
 def advertised() -> list[ApiVersion]:
     return [
-        ApiVersion(api_key=key, min_version=reg.min_version, max_version=reg.max_version)
+        ApiVersion(api_key=key, min_version=reg.advertised_min, max_version=reg.max_version)
         for key, reg in sorted(HANDLERS.items())
     ]
 
 
+GROUP_VERSION = "group.version"
+GROUP_VERSION_MAX = 1  # 1: the KIP-848 consumer group protocol
+FEATURES_EPOCH = 0  # constant: the finalized levels follow the configuration, fixed while running
+
+
 @handles(API_VERSIONS, "0-4")
 async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVersionsResponse:
-    return ApiVersionsResponse(error_code=0, api_keys=advertised(), throttle_time_ms=0)
+    """Every handler's range, and (v3+) the features: supported ranges, and the levels in force."""
+    finalized = []
+    if "consumer" in ctx.broker.config.get("group.coordinator.rebalance.protocols"):
+        finalized.append(
+            FinalizedFeatureKey(name=GROUP_VERSION, max_version_level=GROUP_VERSION_MAX, min_version_level=GROUP_VERSION_MAX)
+        )
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=advertised(),
+        throttle_time_ms=0,
+        supported_features=[SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX)],
+        finalized_features_epoch=FEATURES_EPOCH,
+        finalized_features=finalized,
+    )

@@ -1,11 +1,12 @@
-"""DescribeCluster (key 60): v0-1.  DescribeLogDirs (key 35): v0-4.
+"""DescribeCluster (key 60): v0-2.  DescribeLogDirs (key 35): v1-5.
 
 DescribeCluster version notes:
 * v0: cluster id, controller id (this broker: it plays both roles), brokers, authorized
   operations (INT32_MIN unless asked for; everything when asked: no ACLs)
 * v1: endpoint_type: 1 (brokers) answered; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE, as a
   broker does in Kafka
-Not declared by the codec: v2 (include_fenced_brokers).
+* v2: include_fenced_brokers (KIP-1073); is_fenced per broker: false (this broker serves, so it is
+  never fenced)
 
 DescribeLogDirs version notes:
 * v0: per log dir, the topics' partitions with their size; offset_lag 0 (we are the leader), no
@@ -13,6 +14,7 @@ DescribeLogDirs version notes:
 * v1: no change;  v2: flexible
 * v3: top-level error_code
 * v4: total_bytes and usable_bytes of each log dir's file system
+* v5: is_cordoned (KIP-1066): false (log dirs cannot be cordoned here)
 topics = null means every partition; unknown topics are left out, as in Kafka.
 """
 
@@ -43,7 +45,7 @@ from kcompat.wire.types.describe_log_dirs import (
 BROKERS_ENDPOINT = 1
 
 
-@handles(DESCRIBE_CLUSTER, "0-1")
+@handles(DESCRIBE_CLUSTER, "0-2")
 async def describe_cluster(ctx: RequestContext, request: Request[DescribeClusterRequest]) -> DescribeClusterResponse:
     body = request.body
     broker = ctx.broker
@@ -55,7 +57,11 @@ async def describe_cluster(ctx: RequestContext, request: Request[DescribeCluster
             cluster_id=broker.cluster_id,
         )
     host = DescribeClusterBroker(
-        broker_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=broker.rack
+        broker_id=broker.node_id,
+        host=broker.advertised_host,
+        port=broker.advertised_port,
+        rack=broker.rack,
+        is_fenced=False,
     )
     return DescribeClusterResponse(
         endpoint_type=BROKERS_ENDPOINT,
@@ -68,7 +74,7 @@ async def describe_cluster(ctx: RequestContext, request: Request[DescribeCluster
     )
 
 
-@handles(DESCRIBE_LOG_DIRS, "0-4")
+@handles(DESCRIBE_LOG_DIRS, "1-5")
 async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDirsRequest]) -> DescribeLogDirsResponse:
     broker = ctx.broker
     logs = broker.logs
@@ -105,6 +111,7 @@ async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDir
                 topics=[DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in sorted(topics.items())],
                 total_bytes=total,
                 usable_bytes=usable,
+                is_cordoned=False,
             )
         )
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)

@@ -1,10 +1,10 @@
-"""DescribeConfigs (key 32): v0-4.  AlterConfigs (key 33): v0-2.  IncrementalAlterConfigs (key 44): v0-1.
+"""DescribeConfigs (key 32): v1-4.  AlterConfigs (key 33): v0-2.  IncrementalAlterConfigs (key 44): v0-1.
 
 Resources: topics (type 2) and the broker (type 4, named by its node id, or "" for the cluster-wide
 dynamic defaults). Broker loggers (8) and other types get INVALID_REQUEST.
 
 DescribeConfigs version notes:
-* v0: name, value, read_only, is_default, is_sensitive (sensitive values are null)
+* v0 (removed in Kafka 4, KIP-896): name, value, read_only, is_default, is_sensitive (sensitive values are null)
 * v1: include_synonyms; config_source replaces is_default; synonyms (the topic override, then each
   broker property that supplies the default, with its layers: dynamic, static, default)
 * v2: no change
@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from kcompat.config import ConfigEntry, ConfigError, ConfigSource, ConfigType, format_value
+from kcompat.config import ConfigEntry, ConfigError, ConfigType, format_value
 from kcompat.config.broker_properties import BROKER_CONFIGS
 from kcompat.config.topic_config import AlterOp, apply_incremental, validate_topic_configs
 from kcompat.server.broker import ApiError, RequestContext
@@ -69,16 +69,14 @@ def _entries(ctx: RequestContext, res: Any, synonyms: bool, documentation: bool)
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist.")
         return broker.describe_topic_configs(t, names, synonyms=synonyms, documentation=documentation)
     if res.resource_type == BROKER:
+        # The "" resource shows only the cluster-wide dynamic values, as Kafka does.
         cluster_default = _broker_layer(ctx, res.resource_name)
-        entries = broker.config.describe(names, include_synonyms=synonyms, include_documentation=documentation)
-        if cluster_default:
-            # The "" resource shows only the cluster-wide dynamic values, as Kafka does.
-            entries = [e for e in entries if e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
-        return entries
+        return broker.config.describe(names, include_synonyms=synonyms, include_documentation=documentation,
+                                      cluster_default=cluster_default)  # fmt: skip
     raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 
-@handles(DESCRIBE_CONFIGS, "0-4")
+@handles(DESCRIBE_CONFIGS, "1-4")
 async def describe_configs(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
@@ -97,7 +95,6 @@ async def describe_configs(ctx: RequestContext, request: Request) -> Any:
                 "name": e.name,
                 "value": e.value,
                 "read_only": e.read_only,
-                "is_default": e.source == ConfigSource.DEFAULT_CONFIG,
                 "config_source": int(e.source),
                 "is_sensitive": e.sensitive,
                 "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)} for s in e.synonyms]

@@ -11,7 +11,8 @@ offset leaves it where it is (the answer carries the current low watermark), as 
 
 from __future__ import annotations
 
-from kcompat.server.broker import RequestContext
+from kcompat.log.errors import LogError
+from kcompat.server.broker import ApiError, RequestContext
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.delete_records import DELETE_RECORDS
@@ -43,11 +44,8 @@ async def delete_records(ctx: RequestContext, request: Request[DeleteRecordsRequ
             plog = broker.partition_log(rt.name, rp.partition_index)
             try:
                 out.low_watermark = plog.delete_records_before(rp.offset)
-            except Exception as e:
-                name = getattr(e, "error_name", None)
-                if name is None:
-                    raise
-                out.error_code = int(ErrorCode[name])
+            except LogError as e:
+                out.error_code = int(ApiError.from_log(e).error)
                 continue
             broker.fetch_waiters.notify((rt.name, rp.partition_index))
         topics.append(DeleteRecordsTopicResult(name=rt.name, partitions=parts))

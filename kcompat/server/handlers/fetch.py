@@ -1,4 +1,4 @@
-"""Fetch (key 1): v4-12.
+"""Fetch (key 1): v4-18.
 
 Version notes:
 * v4: isolation_level, last_stable_offset, aborted_transactions (LSO = high watermark: no
@@ -6,92 +6,137 @@ Version notes:
   transactions are always empty)
 * v5: log_start_offset
 * v6: no change
-* v7: fetch sessions (KIP-227). Sessionless: every answer has session_id 0, which tells clients to
-  keep sending full fetches; a non-zero session id gets FETCH_SESSION_ID_NOT_FOUND, a session epoch
-  other than 0 / -1 without a session gets INVALID_FETCH_SESSION_EPOCH, forgotten topics are moot
+* v7: incremental fetch sessions (KIP-227): session_id, session_epoch, forgotten_topics_data; the
+  rules and the session cache are in fetch_session.py
 * v8: no change
 * v9: current_leader_epoch (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH)
 * v10: no change (zstd)
 * v11: rack_id accepted; preferred_read_replica always -1
-* v12: flexible; last_fetched_epoch accepted (one replica, nothing diverges); diverging_epoch,
-  current_leader and snapshot_id tagged fields not sent
-Not advertised: v0-3 (magic 0/1 formats, which Kafka 4 dropped too), v13+ (topic ids instead of
-names).
+* v12: flexible; last_fetched_epoch accepted (one replica, nothing diverges); diverging_epoch and
+  snapshot_id tagged fields not sent
+* v13: topics by id, in the request (an unknown id: UNKNOWN_TOPIC_ID) and in the response
+* v14: no change
+* v15: replica_id moves into the tagged replica_state (KIP-903)
+* v16: KIP-951 leader hints: current_leader and node_endpoints on NOT_LEADER_OR_FOLLOWER and
+  FENCED_LEADER_EPOCH
+* v17: replica_directory_id (replicas only; accepted)
+* v18: the follower's high_watermark (replicas only; accepted)
+Not advertised: v0-3 (magic 0/1 formats, which Kafka 4 dropped too).
+
+A fetch from a replica (replica_id >= 0) is answered as a single-node Kafka broker answers a
+replica it does not know: each known partition gets UNKNOWN_LEADER_EPOCH when the request
+carries a leader epoch, else NOT_LEADER_OR_FOLLOWER (replica fetching is future cluster work).
 
 Reading: records go out as the log's file slices (whole batches), sent with sendfile by the
 transport. Kafka's limits (KIP-74): the response's max_bytes (capped by fetch.max.bytes) and each
 partition's partition_max_bytes bound the data, but the first partition that has data returns at
-least its first whole batch even when it is larger. Every requested partition appears once, in
-request order, with its own error code.
+least its first whole batch even when it is larger. A full fetch answers every requested
+partition once, in request order; an incremental one only the partitions of its session with
+something new, in session order.
 
 Long polling: with less than min_bytes available and max_wait_ms > 0, the fetch parks on its
-partitions (delayed_fetch.py) until an append wakes it or the wait ends, then reads again. Errors
-answer at once.
+partitions (for an incremental fetch, every partition of the session; delayed_fetch.py) until an
+append wakes it or the wait ends (on the broker's clock), then reads again. Errors answer at once.
 """
 
 from __future__ import annotations
 
-import asyncio
+import logging
+import uuid
 from typing import Any
 
 from kcompat.server.broker import RequestContext
+from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.protocol import Request
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
+log = logging.getLogger("kcompat.server.fetch")
+
+TOPIC_IDS_VERSION = 13
+REPLICA_STATE_VERSION = 15
+LEADER_HINTS_VERSION = 16
+NO_LEADER_EPOCH = -1
 
 
-@handles(FETCH, "4-12")
+@handles(FETCH, "4-18")
 async def fetch(ctx: RequestContext, request: Request) -> Any:
     body = request.body
-    if body.session_id != INVALID_SESSION_ID:
-        return _session_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-    if body.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
-        return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    broker = ctx.broker
+    version = request.api_version
+    by_id = version >= TOPIC_IDS_VERSION
+    replica_id = body.replica_state.replica_id if version >= REPLICA_STATE_VERSION else body.replica_id
 
-    # Every requested partition once, in request order (a repeated one keeps its first position).
-    wanted: dict[tuple[str, int], Any] = {}
+    # Partitions by (topic id or name, partition); a repeated one keeps its first position.
+    fetch_data: dict[tuple[Any, int], Any] = {}
     for ft in body.topics:
+        tkey = ft.topic_id if by_id else ft.topic
         for fp in ft.partitions:
-            wanted.setdefault((ft.topic, fp.partition), fp)
+            fetch_data.setdefault((tkey, fp.partition), fp)
+    forgotten = [(ft.topic_id if by_id else ft.topic, p) for ft in body.forgotten_topics_data for p in ft.partitions]
+    context = broker.fetch_sessions.new_context(version, body.session_id, body.session_epoch, replica_id >= 0,
+                                                fetch_data, forgotten, broker.now_ms())  # fmt: skip
+    if context.kind == "error":
+        log.debug("Fetch v%d session %d epoch %d: %s", version, body.session_id, body.session_epoch,
+                  ErrorCode.of(context.error).name)  # fmt: skip
+        return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(body.max_wait_ms, 0) / 1000
-    max_bytes = min(body.max_bytes, ctx.broker.fetch_max_bytes)
+    # (key, topic name or None, partition, request partition) for what the context reads.
+    reads = [(key, _topic_name(broker, key[0], by_id), key[1], fp) for key, fp in context.partitions]
+    tps = [(name, p) for _, name, p, _ in reads if name is not None]
+    clock = broker.clock
+    deadline = clock() + max(body.max_wait_ms, 0) / 1000
+    max_bytes = min(body.max_bytes, broker.fetch_max_bytes)
+    hints = version >= LEADER_HINTS_VERSION
     while True:
-        results, total, errors = _read_all(ctx, wanted, max_bytes)
-        remaining = deadline - loop.time()
-        waiters = ctx.broker.fetch_waiters
-        if total >= body.min_bytes or errors or remaining <= 0 or not wanted or waiters.closed:
+        results, total, errors, hinted = _read_all(ctx, reads, max_bytes, replica_id, hints)
+        remaining = deadline - clock()
+        waiters = broker.fetch_waiters
+        if total >= body.min_bytes or errors or remaining <= 0 or not tps or waiters.closed:
             break
-        await waiters.wait(wanted, remaining)
+        await waiters.wait(tps, remaining)
         if waiters.closed:
             break  # shutting down: answer with what was read
 
+    error, session_id, sent = context.respond(list(zip([r[0] for r in reads], results, strict=True)), broker.now_ms())
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("Fetch v%d session %d epoch %d (%s): %d partition(s) in the request, %d read, %d in the response "
+                  "(session %d)", version, body.session_id, body.session_epoch, context.kind, len(fetch_data),
+                  len(reads), len(sent), session_id)  # fmt: skip
+
     # Kafka groups consecutive partitions of a topic; a topic interleaved with another repeats.
     topics: list[dict[str, Any]] = []
-    for (topic, _), part in zip(wanted, results, strict=True):
-        if not topics or topics[-1]["topic"] != topic:
-            topics.append({"topic": topic, "partitions": []})
+    last: Any = None
+    for (tkey, _), part in sent:
+        if not topics or tkey != last:
+            last = tkey
+            topics.append({"topic": "" if by_id else tkey, "topic_id": tkey if by_id else None, "partitions": []})
         topics[-1]["partitions"].append(part)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": INVALID_SESSION_ID, "responses": topics}
+    response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": topics}
+    if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
+        response["node_endpoints"] = [{"node_id": broker.node_id, "host": broker.advertised_host,
+                                       "port": broker.advertised_port, "rack": broker.rack}]  # fmt: skip
+    return response
 
 
-def _session_error(error: ErrorCode) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": int(error), "session_id": INVALID_SESSION_ID, "responses": []}
+def _topic_name(broker: Any, tkey: Any, by_id: bool) -> str | None:
+    if not by_id:
+        return str(tkey)
+    t = broker.topics.by_id(tkey) if isinstance(tkey, uuid.UUID) else None
+    return t.name if t is not None else None
 
 
-def _read_all(ctx: RequestContext, wanted: dict[tuple[str, int], Any], max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]], max_bytes: int, replica_id: int,
+              hints: bool) -> tuple[list[dict[str, Any]], int, bool, bool]:  # fmt: skip
+    """Each partition's answer, the record bytes read, whether any failed, whether any carries a leader hint."""
     broker = ctx.broker
     results = []
     total = 0
     errors = False
+    hinted = False
     min_one = True
-    for (topic, partition), fp in wanted.items():
+    for _, topic, partition, fp in reads:
         out: dict[str, Any] = {
             "partition_index": partition,
             "error_code": 0,
@@ -103,14 +148,29 @@ def _read_all(ctx: RequestContext, wanted: dict[tuple[str, int], Any], max_bytes
             "records": b"",
         }
         results.append(out)
+        if topic is None:
+            out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_ID)
+            errors = True
+            continue
         t = broker.topic(topic)
         if t is None or not 0 <= partition < t.partitions:
             out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             errors = True
             continue
-        if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != t.leader_epoch:
-            stale = fp.current_leader_epoch < t.leader_epoch
-            out["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        epoch = fp.current_leader_epoch
+        if (fenced := leader_epoch_error(epoch, t.leader_epoch)) is not None:
+            out["error_code"] = int(fenced)
+            if hints and fenced == ErrorCode.FENCED_LEADER_EPOCH:
+                out["current_leader"] = {"leader_id": broker.node_id, "leader_epoch": t.leader_epoch}
+                hinted = True
+            errors = True
+            continue
+        if replica_id >= 0:  # no replica but this broker's own: not one Kafka would let fetch
+            known_epoch = epoch != NO_LEADER_EPOCH
+            out["error_code"] = int(ErrorCode.UNKNOWN_LEADER_EPOCH if known_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            if hints and not known_epoch:
+                out["current_leader"] = {"leader_id": broker.node_id, "leader_epoch": t.leader_epoch}
+                hinted = True
             errors = True
             continue
         plog = broker.partition_log(topic, partition)
@@ -129,4 +189,4 @@ def _read_all(ctx: RequestContext, wanted: dict[tuple[str, int], Any], max_bytes
             out["records"] = data
             total += n
             min_one = False
-    return results, total, errors
+    return results, total, errors, hinted

@@ -1,4 +1,4 @@
-"""ListOffsets (key 2): v1-10.
+"""ListOffsets (key 2): v1-11.
 
 Version notes:
 * v0: not advertised (old_style_offsets; Kafka 4 dropped it too)
@@ -12,6 +12,9 @@ Version notes:
 * v8: -4 EARLIEST_LOCAL_TIMESTAMP: the log start offset (no tiered storage: all of it is local)
 * v9: -5 LATEST_TIERED_TIMESTAMP: offset -1 (nothing is tiered), as Kafka answers without remote storage
 * v10: timeout_ms (nothing to wait for: one replica)
+* v11: -6 EARLIEST_PENDING_UPLOAD_TIMESTAMP (KIP-1023): offset -1 (no remote storage), as Kafka
+A sentinel newer than the request's version (-3 below v7, -4 below v8, -5 below v9, -6 below v11)
+gets UNSUPPORTED_VERSION for its partition, as Kafka's ReplicaManager answers.
 A partition named twice in one request gets INVALID_REQUEST, as in Kafka.
 """
 
@@ -21,6 +24,7 @@ from collections import Counter
 from typing import Any
 
 from kcompat.server.broker import RequestContext
+from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
@@ -31,9 +35,12 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+# The first version that carries each newer sentinel.
+SENTINEL_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
 
-@handles(LIST_OFFSETS, "1-10")
+@handles(LIST_OFFSETS, "1-11")
 async def list_offsets(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
@@ -45,6 +52,9 @@ async def list_offsets(ctx: RequestContext, request: Request) -> Any:
             parts.append(out)
             if counts[(rt.name, rp.partition_index)] > 1:
                 out["error_code"] = int(ErrorCode.INVALID_REQUEST)
+                continue
+            if request.api_version < SENTINEL_MIN_VERSION.get(rp.timestamp, 0):
+                out["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)
                 continue
             error = _lookup(ctx, rt.name, rp, out)
             if error is not None:
@@ -58,8 +68,8 @@ def _lookup(ctx: RequestContext, topic: str, rp: Any, out: dict[str, Any]) -> Er
     t = broker.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if rp.current_leader_epoch >= 0 and rp.current_leader_epoch != t.leader_epoch:
-        return ErrorCode.FENCED_LEADER_EPOCH if rp.current_leader_epoch < t.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+    if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
+        return fenced
     plog = broker.partition_log(topic, rp.partition_index)
     ts = rp.timestamp
     epoch = t.leader_epoch
@@ -67,7 +77,7 @@ def _lookup(ctx: RequestContext, topic: str, rp: Any, out: dict[str, Any]) -> Er
         out.update(offset=plog.high_watermark, leader_epoch=epoch)
     elif ts in (EARLIEST, EARLIEST_LOCAL):
         out.update(offset=plog.log_start_offset, leader_epoch=epoch)
-    elif ts == LATEST_TIERED:
+    elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         out.update(offset=-1, leader_epoch=-1)
     elif ts == MAX_TIMESTAMP:
         offset, max_ts = plog.max_timestamp_offset()

@@ -1,4 +1,4 @@
-"""Metadata (key 3): v0-12.  DescribeTopicPartitions (key 75): v0.
+"""Metadata (key 3): v0-13.  DescribeTopicPartitions (key 75): v0.
 
 Metadata version notes:
 * v0: topics = [] means all topics; auto-creation always allowed by the request
@@ -14,6 +14,7 @@ Metadata version notes:
 * v10: topic ids, in the response and as an alternative to names in the request
 * v11: cluster authorized operations removed
 * v12: topic name nullable in the response (answer for an unknown topic id)
+* v13: top-level error_code: always 0 (Kafka sets it only for an authorization failure; no ACLs)
 
 Auto-creation (Kafka's rule): only when auto.create.topics.enable is on, the request allows it
 (always before v4), the request names topics (never for "all topics"), and the name is valid.
@@ -26,9 +27,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.broker import ApiError, CloseConnection, RequestContext
 from kcompat.server.registry import handles
-from kcompat.server.topics import ZERO_UUID, TopicInfo
+from kcompat.server.topics import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA
@@ -61,7 +63,7 @@ def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO
     return {"error_code": int(error), "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
 
 
-@handles(METADATA, "0-12")
+@handles(METADATA, "0-13")
 async def metadata(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
@@ -110,6 +112,7 @@ async def metadata(ctx: RequestContext, request: Request) -> Any:
             out.append(described(t) if t else unknown_topic(rt.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     return {
         "throttle_time_ms": 0,
+        "error_code": 0,
         "brokers": [{"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": broker.rack}],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,

@@ -1,9 +1,7 @@
-"""OffsetForLeaderEpoch (key 23): v0-4.
+"""OffsetForLeaderEpoch (key 23): v2-4 (v0-1 were removed in Kafka 4, KIP-896).
 
 Version notes:
-* v0: end offset of the requested epoch
-* v1: leader_epoch in the response
-* v2: current_leader_epoch in the request: lower than ours is FENCED_LEADER_EPOCH, higher
+* v2: end offset and leader_epoch of the requested epoch; current_leader_epoch in the request: lower than ours is FENCED_LEADER_EPOCH, higher
   UNKNOWN_LEADER_EPOCH; throttle_time_ms
 * v3: replica_id (consumers send -1; a follower's id is accepted and answered the same way)
 * v4: flexible
@@ -15,6 +13,7 @@ gets -1/-1 (UNDEFINED). Every batch kcompat writes carries the topic's constant 
 from __future__ import annotations
 
 from kcompat.server.broker import RequestContext
+from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
@@ -27,7 +26,7 @@ from kcompat.wire.types.offset_for_leader_epoch import (
 )
 
 
-@handles(OFFSET_FOR_LEADER_EPOCH, "0-4")
+@handles(OFFSET_FOR_LEADER_EPOCH, "2-4")
 async def offset_for_leader_epoch(
     ctx: RequestContext, request: Request[OffsetForLeaderEpochRequest]
 ) -> OffsetForLeaderEpochResponse:
@@ -42,9 +41,8 @@ async def offset_for_leader_epoch(
             if t is None or not 0 <= rp.partition < t.partitions:
                 out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            if rp.current_leader_epoch >= 0 and rp.current_leader_epoch != t.leader_epoch:
-                stale = rp.current_leader_epoch < t.leader_epoch
-                out.error_code = int(ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
+                out.error_code = int(fenced)
                 continue
             plog = broker.partition_log(rt.topic, rp.partition)
             out.leader_epoch, out.end_offset = plog.end_offset_for_epoch(rp.leader_epoch)

@@ -1,26 +1,29 @@
-"""Committed offsets: OffsetCommit (key 8) v0-9, OffsetFetch (key 9) v0-9, OffsetDelete (key 47) v0.
+"""Committed offsets: OffsetCommit (key 8) v2-10, OffsetFetch (key 9) v1-10, OffsetDelete (key 47) v0.
 
 Offsets live in the group coordinator and in `__consumer_offsets` (Kafka's OffsetCommit record
 formats), stored before the commit is answered (group_service.py), so they survive a restart,
 clean or kill -9.
 
-OffsetCommit version notes:
-* v0: group and offsets only (a "simple" commit, as an admin tool or an assign() consumer makes)
-* v1: generation_id and member_id; a per-partition commit_timestamp (ignored, as Kafka 4 ignores it)
-* v2: retention_time_ms (-1 = offsets.retention.minutes; v2-4 only), commit_timestamp gone
+OffsetCommit version notes (v0-1 were removed in Kafka 4, KIP-896):
+* v2: generation_id -1 and member_id "" make a "simple" commit (an admin tool, an assign() consumer);
+  retention_time_ms (-1 = offsets.retention.minutes; v2-4 only), commit_timestamp gone
 * v3: throttle_time_ms;  v4: no change;  v5: retention_time_ms gone
 * v6: committed_leader_epoch;  v7: group_instance_id;  v8: flexible
 * v9: KIP-848: generation_id_or_member_epoch is the member epoch for consumer groups
   (STALE_MEMBER_EPOCH / FENCED_MEMBER_EPOCH); a classic group of a missing group gets GROUP_ID_NOT_FOUND
+* v10: topics by topic_id instead of name (KIP-848); an unknown id gets UNKNOWN_TOPIC_ID for each
+  of its partitions, and the answer names topics by id
 An unknown topic or partition gets UNKNOWN_TOPIC_OR_PARTITION for that partition, as in Kafka; the
 others are committed.
 
 OffsetFetch version notes:
-* v0-1: the group's error (if any) is on every partition;  v2: null topics = every committed
+* v1: the group's error (if any) is on every partition (v0 was removed in Kafka 4);  v2: null topics = every committed
   partition, top-level error_code;  v3: throttle_time_ms;  v4: no change
 * v5: committed_leader_epoch;  v6: flexible
 * v7: require_stable (nothing is ever pending without transactions, so it changes nothing)
 * v8: several groups per request;  v9: member_id/member_epoch (KIP-848 members are checked)
+* v10: topics by topic_id (KIP-848): an unknown id gets UNKNOWN_TOPIC_ID on each requested
+  partition; "every committed partition" leaves out topics that no longer exist (they have no id)
 An offset never committed comes back as -1 with metadata "" and no error.
 
 OffsetDelete version notes: v0 only. Offsets of topics the group is subscribed to get
@@ -29,9 +32,16 @@ GROUP_SUBSCRIBED_TO_TOPIC; an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from kcompat.coordinator import OffsetDeleteRequestTopic, OffsetFetchRequestGroup, OffsetFetchRequestTopic
+from kcompat.coordinator import (
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetDeleteRequestTopic,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+)
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.groups import coordinate
 from kcompat.server.registry import handles
@@ -41,12 +51,22 @@ from kcompat.wire.messages.offset_delete import OFFSET_DELETE
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 from kcompat.wire.protocol import Request
 
+TOPIC_IDS = 10  # the first OffsetCommit/OffsetFetch version that names topics by id
 
-@handles(OFFSET_COMMIT, "0-9")
+
+def _commit_topic(t: Any) -> OffsetCommitRequestTopic:
+    parts = [OffsetCommitRequestPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                                          p.committed_metadata) for p in t.partitions]  # fmt: skip
+    return OffsetCommitRequestTopic(t.name, parts)
+
+
+@handles(OFFSET_COMMIT, "2-10")
 async def offset_commit(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
     service = ctx.broker.group_service
+    if v >= TOPIC_IDS:
+        return await _offset_commit_by_id(ctx, request)
     topics = list(body.topics)
     result = await coordinate(ctx, lambda now: service.coordinator.commit_offsets(
         now, group_id=body.group_id, topics=topics,
@@ -65,6 +85,39 @@ async def offset_commit(ctx: RequestContext, request: Request) -> Any:
     }
 
 
+async def _offset_commit_by_id(ctx: RequestContext, request: Request) -> Any:
+    """v10+: resolve topic ids to names first; unknown ids are answered without the coordinator."""
+    body = request.body
+    service = ctx.broker.group_service
+    topics = ctx.broker.topics
+    assert topics is not None
+    known: list[OffsetCommitRequestTopic] = []
+    ids: dict[str, uuid.UUID] = {}
+    unknown: list[dict[str, Any]] = []
+    for t in body.topics:
+        info = topics.by_id(t.topic_id)
+        if info is None:
+            code = int(ErrorCode.UNKNOWN_TOPIC_ID)
+            unknown.append({"topic_id": t.topic_id, "partitions": [
+                {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]})  # fmt: skip
+            continue
+        ids[info.name] = info.topic_id
+        known.append(OffsetCommitRequestTopic(info.name, _commit_topic(t).partitions))
+    result = await coordinate(ctx, lambda now: service.coordinator.commit_offsets(
+        now, group_id=body.group_id, topics=known,
+        generation_id_or_member_epoch=body.generation_id_or_member_epoch,
+        member_id=body.member_id, group_instance_id=body.group_instance_id,
+        retention_time_ms=-1, api_version=request.api_version,
+        partition_exists=service.partition_exists,
+    ))  # fmt: skip
+    answered = [
+        {"topic_id": ids[t.name],
+         "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)} for p in t.partitions]}
+        for t in result
+    ]  # fmt: skip
+    return {"throttle_time_ms": 0, "topics": answered + unknown}
+
+
 def _topics(topics: Any) -> list[OffsetFetchRequestTopic] | None:
     if topics is None:
         return None
@@ -79,11 +132,13 @@ def _partitions(t: Any) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-@handles(OFFSET_FETCH, "0-9")
+@handles(OFFSET_FETCH, "1-10")
 async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
     coordinator = ctx.broker.group_service.coordinator
+    if v >= TOPIC_IDS:
+        return await _offset_fetch_by_id(ctx, request)
     if v >= 8:
         wanted = [
             OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch) for g in body.groups
@@ -110,6 +165,41 @@ async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
             for t in body.topics or []
         ]  # fmt: skip
     return {"throttle_time_ms": 0, "error_code": int(got.error_code), "topics": topics}
+
+
+async def _offset_fetch_by_id(ctx: RequestContext, request: Request) -> Any:
+    """v10+: topics by id in and out; unknown ids get UNKNOWN_TOPIC_ID without asking the coordinator."""
+    coordinator = ctx.broker.group_service.coordinator
+    topics = ctx.broker.topics
+    assert topics is not None
+    wanted: list[OffsetFetchRequestGroup] = []
+    unknown: dict[str, list[dict[str, Any]]] = {}
+    for g in request.body.groups:
+        if g.topics is None:
+            wanted.append(OffsetFetchRequestGroup(g.group_id, None, g.member_id, g.member_epoch))
+            continue
+        named = []
+        for t in g.topics:
+            info = topics.by_id(t.topic_id)
+            if info is None:
+                code = int(ErrorCode.UNKNOWN_TOPIC_ID)
+                unknown.setdefault(g.group_id, []).append({"topic_id": t.topic_id, "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                     "error_code": code} for p in t.partition_indexes]})  # fmt: skip
+            else:
+                named.append(OffsetFetchRequestTopic(info.name, list(t.partition_indexes)))
+        wanted.append(OffsetFetchRequestGroup(g.group_id, named, g.member_id, g.member_epoch))
+    groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
+    out = []
+    for g in groups:
+        answered = []
+        for t in g.topics:
+            info = topics.get(t.name)
+            if info is not None:  # a committed topic deleted since has no id to answer with
+                answered.append({"topic_id": info.topic_id, "partitions": _partitions(t)})
+        out.append({"group_id": g.group_id, "error_code": int(g.error_code),
+                    "topics": answered + unknown.get(g.group_id, [])})  # fmt: skip
+    return {"throttle_time_ms": 0, "groups": out}
 
 
 @handles(OFFSET_DELETE, "0-0")

@@ -1,8 +1,9 @@
-"""Produce (key 0): advertised v0-11, served v3-11.
+"""Produce (key 0): advertised v0-13, served v3-13.
 
 Version notes:
-* v0-2: advertised but refused with a closed connection, as Kafka 4 does (KAFKA-18659: librdkafka
-  before 2.11.1 turns gzip/snappy/lz4 off unless the range contains 0); magic 0/1 message sets are
+* v0-2: removed in Kafka 4 (KIP-896) and not declared, yet advertised (advertised_min=0) as Kafka 4
+  does (KAFKA-18659: librdkafka before 2.11.1 turns gzip/snappy/lz4 off unless the range contains
+  0); such a request does not decode and the connection is closed; magic 0/1 message sets are
   never written
 * v1: throttle_time_ms;  v2: log_append_time_ms (-1 unless the topic uses LogAppendTime)
 * v3: transactional_id; records must be exactly one magic-2 batch per partition
@@ -13,13 +14,21 @@ Version notes:
 * v9: flexible
 * v10: current_leader / node_endpoints tagged fields: not sent (only for NOT_LEADER_OR_FOLLOWER)
 * v11: no change (KIP-951)
+* v12: no change without transactions (KIP-890 part 2 adds the implicit AddPartitionsToTxn of
+  transactions v2, which needs a finalized transaction.version >= 2 that we never report)
+* v13: topics by topic_id instead of name (KIP-516): an unknown id gets UNKNOWN_TOPIC_ID for each
+  of its partitions (never auto-created: an id names a topic that exists)
+KIP-951 leader hints (current_leader/node_endpoints) go with NOT_LEADER_OR_FOLLOWER, which this
+single leader of every partition never answers, so they are never sent.
 Not implemented: transactions (a transactional batch gets INVALID_TXN_STATE: no InitProducerId
-hands out a transactional producer id), Produce v12+ (transactions v2, topic ids).
+hands out a transactional producer id).
 
 Per partition, in Kafka's order: topic and partition known (an unknown topic is auto-created when
 auto.create.topics.enable is on), one whole valid batch (validate_batch: size, magic, CRC,
 attributes), size within the topic's max.message.bytes (MESSAGE_TOO_LARGE) and segment.bytes
-(RECORD_LIST_TOO_LARGE), then idempotence (the log's producer state: a retry of one of the last 5
+(RECORD_LIST_TOO_LARGE), then the records themselves (record_checks: keys of a compacted topic,
+CreateTime timestamps within message.timestamp.before/after.max.ms; INVALID_RECORD or
+INVALID_TIMESTAMP with v8's record_errors), then idempotence (the log's producer state: a retry of one of the last 5
 batches is answered with its original offsets, without writing), then recompression to the topic's
 compression.type when it is not `producer`, LogAppendTime stamping, and the append.
 acks=0: no response at all; on any error the connection is closed so that the producer refreshes
@@ -34,6 +43,7 @@ from typing import Any
 from kcompat.log.errors import KafkaStorageError, LogError
 from kcompat.server.broker import ApiError, CloseConnection, RequestContext
 from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.record_checks import check_records
 from kcompat.server.registry import NO_RESPONSE, handles
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
@@ -52,40 +62,43 @@ from kcompat.wire.records import LOG_APPEND_TIME, build_batch, decode_batch
 log = logging.getLogger("kcompat.server")
 _storage_errors = LogThrottle(log)  # a full disk fails every append: one line every 10 s says so
 
-class PartitionError(Exception):
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or error.name)
-        self.error = error
-        self.message = message
+TOPIC_IDS = 13  # the first Produce version that names topics by id
 
 
-@handles(PRODUCE, "0-11")
+@handles(PRODUCE, "3-13", advertised_min=0)
 async def produce(ctx: RequestContext, request: Request) -> Any:
     v = request.api_version
     body = request.body
-    if v < 3:
-        raise CloseConnection(f"Produce v{v} is not supported (message formats 0 and 1 were removed)")
     acks = body.acks
     failed = False
     responses = []
     touched: list[tuple[str, int]] = []
     for td in body.topic_data:
         parts = []
+        name = td.name
+        missing_id = False
+        if v >= TOPIC_IDS:
+            t = ctx.broker.topics.by_id(td.topic_id) if ctx.broker.topics is not None else None
+            name, missing_id = (t.name, False) if t is not None else ("", True)
         for pd in td.partition_data:
             resp: dict[str, Any] = {"index": pd.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
             try:
                 if acks not in (-1, 0, 1):
-                    raise PartitionError(ErrorCode.INVALID_REQUIRED_ACKS)
+                    raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if body.transactional_id is not None:
-                    raise PartitionError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
-                resp.update(await _produce_partition(ctx, td.name, pd.index, pd.records, v))
-                touched.append((td.name, pd.index))
-            except PartitionError as e:
+                    raise ApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+                if missing_id:
+                    raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
+                resp.update(await _produce_partition(ctx, name, pd.index, pd.records, v))
+                touched.append((name, pd.index))
+            except ApiError as e:
                 failed = True
                 resp["error_code"] = int(e.error)
                 resp["error_message"] = e.message
+                if e.records:
+                    resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
             parts.append(resp)
-        responses.append({"name": td.name, "partition_responses": parts})
+        responses.append({"name": name, "topic_id": td.topic_id, "partition_responses": parts})
     for tp in touched:
         ctx.broker.fetch_waiters.notify(tp)
     if acks == 0:
@@ -100,33 +113,34 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     t = broker.topic(topic)
     if t is None:
         if not broker.auto_create_topics:
-            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        try:
-            t = await broker.auto_create_topic(topic)
-        except ApiError as e:
-            raise PartitionError(e.error, e.message) from None
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        t = await broker.auto_create_topic(topic)
     if not 0 <= partition < t.partitions:
-        raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     plog = broker.partition_log(t.name, partition)
     conf = broker.log_config(t)
     if records is None or len(records) == 0:
-        raise PartitionError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
+        raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
     try:
         h = validate_batch(records)
     except RecordBatchError as e:
-        raise PartitionError(e.error, str(e)) from None
+        raise ApiError(e.error, str(e)) from None
     size = len(records)
     if size > conf.max_message_bytes:
-        raise PartitionError(
+        raise ApiError(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"The record batch of {size} bytes is larger than max.message.bytes={conf.max_message_bytes}",
         )
     if size > conf.segment_bytes:
-        raise PartitionError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
+        raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
     if h.compression == codecs.ZSTD and v < 7:
-        raise PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+        raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
     if h.is_transactional:
-        raise PartitionError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
+        raise ApiError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
+    now = ctx.now_ms
+    refused = check_records(records, h, conf, now, t.name, partition)
+    if refused is not None:
+        raise ApiError(refused.error, refused.message, refused.records)
 
     # A large request arrives in a buffer of its own (writable): its batch is patched in place and
     # written as it is, never copied. A small one is a view of read-only bytes: copied (cheaply).
@@ -134,7 +148,6 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     target = broker.topic_compression(t)
     if target is not None and target != h.compression:
         batch = _recompress(bytearray(records), h, target)
-    now = ctx.now_ms
     if conf.message_timestamp_type == "LogAppendTime":
         if not isinstance(batch, bytearray):
             batch = bytearray(batch)
@@ -144,7 +157,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     except LogError as e:
         if isinstance(e, KafkaStorageError):
             _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)
-        raise PartitionError(ErrorCode[e.error_name], e.message) from None
+        raise ApiError.from_log(e) from None
     return {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
             "log_start_offset": info.log_start_offset}  # fmt: skip
 
@@ -154,7 +167,7 @@ def _recompress(batch: bytearray, h: BatchHeader, target: int) -> bytearray:
     try:
         _, recs = decode_batch(batch)
     except DecodeError as e:
-        raise PartitionError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress the batch: {e}") from None
+        raise ApiError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress the batch: {e}") from None
     out = build_batch(
         recs,
         base_offset=h.base_offset,

@@ -1,4 +1,6 @@
-"""CreateTopics (key 19): v0-7.  DeleteTopics (key 20): v0-6.  CreatePartitions (key 37): v0-3.
+"""CreateTopics (key 19): v2-7.  DeleteTopics (key 20): v1-6.  CreatePartitions (key 37): v0-3.
+
+CreateTopics v0-1 and DeleteTopics v0 were removed in Kafka 4 (KIP-896).
 
 CreateTopics version notes:
 * v0: name, partitions, replication factor, assignments, configs
@@ -30,9 +32,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.broker import ApiError, RequestContext
 from kcompat.server.registry import handles
-from kcompat.server.topics import ZERO_UUID
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
@@ -50,7 +52,7 @@ def _requested_partitions(ctx: RequestContext, ct: Any) -> int:
     return ctx.broker.default_partitions if ct.num_partitions == -1 else max(ct.num_partitions, 0)
 
 
-@handles(CREATE_TOPICS, "0-7")
+@handles(CREATE_TOPICS, "2-7")
 async def create_topics(ctx: RequestContext, request: Request) -> Any:
     broker = ctx.broker
     body = request.body
@@ -132,7 +134,7 @@ def _check_replicas(ctx: RequestContext, broker_ids: list[int], partition: int) 
             )
 
 
-@handles(DELETE_TOPICS, "0-6")
+@handles(DELETE_TOPICS, "1-6")
 async def delete_topics(ctx: RequestContext, request: Request) -> Any:
     broker = ctx.broker
     topics = broker.topics

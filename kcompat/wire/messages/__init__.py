@@ -3,14 +3,22 @@
 from kcompat.wire.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kcompat.wire.messages.add_raft_voter import ADD_RAFT_VOTER
+from kcompat.wire.messages.allocate_producer_ids import ALLOCATE_PRODUCER_IDS
 from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
 from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
+from kcompat.wire.messages.alter_partition import ALTER_PARTITION
 from kcompat.wire.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
 from kcompat.wire.messages.alter_replica_log_dirs import ALTER_REPLICA_LOG_DIRS
+from kcompat.wire.messages.alter_share_group_offsets import ALTER_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from kcompat.wire.messages.api_versions import API_VERSIONS
+from kcompat.wire.messages.assign_replicas_to_dirs import ASSIGN_REPLICAS_TO_DIRS
+from kcompat.wire.messages.begin_quorum_epoch import BEGIN_QUORUM_EPOCH
+from kcompat.wire.messages.broker_heartbeat import BROKER_HEARTBEAT
+from kcompat.wire.messages.broker_registration import BROKER_REGISTRATION
 from kcompat.wire.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from kcompat.wire.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
+from kcompat.wire.messages.controller_registration import CONTROLLER_REGISTRATION
 from kcompat.wire.messages.create_acls import CREATE_ACLS
 from kcompat.wire.messages.create_delegation_token import CREATE_DELEGATION_TOKEN
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
@@ -18,6 +26,7 @@ from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_acls import DELETE_ACLS
 from kcompat.wire.messages.delete_groups import DELETE_GROUPS
 from kcompat.wire.messages.delete_records import DELETE_RECORDS
+from kcompat.wire.messages.delete_share_group_offsets import DELETE_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.delete_share_group_state import DELETE_SHARE_GROUP_STATE
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.describe_acls import DESCRIBE_ACLS
@@ -29,13 +38,17 @@ from kcompat.wire.messages.describe_groups import DESCRIBE_GROUPS
 from kcompat.wire.messages.describe_log_dirs import DESCRIBE_LOG_DIRS
 from kcompat.wire.messages.describe_producers import DESCRIBE_PRODUCERS
 from kcompat.wire.messages.describe_quorum import DESCRIBE_QUORUM
+from kcompat.wire.messages.describe_share_group_offsets import DESCRIBE_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.describe_transactions import DESCRIBE_TRANSACTIONS
 from kcompat.wire.messages.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
 from kcompat.wire.messages.elect_leaders import ELECT_LEADERS
+from kcompat.wire.messages.end_quorum_epoch import END_QUORUM_EPOCH
 from kcompat.wire.messages.end_txn import END_TXN
+from kcompat.wire.messages.envelope import ENVELOPE
 from kcompat.wire.messages.expire_delegation_token import EXPIRE_DELEGATION_TOKEN
 from kcompat.wire.messages.fetch import FETCH
+from kcompat.wire.messages.fetch_snapshot import FETCH_SNAPSHOT
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 from kcompat.wire.messages.get_telemetry_subscriptions import GET_TELEMETRY_SUBSCRIPTIONS
 from kcompat.wire.messages.heartbeat import HEARTBEAT
@@ -44,7 +57,7 @@ from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.messages.initialize_share_group_state import INITIALIZE_SHARE_GROUP_STATE
 from kcompat.wire.messages.join_group import JOIN_GROUP
 from kcompat.wire.messages.leave_group import LEAVE_GROUP
-from kcompat.wire.messages.list_client_metrics_resources import LIST_CLIENT_METRICS_RESOURCES
+from kcompat.wire.messages.list_config_resources import LIST_CONFIG_RESOURCES
 from kcompat.wire.messages.list_groups import LIST_GROUPS
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.messages.list_partition_reassignments import LIST_PARTITION_REASSIGNMENTS
@@ -66,10 +79,14 @@ from kcompat.wire.messages.share_acknowledge import SHARE_ACKNOWLEDGE
 from kcompat.wire.messages.share_fetch import SHARE_FETCH
 from kcompat.wire.messages.share_group_describe import SHARE_GROUP_DESCRIBE
 from kcompat.wire.messages.share_group_heartbeat import SHARE_GROUP_HEARTBEAT
+from kcompat.wire.messages.streams_group_describe import STREAMS_GROUP_DESCRIBE
+from kcompat.wire.messages.streams_group_heartbeat import STREAMS_GROUP_HEARTBEAT
 from kcompat.wire.messages.sync_group import SYNC_GROUP
 from kcompat.wire.messages.txn_offset_commit import TXN_OFFSET_COMMIT
 from kcompat.wire.messages.unregister_broker import UNREGISTER_BROKER
 from kcompat.wire.messages.update_features import UPDATE_FEATURES
+from kcompat.wire.messages.update_raft_voter import UPDATE_RAFT_VOTER
+from kcompat.wire.messages.vote import VOTE
 from kcompat.wire.messages.write_share_group_state import WRITE_SHARE_GROUP_STATE
 from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.schema import Api
@@ -123,18 +140,29 @@ APIS: dict[int, Api] = {
     ALTER_CLIENT_QUOTAS.key: ALTER_CLIENT_QUOTAS,
     DESCRIBE_USER_SCRAM_CREDENTIALS.key: DESCRIBE_USER_SCRAM_CREDENTIALS,
     ALTER_USER_SCRAM_CREDENTIALS.key: ALTER_USER_SCRAM_CREDENTIALS,
+    VOTE.key: VOTE,
+    BEGIN_QUORUM_EPOCH.key: BEGIN_QUORUM_EPOCH,
+    END_QUORUM_EPOCH.key: END_QUORUM_EPOCH,
     DESCRIBE_QUORUM.key: DESCRIBE_QUORUM,
+    ALTER_PARTITION.key: ALTER_PARTITION,
     UPDATE_FEATURES.key: UPDATE_FEATURES,
+    ENVELOPE.key: ENVELOPE,
+    FETCH_SNAPSHOT.key: FETCH_SNAPSHOT,
     DESCRIBE_CLUSTER.key: DESCRIBE_CLUSTER,
     DESCRIBE_PRODUCERS.key: DESCRIBE_PRODUCERS,
+    BROKER_REGISTRATION.key: BROKER_REGISTRATION,
+    BROKER_HEARTBEAT.key: BROKER_HEARTBEAT,
     UNREGISTER_BROKER.key: UNREGISTER_BROKER,
     DESCRIBE_TRANSACTIONS.key: DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS.key: LIST_TRANSACTIONS,
+    ALLOCATE_PRODUCER_IDS.key: ALLOCATE_PRODUCER_IDS,
     CONSUMER_GROUP_HEARTBEAT.key: CONSUMER_GROUP_HEARTBEAT,
     CONSUMER_GROUP_DESCRIBE.key: CONSUMER_GROUP_DESCRIBE,
+    CONTROLLER_REGISTRATION.key: CONTROLLER_REGISTRATION,
     GET_TELEMETRY_SUBSCRIPTIONS.key: GET_TELEMETRY_SUBSCRIPTIONS,
     PUSH_TELEMETRY.key: PUSH_TELEMETRY,
-    LIST_CLIENT_METRICS_RESOURCES.key: LIST_CLIENT_METRICS_RESOURCES,
+    ASSIGN_REPLICAS_TO_DIRS.key: ASSIGN_REPLICAS_TO_DIRS,
+    LIST_CONFIG_RESOURCES.key: LIST_CONFIG_RESOURCES,
     DESCRIBE_TOPIC_PARTITIONS.key: DESCRIBE_TOPIC_PARTITIONS,
     SHARE_GROUP_HEARTBEAT.key: SHARE_GROUP_HEARTBEAT,
     SHARE_GROUP_DESCRIBE.key: SHARE_GROUP_DESCRIBE,
@@ -142,11 +170,17 @@ APIS: dict[int, Api] = {
     SHARE_ACKNOWLEDGE.key: SHARE_ACKNOWLEDGE,
     ADD_RAFT_VOTER.key: ADD_RAFT_VOTER,
     REMOVE_RAFT_VOTER.key: REMOVE_RAFT_VOTER,
+    UPDATE_RAFT_VOTER.key: UPDATE_RAFT_VOTER,
     INITIALIZE_SHARE_GROUP_STATE.key: INITIALIZE_SHARE_GROUP_STATE,
     READ_SHARE_GROUP_STATE.key: READ_SHARE_GROUP_STATE,
     WRITE_SHARE_GROUP_STATE.key: WRITE_SHARE_GROUP_STATE,
     DELETE_SHARE_GROUP_STATE.key: DELETE_SHARE_GROUP_STATE,
     READ_SHARE_GROUP_STATE_SUMMARY.key: READ_SHARE_GROUP_STATE_SUMMARY,
+    STREAMS_GROUP_HEARTBEAT.key: STREAMS_GROUP_HEARTBEAT,
+    STREAMS_GROUP_DESCRIBE.key: STREAMS_GROUP_DESCRIBE,
+    DESCRIBE_SHARE_GROUP_OFFSETS.key: DESCRIBE_SHARE_GROUP_OFFSETS,
+    ALTER_SHARE_GROUP_OFFSETS.key: ALTER_SHARE_GROUP_OFFSETS,
+    DELETE_SHARE_GROUP_OFFSETS.key: DELETE_SHARE_GROUP_OFFSETS,
 }
 
 __all__ = ["APIS"]

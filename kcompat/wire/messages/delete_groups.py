@@ -11,7 +11,6 @@ DELETE_GROUPS = api(
     "DeleteGroups",
     "0-2",
     flexible="2+",
-    deprecated="0",
     request=(
         F("groups_names", "[]string"),
     ),

@@ -11,7 +11,6 @@ FIND_COORDINATOR = api(
     "FindCoordinator",
     "0-6",
     flexible="3+",
-    deprecated="0",
     request=(
         F("key", "string", "0-3"),
         F("key_type", "int8", "1+", default=0),

@@ -8,12 +8,12 @@ from kcompat.wire.schema import F, message
 
 OFFSET_COMMIT_KEY = message(
     "OffsetCommitKey",
-    "0-1",
+    "0",
     flexible="none",
     fields=(
-        F("group", "string", "0-1"),
-        F("topic", "string", "0-1"),
-        F("partition", "int32", "0-1"),
+        F("group", "string", "0"),
+        F("topic", "string", "0"),
+        F("partition", "int32", "0"),
     ),
 )
 
@@ -28,16 +28,17 @@ OFFSET_COMMIT_VALUE = message(
         F("metadata", "string"),
         F("commit_timestamp", "int64"),
         F("expire_timestamp", "int64", "1", default=-1),
+        F("topic_id", "uuid", "4+", tag=0, tagged="4+"),
     ),
 )
 
 
 GROUP_METADATA_KEY = message(
     "GroupMetadataKey",
-    "2",
+    "0",
     flexible="none",
     fields=(
-        F("group", "string", "2"),
+        F("group", "string", "0"),
     ),
 )
 
@@ -68,10 +69,10 @@ GROUP_METADATA_VALUE = message(
 
 CONSUMER_GROUP_METADATA_KEY = message(
     "ConsumerGroupMetadataKey",
-    "3",
+    "0",
     flexible="none",
     fields=(
-        F("group_id", "string", "3"),
+        F("group_id", "string", "0"),
     ),
 )
 
@@ -82,16 +83,17 @@ CONSUMER_GROUP_METADATA_VALUE = message(
     flexible="0+",
     fields=(
         F("epoch", "int32"),
+        F("metadata_hash", "int64", default=0, tag=0, tagged="0+"),
     ),
 )
 
 
 CONSUMER_GROUP_PARTITION_METADATA_KEY = message(
     "ConsumerGroupPartitionMetadataKey",
-    "4",
+    "0",
     flexible="none",
     fields=(
-        F("group_id", "string", "4"),
+        F("group_id", "string", "0"),
     ),
 )
 
@@ -116,11 +118,11 @@ CONSUMER_GROUP_PARTITION_METADATA_VALUE = message(
 
 CONSUMER_GROUP_MEMBER_METADATA_KEY = message(
     "ConsumerGroupMemberMetadataKey",
-    "5",
+    "0",
     flexible="none",
     fields=(
-        F("group_id", "string", "5"),
-        F("member_id", "string", "5"),
+        F("group_id", "string", "0"),
+        F("member_id", "string", "0"),
     ),
 )
 
@@ -151,10 +153,10 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE = message(
 
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = message(
     "ConsumerGroupTargetAssignmentMetadataKey",
-    "6",
+    "0",
     flexible="none",
     fields=(
-        F("group_id", "string", "6"),
+        F("group_id", "string", "0"),
     ),
 )
 
@@ -165,17 +167,18 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = message(
     flexible="0+",
     fields=(
         F("assignment_epoch", "int32"),
+        F("assignment_timestamp", "int64", default=0, tag=0, tagged="0+"),
     ),
 )
 
 
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = message(
     "ConsumerGroupTargetAssignmentMemberKey",
-    "7",
+    "0",
     flexible="none",
     fields=(
-        F("group_id", "string", "7"),
-        F("member_id", "string", "7"),
+        F("group_id", "string", "0"),
+        F("member_id", "string", "0"),
     ),
 )
 
@@ -195,11 +198,11 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = message(
 
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = message(
     "ConsumerGroupCurrentMemberAssignmentKey",
-    "8",
+    "0",
     flexible="none",
     fields=(
-        F("group_id", "string", "8"),
-        F("member_id", "string", "8"),
+        F("group_id", "string", "0"),
+        F("member_id", "string", "0"),
     ),
 )
 
@@ -215,10 +218,12 @@ CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = message(
         F("assigned_partitions", "[]TopicPartitions", fields=(
             F("topic_id", "uuid"),
             F("partitions", "[]int32"),
+            F("assignment_epochs", "[]int32", nullable="0+", default=None, tag=0, tagged="0+"),
         )),
         F("partitions_pending_revocation", "[]TopicPartitions", fields=(
             F("topic_id", "uuid"),
             F("partitions", "[]int32"),
+            F("assignment_epochs", "[]int32", nullable="0+", default=None, tag=0, tagged="0+"),
         )),
     ),
 )

@@ -8,7 +8,7 @@ from kcompat.wire.schema import F, message
 
 REQUEST_HEADER = message(
     "RequestHeader",
-    "0-2",
+    "1-2",
     flexible="2+",
     fields=(
         F("request_api_key", "int16"),

@@ -11,7 +11,6 @@ JOIN_GROUP = api(
     "JoinGroup",
     "0-9",
     flexible="6+",
-    deprecated="0-1",
     request=(
         F("group_id", "string"),
         F("session_timeout_ms", "int32"),

@@ -11,7 +11,6 @@ SASL_HANDSHAKE = api(
     "SaslHandshake",
     "0-1",
     flexible="none",
-    deprecated="0",
     request=(
         F("mechanism", "string"),
     ),

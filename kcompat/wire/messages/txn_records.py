@@ -25,6 +25,7 @@ TRANSACTION_LOG_VALUE = message(
         F("previous_producer_id", "int64", "1+", default=-1, tag=0, tagged="1+"),
         F("next_producer_id", "int64", "1+", default=-1, tag=1, tagged="1+"),
         F("producer_epoch", "int16"),
+        F("next_producer_epoch", "int16", "1+", default=-1, tag=3, tagged="1+"),
         F("transaction_timeout_ms", "int32"),
         F("transaction_status", "int8"),
         F("transaction_partitions", "[]PartitionsSchema", nullable="0+", fields=(

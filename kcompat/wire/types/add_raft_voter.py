@@ -7,20 +7,21 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class AddRaftVoterRequest(Struct):
-    """AddRaftVoter request (API key 80), versions 0."""
+    """AddRaftVoter request (API key 80), versions 0-1."""
 
-    __slots__ = ("cluster_id", "timeout_ms", "voter_id", "voter_directory_id", "listeners")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("cluster_id", "timeout_ms", "voter_id", "voter_directory_id", "listeners", "ack_when_committed")  # noqa: RUF023  (declaration order is wire order)
 
     cluster_id: str | None  # v0+, nullable 0+
     timeout_ms: int  # v0+
     voter_id: int  # v0+
     voter_directory_id: UUID  # v0+
     listeners: list[Listener]  # v0+
+    ack_when_committed: bool  # v1+
 
     def __init__(
         self,
@@ -30,12 +31,14 @@ class AddRaftVoterRequest(Struct):
         voter_id: int = 0,
         voter_directory_id: UUID = ZERO_UUID,
         listeners: list[Listener] = NEW,
+        ack_when_committed: bool = True,
     ) -> None:
         self.cluster_id = cluster_id
         self.timeout_ms = timeout_ms
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is NEW else listeners
+        self.ack_when_committed = ack_when_committed
 
 
 class Listener(Struct):
@@ -60,7 +63,7 @@ class Listener(Struct):
 
 
 class AddRaftVoterResponse(Struct):
-    """AddRaftVoter response (API key 80), versions 0."""
+    """AddRaftVoter response (API key 80), versions 0-1."""
 
     __slots__ = ("throttle_time_ms", "error_code", "error_message")  # noqa: RUF023  (declaration order is wire order)
 

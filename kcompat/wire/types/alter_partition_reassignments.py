@@ -9,20 +9,23 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class AlterPartitionReassignmentsRequest(Struct):
-    """AlterPartitionReassignments request (API key 45), versions 0."""
+    """AlterPartitionReassignments request (API key 45), versions 0-1."""
 
-    __slots__ = ("timeout_ms", "topics")
+    __slots__ = ("timeout_ms", "allow_replication_factor_change", "topics")  # noqa: RUF023  (declaration order is wire order)
 
     timeout_ms: int  # v0+
+    allow_replication_factor_change: bool  # v1+
     topics: list[ReassignableTopic]  # v0+
 
     def __init__(
         self,
         *,
         timeout_ms: int = 60000,
+        allow_replication_factor_change: bool = True,
         topics: list[ReassignableTopic] = NEW,
     ) -> None:
         self.timeout_ms = timeout_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
         self.topics = [] if topics is NEW else topics
 
 
@@ -63,11 +66,12 @@ class ReassignablePartition(Struct):
 
 
 class AlterPartitionReassignmentsResponse(Struct):
-    """AlterPartitionReassignments response (API key 45), versions 0."""
+    """AlterPartitionReassignments response (API key 45), versions 0-1."""
 
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("throttle_time_ms", "allow_replication_factor_change", "error_code", "error_message", "responses")  # noqa: RUF023  (declaration order is wire order)
 
     throttle_time_ms: int  # v0+
+    allow_replication_factor_change: bool  # v1+
     error_code: int  # v0+
     error_message: str | None  # v0+, nullable 0+
     responses: list[ReassignableTopicResponse]  # v0+
@@ -76,11 +80,13 @@ class AlterPartitionReassignmentsResponse(Struct):
         self,
         *,
         throttle_time_ms: int = 0,
+        allow_replication_factor_change: bool = True,
         error_code: int = 0,
         error_message: str | None = "",
         responses: list[ReassignableTopicResponse] = NEW,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is NEW else responses

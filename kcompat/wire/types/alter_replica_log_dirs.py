@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class AlterReplicaLogDirsRequest(Struct):
-    """AlterReplicaLogDirs request (API key 34), versions 0-2."""
+    """AlterReplicaLogDirs request (API key 34), versions 1-2."""
 
     __slots__ = ("dirs",)
 
@@ -60,7 +60,7 @@ class AlterReplicaLogDirTopic(Struct):
 
 
 class AlterReplicaLogDirsResponse(Struct):
-    """AlterReplicaLogDirs response (API key 34), versions 0-2."""
+    """AlterReplicaLogDirs response (API key 34), versions 1-2."""
 
     __slots__ = ("throttle_time_ms", "results")  # noqa: RUF023  (declaration order is wire order)
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class ConsumerGroupDescribeRequest(Struct):
-    """ConsumerGroupDescribe request (API key 69), versions 0."""
+    """ConsumerGroupDescribe request (API key 69), versions 0-1."""
 
     __slots__ = ("group_ids", "include_authorized_operations")
 
@@ -30,7 +30,7 @@ class ConsumerGroupDescribeRequest(Struct):
 
 
 class ConsumerGroupDescribeResponse(Struct):
-    """ConsumerGroupDescribe response (API key 69), versions 0."""
+    """ConsumerGroupDescribe response (API key 69), versions 0-1."""
 
     __slots__ = ("throttle_time_ms", "groups")  # noqa: RUF023  (declaration order is wire order)
 
@@ -89,7 +89,7 @@ class DescribedGroup(Struct):
 class Member(Struct):
     """Member of ConsumerGroupDescribeResponse."""
 
-    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment", "member_type")  # noqa: RUF023  (declaration order is wire order)
 
     member_id: str  # v0+
     instance_id: str | None  # v0+, nullable 0+
@@ -101,6 +101,7 @@ class Member(Struct):
     subscribed_topic_regex: str | None  # v0+, nullable 0+
     assignment: Assignment  # v0+
     target_assignment: Assignment  # v0+
+    member_type: int  # v1+
 
     def __init__(
         self,
@@ -115,6 +116,7 @@ class Member(Struct):
         subscribed_topic_regex: str | None = None,
         assignment: Assignment = NEW,
         target_assignment: Assignment = NEW,
+        member_type: int = -1,
     ) -> None:
         self.member_id = member_id
         self.instance_id = instance_id
@@ -126,6 +128,7 @@ class Member(Struct):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.assignment = Assignment() if assignment is NEW else assignment
         self.target_assignment = Assignment() if target_assignment is NEW else target_assignment
+        self.member_type = member_type
 
 
 class Assignment(Struct):

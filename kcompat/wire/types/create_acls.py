@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class CreateAclsRequest(Struct):
-    """CreateAcls request (API key 30), versions 0-3."""
+    """CreateAcls request (API key 30), versions 1-3."""
 
     __slots__ = ("creations",)
 
@@ -57,7 +57,7 @@ class AclCreation(Struct):
 
 
 class CreateAclsResponse(Struct):
-    """CreateAcls response (API key 30), versions 0-3."""
+    """CreateAcls response (API key 30), versions 1-3."""
 
     __slots__ = ("throttle_time_ms", "results")  # noqa: RUF023  (declaration order is wire order)
 

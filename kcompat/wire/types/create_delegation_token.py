@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class CreateDelegationTokenRequest(Struct):
-    """CreateDelegationToken request (API key 38), versions 0-3."""
+    """CreateDelegationToken request (API key 38), versions 1-3."""
 
     __slots__ = ("owner_principal_type", "owner_principal_name", "renewers", "max_lifetime_ms")  # noqa: RUF023  (declaration order is wire order)
 
@@ -51,7 +51,7 @@ class CreatableRenewers(Struct):
 
 
 class CreateDelegationTokenResponse(Struct):
-    """CreateDelegationToken response (API key 38), versions 0-3."""
+    """CreateDelegationToken response (API key 38), versions 1-3."""
 
     __slots__ = ("error_code", "principal_type", "principal_name", "token_requester_principal_type", "token_requester_principal_name", "issue_timestamp_ms", "expiry_timestamp_ms", "max_timestamp_ms", "token_id", "hmac", "throttle_time_ms")  # noqa: RUF023  (declaration order is wire order)
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class CreateTopicsRequest(Struct):
-    """CreateTopics request (API key 19), versions 0-7."""
+    """CreateTopics request (API key 19), versions 2-7."""
 
     __slots__ = ("topics", "timeout_ms", "validate_only")  # noqa: RUF023  (declaration order is wire order)
 
@@ -96,7 +96,7 @@ class CreatableTopicConfig(Struct):
 
 
 class CreateTopicsResponse(Struct):
-    """CreateTopics response (API key 19), versions 0-7."""
+    """CreateTopics response (API key 19), versions 2-7."""
 
     __slots__ = ("throttle_time_ms", "topics")
 

@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class DeleteAclsRequest(Struct):
-    """DeleteAcls request (API key 31), versions 0-3."""
+    """DeleteAcls request (API key 31), versions 1-3."""
 
     __slots__ = ("filters",)
 
@@ -57,7 +57,7 @@ class DeleteAclsFilter(Struct):
 
 
 class DeleteAclsResponse(Struct):
-    """DeleteAcls response (API key 31), versions 0-3."""
+    """DeleteAcls response (API key 31), versions 1-3."""
 
     __slots__ = ("throttle_time_ms", "filter_results")  # noqa: RUF023  (declaration order is wire order)
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class DeleteTopicsRequest(Struct):
-    """DeleteTopics request (API key 20), versions 0-6."""
+    """DeleteTopics request (API key 20), versions 1-6."""
 
     __slots__ = ("topics", "topic_names", "timeout_ms")  # noqa: RUF023  (declaration order is wire order)
 
@@ -51,7 +51,7 @@ class DeleteTopicState(Struct):
 
 
 class DeleteTopicsResponse(Struct):
-    """DeleteTopics response (API key 20), versions 0-6."""
+    """DeleteTopics response (API key 20), versions 1-6."""
 
     __slots__ = ("throttle_time_ms", "responses")  # noqa: RUF023  (declaration order is wire order)
 

@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class DescribeAclsRequest(Struct):
-    """DescribeAcls request (API key 29), versions 0-3."""
+    """DescribeAcls request (API key 29), versions 1-3."""
 
     __slots__ = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter", "host_filter", "operation", "permission_type")  # noqa: RUF023  (declaration order is wire order)
 
@@ -42,7 +42,7 @@ class DescribeAclsRequest(Struct):
 
 
 class DescribeAclsResponse(Struct):
-    """DescribeAcls response (API key 29), versions 0-3."""
+    """DescribeAcls response (API key 29), versions 1-3."""
 
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "resources")  # noqa: RUF023  (declaration order is wire order)
 

@@ -9,25 +9,28 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class DescribeClusterRequest(Struct):
-    """DescribeCluster request (API key 60), versions 0-1."""
+    """DescribeCluster request (API key 60), versions 0-2."""
 
-    __slots__ = ("include_cluster_authorized_operations", "endpoint_type")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("include_cluster_authorized_operations", "endpoint_type", "include_fenced_brokers")  # noqa: RUF023  (declaration order is wire order)
 
     include_cluster_authorized_operations: bool  # v0+
     endpoint_type: int  # v1+
+    include_fenced_brokers: bool  # v2+
 
     def __init__(
         self,
         *,
         include_cluster_authorized_operations: bool = False,
         endpoint_type: int = 1,
+        include_fenced_brokers: bool = False,
     ) -> None:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
+        self.include_fenced_brokers = include_fenced_brokers
 
 
 class DescribeClusterResponse(Struct):
-    """DescribeCluster response (API key 60), versions 0-1."""
+    """DescribeCluster response (API key 60), versions 0-2."""
 
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "endpoint_type", "cluster_id", "controller_id", "brokers", "cluster_authorized_operations")  # noqa: RUF023  (declaration order is wire order)
 
@@ -65,12 +68,13 @@ class DescribeClusterResponse(Struct):
 class DescribeClusterBroker(Struct):
     """DescribeClusterBroker of DescribeClusterResponse."""
 
-    __slots__ = ("broker_id", "host", "port", "rack")
+    __slots__ = ("broker_id", "host", "port", "rack", "is_fenced")  # noqa: RUF023  (declaration order is wire order)
 
     broker_id: int  # v0+
     host: str  # v0+
     port: int  # v0+
     rack: str | None  # v0+, nullable 0+
+    is_fenced: bool  # v2+
 
     def __init__(
         self,
@@ -79,11 +83,13 @@ class DescribeClusterBroker(Struct):
         host: str = "",
         port: int = 0,
         rack: str | None = None,
+        is_fenced: bool = False,
     ) -> None:
         self.broker_id = broker_id
         self.host = host
         self.port = port
         self.rack = rack
+        self.is_fenced = is_fenced
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class DescribeConfigsRequest(Struct):
-    """DescribeConfigs request (API key 32), versions 0-4."""
+    """DescribeConfigs request (API key 32), versions 1-4."""
 
     __slots__ = ("resources", "include_synonyms", "include_documentation")  # noqa: RUF023  (declaration order is wire order)
 
@@ -51,7 +51,7 @@ class DescribeConfigsResource(Struct):
 
 
 class DescribeConfigsResponse(Struct):
-    """DescribeConfigs response (API key 32), versions 0-4."""
+    """DescribeConfigs response (API key 32), versions 1-4."""
 
     __slots__ = ("throttle_time_ms", "results")  # noqa: RUF023  (declaration order is wire order)
 
@@ -98,12 +98,11 @@ class DescribeConfigsResult(Struct):
 class DescribeConfigsResourceResult(Struct):
     """DescribeConfigsResourceResult of DescribeConfigsResponse."""
 
-    __slots__ = ("name", "value", "read_only", "is_default", "config_source", "is_sensitive", "synonyms", "config_type", "documentation")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("name", "value", "read_only", "config_source", "is_sensitive", "synonyms", "config_type", "documentation")  # noqa: RUF023  (declaration order is wire order)
 
     name: str  # v0+
     value: str | None  # v0+, nullable 0+
     read_only: bool  # v0+
-    is_default: bool  # v0
     config_source: int  # v1+
     is_sensitive: bool  # v0+
     synonyms: list[DescribeConfigsSynonym]  # v1+
@@ -116,7 +115,6 @@ class DescribeConfigsResourceResult(Struct):
         name: str = "",
         value: str | None = "",
         read_only: bool = False,
-        is_default: bool = False,
         config_source: int = -1,
         is_sensitive: bool = False,
         synonyms: list[DescribeConfigsSynonym] = NEW,
@@ -126,7 +124,6 @@ class DescribeConfigsResourceResult(Struct):
         self.name = name
         self.value = value
         self.read_only = read_only
-        self.is_default = is_default
         self.config_source = config_source
         self.is_sensitive = is_sensitive
         self.synonyms = [] if synonyms is NEW else synonyms

@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class DescribeDelegationTokenRequest(Struct):
-    """DescribeDelegationToken request (API key 41), versions 0-3."""
+    """DescribeDelegationToken request (API key 41), versions 1-3."""
 
     __slots__ = ("owners",)
 
@@ -42,7 +42,7 @@ class DescribeDelegationTokenOwner(Struct):
 
 
 class DescribeDelegationTokenResponse(Struct):
-    """DescribeDelegationToken response (API key 41), versions 0-3."""
+    """DescribeDelegationToken response (API key 41), versions 1-3."""
 
     __slots__ = ("error_code", "tokens", "throttle_time_ms")  # noqa: RUF023  (declaration order is wire order)
 

@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class DescribeGroupsRequest(Struct):
-    """DescribeGroups request (API key 15), versions 0-5."""
+    """DescribeGroups request (API key 15), versions 0-6."""
 
     __slots__ = ("groups", "include_authorized_operations")
 
@@ -27,7 +27,7 @@ class DescribeGroupsRequest(Struct):
 
 
 class DescribeGroupsResponse(Struct):
-    """DescribeGroups response (API key 15), versions 0-5."""
+    """DescribeGroups response (API key 15), versions 0-6."""
 
     __slots__ = ("throttle_time_ms", "groups")  # noqa: RUF023  (declaration order is wire order)
 
@@ -47,9 +47,10 @@ class DescribeGroupsResponse(Struct):
 class DescribedGroup(Struct):
     """DescribedGroup of DescribeGroupsResponse."""
 
-    __slots__ = ("error_code", "group_id", "group_state", "protocol_type", "protocol_data", "members", "authorized_operations")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("error_code", "error_message", "group_id", "group_state", "protocol_type", "protocol_data", "members", "authorized_operations")  # noqa: RUF023  (declaration order is wire order)
 
     error_code: int  # v0+
+    error_message: str | None  # v6+, nullable 6+
     group_id: str  # v0+
     group_state: str  # v0+
     protocol_type: str  # v0+
@@ -61,6 +62,7 @@ class DescribedGroup(Struct):
         self,
         *,
         error_code: int = 0,
+        error_message: str | None = None,
         group_id: str = "",
         group_state: str = "",
         protocol_type: str = "",
@@ -69,6 +71,7 @@ class DescribedGroup(Struct):
         authorized_operations: int = -2147483648,
     ) -> None:
         self.error_code = error_code
+        self.error_message = error_message
         self.group_id = group_id
         self.group_state = group_state
         self.protocol_type = protocol_type

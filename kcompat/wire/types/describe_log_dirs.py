@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class DescribeLogDirsRequest(Struct):
-    """DescribeLogDirs request (API key 35), versions 0-4."""
+    """DescribeLogDirs request (API key 35), versions 1-5."""
 
     __slots__ = ("topics",)
 
@@ -42,7 +42,7 @@ class DescribableLogDirTopic(Struct):
 
 
 class DescribeLogDirsResponse(Struct):
-    """DescribeLogDirs response (API key 35), versions 0-4."""
+    """DescribeLogDirs response (API key 35), versions 1-5."""
 
     __slots__ = ("throttle_time_ms", "error_code", "results")  # noqa: RUF023  (declaration order is wire order)
 
@@ -65,13 +65,14 @@ class DescribeLogDirsResponse(Struct):
 class DescribeLogDirsResult(Struct):
     """DescribeLogDirsResult of DescribeLogDirsResponse."""
 
-    __slots__ = ("error_code", "log_dir", "topics", "total_bytes", "usable_bytes")
+    __slots__ = ("error_code", "log_dir", "topics", "total_bytes", "usable_bytes", "is_cordoned")  # noqa: RUF023  (declaration order is wire order)
 
     error_code: int  # v0+
     log_dir: str  # v0+
     topics: list[DescribeLogDirsTopic]  # v0+
     total_bytes: int  # v4+
     usable_bytes: int  # v4+
+    is_cordoned: bool  # v5+
 
     def __init__(
         self,
@@ -81,12 +82,14 @@ class DescribeLogDirsResult(Struct):
         topics: list[DescribeLogDirsTopic] = NEW,
         total_bytes: int = -1,
         usable_bytes: int = -1,
+        is_cordoned: bool = False,
     ) -> None:
         self.error_code = error_code
         self.log_dir = log_dir
         self.topics = [] if topics is NEW else topics
         self.total_bytes = total_bytes
         self.usable_bytes = usable_bytes
+        self.is_cordoned = is_cordoned
 
 
 class DescribeLogDirsTopic(Struct):

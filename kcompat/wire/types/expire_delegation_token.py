@@ -9,7 +9,7 @@ from kcompat.wire.structs import Struct
 
 
 class ExpireDelegationTokenRequest(Struct):
-    """ExpireDelegationToken request (API key 40), versions 0-2."""
+    """ExpireDelegationToken request (API key 40), versions 1-2."""
 
     __slots__ = ("hmac", "expiry_time_period_ms")  # noqa: RUF023  (declaration order is wire order)
 
@@ -27,7 +27,7 @@ class ExpireDelegationTokenRequest(Struct):
 
 
 class ExpireDelegationTokenResponse(Struct):
-    """ExpireDelegationToken response (API key 40), versions 0-2."""
+    """ExpireDelegationToken response (API key 40), versions 1-2."""
 
     __slots__ = ("error_code", "expiry_timestamp_ms", "throttle_time_ms")
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Records, Struct
 
 
 class FetchRequest(Struct):
-    """Fetch request (API key 1), versions 0-17."""
+    """Fetch request (API key 1), versions 4-18."""
 
     __slots__ = ("cluster_id", "replica_id", "replica_state", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "session_id", "session_epoch", "topics", "forgotten_topics_data", "rack_id")  # noqa: RUF023  (declaration order is wire order)
 
@@ -101,7 +101,7 @@ class FetchTopic(Struct):
 class FetchPartition(Struct):
     """FetchPartition of FetchRequest."""
 
-    __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset", "partition_max_bytes", "replica_directory_id")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset", "partition_max_bytes", "replica_directory_id", "high_watermark")  # noqa: RUF023  (declaration order is wire order)
 
     partition: int  # v0+
     current_leader_epoch: int  # v9+
@@ -110,6 +110,7 @@ class FetchPartition(Struct):
     log_start_offset: int  # v5+
     partition_max_bytes: int  # v0+
     replica_directory_id: UUID  # v17+, tag 0 in 17+
+    high_watermark: int  # v18+, tag 1 in 18+
 
     def __init__(
         self,
@@ -121,6 +122,7 @@ class FetchPartition(Struct):
         log_start_offset: int = -1,
         partition_max_bytes: int = 0,
         replica_directory_id: UUID = ZERO_UUID,
+        high_watermark: int = 9223372036854775807,
     ) -> None:
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
@@ -129,6 +131,7 @@ class FetchPartition(Struct):
         self.log_start_offset = log_start_offset
         self.partition_max_bytes = partition_max_bytes
         self.replica_directory_id = replica_directory_id
+        self.high_watermark = high_watermark
 
 
 class ForgottenTopic(Struct):
@@ -153,7 +156,7 @@ class ForgottenTopic(Struct):
 
 
 class FetchResponse(Struct):
-    """Fetch response (API key 1), versions 0-17."""
+    """Fetch response (API key 1), versions 4-18."""
 
     __slots__ = ("throttle_time_ms", "error_code", "session_id", "responses", "node_endpoints")  # noqa: RUF023  (declaration order is wire order)
 

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class OffsetCommitKey(Struct):
-    """OffsetCommitKey, versions 0-1."""
+    """OffsetCommitKey, versions 0."""
 
     __slots__ = ("group", "topic", "partition")  # noqa: RUF023  (declaration order is wire order)
 
-    group: str  # v0-1
-    topic: str  # v0-1
-    partition: int  # v0-1
+    group: str  # v0
+    topic: str  # v0
+    partition: int  # v0
 
     def __init__(
         self,
@@ -35,13 +35,14 @@ class OffsetCommitKey(Struct):
 class OffsetCommitValue(Struct):
     """OffsetCommitValue, versions 0-4."""
 
-    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id")  # noqa: RUF023  (declaration order is wire order)
 
     offset: int  # v0+
     leader_epoch: int  # v3+
     metadata: str  # v0+
     commit_timestamp: int  # v0+
     expire_timestamp: int  # v1
+    topic_id: UUID  # v4+, tag 0 in 4+
 
     def __init__(
         self,
@@ -51,20 +52,22 @@ class OffsetCommitValue(Struct):
         metadata: str = "",
         commit_timestamp: int = 0,
         expire_timestamp: int = -1,
+        topic_id: UUID = ZERO_UUID,
     ) -> None:
         self.offset = offset
         self.leader_epoch = leader_epoch
         self.metadata = metadata
         self.commit_timestamp = commit_timestamp
         self.expire_timestamp = expire_timestamp
+        self.topic_id = topic_id
 
 
 class GroupMetadataKey(Struct):
-    """GroupMetadataKey, versions 2."""
+    """GroupMetadataKey, versions 0."""
 
     __slots__ = ("group",)
 
-    group: str  # v2
+    group: str  # v0
 
     def __init__(
         self,
@@ -141,11 +144,11 @@ class MemberMetadata(Struct):
 
 
 class ConsumerGroupMetadataKey(Struct):
-    """ConsumerGroupMetadataKey, versions 3."""
+    """ConsumerGroupMetadataKey, versions 0."""
 
     __slots__ = ("group_id",)
 
-    group_id: str  # v3
+    group_id: str  # v0
 
     def __init__(
         self,
@@ -158,24 +161,27 @@ class ConsumerGroupMetadataKey(Struct):
 class ConsumerGroupMetadataValue(Struct):
     """ConsumerGroupMetadataValue, versions 0."""
 
-    __slots__ = ("epoch",)
+    __slots__ = ("epoch", "metadata_hash")
 
     epoch: int  # v0+
+    metadata_hash: int  # v0+, tag 0 in 0+
 
     def __init__(
         self,
         *,
         epoch: int = 0,
+        metadata_hash: int = 0,
     ) -> None:
         self.epoch = epoch
+        self.metadata_hash = metadata_hash
 
 
 class ConsumerGroupPartitionMetadataKey(Struct):
-    """ConsumerGroupPartitionMetadataKey, versions 4."""
+    """ConsumerGroupPartitionMetadataKey, versions 0."""
 
     __slots__ = ("group_id",)
 
-    group_id: str  # v4
+    group_id: str  # v0
 
     def __init__(
         self,
@@ -243,12 +249,12 @@ class PartitionMetadata(Struct):
 
 
 class ConsumerGroupMemberMetadataKey(Struct):
-    """ConsumerGroupMemberMetadataKey, versions 5."""
+    """ConsumerGroupMemberMetadataKey, versions 0."""
 
     __slots__ = ("group_id", "member_id")
 
-    group_id: str  # v5
-    member_id: str  # v5
+    group_id: str  # v0
+    member_id: str  # v0
 
     def __init__(
         self,
@@ -336,11 +342,11 @@ class ClassicProtocol(Struct):
 
 
 class ConsumerGroupTargetAssignmentMetadataKey(Struct):
-    """ConsumerGroupTargetAssignmentMetadataKey, versions 6."""
+    """ConsumerGroupTargetAssignmentMetadataKey, versions 0."""
 
     __slots__ = ("group_id",)
 
-    group_id: str  # v6
+    group_id: str  # v0
 
     def __init__(
         self,
@@ -353,25 +359,28 @@ class ConsumerGroupTargetAssignmentMetadataKey(Struct):
 class ConsumerGroupTargetAssignmentMetadataValue(Struct):
     """ConsumerGroupTargetAssignmentMetadataValue, versions 0."""
 
-    __slots__ = ("assignment_epoch",)
+    __slots__ = ("assignment_epoch", "assignment_timestamp")
 
     assignment_epoch: int  # v0+
+    assignment_timestamp: int  # v0+, tag 0 in 0+
 
     def __init__(
         self,
         *,
         assignment_epoch: int = 0,
+        assignment_timestamp: int = 0,
     ) -> None:
         self.assignment_epoch = assignment_epoch
+        self.assignment_timestamp = assignment_timestamp
 
 
 class ConsumerGroupTargetAssignmentMemberKey(Struct):
-    """ConsumerGroupTargetAssignmentMemberKey, versions 7."""
+    """ConsumerGroupTargetAssignmentMemberKey, versions 0."""
 
     __slots__ = ("group_id", "member_id")
 
-    group_id: str  # v7
-    member_id: str  # v7
+    group_id: str  # v0
+    member_id: str  # v0
 
     def __init__(
         self,
@@ -417,12 +426,12 @@ class TopicPartition(Struct):
 
 
 class ConsumerGroupCurrentMemberAssignmentKey(Struct):
-    """ConsumerGroupCurrentMemberAssignmentKey, versions 8."""
+    """ConsumerGroupCurrentMemberAssignmentKey, versions 0."""
 
     __slots__ = ("group_id", "member_id")
 
-    group_id: str  # v8
-    member_id: str  # v8
+    group_id: str  # v0
+    member_id: str  # v0
 
     def __init__(
         self,
@@ -464,19 +473,22 @@ class ConsumerGroupCurrentMemberAssignmentValue(Struct):
 class TopicPartitions(Struct):
     """TopicPartitions of ConsumerGroupCurrentMemberAssignmentValue."""
 
-    __slots__ = ("topic_id", "partitions")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("topic_id", "partitions", "assignment_epochs")  # noqa: RUF023  (declaration order is wire order)
 
     topic_id: UUID  # v0+
     partitions: list[int]  # v0+
+    assignment_epochs: list[int] | None  # v0+, nullable 0+, tag 0 in 0+
 
     def __init__(
         self,
         *,
         topic_id: UUID = ZERO_UUID,
         partitions: list[int] = NEW,
+        assignment_epochs: list[int] | None = None,
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self.assignment_epochs = assignment_epochs
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -9,7 +9,7 @@ from kcompat.wire.structs import Struct
 
 
 class RequestHeader(Struct):
-    """RequestHeader, versions 0-2."""
+    """RequestHeader, versions 1-2."""
 
     __slots__ = ("request_api_key", "request_api_version", "correlation_id", "client_id")  # noqa: RUF023  (declaration order is wire order)
 

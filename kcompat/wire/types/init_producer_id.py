@@ -9,14 +9,16 @@ from kcompat.wire.structs import Struct
 
 
 class InitProducerIdRequest(Struct):
-    """InitProducerId request (API key 22), versions 0-5."""
+    """InitProducerId request (API key 22), versions 0-6."""
 
-    __slots__ = ("transactional_id", "transaction_timeout_ms", "producer_id", "producer_epoch")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("transactional_id", "transaction_timeout_ms", "producer_id", "producer_epoch", "enable2_pc", "keep_prepared_txn")  # noqa: RUF023  (declaration order is wire order)
 
     transactional_id: str | None  # v0+, nullable 0+
     transaction_timeout_ms: int  # v0+
     producer_id: int  # v3+
     producer_epoch: int  # v3+
+    enable2_pc: bool  # v6+
+    keep_prepared_txn: bool  # v6+
 
     def __init__(
         self,
@@ -25,22 +27,28 @@ class InitProducerIdRequest(Struct):
         transaction_timeout_ms: int = 0,
         producer_id: int = -1,
         producer_epoch: int = -1,
+        enable2_pc: bool = False,
+        keep_prepared_txn: bool = False,
     ) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.enable2_pc = enable2_pc
+        self.keep_prepared_txn = keep_prepared_txn
 
 
 class InitProducerIdResponse(Struct):
-    """InitProducerId response (API key 22), versions 0-5."""
+    """InitProducerId response (API key 22), versions 0-6."""
 
-    __slots__ = ("throttle_time_ms", "error_code", "producer_id", "producer_epoch")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("throttle_time_ms", "error_code", "producer_id", "producer_epoch", "ongoing_txn_producer_id", "ongoing_txn_producer_epoch")  # noqa: RUF023  (declaration order is wire order)
 
     throttle_time_ms: int  # v0+
     error_code: int  # v0+
     producer_id: int  # v0+
     producer_epoch: int  # v0+
+    ongoing_txn_producer_id: int  # v6+
+    ongoing_txn_producer_epoch: int  # v6+
 
     def __init__(
         self,
@@ -49,11 +57,15 @@ class InitProducerIdResponse(Struct):
         error_code: int = 0,
         producer_id: int = -1,
         producer_epoch: int = 0,
+        ongoing_txn_producer_id: int = -1,
+        ongoing_txn_producer_epoch: int = -1,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.ongoing_txn_producer_id = ongoing_txn_producer_id
+        self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class ListOffsetsRequest(Struct):
-    """ListOffsets request (API key 2), versions 0-10."""
+    """ListOffsets request (API key 2), versions 1-11."""
 
     __slots__ = ("replica_id", "isolation_level", "topics", "timeout_ms")  # noqa: RUF023  (declaration order is wire order)
 
@@ -53,12 +53,11 @@ class ListOffsetsTopic(Struct):
 class ListOffsetsPartition(Struct):
     """ListOffsetsPartition of ListOffsetsRequest."""
 
-    __slots__ = ("partition_index", "current_leader_epoch", "timestamp", "max_num_offsets")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("partition_index", "current_leader_epoch", "timestamp")  # noqa: RUF023  (declaration order is wire order)
 
     partition_index: int  # v0+
     current_leader_epoch: int  # v4+
     timestamp: int  # v0+
-    max_num_offsets: int  # v0
 
     def __init__(
         self,
@@ -66,16 +65,14 @@ class ListOffsetsPartition(Struct):
         partition_index: int = 0,
         current_leader_epoch: int = -1,
         timestamp: int = 0,
-        max_num_offsets: int = 1,
     ) -> None:
         self.partition_index = partition_index
         self.current_leader_epoch = current_leader_epoch
         self.timestamp = timestamp
-        self.max_num_offsets = max_num_offsets
 
 
 class ListOffsetsResponse(Struct):
-    """ListOffsets response (API key 2), versions 0-10."""
+    """ListOffsets response (API key 2), versions 1-11."""
 
     __slots__ = ("throttle_time_ms", "topics")
 
@@ -113,11 +110,10 @@ class ListOffsetsTopicResponse(Struct):
 class ListOffsetsPartitionResponse(Struct):
     """ListOffsetsPartitionResponse of ListOffsetsResponse."""
 
-    __slots__ = ("partition_index", "error_code", "old_style_offsets", "timestamp", "offset", "leader_epoch")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("partition_index", "error_code", "timestamp", "offset", "leader_epoch")  # noqa: RUF023  (declaration order is wire order)
 
     partition_index: int  # v0+
     error_code: int  # v0+
-    old_style_offsets: list[int]  # v0
     timestamp: int  # v1+
     offset: int  # v1+
     leader_epoch: int  # v4+
@@ -127,14 +123,12 @@ class ListOffsetsPartitionResponse(Struct):
         *,
         partition_index: int = 0,
         error_code: int = 0,
-        old_style_offsets: list[int] = NEW,
         timestamp: int = -1,
         offset: int = -1,
         leader_epoch: int = -1,
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
-        self.old_style_offsets = [] if old_style_offsets is NEW else old_style_offsets
         self.timestamp = timestamp
         self.offset = offset
         self.leader_epoch = leader_epoch

@@ -9,13 +9,14 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class ListTransactionsRequest(Struct):
-    """ListTransactions request (API key 66), versions 0-1."""
+    """ListTransactions request (API key 66), versions 0-2."""
 
-    __slots__ = ("state_filters", "producer_id_filters", "duration_filter")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("state_filters", "producer_id_filters", "duration_filter", "transactional_id_pattern")  # noqa: RUF023  (declaration order is wire order)
 
     state_filters: list[str]  # v0+
     producer_id_filters: list[int]  # v0+
     duration_filter: int  # v1+
+    transactional_id_pattern: str | None  # v2+, nullable 2+
 
     def __init__(
         self,
@@ -23,14 +24,16 @@ class ListTransactionsRequest(Struct):
         state_filters: list[str] = NEW,
         producer_id_filters: list[int] = NEW,
         duration_filter: int = -1,
+        transactional_id_pattern: str | None = None,
     ) -> None:
         self.state_filters = [] if state_filters is NEW else state_filters
         self.producer_id_filters = [] if producer_id_filters is NEW else producer_id_filters
         self.duration_filter = duration_filter
+        self.transactional_id_pattern = transactional_id_pattern
 
 
 class ListTransactionsResponse(Struct):
-    """ListTransactions response (API key 66), versions 0-1."""
+    """ListTransactions response (API key 66), versions 0-2."""
 
     __slots__ = ("throttle_time_ms", "error_code", "unknown_state_filters", "transaction_states")  # noqa: RUF023  (declaration order is wire order)
 

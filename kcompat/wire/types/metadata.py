@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class MetadataRequest(Struct):
-    """Metadata request (API key 3), versions 0-12."""
+    """Metadata request (API key 3), versions 0-13."""
 
     __slots__ = ("topics", "allow_auto_topic_creation", "include_cluster_authorized_operations", "include_topic_authorized_operations")  # noqa: RUF023  (declaration order is wire order)
 
@@ -54,9 +54,9 @@ class MetadataRequestTopic(Struct):
 
 
 class MetadataResponse(Struct):
-    """Metadata response (API key 3), versions 0-12."""
+    """Metadata response (API key 3), versions 0-13."""
 
-    __slots__ = ("throttle_time_ms", "brokers", "cluster_id", "controller_id", "topics", "cluster_authorized_operations")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("throttle_time_ms", "brokers", "cluster_id", "controller_id", "topics", "cluster_authorized_operations", "error_code")  # noqa: RUF023  (declaration order is wire order)
 
     throttle_time_ms: int  # v3+
     brokers: list[MetadataResponseBroker]  # v0+
@@ -64,6 +64,7 @@ class MetadataResponse(Struct):
     controller_id: int  # v1+
     topics: list[MetadataResponseTopic]  # v0+
     cluster_authorized_operations: int  # v8-10
+    error_code: int  # v13+
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class MetadataResponse(Struct):
         controller_id: int = -1,
         topics: list[MetadataResponseTopic] = NEW,
         cluster_authorized_operations: int = -2147483648,
+        error_code: int = 0,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.brokers = [] if brokers is NEW else brokers
@@ -81,6 +83,7 @@ class MetadataResponse(Struct):
         self.controller_id = controller_id
         self.topics = [] if topics is NEW else topics
         self.cluster_authorized_operations = cluster_authorized_operations
+        self.error_code = error_code
 
 
 class MetadataResponseBroker(Struct):

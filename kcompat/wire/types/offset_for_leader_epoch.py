@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class OffsetForLeaderEpochRequest(Struct):
-    """OffsetForLeaderEpoch request (API key 23), versions 0-4."""
+    """OffsetForLeaderEpoch request (API key 23), versions 2-4."""
 
     __slots__ = ("replica_id", "topics")
 
@@ -66,7 +66,7 @@ class OffsetForLeaderPartition(Struct):
 
 
 class OffsetForLeaderEpochResponse(Struct):
-    """OffsetForLeaderEpoch response (API key 23), versions 0-4."""
+    """OffsetForLeaderEpoch response (API key 23), versions 2-4."""
 
     __slots__ = ("throttle_time_ms", "topics")
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class ReadShareGroupStateSummaryRequest(Struct):
-    """ReadShareGroupStateSummary request (API key 87), versions 0."""
+    """ReadShareGroupStateSummary request (API key 87), versions 0-1."""
 
     __slots__ = ("group_id", "topics")
 
@@ -66,7 +66,7 @@ class PartitionData(Struct):
 
 
 class ReadShareGroupStateSummaryResponse(Struct):
-    """ReadShareGroupStateSummary response (API key 87), versions 0."""
+    """ReadShareGroupStateSummary response (API key 87), versions 0-1."""
 
     __slots__ = ("results",)
 
@@ -101,13 +101,15 @@ class ReadStateSummaryResult(Struct):
 class PartitionResult(Struct):
     """PartitionResult of ReadShareGroupStateSummaryResponse."""
 
-    __slots__ = ("partition", "error_code", "error_message", "state_epoch", "start_offset")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("partition", "error_code", "error_message", "state_epoch", "leader_epoch", "start_offset", "delivery_complete_count")  # noqa: RUF023  (declaration order is wire order)
 
     partition: int  # v0+
     error_code: int  # v0+
     error_message: str | None  # v0+, nullable 0+
     state_epoch: int  # v0+
+    leader_epoch: int  # v0+
     start_offset: int  # v0+
+    delivery_complete_count: int  # v1+
 
     def __init__(
         self,
@@ -116,13 +118,17 @@ class PartitionResult(Struct):
         error_code: int = 0,
         error_message: str | None = None,
         state_epoch: int = 0,
+        leader_epoch: int = 0,
         start_offset: int = 0,
+        delivery_complete_count: int = -1,
     ) -> None:
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
         self.state_epoch = state_epoch
+        self.leader_epoch = leader_epoch
         self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -9,7 +9,7 @@ from kcompat.wire.structs import Struct
 
 
 class RenewDelegationTokenRequest(Struct):
-    """RenewDelegationToken request (API key 39), versions 0-2."""
+    """RenewDelegationToken request (API key 39), versions 1-2."""
 
     __slots__ = ("hmac", "renew_period_ms")
 
@@ -27,7 +27,7 @@ class RenewDelegationTokenRequest(Struct):
 
 
 class RenewDelegationTokenResponse(Struct):
-    """RenewDelegationToken response (API key 39), versions 0-2."""
+    """RenewDelegationToken response (API key 39), versions 1-2."""
 
     __slots__ = ("error_code", "expiry_timestamp_ms", "throttle_time_ms")
 

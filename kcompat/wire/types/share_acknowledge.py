@@ -7,18 +7,19 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class ShareAcknowledgeRequest(Struct):
-    """ShareAcknowledge request (API key 79), versions 0."""
+    """ShareAcknowledge request (API key 79), versions 1-2."""
 
-    __slots__ = ("group_id", "member_id", "share_session_epoch", "topics")
+    __slots__ = ("group_id", "member_id", "share_session_epoch", "is_renew_ack", "topics")  # noqa: RUF023  (declaration order is wire order)
 
     group_id: str | None  # v0+, nullable 0+
     member_id: str | None  # v0+, nullable 0+
     share_session_epoch: int  # v0+
+    is_renew_ack: bool  # v2+
     topics: list[AcknowledgeTopic]  # v0+
 
     def __init__(
@@ -27,11 +28,13 @@ class ShareAcknowledgeRequest(Struct):
         group_id: str | None = None,
         member_id: str | None = "",
         share_session_epoch: int = 0,
+        is_renew_ack: bool = False,
         topics: list[AcknowledgeTopic] = NEW,
     ) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is NEW else topics
 
 
@@ -93,13 +96,14 @@ class AcknowledgementBatch(Struct):
 
 
 class ShareAcknowledgeResponse(Struct):
-    """ShareAcknowledge response (API key 79), versions 0."""
+    """ShareAcknowledge response (API key 79), versions 1-2."""
 
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses", "node_endpoints")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "acquisition_lock_timeout_ms", "responses", "node_endpoints")  # noqa: RUF023  (declaration order is wire order)
 
     throttle_time_ms: int  # v0+
     error_code: int  # v0+
     error_message: str | None  # v0+, nullable 0+
+    acquisition_lock_timeout_ms: int  # v2+
     responses: list[ShareAcknowledgeTopicResponse]  # v0+
     node_endpoints: list[NodeEndpoint]  # v0+
 
@@ -109,12 +113,14 @@ class ShareAcknowledgeResponse(Struct):
         throttle_time_ms: int = 0,
         error_code: int = 0,
         error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
         responses: list[ShareAcknowledgeTopicResponse] = NEW,
         node_endpoints: list[NodeEndpoint] = NEW,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is NEW else responses
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Records, Struct
 
 
 class ShareFetchRequest(Struct):
-    """ShareFetch request (API key 78), versions 0."""
+    """ShareFetch request (API key 78), versions 1-2."""
 
-    __slots__ = ("group_id", "member_id", "share_session_epoch", "max_wait_ms", "min_bytes", "max_bytes", "topics", "forgotten_topics_data")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("group_id", "member_id", "share_session_epoch", "max_wait_ms", "min_bytes", "max_bytes", "max_records", "batch_size", "share_acquire_mode", "is_renew_ack", "topics", "forgotten_topics_data")  # noqa: RUF023  (declaration order is wire order)
 
     group_id: str | None  # v0+, nullable 0+
     member_id: str | None  # v0+, nullable 0+
@@ -22,6 +22,10 @@ class ShareFetchRequest(Struct):
     max_wait_ms: int  # v0+
     min_bytes: int  # v0+
     max_bytes: int  # v0+
+    max_records: int  # v1+
+    batch_size: int  # v1+
+    share_acquire_mode: int  # v2+
+    is_renew_ack: bool  # v2+
     topics: list[FetchTopic]  # v0+
     forgotten_topics_data: list[ForgottenTopic]  # v0+
 
@@ -34,6 +38,10 @@ class ShareFetchRequest(Struct):
         max_wait_ms: int = 0,
         min_bytes: int = 0,
         max_bytes: int = 2147483647,
+        max_records: int = 0,
+        batch_size: int = 0,
+        share_acquire_mode: int = 0,
+        is_renew_ack: bool = False,
         topics: list[FetchTopic] = NEW,
         forgotten_topics_data: list[ForgottenTopic] = NEW,
     ) -> None:
@@ -43,6 +51,10 @@ class ShareFetchRequest(Struct):
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is NEW else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is NEW else forgotten_topics_data
 
@@ -71,7 +83,7 @@ class FetchPartition(Struct):
     __slots__ = ("partition_index", "partition_max_bytes", "acknowledgement_batches")  # noqa: RUF023  (declaration order is wire order)
 
     partition_index: int  # v0+
-    partition_max_bytes: int  # v0+
+    partition_max_bytes: int  # v0
     acknowledgement_batches: list[AcknowledgementBatch]  # v0+
 
     def __init__(
@@ -126,13 +138,14 @@ class ForgottenTopic(Struct):
 
 
 class ShareFetchResponse(Struct):
-    """ShareFetch response (API key 78), versions 0."""
+    """ShareFetch response (API key 78), versions 1-2."""
 
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses", "node_endpoints")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "acquisition_lock_timeout_ms", "responses", "node_endpoints")  # noqa: RUF023  (declaration order is wire order)
 
     throttle_time_ms: int  # v0+
     error_code: int  # v0+
     error_message: str | None  # v0+, nullable 0+
+    acquisition_lock_timeout_ms: int  # v1+
     responses: list[ShareFetchableTopicResponse]  # v0+
     node_endpoints: list[NodeEndpoint]  # v0+
 
@@ -142,12 +155,14 @@ class ShareFetchResponse(Struct):
         throttle_time_ms: int = 0,
         error_code: int = 0,
         error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
         responses: list[ShareFetchableTopicResponse] = NEW,
         node_endpoints: list[NodeEndpoint] = NEW,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is NEW else responses
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
 
@@ -181,7 +196,7 @@ class PartitionData(Struct):
     acknowledge_error_code: int  # v0+
     acknowledge_error_message: str | None  # v0+, nullable 0+
     current_leader: LeaderIdAndEpoch  # v0+
-    records: Records | None  # v0+, nullable 0+
+    records: Records | None  # v0+, nullable 0
     acquired_records: list[AcquiredRecords]  # v0+
 
     def __init__(

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class ShareGroupDescribeRequest(Struct):
-    """ShareGroupDescribe request (API key 77), versions 0."""
+    """ShareGroupDescribe request (API key 77), versions 1."""
 
     __slots__ = ("group_ids", "include_authorized_operations")
 
@@ -30,7 +30,7 @@ class ShareGroupDescribeRequest(Struct):
 
 
 class ShareGroupDescribeResponse(Struct):
-    """ShareGroupDescribe response (API key 77), versions 0."""
+    """ShareGroupDescribe response (API key 77), versions 1."""
 
     __slots__ = ("throttle_time_ms", "groups")  # noqa: RUF023  (declaration order is wire order)
 

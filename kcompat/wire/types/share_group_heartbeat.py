@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class ShareGroupHeartbeatRequest(Struct):
-    """ShareGroupHeartbeat request (API key 76), versions 0."""
+    """ShareGroupHeartbeat request (API key 76), versions 1."""
 
     __slots__ = ("group_id", "member_id", "member_epoch", "rack_id", "subscribed_topic_names")  # noqa: RUF023  (declaration order is wire order)
 
@@ -39,7 +39,7 @@ class ShareGroupHeartbeatRequest(Struct):
 
 
 class ShareGroupHeartbeatResponse(Struct):
-    """ShareGroupHeartbeat response (API key 76), versions 0."""
+    """ShareGroupHeartbeat response (API key 76), versions 1."""
 
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")  # noqa: RUF023  (declaration order is wire order)
 

@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class TxnOffsetCommitRequest(Struct):
-    """TxnOffsetCommit request (API key 28), versions 0-4."""
+    """TxnOffsetCommit request (API key 28), versions 0-5."""
 
     __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "group_instance_id", "topics")  # noqa: RUF023  (declaration order is wire order)
 
@@ -87,7 +87,7 @@ class TxnOffsetCommitRequestPartition(Struct):
 
 
 class TxnOffsetCommitResponse(Struct):
-    """TxnOffsetCommit response (API key 28), versions 0-4."""
+    """TxnOffsetCommit response (API key 28), versions 0-5."""
 
     __slots__ = ("throttle_time_ms", "topics")
 

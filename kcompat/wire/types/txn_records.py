@@ -26,12 +26,13 @@ class TransactionLogKey(Struct):
 class TransactionLogValue(Struct):
     """TransactionLogValue, versions 0-1."""
 
-    __slots__ = ("producer_id", "previous_producer_id", "next_producer_id", "producer_epoch", "transaction_timeout_ms", "transaction_status", "transaction_partitions", "transaction_last_update_timestamp_ms", "transaction_start_timestamp_ms", "client_transaction_version")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("producer_id", "previous_producer_id", "next_producer_id", "producer_epoch", "next_producer_epoch", "transaction_timeout_ms", "transaction_status", "transaction_partitions", "transaction_last_update_timestamp_ms", "transaction_start_timestamp_ms", "client_transaction_version")  # noqa: RUF023  (declaration order is wire order)
 
     producer_id: int  # v0+
     previous_producer_id: int  # v1+, tag 0 in 1+
     next_producer_id: int  # v1+, tag 1 in 1+
     producer_epoch: int  # v0+
+    next_producer_epoch: int  # v1+, tag 3 in 1+
     transaction_timeout_ms: int  # v0+
     transaction_status: int  # v0+
     transaction_partitions: list[PartitionsSchema] | None  # v0+, nullable 0+
@@ -46,6 +47,7 @@ class TransactionLogValue(Struct):
         previous_producer_id: int = -1,
         next_producer_id: int = -1,
         producer_epoch: int = 0,
+        next_producer_epoch: int = -1,
         transaction_timeout_ms: int = 0,
         transaction_status: int = 0,
         transaction_partitions: list[PartitionsSchema] | None = NEW,
@@ -57,6 +59,7 @@ class TransactionLogValue(Struct):
         self.previous_producer_id = previous_producer_id
         self.next_producer_id = next_producer_id
         self.producer_epoch = producer_epoch
+        self.next_producer_epoch = next_producer_epoch
         self.transaction_timeout_ms = transaction_timeout_ms
         self.transaction_status = transaction_status
         self.transaction_partitions = [] if transaction_partitions is NEW else transaction_partitions

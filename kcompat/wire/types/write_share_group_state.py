@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kcompat.wire.schema import ZERO_UUID
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.wire.structs import NEW, Struct
 
 
 class WriteShareGroupStateRequest(Struct):
-    """WriteShareGroupState request (API key 85), versions 0."""
+    """WriteShareGroupState request (API key 85), versions 0-1."""
 
     __slots__ = ("group_id", "topics")
 
@@ -50,12 +50,13 @@ class WriteStateData(Struct):
 class PartitionData(Struct):
     """PartitionData of WriteShareGroupStateRequest."""
 
-    __slots__ = ("partition", "state_epoch", "leader_epoch", "start_offset", "state_batches")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("partition", "state_epoch", "leader_epoch", "start_offset", "delivery_complete_count", "state_batches")  # noqa: RUF023  (declaration order is wire order)
 
     partition: int  # v0+
     state_epoch: int  # v0+
     leader_epoch: int  # v0+
     start_offset: int  # v0+
+    delivery_complete_count: int  # v1+
     state_batches: list[StateBatch]  # v0+
 
     def __init__(
@@ -65,12 +66,14 @@ class PartitionData(Struct):
         state_epoch: int = 0,
         leader_epoch: int = 0,
         start_offset: int = 0,
+        delivery_complete_count: int = -1,
         state_batches: list[StateBatch] = NEW,
     ) -> None:
         self.partition = partition
         self.state_epoch = state_epoch
         self.leader_epoch = leader_epoch
         self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
         self.state_batches = [] if state_batches is NEW else state_batches
 
 
@@ -99,7 +102,7 @@ class StateBatch(Struct):
 
 
 class WriteShareGroupStateResponse(Struct):
-    """WriteShareGroupState response (API key 85), versions 0."""
+    """WriteShareGroupState response (API key 85), versions 0-1."""
 
     __slots__ = ("results",)
 

@@ -9,7 +9,7 @@ from kcompat.wire.structs import NEW, Struct
 
 
 class WriteTxnMarkersRequest(Struct):
-    """WriteTxnMarkers request (API key 27), versions 0-1."""
+    """WriteTxnMarkers request (API key 27), versions 1-2."""
 
     __slots__ = ("markers",)
 
@@ -26,13 +26,14 @@ class WriteTxnMarkersRequest(Struct):
 class WritableTxnMarker(Struct):
     """WritableTxnMarker of WriteTxnMarkersRequest."""
 
-    __slots__ = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch")  # noqa: RUF023  (declaration order is wire order)
+    __slots__ = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch", "transaction_version")  # noqa: RUF023  (declaration order is wire order)
 
     producer_id: int  # v0+
     producer_epoch: int  # v0+
     transaction_result: bool  # v0+
     topics: list[WritableTxnMarkerTopic]  # v0+
     coordinator_epoch: int  # v0+
+    transaction_version: int  # v2+
 
     def __init__(
         self,
@@ -42,12 +43,14 @@ class WritableTxnMarker(Struct):
         transaction_result: bool = False,
         topics: list[WritableTxnMarkerTopic] = NEW,
         coordinator_epoch: int = 0,
+        transaction_version: int = 0,
     ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.transaction_result = transaction_result
         self.topics = [] if topics is NEW else topics
         self.coordinator_epoch = coordinator_epoch
+        self.transaction_version = transaction_version
 
 
 class WritableTxnMarkerTopic(Struct):
@@ -69,7 +72,7 @@ class WritableTxnMarkerTopic(Struct):
 
 
 class WriteTxnMarkersResponse(Struct):
-    """WriteTxnMarkers response (API key 27), versions 0-1."""
+    """WriteTxnMarkers response (API key 27), versions 1-2."""
 
     __slots__ = ("markers",)
 
