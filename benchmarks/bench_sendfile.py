@@ -35,10 +35,10 @@ from typing import Any
 
 import uvloop
 
+from kcompat.config.listeners import Listener
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
 from kcompat.server import sendfile
 from kcompat.server.connection import Client, Limits
-from kcompat.server.listeners import Listener
 from kcompat.server.reactor import Reactor
 
 REQUEST = struct.pack(">ihhi", 8, 1, 11, 1)  # a size prefix and a header: Fetch v11, correlation 1
@@ -96,7 +96,7 @@ def seam(loop_factory: Callable[[], asyncio.AbstractEventLoop], fetch: FetchSlic
 
     loop = loop_factory()
     reactor = Reactor(handle, limits=Limits(), send_buffer=send_buffer)
-    ((_, port),) = reactor.bind([Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 0)])
+    ((_, port),) = reactor.bind([Listener("PLAINTEXT", "127.0.0.1", 0)])
     thread = threading.Thread(target=loop.run_forever)
     loop.call_soon_threadsafe(reactor.start)
     thread.start()

@@ -178,7 +178,7 @@ class Group:
             for r in m.records():
                 readers.setdefault(r["v"], []).append(m.name)
         twice = {v: who for v, who in readers.items() if len(who) > 1}
-        assert not twice, f"read more than once: {dict(list(twice.items())[:10])}"
+        assert not twice, f"read more than once: {dict(list(twice.items())[:10])}\n{self.logs()}"
 
     def stop(self) -> None:
         for m in self.members:

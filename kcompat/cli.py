@@ -1,4 +1,6 @@
-"""The `kcompat` command: `kcompat serve [server.properties] [--override key=value ...]`."""
+"""The `kcompat` command: `kcompat serve [server.properties] [--override key=value ...]`, and the
+client nouns (`kcompat topic|produce|consume|group|cluster ...`, kcompat.cmd) that work against any
+Kafka-compatible cluster."""
 
 from __future__ import annotations
 
@@ -65,7 +67,13 @@ def _defaults_listing() -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
+CLIENT_NOUNS = ("topic", "produce", "consume", "group", "cluster")
+SERVER_COMMANDS = ("serve", "config-docs")
+
+
+def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; with_clients=False leaves out the client nouns, so that `kcompat
+    serve` does not pay for building (or importing) what it never uses."""
     parser = argparse.ArgumentParser(
         prog="kcompat", description="A broker that speaks Apache Kafka's wire protocol."
     )
@@ -98,7 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     docs.add_argument("--topic", action="store_true", help="only the topic-level configs")
     docs.add_argument("--broker", action="store_true", help="only the broker properties")
+    if with_clients:
+        _add_client_nouns(commands)
     return parser
+
+
+def _add_client_nouns(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    # The noun modules import only the standard library here; the client and rich load when a
+    # command runs.
+    from kcompat.cmd import cluster, consume, group, produce, topic
+
+    for noun in (topic, produce, consume, group, cluster):
+        noun.register(commands)
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -162,8 +181,13 @@ def run_server(config: BrokerConfig) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(with_clients=not (words and words[0] in SERVER_COMMANDS))
+    args = parser.parse_args(words)
+    if getattr(args, "handler", None) is not None:
+        from kcompat.cmd.common import run
+
+        return run(args.handler, args)
     if args.command == "serve":
         return _serve(args)
     if args.command == "config-docs":

@@ -3,6 +3,7 @@ effective topic configs and what DescribeConfigs will report."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from kcompat.config import (
     ConfigSource,
     ConfigType,
     Listener,
+    LogConfig,
     apply_incremental,
     env_key_to_property,
     load_config,
@@ -31,6 +33,7 @@ from kcompat.config import (
 )
 from kcompat.config.broker_properties import is_cluster_id
 from kcompat.config.definition import format_value, java_double, parse_typed
+from kcompat.config.log_config import LOG_CONFIG_PROPERTIES
 
 
 def load(*overrides: str, environ: dict[str, str] | None = None, path: Path | None = None) -> BrokerConfig:
@@ -468,14 +471,34 @@ def test_incremental_alter() -> None:
 
 
 def test_topic_properties_feed_the_log_config() -> None:
-    from kcompat.log.config import LogConfig
-
-    topic = topic_config(load("log.segment.bytes=2097152"), {"retention.ms": "5000", "cleanup.policy": "compact"})
-    log_config = LogConfig.from_properties(topic.as_properties())
-    assert log_config.retention_ms == 5000
-    assert log_config.segment_bytes == 2097152
-    assert log_config.cleanup_policy == ("compact",)
+    topic = topic_config(
+        load("log.segment.bytes=2097152", "producer.id.expiration.ms=60000", "log.retention.hours=2"),
+        {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.1"},
+    )
+    log_config = topic.log_config()
+    assert log_config.segment_bytes == 2097152  # the broker synonym
+    assert log_config.retention_ms == 2 * 3_600_000  # a unit chain, resolved
+    assert log_config.cleanup_policy == ("compact", "delete") and log_config.compact and log_config.delete
+    assert log_config.min_cleanable_dirty_ratio == 0.1
     assert log_config.max_message_bytes == 1048588
+    assert log_config.producer_id_expiration_ms == 60000  # a broker property, not a topic config
+
+
+def test_log_config_defaults_are_the_config_definitions() -> None:
+    # LogConfig() (what kcompat.log's own tests and tools build) is what a topic gets from a broker
+    # with nothing set: the defaults live in one place, the definitions.
+    assert LogConfig() == topic_config(BrokerConfig()).log_config()
+    for name in LOG_CONFIG_PROPERTIES:
+        assert name in TOPIC_CONFIGS or name in BROKER_CONFIGS, name
+
+
+def test_log_config_cannot_hold_an_unknown_key() -> None:
+    with pytest.raises(TypeError, match="retention_hours"):
+        LogConfig(retention_hours=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        dataclasses.replace(LogConfig(), unknown_key="x")  # type: ignore[call-arg]
+    # nothing in kcompat.log parses Kafka-style strings any more
+    assert not hasattr(LogConfig, "from_properties") and not hasattr(LogConfig, "with_properties")
 
 
 # --- dynamic broker configs -----------------------------------------------------------------

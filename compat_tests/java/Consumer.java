@@ -4,7 +4,7 @@
 //
 // key=value pairs are consumer configs (partition.assignment.strategy, group.protocol, ...). It
 // subscribes, reads from the earliest offset when nothing is committed, commits synchronously after
-// every batch and prints the same JSON lines as compat_tests/group_member.py:
+// every batch (again at the next poll if that failed) and prints the same JSON lines as compat_tests/group_member.py:
 //   {"ev":"assigned","partitions":[0,3]}  {"ev":"record","p":0,"o":12,"v":"0-12"}
 //   {"ev":"commit","offsets":{"0":13}}   {"ev":"closed"}   (each with "t": seconds since the epoch)
 // SIGTERM closes the consumer cleanly (LeaveGroup); SIGKILL is a crash.
@@ -53,6 +53,7 @@ public class Consumer {
         }));
         consumer.subscribe(List.of(args[1]));
         List<Integer> last = null;
+        Map<Integer, Long> pending = new TreeMap<>();  // offsets read and not yet committed
         try {
             while (true) {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
@@ -63,20 +64,28 @@ public class Consumer {
                     last = now;
                     emit("assigned", "\"partitions\":" + now);
                 }
-                Map<Integer, Long> done = new TreeMap<>();
                 for (ConsumerRecord<String, String> r : records) {
                     emit("record", "\"p\":" + r.partition() + ",\"o\":" + r.offset() + ",\"v\":" + quote(r.value()));
-                    done.put(r.partition(), r.offset() + 1);
+                    pending.put(r.partition(), r.offset() + 1);
                 }
-                if (!done.isEmpty()) {
+                // A commit that failed (a rebalance under way) is tried again at the next poll, even
+                // if no new record comes, for the partitions still assigned; a revoked partition's
+                // offsets are dropped, so its next owner reads from what was really committed.
+                pending.keySet().retainAll(now);
+                if (!pending.isEmpty()) {
+                    Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                    for (Map.Entry<Integer, Long> e : pending.entrySet()) {
+                        offsets.put(new TopicPartition(args[1], e.getKey()), new OffsetAndMetadata(e.getValue()));
+                    }
                     try {
-                        consumer.commitSync();
+                        consumer.commitSync(offsets);
                         StringBuilder sb = new StringBuilder();
-                        for (Map.Entry<Integer, Long> e : done.entrySet()) {
+                        for (Map.Entry<Integer, Long> e : pending.entrySet()) {
                             if (sb.length() > 0) sb.append(',');
                             sb.append('"').append(e.getKey()).append("\":").append(e.getValue());
                         }
                         emit("commit", "\"offsets\":{" + sb + "}");
+                        pending.clear();
                     } catch (WakeupException e) {
                         throw e;
                     } catch (Exception e) {

@@ -3,6 +3,7 @@
     cfg = load_config("server.properties", overrides=["num.partitions=3"])
     cfg.num_partitions, cfg.get("log.retention.ms"), cfg.listeners
     topic = topic_config(cfg, {"retention.ms": "1000"})
+    topic.log_config()       the typed LogConfig kcompat.log runs the topic's partitions with
 
 See load.py for the precedence of sources, broker_properties.py and topic_properties.py for the
 tables.
@@ -23,6 +24,7 @@ from kcompat.config.environment import env_key_to_property, properties_from_env
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import Listener
 from kcompat.config.load import load_config, parse_override
+from kcompat.config.log_config import LogConfig
 from kcompat.config.properties_file import parse_properties, read_properties_file
 from kcompat.config.topic_config import (
     AlterOp,
@@ -47,6 +49,7 @@ __all__ = [
     "ConfigType",
     "Importance",
     "Listener",
+    "LogConfig",
     "TopicConfig",
     "apply_incremental",
     "env_key_to_property",

@@ -4,8 +4,10 @@
     cfg.get("log.retention.ms")    the effective value: unit chains resolved (log.retention.ms,
                                    else .minutes, else .hours), log.dirs falling back to log.dir
     cfg.raw("log.retention.ms")    the property's own value or default, None when it has neither
-    cfg.listeners                  [Listener(name, host, port), ...] that kcompat serves
+    cfg.listeners                  [Listener(name, host, port, protocol), ...] that kcompat serves
     cfg.advertised_listeners       what Metadata hands to clients
+    cfg.controller_listeners       declared in listeners but named in controller.listener.names
+    cfg.listener_security_protocol_map, cfg.controller_listener_names   typed, upper-case names
     cfg.source("num.partitions")   where the value came from (ConfigSource)
 
 Values set in a file, the environment or --override are STATIC_BROKER_CONFIG; `with_dynamic()`
@@ -26,10 +28,11 @@ from kcompat.config.definition import (
     ConfigEntry,
     ConfigSource,
     ConfigSynonym,
+    TypedAttributes,
     format_value,
 )
 from kcompat.config.errors import ConfigError
-from kcompat.config.listeners import SECURITY_PROTOCOLS, Listener, parse_listeners, parse_protocol_map
+from kcompat.config.listeners import Listener, parse_listeners, parse_protocol_map
 from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_SYNONYMS
 from kcompat.kafka_uuid import random_uuid_base64
 
@@ -58,8 +61,10 @@ def _topic_hint(key: str) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-class BrokerConfig:
+class BrokerConfig(TypedAttributes):
     """Immutable: construct with `BrokerConfig(props)` or `load_config(...)`; derive with `with_dynamic`."""
+
+    _definitions = BROKER_CONFIGS
 
     def __init__(
         self,
@@ -135,29 +140,43 @@ class BrokerConfig:
                 "group.min.session.timeout.ms",
                 f"group.min.session.timeout.ms={low} is larger than group.max.session.timeout.ms={high}",
             )
-        self._listeners = self._served_listeners()
-        self._advertised = self._advertised_listeners()
+        self._parse_listeners()
 
-    def _served_listeners(self) -> list[Listener]:
-        protocol_map = parse_protocol_map(
+    def _parse_listeners(self) -> None:
+        """listeners, advertised.listeners, their protocols and controller.listener.names, parsed
+        once: everyone else reads the typed results."""
+        self._protocol_map = parse_protocol_map(
             "listener.security.protocol.map", self._value("listener.security.protocol.map")
         )
-        controller = self._controller_names()
+        self._controller_names = tuple(
+            name.strip().upper() for name in self._value("controller.listener.names") or [] if name.strip()
+        )
+        declared = parse_listeners("listeners", self._value("listeners"), self._protocol_map)
+        # Kafka maps a controller listener missing from listener.security.protocol.map to PLAINTEXT.
+        self._controllers = [
+            listener if listener.security_protocol else listener._replace(security_protocol="PLAINTEXT")
+            for listener in declared
+            if listener.name in self._controller_names
+        ]
+        self._listeners = self._served_listeners(declared)
+        self._advertised = self._advertised_listeners(declared)
+
+    def _served_listeners(self, declared: list[Listener]) -> list[Listener]:
         served = []
-        for listener in parse_listeners("listeners", self._value("listeners")):
-            if listener.name in controller:
+        for listener in declared:
+            if listener.name in self._controller_names:
                 continue
-            protocol = protocol_map.get(listener.name, listener.name if listener.name in SECURITY_PROTOCOLS else None)
-            if protocol is None:
+            if not listener.security_protocol:
                 raise self._error(
                     "listeners",
                     f"listeners entry {listener} has no security protocol: name it PLAINTEXT or map it in "
                     "listener.security.protocol.map",
                 )
-            if protocol != "PLAINTEXT":
+            if listener.security_protocol != "PLAINTEXT":
                 raise self._error(
                     "listeners",
-                    f"listeners entry {listener} uses security protocol {protocol}: kcompat supports PLAINTEXT only",
+                    f"listeners entry {listener} uses security protocol {listener.security_protocol}: "
+                    "kcompat supports PLAINTEXT only",
                 )
             served.append(listener)
         if not served:
@@ -167,30 +186,23 @@ class BrokerConfig:
             raise self._error("listeners", "listeners uses the same port twice")
         return served
 
-    def _controller_names(self) -> set[str]:
-        names = self._value("controller.listener.names") or []
-        if isinstance(names, str):
-            names = names.split(",")
-        return {name.strip().upper() for name in names if name.strip()}
-
-    def _advertised_listeners(self) -> list[Listener]:
+    def _advertised_listeners(self, declared: list[Listener]) -> list[Listener]:
         raw = self._value("advertised.listeners")
         if raw is None:
             advertised = list(self._listeners)
             key = "listeners"
         else:
-            advertised = parse_listeners("advertised.listeners", raw)
+            advertised = parse_listeners("advertised.listeners", raw, self._protocol_map)
             key = "advertised.listeners"
-            declared = {listener.name for listener in parse_listeners("listeners", self._value("listeners"))}
-            controller = self._controller_names()
+            names = {listener.name for listener in declared}
             for listener in advertised:
-                if listener.name not in declared:
+                if listener.name not in names:
                     raise self._error(
                         key, f"advertised.listeners entry {listener} names no listener in listeners"
                     )
             # Kafka's combined-mode server.properties advertises its controller listener too;
             # kcompat does not serve it, so clients are not told of it.
-            advertised = [listener for listener in advertised if listener.name not in controller]
+            advertised = [listener for listener in advertised if listener.name not in self._controller_names]
             if not advertised:
                 advertised, key = list(self._listeners), "listeners"
         for listener in advertised:
@@ -259,14 +271,6 @@ class BrokerConfig:
     def source(self, name: str) -> ConfigSource:
         return self._layer_of(name) or ConfigSource.DEFAULT_CONFIG
 
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        name = attr.replace("_", ".")
-        if name in BROKER_CONFIGS:
-            return self.get(name)
-        raise AttributeError(f"BrokerConfig has no property {name!r} ({attr})")
-
     # --- typed views of the properties most code needs --------------------------------------
 
     @property
@@ -285,6 +289,20 @@ class BrokerConfig:
         """Addresses for Metadata; an empty host becomes this machine's host name, as Kafka does."""
         hostname = socket.gethostname()
         return [l if l.host else l._replace(host=hostname) for l in self._advertised]  # noqa: E741
+
+    @property
+    def controller_listeners(self) -> list[Listener]:
+        """The listeners named in controller.listener.names: declared, never opened."""
+        return list(self._controllers)
+
+    @property
+    def controller_listener_names(self) -> tuple[str, ...]:
+        return self._controller_names
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, str]:
+        """listener.security.protocol.map as NAME -> PROTOCOL, names and protocols upper-case."""
+        return dict(self._protocol_map)
 
     @property
     def log_dirs(self) -> list[str]:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from kcompat.config.errors import ConfigError
 
@@ -271,6 +271,25 @@ class ConfigDef:
 
     def valid_values(self) -> str:
         return self.validator.describe() if self.validator is not None else ""
+
+
+class TypedAttributes:
+    """Attribute access to typed values, for BrokerConfig and TopicConfig alike:
+    `cfg.segment_bytes` is `cfg.get("segment.bytes")` (dots become underscores)."""
+
+    _definitions: ClassVar[Mapping[str, ConfigDef]]
+    _kind: ClassVar[str] = "property"
+
+    def get(self, name: str) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        name = attr.replace("_", ".")
+        if name in self._definitions:
+            return self.get(name)
+        raise AttributeError(f"{type(self).__name__} has no {self._kind} {name!r} ({attr})")
 
 
 def table(defs: Iterable[ConfigDef]) -> dict[str, ConfigDef]:

@@ -14,9 +14,11 @@ from kcompat.config.definition import (
     ConfigSource,
     ConfigSynonym,
     ConfigType,
+    TypedAttributes,
     format_value,
 )
 from kcompat.config.errors import ConfigError
+from kcompat.config.log_config import LOG_CONFIG_PROPERTIES, LogConfig
 from kcompat.config.topic_properties import TOPIC_CONFIGS, TOPIC_SYNONYMS
 
 
@@ -81,8 +83,11 @@ def apply_incremental(
     return validate_topic_configs(result)
 
 
-class TopicConfig:
+class TopicConfig(TypedAttributes):
     """Effective config of one topic. `get("retention.ms")` or `cfg.retention_ms` gives the typed value."""
+
+    _definitions = TOPIC_CONFIGS
+    _kind = "config"
 
     def __init__(self, broker: BrokerConfig, overrides: Mapping[str, str] | None = None) -> None:
         self.broker = broker
@@ -121,21 +126,18 @@ class TopicConfig:
             return ConfigSource.TOPIC_CONFIG
         return self._inherited(name)[1]
 
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        name = attr.replace("_", ".")
-        if name in TOPIC_CONFIGS:
-            return self.get(name)
-        raise AttributeError(f"TopicConfig has no config {name!r} ({attr})")
-
     def values(self) -> dict[str, Any]:
         """All topic configs, typed."""
         return {name: self.get(name) for name in TOPIC_CONFIGS}
 
-    def as_properties(self) -> dict[str, str]:
-        """All topic configs in Kafka's string form (what kcompat.log's LogConfig.from_properties takes)."""
-        return {name: format_value(TOPIC_CONFIGS[name].type, self.get(name)) or "" for name in TOPIC_CONFIGS}
+    def log_config(self) -> LogConfig:
+        """The typed settings this topic's logs run with (no string round trip); the fields that are
+        not topic configs (producer.id.expiration.ms) are the broker's."""
+        values: dict[str, Any] = {}
+        for name in LOG_CONFIG_PROPERTIES:
+            value = self.get(name) if name in TOPIC_CONFIGS else self.broker.get(name)
+            values[name.replace(".", "_")] = tuple(value) if isinstance(value, list) else value
+        return LogConfig(**values)
 
     def describe(
         self,

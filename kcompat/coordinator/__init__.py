@@ -1,5 +1,10 @@
 """The group coordinator: consumer groups and committed offsets, in Kafka's terms, with no I/O and no clock.
 
+Shaped as Kafka's group-coordinator module: a thin shard (GroupCoordinator, coordinator.py) composes
+a GroupMetadataManager (classic and KIP-848 groups) and an OffsetMetadataManager; each operation
+writes its records and deferred answers into the call's Effects value (result.py), and the shard
+returns them as a CoordinatorResult.
+
 What a server handler does
 --------------------------
 Make one `GroupCoordinator(config, topic_metadata=...)` per broker. `topic_metadata()` returns

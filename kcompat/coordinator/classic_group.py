@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kcompat.coordinator import consumer_protocol
+import kcompat.coordinator.consumer_protocol as consumer_protocol
 from kcompat.coordinator.classic_state import ClassicGroupState, GroupEvent, next_state
 from kcompat.coordinator.messages import JoinGroupMember, JoinGroupProtocol
 

@@ -7,42 +7,46 @@ it are in classic_protocol.py; the state tables it follows are in classic_state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 
-from kcompat.coordinator import records as rec
-from kcompat.coordinator.base import CoordinatorBase
+import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup, ClassicMember
 from kcompat.coordinator.classic_state import ClassicGroupState, GroupEvent, can_rebalance
+from kcompat.coordinator.group_store import GroupStore
 from kcompat.coordinator.messages import JoinGroupResponse, SyncGroupResponse
+from kcompat.coordinator.result import Effects, Timer
 from kcompat.wire.error_codes import ErrorCode as E
 
 
-class ClassicRebalance(CoordinatorBase):
+class ClassicRebalance:
     """Moves classic groups through PreparingRebalance and CompletingRebalance, on requests and timers."""
 
-    def _classic_timers(self, g: ClassicGroup) -> Iterable[tuple[int, Callable[[int], None]]]:
+    def __init__(self, store: GroupStore) -> None:
+        self.store = store
+
+    def timers(self, g: ClassicGroup) -> Iterable[Timer]:
         if g.join_deadline is not None:
-            yield g.join_deadline, lambda now: self._on_join_timer(g, now)
+            yield g.join_deadline, lambda out, now: self.on_join_timer(out, g, now)
         if g.sync_deadline is not None:
-            yield g.sync_deadline, lambda now: self._on_sync_timeout(g, now)
+            yield g.sync_deadline, lambda out, now: self.on_sync_timeout(out, g, now)
         for m in g.members.values():
             if m.session_deadline is not None:
                 yield m.session_deadline, partial(self._on_session_timeout, g, m)
         for mid, deadline in g.pending_members.items():
             yield deadline, partial(self._on_pending_timeout, g, mid)
 
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, now: int) -> None:
+    def maybe_prepare_rebalance_or_complete_join(self, out: Effects, group: ClassicGroup, now: int) -> None:
         if can_rebalance(group.state):
-            self._prepare_rebalance(group, now)
+            self.prepare_rebalance(out, group, now)
         elif group.state is ClassicGroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join(group, now)
+            self.maybe_complete_join(out, group, now)
 
-    def _prepare_rebalance(self, group: ClassicGroup, now: int) -> None:
+    def prepare_rebalance(self, out: Effects, group: ClassicGroup, now: int) -> None:
         if group.state is ClassicGroupState.COMPLETING_REBALANCE:
             # Members waiting in SyncGroup must rejoin; the assignment being built is void.
             for m in group.members.values():
-                self._complete(m.sync_token, SyncGroupResponse(E.REBALANCE_IN_PROGRESS))
+                out.complete(m.sync_token, SyncGroupResponse(E.REBALANCE_IN_PROGRESS))
                 m.sync_token = None
                 m.assignment = b""
         group.sync_deadline = None
@@ -52,7 +56,7 @@ class ClassicRebalance(CoordinatorBase):
         if initial:
             # InitialDelayedJoin: wait group.initial.rebalance.delay.ms for more members, extended by
             # that much each time one joins, within the rebalance timeout.
-            delay = self.config.group_initial_rebalance_delay_ms
+            delay = self.store.config.group_initial_rebalance_delay_ms
             group.join_deadline = now + delay
             group.initial_delay_ms = delay
             group.initial_delay_remaining = max(group.rebalance_timeout_ms() - delay, 0)
@@ -60,28 +64,28 @@ class ClassicRebalance(CoordinatorBase):
         else:
             group.join_deadline = now + group.rebalance_timeout_ms()
             group.initial_delay_remaining = None
-            self._maybe_complete_join(group, now)
+            self.maybe_complete_join(out, group, now)
 
-    def _maybe_complete_join(self, group: ClassicGroup, now: int) -> None:
+    def maybe_complete_join(self, out: Effects, group: ClassicGroup, now: int) -> None:
         if (
             group.state is ClassicGroupState.PREPARING_REBALANCE
             and group.initial_delay_remaining is None
             and group.has_all_members_joined()
         ):
-            self._complete_join(group, now)
+            self.complete_join(out, group, now)
 
-    def _on_join_timer(self, group: ClassicGroup, now: int) -> None:
+    def on_join_timer(self, out: Effects, group: ClassicGroup, now: int) -> None:
         remaining = group.initial_delay_remaining
         if remaining is not None and group.new_member_added and remaining != 0:
             group.new_member_added = False
-            delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
+            delay = min(self.store.config.group_initial_rebalance_delay_ms, remaining)
             group.initial_delay_remaining = max(remaining - group.initial_delay_ms, 0)
             group.initial_delay_ms = delay
             group.join_deadline = now + delay
             return
-        self._complete_join(group, now)
+        self.complete_join(out, group, now)
 
-    def _complete_join(self, group: ClassicGroup, now: int) -> None:
+    def complete_join(self, out: Effects, group: ClassicGroup, now: int) -> None:
         group.join_deadline = None
         group.initial_delay_remaining = None
         group.new_member_added = False
@@ -90,7 +94,7 @@ class ClassicRebalance(CoordinatorBase):
         # Dynamic members that did not rejoin are gone; static ones keep their place (KIP-345).
         for m in list(group.members.values()):
             if not m.awaiting_join and m.group_instance_id is None:
-                self._complete(m.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
+                out.complete(m.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
                 group.remove(m.member_id)
         if not group.elect_joined_leader() and group.members:
             # Only static members that have not rejoined are left: wait another rebalance timeout
@@ -101,53 +105,53 @@ class ClassicRebalance(CoordinatorBase):
         if not group.members:
             group.protocol_name = None
             group.transition(GroupEvent.JOIN_COMPLETE_EMPTY, now)
-            self._emit_group_metadata(group)
+            self.emit_group_metadata(out, group)
             return
         group.protocol_name = group.select_protocol()
         group.transition(GroupEvent.JOIN_COMPLETE, now)
         for m in group.members.values():
-            self._complete(m.join_token, self._join_response(group, m))
+            out.complete(m.join_token, self.join_response(group, m))
             m.join_token = None
             m.is_new = False
             m.session_deadline = now + m.session_timeout_ms
             group.pending_sync.add(m.member_id)
         group.sync_deadline = now + group.rebalance_timeout_ms()
 
-    def _on_sync_timeout(self, group: ClassicGroup, now: int) -> None:
+    def on_sync_timeout(self, out: Effects, group: ClassicGroup, now: int) -> None:
         group.sync_deadline = None
         if group.state in (ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE) and group.pending_sync:
             for mid in list(group.pending_sync):
                 m = group.members.get(mid)
                 if m is not None:
-                    self._complete(m.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
-                    self._complete(m.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
+                    out.complete(m.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
+                    out.complete(m.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
                     group.remove(mid)
-            self._prepare_rebalance(group, now)
+            self.prepare_rebalance(out, group, now)
 
-    def _on_session_timeout(self, group: ClassicGroup, member: ClassicMember, now: int) -> None:
+    def _on_session_timeout(self, group: ClassicGroup, member: ClassicMember, out: Effects, now: int) -> None:
         member.session_deadline = None
         if not member.is_new and (member.awaiting_join or member.sync_token is not None):
             return  # members waiting in a rebalance need not heartbeat; the rebalance has its own timeout
-        self._remove_member_and_update(group, member, now)
+        self.remove_member_and_update(out, group, member, now)
 
-    def _on_pending_timeout(self, group: ClassicGroup, member_id: str, now: int) -> None:
+    def _on_pending_timeout(self, group: ClassicGroup, member_id: str, out: Effects, now: int) -> None:
         group.pending_members.pop(member_id, None)
-        self._maybe_complete_join(group, now)
+        self.maybe_complete_join(out, group, now)
 
-    def _remove_member_and_update(self, group: ClassicGroup, member: ClassicMember, now: int) -> None:
+    def remove_member_and_update(self, out: Effects, group: ClassicGroup, member: ClassicMember, now: int) -> None:
         # A member that goes while its JoinGroup waits is told to rejoin from scratch.
-        self._complete(member.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
-        self._complete(member.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
+        out.complete(member.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
+        out.complete(member.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
         member.join_token = member.sync_token = None
         group.remove(member.member_id)
         if group.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, now)
+            self.prepare_rebalance(out, group, now)
         elif group.state is ClassicGroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join(group, now)
+            self.maybe_complete_join(out, group, now)
         if group.sync_deadline is not None and not group.pending_sync:
             group.sync_deadline = None
 
-    def _join_response(self, group: ClassicGroup, member: ClassicMember, skip_assignment: bool = False) -> JoinGroupResponse:
+    def join_response(self, group: ClassicGroup, member: ClassicMember, skip_assignment: bool = False) -> JoinGroupResponse:
         is_leader = group.leader_id == member.member_id
         return JoinGroupResponse(
             E.NONE,
@@ -160,7 +164,7 @@ class ClassicRebalance(CoordinatorBase):
             members=group.current_members() if is_leader else [],
         )
 
-    def _emit_group_metadata(self, group: ClassicGroup) -> None:
+    def emit_group_metadata(self, out: Effects, group: ClassicGroup) -> None:
         members = tuple(
             rec.GroupMemberMetadata(
                 m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
@@ -172,4 +176,4 @@ class ClassicRebalance(CoordinatorBase):
             group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
             members, group.current_state_timestamp,
         )
-        self._emit(rec.GroupMetadataKey(group.group_id), value)
+        out.emit(rec.GroupMetadataKey(group.group_id), value)

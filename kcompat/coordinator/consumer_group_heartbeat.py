@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from kcompat.coordinator import records as rec
+import kcompat.coordinator.records as rec
 from kcompat.coordinator.assignors import ASSIGNORS, MemberSubscription
-from kcompat.coordinator.base import CoordinatorBase
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.classic_state import ClassicGroupState, GroupEvent
 from kcompat.coordinator.consumer_group import (
@@ -31,6 +30,7 @@ from kcompat.coordinator.consumer_group import (
     is_subset,
     reconcile,
 )
+from kcompat.coordinator.group_store import GroupStore
 from kcompat.coordinator.messages import (
     ConsumerGroupDescribedGroup,
     ConsumerGroupDescribedMember,
@@ -38,14 +38,17 @@ from kcompat.coordinator.messages import (
     ConsumerGroupHeartbeatResponse,
     TopicPartitions,
 )
-from kcompat.coordinator.result import CoordinatorResult
+from kcompat.coordinator.result import Effects, Timer
 from kcompat.wire.error_codes import ErrorCode as E
 
 
-class ConsumerGroupHeartbeat(CoordinatorBase):
+class ConsumerGroupProtocol:
     """ConsumerGroupHeartbeat and ConsumerGroupDescribe, and the consumer group records they write."""
 
-    def _consumer_timers(self, g: ConsumerGroup) -> Iterable[tuple[int, Callable[[int], None]]]:
+    def __init__(self, store: GroupStore) -> None:
+        self.store = store
+
+    def timers(self, g: ConsumerGroup) -> Iterable[Timer]:
         for cm in g.members.values():
             if cm.session_deadline is not None:
                 yield cm.session_deadline, partial(self._fence_consumer_member, g, cm)
@@ -54,30 +57,30 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
 
     def consumer_group_heartbeat(
         self,
+        out: Effects,
         now_ms: int,
         request: ConsumerGroupHeartbeatRequest,
         *,
         api_version: int = 1,
         client_id: str = "",
         client_host: str = "",
-    ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+    ) -> ConsumerGroupHeartbeatResponse:
         """ConsumerGroupHeartbeat v0/v1: join (epoch 0), heartbeat (epoch > 0), leave (-1), static leave (-2)."""
-        self._begin(now_ms)
         error = self._validate_heartbeat_request(request, api_version)
         if error is not None:
-            return self._done(ConsumerGroupHeartbeatResponse(E.INVALID_REQUEST, error, request.member_id or None))
-        if request.server_assignor is not None and request.server_assignor not in self.config.consumer_assignors:
-            return self._done(ConsumerGroupHeartbeatResponse(
+            return ConsumerGroupHeartbeatResponse(E.INVALID_REQUEST, error, request.member_id or None)
+        if request.server_assignor is not None and request.server_assignor not in self.store.config.consumer_assignors:
+            return ConsumerGroupHeartbeatResponse(
                 E.UNSUPPORTED_ASSIGNOR, f"Assignor {request.server_assignor} is not supported.", request.member_id
-            ))
+            )
         if request.subscribed_topic_regex is not None:
             try:
                 re.compile(request.subscribed_topic_regex)
             except re.error as e:
-                return self._done(ConsumerGroupHeartbeatResponse(E.INVALID_REGULAR_EXPRESSION, str(e), request.member_id))
+                return ConsumerGroupHeartbeatResponse(E.INVALID_REGULAR_EXPRESSION, str(e), request.member_id)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            return self._done(self._consumer_leave(request, now_ms))
-        return self._done(self._consumer_heartbeat(request, now_ms, client_id, client_host))
+            return self._consumer_leave(out, request, now_ms)
+        return self._consumer_heartbeat(out, request, now_ms, client_id, client_host)
 
     @staticmethod
     def _validate_heartbeat_request(req: ConsumerGroupHeartbeatRequest, api_version: int) -> str | None:
@@ -105,16 +108,16 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
         return None
 
     def _consumer_heartbeat(
-        self, req: ConsumerGroupHeartbeatRequest, now: int, client_id: str, client_host: str
+        self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int, client_id: str, client_host: str
     ) -> ConsumerGroupHeartbeatResponse:
         def error(code: int, message: str) -> ConsumerGroupHeartbeatResponse:
             return ConsumerGroupHeartbeatResponse(code, message, req.member_id)
 
-        group = self.groups.get(req.group_id)
+        group = self.store.groups.get(req.group_id)
         joining = req.member_epoch == 0
         if isinstance(group, ClassicGroup):
             if joining and group.state is ClassicGroupState.EMPTY:
-                self._delete_classic_for_consumer(group, now)
+                self._delete_classic_for_consumer(out, group, now)
                 group = None
             else:
                 # Kafka 4.x would upgrade a non-empty classic group online; that is not done here.
@@ -123,8 +126,8 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
             if not joining:
                 return error(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
             group = ConsumerGroup(req.group_id)
-            self.groups[req.group_id] = group
-        member_id = req.member_id or str(self._new_uuid())  # v0 joins may leave the id to the broker
+            self.store.groups[req.group_id] = group
+        member_id = req.member_id or str(self.store.new_uuid())  # v0 joins may leave the id to the broker
         owned = _owned(req.topic_partitions)
         member = group.members.get(member_id)
         bump = False
@@ -136,14 +139,14 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
                     return error(E.FENCED_INSTANCE_ID, f"Instance {req.instance_id} is held by another member.")
                 if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                     return error(E.UNRELEASED_INSTANCE_ID, f"Instance {req.instance_id} is still in use.")
-                member = self._take_over_static_member(group, old, member_id)
+                member = self._take_over_static_member(out, group, old, member_id)
             elif static_id is None and member is None and not joining:
                 return error(E.UNKNOWN_MEMBER_ID, f"Instance {req.instance_id} is unknown.")
         if member is None:
             if not joining:
                 return error(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {req.group_id}.")
-            if len(group.members) >= self.config.consumer_max_size:
-                return error(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size} members.")
+            if len(group.members) >= self.store.config.consumer_max_size:
+                return error(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.store.config.consumer_max_size} members.")
             member = ConsumerMember(member_id)
             bump = True
         elif not joining:
@@ -176,24 +179,24 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
         if _subscription(updated) != _subscription(member) or updated.server_assignor != member.server_assignor:
             bump = True
         if bump or _member_record_fields(updated) != _member_record_fields(member):
-            self._emit_member_metadata(group.group_id, updated)
+            emit_member_metadata(out, group.group_id, updated)
         group.members[member_id] = updated
         if updated.instance_id is not None:
             group.static_members[updated.instance_id] = member_id
-        if self._refresh_subscription_metadata(group):
+        if self._refresh_subscription_metadata(out, group):
             bump = True
         if bump:
             group.group_epoch += 1
-            self._emit(rec.ConsumerGroupMetadataKey(group.group_id), rec.ConsumerGroupMetadataValue(group.group_epoch))
+            out.emit(rec.ConsumerGroupMetadataKey(group.group_id), rec.ConsumerGroupMetadataValue(group.group_epoch))
         if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group)
+            self._update_target_assignment(out, group)
 
         before = group.members[member_id]
         after = reconcile(before, group.assignment_epoch, group.target.get(member_id, {}), group.owner_epochs(), owned)
         if after is not before:
             group.members[member_id] = after
-            self._emit_current_assignment(group.group_id, after)
-        after.session_deadline = now + self.config.consumer_session_timeout_ms
+            emit_current_assignment(out, group.group_id, after)
+        after.session_deadline = now + self.store.config.consumer_session_timeout_ms
         if after.state is MemberState.UNREVOKED_PARTITIONS:
             if before.state is not MemberState.UNREVOKED_PARTITIONS or after.member_epoch != before.member_epoch:
                 after.rebalance_deadline = now + max(after.rebalance_timeout_ms, 0)
@@ -211,27 +214,27 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
             None,
             member_id,
             after.member_epoch,
-            self.config.consumer_heartbeat_interval_ms,
+            self.store.config.consumer_heartbeat_interval_ms,
             _topic_partitions(after.assigned) if send_assignment else None,
         )
 
-    def _take_over_static_member(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
+    def _take_over_static_member(self, out: Effects, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
         """A restarted static member inherits its predecessor's epoch and assignment (KIP-848)."""
         gid = group.group_id
         del group.members[old.member_id]
         target = group.target.pop(old.member_id, {})
-        self._emit_member_tombstones(gid, old.member_id)
+        emit_member_tombstones(out, gid, old.member_id)
         member = replace(old, member_id=new_id, member_epoch=old.previous_member_epoch)
         group.members[new_id] = member
         group.target[new_id] = target
-        self._emit_member_metadata(gid, member)
-        self._emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, new_id),
+        emit_member_metadata(out, gid, member)
+        out.emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, new_id),
                    rec.ConsumerGroupTargetAssignmentMemberValue(rec.topic_id_partitions(target)))
-        self._emit_current_assignment(gid, member)
+        emit_current_assignment(out, gid, member)
         return member
 
-    def _consumer_leave(self, req: ConsumerGroupHeartbeatRequest, now: int) -> ConsumerGroupHeartbeatResponse:
-        group = self.groups.get(req.group_id)
+    def _consumer_leave(self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int) -> ConsumerGroupHeartbeatResponse:
+        group = self.store.groups.get(req.group_id)
         if not isinstance(group, ConsumerGroup):
             return ConsumerGroupHeartbeatResponse(
                 E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.", req.member_id
@@ -252,55 +255,30 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
             left = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, previous_member_epoch=member.member_epoch)
             left.rebalance_deadline = None
             group.members[member.member_id] = left
-            self._emit_current_assignment(group.group_id, left)
+            emit_current_assignment(out, group.group_id, left)
         else:
-            self._remove_consumer_member(group, member)
+            self._remove_consumer_member(out, group, member)
         return ConsumerGroupHeartbeatResponse(E.NONE, None, req.member_id, req.member_epoch, 0)
 
-    def _fence_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
+    def _fence_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, out: Effects, now: int) -> None:
         if group.members.get(member.member_id) is member:
-            self._remove_consumer_member(group, member)
+            self._remove_consumer_member(out, group, member)
 
-    def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def _remove_consumer_member(self, out: Effects, group: ConsumerGroup, member: ConsumerMember) -> None:
         gid = group.group_id
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
-        self._emit_member_tombstones(gid, member.member_id)
-        self._refresh_subscription_metadata(group)
+        emit_member_tombstones(out, gid, member.member_id)
+        self._refresh_subscription_metadata(out, group)
         group.group_epoch += 1
-        self._emit(rec.ConsumerGroupMetadataKey(gid), rec.ConsumerGroupMetadataValue(group.group_epoch))
-        self._update_target_assignment(group)
+        out.emit(rec.ConsumerGroupMetadataKey(gid), rec.ConsumerGroupMetadataValue(group.group_epoch))
+        self._update_target_assignment(out, group)
 
-    def _delete_consumer_group_records(self, group: ConsumerGroup) -> None:
-        gid = group.group_id
-        for mid in group.members:
-            self._emit_member_tombstones(gid, mid)
-        self._emit(rec.ConsumerGroupTargetAssignmentMetadataKey(gid), None)
-        self._emit(rec.ConsumerGroupPartitionMetadataKey(gid), None)
-        self._emit(rec.ConsumerGroupMetadataKey(gid), None)
-
-    def _emit_member_tombstones(self, gid: str, member_id: str) -> None:
-        self._emit(rec.ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None)
-        self._emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None)
-        self._emit(rec.ConsumerGroupMemberMetadataKey(gid, member_id), None)
-
-    def _emit_member_metadata(self, gid: str, m: ConsumerMember) -> None:
-        self._emit(rec.ConsumerGroupMemberMetadataKey(gid, m.member_id), rec.ConsumerGroupMemberMetadataValue(
-            m.client_id, m.client_host, m.subscribed_topic_names, m.instance_id, m.rack_id,
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor,
-        ))
-
-    def _emit_current_assignment(self, gid: str, m: ConsumerMember) -> None:
-        self._emit(rec.ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id), rec.ConsumerGroupCurrentMemberAssignmentValue(
-            m.member_epoch, m.previous_member_epoch, int(m.state),
-            rec.topic_id_partitions(m.assigned), rec.topic_id_partitions(m.pending_revocation),
-        ))
-
-    def _refresh_subscription_metadata(self, group: ConsumerGroup) -> bool:
+    def _refresh_subscription_metadata(self, out: Effects, group: ConsumerGroup) -> bool:
         """Resolve regexes and look the subscribed topics up; True (and a record) when that changed."""
-        metadata = self.topic_metadata()
+        metadata = self.store.topic_metadata()
         group.resolved_regex = {
             m.subscribed_topic_regex: frozenset(t for t in metadata if re.fullmatch(m.subscribed_topic_regex, t))
             for m in group.members.values()
@@ -310,17 +288,17 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
         if fresh == group.subscription_metadata:
             return False
         group.subscription_metadata = fresh
-        self._emit(rec.ConsumerGroupPartitionMetadataKey(group.group_id), rec.ConsumerGroupPartitionMetadataValue(
+        out.emit(rec.ConsumerGroupPartitionMetadataKey(group.group_id), rec.ConsumerGroupPartitionMetadataValue(
             tuple(rec.TopicMetadata(tid, name, n) for name, (tid, n) in fresh.items())
         ))
         return True
 
-    def _update_target_assignment(self, group: ConsumerGroup) -> None:
+    def _update_target_assignment(self, out: Effects, group: ConsumerGroup) -> None:
         gid = group.group_id
         names = {tid: name for name, (tid, _) in group.subscription_metadata.items()}
         ids = {name: tid for name, (tid, _) in group.subscription_metadata.items()}
         counts = {name: n for name, (_, n) in group.subscription_metadata.items()}
-        assignor = ASSIGNORS[group.preferred_assignor(self.config.consumer_assignors[0])]
+        assignor = ASSIGNORS[group.preferred_assignor(self.store.config.consumer_assignors[0])]
         subscriptions = {
             mid: MemberSubscription(
                 frozenset(group.member_topics(m)),
@@ -334,28 +312,27 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
             target: Assignment = {ids[name]: set(ps) for name, ps in by_name.items() if ps}
             if target != group.target.get(mid):
                 group.target[mid] = target
-                self._emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, mid),
+                out.emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, mid),
                            rec.ConsumerGroupTargetAssignmentMemberValue(rec.topic_id_partitions(target)))
         group.assignment_epoch = group.group_epoch
-        self._emit(rec.ConsumerGroupTargetAssignmentMetadataKey(gid),
+        out.emit(rec.ConsumerGroupTargetAssignmentMetadataKey(gid),
                    rec.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch))
 
-    def _delete_classic_for_consumer(self, group: ClassicGroup, now: int) -> None:
+    def _delete_classic_for_consumer(self, out: Effects, group: ClassicGroup, now: int) -> None:
         """An empty classic group makes way for a consumer group of the same id (its offsets stay)."""
         group.transition(GroupEvent.DELETE, now)
         if not group.is_simple():
-            self._emit(rec.GroupMetadataKey(group.group_id), None)
-        del self.groups[group.group_id]
+            out.emit(rec.GroupMetadataKey(group.group_id), None)
+        del self.store.groups[group.group_id]
 
-    def consumer_group_describe(self, now_ms: int, group_ids: Sequence[str]) -> CoordinatorResult[list[ConsumerGroupDescribedGroup]]:
+    def consumer_group_describe(self, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
         """ConsumerGroupDescribe; classic and unknown groups get GROUP_ID_NOT_FOUND (Admin then falls back)."""
-        self._begin(now_ms)
-        out = []
-        names = {tid: name for name, (tid, _) in self.topic_metadata().items()}
+        described = []
+        names = {tid: name for name, (tid, _) in self.store.topic_metadata().items()}
         for gid in group_ids:
-            group = self.groups.get(gid)
+            group = self.store.groups.get(gid)
             if not isinstance(group, ConsumerGroup):
-                out.append(ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
+                described.append(ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
                 continue
             members = [
                 ConsumerGroupDescribedMember(
@@ -365,11 +342,11 @@ class ConsumerGroupHeartbeat(CoordinatorBase):
                 )
                 for m in group.members.values()
             ]
-            out.append(ConsumerGroupDescribedGroup(
+            described.append(ConsumerGroupDescribedGroup(
                 E.NONE, gid, None, group.state().value, group.group_epoch, group.assignment_epoch,
-                group.preferred_assignor(self.config.consumer_assignors[0]), members,
+                group.preferred_assignor(self.store.config.consumer_assignors[0]), members,
             ))
-        return self._done(out)
+        return described
 
 
 def _owned(tps: Sequence[TopicPartitions] | None) -> dict[uuid.UUID, set[int]] | None:
@@ -397,3 +374,29 @@ def _subscription(m: ConsumerMember) -> tuple[tuple[str, ...], str | None]:
 def _member_record_fields(m: ConsumerMember) -> tuple[Any, ...]:
     return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
             m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+
+
+def delete_consumer_group_records(out: Effects, group: ConsumerGroup) -> None:
+    gid = group.group_id
+    for mid in group.members:
+        emit_member_tombstones(out, gid, mid)
+    out.emit(rec.ConsumerGroupTargetAssignmentMetadataKey(gid), None)
+    out.emit(rec.ConsumerGroupPartitionMetadataKey(gid), None)
+    out.emit(rec.ConsumerGroupMetadataKey(gid), None)
+
+def emit_member_tombstones(out: Effects, gid: str, member_id: str) -> None:
+    out.emit(rec.ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None)
+    out.emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None)
+    out.emit(rec.ConsumerGroupMemberMetadataKey(gid, member_id), None)
+
+def emit_member_metadata(out: Effects, gid: str, m: ConsumerMember) -> None:
+    out.emit(rec.ConsumerGroupMemberMetadataKey(gid, m.member_id), rec.ConsumerGroupMemberMetadataValue(
+        m.client_id, m.client_host, m.subscribed_topic_names, m.instance_id, m.rack_id,
+        m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor,
+    ))
+
+def emit_current_assignment(out: Effects, gid: str, m: ConsumerMember) -> None:
+    out.emit(rec.ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id), rec.ConsumerGroupCurrentMemberAssignmentValue(
+        m.member_epoch, m.previous_member_epoch, int(m.state),
+        rec.topic_id_partitions(m.assigned), rec.topic_id_partitions(m.pending_revocation),
+    ))

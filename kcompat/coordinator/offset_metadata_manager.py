@@ -1,8 +1,8 @@
 """Committed offsets, as Kafka's OffsetMetadataManager: OffsetCommit v0-9, OffsetFetch v0-9, OffsetDelete v0.
 
 Offsets are kept per group in `offsets` and written as OffsetCommit records. Expiry is Kafka's
-cleanupExpiredOffsets, run every offsets.retention.check.interval.ms; it also deletes the groups it
-leaves empty with no offsets.
+cleanupExpiredOffsets, run by the shard every offsets.retention.check.interval.ms, which then
+deletes the groups left empty with no offsets.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kcompat.coordinator import records as rec
-from kcompat.coordinator.base import CoordinatorBase, Group
+import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup
+from kcompat.coordinator.classic_protocol import validate_member
 from kcompat.coordinator.classic_state import ClassicGroupState
 from kcompat.coordinator.consumer_group import ConsumerGroup
 from kcompat.coordinator.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from kcompat.coordinator.group_store import Group, GroupStore
 from kcompat.coordinator.messages import (
     OffsetCommitRequestTopic,
     OffsetCommitResponsePartition,
@@ -30,15 +31,25 @@ from kcompat.coordinator.messages import (
     OffsetFetchResponseTopic,
 )
 from kcompat.coordinator.records import OffsetCommitValue
-from kcompat.coordinator.result import CoordinatorResult
+from kcompat.coordinator.result import Effects
 from kcompat.wire.error_codes import ErrorCode as E
 
 
-class OffsetMetadataManager(CoordinatorBase):
-    """OffsetCommit, OffsetFetch, OffsetDelete and offset expiry, for classic and KIP-848 groups."""
+class OffsetMetadataManager:
+    """OffsetCommit, OffsetFetch, OffsetDelete and offset expiry, for classic and KIP-848 groups.
+
+    It reads the groups of `store` to validate commits (and creates the "simple" group a commit
+    from outside any group implies), as Kafka's OffsetMetadataManager asks its GroupMetadataManager.
+    """
+
+    def __init__(self, store: GroupStore) -> None:
+        self.store = store
+        # group id -> (topic, partition) -> the committed offset
+        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
 
     def commit_offsets(
         self,
+        out: Effects,
         now_ms: int,
         *,
         group_id: str,
@@ -49,33 +60,32 @@ class OffsetMetadataManager(CoordinatorBase):
         retention_time_ms: int = -1,
         api_version: int = 9,
         partition_exists: Callable[[str, int], bool] | None = None,
-    ) -> CoordinatorResult[list[OffsetCommitResponseTopic]]:
+    ) -> list[OffsetCommitResponseTopic]:
         """OffsetCommit. Generation -1 with no member id is a "simple" commit, allowed while the group is
         Empty (or does not exist). `partition_exists` lets the server reject unknown partitions."""
-        self._begin(now_ms)
         error = self._validate_commit(
             now_ms, group_id, generation_id_or_member_epoch, member_id, group_instance_id, api_version
         )
-        out = []
+        answered = []
         for topic in topics:
             parts = []
             for p in topic.partitions:
-                code = error or self._commit_one(now_ms, group_id, topic.name, p, retention_time_ms, partition_exists)
+                code = error or self._commit_one(out, now_ms, group_id, topic.name, p, retention_time_ms, partition_exists)
                 parts.append(OffsetCommitResponsePartition(p.partition_index, code))
-            out.append(OffsetCommitResponseTopic(topic.name, parts))
-        return self._done(out)
+            answered.append(OffsetCommitResponseTopic(topic.name, parts))
+        return answered
 
     def _validate_commit(
         self, now: int, group_id: str, generation: int, member_id: str, instance_id: str | None, api_version: int
     ) -> int:
         if not group_id:
             return E.INVALID_GROUP_ID
-        group = self.groups.get(group_id)
+        group = self.store.groups.get(group_id)
         if group is None:
             if generation >= 0:
                 # A member of a group that does not exist: v9 says so, older versions have no such code.
                 return E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION
-            self.groups[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
+            self.store.groups[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
             return E.NONE
         if isinstance(group, ConsumerGroup):
             return self._validate_consumer_commit(group, member_id, generation, api_version)
@@ -84,7 +94,7 @@ class OffsetMetadataManager(CoordinatorBase):
         if generation < 0 and group.state is ClassicGroupState.EMPTY:
             return E.NONE  # admin tools and consumers that only assign() commit into an empty group
         if generation >= 0 or member_id or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
+            error = validate_member(group, member_id, instance_id)
             if error:
                 return error
             if generation != group.generation_id:
@@ -115,6 +125,7 @@ class OffsetMetadataManager(CoordinatorBase):
 
     def _commit_one(
         self,
+        out: Effects,
         now: int,
         group_id: str,
         topic: str,
@@ -125,25 +136,24 @@ class OffsetMetadataManager(CoordinatorBase):
         if partition_exists is not None and not partition_exists(topic, p.partition_index):
             return E.UNKNOWN_TOPIC_OR_PARTITION
         metadata = getattr(p, "committed_metadata", "") or ""
-        if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+        if len(metadata.encode()) > self.store.config.offset_metadata_max_bytes:
             return E.OFFSET_METADATA_TOO_LARGE
         value = OffsetCommitValue(
             p.committed_offset, metadata, now, getattr(p, "committed_leader_epoch", -1),
             now + retention_time_ms if retention_time_ms != -1 else -1,
         )
         self.offsets.setdefault(group_id, {})[(topic, p.partition_index)] = value
-        self._emit(rec.OffsetCommitKey(group_id, topic, p.partition_index), value)
+        out.emit(rec.OffsetCommitKey(group_id, topic, p.partition_index), value)
         return E.NONE
 
-    def fetch_offsets(self, now_ms: int, groups: Sequence[OffsetFetchRequestGroup]) -> CoordinatorResult[list[OffsetFetchResponseGroup]]:
+    def fetch_offsets(self, groups: Sequence[OffsetFetchRequestGroup]) -> list[OffsetFetchResponseGroup]:
         """OffsetFetch for one group (v0-7) or several (v8+). Unknown offsets come back as -1."""
-        self._begin(now_ms)
-        return self._done([self._fetch_group(g) for g in groups])
+        return [self._fetch_group(g) for g in groups]
 
     def _fetch_group(self, req: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
         if not req.group_id:
             return OffsetFetchResponseGroup(req.group_id, [], E.INVALID_GROUP_ID)
-        group = self.groups.get(req.group_id)
+        group = self.store.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup) and not (req.member_id is None and req.member_epoch < 0):
             member = group.members.get(req.member_id or "")
             if member is None:
@@ -170,20 +180,19 @@ class OffsetMetadataManager(CoordinatorBase):
             topics.append(OffsetFetchResponseTopic(name, parts))
         return OffsetFetchResponseGroup(req.group_id, topics)
 
-    def delete_offsets(self, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]) -> CoordinatorResult[OffsetDeleteResponse]:
-        self._begin(now_ms)
+    def delete_offsets(self, out: Effects, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]) -> OffsetDeleteResponse:
         if not group_id:
-            return self._done(OffsetDeleteResponse(E.INVALID_GROUP_ID))
-        group = self.groups.get(group_id)
+            return OffsetDeleteResponse(E.INVALID_GROUP_ID)
+        group = self.store.groups.get(group_id)
         if group is None:
-            return self._done(OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND))
+            return OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)
         if isinstance(group, ClassicGroup):
             if group.state is ClassicGroupState.DEAD:
-                return self._done(OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND))
+                return OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)
             if group.state is not ClassicGroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-                return self._done(OffsetDeleteResponse(E.NON_EMPTY_GROUP))
+                return OffsetDeleteResponse(E.NON_EMPTY_GROUP)
         committed = self.offsets.get(group_id, {})
-        out = []
+        deleted = []
         for t in topics:
             subscribed = group.is_subscribed_to(t.name)
             parts = []
@@ -192,40 +201,48 @@ class OffsetMetadataManager(CoordinatorBase):
                     parts.append(OffsetDeleteResponsePartition(p, E.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
                 if committed.pop((t.name, p), None) is not None:
-                    self._emit(rec.OffsetCommitKey(group_id, t.name, p), None)
+                    out.emit(rec.OffsetCommitKey(group_id, t.name, p), None)
                 parts.append(OffsetDeleteResponsePartition(p, E.NONE))
-            out.append(OffsetDeleteResponseTopic(t.name, parts))
-        return self._done(OffsetDeleteResponse(E.NONE, out))
+            deleted.append(OffsetDeleteResponseTopic(t.name, parts))
+        return OffsetDeleteResponse(E.NONE, deleted)
 
-    def _expire_offsets(self, now: int) -> None:
-        """Kafka's cleanupExpiredOffsets: then delete the groups left empty with no offsets."""
-        self._next_expiry_check = now + self.config.offsets_retention_check_interval_ms
-        retention = self.config.offsets_retention_ms
-        for gid in sorted(set(self.groups) | set(self.offsets)):
-            group = self.groups.get(gid)
-            base = _expiry_base(group)
+    def cleanup_expired(self, out: Effects, group_id: str, group: Group | None, now: int) -> bool:
+        """Kafka's cleanupExpiredOffsets for one group: delete its expired offsets; True when none is left."""
+        base = _expiry_base(group)
+        committed = self.offsets.get(group_id, {})
+        if base is not None:
+            retention = self.store.config.offsets_retention_ms
+            for (topic, partition), v in sorted(committed.items()):
+                if group is not None and group.is_subscribed_to(topic):
+                    continue
+                if v.expire_timestamp != -1:
+                    expired = now >= v.expire_timestamp
+                else:
+                    expired = now - base(v) >= retention
+                if expired:
+                    del committed[(topic, partition)]
+                    out.emit(rec.OffsetCommitKey(group_id, topic, partition), None)
+        if committed:
+            return False
+        self.offsets.pop(group_id, None)
+        return True
+
+    def delete_all(self, out: Effects, group_id: str) -> None:
+        """Every committed offset of a group being deleted (Kafka's deleteAllOffsets)."""
+        for topic, partition in sorted(self.offsets.pop(group_id, {})):
+            out.emit(rec.OffsetCommitKey(group_id, topic, partition), None)
+
+    def replay(self, key: rec.OffsetCommitKey, value: OffsetCommitValue | None, now: int) -> None:
+        gid = key.group
+        if value is None:
             committed = self.offsets.get(gid, {})
-            if base is not None:
-                for (topic, partition), v in sorted(committed.items()):
-                    if group is not None and group.is_subscribed_to(topic):
-                        continue
-                    if v.expire_timestamp != -1:
-                        expired = now >= v.expire_timestamp
-                    else:
-                        expired = now - base(v) >= retention
-                    if expired:
-                        del committed[(topic, partition)]
-                        self._emit(rec.OffsetCommitKey(gid, topic, partition), None)
+            committed.pop((key.topic, key.partition), None)
             if not committed:
                 self.offsets.pop(gid, None)
-                if group is not None and _is_empty(group):
-                    self._delete_group(group, now)
-
-
-def _is_empty(group: Group) -> bool:
-    if isinstance(group, ClassicGroup):
-        return group.state is ClassicGroupState.EMPTY and not group.pending_members
-    return not group.members
+            return
+        self.offsets.setdefault(gid, {})[(key.topic, key.partition)] = value
+        if gid not in self.store.groups:
+            self.store.groups[gid] = ClassicGroup(gid, current_state_timestamp=now)
 
 
 def _expiry_base(group: Group | None) -> Callable[[OffsetCommitValue], int] | None:

@@ -2,53 +2,25 @@
 
 Every record is a (key, value) pair. The key starts with an int16 that is both the key schema's
 version and the record *type*; the value starts with an int16 value schema version. A null value is
-a tombstone: it deletes whatever the key names. Kafka 4.x writes the versions marked (w):
+a tombstone: it deletes whatever the key names. The fields of every key and value, per version, are
+the declarations in kcompat.wire.messages.group_records (generated from Kafka's specs and checked
+against them); they are not restated here. Record types, and the value versions written (as Kafka 4.x):
 
-    key   = int16 type, then the key fields (all non-flexible, STRING = int16 length + UTF-8)
-      type 0, 1 (w=1)  OffsetCommitKey                        group STRING, topic STRING, partition int32
-      type 2           GroupMetadataKey                       group STRING
-      type 3           ConsumerGroupMetadataKey               group_id STRING
-      type 4           ConsumerGroupPartitionMetadataKey      group_id STRING
-      type 5           ConsumerGroupMemberMetadataKey         group_id STRING, member_id STRING
-      type 6           ConsumerGroupTargetAssignmentMetadataKey  group_id STRING
-      type 7           ConsumerGroupTargetAssignmentMemberKey group_id STRING, member_id STRING
-      type 8           ConsumerGroupCurrentMemberAssignmentKey   group_id STRING, member_id STRING
+    type 0, 1   OffsetCommitKey                           OffsetCommitValue v3 (v1 when the commit
+                                                          carried a retention time: OffsetCommit v2-v4)
+    type 2      GroupMetadataKey                          GroupMetadataValue v3
+    type 3      ConsumerGroupMetadataKey                  ConsumerGroupMetadataValue v0
+    type 4      ConsumerGroupPartitionMetadataKey         ConsumerGroupPartitionMetadataValue v0
+    type 5      ConsumerGroupMemberMetadataKey            ConsumerGroupMemberMetadataValue v0
+    type 6      ConsumerGroupTargetAssignmentMetadataKey  ConsumerGroupTargetAssignmentMetadataValue v0
+    type 7      ConsumerGroupTargetAssignmentMemberKey    ConsumerGroupTargetAssignmentMemberValue v0
+    type 8      ConsumerGroupCurrentMemberAssignmentKey   ConsumerGroupCurrentMemberAssignmentValue v0
 
-    value = int16 version, then:
-      OffsetCommitValue v0, v2   offset int64, metadata STRING, commit_timestamp int64
-                        v1       offset int64, metadata STRING, commit_timestamp int64, expire_timestamp int64
-                        v3 (w)   offset int64, leader_epoch int32, metadata STRING, commit_timestamp int64
-                        v4       as v3 with COMPACT_STRING metadata, then tagged fields
-        (v1 is written instead of v3 when the commit carried a retention time: OffsetCommit v2-v4)
-      GroupMetadataValue v3 (w)  protocol_type STRING, generation int32, protocol NULLABLE_STRING,
-                                 leader NULLABLE_STRING, current_state_timestamp int64,
-                                 members ARRAY(int32 count) of
-                                   member_id STRING, group_instance_id NULLABLE_STRING, client_id STRING,
-                                   client_host STRING, rebalance_timeout int32, session_timeout int32,
-                                   subscription BYTES(int32 length), assignment BYTES
-                         v0 has no rebalance_timeout, current_state_timestamp, group_instance_id;
-                         v1 adds rebalance_timeout, v2 current_state_timestamp, v3 group_instance_id;
-                         v4 is v3 flexible (compact lengths, tagged fields after each struct)
-      ConsumerGroup* values, v0 (w), flexible: COMPACT_STRING = uvarint(len+1) + UTF-8 (0 = null),
-        COMPACT_ARRAY = uvarint(count+1), uuid = 16 bytes, each struct ends with a tagged-field section
-        (uvarint count, here always 0 when written):
-        ConsumerGroupMetadataValue             epoch int32
-        ConsumerGroupPartitionMetadataValue    topics [topic_id uuid, topic_name STRING, num_partitions int32,
-                                                       partition_metadata [partition int32, racks [STRING]]]
-        ConsumerGroupMemberMetadataValue       instance_id STRING?, rack_id STRING?, client_id STRING,
-                                               client_host STRING, subscribed_topic_names [STRING],
-                                               subscribed_topic_regex STRING?, rebalance_timeout_ms int32,
-                                               server_assignor STRING?   (tag 0: classic member metadata)
-        ConsumerGroupTargetAssignmentMetadataValue  assignment_epoch int32
-        ConsumerGroupTargetAssignmentMemberValue    topic_partitions [topic_id uuid, partitions [int32]]
-        ConsumerGroupCurrentMemberAssignmentValue   member_epoch int32, previous_member_epoch int32,
-                                                    state int8, assigned_partitions [topic_id uuid,
-                                                    partitions [int32]], partitions_pending_revocation (same)
-
-The bytes after the int16 are coded by the declarations in kcompat.wire.messages.group_records,
-the same ones the conformance test checks against Kafka's specs; this module maps them to the
-coordinator's own value types. Decoding untrusted bytes raises only DecodeError. Keys of a type this module does not know (share
-and streams groups, regex records) decode to None, so a replay can skip them as Kafka's own tools do.
+The classes below are the coordinator's typed view of those records: same names, and fields named
+as the declarations' (tests/coordinator/test_records.py checks they stay so; the few declared fields
+left out are listed there), with partition lists as sorted tuples so that values compare and hash. Decoding untrusted bytes raises
+only DecodeError. Keys of a type this module does not know (share and streams groups, regex
+records) decode to None, so a replay can skip them as Kafka's own tools do.
 """
 
 from __future__ import annotations
@@ -63,12 +35,9 @@ from kcompat.wire.codec import MessageCodec
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages import group_records
 from kcompat.wire.primitives import Reader, Writer
+from kcompat.wire.schema import Message
 
-OFFSET_COMMIT_KEY_VERSION = 1
-OFFSET_COMMIT_VALUE_VERSION = 3
-OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
-GROUP_METADATA_KEY_VERSION = 2
-GROUP_METADATA_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1  # the one OffsetCommitValue version with an expire timestamp
 
 
 class Record(NamedTuple):
@@ -137,20 +106,31 @@ RecordKey = (
     | ConsumerGroupCurrentMemberAssignmentKey
 )
 
+# Each typed class's declaration, by its name (the spec's name).
+_DECLARED: dict[str, Message] = {m.name: m for m in vars(group_records).values() if isinstance(m, Message)}
+
+
+def _codec(cls: type) -> MessageCodec:
+    return MessageCodec(_DECLARED[cls.__name__])
+
+
 # Record type (the short before the key, once "the key's version") -> the key's class and
-# declaration. Since Kafka 4 the specs give every key its own apiKey (the record type) and
-# version 0 for its fields.
+# codec. Since Kafka 4 the specs give every key its own apiKey (the record type) and version 0
+# for its fields.
 KEY_FIELDS_VERSION = 0
 _KEYS: dict[int, tuple[type, MessageCodec]] = {
-    0: (OffsetCommitKey, MessageCodec(group_records.OFFSET_COMMIT_KEY)),
-    1: (OffsetCommitKey, MessageCodec(group_records.OFFSET_COMMIT_KEY)),
-    2: (GroupMetadataKey, MessageCodec(group_records.GROUP_METADATA_KEY)),
-    3: (ConsumerGroupMetadataKey, MessageCodec(group_records.CONSUMER_GROUP_METADATA_KEY)),
-    4: (ConsumerGroupPartitionMetadataKey, MessageCodec(group_records.CONSUMER_GROUP_PARTITION_METADATA_KEY)),
-    5: (ConsumerGroupMemberMetadataKey, MessageCodec(group_records.CONSUMER_GROUP_MEMBER_METADATA_KEY)),
-    6: (ConsumerGroupTargetAssignmentMetadataKey, MessageCodec(group_records.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY)),
-    7: (ConsumerGroupTargetAssignmentMemberKey, MessageCodec(group_records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY)),
-    8: (ConsumerGroupCurrentMemberAssignmentKey, MessageCodec(group_records.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY)),
+    kind: (cls, _codec(cls))
+    for kind, cls in (
+        (0, OffsetCommitKey),
+        (1, OffsetCommitKey),
+        (2, GroupMetadataKey),
+        (3, ConsumerGroupMetadataKey),
+        (4, ConsumerGroupPartitionMetadataKey),
+        (5, ConsumerGroupMemberMetadataKey),
+        (6, ConsumerGroupTargetAssignmentMetadataKey),
+        (7, ConsumerGroupTargetAssignmentMemberKey),
+        (8, ConsumerGroupCurrentMemberAssignmentKey),
+    )
 }
 _KEY_TYPES: dict[type, int] = {cls: kind for kind, (cls, _) in _KEYS.items() if kind != 0}
 
@@ -327,9 +307,9 @@ def _plain(cls: type) -> tuple[Callable[[Any], dict[str, Any]], Callable[[Any], 
 
 
 _VALUES: dict[type, _ValueKind] = {
-    OffsetCommitValue: _ValueKind(MessageCodec(group_records.OFFSET_COMMIT_VALUE), 3, *_plain(OffsetCommitValue)),
+    OffsetCommitValue: _ValueKind(_codec(OffsetCommitValue), 3, *_plain(OffsetCommitValue)),
     GroupMetadataValue: _ValueKind(
-        MessageCodec(group_records.GROUP_METADATA_VALUE),
+        _codec(GroupMetadataValue),
         3,
         lambda v: dataclasses.asdict(v) | {"members": [dataclasses.asdict(m) for m in v.members]},
         lambda b: GroupMetadataValue(
@@ -338,17 +318,17 @@ _VALUES: dict[type, _ValueKind] = {
         ),
     ),
     ConsumerGroupMetadataValue: _ValueKind(
-        MessageCodec(group_records.CONSUMER_GROUP_METADATA_VALUE), 0, *_plain(ConsumerGroupMetadataValue)
+        _codec(ConsumerGroupMetadataValue), 0, *_plain(ConsumerGroupMetadataValue)
     ),
     ConsumerGroupPartitionMetadataValue: _ValueKind(
-        MessageCodec(group_records.CONSUMER_GROUP_PARTITION_METADATA_VALUE),
+        _codec(ConsumerGroupPartitionMetadataValue),
         0,
         # rack metadata (partition_metadata) is not tracked: it is unused since Kafka 4.0
         lambda v: {"topics": [dataclasses.asdict(t) for t in v.topics]},
         lambda b: ConsumerGroupPartitionMetadataValue(tuple(TopicMetadata(**_fields_of(TopicMetadata, t)) for t in b.topics)),
     ),
     ConsumerGroupMemberMetadataValue: _ValueKind(
-        MessageCodec(group_records.CONSUMER_GROUP_MEMBER_METADATA_VALUE),
+        _codec(ConsumerGroupMemberMetadataValue),
         0,
         lambda v: dataclasses.asdict(v) | {"subscribed_topic_names": list(v.subscribed_topic_names)},
         lambda b: ConsumerGroupMemberMetadataValue(
@@ -356,18 +336,18 @@ _VALUES: dict[type, _ValueKind] = {
         ),
     ),
     ConsumerGroupTargetAssignmentMetadataValue: _ValueKind(
-        MessageCodec(group_records.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
+        _codec(ConsumerGroupTargetAssignmentMetadataValue),
         0,
         *_plain(ConsumerGroupTargetAssignmentMetadataValue),
     ),
     ConsumerGroupTargetAssignmentMemberValue: _ValueKind(
-        MessageCodec(group_records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE),
+        _codec(ConsumerGroupTargetAssignmentMemberValue),
         0,
         lambda v: {"topic_partitions": _structs(v.topic_partitions)},
         lambda b: ConsumerGroupTargetAssignmentMemberValue(_pairs(b.topic_partitions)),
     ),
     ConsumerGroupCurrentMemberAssignmentValue: _ValueKind(
-        MessageCodec(group_records.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
+        _codec(ConsumerGroupCurrentMemberAssignmentValue),
         0,
         lambda v: dataclasses.asdict(v)
         | {
@@ -383,16 +363,10 @@ _VALUES: dict[type, _ValueKind] = {
         ),
     ),
 }
-# The value class a key's record holds.
+# The value class a key's record holds: "XKey" holds "XValue".
 _VALUE_OF_KEY: dict[type, type] = {
-    OffsetCommitKey: OffsetCommitValue,
-    GroupMetadataKey: GroupMetadataValue,
-    ConsumerGroupMetadataKey: ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey: ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupMemberMetadataKey: ConsumerGroupMemberMetadataValue,
-    ConsumerGroupTargetAssignmentMetadataKey: ConsumerGroupTargetAssignmentMetadataValue,
-    ConsumerGroupTargetAssignmentMemberKey: ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroupCurrentMemberAssignmentValue,
+    key_cls: next(v for v, kind in _VALUES.items() if kind.codec.message.name == codec.message.name[:-3] + "Value")
+    for key_cls, codec in _KEYS.values()
 }
 
 

@@ -1,7 +1,7 @@
-"""Rebuilding every group and offset from `__consumer_offsets` (Kafka's GroupCoordinatorShard replay).
+"""Rebuilding the groups from `__consumer_offsets` records (the group half of Kafka's shard replay).
 
 Records are applied oldest first: later records win and tombstones delete, so a compacted and an
-uncompacted log give the same state.
+uncompacted log give the same state. OffsetCommit records are the OffsetMetadataManager's.
 """
 
 from __future__ import annotations
@@ -9,72 +9,48 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from kcompat.coordinator import records as rec
-from kcompat.coordinator.base import CoordinatorBase
+import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup, ClassicMember
 from kcompat.coordinator.classic_state import ClassicGroupState
 from kcompat.coordinator.consumer_group import ConsumerGroup, ConsumerMember, MemberState
+from kcompat.coordinator.group_store import Group
 from kcompat.coordinator.messages import JoinGroupProtocol
-from kcompat.coordinator.records import OffsetCommitValue
 
 
-class Replay(CoordinatorBase):
-    """`load`: the coordinator's state from its records."""
-
-    def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        """Rebuild every group and offset from `__consumer_offsets` records, oldest first.
-
-        Later records win and tombstones delete, so replaying a compacted or uncompacted log gives the
-        same state. Members' session timers start afresh at `now_ms`, as in Kafka after a reload.
-        Raises DecodeError on a corrupt record.
-        """
-        for raw in records:
-            decoded = rec.decode((raw[0], raw[1]))
-            if decoded is not None:
-                self._replay(decoded.key, decoded.value, now_ms)
-        for group in self.groups.values():
-            if isinstance(group, ClassicGroup):
-                for cm in group.members.values():
-                    cm.session_deadline = now_ms + cm.session_timeout_ms
-            else:
-                for m in group.members.values():
-                    m.session_deadline = now_ms + self.config.consumer_session_timeout_ms
-                group.resolved_regex = {}
-        self._next_expiry_check = now_ms + self.config.offsets_retention_check_interval_ms
-
-    def _replay(self, key: rec.RecordKey, value: rec.RecordValue | None, now: int) -> None:
-        gid = rec.group_of(key)
-        if isinstance(key, rec.OffsetCommitKey):
-            if value is None:
-                committed = self.offsets.get(gid, {})
-                committed.pop((key.topic, key.partition), None)
-                if not committed:
-                    self.offsets.pop(gid, None)
-            else:
-                assert isinstance(value, OffsetCommitValue)
-                self.offsets.setdefault(gid, {})[(key.topic, key.partition)] = value
-                if gid not in self.groups:
-                    self.groups[gid] = ClassicGroup(gid, current_state_timestamp=now)
+def replay_group_record(groups: dict[str, Group], key: rec.RecordKey, value: rec.RecordValue | None, now: int) -> None:
+    """Apply one group record (anything but an OffsetCommit record) to `groups`."""
+    gid = rec.group_of(key)
+    if isinstance(key, rec.GroupMetadataKey):
+        if value is None:
+            if isinstance(groups.get(gid), ClassicGroup):
+                del groups[gid]
             return
-        if isinstance(key, rec.GroupMetadataKey):
-            if value is None:
-                if isinstance(self.groups.get(gid), ClassicGroup):
-                    del self.groups[gid]
-                return
-            assert isinstance(value, rec.GroupMetadataValue)
-            self.groups[gid] = _classic_from_record(gid, value)
+        assert isinstance(value, rec.GroupMetadataValue)
+        groups[gid] = _classic_from_record(gid, value)
+        return
+    group = groups.get(gid)
+    if isinstance(key, rec.ConsumerGroupMetadataKey) and value is None:
+        if isinstance(group, ConsumerGroup):
+            del groups[gid]
+        return
+    if not isinstance(group, ConsumerGroup):
+        if value is None:
             return
-        group = self.groups.get(gid)
-        if isinstance(key, rec.ConsumerGroupMetadataKey) and value is None:
-            if isinstance(group, ConsumerGroup):
-                del self.groups[gid]
-            return
-        if not isinstance(group, ConsumerGroup):
-            if value is None:
-                return
-            group = ConsumerGroup(gid)
-            self.groups[gid] = group
-        _replay_consumer(group, key, value)
+        group = ConsumerGroup(gid)
+        groups[gid] = group
+    _replay_consumer(group, key, value)
+
+
+def restart_timers(groups: Iterable[Group], consumer_session_timeout_ms: int, now: int) -> None:
+    """After a load, members' session timers start afresh, as in Kafka after a reload."""
+    for group in groups:
+        if isinstance(group, ClassicGroup):
+            for cm in group.members.values():
+                cm.session_deadline = now + cm.session_timeout_ms
+        else:
+            for m in group.members.values():
+                m.session_deadline = now + consumer_session_timeout_ms
+            group.resolved_regex = {}
 
 
 def _classic_from_record(gid: str, v: rec.GroupMetadataValue) -> ClassicGroup:

@@ -27,10 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kcompat.config.broker_config import BrokerConfig
 from kcompat.config.errors import ConfigError
+from kcompat.config.listeners import Listener
 from kcompat.log.dir_lock import LogDirInUse, lock_log_dirs
 from kcompat.server.connection import Client, Limits
-from kcompat.server.listeners import Listener, parse_listeners, parse_protocol_map
 from kcompat.server.reactor import Reactor
 
 log = logging.getLogger("kcompat.server")
@@ -39,25 +40,7 @@ SHUTDOWN_GRACE_S = 5.0
 _LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 
 
-def setting(config: Any, key: str, default: Any = None) -> Any:
-    """`key` of the broker config (typed value), or `default` when unset."""
-    getter = getattr(config, "get", None)
-    try:
-        value = getter(key) if getter is not None else config[key]
-    except KeyError:
-        value = None
-    return default if value is None else value
-
-
-def _int_setting(config: Any, key: str, default: int) -> int:
-    value = setting(config, key, default)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key}={value!r} is invalid: expected an integer", key=key, value=str(value)) from None
-
-
-def _explicit_int(config: Any, key: str) -> int:
+def _explicit_int(config: BrokerConfig, key: str) -> int:
     """A socket buffer size only when the user set one; else -1 (the OS default).
 
     Used for socket.receive.buffer.bytes: Kafka applies its default of 102400 bytes, but Linux's
@@ -65,18 +48,7 @@ def _explicit_int(config: Any, key: str) -> int:
     (python -m benchmarks). socket.send.buffer.bytes keeps Kafka's default: a pinned send
     buffer halved the broker's CPU per fetched GB and steadied fetch throughput.
     """
-    is_set = getattr(config, "is_set", None)
-    if is_set is not None and not is_set(key):
-        return -1
-    return _int_setting(config, key, -1)
-
-
-def _names(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [s.strip() for s in value.split(",") if s.strip()]
-    return [str(s).strip() for s in value]
+    return int(config.get(key)) if config.is_set(key) else -1
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -105,7 +77,7 @@ def _ensure_logging() -> None:
         logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, stream=sys.stderr)
 
 
-def serve(config: Any) -> int:
+def serve(config: BrokerConfig) -> int:
     """Run the broker until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown)."""
     entered = time.monotonic()
     _ensure_logging()
@@ -118,35 +90,33 @@ def serve(config: Any) -> int:
 
 
 def reactor_for(
-    config: Any,
+    config: BrokerConfig,
     handle: Any,
     close_errors: tuple[type[BaseException], ...] = (),
     on_disconnect: Callable[[Client], None] | None = None,
-    current: Callable[[], Any] | None = None,
+    current: Callable[[], BrokerConfig] | None = None,
 ) -> Reactor:
-    """A Reactor with the connection settings of `config`.
+    """A Reactor with the connection settings of `config` (typed values, parsed at load).
 
     `current()` gives the config in force now, for the limits AlterConfigs may change at run time.
     """
     now = current or (lambda: config)
-    limits = Limits(max_request_bytes=_int_setting(config, "socket.request.max.bytes", Limits().max_request_bytes))
     return Reactor(
         handle,
-        limits=limits,
+        limits=Limits(max_request_bytes=config.socket_request_max_bytes),
         close_errors=close_errors,
-        idle_ms=_int_setting(config, "connections.max.idle.ms", 600000),
-        max_connections=lambda: _int_setting(now(), "max.connections", 2**31 - 1),
-        max_connections_per_ip=lambda: _int_setting(now(), "max.connections.per.ip", 2**31 - 1),
-        send_buffer=_int_setting(config, "socket.send.buffer.bytes", 102400),
+        idle_ms=config.connections_max_idle_ms,
+        max_connections=lambda: now().max_connections,
+        max_connections_per_ip=lambda: now().max_connections_per_ip,
+        send_buffer=config.socket_send_buffer_bytes,
         receive_buffer=_explicit_int(config, "socket.receive.buffer.bytes"),
         on_disconnect=on_disconnect,
     )
 
 
-def log_dirs_of(config: Any) -> list[Path]:
+def log_dirs_of(config: BrokerConfig) -> list[Path]:
     """The log dirs as absolute paths, as Kafka's LogManager holds them."""
-    names = _names(setting(config, "log.dirs")) or _names(setting(config, "log.dir")) or ["kcompat-data"]
-    return [Path(d).absolute() for d in names]
+    return [Path(d).absolute() for d in config.log_dirs]
 
 
 def os_error_line(e: OSError) -> str:
@@ -156,13 +126,8 @@ def os_error_line(e: OSError) -> str:
     return f"cannot use {where}: {reason}" if where else reason
 
 
-async def _serve(config: Any, entered: float) -> int:
-    listeners, skipped = parse_listeners(
-        setting(config, "listeners", "PLAINTEXT://127.0.0.1:9092"),
-        parse_protocol_map(setting(config, "listener.security.protocol.map")),
-        _names(setting(config, "controller.listener.names")),
-    )
-    for listener in skipped:
+async def _serve(config: BrokerConfig, entered: float) -> int:
+    for listener in config.controller_listeners:
         log.info("not opening controller listener %s (kcompat runs no KRaft quorum)", listener.url())
 
     # Before anything reads or writes a log dir: a second broker on a live dir must not "recover"
@@ -176,12 +141,12 @@ async def _serve(config: Any, entered: float) -> int:
         log.error("%s", os_error_line(e))
         return 1
     try:
-        return await _serve_locked(config, entered, listeners)
+        return await _serve_locked(config, entered, config.listeners)
     finally:
         dir_lock.release()
 
 
-async def _serve_locked(config: Any, entered: float, listeners: list[Listener]) -> int:
+async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Listener]) -> int:
     from kcompat import __version__
     from kcompat.server.broker import Broker, CloseConnection
     from kcompat.wire.protocol import UnsupportedRequest
@@ -196,7 +161,7 @@ async def _serve_locked(config: Any, entered: float, listeners: list[Listener]) 
         current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
     )
     try:
-        bound = reactor.bind(listeners, _int_setting(config, "socket.listen.backlog.size", 50))
+        bound = reactor.bind(listeners, config.socket_listen_backlog_size)
     except OSError as e:
         hint = ""
         if e.errno == errno.EADDRINUSE:
@@ -257,4 +222,4 @@ async def _serve_locked(config: Any, entered: float, listeners: list[Listener]) 
         log.info("kcompat stopped")
 
 
-__all__ = ["SHUTDOWN_GRACE_S", "Client", "reactor_for", "serve", "setting"]
+__all__ = ["SHUTDOWN_GRACE_S", "Client", "reactor_for", "serve"]

@@ -45,6 +45,7 @@ from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.group_service import GroupService
 from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.server.producer_ids import ProducerIdManager
 from kcompat.server.registry import HANDLERS, NO_RESPONSE
 from kcompat.server.topics import (
@@ -136,7 +137,20 @@ class Broker:
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
         self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
-        self.group_service = GroupService(self)  # consumer groups and committed offsets
+        # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
+        self.group_service = GroupService(
+            now_ms=self.now_ms,
+            setting=self.config.get,
+            offsets_topic=OffsetsTopic(
+                lookup=self.topic,
+                create=self.auto_create_topic,
+                partition_log=self.partition_log,
+                appended=self.fetch_waiters.notify,
+                setting=self.config.get,
+            ),
+            topic=self.topic,
+            topics=self.topics.all,
+        )
         self._topic_configs: dict[str, TopicConfig] = {}
         self._background: list[asyncio.Task[None]] = []
         self._maintenance_lock = asyncio.Lock()
@@ -336,9 +350,7 @@ class Broker:
         return self.partition_log(t.name, 0).config if t.partitions else self._log_config_of(self.topic_config(t))
 
     def _log_config_of(self, tc: TopicConfig) -> LogConfig:
-        props = tc.as_properties()
-        props["producer.id.expiration.ms"] = str(self.config.get("producer.id.expiration.ms"))
-        return LogConfig.from_properties(props)
+        return tc.log_config()  # typed values; tc.broker is self.config (every TopicConfig is rebuilt on a change)
 
     def topic_compression(self, t: TopicInfo) -> int | None:
         """The codec a topic stores batches with, or None for `producer` (keep the producer's)."""

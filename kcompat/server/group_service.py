@@ -27,23 +27,15 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kcompat.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
-from kcompat.coordinator import records as rec
+from kcompat.coordinator.records import Record
 from kcompat.coordinator.result import Completion
-from kcompat.log.errors import LogError
-from kcompat.server.topics import CONSUMER_OFFSETS
-from kcompat.wire.errors import DecodeError
-from kcompat.wire.record_batch import read_header, split_batches
-from kcompat.wire.records import Record, build_batch, decode_batch
-
-if TYPE_CHECKING:
-    from kcompat.server.broker import Broker
+from kcompat.server.offsets_topic import OffsetsTopic
+from kcompat.server.topics import CONSUMER_OFFSETS, TopicInfo
 
 log = logging.getLogger("kcompat.server.groups")
-
-_REPLAY_READ_BYTES = 1 << 20
 
 
 class CoordinatorUnavailable(Exception):
@@ -72,31 +64,50 @@ def coordinator_config(get: Callable[[str], Any]) -> CoordinatorConfig:
 
 
 class GroupService:
-    """One per broker: `broker.group_service`. Handlers call `run`; see the module docstring."""
+    """One per broker: `broker.group_service`. Handlers call `run`; see the module docstring.
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.coordinator = GroupCoordinator(coordinator_config(broker.config.get), topic_metadata=self._topic_metadata)
+    It sees the broker only through narrow ports: `now_ms` (the clock), `setting` (broker configs by
+    name), `offsets_topic` (`__consumer_offsets`), `topic` and `topics` (the topic table, for
+    KIP-848 assignments and for rejecting commits to unknown partitions).
+    """
+
+    def __init__(
+        self,
+        *,
+        now_ms: Callable[[], int],
+        setting: Callable[[str], Any],
+        offsets_topic: OffsetsTopic,
+        topic: Callable[[str], TopicInfo | None],
+        topics: Callable[[], Iterable[TopicInfo]],
+    ) -> None:
+        self.now_ms = now_ms
+        self._setting = setting
+        self.offsets_topic = offsets_topic
+        self._topic = topic
+        self._topics = topics
+        self._coordinator: GroupCoordinator | None = None
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
 
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        assert self._coordinator is not None, "GroupService.start() builds the coordinator"
+        return self._coordinator
+
     # --- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        # Settings as they stand after the broker loaded its stored dynamic configs.
-        self.coordinator = GroupCoordinator(
-            coordinator_config(self.broker.config.get), topic_metadata=self._topic_metadata
-        )
-        t = self.broker.topic(CONSUMER_OFFSETS)
-        if t is not None:
-            now = self.broker.now_ms()
-            pairs = await asyncio.to_thread(self._read_all, t.partitions)
+        # Built here, once: with the settings as they stand after the broker loaded its stored dynamic configs.
+        self._coordinator = GroupCoordinator(coordinator_config(self._setting), topic_metadata=self._topic_metadata)
+        if self.offsets_topic.exists():
+            now = self.now_ms()
+            pairs = await asyncio.to_thread(self.offsets_topic.read_all)
             self.coordinator.load(pairs, now)
             if pairs:
                 log.info("loaded %d record(s) of %s: %d group(s)", len(pairs), CONSUMER_OFFSETS,
-                         len(self.coordinator.groups))
+                         len(self.coordinator.groups))  # fmt: skip
         self._wake = asyncio.Event()
         self._timer = asyncio.create_task(self._timer_loop())
 
@@ -116,50 +127,11 @@ class GroupService:
                 fut.set_exception(CoordinatorUnavailable())
         self._waiting.clear()
 
-    def _read_all(self, partitions: int) -> list[tuple[bytes, bytes | None]]:
-        """Every (key, value) of __consumer_offsets, partition by partition, oldest first.
-
-        A record that does not decode is logged and left out rather than stopping the broker.
-        """
-        out: list[tuple[bytes, bytes | None]] = []
-        for p in range(partitions):
-            plog = self.broker.partition_log(CONSUMER_OFFSETS, p)
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            while offset < end:
-                data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
-                spans = split_batches(data)
-                if not spans:
-                    break
-                for pos, size in spans:
-                    h = read_header(data, pos)
-                    offset = h.base_offset + h.last_offset_delta + 1
-                    if h.is_control:
-                        continue
-                    try:
-                        _, records = decode_batch(data[pos : pos + size])
-                    except DecodeError as e:
-                        log.error("skipping an unreadable batch at %s-%d offset %d: %s", CONSUMER_OFFSETS, p,
-                                  h.base_offset, e)
-                        continue
-                    for r in records:
-                        if r.key is None:
-                            continue
-                        try:
-                            rec.decode((r.key, r.value))
-                        except DecodeError as e:
-                            log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
-                            continue
-                        out.append((r.key, r.value))
-        return out
-
     # --- requests ------------------------------------------------------------------------------
 
     async def ensure_topic(self) -> int:
         """The partition count of __consumer_offsets, creating the topic first if need be."""
-        t = self.broker.topic(CONSUMER_OFFSETS)
-        if t is None:
-            t = await self.broker.auto_create_topic(CONSUMER_OFFSETS)
-        return t.partitions
+        return await self.offsets_topic.ensure()
 
     async def run(self, call: Callable[[int], CoordinatorResult[Any]], *, creates: bool = True) -> Any:
         """Call the coordinator with the current time, store and deliver what it did, and return the
@@ -174,7 +146,7 @@ class GroupService:
             raise CoordinatorUnavailable()
         if creates or self._has_state():
             await self.ensure_topic()
-        result = call(self.broker.now_ms())
+        result = call(self.now_ms())
         self._apply(result.records, result.completions)
         if result.response is not None or result.token is None:
             return result.response
@@ -185,37 +157,15 @@ class GroupService:
         finally:
             self._waiting.pop(result.token, None)
 
-    def _apply(self, records: list[rec.Record], completions: Iterable[Completion]) -> None:
+    def _apply(self, records: list[Record], completions: Iterable[Completion]) -> None:
         if records:
-            self._append(records)
+            self.offsets_topic.append(records, self.now_ms())
         for c in completions:
             fut = self._waiting.pop(c.token, None)
             if fut is not None and not fut.done():
                 fut.set_result(c.response)
         if self._wake is not None:
             self._wake.set()
-
-    def _append(self, records: list[rec.Record]) -> None:
-        t = self.broker.topic(CONSUMER_OFFSETS)
-        if t is None:  # deleted under us (it cannot be through the APIs); nothing to keep them in
-            log.error("%s is missing; %d group record(s) not stored", CONSUMER_OFFSETS, len(records))
-            return
-        now = self.broker.now_ms()
-        by_partition: dict[int, list[Record]] = {}
-        for key, value in records:
-            decoded = rec.decode_key(key)
-            assert decoded is not None
-            part = by_partition.setdefault(rec.offsets_partition(rec.group_of(decoded), t.partitions), [])
-            part.append(Record(len(part), now, key, value))
-        codec = int(self.broker.config.get("offsets.topic.compression.codec"))
-        for p, recs in by_partition.items():
-            batch = bytearray(build_batch(recs, compression=codec))
-            try:
-                self.broker.partition_log(CONSUMER_OFFSETS, p).append(batch, leader_epoch=t.leader_epoch, now_ms=now)
-            except LogError as e:
-                # Kafka would fail the request; the coordinator has applied it already, so the most
-                # useful thing left is to say loudly what a restart would lose.
-                log.error("cannot store %d group record(s) in %s-%d: %s", len(recs), CONSUMER_OFFSETS, p, e)
 
     # --- time ----------------------------------------------------------------------------------
 
@@ -228,14 +178,14 @@ class GroupService:
         while True:
             wake.clear()
             deadline = self.coordinator.next_deadline_ms()
-            if deadline is not None and deadline <= self.broker.now_ms():
+            if deadline is not None and deadline <= self.now_ms():
                 try:
                     await self.tick()
                 except Exception:
                     log.exception("group coordinator timer failed")
                 await asyncio.sleep(0.001)  # let everyone else run, even if a timer stays due
                 continue
-            timer = None if deadline is None else loop.call_later((deadline - self.broker.now_ms()) / 1000, wake.set)
+            timer = None if deadline is None else loop.call_later((deadline - self.now_ms()) / 1000, wake.set)
             try:
                 await wake.wait()  # the deadline, or a call that may have moved it
             finally:
@@ -246,17 +196,17 @@ class GroupService:
         """Fire every coordinator timer that is due now (the timer task does this on its own)."""
         if self._has_state():
             await self.ensure_topic()
-        t = self.coordinator.tick(self.broker.now_ms())
+        t = self.coordinator.tick(self.now_ms())
         self._apply(t.records, t.completions)
 
     def _has_state(self) -> bool:
-        return bool(self.coordinator.groups or self.coordinator.offsets)
+        return self.coordinator.has_state()
 
     # --- what the coordinator asks of the broker -----------------------------------------------
 
     def _topic_metadata(self) -> Mapping[str, tuple[uuid.UUID, int]]:
-        return {t.name: (t.topic_id, t.partitions) for t in self.broker.topics.all()}
+        return {t.name: (t.topic_id, t.partitions) for t in self._topics()}
 
     def partition_exists(self, topic: str, partition: int) -> bool:
-        t = self.broker.topic(topic)
+        t = self._topic(topic)
         return t is not None and 0 <= partition < t.partitions

@@ -18,8 +18,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kcompat.config.listeners import Listener
 from kcompat.server.connection import Client, Connection, Handler, Limits
-from kcompat.server.listeners import Listener, bind
+from kcompat.server.listeners import bind
 
 log = logging.getLogger("kcompat.server")
 

@@ -7,6 +7,7 @@ the independent check is Kafka's GroupCoordinatorRecordSerde from kafka-group-co
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import uuid
@@ -18,8 +19,42 @@ from hypothesis import strategies as st
 
 from kcompat.coordinator import records as rec
 from kcompat.wire.errors import DecodeError
+from kcompat.wire.messages import group_records
+from kcompat.wire.schema import Message
 
 TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+
+
+# Declared fields the typed records leave out (read past on decode, written with their defaults).
+NOT_KEPT = {
+    "ConsumerGroupPartitionMetadataValue.topics": {"partition_metadata"},  # racks: unused since Kafka 4.0
+    "ConsumerGroupMemberMetadataValue": {"classic_member_metadata"},       # classic members of a consumer group
+    # Added by Kafka 4.1-4.3's specs; kcompat writes their defaults and reads past them for now.
+    "ConsumerGroupMetadataValue": {"metadata_hash"},                        # KIP-1101 subscription hash
+    "ConsumerGroupTargetAssignmentMetadataValue": {"assignment_timestamp"},
+    "OffsetCommitValue": {"topic_id"},
+}
+
+
+DECLARED = {m.name: m for m in vars(group_records).values() if isinstance(m, Message)}
+
+
+def _declared(fields: tuple) -> dict[str, tuple]:
+    return {f.name: f.fields for f in fields}
+
+
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_typed_records_name_the_declared_fields(name: str) -> None:
+    """The typed classes repeat no schema of their own: their fields are the declaration's, by name."""
+    cls = getattr(rec, name)
+    declared = _declared(DECLARED[name].fields)
+    assert {f.name for f in dataclasses.fields(cls)} == set(declared) - NOT_KEPT.get(name, set())
+    nested = {"GroupMetadataValue": ("members", rec.GroupMemberMetadata),
+              "ConsumerGroupPartitionMetadataValue": ("topics", rec.TopicMetadata)}  # fmt: skip
+    if name in nested:
+        field, sub = nested[name]
+        kept = set(_declared(declared[field])) - NOT_KEPT.get(f"{name}.{field}", set())
+        assert {f.name for f in dataclasses.fields(sub)} == kept
 
 
 def test_offset_commit_key_golden() -> None:

@@ -317,13 +317,14 @@ def test_open_transaction_holds_back_the_last_stable_offset(tmp_path):
     assert plog.last_stable_offset == plog.log_end_offset == 7
 
 
-def test_config_from_kafka_property_names():
-    cfg = LogConfig.from_properties(
-        {"cleanup.policy": "compact,delete", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.1",
-         "message.timestamp.type": "LogAppendTime", "unknown.key": "x"}
-    )  # fmt: skip
+def test_config_is_typed_values():
+    # the log takes a ready LogConfig: kcompat.config built it from the topic's typed values
+    cfg = LogConfig(cleanup_policy=("compact", "delete"), segment_bytes=1024, min_cleanable_dirty_ratio=0.1,
+                    message_timestamp_type="LogAppendTime")  # fmt: skip
     assert cfg.compact and cfg.delete and cfg.segment_bytes == 1024 and cfg.min_cleanable_dirty_ratio == 0.1
     assert cfg.message_timestamp_type == "LogAppendTime"
+    with pytest.raises(TypeError):
+        LogConfig(unknown_key="x")
 
 
 def test_log_append_time_is_reported(tmp_path):

@@ -23,8 +23,8 @@ from typing import Any
 
 import uvloop
 
+from kcompat.config.listeners import Listener
 from kcompat.server.connection import Client, Limits
-from kcompat.server.listeners import Listener
 from kcompat.server.reactor import Reactor
 from kcompat.testing import recv_exact
 from kcompat.wire.errors import DecodeError
@@ -103,7 +103,7 @@ class ServerThread:
         self.loop = uvloop.new_event_loop() if loop_kind == "uvloop" else asyncio.new_event_loop()
         reactor_kw.setdefault("limits", Limits())
         self.reactor = Reactor(self.broker.handle, close_errors=(CloseConnection,), **reactor_kw)
-        bound = self.reactor.bind([Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 0)])
+        bound = self.reactor.bind([Listener("PLAINTEXT", "127.0.0.1", 0)])
         self.port = bound[0][1]
         self._thread = threading.Thread(target=self._run, daemon=True)
         started: Future[None] = Future()

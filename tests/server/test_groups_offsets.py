@@ -3,13 +3,18 @@ expiry and bad input."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kcompat.coordinator.records import offsets_partition
+from kcompat.server.topics import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.join_group import JOIN_GROUP
 from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
 from kcompat.wire.messages.offset_delete import OFFSET_DELETE
@@ -200,3 +205,28 @@ def test_offset_metadata_max_bytes(tmp_path: Path) -> None:
         assert commit(h, "g", {("t", 0): 10}) == {("t", 0): E.OFFSET_METADATA_TOO_LARGE}
     finally:
         h.close()
+
+
+def test_a_commit_wakes_a_fetch_parked_on_the_offsets_partition(h: GroupHarness) -> None:
+    """The group service's appends wake parked fetches, as a Produce does: a reader of
+    __consumer_offsets sees a commit at once, not after its fetch's max wait."""
+    assert commit(h, "g", {("t", 0): 1}) == {("t", 0): E.NONE}  # creates __consumer_offsets
+    p = offsets_partition("g", 3)
+    end = h.broker.partition_log(CONSUMER_OFFSETS, p).log_end_offset
+    body = {"replica_id": -1, "max_wait_ms": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
+        {"topic": CONSUMER_OFFSETS, "partitions": [{"partition": p, "fetch_offset": end, "partition_max_bytes": 1 << 20}]}]}
+
+    async def scenario() -> tuple[Any, float]:
+        t0 = time.monotonic()
+        fetching = asyncio.ensure_future(h.call_async(FETCH, 12, body))
+        await asyncio.sleep(0.05)
+        assert not fetching.done() and h.broker.fetch_waiters.parked() == 1
+        await h.call_async(OFFSET_COMMIT, 9, {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+                                              "topics": [{"name": "t", "partitions": [
+                                                  {"partition_index": 0, "committed_offset": 2}]}]})  # fmt: skip
+        resp = await asyncio.wait_for(fetching, 4)
+        return resp, time.monotonic() - t0
+
+    resp, elapsed = h.run(scenario())
+    assert elapsed < 2.5, f"the fetch waited {elapsed:.1f}s: the commit did not wake it"
+    assert len(resp.responses[0].partitions[0].records) > 0

@@ -1,0 +1,185 @@
+"""The image's start script (docker/run, installed at /etc/kafka/docker/run) run outside a
+container, since no Docker engine runs here: once exactly as Testcontainers' KafkaContainer runs it
+(its environment, its `sh -c` wait loop and its bash starter script exporting
+KAFKA_ADVERTISED_LISTENERS, container ports mapped to free 127.0.0.1 ports), and once with no
+configuration at all, as `docker run -p 9092:9092 IMAGE` does. Each time records go through it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kcompat.testing import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_SCRIPT = ROOT / "docker" / "run"
+READY_LINE = "Transitioning from RECOVERY to RUNNING"  # KafkaHelper.WAIT_STRATEGY's pattern
+_SCRIPT = Path(sys.executable).parent / "kcompat"
+KCOMPAT = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "kcompat"]
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def kafka_container_env(plaintext: int, broker: int, controller: int) -> dict[str, str]:
+    """KafkaHelper.envVars() of testcontainers-java's kafka module, the container ports 9092/9093/9094
+    replaced by free ones (a container has its own network namespace; this machine does not)."""
+    return {
+        "CLUSTER_ID": "4L6g3nShT-eMCtK--X86sw",
+        "KAFKA_LISTENERS": f"PLAINTEXT://:{plaintext},BROKER://:{broker},CONTROLLER://:{controller}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "BROKER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "KAFKA_INTER_BROKER_LISTENER_NAME": "BROKER",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_LOG_FLUSH_INTERVAL_MESSAGES": str(2**63 - 1),
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+    }
+
+
+def base_env(data_dir: Path) -> dict[str, str]:
+    """What a container's process would see besides the image's ENV: no KAFKA_* from this shell."""
+    keep = ("PATH", "HOME", "PYTHONPATH", "LANG", "LC_ALL", "TMPDIR")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["KCOMPAT_DATA_DIR"] = str(data_dir)  # /var/lib/kafka/data inside the image
+    return env
+
+
+class Started:
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for_line(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if text in line:
+                    return line
+            if self.process.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.05)
+        pytest.fail(f"no line with {text!r} (exit {self.process.poll()}); output:\n" + "\n".join(self.lines), pytrace=False)
+
+    def stop(self, *, group: bool = False) -> int:
+        """SIGTERM to the first process, as `docker stop` sends it to the container's PID 1 (or to
+        every process of the group); the exit code of that first process."""
+        if self.process.poll() is None:
+            if group:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            else:
+                self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            pytest.fail("the broker did not stop within 30 s of SIGTERM", pytrace=False)
+
+
+def start(command: list[str], env: dict[str, str], cwd: Path) -> Started:
+    process = subprocess.Popen(
+        command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    return Started(process)
+
+
+def kc(bootstrap: str, *args: str, input: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+    result = subprocess.run(
+        [*KCOMPAT, *args, "--brokers", bootstrap], input=input, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def roundtrip(bootstrap: str) -> dict[str, object]:
+    """Create a topic, produce 200 lines and read them back; the cluster's self-description."""
+    kc(bootstrap, "topic", "create", "through-run", "-p", "2")
+    lines = [f"record {i}" for i in range(200)]
+    kc(bootstrap, "produce", "through-run", input="\n".join(lines) + "\n")
+    assert sorted(kc(bootstrap, "consume", "through-run").splitlines()) == sorted(lines)
+    info: dict[str, object] = json.loads(kc(bootstrap, "cluster", "info", "--format", "json"))
+    return info
+
+
+@pytest.fixture
+def started() -> Iterator[list[Started]]:
+    running: list[Started] = []
+    yield running
+    for s in running:
+        if s.process.poll() is None:
+            s.stop()
+
+
+def test_as_testcontainers_kafka_module_runs_it(tmp_path: Path, started: list[Started]) -> None:
+    plaintext, broker, controller = free_port(), free_port(), free_port()
+    env = {**base_env(tmp_path / "data"), **kafka_container_env(plaintext, broker, controller)}
+    # KafkaContainer.containerIsStarting writes this starter script once the container runs:
+    # PLAINTEXT advertises the mapped host port, BROKER the container's hostname and port 9093.
+    starter = tmp_path / "testcontainers_start.sh"
+    command = ["sh", "-c", f"while [ ! -f {starter} ]; do sleep 0.1; done; {starter}"]
+    started.append(s := start(command, env, tmp_path))
+    advertised = f"PLAINTEXT://127.0.0.1:{plaintext},BROKER://{socket.gethostname()}:{broker}"
+    starter.write_text(f"#!/bin/bash\nexport KAFKA_ADVERTISED_LISTENERS={advertised}\n{RUN_SCRIPT} \n")
+    starter.chmod(0o777)
+
+    s.wait_for_line(READY_LINE)
+    info = roundtrip(f"127.0.0.1:{plaintext}")
+    assert info["cluster_id"] == "4L6g3nShT-eMCtK--X86sw"
+    assert info["brokers"] == [{"node_id": 1, "host": "127.0.0.1", "port": plaintext, "rack": None}]
+    assert any(f"data in {tmp_path / 'data'}" in line for line in s.lines)
+    # The controller listener is Kafka's KRaft quorum port: kcompat runs no quorum and does not open it.
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", controller), timeout=2).close()
+    # Testcontainers removes the container; a signal to all its processes still stops the broker cleanly.
+    s.stop(group=True)
+    s._reader.join(10)
+    assert any("kcompat stopped" in line for line in s.lines), "\n".join(s.lines)
+
+
+def test_with_no_environment_it_serves_localhost_9092(tmp_path: Path, started: list[Started]) -> None:
+    port = free_port()
+    env = {**base_env(tmp_path / "data"), "KCOMPAT_PORT": str(port)}  # 9092 inside the image
+    started.append(s := start([str(RUN_SCRIPT)], env, tmp_path))
+    s.wait_for_line(READY_LINE)
+    assert any(f"listening on PLAINTEXT://0.0.0.0:{port}" in line for line in s.lines), "\n".join(s.lines)
+    info = roundtrip(f"127.0.0.1:{port}")  # `localhost` as advertised resolves to this same socket
+    assert info["brokers"] == [{"node_id": 1, "host": "localhost", "port": port, "rack": None}]
+    assert (tmp_path / "data").is_dir()
+    # `docker stop`: SIGTERM to the run script alone, which hands it to the broker and exits with it.
+    assert s.stop() == 0
+    s._reader.join(10)
+    assert any("kcompat stopped" in line for line in s.lines), "\n".join(s.lines)
+
+
+def test_a_bad_setting_exits_1_without_the_ready_line(tmp_path: Path, started: list[Started]) -> None:
+    env = {**base_env(tmp_path / "data"), "KCOMPAT_PORT": str(free_port()), "KAFKA_NUM_PARTITIONS": "many"}
+    started.append(s := start([str(RUN_SCRIPT)], env, tmp_path))
+    assert s.process.wait(30) == 1
+    s._reader.join(5)
+    assert not any(READY_LINE in line for line in s.lines)
+    assert any("invalid configuration: num.partitions='many'" in line for line in s.lines)

@@ -1,0 +1,66 @@
+"""Kafka's GroupMetadataManager: every group of a shard, classic and KIP-848, and the records about them.
+
+It is composed, not inherited: one GroupStore (the groups) shared by the parts that act on it,
+
+    classic        ClassicGroupProtocol   JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic_protocol.py)
+    rebalance      ClassicRebalance       the classic join/sync phases and their timers (classic_rebalance.py)
+    consumer       ConsumerGroupProtocol  ConsumerGroupHeartbeat, ConsumerGroupDescribe (consumer_group_heartbeat.py)
+
+plus the administration (group_admin.py) and the replay of group records (replay.py). Operations
+that write take the call's Effects; the shard (coordinator.py) creates it and turns it into the
+CoordinatorResult. Committed offsets are the OffsetMetadataManager's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import kcompat.coordinator.group_admin as group_admin
+import kcompat.coordinator.records as rec
+from kcompat.coordinator.classic_protocol import ClassicGroupProtocol
+from kcompat.coordinator.classic_rebalance import ClassicRebalance
+from kcompat.coordinator.consumer_group_heartbeat import ConsumerGroupProtocol
+from kcompat.coordinator.group_store import Group, GroupStore
+from kcompat.coordinator.messages import ConsumerGroupDescribedGroup, DescribedGroup, ListedGroup
+from kcompat.coordinator.replay import replay_group_record, restart_timers
+from kcompat.coordinator.result import Effects
+
+
+class GroupMetadataManager:
+    def __init__(self, store: GroupStore) -> None:
+        self.store = store
+        self.rebalance = ClassicRebalance(store)
+        self.classic = ClassicGroupProtocol(store, self.rebalance)
+        self.consumer = ConsumerGroupProtocol(store)
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.store.groups
+
+    def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
+        return group_admin.describe_groups(self.store.groups, group_ids)
+
+    def list_groups(self, *, states_filter: Sequence[str] = (), types_filter: Sequence[str] = ()) -> list[ListedGroup]:
+        return group_admin.list_groups(self.store.groups, states_filter=states_filter, types_filter=types_filter)
+
+    def consumer_group_describe(self, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
+        return self.consumer.consumer_group_describe(group_ids)
+
+    def delete_error(self, group_id: str) -> int:
+        """E.NONE when DeleteGroups may delete this group, else its error code."""
+        return group_admin.delete_error(self.store.groups.get(group_id), group_id)
+
+    def delete_group(self, out: Effects, group_id: str, now: int) -> None:
+        group = self.store.groups.pop(group_id)
+        group_admin.delete_group_records(out, group, now)
+
+    def is_empty(self, group_id: str) -> bool:
+        """Whether the group exists with no members (offset expiry deletes such a group with its last offset)."""
+        group = self.store.groups.get(group_id)
+        return group is not None and group_admin.is_empty(group)
+
+    def replay(self, key: rec.RecordKey, value: rec.RecordValue | None, now: int) -> None:
+        replay_group_record(self.store.groups, key, value, now)
+
+    def restart_timers(self, now: int) -> None:
+        restart_timers(self.store.groups.values(), self.store.config.consumer_session_timeout_ms, now)

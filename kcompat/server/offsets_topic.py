@@ -1,0 +1,114 @@
+"""`__consumer_offsets` as the group service uses it: created on first need, read at start-up, appended to.
+
+The broker hands this the few things it needs (a topic lookup, topic creation, partition logs, the
+offsets settings, and the wake-up of parked fetches), so the group service never sees the broker.
+After every append the fetches parked on that partition are woken, as after a Produce: a consumer
+of `__consumer_offsets` (kafka-console-consumer with the offsets formatter, a replicator) sees a
+commit at once rather than after its fetch's max wait.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kcompat.coordinator.records as rec
+from kcompat.log.errors import LogError
+from kcompat.log.partition_log import PartitionLog
+from kcompat.server.topics import CONSUMER_OFFSETS, TopicInfo
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.record_batch import read_header, split_batches
+from kcompat.wire.records import Record, build_batch, decode_batch
+
+log = logging.getLogger("kcompat.server.groups")
+
+_REPLAY_READ_BYTES = 1 << 20
+
+
+class OffsetsTopic:
+    def __init__(
+        self,
+        *,
+        lookup: Callable[[str], TopicInfo | None],
+        create: Callable[[str], Awaitable[TopicInfo]],
+        partition_log: Callable[[str, int], PartitionLog],
+        appended: Callable[[tuple[str, int]], None],
+        setting: Callable[[str], Any],
+    ) -> None:
+        self._lookup = lookup
+        self._create = create
+        self._partition_log = partition_log
+        self._appended = appended
+        self._setting = setting
+
+    def exists(self) -> bool:
+        return self._lookup(CONSUMER_OFFSETS) is not None
+
+    async def ensure(self) -> int:
+        """The partition count, creating the topic first as Kafka does (offsets.topic.num.partitions, compacted)."""
+        t = self._lookup(CONSUMER_OFFSETS)
+        if t is None:
+            t = await self._create(CONSUMER_OFFSETS)
+        return t.partitions
+
+    def append(self, records: list[rec.Record], now_ms: int) -> None:
+        """Store `records`, each in its group's partition, one v2 batch per partition, in order."""
+        t = self._lookup(CONSUMER_OFFSETS)
+        if t is None:  # deleted under us (it cannot be through the APIs); nothing to keep them in
+            log.error("%s is missing; %d group record(s) not stored", CONSUMER_OFFSETS, len(records))
+            return
+        by_partition: dict[int, list[Record]] = {}
+        for key, value in records:
+            decoded = rec.decode_key(key)
+            assert decoded is not None
+            part = by_partition.setdefault(rec.offsets_partition(rec.group_of(decoded), t.partitions), [])
+            part.append(Record(len(part), now_ms, key, value))
+        codec = int(self._setting("offsets.topic.compression.codec"))
+        for p, recs in by_partition.items():
+            batch = bytearray(build_batch(recs, compression=codec))
+            try:
+                self._partition_log(CONSUMER_OFFSETS, p).append(batch, leader_epoch=t.leader_epoch, now_ms=now_ms)
+            except LogError as e:
+                # Kafka would fail the request; the coordinator has applied it already, so the most
+                # useful thing left is to say loudly what a restart would lose.
+                log.error("cannot store %d group record(s) in %s-%d: %s", len(recs), CONSUMER_OFFSETS, p, e)
+                continue
+            self._appended((CONSUMER_OFFSETS, p))
+
+    def read_all(self) -> list[tuple[bytes, bytes | None]]:
+        """Every (key, value) of the topic, partition by partition, oldest first (blocking: run in a thread).
+
+        A record that does not decode is logged and left out rather than stopping the broker.
+        """
+        t = self._lookup(CONSUMER_OFFSETS)
+        out: list[tuple[bytes, bytes | None]] = []
+        for p in range(t.partitions if t is not None else 0):
+            plog = self._partition_log(CONSUMER_OFFSETS, p)
+            offset, end = plog.log_start_offset, plog.log_end_offset
+            while offset < end:
+                data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
+                spans = split_batches(data)
+                if not spans:
+                    break
+                for pos, size in spans:
+                    h = read_header(data, pos)
+                    offset = h.base_offset + h.last_offset_delta + 1
+                    if h.is_control:
+                        continue
+                    try:
+                        _, records = decode_batch(data[pos : pos + size])
+                    except DecodeError as e:
+                        log.error("skipping an unreadable batch at %s-%d offset %d: %s", CONSUMER_OFFSETS, p,
+                                  h.base_offset, e)
+                        continue
+                    for r in records:
+                        if r.key is None:
+                            continue
+                        try:
+                            rec.decode((r.key, r.value))
+                        except DecodeError as e:
+                            log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
+                            continue
+                        out.append((r.key, r.value))
+        return out
