@@ -41,6 +41,7 @@ check: $(LINT_STAMP)
 	$(BIN)/ruff check kcompat tests compat_tests tools benchmarks spark_examples
 	$(BIN)/mypy kcompat
 	$(BIN)/python tools/check_imports.py
+	$(BIN)/python tools/gen_messages.py --check
 
 unit: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -q

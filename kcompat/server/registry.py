@@ -2,16 +2,20 @@
 
 Each handler module registers itself with the versions it fully implements:
 
-    @handles(PRODUCE, "3-13", advertised_min=0)   # served range; see the module's version notes
-    async def produce(ctx: RequestContext, request: Request) -> Any: ...
+    @handles(DELETE_RECORDS, "0-2")   # served range; see the module's version notes
+    async def delete_records(
+        ctx: RequestContext, request: Request[DeleteRecordsRequest]
+    ) -> DeleteRecordsResponse: ...
 
 ApiVersions answers from this table, so what is advertised is exactly what is implemented. The one
-exception is `advertised_min`: versions below the declared range that ApiVersions still lists but
-that are refused when used (Kafka's PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION: Produce v0-2 stay
-advertised for librdkafka before 2.11.1, KAFKA-18659); such a request does not decode, so the
-broker closes the connection.
-A handler returns the response body (a Struct or a dict the codec accepts) or NO_RESPONSE
-(Produce with acks=0). Registering one API key twice is a bug and fails at import.
+exception is `advertised_min`, as in `@handles(PRODUCE, "3-13", advertised_min=0)`: versions below
+the declared range that ApiVersions still lists but that are refused when used (Kafka's
+PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION: Produce v0-2 stay advertised for librdkafka before
+2.11.1, KAFKA-18659); such a request does not decode, so the broker closes the connection.
+A handler returns the response body or NO_RESPONSE (Produce with acks=0). The body is an instance
+of the response's class from kcompat.wire.types (so mypy checks its field names, as it checks the
+request's through Request[...]); a plain dict is still accepted from handlers not yet converted,
+and a key its declaration lacks raises. Registering one API key twice is a bug and fails at import.
 """
 
 from __future__ import annotations

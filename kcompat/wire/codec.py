@@ -7,16 +7,21 @@ closures over precomputed field steps, cached on first use:
                                   lacks get their defaults; in flexible versions the tagged-field
                                   section is read, known tags decoded, unknown ones kept as raw
                                   bytes so that re-encoding gives back the same bytes
-    encode(writer, value)         value is a Struct or a plain dict; missing keys take defaults
+    encode(writer, value)         value is an instance of the message's class, or a plain dict
+                                  (missing keys take defaults; a key the declaration lacks, in
+                                  any version, is a TypeError naming it)
 
-Decoded values are `Struct` instances: one class per struct name of a message, built from the
-declaration, with snake_case attributes. `bytes` fields decode to bytes; `records` fields decode
-to a memoryview of the request buffer (zero copy) and encode from bytes, memoryviews or
-pass-through objects (file slices) that the Writer keeps in place for sendfile.
+Values are instances of the typed classes generated from the declarations into kcompat.wire.types
+(tools/gen_messages.py): one slotted class per message and struct name, version-less, with
+snake_case attributes. A message with no generated module (one declared only in a test) gets
+classes of the same shape built here. `bytes` fields decode to bytes; `records` fields decode to
+a memoryview of the request buffer (zero copy) and encode from bytes, memoryviews or pass-through
+objects (file slices) that the Writer keeps in place for sendfile.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -26,10 +31,72 @@ from kcompat.wire.primitives import Reader, Writer
 from kcompat.wire.schema import F, Message
 from kcompat.wire.structs import FIXED_SIZE as _FIXED_SIZE
 from kcompat.wire.structs import MISSING as _MISSING
-from kcompat.wire.structs import UNKNOWN_TAGS, Decoder, Encoder, Struct
+from kcompat.wire.structs import UNKNOWN_TAGS, Decoder, Encoder, Struct, field_names
 from kcompat.wire.structs import field_shape as _shape
+from kcompat.wire.types import MODULES
+
+Factories = dict[str, Callable[[], Any]]
 
 __all__ = ["UNKNOWN_TAGS", "MessageCodec", "Struct"]
+
+
+def _typed_structs(message: Message) -> dict[str, type[Struct]] | None:
+    """The generated classes of a message by struct name; None for a message with no module."""
+    module = MODULES.get(message.name)
+    if module is None:
+        return None
+    structs: dict[str, dict[str, type[Struct]]] = importlib.import_module(f"kcompat.wire.types.{module}").STRUCTS
+    return structs.get(message.name)
+
+
+def value_tags(value: Any) -> dict[str, Any]:
+    """{UNKNOWN_TAGS: ...} of a decoded instance that had unknown tags, else {}."""
+    tags = getattr(value, UNKNOWN_TAGS, None)
+    return {} if tags is None else {UNKNOWN_TAGS: tags}
+
+
+def _runtime_class(name: str, names: tuple[str, ...], factories: Factories) -> type[Struct]:
+    """A class of the generated classes' shape, for a message with no generated module."""
+
+    def __init__(self: Struct, **values: Any) -> None:
+        for fname, make in factories.items():
+            setattr(self, fname, values.pop(fname) if fname in values else make())
+        if values:
+            raise TypeError(f"{name} has no field(s) {sorted(values)}")
+
+    return type(name, (Struct,), {"__slots__": names, "__init__": __init__})
+
+
+def _coercer(cls: type[Struct], factories: Factories) -> Callable[[Any], Any]:
+    """What an encoder does with a value that is not an instance of its class: a dict (or another
+    struct, or an object with attributes) becomes one, and a field the declaration lacks raises."""
+    name = cls.__name__
+    known = factories.keys()
+
+    def coerce(value: Any) -> Any:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            items = value
+        elif isinstance(value, Struct):
+            items = {n: getattr(value, n) for n in field_names(type(value))}
+            if (tags := getattr(value, UNKNOWN_TAGS, None)) is not None:
+                items[UNKNOWN_TAGS] = tags
+        elif hasattr(value, "__dict__"):
+            items = vars(value)
+        else:
+            raise TypeError(f"{name}: cannot encode a {type(value).__name__}")
+        if not items.keys() <= known:
+            extra = sorted(k for k in items if k not in known and k != UNKNOWN_TAGS)
+            if extra:
+                raise TypeError(f"{name} has no field(s) {extra}")
+            items = dict(items)
+            o = cls(**{k: v for k, v in items.items() if k != UNKNOWN_TAGS})
+            setattr(o, UNKNOWN_TAGS, items[UNKNOWN_TAGS])
+            return o
+        return cls(**items)
+
+    return coerce
 
 
 class MessageCodec:
@@ -38,11 +105,10 @@ class MessageCodec:
     def __init__(self, message: Message, *, generated: bool = True) -> None:
         self.message = message
         self.generated = generated
+        self._typed = _typed_structs(message)
         self.classes: dict[str, type[Struct]] = {}
+        self.factories: dict[type[Struct], Factories] = {}
         self.cls = self._class_for(message.name, message.fields)
-        for name, c in self.classes.items():
-            if c is not self.cls:
-                setattr(self.cls, name, c)
         self._compiled: dict[tuple[str, int], tuple[Decoder, Encoder, int]] = {}
 
     # -- classes ------------------------------------------------------------------------------
@@ -50,9 +116,18 @@ class MessageCodec:
         existing = self.classes.get(name)
         if existing is not None:
             return existing
-        factories: dict[str, Callable[[], Any]] = {}
-        cls = type(name, (Struct,), {"_field_names": tuple(f.name for f in fields), "_factories": factories})
+        factories: Factories = {}
+        if self._typed is None:
+            cls = _runtime_class(name, tuple(f.name for f in fields), factories)
+        else:
+            typed = self._typed.get(name)
+            if typed is None or field_names(typed) != tuple(f.name for f in fields):
+                raise RuntimeError(
+                    f"kcompat.wire.types is out of date for {self.message.name}.{name}: run tools/gen_messages.py"
+                )
+            cls = typed
         self.classes[name] = cls
+        self.factories[cls] = factories
         for f in fields:
             factories[f.name] = self._factory(f)
         return cls
@@ -71,7 +146,7 @@ class MessageCodec:
         return lambda: default
 
     # -- public -------------------------------------------------------------------------------
-    def new(self, **values: Any) -> Struct:
+    def new(self, **values: Any) -> Any:
         return self.cls(**values)
 
     def decode(self, data: bytes | bytearray | memoryview | Reader, version: int) -> Any:
@@ -113,8 +188,10 @@ class MessageCodec:
         tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]] = {}
         absent: list[tuple[str, Callable[[], Any]]] = []
         min_size = 1 if flexible else 0
+        factories = self.factories[cls]
+        coerce = _coercer(cls, factories)
         for f in fields:
-            make = cls._factories[f.name]
+            make = factories[f.name]
             if version not in f.versions:
                 absent.append((f.name, make))
                 continue
@@ -130,7 +207,7 @@ class MessageCodec:
         step_reads = [(n, rd) for n, rd, _, _ in steps]
         step_writes = [(n, wr, dflt) for n, _, wr, dflt in steps]
 
-        def read_tagged(r: Reader, d: dict[str, Any]) -> None:
+        def read_tagged(r: Reader, o: Any) -> None:
             try:
                 section = r.tagged_fields()
             except DecodeError as e:
@@ -143,18 +220,19 @@ class MessageCodec:
                     continue
                 sub = Reader(data)
                 try:
-                    d[known[0]] = known[1](sub)
+                    setattr(o, known[0], known[1](sub))
                     if sub.remaining():
                         raise DecodeError(f"{sub.remaining()} bytes left over in tagged field {tag}")
                 except DecodeError as e:
                     raise e.within(known[0]) from None
             if unknown:
-                d[UNKNOWN_TAGS] = unknown
+                setattr(o, UNKNOWN_TAGS, unknown)
 
-        def write_tagged(w: Writer, get: Callable[..., Any]) -> None:
-            out: list[tuple[int, bytes]] = list(get(UNKNOWN_TAGS, None) or ())
+        def write_tagged(w: Writer, value: Any) -> None:
+            is_dict = isinstance(value, dict)  # the generated coder's dict path
+            out: list[tuple[int, bytes]] = list((value if is_dict else value_tags(value)).get(UNKNOWN_TAGS) or ())
             for tag, (fname, _, write, make) in tagged.items():
-                v = get(fname, _MISSING)
+                v = value.get(fname, _MISSING) if is_dict else getattr(value, fname)
                 if v is _MISSING or v == make():  # Kafka writes a tagged field only when it differs from its default
                     continue
                 sub = Writer()
@@ -164,34 +242,34 @@ class MessageCodec:
 
         def decode(r: Reader) -> Any:
             o = new(cls)
-            d = o.__dict__
             for fname, make in absent:
-                d[fname] = make()
+                setattr(o, fname, make())
             for fname, read in step_reads:
                 try:
-                    d[fname] = read(r)
+                    setattr(o, fname, read(r))
                 except DecodeError as e:
                     raise e.within(fname) from None
             if flexible:
-                read_tagged(r, d)
+                read_tagged(r, o)
             return o
 
         def encode(w: Writer, value: Any) -> None:
-            get = value.get if isinstance(value, dict) else value.__dict__.get
-            for fname, write, default in step_writes:
-                v = get(fname, default)
+            if type(value) is not cls:
+                value = coerce(value)
+            for fname, write, _ in step_writes:
+                v = getattr(value, fname)
                 try:
                     write(w, v)
                 except (TypeError, ValueError, OverflowError, AttributeError) as e:
                     raise type(e)(f"{name}.{fname}: {e}") from None
             if flexible:
-                write_tagged(w, get)
+                write_tagged(w, value)
 
         if not self.generated:
             return decode, encode, min_size
         fast_decode, fast_encode = generate(
             cls, fields, version, flexible, steps, absent, tagged, read_tagged, write_tagged, decode, encode,
-            lambda f: self._sub(f, version),
+            coerce, lambda f: self._sub(f, version),
         )
         return fast_decode, fast_encode, min_size
 

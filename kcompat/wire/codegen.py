@@ -196,17 +196,18 @@ def generate(
     steps: list[tuple[str, Decoder, Encoder, Any]],
     absent: list[tuple[str, Callable[[], Any]]],
     tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]],
-    read_tagged: Callable[[Reader, dict[str, Any]], None],
-    write_tagged: Callable[[Writer, Callable[..., Any]], None],
+    read_tagged: Callable[[Reader, Any], None],
+    write_tagged: Callable[[Writer, Any], None],
     reference_decode: Decoder,
     reference_encode: Encoder,
+    coerce: Callable[[Any], Any],
     sub: Callable[[F], tuple[Decoder, Encoder, int]],
 ) -> tuple[Decoder, Encoder]:
     by_name = {f.name: f for f in fields}
     ns: dict[str, Any] = {
         "new": object.__new__, "cls": cls, "read_tagged": read_tagged, "write_tagged": write_tagged,
-        "ref_decode": reference_decode, "ref_encode": reference_encode, "rewind": _rewind,
-        "MISSING": _MISSING, "UNKNOWN_TAGS": UNKNOWN_TAGS, "isinstance": isinstance, "dict": dict, "len": len,
+        "ref_decode": reference_decode, "ref_encode": reference_encode, "rewind": _rewind, "coerce": coerce,
+        "UNKNOWN_TAGS": UNKNOWN_TAGS, "MISSING": _MISSING, "getattr": getattr, "type": type, "isinstance": isinstance, "len": len,
         "list": list, "range": range, "str": str, "bytes": bytes, "FB": _Fallback,
         "uvarint": encode_uvarint, "UUID": uuid.UUID, "BUFFERS": (bytes, bytearray, memoryview),
         "payload": Writer._payload, "unpack_from": struct.unpack_from, "pack": struct.pack,
@@ -229,53 +230,71 @@ def generate(
             groups.append((None, [(fname, i)]))
 
     dec = ["def decode(r):", "    pos = start = r.pos", "    try:", "        buf = r.buf", "        end = r.end",
-           "        o = new(cls)", "        d = o.__dict__"]  # fmt: skip
+           "        o = new(cls)"]  # fmt: skip
     for j, (fname, make) in enumerate(absent):
         f = by_name[fname]
         if f.is_array or f.is_struct:
             ns[f"M{j}"] = make
-            dec.append(f"        d[{fname!r}] = M{j}()")
+            dec.append(f"        o.{fname} = M{j}()")
         else:
             ns[f"K{j}"] = make()
-            dec.append(f"        d[{fname!r}] = K{j}")
-    enc = ["def encode(w, value):", "    get = value.get if isinstance(value, dict) else value.__dict__.get",
-           "    n0 = len(w.buf)", "    c0 = len(w.chunks)", "    try:"]  # fmt: skip
+            dec.append(f"        o.{fname} = K{j}")
+    # Two encoder bodies: one reading an instance's attributes, one reading a dict the way the
+    # handlers not yet typed build their answers (missing keys take defaults). A dict with a key the
+    # declaration lacks, or any other value, is made an instance first (coerce raises naming the
+    # field), outside the try, as the reference does.
+    by_attr: list[str] = []
+    by_key: list[str] = []
     for g, (fmt, members) in enumerate(groups):
-        for _, i in members:
-            ns[f"D{i}"] = steps[i][3]
         if fmt is None:
             ((fname, i),) = members
-            read = inline.read(by_name[fname], f"d[{fname!r}]")
+            read = inline.read(by_name[fname], f"o.{fname}")
             if read is None:
                 ns[f"R{i}"] = steps[i][1]
-                read = ["r.pos = pos", f"d[{fname!r}] = R{i}(r)", "pos = r.pos"]
+                read = ["r.pos = pos", f"o.{fname} = R{i}(r)", "pos = r.pos"]
             dec += _indent(read, 8)
             write = inline.write(by_name[fname], "v")
             if write is None:
                 ns[f"W{i}"] = steps[i][2]
                 write = [f"W{i}(w, v)"]
-            enc += _indent([f"v = get({fname!r}, D{i})", *write], 8)
+            ns[f"D{i}"] = steps[i][3]
+            by_attr += [f"v = value.{fname}", *write]
+            by_key += [f"v = get({fname!r}, D{i})", *write]
             continue
         s = struct.Struct(fmt)
         ns[f"S{g}"], ns[f"P{g}"] = s.unpack_from, s.pack
-        targets = ", ".join(f"d[{fname!r}]" for fname, _ in members)
+        targets = ", ".join(f"o.{fname}" for fname, _ in members)
         unpack = f"{targets}{',' if len(members) == 1 else ''} = S{g}(buf, pos)"
         dec += _indent([f"if pos + {s.size} > end: raise FB", unpack, f"pos += {s.size}"], 8)
-        args = ", ".join(f"get({fname!r}, D{i})" for fname, i in members)
-        enc.append(f"        w.buf += P{g}({args})")
+        for _, i in members:
+            ns[f"D{i}"] = steps[i][3]
+        by_attr.append(f"w.buf += P{g}({', '.join(f'value.{fname}' for fname, _ in members)})")
+        by_key.append(f"w.buf += P{g}({', '.join(f'get({fname!r}, D{i})' for fname, i in members)})")
     if flexible:
         dec += ["        if pos < end and buf[pos] == 0:", "            r.pos = pos + 1", "        else:",
-                "            r.pos = pos", "            read_tagged(r, d)"]  # fmt: skip
-        checks = ["get(UNKNOWN_TAGS, None)"]
+                "            r.pos = pos", "            read_tagged(r, o)"]  # fmt: skip
+        attr_checks = ["getattr(value, UNKNOWN_TAGS, None)"]
+        key_checks = []
         for tag, (fname, _, _, make) in tagged.items():
-            ns[f"T{tag}"] = make
-            checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag}())")
-        enc += [f"        if {' or '.join(checks)}:", "            write_tagged(w, get)", "        else:",
-                "            w.buf.append(0)"]  # fmt: skip
+            ns[f"T{tag}"] = make()  # only compared with, never handed out
+            attr_checks.append(f"value.{fname} != T{tag}")
+            key_checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag})")
+        for body, checks in ((by_attr, attr_checks), (by_key, key_checks)):
+            if checks:
+                body += [f"if {' or '.join(checks)}:", "    write_tagged(w, value)", "else:", "    w.buf.append(0)"]
+            else:
+                body.append("w.buf.append(0)")
     else:
         dec.append("        r.pos = pos")
     dec += ["        return o", "    except Exception:", "        r.pos = start", "        return ref_decode(r)"]
-    enc += ["        pass", "    except Exception:", "        rewind(w, n0, c0)", "        ref_encode(w, value)"]
+    ns["KNOWN"] = frozenset(by_name)
+    enc = ["def encode(w, value):", "    n0 = len(w.buf)", "    c0 = len(w.chunks)",
+           "    if type(value) is dict and value.keys() <= KNOWN:", "        get = value.get", "        try:",
+           *_indent(by_key or ["pass"], 12), "        except Exception:", "            rewind(w, n0, c0)",
+           "            ref_encode(w, value)", "        return",
+           "    if type(value) is not cls:", "        value = coerce(value)", "    try:",
+           *_indent(by_attr or ["pass"], 8), "    except Exception:", "        rewind(w, n0, c0)",
+           "        ref_encode(w, value)"]  # fmt: skip
     source = "\n".join(dec) + "\n\n" + "\n".join(enc) + "\n"
     exec(compile(source, f"<kcompat.wire.codec {cls.__name__} v{version}>", "exec"), ns)
     return ns["decode"], ns["encode"]

@@ -18,14 +18,15 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from kcompat.wire.codec import MessageCodec, Struct
+from kcompat.wire.codec import MessageCodec
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages import APIS
 from kcompat.wire.messages.headers import REQUEST_HEADER, RESPONSE_HEADER
 from kcompat.wire.primitives import Reader, Sized, Writer
 from kcompat.wire.schema import Api
+from kcompat.wire.types.headers import RequestHeader
 
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
@@ -51,14 +52,25 @@ class UnsupportedRequest(Exception):
         super().__init__(f"API key {api_key} version {api_version} is not supported")
 
 
+if TYPE_CHECKING:  # a default (PEP 696, Python 3.13) lets handlers not yet typed write plain `Request`
+    from typing_extensions import TypeVar as TypeVarWithDefault
+
+    Body = TypeVarWithDefault("Body", default=Any)
+else:
+    Body = TypeVar("Body")
+
+
 @dataclass(slots=True)
-class Request:
+class Request(Generic[Body]):
+    """A decoded request; a handler names its body's class, `Request[DeleteRecordsRequest]`, so that
+    mypy checks the fields it reads (the classes are in kcompat.wire.types)."""
+
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-    header: Struct
-    body: Any
+    header: RequestHeader
+    body: Body
 
 
 def api(api_key: int) -> Api:
@@ -93,7 +105,7 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     return key, version, correlation
 
 
-def decode_request(frame: bytes | bytearray | memoryview, *, strict: bool = True) -> Request:
+def decode_request(frame: bytes | bytearray | memoryview, *, strict: bool = True) -> Request[Any]:
     """A request frame (without its size prefix) as header and typed body.
 
     Raises UnsupportedRequest for an undeclared key or version, DecodeError for bad bytes.
@@ -105,7 +117,7 @@ def decode_request(frame: bytes | bytearray | memoryview, *, strict: bool = True
     if spec is None or version not in spec.versions:
         raise UnsupportedRequest(key, version, correlation)
     r = Reader(frame)
-    header = _request_header.decoder(request_header_version(key, version))(r)
+    header: RequestHeader = _request_header.decoder(request_header_version(key, version))(r)
     body = request_codec(key).decoder(version)(r)
     if strict and r.remaining():
         raise DecodeError(f"{r.remaining()} unexpected bytes after the body", spec.request.name)

@@ -24,7 +24,7 @@ CODECS = {m.name: MessageCodec(m) for m in MESSAGES}
 
 def _plain(v: Any) -> Any:
     if isinstance(v, Struct):
-        return {k: _plain(x) for k, x in v.__dict__.items()}
+        return _plain(v.to_dict())
     if isinstance(v, dict):
         return {k: _plain(x) for k, x in v.items()}
     if isinstance(v, list | tuple):

@@ -27,11 +27,18 @@ from typing import Any
 from kcompat.server.registry import HANDLERS, handles
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.api_versions import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
 
 
-def advertised() -> list[dict[str, int]]:
+def advertised() -> list[ApiVersion]:
     return [
-        {"api_key": key, "min_version": reg.advertised_min, "max_version": reg.max_version}
+        ApiVersion(api_key=key, min_version=reg.advertised_min, max_version=reg.max_version)
         for key, reg in sorted(HANDLERS.items())
     ]
 
@@ -41,18 +48,19 @@ GROUP_VERSION_MAX = 1  # 1: the KIP-848 consumer group protocol
 FEATURES_EPOCH = 0  # constant: the finalized levels follow the configuration, fixed while running
 
 
-def features(config: Any) -> dict[str, Any]:
-    """The v3+ feature fields: supported ranges, and the levels in force."""
-    finalized = []
-    if "consumer" in config.get("group.coordinator.rebalance.protocols"):
-        finalized.append({"name": GROUP_VERSION, "max_version_level": GROUP_VERSION_MAX, "min_version_level": GROUP_VERSION_MAX})
-    return {
-        "supported_features": [{"name": GROUP_VERSION, "min_version": 0, "max_version": GROUP_VERSION_MAX}],
-        "finalized_features_epoch": FEATURES_EPOCH,
-        "finalized_features": finalized,
-    }
-
-
 @handles(API_VERSIONS, "0-4")
-async def api_versions(ctx: Any, request: Request) -> Any:
-    return {"error_code": 0, "api_keys": advertised(), "throttle_time_ms": 0, **features(ctx.broker.config)}
+async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVersionsResponse:
+    """Every handler's range, and (v3+) the features: supported ranges, and the levels in force."""
+    finalized = []
+    if "consumer" in ctx.broker.config.get("group.coordinator.rebalance.protocols"):
+        finalized.append(
+            FinalizedFeatureKey(name=GROUP_VERSION, max_version_level=GROUP_VERSION_MAX, min_version_level=GROUP_VERSION_MAX)
+        )
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=advertised(),
+        throttle_time_ms=0,
+        supported_features=[SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX)],
+        finalized_features_epoch=FEATURES_EPOCH,
+        finalized_features=finalized,
+    )

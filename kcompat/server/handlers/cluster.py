@@ -21,7 +21,6 @@ topics = null means every partition; unknown topics are left out, as in Kafka.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
@@ -30,41 +29,60 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_cluster import DESCRIBE_CLUSTER
 from kcompat.wire.messages.describe_log_dirs import DESCRIBE_LOG_DIRS
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.describe_cluster import (
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+from kcompat.wire.types.describe_log_dirs import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
 
 BROKERS_ENDPOINT = 1
 
 
 @handles(DESCRIBE_CLUSTER, "0-2")
-async def describe_cluster(ctx: RequestContext, request: Request) -> Any:
+async def describe_cluster(ctx: RequestContext, request: Request[DescribeClusterRequest]) -> DescribeClusterResponse:
     body = request.body
     broker = ctx.broker
     if body.endpoint_type != BROKERS_ENDPOINT:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
-                "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
-                "endpoint_type": body.endpoint_type, "cluster_id": broker.cluster_id, "brokers": []}  # fmt: skip
-    return {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "endpoint_type": BROKERS_ENDPOINT,
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": broker.rack,
-                     "is_fenced": False}],
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        return DescribeClusterResponse(
+            error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+            error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+            endpoint_type=body.endpoint_type,
+            cluster_id=broker.cluster_id,
+        )
+    host = DescribeClusterBroker(
+        broker_id=broker.node_id,
+        host=broker.advertised_host,
+        port=broker.advertised_port,
+        rack=broker.rack,
+        is_fenced=False,
+    )
+    return DescribeClusterResponse(
+        endpoint_type=BROKERS_ENDPOINT,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[host],
+        cluster_authorized_operations=CLUSTER_OPERATIONS
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,
-    }
+    )
 
 
 @handles(DESCRIBE_LOG_DIRS, "1-5")
-async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
+async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDirsRequest]) -> DescribeLogDirsResponse:
     broker = ctx.broker
     logs = broker.logs
     assert logs is not None
     wanted: set[tuple[str, int]] | None = None
     if request.body.topics is not None:
         wanted = {(t.topic, p) for t in request.body.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {str(d): {} for d in broker.log_dirs}
+    by_dir: dict[str, dict[str, list[DescribeLogDirsPartition]]] = {str(d): {} for d in broker.log_dirs}
     for topic, partition in logs.partitions():
         if wanted is not None and (topic, partition) not in wanted:
             continue
@@ -75,7 +93,7 @@ async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
             continue
         d = str(plog.directory.parent)
         by_dir.setdefault(d, {}).setdefault(topic, []).append(
-            {"partition_index": partition, "partition_size": plog.size, "offset_lag": 0, "is_future_key": False}
+            DescribeLogDirsPartition(partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False)
         )
     results = []
     for d, topics in by_dir.items():
@@ -87,13 +105,13 @@ async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
             total = usable = -1
             error = int(ErrorCode.KAFKA_STORAGE_ERROR)
         results.append(
-            {
-                "error_code": error,
-                "log_dir": d,
-                "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
-                "total_bytes": total,
-                "usable_bytes": usable,
-                "is_cordoned": False,
-            }
+            DescribeLogDirsResult(
+                error_code=error,
+                log_dir=d,
+                topics=[DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in sorted(topics.items())],
+                total_bytes=total,
+                usable_bytes=usable,
+                is_cordoned=False,
+            )
         )
-    return {"throttle_time_ms": 0, "error_code": 0, "results": results}
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from kcompat.config import ConfigEntry, ConfigError, ConfigSource, ConfigType, format_value
+from kcompat.config import ConfigEntry, ConfigError, ConfigType, format_value
 from kcompat.config.broker_properties import BROKER_CONFIGS
 from kcompat.config.topic_config import AlterOp, apply_incremental, validate_topic_configs
 from kcompat.server.broker import ApiError, RequestContext
@@ -39,6 +39,16 @@ from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
 from kcompat.wire.messages.describe_configs import DESCRIBE_CONFIGS
 from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from kcompat.wire.protocol import Request
+from kcompat.wire.types import alter_configs as ac
+from kcompat.wire.types import incremental_alter_configs as iac
+from kcompat.wire.types.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
 
 TOPIC = 2
 BROKER = 4
@@ -60,7 +70,7 @@ def _broker_layer(ctx: RequestContext, name: str) -> bool:
     return False
 
 
-def _entries(ctx: RequestContext, res: Any, synonyms: bool, documentation: bool) -> list[ConfigEntry]:
+def _entries(ctx: RequestContext, res: DescribeConfigsResource, synonyms: bool, documentation: bool) -> list[ConfigEntry]:
     broker = ctx.broker
     names = list(res.configuration_keys) if res.configuration_keys is not None else None
     if res.resource_type == TOPIC:
@@ -77,51 +87,48 @@ def _entries(ctx: RequestContext, res: Any, synonyms: bool, documentation: bool)
 
 
 @handles(DESCRIBE_CONFIGS, "1-4")
-async def describe_configs(ctx: RequestContext, request: Request) -> Any:
+async def describe_configs(ctx: RequestContext, request: Request[DescribeConfigsRequest]) -> DescribeConfigsResponse:
     body = request.body
     v = request.api_version
     results = []
     for res in body.resources:
-        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
-                               "resource_name": res.resource_name, "configs": []}  # fmt: skip
+        out = DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
+                                    resource_name=res.resource_name, configs=[])  # fmt: skip
         results.append(out)
         try:
             entries = _entries(ctx, res, body.include_synonyms, body.include_documentation)
         except ApiError as e:
-            out.update(error_code=int(e.error), error_message=e.message)
+            out.error_code, out.error_message = int(e.error), e.message
             continue
-        out["configs"] = [
-            {
-                "name": e.name,
-                "value": e.value,
-                "read_only": e.read_only,
-                "is_default": e.source == ConfigSource.DEFAULT_CONFIG,
-                "config_source": int(e.source),
-                "is_sensitive": e.sensitive,
-                "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)} for s in e.synonyms]
+        out.configs = [
+            DescribeConfigsResourceResult(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=int(e.source),
+                is_sensitive=e.sensitive,
+                synonyms=[DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source)) for s in e.synonyms]
                 if v >= 1 and body.include_synonyms
                 else [],
-                "config_type": int(e.type),
-                "documentation": e.documentation if body.include_documentation else None,
-            }
+                config_type=int(e.type),
+                documentation=e.documentation if body.include_documentation else None,
+            )
             for e in entries
         ]
-    return {"throttle_time_ms": 0, "results": results}
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
 def _duplicates(resources: list[Any]) -> Counter[tuple[int, str]]:
     return Counter((r.resource_type, r.resource_name) for r in resources)
 
 
-def _alter_each(body: Any, alter: Callable[[Any], None]) -> dict[str, Any]:
+def _alter_each(body: Any, alter: Callable[[Any], None]) -> list[tuple[Any, int, str | None]]:
     """The checks AlterConfigs and IncrementalAlterConfigs share, then `alter(resource)` for each;
-    an ApiError becomes that resource's error and the others go on."""
+    an ApiError becomes that resource's error and the others go on: (resource, error code, message)."""
     dupes = _duplicates(body.resources)
     responses = []
     for res in body.resources:
-        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
-                               "resource_name": res.resource_name}  # fmt: skip
-        responses.append(out)
+        error, message = 0, None
         try:
             if dupes[(res.resource_type, res.resource_name)] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
@@ -130,15 +137,16 @@ def _alter_each(body: Any, alter: Callable[[Any], None]) -> dict[str, Any]:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             alter(res)
         except ApiError as e:
-            out.update(error_code=int(e.error), error_message=e.message)
-    return {"throttle_time_ms": 0, "responses": responses}
+            error, message = int(e.error), e.message
+        responses.append((res, error, message))
+    return responses
 
 
 @handles(ALTER_CONFIGS, "0-2")
-async def alter_configs(ctx: RequestContext, request: Request) -> Any:
+async def alter_configs(ctx: RequestContext, request: Request[ac.AlterConfigsRequest]) -> ac.AlterConfigsResponse:
     body = request.body
 
-    def alter(res: Any) -> None:
+    def alter(res: ac.AlterConfigsResource) -> None:
         changes = {c.name: c.value for c in res.configs}
         if res.resource_type == TOPIC:
             t = _topic(ctx, res.resource_name)
@@ -151,14 +159,24 @@ async def alter_configs(ctx: RequestContext, request: Request) -> Any:
             full.update(changes)
             _alter_broker(ctx, full, cluster_default, body.validate_only)
 
-    return _alter_each(body, alter)
+    return ac.AlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            ac.AlterConfigsResourceResponse(
+                error_code=error, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name
+            )
+            for res, error, message in _alter_each(body, alter)
+        ],
+    )
 
 
 @handles(INCREMENTAL_ALTER_CONFIGS, "0-1")
-async def incremental_alter_configs(ctx: RequestContext, request: Request) -> Any:
+async def incremental_alter_configs(
+    ctx: RequestContext, request: Request[iac.IncrementalAlterConfigsRequest]
+) -> iac.IncrementalAlterConfigsResponse:
     body = request.body
 
-    def alter(res: Any) -> None:
+    def alter(res: iac.AlterConfigsResource) -> None:
         ops = [(c.name, c.config_operation, c.value) for c in res.configs]
         for _, op, _ in ops:
             if op not in tuple(AlterOp):
@@ -173,7 +191,15 @@ async def incremental_alter_configs(ctx: RequestContext, request: Request) -> An
             current = _dynamic_layer(ctx, cluster_default)
             _alter_broker(ctx, _broker_incremental(ctx, current, ops), cluster_default, body.validate_only)
 
-    return _alter_each(body, alter)
+    return iac.IncrementalAlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            iac.AlterConfigsResourceResponse(
+                error_code=error, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name
+            )
+            for res, error, message in _alter_each(body, alter)
+        ],
+    )
 
 
 def _check_unique_keys(names: list[str]) -> None:

@@ -11,38 +11,42 @@ offset leaves it where it is (the answer carries the current low watermark), as 
 
 from __future__ import annotations
 
-from typing import Any
-
 from kcompat.log.errors import LogError
 from kcompat.server.broker import ApiError, RequestContext
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.delete_records import DELETE_RECORDS
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.delete_records import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
 
 
 @handles(DELETE_RECORDS, "0-2")
-async def delete_records(ctx: RequestContext, request: Request) -> Any:
+async def delete_records(ctx: RequestContext, request: Request[DeleteRecordsRequest]) -> DeleteRecordsResponse:
     broker = ctx.broker
     topics = []
     for rt in request.body.topics:
         parts = []
         for rp in rt.partitions:
-            out: dict[str, Any] = {"partition_index": rp.partition_index, "low_watermark": -1, "error_code": 0}
+            out = DeleteRecordsPartitionResult(partition_index=rp.partition_index, low_watermark=-1, error_code=0)
             parts.append(out)
             t = broker.topic(rt.name)
             if t is None or not 0 <= rp.partition_index < t.partitions:
-                out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             if rp.offset < -1:
-                out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                out.error_code = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                 continue
             plog = broker.partition_log(rt.name, rp.partition_index)
             try:
-                out["low_watermark"] = plog.delete_records_before(rp.offset)
+                out.low_watermark = plog.delete_records_before(rp.offset)
             except LogError as e:
-                out["error_code"] = int(ApiError.from_log(e).error)
+                out.error_code = int(ApiError.from_log(e).error)
                 continue
             broker.fetch_waiters.notify((rt.name, rp.partition_index))
-        topics.append({"name": rt.name, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+        topics.append(DeleteRecordsTopicResult(name=rt.name, partitions=parts))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -16,23 +16,22 @@ producer hang until its timeout); kcompat advertises no transaction APIs.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kcompat.server.broker import RequestContext
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 
 @handles(INIT_PRODUCER_ID, "0-5")
-async def init_producer_id(ctx: RequestContext, request: Request) -> Any:
+async def init_producer_id(ctx: RequestContext, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
     body = request.body
     ids = ctx.broker.producer_ids
     assert ids is not None
 
-    def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> dict[str, Any]:
-        return {"throttle_time_ms": 0, "error_code": int(error), "producer_id": pid, "producer_epoch": epoch}
+    def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=int(error), producer_id=pid, producer_epoch=epoch)
 
     if body.transactional_id is not None:
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

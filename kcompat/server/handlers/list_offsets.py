@@ -21,7 +21,6 @@ A partition named twice in one request gets INVALID_REQUEST, as in Kafka.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_epoch_error
@@ -29,6 +28,13 @@ from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 
 LATEST = -1
 EARLIEST = -2
@@ -41,29 +47,29 @@ SENTINEL_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, E
 
 
 @handles(LIST_OFFSETS, "1-11")
-async def list_offsets(ctx: RequestContext, request: Request) -> Any:
+async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]) -> ListOffsetsResponse:
     body = request.body
     counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
     topics = []
     for rt in body.topics:
         parts = []
         for rp in rt.partitions:
-            out: dict[str, Any] = {"partition_index": rp.partition_index, "error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            out = ListOffsetsPartitionResponse(partition_index=rp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(out)
             if counts[(rt.name, rp.partition_index)] > 1:
-                out["error_code"] = int(ErrorCode.INVALID_REQUEST)
+                out.error_code = int(ErrorCode.INVALID_REQUEST)
                 continue
             if request.api_version < SENTINEL_MIN_VERSION.get(rp.timestamp, 0):
-                out["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)
+                out.error_code = int(ErrorCode.UNSUPPORTED_VERSION)
                 continue
             error = _lookup(ctx, rt.name, rp, out)
             if error is not None:
-                out["error_code"] = int(error)
-        topics.append({"name": rt.name, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+                out.error_code = int(error)
+        topics.append(ListOffsetsTopicResponse(name=rt.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _lookup(ctx: RequestContext, topic: str, rp: Any, out: dict[str, Any]) -> ErrorCode | None:
+def _lookup(ctx: RequestContext, topic: str, rp: ListOffsetsPartition, out: ListOffsetsPartitionResponse) -> ErrorCode | None:
     broker = ctx.broker
     t = broker.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
@@ -74,20 +80,20 @@ def _lookup(ctx: RequestContext, topic: str, rp: Any, out: dict[str, Any]) -> Er
     ts = rp.timestamp
     epoch = t.leader_epoch
     if ts == LATEST:
-        out.update(offset=plog.high_watermark, leader_epoch=epoch)
+        out.offset, out.leader_epoch = plog.high_watermark, epoch
     elif ts in (EARLIEST, EARLIEST_LOCAL):
-        out.update(offset=plog.log_start_offset, leader_epoch=epoch)
+        out.offset, out.leader_epoch = plog.log_start_offset, epoch
     elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        out.update(offset=-1, leader_epoch=-1)
+        out.offset, out.leader_epoch = -1, -1
     elif ts == MAX_TIMESTAMP:
         offset, max_ts = plog.max_timestamp_offset()
         if offset >= 0:
-            out.update(offset=offset, timestamp=max_ts, leader_epoch=epoch)
+            out.offset, out.timestamp, out.leader_epoch = offset, max_ts, epoch
     elif ts < 0:
         return ErrorCode.INVALID_REQUEST
     else:
         found = plog.offset_for_timestamp(ts)
         if found is not None:
             offset, found_ts = found
-            out.update(offset=offset, timestamp=found_ts, leader_epoch=epoch)
+            out.offset, out.timestamp, out.leader_epoch = offset, found_ts, epoch
     return None

@@ -25,7 +25,6 @@ both work with every client, and the direct answer saves a round trip).
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.broker import ApiError, CloseConnection, RequestContext
@@ -35,6 +34,20 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.describe_topic_partitions import (
+    Cursor,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
+)
+from kcompat.wire.types.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Without ACLs every operation is allowed: Kafka's AclOperation codes as bits.
@@ -42,29 +55,28 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..AL
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
 
 
-def partitions_of(ctx: RequestContext, t: TopicInfo, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+def partitions_of(ctx: RequestContext, t: TopicInfo) -> list[MetadataResponsePartition]:
     node = ctx.broker.node_id
-    stop = t.partitions if end is None else min(end, t.partitions)
     return [
-        {
-            "error_code": 0,
-            "partition_index": p,
-            "leader_id": node,
-            "leader_epoch": t.leader_epoch,
-            "replica_nodes": [node],
-            "isr_nodes": [node],
-            "offline_replicas": [],
-        }
-        for p in range(start, stop)
+        MetadataResponsePartition(
+            error_code=0,
+            partition_index=p,
+            leader_id=node,
+            leader_epoch=t.leader_epoch,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        )
+        for p in range(t.partitions)
     ]
 
 
-def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> dict[str, Any]:
-    return {"error_code": int(error), "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
+def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=int(error), name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
 @handles(METADATA, "0-13")
-async def metadata(ctx: RequestContext, request: Request) -> Any:
+async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> MetadataResponse:
     body = request.body
     v = request.api_version
     broker = ctx.broker
@@ -74,22 +86,22 @@ async def metadata(ctx: RequestContext, request: Request) -> Any:
     allow_auto = broker.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
     ops = TOPIC_OPERATIONS if body.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
 
-    def described(t: TopicInfo) -> dict[str, Any]:
-        return {
-            "error_code": 0,
-            "name": t.name,
-            "topic_id": t.topic_id,
-            "is_internal": t.internal,
-            "partitions": partitions_of(ctx, t),
-            "topic_authorized_operations": ops,
-        }
+    def described(t: TopicInfo) -> MetadataResponseTopic:
+        return MetadataResponseTopic(
+            error_code=0,
+            name=t.name,
+            topic_id=t.topic_id,
+            is_internal=t.internal,
+            partitions=partitions_of(ctx, t),
+            topic_authorized_operations=ops,
+        )
 
-    out: list[dict[str, Any]] = []
+    out: list[MetadataResponseTopic] = []
     if all_topics:
         out = [described(t) for t in topics.all()]
     else:
         seen: set[str | uuid.UUID] = set()
-        for rt in body.topics:
+        for rt in body.topics or ():
             if rt.name is None:
                 if v < 12:  # topic ids came with v12; below it Kafka refuses a null name (InvalidRequest)
                     raise CloseConnection(f"Metadata v{v}: a topic name cannot be null before v12")
@@ -110,17 +122,20 @@ async def metadata(ctx: RequestContext, request: Request) -> Any:
                     out.append(unknown_topic(rt.name, e.error))
                     continue
             out.append(described(t) if t else unknown_topic(rt.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    return {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "brokers": [{"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": broker.rack}],
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
-        "topics": out,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+    host = MetadataResponseBroker(
+        node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=broker.rack
+    )
+    return MetadataResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        brokers=[host],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=out,
+        cluster_authorized_operations=CLUSTER_OPERATIONS
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,
-    }
+    )
 
 
 # DescribeTopicPartitions version notes:
@@ -129,10 +144,13 @@ async def metadata(ctx: RequestContext, request: Request) -> Any:
 #   eligible_leader_replicas / last_known_elr are empty arrays, as Kafka sends them without ELR: the
 #   schema allows null, but Java's admin client calls .stream() on both and fails with an NPE.
 @handles(DESCRIBE_TOPIC_PARTITIONS, "0")
-async def describe_topic_partitions(ctx: RequestContext, request: Request) -> Any:
+async def describe_topic_partitions(
+    ctx: RequestContext, request: Request[DescribeTopicPartitionsRequest]
+) -> DescribeTopicPartitionsResponse:
     body = request.body
     topics = ctx.broker.topics
     assert topics is not None
+    node = ctx.broker.node_id
     if body.topics:
         names = sorted({t.name for t in body.topics})
     else:
@@ -141,36 +159,54 @@ async def describe_topic_partitions(ctx: RequestContext, request: Request) -> An
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     limit = max(1, min(body.response_partition_limit, 2000))
-    out: list[dict[str, Any]] = []
+    out: list[DescribeTopicPartitionsResponseTopic] = []
     next_cursor = None
     budget = limit
     for name in names:
         t = topics.get(name)
         if t is None:
             if cursor is None or name != cursor.topic_name:
-                out.append({**unknown_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                out.append(
+                    DescribeTopicPartitionsResponseTopic(
+                        error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                        name=name,
+                        is_internal=False,
+                        partitions=[],
+                        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                    )
+                )
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         if budget <= 0:
-            next_cursor = {"topic_name": name, "partition_index": start}
+            next_cursor = Cursor(topic_name=name, partition_index=start)
             break
         end = start + budget
         parts = [
-            {**p, "eligible_leader_replicas": [], "last_known_elr": []}
-            for p in partitions_of(ctx, t, start, end)
+            DescribeTopicPartitionsResponsePartition(
+                error_code=0,
+                partition_index=p,
+                leader_id=node,
+                leader_epoch=t.leader_epoch,
+                replica_nodes=[node],
+                isr_nodes=[node],
+                eligible_leader_replicas=[],
+                last_known_elr=[],
+                offline_replicas=[],
+            )
+            for p in range(start, min(end, t.partitions))
         ]
         budget -= len(parts)
         out.append(
-            {
-                "error_code": 0,
-                "name": t.name,
-                "topic_id": t.topic_id,
-                "is_internal": t.internal,
-                "partitions": parts,
-                "topic_authorized_operations": TOPIC_OPERATIONS,
-            }
+            DescribeTopicPartitionsResponseTopic(
+                error_code=0,
+                name=t.name,
+                topic_id=t.topic_id,
+                is_internal=t.internal,
+                partitions=parts,
+                topic_authorized_operations=TOPIC_OPERATIONS,
+            )
         )
         if end < t.partitions:
-            next_cursor = {"topic_name": name, "partition_index": end}
+            next_cursor = Cursor(topic_name=name, partition_index=end)
             break
-    return {"throttle_time_ms": 0, "topics": out, "next_cursor": next_cursor}
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=out, next_cursor=next_cursor)

@@ -12,34 +12,39 @@ gets -1/-1 (UNDEFINED). Every batch kcompat writes carries the topic's constant 
 
 from __future__ import annotations
 
-from typing import Any
-
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.offset_for_leader_epoch import (
+    EpochEndOffset,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
 
 
 @handles(OFFSET_FOR_LEADER_EPOCH, "2-4")
-async def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Any:
+async def offset_for_leader_epoch(
+    ctx: RequestContext, request: Request[OffsetForLeaderEpochRequest]
+) -> OffsetForLeaderEpochResponse:
     broker = ctx.broker
     topics = []
     for rt in request.body.topics:
         parts = []
         for rp in rt.partitions:
-            out: dict[str, Any] = {"error_code": 0, "partition": rp.partition, "leader_epoch": -1, "end_offset": -1}
+            out = EpochEndOffset(error_code=0, partition=rp.partition, leader_epoch=-1, end_offset=-1)
             parts.append(out)
             t = broker.topic(rt.topic)
             if t is None or not 0 <= rp.partition < t.partitions:
-                out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
-                out["error_code"] = int(fenced)
+                out.error_code = int(fenced)
                 continue
             plog = broker.partition_log(rt.topic, rp.partition)
-            epoch, end = plog.end_offset_for_epoch(rp.leader_epoch)
-            out.update(leader_epoch=epoch, end_offset=end)
-        topics.append({"topic": rt.topic, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+            out.leader_epoch, out.end_offset = plog.end_offset_for_epoch(rp.leader_epoch)
+        topics.append(OffsetForLeaderTopicResult(topic=rt.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -29,8 +29,8 @@ CreatePartitions version notes:
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
-from typing import Any
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.broker import ApiError, RequestContext
@@ -40,28 +40,41 @@ from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from kcompat.wire.types.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from kcompat.wire.types.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
 
 MAX_PARTITIONS_PER_REQUEST = 10_000
 def _too_many_partitions() -> ApiError:
     return ApiError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
 
 
-def _requested_partitions(ctx: RequestContext, ct: Any) -> int:
+def _requested_partitions(ctx: RequestContext, ct: CreatableTopic) -> int:
     if ct.assignments:
         return len(ct.assignments)
     return ctx.broker.default_partitions if ct.num_partitions == -1 else max(ct.num_partitions, 0)
 
 
 @handles(CREATE_TOPICS, "2-7")
-async def create_topics(ctx: RequestContext, request: Request) -> Any:
+async def create_topics(ctx: RequestContext, request: Request[CreateTopicsRequest]) -> CreateTopicsResponse:
     broker = ctx.broker
     body = request.body
     counts = Counter(t.name for t in body.topics)
     too_many = sum(_requested_partitions(ctx, ct) for ct in body.topics) > MAX_PARTITIONS_PER_REQUEST
     results = []
     for ct in body.topics:
-        res: dict[str, Any] = {"name": ct.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
-                               "num_partitions": -1, "replication_factor": -1, "configs": None}  # fmt: skip
+        res = CreatableTopicResult(name=ct.name, topic_id=ZERO_UUID, error_code=0, error_message=None,
+                                   num_partitions=-1, replication_factor=-1, configs=None)  # fmt: skip
         results.append(res)
         try:
             if counts[ct.name] > 1:
@@ -72,20 +85,21 @@ async def create_topics(ctx: RequestContext, request: Request) -> Any:
             configs = {c.name: c.value for c in ct.configs}
             t = await broker.create_topic(ct.name, partitions, configs, validate_only=body.validate_only)
         except ApiError as e:
-            res.update(error_code=int(e.error), error_message=e.message)
+            res.error_code, res.error_message = int(e.error), e.message
             continue
-        res.update(num_partitions=t.partitions, replication_factor=rf)
+        res.num_partitions, res.replication_factor = t.partitions, rf
         if not body.validate_only:
-            res["topic_id"] = t.topic_id
-        res["configs"] = [
-            {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": int(e.source),
-             "is_sensitive": e.sensitive}
+            res.topic_id = t.topic_id
+        res.configs = [
+            CreatableTopicConfigs(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=int(e.source), is_sensitive=e.sensitive
+            )
             for e in broker.describe_topic_configs(t)
         ]
-    return {"throttle_time_ms": 0, "topics": results}
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _layout(ctx: RequestContext, ct: Any) -> tuple[int, int]:
+def _layout(ctx: RequestContext, ct: CreatableTopic) -> tuple[int, int]:
     """(partition count, replication factor) of a CreatableTopic, checked as Kafka's controller does."""
     broker = ctx.broker
     if ct.assignments:
@@ -135,19 +149,19 @@ def _check_replicas(ctx: RequestContext, broker_ids: list[int], partition: int) 
 
 
 @handles(DELETE_TOPICS, "1-6")
-async def delete_topics(ctx: RequestContext, request: Request) -> Any:
+async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsRequest]) -> DeleteTopicsResponse:
     broker = ctx.broker
     topics = broker.topics
     assert topics is not None
     body = request.body
     if request.api_version >= 6:
-        wanted = [(t.name, t.topic_id) for t in body.topics]
+        wanted: list[tuple[str | None, uuid.UUID]] = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in body.topic_names]
     counts = Counter(n if n is not None else i for n, i in wanted)
     results = []
     for name, topic_id in wanted:
-        res: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+        res = DeletableTopicResult(name=name, topic_id=topic_id, error_code=0, error_message=None)
         results.append(res)
         try:
             if counts[name if name is not None else topic_id] > 1:
@@ -160,22 +174,22 @@ async def delete_topics(ctx: RequestContext, request: Request) -> Any:
                 t = topics.get(name)
                 if t is None or (topic_id != ZERO_UUID and t.topic_id != topic_id):
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-            res.update(name=t.name, topic_id=t.topic_id)
+            res.name, res.topic_id = t.name, t.topic_id
             await broker.delete_topic(t.name)
         except ApiError as e:
-            res.update(error_code=int(e.error), error_message=e.message)
-    return {"throttle_time_ms": 0, "responses": results}
+            res.error_code, res.error_message = int(e.error), e.message
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
 @handles(CREATE_PARTITIONS, "0-3")
-async def create_partitions(ctx: RequestContext, request: Request) -> Any:
+async def create_partitions(ctx: RequestContext, request: Request[CreatePartitionsRequest]) -> CreatePartitionsResponse:
     broker = ctx.broker
     body = request.body
     counts = Counter(t.name for t in body.topics)
     added = 0
     results = []
     for ct in body.topics:
-        res: dict[str, Any] = {"name": ct.name, "error_code": 0, "error_message": None}
+        res = CreatePartitionsTopicResult(name=ct.name, error_code=0, error_message=None)
         results.append(res)
         try:
             if counts[ct.name] > 1:
@@ -205,5 +219,5 @@ async def create_partitions(ctx: RequestContext, request: Request) -> Any:
             if not body.validate_only:
                 await broker.add_partitions(t.name, ct.count)
         except ApiError as e:
-            res.update(error_code=int(e.error), error_message=e.message)
-    return {"throttle_time_ms": 0, "results": results}
+            res.error_code, res.error_message = int(e.error), e.message
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
