@@ -40,7 +40,8 @@ run: $(STAMP)
 check: $(LINT_STAMP)
 	$(BIN)/ruff check kcompat tests compat_tests tools benchmarks spark_examples
 	$(BIN)/mypy kcompat
-	$(BIN)/python tools/check_imports.py
+	$(BIN)/python tools/check_imports.py --strict
+	$(BIN)/python tools/gen_schemas.py --check
 	$(BIN)/python tools/gen_messages.py --check
 
 unit: $(TEST_STAMP)
