@@ -36,6 +36,8 @@ from kcompat.wire.structs import field_shape as _shape
 from kcompat.wire.types import MODULES
 
 Factories = dict[str, Callable[[], Any]]
+Step = tuple[str, Decoder, Encoder, Any]  # field name, reader, writer, default (an in-order field)
+Tagged = tuple[str, Decoder, Encoder, Callable[[], Any]]  # field name, reader, writer, default factory
 
 __all__ = ["UNKNOWN_TAGS", "MessageCodec", "Struct"]
 
@@ -134,8 +136,7 @@ class MessageCodec:
 
     def _factory(self, f: F) -> Callable[[], Any]:
         if f.is_struct and not f.is_array:
-            sub = self._class_for(f.element_type, f.fields)
-            return sub
+            return self._class_for(f.element_type, f.fields)
         if f.is_struct:
             self._class_for(f.element_type, f.fields)
         default = f.default
@@ -184,12 +185,27 @@ class MessageCodec:
     # -- compiling ----------------------------------------------------------------------------
     def _struct(self, cls: type[Struct], fields: tuple[F, ...], version: int) -> tuple[Decoder, Encoder, int]:
         flexible = version in self.message.flexible
-        steps: list[tuple[str, Decoder, Encoder, Any]] = []
-        tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]] = {}
-        absent: list[tuple[str, Callable[[], Any]]] = []
-        min_size = 1 if flexible else 0
         factories = self.factories[cls]
         coerce = _coercer(cls, factories)
+        steps, tagged, absent, min_size = self._plan(fields, factories, version, flexible)
+        read_tagged, write_tagged = _tagged_coders(cls.__name__, tagged)
+        decode, encode = _struct_coders(cls, flexible, steps, absent, read_tagged, write_tagged, coerce)
+        if not self.generated:
+            return decode, encode, min_size
+        fast_decode, fast_encode = generate(
+            cls, fields, version, flexible, steps, absent, tagged, read_tagged, write_tagged, decode, encode,
+            coerce, lambda f: self._sub(f, version),
+        )
+        return fast_decode, fast_encode, min_size
+
+    def _plan(self, fields: tuple[F, ...], factories: Factories, version: int, flexible: bool) -> tuple[
+        list[Step], dict[int, Tagged], list[tuple[str, Callable[[], Any]]], int
+    ]:
+        """Sort a version's fields into in-order steps, tagged fields and absent ones (defaults only)."""
+        steps: list[Step] = []
+        tagged: dict[int, Tagged] = {}
+        absent: list[tuple[str, Callable[[], Any]]] = []
+        min_size = 1 if flexible else 0
         for f in fields:
             make = factories[f.name]
             if version not in f.versions:
@@ -202,76 +218,7 @@ class MessageCodec:
             else:
                 steps.append((f.name, read, write, make()))
                 min_size += size
-        name = cls.__name__
-        new = object.__new__
-        step_reads = [(n, rd) for n, rd, _, _ in steps]
-        step_writes = [(n, wr, dflt) for n, _, wr, dflt in steps]
-
-        def read_tagged(r: Reader, o: Any) -> None:
-            try:
-                section = r.tagged_fields()
-            except DecodeError as e:
-                raise e.within(f"{name}.tagged_fields") from None
-            unknown = []
-            for tag, data in section:
-                known = tagged.get(tag)
-                if known is None:
-                    unknown.append((tag, bytes(data)))
-                    continue
-                sub = Reader(data)
-                try:
-                    setattr(o, known[0], known[1](sub))
-                    if sub.remaining():
-                        raise DecodeError(f"{sub.remaining()} bytes left over in tagged field {tag}")
-                except DecodeError as e:
-                    raise e.within(known[0]) from None
-            if unknown:
-                setattr(o, UNKNOWN_TAGS, unknown)
-
-        def write_tagged(w: Writer, value: Any) -> None:
-            is_dict = isinstance(value, dict)  # the generated coder's dict path
-            out: list[tuple[int, bytes]] = list((value if is_dict else value_tags(value)).get(UNKNOWN_TAGS) or ())
-            for tag, (fname, _, write, make) in tagged.items():
-                v = value.get(fname, _MISSING) if is_dict else getattr(value, fname)
-                if v is _MISSING or v == make():  # Kafka writes a tagged field only when it differs from its default
-                    continue
-                sub = Writer()
-                write(sub, v)
-                out.append((tag, sub.getvalue()))
-            w.tagged_fields(out)
-
-        def decode(r: Reader) -> Any:
-            o = new(cls)
-            for fname, make in absent:
-                setattr(o, fname, make())
-            for fname, read in step_reads:
-                try:
-                    setattr(o, fname, read(r))
-                except DecodeError as e:
-                    raise e.within(fname) from None
-            if flexible:
-                read_tagged(r, o)
-            return o
-
-        def encode(w: Writer, value: Any) -> None:
-            if type(value) is not cls:
-                value = coerce(value)
-            for fname, write, _ in step_writes:
-                v = getattr(value, fname)
-                try:
-                    write(w, v)
-                except (TypeError, ValueError, OverflowError, AttributeError) as e:
-                    raise type(e)(f"{name}.{fname}: {e}") from None
-            if flexible:
-                write_tagged(w, value)
-
-        if not self.generated:
-            return decode, encode, min_size
-        fast_decode, fast_encode = generate(
-            cls, fields, version, flexible, steps, absent, tagged, read_tagged, write_tagged, decode, encode,
-            coerce, lambda f: self._sub(f, version),
-        )
-        return fast_decode, fast_encode, min_size
+        return steps, tagged, absent, min_size
 
     def _field(self, f: F, version: int, flexible: bool) -> tuple[Decoder, Encoder, int]:
         compact, nullable = _shape(f, version, flexible)
@@ -331,64 +278,160 @@ class MessageCodec:
 
     def _element(self, f: F, version: int, compact: bool, nullable: bool) -> tuple[Decoder, Encoder, int]:
         t = f.element_type
-        label = f.name
         if f.is_struct:
             sread, swrite, ssize = self._sub(f, version)
             if not nullable:
                 return sread, swrite, ssize
-
-            def read_opt(r: Reader) -> Any:
-                return None if r.int8() < 0 else sread(r)
-
-            def write_opt(w: Writer, v: Any) -> None:
-                if v is None:
-                    w.int8(-1)
-                else:
-                    w.int8(1)
-                    swrite(w, v)
-
-            return read_opt, write_opt, 1
+            return _optional_struct(sread, swrite)
         if t in _FIXED_SIZE:
             reader_name = {"bool": "boolean"}.get(t, t)
             rd: Callable[[Reader], Any] = getattr(Reader, reader_name)
             wr: Callable[[Writer, Any], None] = getattr(Writer, reader_name)
             return rd, wr, _FIXED_SIZE[t]
         if t == "string":
-            srd = Reader.compact_string if compact else Reader.string
-            swr = Writer.compact_string if compact else Writer.string
-
-            def read_string(r: Reader) -> Any:
-                v = srd(r)
-                if v is None and not nullable:
-                    raise DecodeError("null string in a non-nullable field")
-                return v
-
-            def write_string(w: Writer, v: Any) -> None:
-                if v is None:
-                    _null_ok(nullable, label)
-                swr(w, v)
-
-            return read_string, write_string, 1 if compact else 2
+            return _string(f.name, compact, nullable)
         if t in ("bytes", "records"):
-            brd = Reader.compact_bytes if compact else Reader.bytes_
-            bwr = Writer.compact_bytes if compact else Writer.bytes_
-            as_bytes = t == "bytes"
-
-            def read_bytes(r: Reader) -> Any:
-                v = brd(r)
-                if v is None:
-                    if not nullable:
-                        raise DecodeError("null bytes in a non-nullable field")
-                    return None
-                return bytes(v) if as_bytes else v
-
-            def write_bytes(w: Writer, v: Any) -> None:
-                if v is None:
-                    _null_ok(nullable, label)
-                bwr(w, v)
-
-            return read_bytes, write_bytes, 1 if compact else 4
+            return _bytes(f.name, t == "bytes", compact, nullable)
         raise AssertionError(f"unknown type {t}")
+
+
+def _tagged_coders(name: str, tagged: dict[int, Tagged]) -> tuple[
+    Callable[[Reader, Any], None], Callable[[Writer, Any], None]
+]:
+    """Reader and writer of a struct's tagged-field section (flexible versions)."""
+
+    def read_tagged(r: Reader, o: Any) -> None:
+        try:
+            section = r.tagged_fields()
+        except DecodeError as e:
+            raise e.within(f"{name}.tagged_fields") from None
+        unknown = []
+        for tag, data in section:
+            known = tagged.get(tag)
+            if known is None:
+                unknown.append((tag, bytes(data)))
+                continue
+            sub = Reader(data)
+            try:
+                setattr(o, known[0], known[1](sub))
+                if sub.remaining():
+                    raise DecodeError(f"{sub.remaining()} bytes left over in tagged field {tag}")
+            except DecodeError as e:
+                raise e.within(known[0]) from None
+        if unknown:
+            setattr(o, UNKNOWN_TAGS, unknown)
+
+    def write_tagged(w: Writer, value: Any) -> None:
+        is_dict = isinstance(value, dict)  # the generated coder's dict path
+        out: list[tuple[int, bytes]] = list((value if is_dict else value_tags(value)).get(UNKNOWN_TAGS) or ())
+        for tag, (fname, _, write, make) in tagged.items():
+            v = value.get(fname, _MISSING) if is_dict else getattr(value, fname)
+            if v is _MISSING or v == make():  # Kafka writes a tagged field only when it differs from its default
+                continue
+            sub = Writer()
+            write(sub, v)
+            out.append((tag, sub.getvalue()))
+        w.tagged_fields(out)
+
+    return read_tagged, write_tagged
+
+
+def _struct_coders(
+    cls: type[Struct],
+    flexible: bool,
+    steps: list[Step],
+    absent: list[tuple[str, Callable[[], Any]]],
+    read_tagged: Callable[[Reader, Any], None],
+    write_tagged: Callable[[Writer, Any], None],
+    coerce: Callable[[Any], Any],
+) -> tuple[Decoder, Encoder]:
+    """The interpreted decoder and encoder of one struct version (the generated ones fall back to these)."""
+    name = cls.__name__
+    new = object.__new__
+    step_reads = [(n, rd) for n, rd, _, _ in steps]
+    step_writes = [(n, wr, dflt) for n, _, wr, dflt in steps]
+
+    def decode(r: Reader) -> Any:
+        o = new(cls)
+        for fname, make in absent:
+            setattr(o, fname, make())
+        for fname, read in step_reads:
+            try:
+                setattr(o, fname, read(r))
+            except DecodeError as e:
+                raise e.within(fname) from None
+        if flexible:
+            read_tagged(r, o)
+        return o
+
+    def encode(w: Writer, value: Any) -> None:
+        if type(value) is not cls:
+            value = coerce(value)
+        for fname, write, _ in step_writes:
+            v = getattr(value, fname)
+            try:
+                write(w, v)
+            except (TypeError, ValueError, OverflowError, AttributeError) as e:
+                raise type(e)(f"{name}.{fname}: {e}") from None
+        if flexible:
+            write_tagged(w, value)
+
+    return decode, encode
+
+
+def _optional_struct(sread: Decoder, swrite: Encoder) -> tuple[Decoder, Encoder, int]:
+    """A nullable struct field: an int8 presence marker (-1 for null) before the struct."""
+
+    def read_opt(r: Reader) -> Any:
+        return None if r.int8() < 0 else sread(r)
+
+    def write_opt(w: Writer, v: Any) -> None:
+        if v is None:
+            w.int8(-1)
+        else:
+            w.int8(1)
+            swrite(w, v)
+
+    return read_opt, write_opt, 1
+
+
+def _string(label: str, compact: bool, nullable: bool) -> tuple[Decoder, Encoder, int]:
+    srd = Reader.compact_string if compact else Reader.string
+    swr = Writer.compact_string if compact else Writer.string
+
+    def read_string(r: Reader) -> Any:
+        v = srd(r)
+        if v is None and not nullable:
+            raise DecodeError("null string in a non-nullable field")
+        return v
+
+    def write_string(w: Writer, v: Any) -> None:
+        if v is None:
+            _null_ok(nullable, label)
+        swr(w, v)
+
+    return read_string, write_string, 1 if compact else 2
+
+
+def _bytes(label: str, as_bytes: bool, compact: bool, nullable: bool) -> tuple[Decoder, Encoder, int]:
+    """A bytes field (decoded to bytes) or a records field (decoded to a zero-copy memoryview)."""
+    brd = Reader.compact_bytes if compact else Reader.bytes_
+    bwr = Writer.compact_bytes if compact else Writer.bytes_
+
+    def read_bytes(r: Reader) -> Any:
+        v = brd(r)
+        if v is None:
+            if not nullable:
+                raise DecodeError("null bytes in a non-nullable field")
+            return None
+        return bytes(v) if as_bytes else v
+
+    def write_bytes(w: Writer, v: Any) -> None:
+        if v is None:
+            _null_ok(nullable, label)
+        bwr(w, v)
+
+    return read_bytes, write_bytes, 1 if compact else 4
 
 
 def _null_ok(nullable: bool, name: str) -> None:
