@@ -177,7 +177,7 @@ def _next_assignment(
         if assign:
             to_assign[topic] = assign
     pending_before = member.pending_revocation if not released else {}
-    m = ConsumerMember(**{**member.__dict__})
+    m = ConsumerMember(**member.__dict__)
     if to_revoke:
         # Give up partitions first; the epoch moves only once the member confirms.
         m.state = MemberState.UNREVOKED_PARTITIONS

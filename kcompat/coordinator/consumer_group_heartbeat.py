@@ -41,6 +41,7 @@ from kcompat.coordinator.messages import (
 from kcompat.coordinator.result import Effects, Timer
 from kcompat.wire.error_codes import ErrorCode as E
 
+Owned = dict[uuid.UUID, set[int]] | None  # the partitions a heartbeat says the member owns; None: not sent
 
 class ConsumerGroupProtocol:
     """ConsumerGroupHeartbeat and ConsumerGroupDescribe, and the consumer group records they write."""
@@ -90,9 +91,9 @@ class ConsumerGroupProtocol:
             return "InstanceId can't be empty."
         if req.rack_id is not None and not req.rack_id:
             return "RackId can't be empty."
-        if req.member_epoch > 0 or req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH or api_version >= 1:
-            if not req.member_id:
-                return "MemberId can't be empty."
+        needs_member_id = req.member_epoch > 0 or req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH or api_version >= 1
+        if needs_member_id and not req.member_id:
+            return "MemberId can't be empty."
         if req.member_epoch == 0:
             if req.rebalance_timeout_ms == -1:
                 return "RebalanceTimeoutMs must be provided in first request."
@@ -110,9 +111,37 @@ class ConsumerGroupProtocol:
     def _consumer_heartbeat(
         self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int, client_id: str, client_host: str
     ) -> ConsumerGroupHeartbeatResponse:
-        def error(code: int, message: str) -> ConsumerGroupHeartbeatResponse:
-            return ConsumerGroupHeartbeatResponse(code, message, req.member_id)
+        group = self._heartbeat_group(out, req, now)
+        if isinstance(group, ConsumerGroupHeartbeatResponse):
+            return group
+        member_id = req.member_id or str(self.store.new_uuid())  # v0 joins may leave the id to the broker
+        owned = _owned(req.topic_partitions)
+        found = self._heartbeat_member(out, group, req, member_id, owned)
+        if isinstance(found, ConsumerGroupHeartbeatResponse):
+            return found
+        member, bump = found
+        self._apply_heartbeat(out, group, req, member, member_id, client_id, client_host, bump)
+        after = self._reconcile_member(out, group, member_id, owned, now)
 
+        full_request = (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.topic_partitions is not None
+        )
+        send_assignment = req.member_epoch == 0 or full_request or after.assigned != member.assigned
+        return ConsumerGroupHeartbeatResponse(
+            E.NONE,
+            None,
+            member_id,
+            after.member_epoch,
+            self.store.config.consumer_heartbeat_interval_ms,
+            _topic_partitions(after.assigned) if send_assignment else None,
+        )
+
+    def _heartbeat_group(
+        self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int
+    ) -> ConsumerGroup | ConsumerGroupHeartbeatResponse:
+        """The consumer group a heartbeat is for, created on a first join; an error response otherwise."""
         group = self.store.groups.get(req.group_id)
         joining = req.member_epoch == 0
         if isinstance(group, ClassicGroup):
@@ -121,61 +150,61 @@ class ConsumerGroupProtocol:
                 group = None
             else:
                 # Kafka 4.x would upgrade a non-empty classic group online; that is not done here.
-                return error(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+                return _error(req, E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
         if group is None:
             if not joining:
-                return error(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
+                return _error(req, E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
             group = ConsumerGroup(req.group_id)
             self.store.groups[req.group_id] = group
-        member_id = req.member_id or str(self.store.new_uuid())  # v0 joins may leave the id to the broker
-        owned = _owned(req.topic_partitions)
+        return group
+
+    def _heartbeat_member(
+        self, out: Effects, group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest, member_id: str, owned: Owned
+    ) -> tuple[ConsumerMember, bool] | ConsumerGroupHeartbeatResponse:
+        """The member a heartbeat is from (a new one on a join, a static member taken over) and whether
+        it is new (a group epoch bump); or the fencing / unknown-member error response."""
+        joining = req.member_epoch == 0
         member = group.members.get(member_id)
-        bump = False
         if req.instance_id is not None:
             static_id = group.static_members.get(req.instance_id)
             if static_id is not None and static_id != member_id:
                 old = group.members[static_id]
                 if not joining:
-                    return error(E.FENCED_INSTANCE_ID, f"Instance {req.instance_id} is held by another member.")
+                    return _error(req, E.FENCED_INSTANCE_ID, f"Instance {req.instance_id} is held by another member.")
                 if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                    return error(E.UNRELEASED_INSTANCE_ID, f"Instance {req.instance_id} is still in use.")
+                    return _error(req, E.UNRELEASED_INSTANCE_ID, f"Instance {req.instance_id} is still in use.")
                 member = self._take_over_static_member(out, group, old, member_id)
             elif static_id is None and member is None and not joining:
-                return error(E.UNKNOWN_MEMBER_ID, f"Instance {req.instance_id} is unknown.")
+                return _error(req, E.UNKNOWN_MEMBER_ID, f"Instance {req.instance_id} is unknown.")
         if member is None:
             if not joining:
-                return error(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {req.group_id}.")
+                return _error(req, E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {req.group_id}.")
             if len(group.members) >= self.store.config.consumer_max_size:
-                return error(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.store.config.consumer_max_size} members.")
-            member = ConsumerMember(member_id)
-            bump = True
-        elif not joining:
+                return _error(req, E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.store.config.consumer_max_size} members.")
+            return ConsumerMember(member_id), True
+        if not joining:
             if req.member_epoch > member.member_epoch:
-                return error(E.FENCED_MEMBER_EPOCH, "The consumer group member has a greater member epoch than expected.")
+                return _error(req, E.FENCED_MEMBER_EPOCH, "The consumer group member has a greater member epoch than expected.")
             if req.member_epoch < member.member_epoch and not (
                 req.member_epoch == member.previous_member_epoch and owned is not None and is_subset(owned, member.assigned)
             ):
-                return error(E.FENCED_MEMBER_EPOCH, "The consumer group member has a smaller member epoch than expected.")
+                return _error(req, E.FENCED_MEMBER_EPOCH, "The consumer group member has a smaller member epoch than expected.")
+        return member, False
 
-        # Apply what the heartbeat changed (null fields mean "unchanged").
-        updated = replace(
-            member,
-            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-            client_id=client_id or member.client_id,
-            client_host=client_host or member.client_host,
-            subscribed_topic_names=(
-                tuple(sorted(set(req.subscribed_topic_names)))
-                if req.subscribed_topic_names is not None else member.subscribed_topic_names
-            ),
-            subscribed_topic_regex=(
-                (req.subscribed_topic_regex or None) if req.subscribed_topic_regex is not None else member.subscribed_topic_regex
-            ),
-            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
-            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
-        )
-        if joining and updated.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            updated.member_epoch = updated.previous_member_epoch  # back from a static leave
+    def _apply_heartbeat(
+        self,
+        out: Effects,
+        group: ConsumerGroup,
+        req: ConsumerGroupHeartbeatRequest,
+        member: ConsumerMember,
+        member_id: str,
+        client_id: str,
+        client_host: str,
+        bump: bool,
+    ) -> None:
+        """Store what the heartbeat changed (null fields mean "unchanged"), bumping the group epoch
+        and recomputing the target assignment when the membership or a subscription changed."""
+        updated = _updated_member(member, req, client_id, client_host)
         if _subscription(updated) != _subscription(member) or updated.server_assignor != member.server_assignor:
             bump = True
         if bump or _member_record_fields(updated) != _member_record_fields(member):
@@ -191,6 +220,8 @@ class ConsumerGroupProtocol:
         if group.group_epoch > group.assignment_epoch:
             self._update_target_assignment(out, group)
 
+    def _reconcile_member(self, out: Effects, group: ConsumerGroup, member_id: str, owned: Owned, now: int) -> ConsumerMember:
+        """Move the member toward its target assignment and renew its session and rebalance deadlines."""
         before = group.members[member_id]
         after = reconcile(before, group.assignment_epoch, group.target.get(member_id, {}), group.owner_epochs(), owned)
         if after is not before:
@@ -202,21 +233,7 @@ class ConsumerGroupProtocol:
                 after.rebalance_deadline = now + max(after.rebalance_timeout_ms, 0)
         else:
             after.rebalance_deadline = None
-
-        full_request = (
-            req.rebalance_timeout_ms != -1
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-            and req.topic_partitions is not None
-        )
-        send_assignment = joining or full_request or after.assigned != member.assigned
-        return ConsumerGroupHeartbeatResponse(
-            E.NONE,
-            None,
-            member_id,
-            after.member_epoch,
-            self.store.config.consumer_heartbeat_interval_ms,
-            _topic_partitions(after.assigned) if send_assignment else None,
-        )
+        return after
 
     def _take_over_static_member(self, out: Effects, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
         """A restarted static member inherits its predecessor's epoch and assignment (KIP-848)."""
@@ -349,7 +366,7 @@ class ConsumerGroupProtocol:
         return described
 
 
-def _owned(tps: Sequence[TopicPartitions] | None) -> dict[uuid.UUID, set[int]] | None:
+def _owned(tps: Sequence[TopicPartitions] | None) -> Owned:
     if tps is None:
         return None
     out: dict[uuid.UUID, set[int]] = {}
@@ -400,3 +417,32 @@ def emit_current_assignment(out: Effects, gid: str, m: ConsumerMember) -> None:
         m.member_epoch, m.previous_member_epoch, int(m.state),
         rec.topic_id_partitions(m.assigned), rec.topic_id_partitions(m.pending_revocation),
     ))
+
+
+def _error(req: ConsumerGroupHeartbeatRequest, code: int, message: str) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(code, message, req.member_id)
+
+
+def _updated_member(
+    member: ConsumerMember, req: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str
+) -> ConsumerMember:
+    """The member with what a heartbeat set (null fields mean "unchanged")."""
+    updated = replace(
+        member,
+        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+        client_id=client_id or member.client_id,
+        client_host=client_host or member.client_host,
+        subscribed_topic_names=(
+            tuple(sorted(set(req.subscribed_topic_names)))
+            if req.subscribed_topic_names is not None else member.subscribed_topic_names
+        ),
+        subscribed_topic_regex=(
+            (req.subscribed_topic_regex or None) if req.subscribed_topic_regex is not None else member.subscribed_topic_regex
+        ),
+        rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+        server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
+    )
+    if req.member_epoch == 0 and updated.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        updated.member_epoch = updated.previous_member_epoch  # back from a static leave
+    return updated
