@@ -72,10 +72,7 @@ def build_batch(h: BatchHeader, records: list[RecordView], *, base_timestamp: in
     if h.compression:
         payload = compress(h.compression, payload)
     attributes = h.attributes | DELETE_HORIZON_MASK if horizon else h.attributes & ~DELETE_HORIZON_MASK
-    if h.log_append_time or not records:
-        max_ts = h.max_timestamp
-    else:
-        max_ts = max(r.timestamp for r in records)
+    max_ts = h.max_timestamp if h.log_append_time or not records else max(r.timestamp for r in records)
     size = HEADER_SIZE + len(payload)
     buf = bytearray(size)
     _HEADER.pack_into(
@@ -242,45 +239,11 @@ class LogCleaner:
                 if h.is_control:
                     emit(data, h)
                     continue
-                try:
-                    records = iter_records(data, h)
-                except DecodeError:
-                    emit(data, h)  # never lose what we cannot read
-                    continue
-                horizon = delete_horizon(h)
-                retain_deletes = horizon is None or now_ms < horizon
-                kept = []
-                for r in records:
-                    if r.key is None:
-                        continue
-                    if r.offset < offset_map.get(r.key, -1):
-                        continue
-                    if not r.has_value and not retain_deletes:
-                        stats.tombstones_removed += 1
-                        continue
-                    kept.append(r)
-                stats.records_removed += len(records) - len(kept)
-                has_tombstones = any(not r.has_value for r in kept)
-                set_horizon = has_tombstones and horizon is None
-                if has_tombstones:
-                    h_ms = horizon_after if set_horizon else horizon
-                    assert h_ms is not None
+                kept, kept_h, h_ms = _clean_batch(data, h, offset_map, last_offsets, now_ms, horizon_after, stats)
+                if h_ms is not None:
                     earliest_horizon = h_ms if earliest_horizon is None else min(earliest_horizon, h_ms)
-                if len(kept) == len(records) and not set_horizon:
-                    emit(data, h)
-                elif kept:
-                    new_base_ts = (
-                        horizon_after
-                        if set_horizon
-                        else (horizon if horizon is not None else h.base_timestamp)
-                    )
-                    batch = build_batch(
-                        h, kept, base_timestamp=new_base_ts, horizon=set_horizon or horizon is not None
-                    )
-                    emit(batch, read_header(batch))
-                elif h.producer_id >= 0 and last_offsets.get(h.producer_id) == h.last_offset:
-                    empty = build_batch(h, [], base_timestamp=h.max_timestamp, horizon=False)
-                    emit(empty, read_header(empty))
+                if kept is not None:
+                    emit(kept, kept_h or h)
         flush_out()
         cleaned.on_become_inactive()
         cleaned.flush()
@@ -307,3 +270,49 @@ class LogCleaner:
         for old in group:
             old.delete()
         return True
+
+
+def _clean_batch(
+    data: memoryview,
+    h: BatchHeader,
+    offset_map: dict[bytes, int],
+    last_offsets: dict[int, int],
+    now_ms: int,
+    horizon_after: int,
+    stats: CleanStats,
+) -> tuple[bytes | memoryview | None, BatchHeader | None, int | None]:
+    """What the cleaned log keeps of one data batch: the batch as is (header None), a rebuilt one
+    with its header, or None; and the delete horizon its kept tombstones carry (None: no tombstone)."""
+    try:
+        records = iter_records(data, h)
+    except DecodeError:
+        return data, None, None  # never lose what we cannot read
+    horizon = delete_horizon(h)
+    retain_deletes = horizon is None or now_ms < horizon
+    kept = []
+    for r in records:
+        if r.key is None:
+            continue
+        if r.offset < offset_map.get(r.key, -1):
+            continue
+        if not r.has_value and not retain_deletes:
+            stats.tombstones_removed += 1
+            continue
+        kept.append(r)
+    stats.records_removed += len(records) - len(kept)
+    has_tombstones = any(not r.has_value for r in kept)
+    set_horizon = has_tombstones and horizon is None
+    h_ms = None
+    if has_tombstones:
+        h_ms = horizon_after if set_horizon else horizon
+        assert h_ms is not None
+    if len(kept) == len(records) and not set_horizon:
+        return data, None, h_ms
+    if kept:
+        new_base_ts = horizon_after if set_horizon else (horizon if horizon is not None else h.base_timestamp)
+        batch = build_batch(h, kept, base_timestamp=new_base_ts, horizon=set_horizon or horizon is not None)
+        return batch, read_header(batch), h_ms
+    if h.producer_id >= 0 and last_offsets.get(h.producer_id) == h.last_offset:
+        empty = build_batch(h, [], base_timestamp=h.max_timestamp, horizon=False)
+        return empty, read_header(empty), h_ms
+    return None, None, h_ms

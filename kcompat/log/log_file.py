@@ -9,6 +9,7 @@ an unlinked file stays readable through an open descriptor.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,10 +49,9 @@ class LogFile:
             else:
                 pos = self._pwrite_all(memoryview(data), pos)
         except OSError as e:
-            try:
+            # The size we track stays at `start`; recovery cuts any torn tail at the next start.
+            with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, start)
-            except OSError:
-                pass  # the size we track stays at `start`; recovery cuts any torn tail at the next start
             raise KafkaStorageError(f"write to {self.path.name} failed: {e}") from e
         self.size = pos
         return start

@@ -12,6 +12,7 @@ segments) and .deleted (on its way out) appended to a segment's file names.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -88,10 +89,8 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
             os.fsync(fd)
     except BaseException:
         os.close(fd)
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)  # a partial file must not hold on to the space that ran out
-        except OSError:
-            pass
         raise
     os.close(fd)
     os.replace(tmp, path)

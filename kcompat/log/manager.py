@@ -125,9 +125,8 @@ class LogManager:
     def _ensure_meta_properties(self, d: Path) -> str:
         path = d / META_PROPERTIES
         props = check_meta_properties(d, self.cluster_id, self.node_id)
-        if props is not None:
-            if "directory.id" in props and props.get("version") == str(META_VERSION):
-                return props["directory.id"]
+        if props is not None and "directory.id" in props and props.get("version") == str(META_VERSION):
+            return props["directory.id"]
         directory_id = random_uuid_base64()
         write_properties(
             path,

@@ -35,6 +35,7 @@ Sequence checks (ProducerAppendInfo.checkProducerEpoch / checkSequence):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -259,10 +260,8 @@ class ProducerStateManager:
             self._delete_snapshot(off)
 
     def _delete_snapshot(self, offset: int) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(snapshot_path(self.directory, offset))
-        except FileNotFoundError:
-            pass
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:

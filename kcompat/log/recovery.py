@@ -16,6 +16,7 @@ On open, in this order:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -83,10 +84,8 @@ def recover_segment(
 
 
 def _unlink(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _remove_leftovers(directory: Path) -> list[int]:

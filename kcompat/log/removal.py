@@ -7,6 +7,7 @@ works on PartitionLog's state, declared below, and takes `self.lock` as Partitio
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import os
 import threading
@@ -201,8 +202,6 @@ class LogRemoval:
                 s.delete()
             self._set_segments([])
             for name in os.listdir(self.directory):
-                try:
+                with contextlib.suppress(IsADirectoryError):
                     os.unlink(self.directory / name)
-                except IsADirectoryError:
-                    pass
             os.rmdir(self.directory)

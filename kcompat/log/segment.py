@@ -16,6 +16,7 @@ are safe from any thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -195,12 +196,11 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """On roll: the time index gets the segment's largest timestamp; indexes shrink to their entries."""
         if self.max_timestamp_so_far >= 0:
-            try:
+            # No disk space for it: the segment's largest timestamp is then found by a scan instead.
+            with contextlib.suppress(IndexFull):
                 self.time_index.maybe_append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
                 )
-            except IndexFull:
-                pass  # no disk space for it: the segment's largest timestamp is found by a scan instead
         self.offset_index.trim()
         self.time_index.trim()
 
@@ -238,10 +238,8 @@ class LogSegment:
     def delete(self) -> None:
         """Unlink the files. Open descriptors and maps stay valid for readers until dropped."""
         for p in self.paths():
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
-            except FileNotFoundError:
-                pass
 
     # --- reads ---
 
