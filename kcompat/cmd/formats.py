@@ -141,7 +141,7 @@ def line_parser(fmt: str) -> Callable[[str], InputRecord]:
     Literals separate the fields; every placeholder but the last matches as little as it can, so
     '%k %v' splits at the first space and the value keeps the rest of the line.
     """
-    fmt = fmt[:-2] if fmt.endswith("\\n") else fmt
+    fmt = fmt.removesuffix("\\n")
     pieces = parse_format(fmt, PRODUCE_PLACEHOLDERS)
     if not any(kind == "ph" for kind, _ in pieces):
         raise FormatError(f"produce format {fmt!r} has no placeholder")

@@ -8,8 +8,10 @@ batches of up to --batch records per partition (one Produce per leader per batch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from kcompat.cmd.common import (
@@ -50,7 +52,7 @@ def register(commands: Any) -> None:
 
 def _lines(stream: TextIO) -> Any:
     for line in stream:
-        yield line[:-1] if line.endswith("\n") else line
+        yield line.removesuffix("\n")
 
 
 def produce(args: argparse.Namespace) -> int:
@@ -62,63 +64,76 @@ def produce(args: argparse.Namespace) -> int:
     fixed_key = args.key.encode() if args.key is not None else None
     if args.batch < 1:
         raise FormatError("--batch must be at least 1")
-    stream: TextIO
-    if args.file:
-        try:
-            stream = open(args.file, encoding="utf-8")  # closed below
-        except OSError as e:
-            raise FormatError(f"cannot read {args.file}: {e.strerror}") from None
-    else:
-        stream = sys.stdin
     ranges: dict[int, list[int]] = {}  # partition -> [first offset, last offset, count]
     total = 0
-    progress = Progress(f"producing to {args.topic}", None, show_progress())
-    try:
-        with open_cluster(args) as cluster:
-            topic = cluster.topic(args.topic)
-            count = len(topic.partitions)
-            pending: dict[int, list[Record]] = {}
-            pending_bytes = 0
-            turn = 0
+    with _input(args.file) as stream:
+        progress = Progress(f"producing to {args.topic}", None, show_progress())
+        try:
+            with open_cluster(args) as cluster:
+                topic = cluster.topic(args.topic)
+                count = len(topic.partitions)
+                pending: dict[int, list[Record]] = {}
+                pending_bytes = 0
+                turn = 0
 
-            def flush() -> None:
-                nonlocal pending, pending_bytes
-                if not pending:
-                    return
-                bases = records.produce(cluster, topic, pending, acks=args.acks, compression=COMPRESSION[args.compression])
-                for p, base in bases.items():
-                    n = len(pending[p])
-                    r = ranges.setdefault(p, [base, base, 0])
-                    r[1] = base + n - 1 if base >= 0 else -1
-                    r[2] += n
-                progress.advance(sum(len(v) for v in pending.values()))
-                pending, pending_bytes = {}, 0
+                def flush() -> None:
+                    nonlocal pending, pending_bytes
+                    if not pending:
+                        return
+                    bases = records.produce(cluster, topic, pending, acks=args.acks, compression=COMPRESSION[args.compression])
+                    for p, base in bases.items():
+                        n = len(pending[p])
+                        r = ranges.setdefault(p, [base, base, 0])
+                        r[1] = base + n - 1 if base >= 0 else -1
+                        r[2] += n
+                    progress.advance(sum(len(v) for v in pending.values()))
+                    pending, pending_bytes = {}, 0
 
-            for line in _lines(stream):
-                rec: InputRecord = parse(line)
-                key = fixed_key if fixed_key is not None else rec.key
-                if args.partition is not None:
-                    partition = args.partition
-                elif rec.partition is not None:
-                    partition = rec.partition
-                elif key is not None:
-                    partition = partition_for_key(key, count)
-                else:
-                    partition = turn % count
-                    turn += 1
-                if partition not in topic.partitions:
-                    raise FormatError(f"topic {args.topic} has no partition {partition} (it has {count})")
-                batch = pending.setdefault(partition, [])
-                batch.append(Record(len(batch), int(time.time() * 1000), key, rec.value, fixed_headers + rec.headers))
-                total += 1
-                pending_bytes += len(line) + (len(key) if key else 0)
-                if len(batch) >= args.batch or pending_bytes >= _BATCH_BYTES:
-                    flush()
-            flush()
-    finally:
-        progress.close()
-        if args.file:
-            stream.close()
+                for line in _lines(stream):
+                    rec: InputRecord = parse(line)
+                    key = fixed_key if fixed_key is not None else rec.key
+                    partition, turn = _partition(args.partition, rec.partition, key, count, turn)
+                    if partition not in topic.partitions:
+                        raise FormatError(f"topic {args.topic} has no partition {partition} (it has {count})")
+                    batch = pending.setdefault(partition, [])
+                    batch.append(Record(len(batch), int(time.time() * 1000), key, rec.value, fixed_headers + rec.headers))
+                    total += 1
+                    pending_bytes += len(line) + (len(key) if key else 0)
+                    if len(batch) >= args.batch or pending_bytes >= _BATCH_BYTES:
+                        flush()
+                flush()
+        finally:
+            progress.close()
+    _report(args, total, ranges)
+    return 0
+
+
+@contextlib.contextmanager
+def _input(path: str | None) -> Iterator[TextIO]:
+    """The lines' source: stdin, or the file at `path` (closed afterwards)."""
+    if not path:
+        yield sys.stdin
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            stream = stack.enter_context(open(path, encoding="utf-8"))
+        except OSError as e:
+            raise FormatError(f"cannot read {path}: {e.strerror}") from None
+        yield stream
+
+
+def _partition(fixed: int | None, line_partition: int | None, key: bytes | None, count: int, turn: int) -> tuple[int, int]:
+    """(partition, next turn): --partition, else the line's %p, else the key's, else round robin."""
+    if fixed is not None:
+        return fixed, turn
+    if line_partition is not None:
+        return line_partition, turn
+    if key is not None:
+        return partition_for_key(key, count), turn
+    return turn % count, turn + 1
+
+
+def _report(args: argparse.Namespace, total: int, ranges: dict[int, list[int]]) -> None:
     rows = [{"partition": p, "first_offset": r[0], "last_offset": r[1], "records": r[2]} for p, r in sorted(ranges.items())]
     if args.format == "json":
         print_json({"topic": args.topic, "records": total, "partitions": rows})
@@ -129,4 +144,3 @@ def produce(args: argparse.Namespace) -> int:
                 ("PARTITION", "RECORDS", "FIRST-OFFSET", "LAST-OFFSET"),
                 [(r["partition"], r["records"], r["first_offset"], r["last_offset"]) for r in rows],
             )
-    return 0
