@@ -148,10 +148,7 @@ class Cluster:
         if address is None:
             raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node_id}", "not in the cluster's metadata")
         boot = self.bootstrap
-        if (boot.host, boot.port) == address:
-            conn = boot
-        else:
-            conn = Connection(*address, timeout=self.timeout)
+        conn = boot if (boot.host, boot.port) == address else Connection(*address, timeout=self.timeout)
         self._nodes[node_id] = conn
         return conn
 

@@ -383,9 +383,9 @@ class BrokerConfig(TypedAttributes):
             (self._dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
             (self._static, ConfigSource.STATIC_BROKER_CONFIG),
         ):
-            for each in chain:
-                if each in layer:
-                    out.append(ConfigSynonym(each, self._shown(BROKER_CONFIGS[each], layer[each]), source))
+            out.extend(
+                ConfigSynonym(each, self._shown(BROKER_CONFIGS[each], layer[each]), source) for each in chain if each in layer
+            )
         for each in chain:
             definition = BROKER_CONFIGS[each]
             if definition.default is not None:

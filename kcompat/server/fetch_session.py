@@ -115,7 +115,7 @@ class FetchSession:
     ) -> tuple[list[PartitionKey], list[PartitionKey], list[PartitionKey]]:
         """Apply an incremental request: new parameters for the named partitions (added when new),
         then drop the forgotten ones. Returns (added, updated, removed)."""
-        added, updated, removed = [], [], []
+        added, updated = [], []
         for key, params in fetch_data.items():
             cached = self.partitions.get(key)
             if cached is None:
@@ -124,9 +124,7 @@ class FetchSession:
             else:
                 cached.params = params
                 updated.append(key)
-        for key in to_forget:
-            if self.partitions.pop(key, None) is not None:
-                removed.append(key)
+        removed = [key for key in to_forget if self.partitions.pop(key, None) is not None]
         return added, updated, removed
 
 

@@ -19,6 +19,7 @@ Not yet done here: serving produce/fetch for cluster topics, replication, Envelo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -163,10 +164,8 @@ class KRaftBroker:
                     continue
                 delay = 0.5 if lm.next_send_ms is None else max(0.0, (lm.next_send_ms - _now_ms()) / 1000)
                 self._wake.clear()
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), delay)
-                except TimeoutError:
-                    pass
         finally:
             self.stopped.set()
 
