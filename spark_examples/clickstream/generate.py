@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -117,6 +118,65 @@ def users_for(rate: float) -> int:
 
 
 def main() -> None:
+    args = _parse_args()
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    _ensure_topic(AdminClient({"bootstrap.servers": args.bootstrap}), NewTopic(args.topic, num_partitions=args.partitions))
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "compression.type": "lz4",
+            "enable.idempotence": True,
+        }
+    )
+    failures: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    rng = random.Random(args.seed)
+    users = users_for(args.rate)
+    now = time.time()
+    source, end = _source(rng, users, now, args)
+
+    stop = False
+
+    def on_sigint(_sig: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_sigint)
+    sent = 0
+    began = time.monotonic()
+    last_report = began
+    for at, click in source:
+        if stop or at >= end or (not args.live and sent >= args.events):
+            break
+        if args.live:
+            while (delay := at - time.time()) > 0 and not stop:
+                producer.poll(min(delay, 0.2))
+        _send(producer, args.topic, click, on_delivery)
+        sent += 1
+        producer.poll(0)
+        t = time.monotonic()
+        if t - last_report >= 5:
+            print(f"{sent} clicks produced ({sent / (t - began):.0f}/s)", flush=True)
+            last_report = t
+    left = producer.flush(60)
+    elapsed = time.monotonic() - began
+    if failures or left:
+        raise SystemExit(f"{len(failures)} clicks failed ({failures[:3]}), {left} unacknowledged")
+    print(
+        f"produced {sent} clicks of {users} users to {args.topic} in {elapsed:.1f}s ({sent / elapsed:.0f} clicks/s)"
+    )
+
+
+def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -139,90 +199,48 @@ def main() -> None:
         "--partitions", type=int, default=4, help="partitions of the topic if it is created (default 4)"
     )
     parser.add_argument("--seed", type=int, default=None)
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    for future in admin.create_topics([NewTopic(args.topic, num_partitions=args.partitions)]).values():
+def _ensure_topic(admin: Any, topic: Any) -> None:
+    """Create the topic unless it exists."""
+    for future in admin.create_topics([topic]).values():
         try:
             future.result(timeout=30)
         except Exception as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
-    producer = Producer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "compression.type": "lz4",
-            "enable.idempotence": True,
-        }
-    )
-    failures: list[str] = []
 
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            failures.append(str(err))
 
-    rng = random.Random(args.seed)
-    users = users_for(args.rate)
-    now = time.time()
+def _source(
+    rng: random.Random, users: int, now: float, args: argparse.Namespace
+) -> tuple[Iterator[tuple[float, dict[str, object]]], float]:
+    """The clicks to produce and the event time to stop at."""
     if args.live:
-        source = clicks(rng, users, now)
-        end = float("inf")
-    else:
-        # Simulated traffic of the last events/rate seconds, up to now (never in the future, or a
-        # live run afterwards would find the watermark ahead of its clicks).
-        span = args.events / args.rate
-        source = clicks(rng, users, now - span - MEAN_IDLE_S)
-        end = now
-        for at, _ in source:  # skip the warm-up, while the users arrive
-            if at >= now - span:
-                break
-
-    stop = False
-
-    def on_sigint(_sig: int, _frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGINT, on_sigint)
-    sent = 0
-    began = time.monotonic()
-    last_report = began
-    for at, click in source:
-        if stop or at >= end or (not args.live and sent >= args.events):
+        return clicks(rng, users, now), float("inf")
+    # Simulated traffic of the last events/rate seconds, up to now (never in the future, or a
+    # live run afterwards would find the watermark ahead of its clicks).
+    span = args.events / args.rate
+    source = clicks(rng, users, now - span - MEAN_IDLE_S)
+    for at, _ in source:  # skip the warm-up, while the users arrive
+        if at >= now - span:
             break
-        if args.live:
-            while (delay := at - time.time()) > 0 and not stop:
-                producer.poll(min(delay, 0.2))
-        while True:
-            try:
-                producer.produce(
-                    args.topic,
-                    json.dumps(click).encode(),
-                    key=str(click["user_id"]).encode(),
-                    timestamp=int(click["ts"]),
-                    on_delivery=on_delivery,
-                )
-                break
-            except BufferError:  # local queue full: let librdkafka send some
-                producer.poll(0.05)
-        sent += 1
-        producer.poll(0)
-        t = time.monotonic()
-        if t - last_report >= 5:
-            print(f"{sent} clicks produced ({sent / (t - began):.0f}/s)", flush=True)
-            last_report = t
-    left = producer.flush(60)
-    elapsed = time.monotonic() - began
-    if failures or left:
-        raise SystemExit(f"{len(failures)} clicks failed ({failures[:3]}), {left} unacknowledged")
-    print(
-        f"produced {sent} clicks of {users} users to {args.topic} in {elapsed:.1f}s ({sent / elapsed:.0f} clicks/s)"
-    )
+    return source, now
+
+
+def _send(producer: Any, topic: str, click: dict[str, object], on_delivery: Any) -> None:
+    while True:
+        try:
+            producer.produce(
+                topic,
+                json.dumps(click).encode(),
+                key=str(click["user_id"]).encode(),
+                timestamp=int(click["ts"]),
+                on_delivery=on_delivery,
+            )
+            return
+        except BufferError:  # local queue full: let librdkafka send some
+            producer.poll(0.05)
 
 
 if __name__ == "__main__":
