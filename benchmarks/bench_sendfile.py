@@ -131,8 +131,7 @@ def main() -> None:
         path = Path(tmp) / "00000000000000000000.log"
         block = os.urandom(1 << 20)
         with open(path, "wb") as f:
-            for _ in range(args.mib):
-                f.write(block)
+            f.writelines(block for _ in range(args.mib))
         with open(path, "rb") as f:  # into the page cache
             while f.read(16 << 20):
                 pass

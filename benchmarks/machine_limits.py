@@ -20,8 +20,7 @@ CHUNK = 1 << 20
 def _page_cached_file(path: Path, mib: int) -> None:
     block = os.urandom(CHUNK)
     with open(path, "wb") as f:
-        for _ in range(mib):
-            f.write(block)
+        f.writelines(block for _ in range(mib))
     with open(path, "rb") as f:
         while f.read(16 << 20):
             pass

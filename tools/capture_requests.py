@@ -177,8 +177,7 @@ async def _proxy(responder: Responder, target: int, server_ready: threading.Even
 
     server = await asyncio.start_server(conn, "127.0.0.1", responder.port)
     server_ready.set()
-    while not stop.is_set():
-        await asyncio.sleep(0.1)
+    await asyncio.to_thread(stop.wait)  # a threading.Event: set by the capturing thread
     server.close()
 
 

@@ -98,7 +98,7 @@ def resolve_fields(fields: list[dict[str, Any]], common: dict[str, list[dict[str
     out = []
     for f in fields:
         f = dict(f)
-        base = f["type"][2:] if f["type"].startswith("[]") else f["type"]
+        base = f["type"].removeprefix("[]")
         if "fields" in f:
             f["fields"] = resolve_fields(f["fields"], common)
         elif base in common:
@@ -126,7 +126,7 @@ def render_field(f: dict[str, Any], indent: int) -> str:
         args.append(lit(versions))
     if f.get("nullableVersions"):
         args.append(f"nullable={lit(f['nullableVersions'])}")
-    base = f["type"][2:] if f["type"].startswith("[]") else f["type"]
+    base = f["type"].removeprefix("[]")
     if "default" in f:
         args.append(f"default={lit(parse_default(f['default'], base))}")
     if "tag" in f:

@@ -122,7 +122,7 @@ def test_uniform_moves_only_the_leavers_partitions(g: tuple) -> None:
     if len(members) < 2:
         return
     first = uniform_assign(members, topics)
-    leaver = sorted(members)[0]
+    leaver = min(members)
     rest = {m: s for m, s in with_owned(members, first).items() if m != leaver}
     after = uniform_assign(rest, topics)
     check_valid(rest, topics, after)

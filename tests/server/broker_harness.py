@@ -34,9 +34,12 @@ def flatten(chunks: list[Any]) -> bytes:
     return bytes(out)
 
 
-async def until(condition: Callable[[], object], timeout: float = 5.0) -> None:
-    """Let the loop run until `condition()` holds; AssertionError after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+UNTIL_TIMEOUT_S = 5.0
+
+
+async def until(condition: Callable[[], object]) -> None:
+    """Let the loop run until `condition()` holds; AssertionError after UNTIL_TIMEOUT_S seconds."""
+    deadline = time.monotonic() + UNTIL_TIMEOUT_S
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {condition.__qualname__}"
         await asyncio.sleep(0.001)

@@ -70,7 +70,7 @@ def shape_of_spec(fields: list[dict[str, Any]], version: int) -> Shape:
 def defaults_of_spec(fields: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields:
-        base = f["type"][2:] if f["type"].startswith("[]") else f["type"]
+        base = f["type"].removeprefix("[]")
         if "default" in f:
             out[snake(f["name"])] = parse_default(f["default"], base)
         if f.get("fields"):

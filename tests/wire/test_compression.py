@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import zlib
 
@@ -124,20 +125,16 @@ def test_every_truncation_raises_decode_error(cid: Compression) -> None:
 @given(st.binary(max_size=300), st.sampled_from(CODECS))
 @settings(max_examples=400, deadline=None)
 def test_garbage_only_raises_decode_error(data: bytes, cid: Compression) -> None:
-    try:
+    with contextlib.suppress(DecodeError):
         decompress(cid, data, max_size=1 << 20)
-    except DecodeError:
-        pass
 
 
 @given(st.binary(max_size=200), st.sampled_from(CODECS))
 @settings(max_examples=200, deadline=None)
 def test_garbage_after_a_valid_header_only_raises_decode_error(tail: bytes, cid: Compression) -> None:
     head = compress(cid, PAYLOAD[:500])[:16]
-    try:
+    with contextlib.suppress(DecodeError):
         decompress(cid, head + tail, max_size=1 << 20)
-    except DecodeError:
-        pass
 
 
 def test_codec_ids() -> None:

@@ -22,18 +22,16 @@ def _golden(name: str) -> bytes:
 
 
 def _expected() -> list[Record]:
-    out = []
-    for r in json.loads((GOLDEN / "records.json").read_text()):
-        out.append(
-            Record(
-                r["offset"],
-                r["timestamp"],
-                None if r["key"] is None else bytes.fromhex(r["key"]),
-                None if r["value"] is None else bytes.fromhex(r["value"]),
-                tuple((k, None if v is None else bytes.fromhex(v)) for k, v in r["headers"]),
-            )
+    return [
+        Record(
+            r["offset"],
+            r["timestamp"],
+            None if r["key"] is None else bytes.fromhex(r["key"]),
+            None if r["value"] is None else bytes.fromhex(r["value"]),
+            tuple((k, None if v is None else bytes.fromhex(v)) for k, v in r["headers"]),
         )
-    return out
+        for r in json.loads((GOLDEN / "records.json").read_text())
+    ]
 
 
 @pytest.mark.parametrize("lib", ["kafka_python", "aiokafka"])

@@ -21,18 +21,16 @@ CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
 def records() -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
-    for i in range(6):
-        out.append(
-            {
-                "offset": i,
-                "timestamp": BASE_TS + 7 * i,
-                "key": None if i % 3 == 0 else f"key-{i}".encode().hex(),
-                "value": None if i == 4 else (b"value %d " % i * (i + 3)).hex(),
-                "headers": [["h-empty", ""], ["trace", "00ff"], ["nil", None]][: i % 4],
-            }
-        )
-    return out
+    return [
+        {
+            "offset": i,
+            "timestamp": BASE_TS + 7 * i,
+            "key": None if i % 3 == 0 else f"key-{i}".encode().hex(),
+            "value": None if i == 4 else (b"value %d " % i * (i + 3)).hex(),
+            "headers": [["h-empty", ""], ["trace", "00ff"], ["nil", None]][: i % 4],
+        }
+        for i in range(6)
+    ]
 
 
 def _args(r: dict[str, object]) -> tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
