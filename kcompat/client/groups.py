@@ -122,7 +122,7 @@ def commit_offsets(cluster: Cluster, group: str, offsets: dict[tuple[str, int], 
     for (topic, partition), offset in sorted(offsets.items()):
         by_topic.setdefault(topic, []).append(
             {"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
-             "commit_timestamp": -1, "committed_metadata": ""}
+             "committed_metadata": ""}
         )  # fmt: skip
     body = {
         "group_id": group,

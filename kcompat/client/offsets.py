@@ -29,17 +29,17 @@ def list_offsets(
                 {
                     "name": topic.name,
                     "partitions": [
-                        {"partition_index": p, "timestamp": timestamp, "current_leader_epoch": -1, "max_num_offsets": 1}
+                        {"partition_index": p, "timestamp": timestamp, "current_leader_epoch": -1}
                         for p in parts
                     ],
                 }
             ],
         }
-        version, answer = cluster.node(node).request(LIST_OFFSETS, body)
+        _, answer = cluster.node(node).request(LIST_OFFSETS, body)
         for t in answer.topics:
             for p in t.partitions:
                 check(p.error_code, f"{t.name}[{p.partition_index}]: ListOffsets")
-                out[p.partition_index] = p.offset if version >= 1 else (p.old_style_offsets or [-1])[0]
+                out[p.partition_index] = p.offset  # ListOffsets v1+ (Kafka 4 dropped v0)
     return out
 
 
