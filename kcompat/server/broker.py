@@ -1,14 +1,10 @@
-"""The broker: its state (config, logs, topics, producer ids) and the dispatch of requests to handlers.
+"""The broker: its state (config, logs, topics, producer ids) and the wiring of its parts.
 
-    frame --decode--> Request --HANDLERS[api_key]--> handler(ctx, request) --> body
-          --encode_response--> [chunks]   (bytes, and the log's file slices left in place for sendfile)
+    frame --> broker.handle = RequestDispatcher.handle (dispatcher.py: decode, route, encode)
+          --> handler(RequestContext(broker, client, request), request) --> body --> [chunks]
 
-What Kafka does with a request it cannot serve, this does too:
-  * ApiVersions of a version it does not know: a v0 body with UNSUPPORTED_VERSION and the
-    ApiVersions range, so that the client retries with a version both speak;
-  * any other API key or version that is not advertised, or a frame that does not decode: the
-    connection is closed (CloseConnection), as Kafka's SocketServer does on an invalid request;
-  * Produce with acks=0 that failed: the connection is closed, so the producer refreshes metadata.
+What Kafka does with a request it cannot serve (UNSUPPORTED_VERSION for ApiVersions, a closed
+connection otherwise) is the dispatcher's; CloseConnection and load_handlers are re-exported here.
 
 Handlers run on the event loop. Appends and reads of the page cache are fast enough to stay there;
 blocking work that can be long (retention, fsync on close) runs in a worker thread.
@@ -17,9 +13,7 @@ blocking work that can be long (retention, fsync on close) runs in a worker thre
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
-import pkgutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,16 +32,14 @@ from kcompat.config import (
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
-from kcompat.log.manager import META_PROPERTIES, LogManager, read_properties
-from kcompat.log.partition_log import PartitionLog
-from kcompat.server import handlers as _handlers_pkg
-from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.log.manager import META_PROPERTIES, read_properties
+from kcompat.server.dispatcher import CloseConnection, RequestDispatcher, load_handlers
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.group_service import GroupService
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.server.producer_ids import ProducerIdManager
-from kcompat.server.registry import HANDLERS, NO_RESPONSE
+from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.topics import (
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
@@ -59,32 +51,11 @@ from kcompat.server.topics import (
 )
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
-from kcompat.wire.errors import DecodeError
-from kcompat.wire.protocol import (
-    API_VERSIONS_KEY,
-    Chunk,
-    Request,
-    UnsupportedRequest,
-    decode_request,
-    encode_response,
-    peek_header,
-)
+from kcompat.wire.protocol import Request
 
 log = logging.getLogger("kcompat.server")
 
-
-class CloseConnection(Exception):
-    """Kafka would close this connection rather than answer (the reason is logged once)."""
-
-
-def load_handlers() -> None:
-    """Import every module of kcompat.server.handlers, each of which registers its APIs.
-
-    A module dropped into the package (the group coordinator's `groups.py`) is picked up with no
-    change here.
-    """
-    for mod in pkgutil.iter_modules(_handlers_pkg.__path__):
-        importlib.import_module(f"{_handlers_pkg.__name__}.{mod.name}")
+__all__ = ["ApiError", "Broker", "CloseConnection", "RequestContext", "load_handlers"]
 
 
 @dataclass(slots=True)
@@ -102,6 +73,19 @@ class RequestContext:
     @property
     def now_ms(self) -> int:
         return self.broker.now_ms()
+
+    @property
+    def replicas(self) -> ReplicaManager:
+        """The partition logs and parked fetches (append here: it wakes the fetches)."""
+        return self.broker.replicas
+
+    @property
+    def groups(self) -> GroupService:
+        return self.broker.group_service
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.broker.config
 
 
 class ApiError(Exception):
@@ -134,8 +118,8 @@ class Broker:
         self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
         self.topics: TopicStore = TopicStore(self.log_dirs[0])
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
-        self.logs: LogManager | None = None
-        self.fetch_waiters = FetchWaiters()
+        # The partition logs and the fetches parked on them; one append path wakes those fetches.
+        self.replicas = ReplicaManager(topic=self.topic, log_config=lambda t: self._log_config_of(self.topic_config(t)))
         self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
         # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
         self.group_service = GroupService(
@@ -144,8 +128,8 @@ class Broker:
             offsets_topic=OffsetsTopic(
                 lookup=self.topic,
                 create=self.auto_create_topic,
-                partition_log=self.partition_log,
-                appended=self.fetch_waiters.notify,
+                partition_log=self.replicas.partition_log,
+                append=self.replicas.append,
                 setting=self.config.get,
             ),
             topic=self.topic,
@@ -156,7 +140,9 @@ class Broker:
         self._maintenance_lock = asyncio.Lock()
         self._maintenance_errors = LogThrottle(log, interval_s=60)
         self.closing = False
-        load_handlers()
+        # Requests: decoded, routed to their handler with a RequestContext, encoded.
+        self.dispatcher = RequestDispatcher(lambda client, request: RequestContext(self, client, request))
+        self.handle = self.dispatcher.handle
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -196,18 +182,15 @@ class Broker:
         for t in self.topics.all():
             self._topic_configs[t.name] = topic_config(self.config, t.configs)
         configs = {name: self._log_config_of(tc) for name, tc in self._topic_configs.items()}
-        self.logs = await asyncio.to_thread(
-            LogManager,
+        await self.replicas.start(
             self.log_dirs,
             self._log_config_of(topic_config(self.config)),
             cluster_id=self.cluster_id,
             node_id=self.node_id,
             topic_configs=configs,
             clock=self.now_ms,
+            topics=self.topics.all(),
         )
-        for t in self.topics.all():
-            for p in range(t.partitions):
-                self._open_partition(t, p)
         interval = int(self.config.get("log.retention.check.interval.ms"))
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
         await self.group_service.start()  # replays __consumer_offsets
@@ -230,7 +213,7 @@ class Broker:
     async def begin_shutdown(self) -> None:
         """Answer what is parked (long-polling Fetches, JoinGroup/SyncGroup waits) now, so that the
         transport's grace period is spent finishing requests rather than waiting out timeouts."""
-        self.fetch_waiters.close()
+        self.replicas.begin_shutdown()
         await self.group_service.close()
 
     async def close(self) -> None:
@@ -248,9 +231,7 @@ class Broker:
             except Exception:
                 log.exception("background task failed while closing")
         async with self._maintenance_lock:
-            if self.logs is not None:
-                await asyncio.to_thread(self.logs.close)
-                self.logs = None
+            await self.replicas.close()
 
     async def _maintenance_loop(self, interval_s: float) -> None:
         """Retention, flushes by flush.ms, compaction, checkpoints: in a worker thread."""
@@ -260,7 +241,7 @@ class Broker:
 
     async def run_maintenance(self) -> None:
         async with self._maintenance_lock:
-            logs = self.logs
+            logs = self.replicas.logs
             if logs is None:
                 return
             work = asyncio.ensure_future(asyncio.to_thread(logs.run_maintenance, self.now_ms()))
@@ -276,69 +257,10 @@ class Broker:
             except Exception:
                 log.exception("log maintenance failed")
 
-    # --- requests ------------------------------------------------------------------------------
-
-    async def handle(self, frame: memoryview, client: Any) -> list[Chunk] | None:
-        try:
-            request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
-        except UnsupportedRequest as e:
-            if e.api_key == API_VERSIONS_KEY:
-                return self._api_versions_unsupported(e.correlation_id)
-            raise CloseConnection(str(e)) from None
-        except DecodeError as e:
-            key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
-            raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
-        reg = HANDLERS.get(request.api_key)
-        if reg is None or not reg.min_version <= request.api_version <= reg.max_version:
-            if request.api_key == API_VERSIONS_KEY:
-                return self._api_versions_unsupported(request.correlation_id)
-            name = reg.api.name if reg else f"API key {request.api_key}"
-            raise CloseConnection(f"{name} v{request.api_version} is not supported")
-        ctx = RequestContext(self, client, request)
-        try:
-            body = await reg.handler(ctx, request)
-        except CloseConnection:
-            raise
-        except Exception as e:
-            log.exception("%s v%d from %r failed", reg.api.name, request.api_version, request.client_id)
-            raise CloseConnection(f"{reg.api.name} handler failed: {e}") from e
-        if body is NO_RESPONSE:
-            return None
-        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
-
-    def _api_versions_unsupported(self, correlation_id: int) -> list[Chunk]:
-        reg = HANDLERS.get(API_VERSIONS_KEY)
-        high = reg.max_version if reg else 0
-        body = {
-            "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
-            "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": 0, "max_version": high}],
-        }
-        return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
-
     # --- topics and partitions -----------------------------------------------------------------
 
     def topic(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
-
-    def partition_log(self, topic: str, partition: int) -> PartitionLog:
-        assert self.logs is not None
-        plog = self.logs.get(topic, partition)
-        if plog is None:
-            t = self.topics.get(topic)
-            if t is None:
-                raise KeyError(f"no topic {topic}")
-            plog = self._open_partition(t, partition)
-        return plog
-
-    def _open_partition(self, t: TopicInfo, partition: int) -> PartitionLog:
-        assert self.logs is not None
-        plog = self.logs.get_or_create(t.name, partition, self._log_config_of(self.topic_config(t)))
-        # As a new leader does in Kafka, make sure the epoch cache knows the current epoch, so that
-        # OffsetForLeaderEpoch answers (epoch, log end) even before anything was appended.
-        cache = plog.leader_epoch_cache
-        if cache.latest_epoch < t.leader_epoch:
-            cache.assign(t.leader_epoch, plog.log_end_offset)
-        return plog
 
     def topic_config(self, t: TopicInfo) -> TopicConfig:
         tc = self._topic_configs.get(t.name)
@@ -347,7 +269,7 @@ class Broker:
         return tc
 
     def log_config(self, t: TopicInfo) -> LogConfig:
-        return self.partition_log(t.name, 0).config if t.partitions else self._log_config_of(self.topic_config(t))
+        return self.replicas.partition_log(t.name, 0).config if t.partitions else self._log_config_of(self.topic_config(t))
 
     def _log_config_of(self, tc: TopicConfig) -> LogConfig:
         return tc.log_config()  # typed values; tc.broker is self.config (every TopicConfig is rebuilt on a change)
@@ -394,7 +316,7 @@ class Broker:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record topic {name}: {e}") from None
         self._topic_configs[name] = topic_config(self.config, overrides)
         for p in range(partitions):
-            self._open_partition(t, p)
+            self.replicas.open_partition(t, p)
         log.info("created topic %s with %d partition(s)%s", name, partitions, f", configs {overrides}" if overrides else "")
         return t
 
@@ -431,12 +353,8 @@ class Broker:
         except OSError as e:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the deletion of {name}: {e}") from None
         self._topic_configs.pop(name, None)
-        for p in range(t.partitions):
-            self.fetch_waiters.notify((name, p))
-        logs = self.logs
-        assert logs is not None
         async with self._maintenance_lock:
-            await asyncio.to_thread(logs.delete, name)
+            await self.replicas.delete_partitions(name, t.partitions)
         log.info("deleted topic %s", name)
 
     async def add_partitions(self, name: str, count: int) -> None:
@@ -449,7 +367,7 @@ class Broker:
         except OSError as e:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}") from None
         for p in range(old, count):
-            self._open_partition(t, p)
+            self.replicas.open_partition(t, p)
         log.info("topic %s now has %d partitions", name, count)
 
     def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
@@ -459,8 +377,7 @@ class Broker:
         except OSError as e:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record configs of {t.name}: {e}") from None
         tc = self._topic_configs[t.name] = topic_config(self.config, overrides)
-        assert self.logs is not None
-        self.logs.set_config(t.name, self._log_config_of(tc))
+        self.replicas.set_config(t.name, self._log_config_of(tc))
 
     # --- dynamic broker configs ----------------------------------------------------------------
 
@@ -484,11 +401,10 @@ class Broker:
         except OSError as e:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record broker configs: {e}") from None
         self.config = config
-        assert self.logs is not None
-        self.logs.default_config = self._log_config_of(topic_config(config))
+        self.replicas.set_default_config(self._log_config_of(topic_config(config)))
         for t in self.topics.all():
             tc = self._topic_configs[t.name] = topic_config(config, t.configs)
-            self.logs.set_config(t.name, self._log_config_of(tc))
+            self.replicas.set_config(t.name, self._log_config_of(tc))
 
 
 COMPRESSION_CODECS = {

@@ -39,7 +39,7 @@ def h(tmp_path: Path):
 
 def stored_keys(h: GroupHarness, partition: int) -> list[tuple[Any, bool]]:
     """(decoded key, is tombstone) of every record in one partition of __consumer_offsets."""
-    plog = h.broker.partition_log(CONSUMER_OFFSETS, partition)
+    plog = h.broker.replicas.partition_log(CONSUMER_OFFSETS, partition)
     data = plog.read(plog.log_start_offset, 1 << 24).read_bytes()
     out = []
     for pos, size in split_batches(data):

@@ -212,7 +212,7 @@ def test_a_commit_wakes_a_fetch_parked_on_the_offsets_partition(h: GroupHarness)
     __consumer_offsets sees a commit at once, not after its fetch's max wait."""
     assert commit(h, "g", {("t", 0): 1}) == {("t", 0): E.NONE}  # creates __consumer_offsets
     p = offsets_partition("g", 3)
-    end = h.broker.partition_log(CONSUMER_OFFSETS, p).log_end_offset
+    end = h.broker.replicas.partition_log(CONSUMER_OFFSETS, p).log_end_offset
     body = {"replica_id": -1, "max_wait_ms": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
         {"topic": CONSUMER_OFFSETS, "partitions": [{"partition": p, "fetch_offset": end, "partition_max_bytes": 1 << 20}]}]}
 
@@ -220,7 +220,7 @@ def test_a_commit_wakes_a_fetch_parked_on_the_offsets_partition(h: GroupHarness)
         t0 = time.monotonic()
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, body))
         await asyncio.sleep(0.05)
-        assert not fetching.done() and h.broker.fetch_waiters.parked() == 1
+        assert not fetching.done() and h.broker.replicas.fetch_waiters.parked() == 1
         await h.call_async(OFFSET_COMMIT, 9, {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
                                               "topics": [{"name": "t", "partitions": [
                                                   {"partition_index": 0, "committed_offset": 2}]}]})  # fmt: skip

@@ -188,8 +188,8 @@ def test_incremental_alter_topic_configs(h: BrokerHarness) -> None:
     assert alter(("cleanup.policy", 2, "compact")).error_code == 0
     configs = {c.name: c.value for c in describe(h, TOPIC, "a").configs}
     assert configs["retention.ms"] == "5000" and configs["cleanup.policy"] == "delete,compact"
-    assert h.broker.partition_log("a", 0).config.retention_ms == 5000
-    assert h.broker.partition_log("a", 1).config.compact
+    assert h.broker.replicas.partition_log("a", 0).config.retention_ms == 5000
+    assert h.broker.replicas.partition_log("a", 1).config.compact
     assert alter(("cleanup.policy", 3, "delete")).error_code == 0
     assert alter(("retention.ms", 1, None)).error_code == 0
     configs = {c.name: (c.value, c.config_source) for c in describe(h, TOPIC, "a").configs}
@@ -203,7 +203,7 @@ def test_incremental_alter_topic_configs(h: BrokerHarness) -> None:
     assert alter(("retention.ms", 0, "7"), name="nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     h.restart()
     assert h.broker.topic("a").configs == {"cleanup.policy": "compact"}
-    assert h.broker.partition_log("a", 0).config.compact
+    assert h.broker.replicas.partition_log("a", 0).config.compact
 
 
 def test_alter_configs_replaces_all_overrides(h: BrokerHarness) -> None:
@@ -224,11 +224,11 @@ def test_alter_dynamic_broker_config(h: BrokerHarness) -> None:
     assert h.call(INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0].error_code == 0
     ret = {c.name: c for c in describe(h, TOPIC, "a").configs}["retention.ms"]
     assert (ret.value, ret.config_source) == ("12345", 2)
-    assert h.broker.partition_log("a", 0).config.retention_ms == 12345
+    assert h.broker.replicas.partition_log("a", 0).config.retention_ms == 12345
     body["resources"][0]["configs"] = [{"name": "node.id", "config_operation": 0, "value": "5"}]
     assert h.call(INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0].error_code == ErrorCode.INVALID_CONFIG
     h.restart()
-    assert h.broker.partition_log("a", 0).config.retention_ms == 12345
+    assert h.broker.replicas.partition_log("a", 0).config.retention_ms == 12345
 
 
 def test_describe_cluster(h: BrokerHarness) -> None:

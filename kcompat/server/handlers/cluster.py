@@ -59,7 +59,7 @@ async def describe_cluster(ctx: RequestContext, request: Request) -> Any:
 @handles(DESCRIBE_LOG_DIRS, "1-5")
 async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
     broker = ctx.broker
-    logs = broker.logs
+    logs = ctx.replicas.logs
     assert logs is not None
     wanted: set[tuple[str, int]] | None = None
     if request.body.topics is not None:

@@ -37,12 +37,10 @@ async def delete_records(ctx: RequestContext, request: Request) -> Any:
             if rp.offset < -1:
                 out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                 continue
-            plog = broker.partition_log(rt.name, rp.partition_index)
             try:
-                out["low_watermark"] = plog.delete_records_before(rp.offset)
+                out["low_watermark"] = ctx.replicas.delete_records(rt.name, rp.partition_index, rp.offset)
             except LogError as e:
                 out["error_code"] = int(ApiError.from_log(e).error)
                 continue
-            broker.fetch_waiters.notify((rt.name, rp.partition_index))
         topics.append({"name": rt.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -70,7 +70,7 @@ def _lookup(ctx: RequestContext, topic: str, rp: Any, out: dict[str, Any]) -> Er
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
         return fenced
-    plog = broker.partition_log(topic, rp.partition_index)
+    plog = ctx.replicas.partition_log(topic, rp.partition_index)
     ts = rp.timestamp
     epoch = t.leader_epoch
     if ts == LATEST:

@@ -38,7 +38,7 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Any:
             if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
                 out["error_code"] = int(fenced)
                 continue
-            plog = broker.partition_log(rt.topic, rp.partition)
+            plog = ctx.replicas.partition_log(rt.topic, rp.partition)
             epoch, end = plog.end_offset_for_epoch(rp.leader_epoch)
             out.update(leader_epoch=epoch, end_offset=end)
         topics.append({"topic": rt.topic, "partitions": parts})

@@ -72,7 +72,6 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
     acks = body.acks
     failed = False
     responses = []
-    touched: list[tuple[str, int]] = []
     for td in body.topic_data:
         parts = []
         name = td.name
@@ -90,7 +89,6 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                 if missing_id:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
                 resp.update(await _produce_partition(ctx, name, pd.index, pd.records, v))
-                touched.append((name, pd.index))
             except ApiError as e:
                 failed = True
                 resp["error_code"] = int(e.error)
@@ -99,8 +97,6 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                     resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
             parts.append(resp)
         responses.append({"name": name, "topic_id": td.topic_id, "partition_responses": parts})
-    for tp in touched:
-        ctx.broker.fetch_waiters.notify(tp)
     if acks == 0:
         if failed:
             raise CloseConnection("Produce with acks=0 failed; closing so the producer refreshes metadata")
@@ -117,7 +113,6 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
         t = await broker.auto_create_topic(topic)
     if not 0 <= partition < t.partitions:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    plog = broker.partition_log(t.name, partition)
     conf = broker.log_config(t)
     if records is None or len(records) == 0:
         raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
@@ -153,7 +148,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
             batch = bytearray(batch)
         set_log_append_time(batch, now)
     try:
-        info = plog.append(batch, leader_epoch=t.leader_epoch, now_ms=now)
+        info = ctx.replicas.append(t.name, partition, batch, leader_epoch=t.leader_epoch, now_ms=now)
     except LogError as e:
         if isinstance(e, KafkaStorageError):
             _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)
