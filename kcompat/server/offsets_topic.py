@@ -16,7 +16,7 @@ from typing import Any
 import kcompat.coordinator.records as rec
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
-from kcompat.server.topics import CONSUMER_OFFSETS, TopicInfo
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import Record, build_batch, decode_batch

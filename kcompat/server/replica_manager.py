@@ -13,14 +13,19 @@ mode can answer them from a KRaft image; replica fetchers and transaction marker
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from kcompat.log.config import LogConfig
+from kcompat.log.errors import KafkaStorageError
 from kcompat.log.manager import LogManager
 from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
-from kcompat.server.topics import TopicInfo
+from kcompat.server.log_throttle import LogThrottle
+from kcompat.storage.topic_store import TopicInfo
+
+log = logging.getLogger("kcompat.server")
 
 
 class ReplicaManager:
@@ -29,6 +34,9 @@ class ReplicaManager:
         self._log_config = log_config
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
+        # Held by maintenance, topic deletion and close: never two of them on the files at once.
+        self._maintenance_lock = asyncio.Lock()
+        self._maintenance_errors = LogThrottle(log, interval_s=60)
 
     async def start(
         self, log_dirs: list[Path], default_config: LogConfig, *, cluster_id: str, node_id: int,
@@ -81,8 +89,10 @@ class ReplicaManager:
         """Drop a deleted topic's logs (in a worker thread); its parked fetches answer first."""
         for p in range(partitions):
             self.fetch_waiters.notify((topic, p))
-        assert self.logs is not None
-        await asyncio.to_thread(self.logs.delete, topic)
+        logs = self.logs
+        assert logs is not None
+        async with self._maintenance_lock:
+            await asyncio.to_thread(logs.delete, topic)
 
     def set_config(self, topic: str, config: LogConfig) -> None:
         assert self.logs is not None
@@ -96,8 +106,28 @@ class ReplicaManager:
         """Parked fetches answer with what they have; nothing parks any more."""
         self.fetch_waiters.close()
 
+    async def run_maintenance(self, now_ms: int) -> None:
+        """Retention, flushes by flush.ms, compaction, checkpoints: in a worker thread."""
+        async with self._maintenance_lock:
+            logs = self.logs
+            if logs is None:
+                return
+            work = asyncio.ensure_future(asyncio.to_thread(logs.run_maintenance, now_ms))
+            try:
+                # A cancelled task (close) cannot stop the thread: the lock is held until it is done,
+                # so close() never writes the checkpoints while maintenance is still writing them.
+                await asyncio.shield(work)
+            except asyncio.CancelledError:
+                await asyncio.wait([work])
+                raise
+            except (OSError, KafkaStorageError) as e:  # a full or failing disk: said once in a while, without a traceback
+                self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
+            except Exception:
+                log.exception("log maintenance failed")
+
     async def close(self) -> None:
-        """Flush and close every log (in a worker thread); the caller holds off maintenance."""
-        if self.logs is not None:
-            logs, self.logs = self.logs, None
-            await asyncio.to_thread(logs.close)
+        """Flush and close every log (in a worker thread), after any maintenance under way."""
+        async with self._maintenance_lock:
+            if self.logs is not None:
+                await asyncio.to_thread(self.logs.close)
+                self.logs = None

@@ -238,7 +238,7 @@ def test_replica_fetch_is_refused_per_partition(h: BrokerHarness, version: int, 
 def test_fenced_leader_epoch_carries_the_leader_from_v16(h: BrokerHarness, version: int) -> None:
     body = by_id(h, fetch_body([("t", 0, 0)]))
     body["topics"][0]["partitions"][0]["current_leader_epoch"] = 0
-    h.broker.topics.get("t").leader_epoch = 3  # type: ignore[union-attr]  # as after a leader change
+    h.broker.metadata.topics.get("t").leader_epoch = 3  # type: ignore[union-attr]  # as after a leader change
     resp = h.call(FETCH, version, body)
     p = resp.responses[0].partitions[0]
     assert p.error_code == ErrorCode.FENCED_LEADER_EPOCH

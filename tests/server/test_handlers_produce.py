@@ -61,7 +61,7 @@ def test_offsets_are_assigned_in_order_and_the_log_start_reported(h: BrokerHarne
 @pytest.mark.parametrize("version", [12, 13])
 def test_v12_and_v13(h: BrokerHarness, version: int) -> None:
     create(h, "t")
-    topic_id = h.broker.topic("t").topic_id
+    topic_id = h.broker.metadata.topic("t").topic_id
     nowhere = uuid.uuid4()
     # v13 names topics by id only (KIP-516): an unknown id is UNKNOWN_TOPIC_ID, never auto-created
     data = [{"name": "t", "topic_id": topic_id, "partition_data": [{"index": 0, "records": batch(b"a")}]},
@@ -70,7 +70,7 @@ def test_v12_and_v13(h: BrokerHarness, version: int) -> None:
     got = [(t.name, t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses]) for t in r.responses]
     if version == 13:
         assert got == [("", topic_id, [(0, 0)]), ("", nowhere, [(ErrorCode.UNKNOWN_TOPIC_ID, -1)])]
-        assert h.broker.topic("u") is None
+        assert h.broker.metadata.topic("u") is None
     else:  # by name: "u" is auto-created
         assert [(n, e) for n, _, e in got] == [("t", [(0, 0)]), ("u", [(0, 0)])]
     assert fetched(h, "t")  # the record landed in "t"
@@ -81,7 +81,7 @@ def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:
     try:
         r = produce(h, "nope", batch(b"a"))
         assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert h.broker.topic("nope") is None
+        assert h.broker.metadata.topic("nope") is None
     finally:
         h.close()
 

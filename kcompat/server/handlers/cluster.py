@@ -68,7 +68,7 @@ async def describe_log_dirs(ctx: RequestContext, request: Request) -> Any:
     for topic, partition in logs.partitions():
         if wanted is not None and (topic, partition) not in wanted:
             continue
-        if broker.topic(topic) is None:
+        if ctx.metadata.topic(topic) is None:
             continue
         plog = logs.get(topic, partition)
         if plog is None:

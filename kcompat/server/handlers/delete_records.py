@@ -23,14 +23,13 @@ from kcompat.wire.protocol import Request
 
 @handles(DELETE_RECORDS, "0-2")
 async def delete_records(ctx: RequestContext, request: Request) -> Any:
-    broker = ctx.broker
     topics = []
     for rt in request.body.topics:
         parts = []
         for rp in rt.partitions:
             out: dict[str, Any] = {"partition_index": rp.partition_index, "low_watermark": -1, "error_code": 0}
             parts.append(out)
-            t = broker.topic(rt.name)
+            t = ctx.metadata.topic(rt.name)
             if t is None or not 0 <= rp.partition_index < t.partitions:
                 out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue

@@ -64,8 +64,7 @@ async def list_offsets(ctx: RequestContext, request: Request) -> Any:
 
 
 def _lookup(ctx: RequestContext, topic: str, rp: Any, out: dict[str, Any]) -> ErrorCode | None:
-    broker = ctx.broker
-    t = broker.topic(topic)
+    t = ctx.metadata.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:

@@ -24,14 +24,13 @@ from kcompat.wire.protocol import Request
 
 @handles(OFFSET_FOR_LEADER_EPOCH, "2-4")
 async def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Any:
-    broker = ctx.broker
     topics = []
     for rt in request.body.topics:
         parts = []
         for rp in rt.partitions:
             out: dict[str, Any] = {"error_code": 0, "partition": rp.partition, "leader_epoch": -1, "end_offset": -1}
             parts.append(out)
-            t = broker.topic(rt.topic)
+            t = ctx.metadata.topic(rt.topic)
             if t is None or not 0 <= rp.partition < t.partitions:
                 out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue

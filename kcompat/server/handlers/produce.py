@@ -77,7 +77,7 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
         name = td.name
         missing_id = False
         if v >= TOPIC_IDS:
-            t = ctx.broker.topics.by_id(td.topic_id) if ctx.broker.topics is not None else None
+            t = ctx.metadata.topics.by_id(td.topic_id) if ctx.metadata.topics is not None else None
             name, missing_id = (t.name, False) if t is not None else ("", True)
         for pd in td.partition_data:
             resp: dict[str, Any] = {"index": pd.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
@@ -105,15 +105,14 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
 
 
 async def _produce_partition(ctx: RequestContext, topic: str, partition: int, records: Any, v: int) -> dict[str, Any]:
-    broker = ctx.broker
-    t = broker.topic(topic)
+    t = ctx.metadata.topic(topic)
     if t is None:
-        if not broker.auto_create_topics:
+        if not ctx.metadata.auto_create_topics:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        t = await broker.auto_create_topic(topic)
+        t = await ctx.metadata.auto_create_topic(topic)
     if not 0 <= partition < t.partitions:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    conf = broker.log_config(t)
+    conf = ctx.metadata.log_config(t)
     if records is None or len(records) == 0:
         raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
     try:
@@ -140,7 +139,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     # A large request arrives in a buffer of its own (writable): its batch is patched in place and
     # written as it is, never copied. A small one is a view of read-only bytes: copied (cheaply).
     batch: bytearray | memoryview = records if not records.readonly else bytearray(records)
-    target = broker.topic_compression(t)
+    target = ctx.metadata.topic_compression(t)
     if target is not None and target != h.compression:
         batch = _recompress(bytearray(records), h, target)
     if conf.message_timestamp_type == "LogAppendTime":
