@@ -86,7 +86,7 @@ async def main_async(seconds: float) -> None:
             for size in (100, 1024):
                 await broker.handle(produce_frame("f", batch_of(1 << 20, size)), CLIENT)
             at_data = fetch_frame("f", 0, 1 << 20)
-            at_end = fetch_frame("f", broker.partition_log("f", 0).log_end_offset, 1 << 20)
+            at_end = fetch_frame("f", broker.replicas.partition_log("f", 0).log_end_offset, 1 << 20)
 
             async def fetch_data() -> None:
                 writer.add(await broker.handle(at_data, CLIENT) or ())

@@ -6,8 +6,11 @@ Two halves meet at one small interface:
   connection, 4-byte size-prefixed framing checked against socket.request.max.bytes, requests of
   one connection handled strictly in order while connections proceed concurrently, backpressure,
   idle and connection limits, zero-copy writes of file slices, graceful shutdown;
-- the broker (`broker.py`, `handlers/`): state (config, logs, topics, groups) and one handler per
-  API, registered in `registry.py` with the versions it implements.
+- the broker (`broker.py`, which only wires the parts and runs their life cycle): the request
+  dispatcher (`dispatcher.py`), the metadata view (`local_metadata.py`), the replica manager
+  (`replica_manager.py`: logs and parked fetches), the group service, and one handler per API
+  (`handlers/`), registered in `registry.py` with the versions it implements. ARCHITECTURE.md at
+  the repository root draws them.
 
     broker = Broker(config)                      # kcompat.server.broker
     await broker.start()

@@ -1,89 +1,45 @@
-"""The broker: its state (config, logs, topics, producer ids) and the dispatch of requests to handlers.
+"""The broker: wires its parts together and runs their life cycle (Kafka's BrokerServer).
 
-    frame --decode--> Request --HANDLERS[api_key]--> handler(ctx, request) --> body
-          --encode_response--> [chunks]   (bytes, and the log's file slices left in place for sendfile)
+    frame ──► broker.handle = RequestDispatcher.handle (dispatcher.py: decode, route, encode)
+          ──► handler(RequestContext, request) ──► body ──► [chunks]
 
-What Kafka does with a request it cannot serve, this does too:
-  * ApiVersions of a version it does not know: a v0 body with UNSUPPORTED_VERSION and the
-    ApiVersions range, so that the client retries with a version both speak;
-  * any other API key or version that is not advertised, or a frame that does not decode: the
-    connection is closed (CloseConnection), as Kafka's SocketServer does on an invalid request;
-  * Produce with acks=0 that failed: the connection is closed, so the producer refreshes metadata.
+    RequestContext ──.metadata──► LocalMetadata (local_metadata.py; a MetadataView)
+                   ──.replicas──► ReplicaManager (replica_manager.py): logs, parked fetches
+                   ──.groups────► GroupService (group_service.py): the group coordinator
+                   ──.broker────► identity: node id, cluster id, advertised endpoint, rack
 
-Handlers run on the event loop; long blocking work (retention, fsync on close) runs in a thread.
+What Kafka does with a request it cannot serve (UNSUPPORTED_VERSION for ApiVersions, a closed
+connection otherwise) is the dispatcher's; CloseConnection, ApiError and load_handlers are
+re-exported here for the handlers.
+
+Handlers run on the event loop. Appends and reads of the page cache are fast enough to stay there;
+blocking work that can be long (retention, fsync on close) runs in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
-import pkgutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcompat.config import (
-    BrokerConfig,
-    ConfigEntry,
-    ConfigError,
-    TopicConfig,
-    new_cluster_id,
-    topic_config,
-    validate_topic_configs,
-)
-from kcompat.kafka_uuid import ZERO_UUID
-from kcompat.log.config import LogConfig
-from kcompat.log.errors import KafkaStorageError, LogError
-from kcompat.log.manager import META_PROPERTIES, LogManager, check_meta_properties, read_properties
-from kcompat.log.partition_log import PartitionLog
-from kcompat.server import handlers as _handlers_pkg
-from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.config import BrokerConfig, new_cluster_id
+from kcompat.log.manager import META_PROPERTIES, check_meta_properties, read_properties
+from kcompat.server.dispatcher import CloseConnection, RequestDispatcher, load_handlers
+from kcompat.server.errors import ApiError
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.group_service import GroupService
-from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.local_metadata import LocalMetadata, MetadataView
 from kcompat.server.offsets_topic import OffsetsTopic
-from kcompat.server.producer_ids import ProducerIdManager
-from kcompat.server.registry import HANDLERS, NO_RESPONSE
-from kcompat.server.topics import (
-    CONSUMER_OFFSETS,
-    INTERNAL_TOPICS,
-    TRANSACTION_STATE,
-    InvalidTopic,
-    TopicInfo,
-    TopicStore,
-    validate_name,
-)
-from kcompat.wire import compression as codecs
-from kcompat.wire.error_codes import ErrorCode
-from kcompat.wire.errors import DecodeError
-from kcompat.wire.protocol import (
-    API_VERSIONS_KEY,
-    Chunk,
-    Request,
-    UnsupportedRequest,
-    decode_request,
-    encode_response,
-    peek_header,
-)
+from kcompat.server.replica_manager import ReplicaManager
+from kcompat.wire.protocol import Request
 
 log = logging.getLogger("kcompat.server")
 
-
-class CloseConnection(Exception):
-    """Kafka would close this connection rather than answer (the reason is logged once)."""
-
-
-def load_handlers() -> None:
-    """Import every module of kcompat.server.handlers, each of which registers its APIs.
-
-    A module dropped into the package (the group coordinator's `groups.py`) is picked up with no
-    change here.
-    """
-    for mod in pkgutil.iter_modules(_handlers_pkg.__path__):
-        importlib.import_module(f"{_handlers_pkg.__name__}.{mod.name}")
+__all__ = ["ApiError", "Broker", "CloseConnection", "RequestContext", "load_handlers"]
 
 
 @dataclass(slots=True)
@@ -102,27 +58,27 @@ class RequestContext:
     def now_ms(self) -> int:
         return self.broker.now_ms()
 
+    @property
+    def metadata(self) -> MetadataView:
+        """Topics, topic ids, producer ids, dynamic configs and topic admin."""
+        return self.broker.metadata
 
-class ApiError(Exception):
-    """A request-level failure with the Kafka error code (and message) to answer with."""
+    @property
+    def replicas(self) -> ReplicaManager:
+        """The partition logs and parked fetches (append here: it wakes the fetches)."""
+        return self.broker.replicas
 
-    def __init__(
-        self, error: ErrorCode, message: str | None = None, records: list[tuple[int, str]] | None = None
-    ) -> None:
-        super().__init__(message or error.name)
-        self.error = error
-        self.message = message
-        self.records = records or []  # KIP-467: (batch_index, message) of each refused record
+    @property
+    def groups(self) -> GroupService:
+        return self.broker.group_service
 
-    @classmethod
-    def from_log(cls, e: LogError) -> ApiError:
-        """A storage engine failure as the Kafka error it names (the log package has no ErrorCode)."""
-        return cls(ErrorCode[e.error_name], e.message)
+    @property
+    def config(self) -> BrokerConfig:
+        return self.broker.metadata.config
 
 
 class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
-        self.config = config
         self.clock = clock
         self.node_id: int = config.node_id
         self.cluster_id: str = ""
@@ -131,52 +87,44 @@ class Broker:
         listener = config.advertised_listeners[0]
         self.advertised_host: str = listener.host
         self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
-        self.topics: TopicStore = TopicStore(self.log_dirs[0])
-        self.producer_ids = ProducerIdManager(self.log_dirs[0])
-        self.logs: LogManager | None = None
-        self.fetch_waiters = FetchWaiters()
+        # Topics, producer ids, dynamic configs: the single-node MetadataView, in kcompat.storage files.
+        self.metadata = LocalMetadata(config, self.log_dirs[0])
+        # The partition logs and the fetches parked on them; one append path wakes those fetches.
+        self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
+        self.metadata.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
         self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
         # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
         self.group_service = GroupService(
             now_ms=self.now_ms,
-            setting=self.config.get,
+            setting=config.get,
             offsets_topic=OffsetsTopic(
-                lookup=self.topic,
-                create=self.auto_create_topic,
-                partition_log=self.partition_log,
-                appended=self.fetch_waiters.notify,
-                setting=self.config.get,
+                lookup=self.metadata.topic,
+                create=self.metadata.auto_create_topic,
+                partition_log=self.replicas.partition_log,
+                append=self.replicas.append,
+                setting=config.get,
             ),
-            topic=self.topic,
-            topics=self.topics.all,
+            topic=self.metadata.topic,
+            topics=self.metadata.topics.all,
         )
-        self._topic_configs: dict[str, TopicConfig] = {}
         self._background: list[asyncio.Task[None]] = []
-        self._maintenance_lock = asyncio.Lock()
-        self._maintenance_errors = LogThrottle(log, interval_s=60)
         self.closing = False
-        load_handlers()
+        # Requests: decoded, routed to their handler with a RequestContext, encoded.
+        self.dispatcher = RequestDispatcher(lambda client, request: RequestContext(self, client, request))
+        self.handle = self.dispatcher.handle
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    # --- settings the handlers read ------------------------------------------------------------
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's config, dynamic values included (they change with AlterConfigs)."""
+        return self.metadata.config
 
     @property
     def rack(self) -> str | None:
-        return str(self.config.get("broker.rack") or "") or None
-
-    @property
-    def auto_create_topics(self) -> bool:
-        return bool(self.config.get("auto.create.topics.enable"))
-
-    @property
-    def default_partitions(self) -> int:
-        return int(self.config.get("num.partitions"))
-
-    @property
-    def default_replication_factor(self) -> int:
-        return int(self.config.get("default.replication.factor"))
+        rack = self.config.get("broker.rack")
+        return str(rack) if rack else None
 
     @property
     def fetch_max_bytes(self) -> int:
@@ -190,28 +138,22 @@ class Broker:
         self.cluster_id = self._load_cluster_id()
         for d in self.log_dirs:  # before anything is written: a dir of another cluster or node is refused
             check_meta_properties(d, self.cluster_id, self.node_id)
-        self.topics.load()
-        self.producer_ids.load()
-        self._load_dynamic_config()
-        for t in self.topics.all():
-            self._topic_configs[t.name] = topic_config(self.config, t.configs)
-        configs = {name: self._log_config_of(tc) for name, tc in self._topic_configs.items()}
-        self.logs = await asyncio.to_thread(
-            LogManager,
+        self.metadata.load()
+        await self.replicas.start(
             self.log_dirs,
-            self._log_config_of(topic_config(self.config)),
+            self.metadata.default_log_config(),
             cluster_id=self.cluster_id,
             node_id=self.node_id,
-            topic_configs=configs,
+            topic_configs=self.metadata.log_configs(),
             clock=self.now_ms,
+            topics=self.metadata.topics.all(),
         )
-        for t in self.topics.all():
-            for p in range(t.partitions):
-                self._open_partition(t, p)
         interval = int(self.config.get("log.retention.check.interval.ms"))
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
         await self.group_service.start()  # replays __consumer_offsets
-        log.info("broker %d of cluster %s started with %d topic(s)", self.node_id, self.cluster_id, len(self.topics))
+        log.info(
+            "broker %d of cluster %s started with %d topic(s)", self.node_id, self.cluster_id, len(self.metadata.topics)
+        )
 
     def _load_cluster_id(self) -> str:
         """The configured cluster.id, else the one in meta.properties, else a new one (persisted by
@@ -230,7 +172,7 @@ class Broker:
     async def begin_shutdown(self) -> None:
         """Answer what is parked (long-polling Fetches, JoinGroup/SyncGroup waits) now, so that the
         transport's grace period is spent finishing requests rather than waiting out timeouts."""
-        self.fetch_waiters.close()
+        self.replicas.begin_shutdown()
         await self.group_service.close()
 
     async def close(self) -> None:
@@ -247,10 +189,7 @@ class Broker:
                 pass
             except Exception:
                 log.exception("background task failed while closing")
-        async with self._maintenance_lock:
-            if self.logs is not None:
-                await asyncio.to_thread(self.logs.close)
-                self.logs = None
+        await self.replicas.close()
 
     async def _maintenance_loop(self, interval_s: float) -> None:
         """Retention, flushes by flush.ms, compaction, checkpoints: in a worker thread."""
@@ -259,242 +198,4 @@ class Broker:
             await self.run_maintenance()
 
     async def run_maintenance(self) -> None:
-        async with self._maintenance_lock:
-            logs = self.logs
-            if logs is None:
-                return
-            work = asyncio.ensure_future(asyncio.to_thread(logs.run_maintenance, self.now_ms()))
-            try:
-                # A cancelled task (close) cannot stop the thread: the lock is held until it is done,
-                # so close() never writes the checkpoints while maintenance is still writing them.
-                await asyncio.shield(work)
-            except asyncio.CancelledError:
-                await asyncio.wait([work])
-                raise
-            except (OSError, KafkaStorageError) as e:  # a full or failing disk: said once in a while, without a traceback
-                self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
-            except Exception:
-                log.exception("log maintenance failed")
-
-    # --- requests ------------------------------------------------------------------------------
-
-    async def handle(self, frame: memoryview, client: Any) -> list[Chunk] | None:
-        try:
-            request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
-        except UnsupportedRequest as e:
-            if e.api_key == API_VERSIONS_KEY:
-                return self._api_versions_unsupported(e.correlation_id)
-            raise CloseConnection(str(e)) from None
-        except DecodeError as e:
-            key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
-            raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
-        reg = HANDLERS.get(request.api_key)
-        if reg is None or not reg.min_version <= request.api_version <= reg.max_version:
-            if request.api_key == API_VERSIONS_KEY:
-                return self._api_versions_unsupported(request.correlation_id)
-            name = reg.api.name if reg else f"API key {request.api_key}"
-            raise CloseConnection(f"{name} v{request.api_version} is not supported")
-        ctx = RequestContext(self, client, request)
-        try:
-            body = await reg.handler(ctx, request)
-        except CloseConnection:
-            raise
-        except Exception as e:
-            log.exception("%s v%d from %r failed", reg.api.name, request.api_version, request.client_id)
-            raise CloseConnection(f"{reg.api.name} handler failed: {e}") from e
-        if body is NO_RESPONSE:
-            return None
-        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
-
-    def _api_versions_unsupported(self, correlation_id: int) -> list[Chunk]:
-        reg = HANDLERS.get(API_VERSIONS_KEY)
-        high = reg.max_version if reg else 0
-        body = {
-            "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
-            "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": 0, "max_version": high}],
-        }
-        return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
-
-    # --- topics and partitions -----------------------------------------------------------------
-
-    def topic(self, name: str) -> TopicInfo | None:
-        return self.topics.get(name)
-
-    def partition_log(self, topic: str, partition: int) -> PartitionLog:
-        assert self.logs is not None
-        plog = self.logs.get(topic, partition)
-        if plog is None:
-            t = self.topics.get(topic)
-            if t is None:
-                raise KeyError(f"no topic {topic}")
-            plog = self._open_partition(t, partition)
-        return plog
-
-    def _open_partition(self, t: TopicInfo, partition: int) -> PartitionLog:
-        assert self.logs is not None
-        plog = self.logs.get_or_create(t.name, partition, self._log_config_of(self.topic_config(t)))
-        # As a new leader does in Kafka, make sure the epoch cache knows the current epoch, so that
-        # OffsetForLeaderEpoch answers (epoch, log end) even before anything was appended.
-        cache = plog.leader_epoch_cache
-        if cache.latest_epoch < t.leader_epoch:
-            cache.assign(t.leader_epoch, plog.log_end_offset)
-        return plog
-
-    def topic_config(self, t: TopicInfo) -> TopicConfig:
-        tc = self._topic_configs.get(t.name)
-        if tc is None:
-            tc = self._topic_configs[t.name] = topic_config(self.config, t.configs)
-        return tc
-
-    def log_config(self, t: TopicInfo) -> LogConfig:
-        return self.partition_log(t.name, 0).config if t.partitions else self._log_config_of(self.topic_config(t))
-
-    def _log_config_of(self, tc: TopicConfig) -> LogConfig:
-        return tc.log_config()  # typed values; tc.broker is self.config (every TopicConfig is rebuilt on a change)
-
-    def topic_compression(self, t: TopicInfo) -> int | None:
-        """The codec a topic stores batches with, or None for `producer` (keep the producer's)."""
-        name = self.topic_config(t).get("compression.type")
-        return None if name == "producer" else COMPRESSION_CODECS[name]
-
-    def describe_topic_configs(
-        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
-    ) -> list[ConfigEntry]:
-        return self.topic_config(t).describe(names, include_synonyms=synonyms, include_documentation=documentation)
-
-    def check_new_topic(self, name: str) -> None:
-        """Kafka's checks of a name for a topic about to be created (ApiError otherwise)."""
-        try:
-            validate_name(name)
-        except InvalidTopic as e:
-            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        if name in self.topics:
-            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        other = self.topics.colliding(name)
-        if other is not None:
-            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
-
-    async def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
-        internal_ok: bool = False,
-    ) -> TopicInfo:
-        """Create a topic and its partition logs (or only check that it could be, with validate_only)."""
-        self.check_new_topic(name)
-        if name in INTERNAL_TOPICS and not internal_ok:
-            raise ApiError(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
-        try:
-            overrides = validate_topic_configs(configs or {})
-        except ConfigError as e:
-            raise ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        if validate_only:
-            return TopicInfo(name, ZERO_UUID, partitions, overrides)
-        try:
-            t = self.topics.create(name, partitions, overrides)
-        except OSError as e:
-            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record topic {name}: {e}") from None
-        self._topic_configs[name] = topic_config(self.config, overrides)
-        for p in range(partitions):
-            self._open_partition(t, p)
-        log.info("created topic %s with %d partition(s)%s", name, partitions, f", configs {overrides}" if overrides else "")
-        return t
-
-    async def auto_create_topic(self, name: str) -> TopicInfo:
-        """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""
-        if name == CONSUMER_OFFSETS:
-            return await self.create_topic(
-                name,
-                int(self.config.get("offsets.topic.num.partitions")),
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
-                },
-                internal_ok=True,
-            )
-        if name == TRANSACTION_STATE:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "transactions are not supported")
-        existing = self.topics.get(name)
-        if existing is not None:
-            return existing
-        return await self.create_topic(name, self.default_partitions)
-
-    async def delete_topic(self, name: str) -> None:
-        if not self.config.get("delete.topic.enable"):
-            raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        t = self.topics.get(name)
-        if t is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if t.internal:
-            raise ApiError(ErrorCode.INVALID_REQUEST, f"Cannot delete internal topic {name}.")
-        try:
-            self.topics.delete(name)
-        except OSError as e:
-            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the deletion of {name}: {e}") from None
-        self._topic_configs.pop(name, None)
-        for p in range(t.partitions):
-            self.fetch_waiters.notify((name, p))
-        logs = self.logs
-        assert logs is not None
-        async with self._maintenance_lock:
-            await asyncio.to_thread(logs.delete, name)
-        log.info("deleted topic %s", name)
-
-    async def add_partitions(self, name: str, count: int) -> None:
-        t = self.topics.get(name)
-        if t is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        old = t.partitions
-        try:
-            self.topics.set_partitions(name, count)
-        except OSError as e:
-            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}") from None
-        for p in range(old, count):
-            self._open_partition(t, p)
-        log.info("topic %s now has %d partitions", name, count)
-
-    def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
-        """Replace a topic's overrides (already validated) and apply them to its live logs."""
-        try:
-            self.topics.set_configs(t.name, overrides)
-        except OSError as e:
-            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record configs of {t.name}: {e}") from None
-        tc = self._topic_configs[t.name] = topic_config(self.config, overrides)
-        assert self.logs is not None
-        self.logs.set_config(t.name, self._log_config_of(tc))
-
-    # --- dynamic broker configs ----------------------------------------------------------------
-
-    def _load_dynamic_config(self) -> None:
-        node, default = self.topics.broker_configs()
-        if node or default:
-            try:
-                cfg = self.config
-                if default:
-                    cfg = cfg.with_dynamic(default, cluster_default=True)
-                if node:
-                    cfg = cfg.with_dynamic(node)
-                self.config = cfg
-            except ConfigError as e:
-                log.warning("ignoring stored dynamic broker configs: %s", e)
-
-    def alter_broker_config(self, config: BrokerConfig) -> None:
-        """Adopt a config with changed dynamic values: persist them and refresh every topic's config."""
-        try:
-            self.topics.set_broker_configs(config.dynamic_values, config.dynamic_default_values)
-        except OSError as e:
-            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record broker configs: {e}") from None
-        self.config = config
-        assert self.logs is not None
-        self.logs.default_config = self._log_config_of(topic_config(config))
-        for t in self.topics.all():
-            tc = self._topic_configs[t.name] = topic_config(config, t.configs)
-            self.logs.set_config(t.name, self._log_config_of(tc))
-
-
-COMPRESSION_CODECS = {
-    "uncompressed": codecs.NONE,
-    "gzip": codecs.GZIP,
-    "snappy": codecs.SNAPPY,
-    "lz4": codecs.LZ4,
-    "zstd": codecs.ZSTD,
-}
+        await self.replicas.run_maintenance(self.now_ms())

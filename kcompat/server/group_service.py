@@ -33,7 +33,7 @@ from kcompat.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoord
 from kcompat.coordinator.records import Record
 from kcompat.coordinator.result import Completion
 from kcompat.server.offsets_topic import OffsetsTopic
-from kcompat.server.topics import CONSUMER_OFFSETS, TopicInfo
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
 
 log = logging.getLogger("kcompat.server.groups")
 

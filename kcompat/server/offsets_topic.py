@@ -16,7 +16,7 @@ from typing import Any
 import kcompat.coordinator.records as rec
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
-from kcompat.server.topics import CONSUMER_OFFSETS, TopicInfo
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import Record, build_batch, decode_batch
@@ -33,13 +33,13 @@ class OffsetsTopic:
         lookup: Callable[[str], TopicInfo | None],
         create: Callable[[str], Awaitable[TopicInfo]],
         partition_log: Callable[[str, int], PartitionLog],
-        appended: Callable[[tuple[str, int]], None],
+        append: Callable[..., Any],
         setting: Callable[[str], Any],
     ) -> None:
         self._lookup = lookup
         self._create = create
         self._partition_log = partition_log
-        self._appended = appended
+        self._append = append  # the replica manager's: it wakes fetches parked on the partition
         self._setting = setting
 
     def exists(self) -> bool:
@@ -68,13 +68,12 @@ class OffsetsTopic:
         for p, recs in by_partition.items():
             batch = bytearray(build_batch(recs, compression=codec))
             try:
-                self._partition_log(CONSUMER_OFFSETS, p).append(batch, leader_epoch=t.leader_epoch, now_ms=now_ms)
+                self._append(CONSUMER_OFFSETS, p, batch, leader_epoch=t.leader_epoch, now_ms=now_ms)
             except LogError as e:
                 # Kafka would fail the request; the coordinator has applied it already, so the most
                 # useful thing left is to say loudly what a restart would lose.
                 log.error("cannot store %d group record(s) in %s-%d: %s", len(recs), CONSUMER_OFFSETS, p, e)
                 continue
-            self._appended((CONSUMER_OFFSETS, p))
 
     def read_all(self) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) of the topic, partition by partition, oldest first (blocking: run in a thread).

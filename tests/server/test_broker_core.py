@@ -133,7 +133,7 @@ def test_state_survives_a_restart(h: BrokerHarness, tmp_path: Path) -> None:
     assert "cluster.id=" + cluster_id in (tmp_path / "data" / "meta.properties").read_text()
     pid2 = h.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 1000}).producer_id
     assert pid2 > pid1  # producer ids are never handed out twice
-    assert h.broker.partition_log("keep", 0).log_end_offset == 1
+    assert h.broker.replicas.partition_log("keep", 0).log_end_offset == 1
 
 
 def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
             h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100,
                                 "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": batch(value)}]}]})  # fmt: skip
             now[0] += 0.01  # segment.ms=1: each append rolls a new segment
-        plog = h.broker.partition_log("old", 0)
+        plog = h.broker.replicas.partition_log("old", 0)
         assert plog.log_start_offset == 0
         h.run(until(lambda: plog.log_start_offset == 3))  # the maintenance loop, not a direct call, deletes them
         assert (plog.log_start_offset, plog.log_end_offset) == (3, 3)  # all expired: Kafka rolls, then deletes all

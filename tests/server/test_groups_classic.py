@@ -11,7 +11,7 @@ import pytest
 
 from kcompat.coordinator import records as rec
 from kcompat.coordinator.consumer_protocol import decode_assignment, encode_assignment
-from kcompat.server.topics import CONSUMER_OFFSETS
+from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.delete_groups import DELETE_GROUPS
@@ -39,7 +39,7 @@ def h(tmp_path: Path):
 
 def stored_keys(h: GroupHarness, partition: int) -> list[tuple[Any, bool]]:
     """(decoded key, is tombstone) of every record in one partition of __consumer_offsets."""
-    plog = h.broker.partition_log(CONSUMER_OFFSETS, partition)
+    plog = h.broker.replicas.partition_log(CONSUMER_OFFSETS, partition)
     data = plog.read(plog.log_start_offset, 1 << 24).read_bytes()
     out = []
     for pos, size in split_batches(data):
@@ -81,10 +81,10 @@ def form_group(h: GroupHarness, group: str, n: int, version: int = 9) -> tuple[l
 
 
 def test_find_coordinator_creates_consumer_offsets(h: GroupHarness) -> None:
-    assert h.broker.topic(CONSUMER_OFFSETS) is None  # created on first need, as Kafka does
+    assert h.broker.metadata.topic(CONSUMER_OFFSETS) is None  # created on first need, as Kafka does
     r = h.call(FIND_COORDINATOR, 0, {"key": "g"})
     assert (r.error_code, r.node_id, r.host, r.port) == (0, 1, "127.0.0.1", 19092)
-    t = h.broker.topic(CONSUMER_OFFSETS)
+    t = h.broker.metadata.topic(CONSUMER_OFFSETS)
     assert t is not None and t.partitions == 3 and t.internal
     configs = h.call(DESCRIBE_CONFIGS, 4, {"resources": [
         {"resource_type": 2, "resource_name": CONSUMER_OFFSETS, "configuration_keys": ["cleanup.policy"]}]})
@@ -322,7 +322,7 @@ def test_list_groups_with_filters(h: GroupHarness) -> None:
 def test_list_groups_does_not_create_consumer_offsets(h: GroupHarness) -> None:
     assert h.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups == []
     assert h.call(DESCRIBE_GROUPS, 5, {"groups": ["x"]}).groups[0].group_state == "Dead"
-    assert h.broker.topic(CONSUMER_OFFSETS) is None
+    assert h.broker.metadata.topic(CONSUMER_OFFSETS) is None
 
 
 def test_delete_groups(h: GroupHarness) -> None:

@@ -105,7 +105,7 @@ def test_consumer_group_describe_and_the_classic_apis(h: GroupHarness) -> None:
     assert [m.member_type for m in g.members] == [1, 1]  # v1 (KIP-1099): consumer members
     assert (g.error_code, g.group_state, g.assignor_name) == (0, "Stable", "uniform")
     assert sorted(m.member_id for m in g.members) == sorted(m.member_id for m in members)
-    topic_id = h.broker.topic("t").topic_id
+    topic_id = h.broker.metadata.topic("t").topic_id
     for d in g.members:
         assert [(tp.topic_id, tp.topic_name) for tp in d.assignment.topic_partitions] == [(topic_id, "t")]
         assert len(d.assignment.topic_partitions[0].partitions) == 3

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kcompat.coordinator.records import offsets_partition
-from kcompat.server.topics import CONSUMER_OFFSETS
+from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.join_group import JOIN_GROUP
@@ -71,7 +71,7 @@ def test_commit_and_fetch_every_version(h: GroupHarness, version: int) -> None:
 
 
 def test_v10_names_topics_by_id(h: GroupHarness) -> None:
-    t_id, u_id, nowhere = h.broker.topic("t").topic_id, h.broker.topic("u").topic_id, uuid.uuid4()
+    t_id, u_id, nowhere = h.broker.metadata.topic("t").topic_id, h.broker.metadata.topic("u").topic_id, uuid.uuid4()
 
     def part(p: int, off: int) -> dict[str, Any]:
         return {"partition_index": p, "committed_offset": off, "committed_leader_epoch": 0, "committed_metadata": "x"}
@@ -111,7 +111,7 @@ def test_fetch_all_committed_and_several_groups(h: GroupHarness) -> None:
 def test_commit_for_a_topic_that_does_not_exist(h: GroupHarness) -> None:
     result = commit(h, "g", {("nope", 0): 1, ("t", 0): 4, ("t", 6): 9})
     assert result == {("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION, ("t", 0): 0, ("t", 6): E.UNKNOWN_TOPIC_OR_PARTITION}
-    assert h.broker.topic("nope") is None  # a commit never creates a topic
+    assert h.broker.metadata.topic("nope") is None  # a commit never creates a topic
     assert fetch(h, "g", None)[1] == {("t", 0): (4, 0, "m4", 0)}
 
 
@@ -212,7 +212,7 @@ def test_a_commit_wakes_a_fetch_parked_on_the_offsets_partition(h: GroupHarness)
     __consumer_offsets sees a commit at once, not after its fetch's max wait."""
     assert commit(h, "g", {("t", 0): 1}) == {("t", 0): E.NONE}  # creates __consumer_offsets
     p = offsets_partition("g", 3)
-    end = h.broker.partition_log(CONSUMER_OFFSETS, p).log_end_offset
+    end = h.broker.replicas.partition_log(CONSUMER_OFFSETS, p).log_end_offset
     body = {"replica_id": -1, "max_wait_ms": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
         {"topic": CONSUMER_OFFSETS, "partitions": [{"partition": p, "fetch_offset": end, "partition_max_bytes": 1 << 20}]}]}
 
@@ -220,7 +220,7 @@ def test_a_commit_wakes_a_fetch_parked_on_the_offsets_partition(h: GroupHarness)
         t0 = time.monotonic()
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, body))
         await asyncio.sleep(0.05)
-        assert not fetching.done() and h.broker.fetch_waiters.parked() == 1
+        assert not fetching.done() and h.broker.replicas.fetch_waiters.parked() == 1
         await h.call_async(OFFSET_COMMIT, 9, {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
                                               "topics": [{"name": "t", "partitions": [
                                                   {"partition_index": 0, "committed_offset": 2}]}]})  # fmt: skip

@@ -67,7 +67,7 @@ def test_create_topics_validation(h: BrokerHarness, topic: dict[str, Any], error
     (r,) = create(h, topic)
     assert r.error_code == error, r
     assert r.error_message
-    assert h.broker.topic(topic["name"]) is None
+    assert h.broker.metadata.topic(topic["name"]) is None
 
 
 def test_create_topics_conflicts(h: BrokerHarness) -> None:
@@ -87,7 +87,7 @@ def test_create_topics_manual_assignment(h: BrokerHarness) -> None:
 def test_validate_only_creates_nothing(h: BrokerHarness) -> None:
     (r,) = create(h, {"name": "v", "num_partitions": 4}, validate_only=True)
     assert (r.error_code, r.num_partitions, r.topic_id.int) == (0, 4, 0)
-    assert h.broker.topic("v") is None
+    assert h.broker.metadata.topic("v") is None
 
 
 @pytest.mark.parametrize("version", range(2, 8))  # Kafka 4 removed v0-1 (KIP-896)
@@ -102,7 +102,7 @@ def test_delete_topics_by_name_and_id(h: BrokerHarness, tmp_path: Path) -> None:
     r = h.call(DELETE_TOPICS, 5, {"topic_names": ["a", "nope"], "timeout_ms": 100}).responses
     assert [(x.name, x.error_code) for x in r] == [("a", 0), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     assert not (tmp_path / "data" / "a-0").exists()
-    b_id = h.broker.topic("b").topic_id
+    b_id = h.broker.metadata.topic("b").topic_id
     r = h.call(DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": b_id}], "timeout_ms": 100}).responses
     assert [(x.name, x.topic_id, x.error_code) for x in r] == [("b", b_id, 0)]
     assert h.call(METADATA, 12, {"topics": None}).topics == []
@@ -130,8 +130,8 @@ def test_create_partitions(h: BrokerHarness) -> None:
         return h.call(CREATE_PARTITIONS, 3, body).results[0]
 
     assert grow(5, validate_only=True).error_code == 0
-    assert h.broker.topic("a").partitions == 2
-    assert grow(4).error_code == 0 and h.broker.topic("a").partitions == 4
+    assert h.broker.metadata.topic("a").partitions == 2
+    assert grow(4).error_code == 0 and h.broker.metadata.topic("a").partitions == 4
     assert grow(4).error_code == ErrorCode.INVALID_PARTITIONS
     assert grow(3).error_code == ErrorCode.INVALID_PARTITIONS
     assert grow(6, assignments=[{"broker_ids": [h.broker.node_id]}]).error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
@@ -188,8 +188,8 @@ def test_incremental_alter_topic_configs(h: BrokerHarness) -> None:
     assert alter(("cleanup.policy", 2, "compact")).error_code == 0
     configs = {c.name: c.value for c in describe(h, TOPIC, "a").configs}
     assert configs["retention.ms"] == "5000" and configs["cleanup.policy"] == "delete,compact"
-    assert h.broker.partition_log("a", 0).config.retention_ms == 5000
-    assert h.broker.partition_log("a", 1).config.compact
+    assert h.broker.replicas.partition_log("a", 0).config.retention_ms == 5000
+    assert h.broker.replicas.partition_log("a", 1).config.compact
     assert alter(("cleanup.policy", 3, "delete")).error_code == 0
     assert alter(("retention.ms", 1, None)).error_code == 0
     configs = {c.name: (c.value, c.config_source) for c in describe(h, TOPIC, "a").configs}
@@ -199,11 +199,11 @@ def test_incremental_alter_topic_configs(h: BrokerHarness) -> None:
     assert alter(("bogus", 0, "1")).error_code == ErrorCode.INVALID_CONFIG
     assert alter(("retention.ms", 0, "1"), ("retention.ms", 0, "2")).error_code == ErrorCode.INVALID_REQUEST
     assert alter(("retention.ms", 0, "7"), validate_only=True).error_code == 0
-    assert h.broker.topic("a").configs.get("retention.ms") is None
+    assert h.broker.metadata.topic("a").configs.get("retention.ms") is None
     assert alter(("retention.ms", 0, "7"), name="nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     h.restart()
-    assert h.broker.topic("a").configs == {"cleanup.policy": "compact"}
-    assert h.broker.partition_log("a", 0).config.compact
+    assert h.broker.metadata.topic("a").configs == {"cleanup.policy": "compact"}
+    assert h.broker.replicas.partition_log("a", 0).config.compact
 
 
 def test_alter_configs_replaces_all_overrides(h: BrokerHarness) -> None:
@@ -211,7 +211,7 @@ def test_alter_configs_replaces_all_overrides(h: BrokerHarness) -> None:
     body = {"resources": [{"resource_type": TOPIC, "resource_name": "a",
                            "configs": [{"name": "max.message.bytes", "value": "5000"}]}], "validate_only": False}  # fmt: skip
     assert h.call(ALTER_CONFIGS, 2, body).responses[0].error_code == 0
-    assert h.broker.topic("a").configs == {"max.message.bytes": "5000"}
+    assert h.broker.metadata.topic("a").configs == {"max.message.bytes": "5000"}
     body["resources"][0]["configs"] = [{"name": "max.message.bytes", "value": "lots"}]
     assert h.call(ALTER_CONFIGS, 0, body).responses[0].error_code == ErrorCode.INVALID_CONFIG
 
@@ -224,11 +224,11 @@ def test_alter_dynamic_broker_config(h: BrokerHarness) -> None:
     assert h.call(INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0].error_code == 0
     ret = {c.name: c for c in describe(h, TOPIC, "a").configs}["retention.ms"]
     assert (ret.value, ret.config_source) == ("12345", 2)
-    assert h.broker.partition_log("a", 0).config.retention_ms == 12345
+    assert h.broker.replicas.partition_log("a", 0).config.retention_ms == 12345
     body["resources"][0]["configs"] = [{"name": "node.id", "config_operation": 0, "value": "5"}]
     assert h.call(INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0].error_code == ErrorCode.INVALID_CONFIG
     h.restart()
-    assert h.broker.partition_log("a", 0).config.retention_ms == 12345
+    assert h.broker.replicas.partition_log("a", 0).config.retention_ms == 12345
 
 
 def test_describe_cluster(h: BrokerHarness) -> None:
@@ -266,9 +266,9 @@ def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(
     # As Kafka's controller (KAFKA-17870): the limit is on the request's total, and refuses it whole.
     a, b = create(h, {"name": "a", "num_partitions": 6000}, {"name": "b", "num_partitions": 4001})
     assert (a.error_code, b.error_code) == (ErrorCode.POLICY_VIOLATION, ErrorCode.POLICY_VIOLATION)
-    assert h.broker.topic("a") is None and h.broker.topic("b") is None
+    assert h.broker.metadata.topic("a") is None and h.broker.metadata.topic("b") is None
     (c,) = create(h, {"name": "c", "num_partitions": 1})
     assert c.error_code == 0
     body = {"topics": [{"name": "c", "count": 10_002, "assignments": None}], "timeout_ms": 100, "validate_only": False}
     assert h.call(CREATE_PARTITIONS, 3, body).results[0].error_code == ErrorCode.POLICY_VIOLATION
-    assert h.broker.topic("c").partitions == 1
+    assert h.broker.metadata.topic("c").partitions == 1

@@ -136,7 +136,7 @@ def test_long_poll_is_woken_by_an_append(h: BrokerHarness) -> None:
     async def scenario() -> tuple[Any, float]:
         t0 = time.monotonic()
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 0), ("t", 2, 0)], max_wait=5000)))
-        await until(lambda: h.broker.fetch_waiters.parked() == 1)
+        await until(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
         assert not fetching.done()
         await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
             {"name": "t", "partition_data": [{"index": 2, "records": batch(b"wake")}]}]})
@@ -147,14 +147,14 @@ def test_long_poll_is_woken_by_an_append(h: BrokerHarness) -> None:
     assert elapsed < 1.5
     parts = [p for _, p in flat(resp)]
     assert len(parts[0].records) == 0 and len(parts[1].records) > 0
-    assert h.broker.fetch_waiters.parked() == 0
+    assert h.broker.replicas.fetch_waiters.parked() == 0
 
 
 def test_long_poll_waits_for_min_bytes(h: BrokerHarness) -> None:
     async def scenario() -> Any:
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=5000, min_bytes=300)))
         for i in range(3):
-            await until(lambda: h.broker.fetch_waiters.parked() == 1)
+            await until(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
             assert not fetching.done()
             await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
                 {"name": "t", "partition_data": [{"index": 0, "records": batch(b"v" * 60, b"%d" % i)}]}]})
@@ -169,7 +169,7 @@ def test_close_releases_parked_fetches(h: BrokerHarness) -> None:
 
     async def scenario() -> Any:
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 1)], max_wait=10000)))
-        await until(lambda: h.broker.fetch_waiters.parked() == 1)
+        await until(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
         t0 = time.monotonic()
         await h.broker.close()
         resp = await asyncio.wait_for(fetching, 2)
@@ -238,7 +238,7 @@ def test_replica_fetch_is_refused_per_partition(h: BrokerHarness, version: int, 
 def test_fenced_leader_epoch_carries_the_leader_from_v16(h: BrokerHarness, version: int) -> None:
     body = by_id(h, fetch_body([("t", 0, 0)]))
     body["topics"][0]["partitions"][0]["current_leader_epoch"] = 0
-    h.broker.topics.get("t").leader_epoch = 3  # type: ignore[union-attr]  # as after a leader change
+    h.broker.metadata.topics.get("t").leader_epoch = 3  # type: ignore[union-attr]  # as after a leader change
     resp = h.call(FETCH, version, body)
     p = resp.responses[0].partitions[0]
     assert p.error_code == ErrorCode.FENCED_LEADER_EPOCH

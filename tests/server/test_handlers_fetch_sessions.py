@@ -80,7 +80,7 @@ def test_incremental_long_poll_wakes_on_any_partition_of_the_session(h: BrokerHa
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([], session_id=sid, session_epoch=1,
                                                                             max_wait=5000)))  # fmt: skip
         await asyncio.sleep(0.05)
-        assert not fetching.done() and h.broker.fetch_waiters.parked() == 1
+        assert not fetching.done() and h.broker.replicas.fetch_waiters.parked() == 1
         await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
             {"name": "t", "partition_data": [{"index": 1, "records": batch(b"wake")}]}]})
         return await asyncio.wait_for(fetching, 2), time.monotonic() - t0

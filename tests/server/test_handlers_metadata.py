@@ -96,7 +96,7 @@ def test_internal_topic_is_marked(h: BrokerHarness) -> None:
     r = h.call(METADATA, 12, {"topics": [{"name": "__consumer_offsets"}], "allow_auto_topic_creation": True})
     t = r.topics[0]
     assert t.error_code == 0 and t.is_internal
-    configs = h.broker.topic("__consumer_offsets").configs
+    configs = h.broker.metadata.topic("__consumer_offsets").configs
     assert configs["cleanup.policy"] == "compact"
 
 

@@ -61,7 +61,7 @@ def test_offsets_are_assigned_in_order_and_the_log_start_reported(h: BrokerHarne
 @pytest.mark.parametrize("version", [12, 13])
 def test_v12_and_v13(h: BrokerHarness, version: int) -> None:
     create(h, "t")
-    topic_id = h.broker.topic("t").topic_id
+    topic_id = h.broker.metadata.topic("t").topic_id
     nowhere = uuid.uuid4()
     # v13 names topics by id only (KIP-516): an unknown id is UNKNOWN_TOPIC_ID, never auto-created
     data = [{"name": "t", "topic_id": topic_id, "partition_data": [{"index": 0, "records": batch(b"a")}]},
@@ -70,7 +70,7 @@ def test_v12_and_v13(h: BrokerHarness, version: int) -> None:
     got = [(t.name, t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses]) for t in r.responses]
     if version == 13:
         assert got == [("", topic_id, [(0, 0)]), ("", nowhere, [(ErrorCode.UNKNOWN_TOPIC_ID, -1)])]
-        assert h.broker.topic("u") is None
+        assert h.broker.metadata.topic("u") is None
     else:  # by name: "u" is auto-created
         assert [(n, e) for n, _, e in got] == [("t", [(0, 0)]), ("u", [(0, 0)])]
     assert fetched(h, "t")  # the record landed in "t"
@@ -81,7 +81,7 @@ def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:
     try:
         r = produce(h, "nope", batch(b"a"))
         assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert h.broker.topic("nope") is None
+        assert h.broker.metadata.topic("nope") is None
     finally:
         h.close()
 
@@ -97,7 +97,7 @@ def test_corrupt_crc_is_corrupt_message(h: BrokerHarness) -> None:
     r = produce(h, "t", bytes(data))
     assert r.error_code == ErrorCode.CORRUPT_MESSAGE
     assert "CRC" in r.error_message
-    assert h.broker.partition_log("t", 0).log_end_offset == 0
+    assert h.broker.replicas.partition_log("t", 0).log_end_offset == 0
 
 
 def test_record_over_max_message_bytes(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_acks_zero_sends_no_response(h: BrokerHarness) -> None:
     frame = encode_request(0, 9, 1, {"acks": 0, "timeout_ms": 100,
                                      "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch(b"a")}]}]})
     assert h.raw(frame) is None
-    assert h.broker.partition_log("t", 0).log_end_offset == 1
+    assert h.broker.replicas.partition_log("t", 0).log_end_offset == 1
 
 
 def test_acks_zero_error_closes_the_connection(h: BrokerHarness) -> None:
@@ -189,7 +189,7 @@ def test_idempotent_duplicate_gets_the_original_offset(h: BrokerHarness) -> None
     assert idem(h, 2, 1).base_offset == 2
     dup = idem(h, 0, 2)
     assert (dup.error_code, dup.base_offset) == (0, 0)
-    assert h.broker.partition_log("idem", 0).log_end_offset == 3
+    assert h.broker.replicas.partition_log("idem", 0).log_end_offset == 3
 
 
 def test_idempotent_sequence_errors(h: BrokerHarness) -> None:
@@ -206,7 +206,7 @@ def test_idempotent_duplicate_detected_after_restart(h: BrokerHarness) -> None:
     dup = idem(h, 0, 3)
     assert (dup.error_code, dup.base_offset) == (0, 0)
     assert idem(h, 3).base_offset == 3
-    assert h.broker.partition_log("idem", 0).log_end_offset == 4
+    assert h.broker.replicas.partition_log("idem", 0).log_end_offset == 4
 
 
 def test_transactional_batches_are_refused(h: BrokerHarness) -> None:
@@ -216,7 +216,7 @@ def test_transactional_batches_are_refused(h: BrokerHarness) -> None:
 
 def test_storage_error_is_kafka_storage_error(h: BrokerHarness, monkeypatch: pytest.MonkeyPatch) -> None:
     produce(h, "t", batch(b"a"))
-    plog = h.broker.partition_log("t", 0)
+    plog = h.broker.replicas.partition_log("t", 0)
     import errno
     import os
 
@@ -267,7 +267,7 @@ def test_compacted_topic_refuses_records_without_key(hc: BrokerHarness) -> None:
         f"three errors at most: [RecordError(batchIndex=1, message='{no_key}'), "
         f"RecordError(batchIndex=3, message='{no_key}')]"
     )
-    assert hc.broker.partition_log("c", 0).log_end_offset == 0  # the whole batch is refused
+    assert hc.broker.replicas.partition_log("c", 0).log_end_offset == 0  # the whole batch is refused
     assert produce(hc, "c", keyed(b"a", None), version=7).error_code == ErrorCode.INVALID_RECORD  # no record_errors
     # Keys are found inside compressed batches too; a fully keyed batch (tombstones included) goes in.
     assert produce(hc, "c", keyed(None, compression=1)).record_errors[0].batch_index == 0
@@ -310,6 +310,6 @@ def test_timestamp_window_from_topic_overrides_and_broker_defaults(tmp_path: Pat
         create(h, "ck", {"cleanup.policy": "compact"})
         r = produce(h, "ck", build_batch([Record(0, NOW, None, b"x"), Record(1, NOW + 10**7, b"k", b"y")]))
         assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0, 1]
-        assert h.broker.partition_log("ck", 0).log_end_offset == 0
+        assert h.broker.replicas.partition_log("ck", 0).log_end_offset == 0
     finally:
         h.close()

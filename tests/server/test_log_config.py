@@ -38,7 +38,7 @@ def alter_broker(h: BrokerHarness, name: str, value: str | None) -> Any:
 
 
 def segment_bytes(h: BrokerHarness, topic: str) -> list[int]:
-    return [h.broker.partition_log(topic, p).config.segment_bytes for p in range(2)]
+    return [h.broker.replicas.partition_log(topic, p).config.segment_bytes for p in range(2)]
 
 
 def test_log_segment_bytes_reaches_the_partition_logs(h: BrokerHarness) -> None:
@@ -46,11 +46,11 @@ def test_log_segment_bytes_reaches_the_partition_logs(h: BrokerHarness) -> None:
     create(h, "own", {"segment.bytes": str(5 * MIB)})
     assert segment_bytes(h, "plain") == [3 * MIB, 3 * MIB]  # the static broker value
     assert segment_bytes(h, "own") == [5 * MIB, 5 * MIB]  # the topic's override wins
-    assert h.broker.partition_log("plain", 0).config.producer_id_expiration_ms == 90000
+    assert h.broker.replicas.partition_log("plain", 0).config.producer_id_expiration_ms == 90000
 
     assert alter_broker(h, "log.segment.bytes", str(7 * MIB)).error_code == 0
     assert segment_bytes(h, "plain") == [7 * MIB, 7 * MIB]  # live logs, at once
-    assert all(s.config.segment_bytes == 7 * MIB for s in h.broker.partition_log("plain", 1).segments)
+    assert all(s.config.segment_bytes == 7 * MIB for s in h.broker.replicas.partition_log("plain", 1).segments)
     assert segment_bytes(h, "own") == [5 * MIB, 5 * MIB]
     create(h, "later")
     assert segment_bytes(h, "later") == [7 * MIB, 7 * MIB]

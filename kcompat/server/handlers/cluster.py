@@ -77,7 +77,7 @@ async def describe_cluster(ctx: RequestContext, request: Request[DescribeCluster
 @handles(DESCRIBE_LOG_DIRS, "1-5")
 async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDirsRequest]) -> DescribeLogDirsResponse:
     broker = ctx.broker
-    logs = broker.logs
+    logs = ctx.replicas.logs
     assert logs is not None
     wanted: set[tuple[str, int]] | None = None
     if request.body.topics is not None:
@@ -86,7 +86,7 @@ async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDir
     for topic, partition in logs.partitions():
         if wanted is not None and (topic, partition) not in wanted:
             continue
-        if broker.topic(topic) is None:
+        if ctx.metadata.topic(topic) is None:
             continue
         plog = logs.get(topic, partition)
         if plog is None:

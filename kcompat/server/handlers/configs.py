@@ -74,10 +74,10 @@ def _entries(ctx: RequestContext, res: DescribeConfigsResource, synonyms: bool, 
     broker = ctx.broker
     names = list(res.configuration_keys) if res.configuration_keys is not None else None
     if res.resource_type == TOPIC:
-        t = broker.topic(res.resource_name)
+        t = ctx.metadata.topic(res.resource_name)
         if t is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist.")
-        return broker.describe_topic_configs(t, names, synonyms=synonyms, documentation=documentation)
+        return ctx.metadata.describe_topic_configs(t, names, synonyms=synonyms, documentation=documentation)
     if res.resource_type == BROKER:
         # The "" resource shows only the cluster-wide dynamic values, as Kafka does.
         cluster_default = _broker_layer(ctx, res.resource_name)
@@ -152,7 +152,7 @@ async def alter_configs(ctx: RequestContext, request: Request[ac.AlterConfigsReq
             t = _topic(ctx, res.resource_name)
             overrides = _config_call(validate_topic_configs, changes)
             if not body.validate_only:
-                ctx.broker.alter_topic_configs(t, overrides)
+                ctx.metadata.alter_topic_configs(t, overrides)
         else:  # BROKER: AlterConfigs replaces the whole dynamic layer
             cluster_default = _broker_layer(ctx, res.resource_name)
             full: dict[str, str | None] = {k: None for k in _dynamic_layer(ctx, cluster_default)}
@@ -185,7 +185,7 @@ async def incremental_alter_configs(
             t = _topic(ctx, res.resource_name)
             overrides = _config_call(apply_incremental, t.configs, ops)
             if not body.validate_only:
-                ctx.broker.alter_topic_configs(t, overrides)
+                ctx.metadata.alter_topic_configs(t, overrides)
         else:
             cluster_default = _broker_layer(ctx, res.resource_name)
             current = _dynamic_layer(ctx, cluster_default)
@@ -209,7 +209,7 @@ def _check_unique_keys(names: list[str]) -> None:
 
 
 def _topic(ctx: RequestContext, name: str) -> Any:
-    t = ctx.broker.topic(name)
+    t = ctx.metadata.topic(name)
     if t is None:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
     return t
@@ -257,4 +257,4 @@ def _broker_incremental(
 def _alter_broker(ctx: RequestContext, changes: dict[str, str | None], cluster_default: bool, validate_only: bool) -> None:
     new = _config_call(ctx.broker.config.with_dynamic, changes, cluster_default=cluster_default) if changes else None
     if new is not None and not validate_only:
-        ctx.broker.alter_broker_config(new)
+        ctx.metadata.alter_broker_config(new)

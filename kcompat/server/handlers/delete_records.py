@@ -27,26 +27,23 @@ from kcompat.wire.types.delete_records import (
 
 @handles(DELETE_RECORDS, "0-2")
 async def delete_records(ctx: RequestContext, request: Request[DeleteRecordsRequest]) -> DeleteRecordsResponse:
-    broker = ctx.broker
     topics = []
     for rt in request.body.topics:
         parts = []
         for rp in rt.partitions:
             out = DeleteRecordsPartitionResult(partition_index=rp.partition_index, low_watermark=-1, error_code=0)
             parts.append(out)
-            t = broker.topic(rt.name)
+            t = ctx.metadata.topic(rt.name)
             if t is None or not 0 <= rp.partition_index < t.partitions:
                 out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             if rp.offset < -1:
                 out.error_code = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                 continue
-            plog = broker.partition_log(rt.name, rp.partition_index)
             try:
-                out.low_watermark = plog.delete_records_before(rp.offset)
+                out.low_watermark = ctx.replicas.delete_records(rt.name, rp.partition_index, rp.offset)
             except LogError as e:
                 out.error_code = int(ApiError.from_log(e).error)
                 continue
-            broker.fetch_waiters.notify((rt.name, rp.partition_index))
         topics.append(DeleteRecordsTopicResult(name=rt.name, partitions=parts))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

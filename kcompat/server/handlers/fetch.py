@@ -92,7 +92,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     while True:
         results, total, errors, hinted = _read_all(ctx, reads, max_bytes, replica_id, hints)
         remaining = deadline - clock()
-        waiters = broker.fetch_waiters
+        waiters = ctx.replicas.fetch_waiters
         if total >= body.min_bytes or errors or remaining <= 0 or not tps or waiters.closed:
             break
         await waiters.wait(tps, remaining)
@@ -123,7 +123,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
 def _topic_name(broker: Any, tkey: Any, by_id: bool) -> str | None:
     if not by_id:
         return str(tkey)
-    t = broker.topics.by_id(tkey) if isinstance(tkey, uuid.UUID) else None
+    t = broker.metadata.topics.by_id(tkey) if isinstance(tkey, uuid.UUID) else None
     return t.name if t is not None else None
 
 
@@ -152,7 +152,7 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_ID)
             errors = True
             continue
-        t = broker.topic(topic)
+        t = ctx.metadata.topic(topic)
         if t is None or not 0 <= partition < t.partitions:
             out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             errors = True
@@ -173,7 +173,7 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
                 hinted = True
             errors = True
             continue
-        plog = broker.partition_log(topic, partition)
+        plog = ctx.replicas.partition_log(topic, partition)
         start, hwm = plog.log_start_offset, plog.high_watermark
         out.update(high_watermark=hwm, last_stable_offset=hwm, log_start_offset=start)
         if not start <= fp.fetch_offset <= hwm:

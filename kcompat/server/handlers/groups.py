@@ -77,7 +77,7 @@ from kcompat.server.broker import ApiError, CloseConnection, RequestContext
 from kcompat.server.group_service import CoordinatorUnavailable
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kcompat.server.registry import handles
-from kcompat.server.topics import CONSUMER_OFFSETS
+from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from kcompat.wire.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT

@@ -27,7 +27,7 @@ from kcompat.wire.types.init_producer_id import InitProducerIdRequest, InitProdu
 @handles(INIT_PRODUCER_ID, "0-5")
 async def init_producer_id(ctx: RequestContext, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
     body = request.body
-    ids = ctx.broker.producer_ids
+    ids = ctx.metadata.producer_ids
     assert ids is not None
 
     def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:

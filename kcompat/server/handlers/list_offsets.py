@@ -70,13 +70,12 @@ async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]
 
 
 def _lookup(ctx: RequestContext, topic: str, rp: ListOffsetsPartition, out: ListOffsetsPartitionResponse) -> ErrorCode | None:
-    broker = ctx.broker
-    t = broker.topic(topic)
+    t = ctx.metadata.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
         return fenced
-    plog = broker.partition_log(topic, rp.partition_index)
+    plog = ctx.replicas.partition_log(topic, rp.partition_index)
     ts = rp.timestamp
     epoch = t.leader_epoch
     if ts == LATEST:

@@ -80,10 +80,10 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
     body = request.body
     v = request.api_version
     broker = ctx.broker
-    topics = broker.topics
+    topics = ctx.metadata.topics
     assert topics is not None
     all_topics = body.topics is None or (v == 0 and not body.topics)
-    allow_auto = broker.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
+    allow_auto = ctx.metadata.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
     ops = TOPIC_OPERATIONS if body.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
 
     def described(t: TopicInfo) -> MetadataResponseTopic:
@@ -117,7 +117,7 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
             t = topics.get(rt.name)
             if t is None and allow_auto:
                 try:
-                    t = await broker.auto_create_topic(rt.name)
+                    t = await ctx.metadata.auto_create_topic(rt.name)
                 except ApiError as e:
                     out.append(unknown_topic(rt.name, e.error))
                     continue
@@ -148,7 +148,7 @@ async def describe_topic_partitions(
     ctx: RequestContext, request: Request[DescribeTopicPartitionsRequest]
 ) -> DescribeTopicPartitionsResponse:
     body = request.body
-    topics = ctx.broker.topics
+    topics = ctx.metadata.topics
     assert topics is not None
     node = ctx.broker.node_id
     if body.topics:

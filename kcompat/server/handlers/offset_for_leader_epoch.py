@@ -30,21 +30,20 @@ from kcompat.wire.types.offset_for_leader_epoch import (
 async def offset_for_leader_epoch(
     ctx: RequestContext, request: Request[OffsetForLeaderEpochRequest]
 ) -> OffsetForLeaderEpochResponse:
-    broker = ctx.broker
     topics = []
     for rt in request.body.topics:
         parts = []
         for rp in rt.partitions:
             out = EpochEndOffset(error_code=0, partition=rp.partition, leader_epoch=-1, end_offset=-1)
             parts.append(out)
-            t = broker.topic(rt.topic)
+            t = ctx.metadata.topic(rt.topic)
             if t is None or not 0 <= rp.partition < t.partitions:
                 out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
                 out.error_code = int(fenced)
                 continue
-            plog = broker.partition_log(rt.topic, rp.partition)
+            plog = ctx.replicas.partition_log(rt.topic, rp.partition)
             out.leader_epoch, out.end_offset = plog.end_offset_for_epoch(rp.leader_epoch)
         topics.append(OffsetForLeaderTopicResult(topic=rt.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

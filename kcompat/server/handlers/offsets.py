@@ -89,7 +89,7 @@ async def _offset_commit_by_id(ctx: RequestContext, request: Request) -> Any:
     """v10+: resolve topic ids to names first; unknown ids are answered without the coordinator."""
     body = request.body
     service = ctx.broker.group_service
-    topics = ctx.broker.topics
+    topics = ctx.metadata.topics
     assert topics is not None
     known: list[OffsetCommitRequestTopic] = []
     ids: dict[str, uuid.UUID] = {}
@@ -170,7 +170,7 @@ async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
 async def _offset_fetch_by_id(ctx: RequestContext, request: Request) -> Any:
     """v10+: topics by id in and out; unknown ids get UNKNOWN_TOPIC_ID without asking the coordinator."""
     coordinator = ctx.broker.group_service.coordinator
-    topics = ctx.broker.topics
+    topics = ctx.metadata.topics
     assert topics is not None
     wanted: list[OffsetFetchRequestGroup] = []
     unknown: dict[str, list[dict[str, Any]]] = {}
@@ -209,7 +209,7 @@ async def offset_delete(ctx: RequestContext, request: Request) -> Any:
     known = [
         OffsetDeleteRequestTopic(t.name, [p.partition_index for p in t.partitions])
         for t in body.topics
-        if broker.topic(t.name) is not None
+        if ctx.metadata.topic(t.name) is not None
     ]
     resp = await coordinate(ctx, lambda now: broker.group_service.coordinator.delete_offsets(
         now, group_id=body.group_id, topics=known,

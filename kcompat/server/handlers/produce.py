@@ -72,13 +72,12 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
     acks = body.acks
     failed = False
     responses = []
-    touched: list[tuple[str, int]] = []
     for td in body.topic_data:
         parts = []
         name = td.name
         missing_id = False
         if v >= TOPIC_IDS:
-            t = ctx.broker.topics.by_id(td.topic_id) if ctx.broker.topics is not None else None
+            t = ctx.metadata.topics.by_id(td.topic_id) if ctx.metadata.topics is not None else None
             name, missing_id = (t.name, False) if t is not None else ("", True)
         for pd in td.partition_data:
             resp: dict[str, Any] = {"index": pd.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
@@ -90,7 +89,6 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                 if missing_id:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
                 resp.update(await _produce_partition(ctx, name, pd.index, pd.records, v))
-                touched.append((name, pd.index))
             except ApiError as e:
                 failed = True
                 resp["error_code"] = int(e.error)
@@ -99,8 +97,6 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                     resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
             parts.append(resp)
         responses.append({"name": name, "topic_id": td.topic_id, "partition_responses": parts})
-    for tp in touched:
-        ctx.broker.fetch_waiters.notify(tp)
     if acks == 0:
         if failed:
             raise CloseConnection("Produce with acks=0 failed; closing so the producer refreshes metadata")
@@ -109,16 +105,14 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
 
 
 async def _produce_partition(ctx: RequestContext, topic: str, partition: int, records: Any, v: int) -> dict[str, Any]:
-    broker = ctx.broker
-    t = broker.topic(topic)
+    t = ctx.metadata.topic(topic)
     if t is None:
-        if not broker.auto_create_topics:
+        if not ctx.metadata.auto_create_topics:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        t = await broker.auto_create_topic(topic)
+        t = await ctx.metadata.auto_create_topic(topic)
     if not 0 <= partition < t.partitions:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    plog = broker.partition_log(t.name, partition)
-    conf = broker.log_config(t)
+    conf = ctx.metadata.log_config(t)
     if records is None or len(records) == 0:
         raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
     try:
@@ -145,7 +139,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     # A large request arrives in a buffer of its own (writable): its batch is patched in place and
     # written as it is, never copied. A small one is a view of read-only bytes: copied (cheaply).
     batch: bytearray | memoryview = records if not records.readonly else bytearray(records)
-    target = broker.topic_compression(t)
+    target = ctx.metadata.topic_compression(t)
     if target is not None and target != h.compression:
         batch = _recompress(bytearray(records), h, target)
     if conf.message_timestamp_type == "LogAppendTime":
@@ -153,7 +147,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
             batch = bytearray(batch)
         set_log_append_time(batch, now)
     try:
-        info = plog.append(batch, leader_epoch=t.leader_epoch, now_ms=now)
+        info = ctx.replicas.append(t.name, partition, batch, leader_epoch=t.leader_epoch, now_ms=now)
     except LogError as e:
         if isinstance(e, KafkaStorageError):
             _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)

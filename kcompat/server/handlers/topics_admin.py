@@ -62,12 +62,11 @@ def _too_many_partitions() -> ApiError:
 def _requested_partitions(ctx: RequestContext, ct: CreatableTopic) -> int:
     if ct.assignments:
         return len(ct.assignments)
-    return ctx.broker.default_partitions if ct.num_partitions == -1 else max(ct.num_partitions, 0)
+    return ctx.metadata.default_partitions if ct.num_partitions == -1 else max(ct.num_partitions, 0)
 
 
 @handles(CREATE_TOPICS, "2-7")
 async def create_topics(ctx: RequestContext, request: Request[CreateTopicsRequest]) -> CreateTopicsResponse:
-    broker = ctx.broker
     body = request.body
     counts = Counter(t.name for t in body.topics)
     too_many = sum(_requested_partitions(ctx, ct) for ct in body.topics) > MAX_PARTITIONS_PER_REQUEST
@@ -83,7 +82,7 @@ async def create_topics(ctx: RequestContext, request: Request[CreateTopicsReques
                 raise _too_many_partitions()
             partitions, rf = _layout(ctx, ct)
             configs = {c.name: c.value for c in ct.configs}
-            t = await broker.create_topic(ct.name, partitions, configs, validate_only=body.validate_only)
+            t = await ctx.metadata.create_topic(ct.name, partitions, configs, validate_only=body.validate_only)
         except ApiError as e:
             res.error_code, res.error_message = int(e.error), e.message
             continue
@@ -94,14 +93,13 @@ async def create_topics(ctx: RequestContext, request: Request[CreateTopicsReques
             CreatableTopicConfigs(
                 name=e.name, value=e.value, read_only=e.read_only, config_source=int(e.source), is_sensitive=e.sensitive
             )
-            for e in broker.describe_topic_configs(t)
+            for e in ctx.metadata.describe_topic_configs(t)
         ]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
 def _layout(ctx: RequestContext, ct: CreatableTopic) -> tuple[int, int]:
     """(partition count, replication factor) of a CreatableTopic, checked as Kafka's controller does."""
-    broker = ctx.broker
     if ct.assignments:
         if ct.num_partitions != -1 or ct.replication_factor != -1:
             raise ApiError(
@@ -117,10 +115,10 @@ def _layout(ctx: RequestContext, ct: CreatableTopic) -> tuple[int, int]:
             if len(a.broker_ids) != rf:
                 raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same number of replicas.")
         return len(indexes), rf
-    partitions = broker.default_partitions if ct.num_partitions == -1 else ct.num_partitions
+    partitions = ctx.metadata.default_partitions if ct.num_partitions == -1 else ct.num_partitions
     if partitions <= 0:
         raise ApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
-    rf = broker.default_replication_factor if ct.replication_factor == -1 else ct.replication_factor
+    rf = ctx.metadata.default_replication_factor if ct.replication_factor == -1 else ct.replication_factor
     if rf <= 0:
         raise ApiError(
             ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value."
@@ -150,8 +148,7 @@ def _check_replicas(ctx: RequestContext, broker_ids: list[int], partition: int) 
 
 @handles(DELETE_TOPICS, "1-6")
 async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsRequest]) -> DeleteTopicsResponse:
-    broker = ctx.broker
-    topics = broker.topics
+    topics = ctx.metadata.topics
     assert topics is not None
     body = request.body
     if request.api_version >= 6:
@@ -175,7 +172,7 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
                 if t is None or (topic_id != ZERO_UUID and t.topic_id != topic_id):
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
             res.name, res.topic_id = t.name, t.topic_id
-            await broker.delete_topic(t.name)
+            await ctx.metadata.delete_topic(t.name)
         except ApiError as e:
             res.error_code, res.error_message = int(e.error), e.message
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
@@ -183,7 +180,6 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
 
 @handles(CREATE_PARTITIONS, "0-3")
 async def create_partitions(ctx: RequestContext, request: Request[CreatePartitionsRequest]) -> CreatePartitionsResponse:
-    broker = ctx.broker
     body = request.body
     counts = Counter(t.name for t in body.topics)
     added = 0
@@ -194,7 +190,7 @@ async def create_partitions(ctx: RequestContext, request: Request[CreatePartitio
         try:
             if counts[ct.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
-            t = broker.topic(ct.name)
+            t = ctx.metadata.topic(ct.name)
             if t is None:
                 raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
             if ct.count < t.partitions:
@@ -217,7 +213,7 @@ async def create_partitions(ctx: RequestContext, request: Request[CreatePartitio
                 for i, a in enumerate(ct.assignments):
                     _check_replicas(ctx, a.broker_ids, t.partitions + i)
             if not body.validate_only:
-                await broker.add_partitions(t.name, ct.count)
+                await ctx.metadata.add_partitions(t.name, ct.count)
         except ApiError as e:
             res.error_code, res.error_message = int(e.error), e.message
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

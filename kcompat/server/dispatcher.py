@@ -1,0 +1,104 @@
+"""The request dispatcher (Kafka's RequestHandler/KafkaApis split): decode, route, encode.
+
+    frame --decode--> Request --HANDLERS[api_key]--> handler(ctx, request) --> body
+          --encode_response--> [chunks]   (bytes, and the log's file slices left in place for sendfile)
+
+What Kafka does with a request it cannot serve, this does too:
+  * ApiVersions of a version it does not know: a v0 body with UNSUPPORTED_VERSION and the
+    ApiVersions range, so that the client retries with a version both speak;
+  * any other API key or version that is not advertised, or a frame that does not decode: the
+    connection is closed (CloseConnection), as Kafka's SocketServer does on an invalid request;
+  * a handler that fails unexpectedly: logged with its traceback, and the connection is closed.
+(Produce with acks=0 that failed closes the connection too: produce.py raises CloseConnection.)
+
+The dispatcher knows no broker state: it is given a factory of the RequestContext handlers see.
+Security plugs in here: SASL is settled before a connection's requests reach `handle`, and an
+Authorizer can be asked per request before the handler runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+from collections.abc import Callable
+from typing import Any
+
+from kcompat.server import handlers as _handlers_pkg
+from kcompat.server.registry import HANDLERS, NO_RESPONSE
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.protocol import (
+    API_VERSIONS_KEY,
+    Chunk,
+    Request,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+    peek_header,
+)
+
+log = logging.getLogger("kcompat.server")
+
+
+class CloseConnection(Exception):
+    """Kafka would close this connection rather than answer (the reason is logged once)."""
+
+
+def load_handlers() -> None:
+    """Import every module of kcompat.server.handlers, each of which registers its APIs.
+
+    A module dropped into the package (the group coordinator's `groups.py`) is picked up with no
+    change here.
+    """
+    for mod in pkgutil.iter_modules(_handlers_pkg.__path__):
+        importlib.import_module(f"{_handlers_pkg.__name__}.{mod.name}")
+
+
+class RequestDispatcher:
+    """Frames in, chunks out; `context(client, request)` builds what a handler sees."""
+
+    __slots__ = ("_context",)
+
+    def __init__(self, context: Callable[[Any, Request], Any]) -> None:
+        self._context = context
+        load_handlers()
+
+    async def handle(self, frame: memoryview, client: Any) -> list[Chunk] | None:
+        try:
+            request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
+        except UnsupportedRequest as e:
+            if e.api_key == API_VERSIONS_KEY:
+                return api_versions_unsupported(e.correlation_id)
+            raise CloseConnection(str(e)) from None
+        except DecodeError as e:
+            key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
+            raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
+        reg = HANDLERS.get(request.api_key)
+        if reg is None or not reg.min_version <= request.api_version <= reg.max_version:
+            if request.api_key == API_VERSIONS_KEY:
+                return api_versions_unsupported(request.correlation_id)
+            name = reg.api.name if reg else f"API key {request.api_key}"
+            raise CloseConnection(f"{name} v{request.api_version} is not supported")
+        ctx = self._context(client, request)
+        try:
+            body = await reg.handler(ctx, request)
+        except CloseConnection:
+            raise
+        except Exception as e:
+            log.exception("%s v%d from %r failed", reg.api.name, request.api_version, request.client_id)
+            raise CloseConnection(f"{reg.api.name} handler failed: {e}") from e
+        if body is NO_RESPONSE:
+            return None
+        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+
+
+def api_versions_unsupported(correlation_id: int) -> list[Chunk]:
+    """ApiVersions v0 with UNSUPPORTED_VERSION and our range, as Kafka answers a version it lacks."""
+    reg = HANDLERS.get(API_VERSIONS_KEY)
+    high = reg.max_version if reg else 0
+    body = {
+        "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+        "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": 0, "max_version": high}],
+    }
+    return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)

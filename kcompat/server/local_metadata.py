@@ -1,0 +1,323 @@
+"""The cluster metadata a broker serves from: topics, partitions, topic ids, producer ids, dynamic
+broker configs, and the topic admin that changes them (Kafka's MetadataCache and, for a single
+node, its controller).
+
+    handlers ──ctx.metadata──► MetadataView (Protocol)
+                                  ├── LocalMetadata: kcompat.storage files (single node, today)
+                                  └── a KRaft MetadataImage (cluster mode, kcompat/metadata/)
+    LocalMetadata ──changes──► PartitionLogs port (the ReplicaManager): open, delete, reconfigure
+
+Every change is persisted (kcompat.storage) before it is applied, and applied to the partition
+logs before the request that made it is answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import Protocol
+
+from kcompat.config import (
+    BrokerConfig,
+    ConfigEntry,
+    ConfigError,
+    TopicConfig,
+    topic_config,
+    validate_topic_configs,
+)
+from kcompat.kafka_uuid import ZERO_UUID
+from kcompat.log.config import LogConfig
+from kcompat.server.errors import ApiError
+from kcompat.storage.producer_id_store import ProducerIdManager
+from kcompat.storage.topic_store import (
+    CONSUMER_OFFSETS,
+    INTERNAL_TOPICS,
+    TRANSACTION_STATE,
+    InvalidTopic,
+    TopicInfo,
+    TopicStore,
+    validate_name,
+)
+from kcompat.wire import compression as codecs
+from kcompat.wire.error_codes import ErrorCode
+
+log = logging.getLogger("kcompat.server")
+
+COMPRESSION_CODECS = {
+    "uncompressed": codecs.NONE,
+    "gzip": codecs.GZIP,
+    "snappy": codecs.SNAPPY,
+    "lz4": codecs.LZ4,
+    "zstd": codecs.ZSTD,
+}
+
+
+class TopicsView(Protocol):
+    """The topics as handlers read them (TopicStore's queries)."""
+
+    def get(self, name: str) -> TopicInfo | None: ...
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+    def names(self) -> list[str]: ...
+    def all(self) -> list[TopicInfo]: ...
+    def __contains__(self, name: object) -> bool: ...
+    def __len__(self) -> int: ...
+
+
+class ProducerIds(Protocol):
+    """Producer ids for InitProducerId (Kafka's ProducerIdManager): never one handed out twice."""
+
+    def next_id(self) -> int: ...
+
+
+class MetadataView(Protocol):
+    """What handlers and the broker's parts read and change of the cluster metadata."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def topics(self) -> TopicsView: ...
+    @property
+    def auto_create_topics(self) -> bool: ...
+    @property
+    def default_partitions(self) -> int: ...
+    @property
+    def default_replication_factor(self) -> int: ...
+    def topic(self, name: str) -> TopicInfo | None: ...
+    def topic_config(self, t: TopicInfo) -> TopicConfig: ...
+    def log_config(self, t: TopicInfo) -> LogConfig: ...
+    def topic_compression(self, t: TopicInfo) -> int | None: ...
+    def describe_topic_configs(
+        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
+    ) -> list[ConfigEntry]: ...
+    @property
+    def producer_ids(self) -> ProducerIds: ...
+    async def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+        internal_ok: bool = False,
+    ) -> TopicInfo: ...
+    async def auto_create_topic(self, name: str) -> TopicInfo: ...
+    async def delete_topic(self, name: str) -> None: ...
+    async def add_partitions(self, name: str, count: int) -> None: ...
+    def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None: ...
+    def alter_broker_config(self, config: BrokerConfig) -> None: ...
+
+
+class PartitionLogs(Protocol):
+    """Where metadata changes land (the ReplicaManager), as Kafka's ReplicaManager applies a delta."""
+
+    def open_partition(self, t: TopicInfo, partition: int) -> object: ...
+    async def delete_partitions(self, topic: str, partitions: int) -> None: ...
+    def set_config(self, topic: str, config: LogConfig) -> None: ...
+    def set_default_config(self, config: LogConfig) -> None: ...
+
+
+class LocalMetadata:
+    """The single-node MetadataView: kept in kcompat.storage files in the first log dir."""
+
+    def __init__(self, config: BrokerConfig, directory: Path) -> None:
+        self._config = config
+        self._topics = TopicStore(directory)
+        self._producer_ids = ProducerIdManager(directory)
+        self._topic_configs: dict[str, TopicConfig] = {}
+        self._log_configs: dict[str, LogConfig] = {}  # each topic's, built once per config change
+        self.partitions: PartitionLogs | None = None  # set by the broker once its replica manager exists
+
+    def load(self) -> None:
+        """Read the stored topics, producer ids and dynamic broker configs."""
+        self._topics.load()
+        self._producer_ids.load()
+        node, default = self._topics.broker_configs()
+        if node or default:
+            try:
+                cfg = self._config
+                if default:
+                    cfg = cfg.with_dynamic(default, cluster_default=True)
+                if node:
+                    cfg = cfg.with_dynamic(node)
+                self._set_config(cfg)
+            except ConfigError as e:
+                log.warning("ignoring stored dynamic broker configs: %s", e)
+        for t in self._topics.all():
+            self._topic_configs[t.name] = topic_config(self._config, t.configs)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self._config
+
+    @property
+    def topics(self) -> TopicStore:
+        return self._topics
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return bool(self._config.get("auto.create.topics.enable"))
+
+    @property
+    def default_partitions(self) -> int:
+        return int(self._config.get("num.partitions"))
+
+    @property
+    def default_replication_factor(self) -> int:
+        return int(self._config.get("default.replication.factor"))
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_config(self, t: TopicInfo) -> TopicConfig:
+        tc = self._topic_configs.get(t.name)
+        if tc is None:
+            tc = self._topic_configs[t.name] = topic_config(self._config, t.configs)
+        return tc
+
+    def log_config(self, t: TopicInfo) -> LogConfig:
+        lc = self._log_configs.get(t.name)
+        if lc is None:
+            lc = self._log_configs[t.name] = self.topic_config(t).log_config()
+        return lc
+
+    def default_log_config(self) -> LogConfig:
+        return topic_config(self._config).log_config()
+
+    def log_configs(self) -> dict[str, LogConfig]:
+        """Every topic's log config (the LogManager opens the logs with them)."""
+        return {t.name: self.log_config(t) for t in self._topics.all()}
+
+    def topic_compression(self, t: TopicInfo) -> int | None:
+        """The codec a topic stores batches with, or None for `producer` (keep the producer's)."""
+        name = self.topic_config(t).get("compression.type")
+        return None if name == "producer" else COMPRESSION_CODECS[name]
+
+    def describe_topic_configs(
+        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
+    ) -> list[ConfigEntry]:
+        return self.topic_config(t).describe(names, include_synonyms=synonyms, include_documentation=documentation)
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        return self._producer_ids
+
+    # --- topic admin ---------------------------------------------------------------------------
+
+    def check_new_topic(self, name: str) -> None:
+        """Kafka's checks of a name for a topic about to be created (ApiError otherwise)."""
+        try:
+            validate_name(name)
+        except InvalidTopic as e:
+            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
+        if name in self._topics:
+            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        other = self._topics.colliding(name)
+        if other is not None:
+            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
+
+    async def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+        internal_ok: bool = False,
+    ) -> TopicInfo:
+        """Create a topic and its partition logs (or only check that it could be, with validate_only)."""
+        self.check_new_topic(name)
+        if name in INTERNAL_TOPICS and not internal_ok:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        try:
+            overrides = validate_topic_configs(configs or {})
+        except ConfigError as e:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        if validate_only:
+            return TopicInfo(name, ZERO_UUID, partitions, overrides)
+        try:
+            t = self._topics.create(name, partitions, overrides)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record topic {name}: {e}") from None
+        self._set_topic_config(name, topic_config(self._config, overrides))
+        for p in range(partitions):
+            self._logs.open_partition(t, p)
+        log.info("created topic %s with %d partition(s)%s", name, partitions, f", configs {overrides}" if overrides else "")
+        return t
+
+    async def auto_create_topic(self, name: str) -> TopicInfo:
+        """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""
+        if name == CONSUMER_OFFSETS:
+            return await self.create_topic(
+                name,
+                int(self._config.get("offsets.topic.num.partitions")),
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(self._config.get("offsets.topic.segment.bytes")),
+                },
+                internal_ok=True,
+            )
+        if name == TRANSACTION_STATE:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "transactions are not supported")
+        existing = self._topics.get(name)
+        if existing is not None:
+            return existing
+        return await self.create_topic(name, self.default_partitions)
+
+    async def delete_topic(self, name: str) -> None:
+        if not self._config.get("delete.topic.enable"):
+            raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        t = self._topics.get(name)
+        if t is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if t.internal:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Cannot delete internal topic {name}.")
+        try:
+            self._topics.delete(name)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the deletion of {name}: {e}") from None
+        self._topic_configs.pop(name, None)
+        self._log_configs.pop(name, None)
+        await self._logs.delete_partitions(name, t.partitions)
+        log.info("deleted topic %s", name)
+
+    async def add_partitions(self, name: str, count: int) -> None:
+        t = self._topics.get(name)
+        if t is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        old = t.partitions
+        try:
+            self._topics.set_partitions(name, count)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}") from None
+        for p in range(old, count):
+            self._logs.open_partition(t, p)
+        log.info("topic %s now has %d partitions", name, count)
+
+    def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
+        """Replace a topic's overrides (already validated) and apply them to its live logs."""
+        try:
+            self._topics.set_configs(t.name, overrides)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record configs of {t.name}: {e}") from None
+        self._set_topic_config(t.name, topic_config(self._config, overrides))
+        self._logs.set_config(t.name, self._log_configs[t.name])
+
+    def alter_broker_config(self, config: BrokerConfig) -> None:
+        """Adopt a config with changed dynamic values: persist them and refresh every topic's config."""
+        try:
+            self._topics.set_broker_configs(config.dynamic_values, config.dynamic_default_values)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record broker configs: {e}") from None
+        self._set_config(config)
+        self._logs.set_default_config(self.default_log_config())
+        for t in self._topics.all():
+            self._set_topic_config(t.name, topic_config(config, t.configs))
+            self._logs.set_config(t.name, self._log_configs[t.name])
+
+    # --- internals -----------------------------------------------------------------------------
+
+    @property
+    def _logs(self) -> PartitionLogs:
+        assert self.partitions is not None, "LocalMetadata.partitions is not wired"
+        return self.partitions
+
+    def _set_topic_config(self, name: str, tc: TopicConfig) -> None:
+        self._topic_configs[name] = tc
+        self._log_configs[name] = tc.log_config()
+
+    def _set_config(self, config: BrokerConfig) -> None:
+        self._config = config

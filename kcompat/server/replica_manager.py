@@ -1,0 +1,133 @@
+"""The replica manager (Kafka's ReplicaManager): the partition logs this broker holds, and the fetches
+parked on them.
+
+    Produce, group/offset records, DeleteRecords ──► ReplicaManager.append / delete_records
+        ──► PartitionLog (kcompat.log) ──► FetchWaiters.notify(tp)   (one place wakes parked Fetches)
+    Fetch, ListOffsets, OffsetForLeaderEpoch ──► ReplicaManager.partition_log ──► file slices
+
+It owns the LogManager (opened at start, closed last) and the FetchWaiters. What a topic is (its
+partitions, leader epoch and log config) it asks the metadata through two callables, so that cluster
+mode can answer them from a KRaft image; replica fetchers and transaction markers append here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from kcompat.log.config import LogConfig
+from kcompat.log.errors import KafkaStorageError
+from kcompat.log.manager import LogManager
+from kcompat.log.partition_log import AppendInfo, PartitionLog
+from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.server.log_throttle import LogThrottle
+from kcompat.storage.topic_store import TopicInfo
+
+log = logging.getLogger("kcompat.server")
+
+
+class ReplicaManager:
+    def __init__(self, *, topic: Callable[[str], TopicInfo | None], log_config: Callable[[TopicInfo], LogConfig]) -> None:
+        self._topic = topic
+        self._log_config = log_config
+        self.logs: LogManager | None = None
+        self.fetch_waiters = FetchWaiters()
+        # Held by maintenance, topic deletion and close: never two of them on the files at once.
+        self._maintenance_lock = asyncio.Lock()
+        self._maintenance_errors = LogThrottle(log, interval_s=60)
+
+    async def start(
+        self, log_dirs: list[Path], default_config: LogConfig, *, cluster_id: str, node_id: int,
+        topic_configs: dict[str, LogConfig], clock: Callable[[], int], topics: list[TopicInfo],
+    ) -> None:
+        """Open (and recover) the logs in a worker thread, then every partition of `topics`."""
+        self.logs = await asyncio.to_thread(
+            LogManager, log_dirs, default_config, cluster_id=cluster_id, node_id=node_id,
+            topic_configs=topic_configs, clock=clock,
+        )  # fmt: skip
+        for t in topics:
+            for p in range(t.partitions):
+                self.open_partition(t, p)
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        assert self.logs is not None
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            t = self._topic(topic)
+            if t is None:
+                raise KeyError(f"no topic {topic}")
+            plog = self.open_partition(t, partition)
+        return plog
+
+    def open_partition(self, t: TopicInfo, partition: int) -> PartitionLog:
+        assert self.logs is not None
+        plog = self.logs.get_or_create(t.name, partition, self._log_config(t))
+        # As a new leader does in Kafka, make sure the epoch cache knows the current epoch, so that
+        # OffsetForLeaderEpoch answers (epoch, log end) even before anything was appended.
+        cache = plog.leader_epoch_cache
+        if cache.latest_epoch < t.leader_epoch:
+            cache.assign(t.leader_epoch, plog.log_end_offset)
+        return plog
+
+    def append(
+        self, topic: str, partition: int, batch: bytearray | memoryview, *, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Append one batch as leader and wake the fetches parked on the partition (LogError as the log raises it)."""
+        info = self.partition_log(topic, partition).append(batch, leader_epoch=leader_epoch, now_ms=now_ms)
+        self.fetch_waiters.notify((topic, partition))
+        return info
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Move the log start up to `offset` (DeleteRecords); the new low watermark. Parked fetches re-read."""
+        low = self.partition_log(topic, partition).delete_records_before(offset)
+        self.fetch_waiters.notify((topic, partition))
+        return low
+
+    async def delete_partitions(self, topic: str, partitions: int) -> None:
+        """Drop a deleted topic's logs (in a worker thread); its parked fetches answer first."""
+        for p in range(partitions):
+            self.fetch_waiters.notify((topic, p))
+        logs = self.logs
+        assert logs is not None
+        async with self._maintenance_lock:
+            await asyncio.to_thread(logs.delete, topic)
+
+    def set_config(self, topic: str, config: LogConfig) -> None:
+        assert self.logs is not None
+        self.logs.set_config(topic, config)
+
+    def set_default_config(self, config: LogConfig) -> None:
+        assert self.logs is not None
+        self.logs.default_config = config
+
+    def begin_shutdown(self) -> None:
+        """Parked fetches answer with what they have; nothing parks any more."""
+        self.fetch_waiters.close()
+
+    async def run_maintenance(self, now_ms: int) -> None:
+        """Retention, flushes by flush.ms, compaction, checkpoints: in a worker thread."""
+        async with self._maintenance_lock:
+            logs = self.logs
+            if logs is None:
+                return
+            work = asyncio.ensure_future(asyncio.to_thread(logs.run_maintenance, now_ms))
+            try:
+                # A cancelled task (close) cannot stop the thread: the lock is held until it is done,
+                # so close() never writes the checkpoints while maintenance is still writing them.
+                await asyncio.shield(work)
+            except asyncio.CancelledError:
+                await asyncio.wait([work])
+                raise
+            except (OSError, KafkaStorageError) as e:  # a full or failing disk: said once in a while, without a traceback
+                self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
+            except Exception:
+                log.exception("log maintenance failed")
+
+    async def close(self) -> None:
+        """Flush and close every log (in a worker thread), after any maintenance under way."""
+        async with self._maintenance_lock:
+            if self.logs is not None:
+                await asyncio.to_thread(self.logs.close)
+                self.logs = None
