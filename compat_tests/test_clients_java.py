@@ -57,7 +57,8 @@ class JavaClient:
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.other: list[str] = []  # what the client's logger printed on stdout
         self.next_id = 0
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -116,6 +117,13 @@ class JavaClient:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        else:
+            self.proc.wait()
+        # The pipes are ours to close (the reader ends at EOF once the JVM has gone), not the GC's.
+        self._reader.join(15)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None and not (pipe is self.proc.stdout and self._reader.is_alive()):
+                pipe.close()
         self._log.close()
 
 
@@ -127,6 +135,8 @@ def java_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
 
     def get(jars: str) -> JavaClient:
         client = clients.get(jars)
+        if client is not None and not client.alive:
+            client.close()  # killed by a test that gave up on it: release its pipes before the new JVM
         if client is None or not client.alive:
             classes = compile_java(base / jars, JAR_SETS[jars], SOURCE)
             client = clients[jars] = JavaClient(classes, JAR_SETS[jars], base / f"{jars}-{time.monotonic_ns()}.log",

@@ -69,8 +69,9 @@ class Started:
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
+        with self.process.stdout:  # closed at the end of the output, not left to the garbage collector
+            for line in self.process.stdout:
+                self.lines.append(line.rstrip("\n"))
 
     def wait_for_line(self, text: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
@@ -133,6 +134,8 @@ def started() -> Iterator[list[Started]]:
     for s in running:
         if s.process.poll() is None:
             s.stop()
+        s.process.wait()
+        s._reader.join(30)  # its `with` closes the pipe at EOF
 
 
 def test_as_testcontainers_kafka_module_runs_it(tmp_path: Path, started: list[Started]) -> None:

@@ -24,8 +24,12 @@ def pom_property(pom: Path, name: str) -> str:
 KAFKA_VERSION = pom_property(ROOT / "tools/deps/kafka/pom.xml", "kafka.version")
 
 # How to make each tool say who it is and exit: (arguments, exit code, text expected in the output).
-# The argparse4j-based tools exit 1 after printing their help.
+# The argparse4j-based tools have no --version ("unrecognized arguments"): their usage text instead,
+# with the exit code each gives after --help (as Kafka 4.3.1's own tools do).
 PROBES: dict[str, tuple[tuple[str, ...], int, str]] = {
+    "kafka-cluster": (("--help",), 1, "usage: kafka-cluster"),
+    "kafka-features": (("--help",), 0, "usage: kafka-features"),
+    "kafka-metadata-quorum": (("--help",), 0, "usage: kafka-metadata-quorum"),
     "kafka-producer-perf-test": (("--help",), 1, "usage: kafka-producer-perf-test"),
     "kafka-storage": (("--help",), 0, "usage: kafka-storage"),
 }

@@ -277,17 +277,17 @@ def test_kcompat_and_kafka_exclude_each_other_on_a_log_dir(
     # A dir held the way Kafka holds it (FileChannel.tryLock): kcompat refuses, naming the JVM's pid.
     held = tmp_path / "held-by-java"
     held.mkdir()
-    jvm = java_try_lock(held)
-    try:
-        assert jvm.stdout is not None and jvm.stdout.readline().strip() == "locked"
-        refused = Broker(held, tmp_path / "refused.log")
-        result = subprocess.run(refused.command(), capture_output=True, text=True, timeout=60, env=refused._env())
-        assert result.returncode == 1, result.stderr
-        assert f"log dir {held} is in use by another broker process (pid {jvm.pid})" in result.stderr
-    finally:
-        assert jvm.stdin is not None
-        jvm.stdin.close()
-        jvm.wait(30)
+    with java_try_lock(held) as jvm:  # its exit closes the JVM's pipes and waits for it
+        try:
+            assert jvm.stdout is not None and jvm.stdout.readline().strip() == "locked"
+            refused = Broker(held, tmp_path / "refused.log")
+            result = subprocess.run(refused.command(), capture_output=True, text=True, timeout=60, env=refused._env())
+            assert result.returncode == 1, result.stderr
+            assert f"log dir {held} is in use by another broker process (pid {jvm.pid})" in result.stderr
+        finally:
+            assert jvm.stdin is not None
+            jvm.stdin.close()
+            jvm.wait(30)
     assert not (held / "meta.properties").exists()
 
     # A dir a running kcompat holds: Kafka's tryLock finds it taken.

@@ -229,13 +229,12 @@ class ControllerQuorum:
     def start(self) -> None:
         self.format()
         for c in self.controllers:
-            out = (c.workdir / "stdout.log").open("wb")
             jvm = [*CONTROLLER_JVM, f"-Dlog4j2.configurationFile={c.workdir / 'log4j2.properties'}"]
-            c.process = subprocess.Popen(
-                self._java(jvm, "kafka.Kafka", str(c.workdir / "controller.properties")),
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
-            out.close()
+            with (c.workdir / "stdout.log").open("wb") as out:  # the child has its own copy of the fd
+                c.process = subprocess.Popen(
+                    self._java(jvm, "kafka.Kafka", str(c.workdir / "controller.properties")),
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                )  # fmt: skip
         deadline = time.monotonic() + self.start_timeout
         for c in self.controllers:
             while not answers_api_versions(HOST, c.port, timeout=1.0):

@@ -7,6 +7,7 @@ returns the records at or after the offset asked for (a batch may start before i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,13 @@ from kcompat.wire.records import Record, build_batch, decode_batch
 PRODUCE = 0
 FETCH = 1
 ALL_ISR = -1
+RETRY_BACKOFF_S = 0.1  # Kafka's producer: retry.backoff.ms
+RETRY_BACKOFF_MAX_S = 1.0  # retry.backoff.max.ms
+# The answers that mean "your metadata is stale": Kafka's producer refreshes it and sends again.
+REFRESH_AND_RETRY = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,33 +46,76 @@ def produce(
     cluster: Cluster, topic: TopicInfo, batches: Mapping[int, Sequence[Record]], *, acks: int = ALL_ISR,
     compression: int = 0,
 ) -> dict[int, int]:
-    """partition -> base offset the leader assigned (-1 with acks=0). Records' offsets are deltas."""
+    """partition -> base offset the leader assigned (-1 with acks=0). Records' offsets are deltas.
+
+    A partition whose leader is unknown or has moved (a topic just created: Kafka's CreateTopics
+    answers before the leader knows it leads) is sent again after a metadata refresh, with Kafka's
+    producer back-off (retry.backoff.ms 100 doubling to retry.backoff.max.ms 1000), for at most the
+    cluster's timeout. Only the partitions that failed go again: they were not written."""
     out: dict[int, int] = {}
-    for node, parts in cluster.leaders(topic, sorted(batches)).items():
-        data: list[dict[str, object]] = [
-            {"index": p, "records": build_batch(list(batches[p]), compression=compression)}
-            for p in parts
-            if batches[p]
-        ]
-        if not data:
-            continue
+    todo = {p: list(recs) for p, recs in batches.items() if recs}
+    deadline = time.monotonic() + cluster.timeout
+    backoff = RETRY_BACKOFF_S
+    while True:
+        failed = _produce_once(cluster, topic, todo, acks, compression, out)
+        if not failed:
+            return out
+        if time.monotonic() + backoff > deadline:
+            raise failed[min(failed)]
+        time.sleep(backoff)
+        backoff = min(2 * backoff, RETRY_BACKOFF_MAX_S)
+        try:
+            topic = cluster.topic(topic.name)
+        except KafkaError as e:
+            if e.code not in REFRESH_AND_RETRY:
+                raise
+        todo = {p: todo[p] for p in failed}
+
+
+def _produce_once(
+    cluster: Cluster, topic: TopicInfo, todo: Mapping[int, list[Record]], acks: int, compression: int,
+    out: dict[int, int],
+) -> dict[int, KafkaError]:
+    """One Produce per leader; the base offsets go to `out`, the retriable failures are returned."""
+    failed: dict[int, KafkaError] = {}
+    by_leader: dict[int, list[int]] = {}
+    for p in sorted(todo):
+        info = topic.partitions.get(p)
+        if info is None:
+            failed[p] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic.name}[{p}]: Produce")
+        elif info.leader < 0:
+            failed[p] = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic.name}[{p}]: Produce")
+        else:
+            by_leader.setdefault(info.leader, []).append(p)
+    for node, parts in by_leader.items():
         body = {
             "transactional_id": None,
             "acks": acks,
             "timeout_ms": int(cluster.timeout * 1000),
-            "topic_data": [{"name": topic.name, "topic_id": topic.topic_id, "partition_data": data}],
-        }
-        conn = cluster.node(node)
+            "topic_data": [{"name": topic.name, "topic_id": topic.topic_id, "partition_data": [
+                {"index": p, "records": build_batch(todo[p], compression=compression)} for p in parts]}],
+        }  # fmt: skip
+        try:
+            conn = cluster.node(node)
+        except KafkaError as e:  # the leader is not in the metadata yet
+            failed.update({p: e for p in parts})
+            continue
         if acks == 0:
             conn.send_only(PRODUCE, body)
-            out.update({p: -1 for p in parts if batches[p]})
+            out.update({p: -1 for p in parts})
             continue
         _, answer = conn.request(PRODUCE, body)
         for t in answer.responses:
-            for p in t.partition_responses:
-                check(p.error_code, f"{topic.name}[{p.index}]: Produce", getattr(p, "error_message", None))
-                out[p.index] = p.base_offset
-    return out
+            for r in t.partition_responses:
+                try:
+                    check(r.error_code, f"{topic.name}[{r.index}]: Produce", getattr(r, "error_message", None))
+                except KafkaError as e:
+                    if e.code not in REFRESH_AND_RETRY:
+                        raise
+                    failed[r.index] = e
+                    continue
+                out[r.index] = r.base_offset
+    return failed
 
 
 def fetch(

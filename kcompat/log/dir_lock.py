@@ -57,6 +57,7 @@ class LogDirLock:
 
     def __init__(self) -> None:
         self._fds: list[int] = []
+        self._created: list[Path] = []  # lock files this process made (none before it)
 
     def acquire(self, directory: Path) -> None:
         """Create the dir if needed and lock it; LogDirInUse if another process holds it,
@@ -64,7 +65,9 @@ class LogDirLock:
         if directory.exists() and not directory.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(directory))
         directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        path = directory / LOCK_FILE
+        existed = path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -74,6 +77,16 @@ class LogDirLock:
                 raise LogDirInUse(directory, pid) from None
             raise
         self._fds.append(fd)
+        if not existed:
+            self._created.append(path)
+
+    def discard(self) -> None:
+        """Release, and remove the lock files this process created: a start-up refused before it
+        wrote anything leaves the dirs as it found them."""
+        for path in self._created:
+            path.unlink(missing_ok=True)  # still held: no other process can have taken it meanwhile
+        self._created.clear()
+        self.release()
 
     def release(self) -> None:
         for fd in self._fds:

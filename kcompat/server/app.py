@@ -143,6 +143,12 @@ async def _serve(config: BrokerConfig, entered: float) -> int:
         return 1
     try:
         return await _serve_locked(config, entered, config.listeners)
+    except InconsistentClusterId as e:
+        # A log dir formatted for another cluster or node: one line, exit 1, and the dirs left as
+        # they were (Kafka checks meta.properties before its LogManager creates any .lock).
+        log.error("%s", e)
+        dir_lock.discard()
+        return 1
     finally:
         dir_lock.release()
 
@@ -190,8 +196,8 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
             await broker.start()
         except ConfigError:
             raise
-        except InconsistentClusterId as e:
-            log.error("%s", e)  # a log dir formatted for another cluster or node: one line, exit 1
+        except InconsistentClusterId:
+            raise  # _serve refuses it, once the dir locks can be undone
         except OSError as e:  # a data dir that cannot be written, a file where a dir should be, ...
             log.error("start-up failed: %s", os_error_line(e))
             return 1
