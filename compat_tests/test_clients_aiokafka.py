@@ -22,7 +22,7 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
-async def consume(bootstrap: str, topic: str, n: int, *, offset: int | None = None, timeout: float = 10) -> list[Any]:
+async def consume(bootstrap: str, topic: str, n: int, *, offset: int | None = None, wait_s: float = 10) -> list[Any]:
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
     await c.start()
     try:
@@ -32,7 +32,7 @@ async def consume(bootstrap: str, topic: str, n: int, *, offset: int | None = No
             c.seek(tp, offset)
         got: list[Any] = []
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = loop.time() + wait_s
         while len(got) < n and loop.time() < deadline:
             for msgs in (await c.getmany(timeout_ms=300)).values():
                 got += msgs
@@ -108,7 +108,7 @@ def test_idempotent_producer_across_a_restart(kcompat_broker_factory: Any) -> No
         finally:
             await p.stop()
         assert (first.offset, second.offset) == (0, 1)
-        return await consume(b.bootstrap, topic, 3, timeout=3)
+        return await consume(b.bootstrap, topic, 3, wait_s=3)
 
     got = run(scenario())
     assert [(m.offset, m.value) for m in got] == [(0, b"one"), (1, b"two")]

@@ -33,7 +33,7 @@ def fill(broker: Broker) -> None:
 
 
 def flip_last_byte(broker: Broker) -> None:
-    seg = sorted((broker.data_dir / f"{TOPIC}-0").glob("*.log"))[-1]
+    seg = max((broker.data_dir / f"{TOPIC}-0").glob("*.log"))
     data = bytearray(seg.read_bytes())
     data[-1] ^= 0xFF
     seg.write_bytes(bytes(data))

@@ -56,8 +56,7 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 
 def fill_file(path: Path, mib: int) -> None:
     with open(path, "wb") as f:
-        for _ in range(mib):
-            f.write(os.urandom(1 << 20))
+        f.writelines(os.urandom(1 << 20) for _ in range(mib))
 
 
 def fill_until_full(path: Path) -> None:

@@ -151,10 +151,7 @@ async def describe_topic_partitions(
     topics = ctx.metadata.topics
     assert topics is not None
     node = ctx.broker.node_id
-    if body.topics:
-        names = sorted({t.name for t in body.topics})
-    else:
-        names = topics.names()
+    names = sorted({t.name for t in body.topics}) if body.topics else topics.names()
     cursor = body.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
 from kcompat.server.broker import ApiError, CloseConnection, RequestContext
 from kcompat.server.log_throttle import LogThrottle
@@ -113,24 +114,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
     if not 0 <= partition < t.partitions:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     conf = ctx.metadata.log_config(t)
-    if records is None or len(records) == 0:
-        raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
-    try:
-        h = validate_batch(records)
-    except RecordBatchError as e:
-        raise ApiError(e.error, str(e)) from None
-    size = len(records)
-    if size > conf.max_message_bytes:
-        raise ApiError(
-            ErrorCode.MESSAGE_TOO_LARGE,
-            f"The record batch of {size} bytes is larger than max.message.bytes={conf.max_message_bytes}",
-        )
-    if size > conf.segment_bytes:
-        raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
-    if h.compression == codecs.ZSTD and v < 7:
-        raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
-    if h.is_transactional:
-        raise ApiError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
+    h = _check_batch(records, conf, v)
     now = ctx.now_ms
     refused = check_records(records, h, conf, now, t.name, partition)
     if refused is not None:
@@ -154,6 +138,29 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
         raise ApiError.from_log(e) from None
     return {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
             "log_start_offset": info.log_start_offset}  # fmt: skip
+
+
+def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:
+    """The one batch's header, once it passes the checks Kafka makes before looking at records."""
+    if records is None or len(records) == 0:
+        raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
+    try:
+        h = validate_batch(records)
+    except RecordBatchError as e:
+        raise ApiError(e.error, str(e)) from None
+    size = len(records)
+    if size > conf.max_message_bytes:
+        raise ApiError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"The record batch of {size} bytes is larger than max.message.bytes={conf.max_message_bytes}",
+        )
+    if size > conf.segment_bytes:
+        raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
+    if h.compression == codecs.ZSTD and v < 7:
+        raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+    if h.is_transactional:
+        raise ApiError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
+    return h
 
 
 def _recompress(batch: bytearray, h: BatchHeader, target: int) -> bytearray:
