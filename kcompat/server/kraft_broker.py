@@ -383,7 +383,8 @@ def _from_base64(text: str) -> uuid.UUID:
 
 def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
     """Start registration, heartbeats and the metadata follower for a started Broker."""
-    logs = broker.logs
+    logs = broker.replicas.logs
+    assert logs is not None, "start_cluster_member runs after broker.start()"
     directory_id = _from_base64(next(iter(logs.directory_ids.values())))
     listener = config.advertised_listeners[0]
     member = KRaftBroker(
