@@ -55,7 +55,10 @@ def test_produce_and_consume_every_codec(kcompat_session_broker: Any, codec: str
         (i, k, v, ["origin", "kcat", "n", "1"]) for i, (k, v) in enumerate(LINES)
     ]
     assert all(m["tstype"] == "create" and before - 1000 <= m["ts"] <= before + 60_000 for m in got)
-    assert stored_codecs(Path(b.data_dir), topic) == {CODEC_IDS[codec]}
+    # librdkafka sends a batch uncompressed when the codec would not shrink it (the small lines split
+    # off into a batch of their own by linger timing under load); the 5,000-byte line always shrinks.
+    stored = stored_codecs(Path(b.data_dir), topic)
+    assert CODEC_IDS[codec] in stored and stored <= {0, CODEC_IDS[codec]}
 
 
 def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any) -> None:
