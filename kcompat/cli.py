@@ -120,10 +120,15 @@ def _add_client_nouns(commands: argparse._SubParsersAction) -> None:  # type: ig
         noun.register(commands)
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """One line per record on stderr: time, level, logger name, message."""
+def configure_logging(level: str = "INFO", form: str = "plain") -> None:
+    """One line per record on stderr: time, level, logger name, message (as JSON with form="json")."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    if form == "json":
+        from kcompat.log_lines import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -160,6 +165,8 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"kcompat: invalid configuration: {exc}", file=sys.stderr)
         return 1
+    if config.get("log.format") == "json":
+        configure_logging(args.log_level, "json")
     return run_server(config)
 
 

@@ -43,8 +43,10 @@ When a test that used a broker fails, the tail of each broker's log is added to 
 Test-friendly defaults
 ----------------------
 Brokers started here use ``group.initial.rebalance.delay.ms=0`` (consumer groups form at once) and
-one partition for the internal ``__consumer_offsets`` and ``__transaction_state`` topics; anything
-can be overridden through the factory. ``KAFKA_*`` variables of the calling environment are not
+one partition for the internal ``__consumer_offsets`` and ``__transaction_state`` topics, and no
+HTTP admin listener (``admin.listener`` empty: brokers side by side cannot all have port 9644;
+``kcompat_broker_factory({"admin.listener": f"127.0.0.1:{free_port()}"})`` starts one, and
+``broker.admin_url`` is then its ``http://host:port``); anything can be overridden through the factory. ``KAFKA_*`` variables of the calling environment are not
 passed on, so a developer's shell cannot change what the tests see.
 
 The start timeout is 30 s, or ``KCOMPAT_START_TIMEOUT`` seconds when set.
@@ -205,11 +207,19 @@ class Broker:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def admin_url(self) -> str | None:
+        """``http://host:port`` of the admin listener (/metrics) when started with ``admin.listener``."""
+        value = self.overrides.get("admin.listener")
+        return f"http://{value}" if value else None
+
     def command(self) -> list[str]:
         props = dict(self.overrides)
         # Where it listens and stores data is the fixture's business, not the caller's.
         props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         props.pop("advertised.listeners", None)
+        # No admin listener unless asked for: brokers side by side would all want port 9644.
+        props.setdefault("admin.listener", "")
         props["log.dirs"] = str(self.data_dir)
         props.pop("log.dir", None)
         cmd = [self.python, "-m", "kcompat", "serve"]

@@ -53,6 +53,7 @@ ONE_NODE = "kcompat is a single node; there is nothing to replicate or elect."
 ONE_LOOP = "kcompat serves all connections from one event loop."
 NO_QUORUM = "kcompat has no KRaft controller quorum."
 NO_SECURITY = "kcompat speaks PLAINTEXT only."
+NO_JMX = "kcompat has no JMX; its metrics are Prometheus's, on admin.listener."
 
 
 def is_cluster_id(value: str) -> bool:
@@ -65,6 +66,26 @@ def is_cluster_id(value: str) -> bool:
         )
     except (binascii.Error, ValueError):
         return False
+
+
+def admin_address(value: str) -> tuple[str, int] | None:
+    """admin.listener as (host, port); None when it is empty (switched off). ValueError when malformed."""
+    text = value.strip()
+    text = text.removeprefix("http://")
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{value!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def _is_admin_address(value: str) -> bool:
+    try:
+        admin_address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _d(
@@ -295,6 +316,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
        at_least(1)),
     _d("offsets.commit.timeout.ms", INT, 5000, "Longest wait for an offset commit to be stored.", HIGH,
        at_least(1)),
+    # --- kcompat's own: the HTTP admin listener and the log lines ------------------------------
+    _d("admin.listener", STRING, "127.0.0.1:9644",
+       "host:port of the HTTP admin listener (Prometheus /metrics), Redpanda's admin port by default; "
+       "empty switches it off. When the default port is taken, the broker starts without it (said in "
+       "the log); a port set here that cannot be bound stops start-up.", MEDIUM,
+       Check(_is_admin_address, "host:port (an empty host: every interface), or empty to switch it off")),
+    _d("log.format", STRING, "plain", "Form of the broker's log lines on stderr: `plain` text or `json`, "
+       "one object a line.", LOW, OneOf(("plain", "json"))),
     # --- producers and transactions -----------------------------------------------------------
     _d("producer.id.expiration.ms", INT, 86400000,
        "How long an idle producer id's sequence state is kept.", LOW, at_least(1), dynamic=True),
@@ -324,9 +353,9 @@ IGNORED_PREFIXES: dict[str, str] = {
     "security.": NO_SECURITY,
     "authorizer.": "kcompat has no ACLs.",
     "super.users": "kcompat has no ACLs.",
-    "metric.": "kcompat exports no JMX metrics.",
-    "metrics.": "kcompat exports no JMX metrics.",
-    "kafka.metrics.": "kcompat exports no JMX metrics.",
+    "metric.": NO_JMX,
+    "metrics.": NO_JMX,
+    "kafka.metrics.": NO_JMX,
     "controller.": NO_QUORUM,
     "metadata.": NO_QUORUM,
     "quota.": "kcompat applies no quotas.",
@@ -338,5 +367,13 @@ IGNORED_PREFIXES: dict[str, str] = {
     "zookeeper.": "Kafka 4 has no ZooKeeper mode.",
 }
 
-__all__ = ["BROKER_CONFIGS", "CLEANUP_POLICIES", "COMPRESSION_TYPES", "IGNORED_PREFIXES", "RESTART_ONLY",
-           "TIMESTAMP_TYPES", "is_cluster_id"]
+__all__ = [
+    "BROKER_CONFIGS",
+    "CLEANUP_POLICIES",
+    "COMPRESSION_TYPES",
+    "IGNORED_PREFIXES",
+    "RESTART_ONLY",
+    "TIMESTAMP_TYPES",
+    "admin_address",
+    "is_cluster_id",
+]

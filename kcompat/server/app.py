@@ -153,8 +153,55 @@ async def _serve(config: BrokerConfig, entered: float) -> int:
         dir_lock.release()
 
 
-async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Listener]) -> int:
+class _NoAdmin:
+    """The admin listener when it is off (or its default port was taken)."""
+
+    url = None
+
+    async def start(self, broker: Any, reactor: Reactor) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+def _log_started(config: BrokerConfig, bound: list[tuple[Listener, int]], admin: Any, entered: float) -> None:
     from kcompat import __version__
+
+    log.info(
+        "kcompat %s listening on %s (data in %s%s, started in %.0f ms)",
+        __version__,
+        ", ".join(listener.url(port) for listener, port in bound),
+        ", ".join(str(d) for d in log_dirs_of(config)),
+        f"; metrics at {admin.url}/metrics" if admin.url else "",
+        _process_age_ms(entered),
+    )
+
+
+def _bind(config: BrokerConfig, reactor: Reactor, listeners: list[Listener]) -> tuple[list[tuple[Listener, int]], Any] | None:
+    """Bind the Kafka listeners, then the admin listener (None, once said why, when either fails)."""
+    try:
+        bound = reactor.bind(listeners, config.socket_listen_backlog_size)
+    except OSError as e:
+        hint = ""
+        if e.errno == errno.EADDRINUSE:
+            hint = " (another process has it; choose a free port with --override listeners=PLAINTEXT://127.0.0.1:PORT)"
+        log.error("cannot listen on %s: %s%s", ", ".join(x.url() for x in listeners), e.strerror or e, hint)
+        return None
+    if not config.get("admin.listener"):
+        return bound, _NoAdmin()
+    # Imported only now: with the admin listener off, no HTTP or Prometheus code is loaded.
+    from kcompat.server.admin import AdminUnavailable, open_admin
+
+    try:
+        return bound, open_admin(config) or _NoAdmin()
+    except AdminUnavailable as e:
+        log.error("%s", e)
+        reactor._close_listeners()
+        return None
+
+
+async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Listener]) -> int:
     from kcompat.server.broker import Broker, CloseConnection
     from kcompat.wire.protocol import UnsupportedRequest
 
@@ -167,15 +214,10 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
         (CloseConnection, UnsupportedRequest),
         current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
     )
-    try:
-        bound = reactor.bind(listeners, config.socket_listen_backlog_size)
-    except OSError as e:
-        hint = ""
-        if e.errno == errno.EADDRINUSE:
-            hint = " (another process has it; choose a free port with --override listeners=PLAINTEXT://127.0.0.1:PORT)"
-        log.error("cannot listen on %s: %s%s", ", ".join(x.url() for x in listeners), e.strerror or e, hint)
+    opened = _bind(config, reactor, listeners)
+    if opened is None:
         return 1
-
+    bound, admin = opened
     if getattr(broker, "advertised_port", None) == 0 and bound:
         broker.advertised_port = bound[0][1]  # listeners=...:0 binds a free port; Metadata must name it
 
@@ -211,14 +253,8 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
             from kcompat.server.kraft_broker import start_cluster_member
 
             cluster = start_cluster_member(config, broker)
-        data = ", ".join(str(d) for d in log_dirs_of(config))
-        log.info(
-            "kcompat %s listening on %s (data in %s, started in %.0f ms)",
-            __version__,
-            ", ".join(listener.url(port) for listener, port in bound),
-            data,
-            _process_age_ms(entered),
-        )
+        _log_started(config, bound, admin, entered)
+        await admin.start(broker, reactor)  # its imports in a thread, the Kafka listeners already served
         await stop.wait()
         log.info("shutting down (%s)", received[0] if received else "stop")
         if cluster is not None:
@@ -227,6 +263,7 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
         await reactor.shutdown(SHUTDOWN_GRACE_S, force)
         return 0
     finally:
+        await admin.close()
         reactor._close_listeners()
         for conn in list(reactor.connections):
             conn.close()

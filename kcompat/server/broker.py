@@ -28,6 +28,7 @@ from typing import Any
 
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, read_properties
+from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.dispatcher import CloseConnection, RequestDispatcher, load_handlers
 from kcompat.server.errors import ApiError
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
@@ -109,8 +110,10 @@ class Broker:
         )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False
+        # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
+        self.stats = BrokerStats()
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
-        self.dispatcher = RequestDispatcher(lambda client, request: RequestContext(self, client, request))
+        self.dispatcher = RequestDispatcher(lambda client, request: RequestContext(self, client, request), self.stats)
         self.handle = self.dispatcher.handle
 
     def now_ms(self) -> int:

@@ -22,9 +22,11 @@ import importlib
 import logging
 import pkgutil
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from kcompat.server import handlers as _handlers_pkg
+from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.registry import HANDLERS, NO_RESPONSE
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
@@ -56,12 +58,14 @@ def load_handlers() -> None:
 
 
 class RequestDispatcher:
-    """Frames in, chunks out; `context(client, request)` builds what a handler sees."""
+    """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
+    request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context",)
+    __slots__ = ("_context", "_stats")
 
-    def __init__(self, context: Callable[[Any, Request], Any]) -> None:
+    def __init__(self, context: Callable[[Any, Request], Any], stats: BrokerStats | None = None) -> None:
         self._context = context
+        self._stats = stats or BrokerStats()
         load_handlers()
 
     async def handle(self, frame: memoryview, client: Any) -> list[Chunk] | None:
@@ -81,13 +85,17 @@ class RequestDispatcher:
             name = reg.api.name if reg else f"API key {request.api_key}"
             raise CloseConnection(f"{name} v{request.api_version} is not supported")
         ctx = self._context(client, request)
+        started = perf_counter()
         try:
             body = await reg.handler(ctx, request)
         except CloseConnection:
+            self._stats.observe(request.api_key, perf_counter() - started, failed=True)
             raise
         except Exception as e:
+            self._stats.observe(request.api_key, perf_counter() - started, failed=True)
             log.exception("%s v%d from %r failed", reg.api.name, request.api_version, request.client_id)
             raise CloseConnection(f"{reg.api.name} handler failed: {e}") from e
+        self._stats.observe(request.api_key, perf_counter() - started)
         if body is NO_RESPONSE:
             return None
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)

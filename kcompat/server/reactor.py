@@ -71,6 +71,7 @@ class Reactor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last_refusal_log = -_REFUSAL_LOG_INTERVAL_S
         self.refused = 0
+        self.accepted = 0  # connections admitted since start-up (/metrics)
 
     # -- listening --------------------------------------------------------------------------------
 
@@ -161,6 +162,8 @@ class Reactor:
         )
         self.connections.add(conn)
         self._per_ip[host] += 1
+        self.accepted += 1
+        log.debug("connection %s accepted on %s (%d open)", client.connection_id, listener.name, len(self.connections))
         conn.start()
 
     def _refuse(self, sock: socket.socket, why: str, host: str, port: int) -> None:
@@ -179,6 +182,7 @@ class Reactor:
             self._per_ip[host] -= 1
             if self._per_ip[host] <= 0:
                 del self._per_ip[host]
+            log.debug("connection %s closed (%d open)", conn.client.connection_id, len(self.connections))
         if self._on_disconnect is not None:
             try:
                 self._on_disconnect(conn.client)

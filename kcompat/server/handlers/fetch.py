@@ -99,6 +99,11 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         if waiters.closed:
             break  # shutting down: answer with what was read
 
+    if total:
+        stats = broker.stats
+        for (_, name, _, _), out in zip(reads, results, strict=True):
+            if name is not None and out["records"]:
+                stats.bytes_out(name, len(out["records"]))
     error, session_id, sent = context.respond(list(zip([r[0] for r in reads], results, strict=True)), broker.now_ms())
     if log.isEnabledFor(logging.DEBUG):
         log.debug("Fetch v%d session %d epoch %d (%s): %d partition(s) in the request, %d read, %d in the response "

@@ -136,6 +136,8 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
         if isinstance(e, KafkaStorageError):
             _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)
         raise ApiError.from_log(e) from None
+    if not info.duplicate:  # a retried batch answered with its first offsets was counted the first time
+        ctx.broker.stats.records_in(t.name, info.last_offset - info.base_offset + 1, len(batch))
     return {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
             "log_start_offset": info.log_start_offset}  # fmt: skip
 
