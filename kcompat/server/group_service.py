@@ -32,6 +32,7 @@ from typing import Any
 from kcompat.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kcompat.coordinator.records import Record
 from kcompat.coordinator.result import Completion
+from kcompat.server.group_log import log_rebalances
 from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
 
@@ -160,6 +161,7 @@ class GroupService:
     def _apply(self, records: list[Record], completions: Iterable[Completion]) -> None:
         if records:
             self.offsets_topic.append(records, self.now_ms())
+            log_rebalances(records)
         for c in completions:
             fut = self._waiting.pop(c.token, None)
             if fut is not None and not fut.done():
