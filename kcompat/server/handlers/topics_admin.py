@@ -173,6 +173,7 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
             res.name, res.topic_id = t.name, t.topic_id
             await ctx.metadata.delete_topic(t.name)
+            ctx.broker.stats.forget_topic(t.name)  # a topic made again under the name starts from 0
         except ApiError as e:
             res.error_code, res.error_message = int(e.error), e.message
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
