@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what compat_tests needs beyond the Python packages:
-#   - kcat (Debian package), when it is missing;
+#   - kcat, chromium and chromium-driver (Debian packages), when they are missing;
 #   - Java jars resolved by Maven from Maven Central into .deps/<name>/,
 #     one folder per pom under tools/deps/<name>/pom.xml;
 #   - pyspark at the release of Spark's Kafka connector in .deps/spark/.
@@ -44,6 +44,14 @@ if command -v kcat >/dev/null 2>&1; then
 else
     apt_install kcat
     command -v kcat >/dev/null 2>&1 || die "kcat still missing after apt-get install"
+fi
+
+# Headless Chromium and its WebDriver for the web console's browser tests (compat_tests/test_console_browser.py).
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+    say "chromium present ($(command -v chromium), $(command -v chromedriver))"
+else
+    apt_install chromium chromium-driver
+    command -v chromedriver >/dev/null 2>&1 || die "chromedriver still missing after apt-get install"
 fi
 
 if ! command -v java >/dev/null 2>&1; then

@@ -2,11 +2,11 @@
 
     open_admin(config)                    step 3 of start-up: bind, or say why not (only `socket` is needed)
     AdminListener.start(broker, reactor)  once the broker listens: serve the pages
-        /          an index of the pages
         /metrics   Prometheus (kcompat.server.metrics)
+        /...       the web console (kcompat.server.console.pages)
 
-The HTTP and Prometheus code (h11, prometheus_client: some 50 ms of imports on an idle 2-core
-machine, 150 ms on a busy one) is imported by start() in a worker thread, after the start-up line:
+The HTTP, Prometheus and console code (h11, prometheus_client, jinja2: some 80 ms of imports on
+an idle 2-core machine, more on a busy one) is imported by start() in a worker thread, after the start-up line:
 the Kafka listeners answer from the same moment as without the admin listener, and the event loop
 keeps serving them while the imports run; a scrape that comes first waits in the listen backlog.
 
@@ -30,11 +30,10 @@ from kcompat.config.broker_properties import admin_address
 if TYPE_CHECKING:
     from kcompat.server.admin_http import AdminServer, Page
     from kcompat.server.broker import Broker
+    from kcompat.server.console.lag_history import LagHistory
     from kcompat.server.reactor import Reactor
 
 log = logging.getLogger("kcompat.server.admin")
-
-_INDEX = b"kcompat admin listener\n\n/metrics   Prometheus metrics\n"
 
 
 class AdminUnavailable(Exception):
@@ -46,9 +45,10 @@ class AdminListener:
         self.sock = sock
         self.url = url
         self.server: AdminServer | None = None
+        self.history: LagHistory | None = None
 
     async def start(self, broker: Broker, reactor: Reactor) -> None:
-        http, metrics = await asyncio.to_thread(_load)
+        http, metrics, console, lag_history = await asyncio.to_thread(_load)
         collector = metrics.BrokerCollector(broker, connections=lambda: len(reactor.connections),
                                             accepted=lambda: reactor.accepted)  # fmt: skip
         render = metrics.metrics_page(collector)
@@ -58,19 +58,26 @@ class AdminListener:
             page: Page = http.Page(body, content_type)
             return page
 
-        self.server = http.AdminServer({"/": lambda _: http.Page(_INDEX), "/metrics": metrics_route})
+        self.history = lag_history.LagHistory(broker)
+        self.history.start()
+        routes = console.Console(broker, self.history).routes()
+        routes["/metrics"] = metrics_route
+        self.server = http.AdminServer(routes)
         await self.server.start(self.sock)
 
     async def close(self) -> None:
         if self.server is not None:
             await self.server.close()
+        if self.history is not None:
+            await self.history.close()
         self.sock.close()
 
 
-def _load() -> tuple[ModuleType, ModuleType]:
+def _load() -> tuple[ModuleType, ModuleType, ModuleType, ModuleType]:
     from kcompat.server import admin_http, metrics
+    from kcompat.server.console import lag_history, pages
 
-    return admin_http, metrics
+    return admin_http, metrics, pages, lag_history
 
 
 def bind_admin(host: str, port: int) -> socket.socket:

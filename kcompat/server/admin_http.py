@@ -90,13 +90,19 @@ class AdminServer:
         method = request.method.decode()
         url = urlsplit(request.target.decode("latin-1"))
         route = self.routes.get(url.path)
+        query = parse_qs(url.query)
+        if route is None:  # a route ending in "/" serves what is below it, given as query["path"]
+            for prefix, candidate in self.routes.items():
+                if prefix.endswith("/") and prefix != "/" and url.path.startswith(prefix):
+                    route, query["path"] = candidate, [url.path[len(prefix):]]
+                    break
         if method not in ("GET", "HEAD"):
             page = Page(b"only GET and HEAD\n", status=405)
         elif route is None:
             page = Page(b"not found\n", status=404)
         else:
             try:
-                page = route(parse_qs(url.query))
+                page = route(query)
             except Exception:
                 log.exception("admin page %s failed", url.path)
                 page = Page(b"internal error\n", status=500)
