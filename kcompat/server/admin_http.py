@@ -36,6 +36,7 @@ class Page:
     body: bytes
     content_type: str = "text/plain; charset=utf-8"
     status: int = 200
+    max_age: int = 0  # seconds a browser may keep it (the vendored scripts: no refetch on every page)
 
 
 Route = Callable[[dict[str, list[str]]], Page]
@@ -107,6 +108,8 @@ class AdminServer:
                 log.exception("admin page %s failed", url.path)
                 page = Page(b"internal error\n", status=500)
         headers = [("content-type", page.content_type), ("content-length", str(len(page.body)))]
+        if page.max_age:
+            headers.append(("cache-control", f"max-age={page.max_age}"))
         response = h11.Response(status_code=page.status, headers=headers, reason=HTTPStatus(page.status).phrase)
         out = conn.send(response) or b""
         if method != "HEAD":

@@ -19,6 +19,7 @@ hundred partitions; the browser reads at most MAX_READ_BYTES from the log per re
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,7 +61,8 @@ class Console:
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
         self.env.filters["bytes"] = _human_bytes
         self.env.filters["thousands"] = lambda n: f"{n:,}"
-        self._static = {p.name: p for p in STATIC.iterdir() if p.is_file()}
+        self.env.filters["utc"] = _utc
+        self._static = {p.name: p.read_bytes() for p in STATIC.iterdir() if p.is_file()}  # some 110 KB
 
     def routes(self) -> dict[str, Callable[[Query], Page]]:
         return {
@@ -124,11 +126,17 @@ class Console:
 
     def static(self, query: Query) -> Page:
         name = _one(query, "path") or ""
-        path = self._static.get(name)
-        if path is None:
+        body = self._static.get(name)
+        if body is None:
             return Page(b"not found\n", status=404)
         content_type = next((v for k, v in _TYPES.items() if name.endswith(k)), "application/octet-stream")
-        return Page(path.read_bytes(), content_type)
+        return Page(body, content_type, max_age=3600)
+
+
+def _utc(ms: int) -> str:
+    if ms < 0:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}"
 
 
 def _human_bytes(n: int) -> str:
