@@ -13,7 +13,10 @@ names); without them nothing here runs. Two tasks, each with its own controller 
 The broker is ready to be unfenced once its image holds its own registration (our incarnation).
 When the leader answers a Fetch with a SnapshotId (a snapshot newer than where the observer is),
 the snapshot is fetched whole with FetchSnapshot (key 59, v1) and the image starts over from it.
-Not yet done here: serving produce/fetch for cluster topics, replication, Envelope forwarding.
+Admin requests go to the active controller inside Envelope (forwarding_manager.py), producer ids
+come in controller blocks (producer_id_manager.py) and auto-created topics are asked of the
+controller (auto_topic_creation.py); all three are wired in start_cluster_member.
+Not yet done here: serving produce/fetch for cluster topics, replication.
 """
 
 from __future__ import annotations
@@ -114,6 +117,13 @@ class KRaftBroker:
         self._want_shutdown = False
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
+        self.services: list[Any] = []  # forwarding, producer ids, auto topic creation (closed at shutdown)
+        self.service_tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def raft_leader(self) -> tuple[str, int] | None:
+        """The controller listener of the quorum's leader (the active controller), once known."""
+        return self._raft_leader
 
     @property
     def image(self) -> MetadataImage:
@@ -137,9 +147,13 @@ class KRaftBroker:
             await asyncio.wait_for(self.stopped.wait(), timeout_s)
         except TimeoutError:
             log.warning("controlled shutdown not confirmed by the controller within %.0f s", timeout_s)
-        for task in self._tasks:
+        for task in self._tasks + self.service_tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self.service_tasks, return_exceptions=True)
+        for service in self.services:
+            closed = service.close()
+            if asyncio.iscoroutine(closed):
+                await closed
         self._lifecycle_channel.close()
         self._raft_channel.close()
 
@@ -392,16 +406,36 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         cluster_id=broker.cluster_id,
         directory_id=directory_id,
         listeners=[(listener.name, broker.advertised_host, broker.advertised_port)],
-        bootstrap=parse_bootstrap(_names(config.get("controller.quorum.bootstrap.servers"))),
+        bootstrap=(bootstrap := parse_bootstrap(_names(config.get("controller.quorum.bootstrap.servers")))),
         rack=config.get("broker.rack"),
         heartbeat_interval_ms=int(config.get("broker.heartbeat.interval.ms")),
         session_timeout_ms=int(config.get("broker.session.timeout.ms")),
     )
     member.on_image = ImageLog(member.node_id).publish
+    _use_controller(member, broker, bootstrap)
     member.start()
     log.info("cluster mode: broker %d of cluster %s joining the controllers at %s",
              member.node_id, member.cluster_id, ",".join(_names(config.get("controller.quorum.bootstrap.servers"))))  # fmt: skip
     return member
+
+
+def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str, int]]) -> None:
+    """Forwarding, producer-id blocks and auto topic creation, all through the active controller."""
+    from kcompat.server.auto_topic_creation import AutoTopicCreationManager
+    from kcompat.server.forwarding_manager import ForwardingManager
+    from kcompat.server.producer_id_manager import ControllerProducerIds
+
+    def leader() -> tuple[str, int] | None:
+        return member.raft_leader
+
+    forwarding = ForwardingManager(bootstrap, node_id=member.node_id, leader=leader)
+    producer_ids = ControllerProducerIds(bootstrap, node_id=member.node_id, leader=leader,
+                                         broker_epoch=lambda: member.lifecycle.broker_epoch)  # fmt: skip
+    auto_create = AutoTopicCreationManager(forwarding, broker.config.get)
+    broker.dispatcher.forwarder = forwarding
+    broker.metadata.use_controller(producer_ids, auto_create.create)
+    member.services = [forwarding, producer_ids, auto_create]
+    member.service_tasks.append(asyncio.create_task(forwarding.learn_controller_versions(), name="controller-api-versions"))
 
 
 class ImageLog:
