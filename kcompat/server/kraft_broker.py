@@ -40,6 +40,7 @@ from kcompat.metadata.broker_lifecycle import (
 from kcompat.metadata.image import MetadataImage
 from kcompat.metadata.loader import MetadataLoader
 from kcompat.server.controller_channel import ControllerChannel, ControllerUnavailable, parse_bootstrap
+from kcompat.server.log_throttle import LogThrottle
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.broker_heartbeat import BROKER_HEARTBEAT
 from kcompat.wire.messages.broker_registration import BROKER_REGISTRATION
@@ -117,6 +118,7 @@ class KRaftBroker:
         self._want_shutdown = False
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
+        self._throttle = LogThrottle(log, 10.0)
         self.services: list[Any] = []  # forwarding, producer ids, auto topic creation (closed at shutdown)
         self.service_tasks: list[asyncio.Task[None]] = []
 
@@ -230,9 +232,13 @@ class KRaftBroker:
                 log.warning("broker %d registration refused with error %d (the controller log says why)", self.node_id, r.error_code)
             return lm.on_registration_response(_now_ms(), r.error_code, r.broker_epoch)
         except ControllerUnavailable as e:
-            log.info("controller request failed: %s", e)
+            self._unreachable(e)
             self._lifecycle_channel.rotate()
             return lm.on_request_failed(_now_ms())
+
+    def _unreachable(self, e: ControllerUnavailable) -> None:
+        """Controllers down or not yet up: keep trying (as Kafka does), saying so every 10 s."""
+        self._throttle.log(logging.WARNING, "unreachable", "cannot reach the controllers (%s); still trying", e)
 
     def _to_active_controller(self) -> None:
         """The active controller is the Raft leader: go there when the observer knows it, else try the next."""
@@ -292,7 +298,7 @@ class KRaftBroker:
                     r = await self._raft_channel.call(FETCH.key, FETCH_VERSION, self._fetch_request(), timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5)
                     progressed = self._handle_fetch(r)
             except ControllerUnavailable as e:
-                log.info("metadata fetch failed: %s", e)
+                self._unreachable(e)
                 self._raft_channel.rotate()
                 progressed = False
             except DecodeError as e:
@@ -438,6 +444,9 @@ def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str,
     member.service_tasks.append(asyncio.create_task(forwarding.learn_controller_versions(), name="controller-api-versions"))
 
 
+CONFIG_KINDS = {2: "topic", 4: "broker"}  # ConfigResource.Type codes
+
+
 class ImageLog:
     """Logs what a new image changes for this broker: its own fencing, and partitions it hosts."""
 
@@ -459,4 +468,12 @@ class ImageLog:
                 role = "leader" if p.leader == self.node_id else "follower"
                 log.info("metadata: %s-%d %s: leader %d epoch %d, replicas %s, isr %s (offset %d)",
                          topic.name, index, role, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), image.offset)  # fmt: skip
+        for topic_id, topic in self.previous.topics_by_id.items():
+            if topic_id not in image.topics_by_id:
+                log.info("metadata: topic %s removed (offset %d)", topic.name, image.offset)
+        if image.configs is not self.previous.configs:
+            for (kind, name), values in image.configs.items():
+                if self.previous.configs.get((kind, name)) != values:
+                    log.info("metadata: configs of %s %r: %s", CONFIG_KINDS.get(kind, kind), name,
+                             ", ".join(f"{k}={v}" for k, v in sorted(values.items())))  # fmt: skip
         self.previous = image
