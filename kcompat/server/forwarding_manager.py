@@ -154,8 +154,10 @@ def error_response(request: Request[Any], error: ErrorCode, message: str | None 
     if key == UPDATE_FEATURES.key:
         results = [{"feature": f.feature, "error_code": code, "error_message": message} for f in b.feature_updates] if v < 2 else []
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "results": results}
-    if key in (LIST_PARTITION_REASSIGNMENTS.key, DESCRIBE_QUORUM.key):
+    if key == LIST_PARTITION_REASSIGNMENTS.key:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": []}
+    if key == DESCRIBE_QUORUM.key:
+        return {"error_code": code, "error_message": message, "topics": []}
     raise ValueError(f"API key {key} is not forwarded")
 
 
