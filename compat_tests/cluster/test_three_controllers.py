@@ -37,5 +37,12 @@ def test_broker_finds_the_leader_of_three_controllers(
         assert f"metadata: broker {BROKER_ID} is unfenced" in log_text
         status = quorum_status(kraft_quorum_3)
         assert f'"id": {BROKER_ID}' in status["CurrentObservers"], status
+        # Forwarding starts at the first bootstrap controller, not the active one: its NOT_CONTROLLER
+        # sends the Envelope on to the leader, and the client sees only the topic created.
+        out = kafka_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", "forwarded",
+                         "--partitions", "1", "--replication-factor", "1").stdout  # fmt: skip
+        assert "Created topic forwarded." in out
+        assert f"forwarding: {ordered[0].endpoint} is not the active controller" in broker.log_path.read_text()
+        wait_for(lambda: "metadata: forwarded-0 leader" in broker.log_path.read_text(), "the topic in the image")
     finally:
         broker.stop()

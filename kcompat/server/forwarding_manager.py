@@ -254,6 +254,9 @@ class ForwardingManager:
             except ControllerUnavailable as e:
                 self._throttle.log(logging.WARNING, "unreachable", "cannot forward to the controller (%s); retrying", e)
                 r = None
+            if r is not None and r.error_code == ErrorCode.NOT_CONTROLLER:
+                self._throttle.log(logging.INFO, "not-controller", "forwarding: %s:%d is not the active controller; looking for it",
+                                   *self._channel.target)  # fmt: skip
             if r is None or r.error_code == ErrorCode.NOT_CONTROLLER:
                 self._rediscover()  # a new active controller, or the same one back
                 await asyncio.sleep(min(RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
