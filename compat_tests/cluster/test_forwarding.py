@@ -166,6 +166,7 @@ def test_metadata_auto_creates_through_the_controller(kcompat_cluster: DevCluste
     assert "auto-created topic auto-made through the controller (1 partitions)" in broker_log(cluster, 1)
 
 
+@pytest.mark.slow  # ~15 s: a controller of its own; the default layer runs DevCluster through kcompat_cluster
 def test_dev_cluster_command_starts_prints_and_stops_everything(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "kcompat", "dev-cluster", "--brokers", "1", "--dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -194,3 +195,21 @@ def test_dev_cluster_command_starts_prints_and_stops_everything(tmp_path: Path) 
             proc.stdout.close()
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists(), f"process {pid} of the dev cluster is still there"
+
+
+def test_leader_election_reassignments_and_features_are_answered_by_the_controller(kcompat_cluster: DevCluster) -> None:
+    cluster = kcompat_cluster
+    bootstrap = cluster.brokers[0].endpoint
+    kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", "elect",
+               "--partitions", "1", "--replication-factor", "2")  # fmt: skip
+    # ElectLeaders: the preferred replica already leads, which only the controller knows here
+    election = kafka_tool("kafka-leader-election", "--bootstrap-server", bootstrap, "--election-type", "PREFERRED",
+                          "--topic", "elect", "--partition", "0", check=False)  # fmt: skip
+    assert "Valid replica already elected for partitions elect-0" in election.stdout + election.stderr, election
+    # ListPartitionReassignments
+    listed = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--list").stdout
+    assert "No partition reassignments found." in listed, listed
+    # UpdateFeatures (validate only): the controller checks the level against the registered brokers
+    features = kafka_tool("kafka-features", "--bootstrap-server", bootstrap, "upgrade", "--feature", "group.version=1",
+                          "--dry-run", check=False)  # fmt: skip
+    assert "group.version can be upgraded to 1." in features.stdout, features
