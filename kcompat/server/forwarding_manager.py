@@ -194,22 +194,26 @@ class ForwardingManager:
         for key in FORWARDED_APIS:
             r = api(key).versions
             lo, hi = r.low, r.high if r.high is not None else r.low
-            c = self.controller_versions.get(key)
-            if c is not None:
+            if self.controller_versions:  # known: what the controller lacks is not advertised
+                c = self.controller_versions.get(key, (0, -1))
                 lo, hi = max(lo, c[0]), min(hi, c[1])
             if lo <= hi:
                 out[key] = (lo, hi)
         return out
 
     async def learn_controller_versions(self) -> None:
-        """ApiVersions of the controller (once; retried on the next forward if it fails)."""
-        try:
-            async with self._lock:
-                r = await self._channel.call(API_VERSIONS.key, 3, {"client_software_name": "kcompat", "client_software_version": "1"})
-        except ControllerUnavailable:
-            return
-        if r.error_code == 0:
-            self.controller_versions = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys if k.api_key in FORWARDED_APIS}
+        """ApiVersions of the controller, asked at start and again each second until answered."""
+        while True:
+            try:
+                async with self._lock:
+                    r = await self._channel.call(API_VERSIONS.key, 3, {"client_software_name": "kcompat", "client_software_version": "1"})
+            except ControllerUnavailable:
+                self._rediscover()
+                r = None
+            if r is not None and r.error_code == 0:
+                self.controller_versions = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys if k.api_key in FORWARDED_APIS}
+                return
+            await asyncio.sleep(1.0)
 
     async def forward(self, frame: bytes, request: Request[Any], client_host: str) -> list[Chunk]:
         """The client's answer to a forwarded request (CloseConnection when Kafka would close)."""

@@ -437,7 +437,7 @@ def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str,
     forwarding = ForwardingManager(bootstrap, node_id=member.node_id, leader=leader)
     producer_ids = ControllerProducerIds(bootstrap, node_id=member.node_id, leader=leader,
                                          broker_epoch=lambda: member.lifecycle.broker_epoch)  # fmt: skip
-    auto_create = AutoTopicCreationManager(forwarding, broker.config.get)
+    auto_create = AutoTopicCreationManager(forwarding, lambda key: broker.config.get(key))  # the config in force now
     broker.dispatcher.forwarder = forwarding
     broker.metadata.use_controller(producer_ids, auto_create.create)
     member.services = [forwarding, producer_ids, auto_create]

@@ -208,3 +208,14 @@ def test_unsupported_version_closes_the_clients_connection() -> None:
             await server.wait_closed()
 
     asyncio.run(run())
+
+
+def test_advertised_versions_are_cut_to_the_controllers() -> None:
+    fm = ForwardingManager([("127.0.0.1", 1)], node_id=1)
+    own = fm.versions()
+    assert set(own) == FORWARDED_APIS and own[CREATE_TOPICS] == (2, 7)  # what kcompat decodes, until the controller says
+    fm.controller_versions = {key: (0, 99) for key in FORWARDED_APIS if key != 55} | {CREATE_TOPICS: (4, 5)}
+    cut = fm.versions()
+    assert cut[CREATE_TOPICS] == (4, 5)
+    assert 55 not in cut  # a controller without DescribeQuorum: not advertised
+    assert cut[20] == own[20]
