@@ -116,6 +116,18 @@ def test_kafka_metadata_quorum_through_a_kcompat_broker(kcompat_cluster: DevClus
     assert '"id": 1' in fields["CurrentObservers"] and '"id": 2' in fields["CurrentObservers"]
 
 
+def test_api_versions_advertise_the_forwarded_apis(kcompat_cluster: DevCluster) -> None:
+    client = wire(kcompat_cluster, 1)
+    try:
+        r = client.call(18, 3, {"client_software_name": "kcompat-test", "client_software_version": "1"})
+    finally:
+        client.close()
+    keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+    # ElectLeaders, Alter/ListPartitionReassignments, DescribeQuorum, UpdateFeatures: served by forwarding only
+    assert {43, 45, 46, 55, 57} <= set(keys), keys
+    assert keys[19][1] == 7 and keys[55][1] >= 2
+
+
 def init_producer_id(cluster: DevCluster, node_id: int) -> int:
     """An idempotent producer's id from broker `node_id` (retrying COORDINATOR_LOAD_IN_PROGRESS,
     the answer until the broker's first block arrives)."""
