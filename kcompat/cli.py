@@ -108,6 +108,9 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     docs.add_argument("--broker", action="store_true", help="only the broker properties")
     if with_clients:
         _add_client_nouns(commands)
+        from kcompat.cmd import dev_cluster
+
+        dev_cluster.register(commands)
     return parser
 
 
@@ -199,5 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "config-docs":
         return _config_docs(args)
+    if args.command == "dev-cluster":
+        from kcompat.cmd import dev_cluster
+
+        return dev_cluster.run(args)
     parser.print_help(sys.stderr)
     return 2

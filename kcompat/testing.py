@@ -27,6 +27,16 @@ Fixtures
     One broker shared by every test of the session (faster; tests must not depend on a clean
     state, e.g. use unique topic names).
 
+``kcompat_cluster``
+    Module-scoped cluster (cluster mode, the same as ``kcompat dev-cluster``): one Apache Kafka
+    controller from the Kafka jars ($KAFKA_HOME/libs, or the project's .deps/kafka; java on PATH)
+    and ``kcompat_cluster_brokers`` kcompat brokers (3; override that fixture in a module to change
+    it). ``cluster.bootstrap_servers``, ``cluster.brokers``, ``cluster.quorum`` (the controller),
+    ``cluster.pids``; everything is stopped when the module's tests are done::
+
+        def test_replicated(kcompat_cluster):
+            admin = AdminClient({"bootstrap.servers": kcompat_cluster.bootstrap_servers})
+
 The ``Broker`` object
 ---------------------
 ``bootstrap``, ``host``, ``port``, ``data_dir`` (a ``pathlib.Path``), ``process`` (the
@@ -402,3 +412,26 @@ def pytest_runtest_makereport(
         for broker in brokers:
             report.sections.append((f"kcompat broker {broker.bootstrap} log (tail)", broker._tail()))
     return report
+
+
+@pytest.fixture(scope="module")
+def kcompat_cluster_brokers() -> int:
+    """How many kcompat brokers `kcompat_cluster` starts (override in a module)."""
+    return 3
+
+
+@pytest.fixture(scope="module")
+def kcompat_cluster(tmp_path_factory: pytest.TempPathFactory, kcompat_cluster_brokers: int) -> Iterator[Any]:
+    """One Kafka controller and `kcompat_cluster_brokers` kcompat brokers (kcompat.testing_cluster.DevCluster)."""
+    from kcompat.testing_cluster import ControllerQuorum, ControllerStartError, DevCluster, kafka_jars
+
+    why_not = ControllerQuorum.available(kafka_jars())
+    if why_not is not None:
+        pytest.fail(f"kcompat_cluster: {why_not}", pytrace=False)
+    cluster = DevCluster(tmp_path_factory.mktemp("kcompat-cluster"), brokers=kcompat_cluster_brokers)
+    try:
+        cluster.start()
+    except ControllerStartError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield cluster
+    cluster.stop()

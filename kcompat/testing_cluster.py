@@ -1,4 +1,5 @@
-"""A real Apache Kafka KRaft controller quorum for cluster-mode tests (and, later, `kcompat dev-cluster`).
+"""A real Apache Kafka KRaft controller quorum and kcompat brokers under it, for cluster-mode tests
+and `kcompat dev-cluster`.
 
 Cluster mode makes kcompat a KRaft broker under Kafka's own controllers: consensus is never ours.
 `ControllerQuorum` formats and starts 1 or 3 Kafka 4.3 processes with `process.roles=controller`
@@ -8,6 +9,9 @@ and stops them. No pytest here, so a command can reuse it; the fixture lives in 
     with ControllerQuorum(Path("/tmp/q"), voters=1) as quorum:
         quorum.bootstrap_servers     # "127.0.0.1:port" for controller.quorum.bootstrap.servers
         quorum.cluster_id
+
+    with DevCluster(Path("/tmp/c"), brokers=3) as cluster:   # one controller and 3 `kcompat serve`
+        cluster.bootstrap_servers   # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
 
 Storage is formatted with only the features kcompat can honour (FEATURES): a feature finalized at
 a level means every registering broker must claim and implement it (KIP-584), so levels kcompat does
@@ -24,6 +28,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +38,12 @@ from kcompat.kafka_uuid import random_uuid_base64
 
 ROOT = Path(__file__).resolve().parent.parent
 KAFKA_JARS = ROOT / ".deps" / "kafka"
+
+
+def kafka_jars() -> Path:
+    """Kafka's jars: $KAFKA_HOME/libs when KAFKA_HOME is set, else the project's .deps/kafka."""
+    home = os.environ.get("KAFKA_HOME")
+    return Path(home) / "libs" if home else KAFKA_JARS
 HOST = "127.0.0.1"
 
 # A controller needs little: a small heap and the client JIT keep its start near 2 s on 2 cores.
@@ -261,6 +272,120 @@ class ControllerQuorum:
                 c.process.wait()
 
     def __enter__(self) -> ControllerQuorum:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def broker_properties(quorum: ControllerQuorum, node_id: int, data_dir: Path, port: int) -> dict[str, str]:
+    """A kcompat broker's cluster-mode settings under `quorum` (Kafka's names)."""
+    return {
+        "process.roles": "broker",
+        "node.id": str(node_id),
+        "cluster.id": quorum.cluster_id,
+        "controller.quorum.bootstrap.servers": quorum.bootstrap_servers,
+        "controller.listener.names": "CONTROLLER",
+        "listeners": f"PLAINTEXT://{HOST}:{port}",
+        "log.dirs": str(data_dir),
+        "broker.heartbeat.interval.ms": "500",
+    }
+
+
+@dataclass
+class BrokerProcess:
+    """One `kcompat serve` in cluster mode, its output in `<workdir>/broker-<id>.log`."""
+
+    node_id: int
+    port: int
+    data_dir: Path
+    log_file: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"{HOST}:{self.port}"
+
+
+class DevCluster:
+    """One Kafka controller and `brokers` kcompat brokers (node ids 1..N), all on 127.0.0.1."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        brokers: int = 3,
+        jars: Path | None = None,
+        overrides: dict[str, str] | None = None,
+        python: str = sys.executable,
+        start_timeout: float = 60.0,
+    ) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.workdir = Path(workdir)
+        self.quorum = ControllerQuorum(self.workdir / "quorum", voters=1, jars=jars or kafka_jars())
+        self.python = python
+        self.start_timeout = start_timeout
+        # __consumer_offsets cannot have more replicas than there are brokers
+        self.overrides = {"offsets.topic.replication.factor": str(min(3, brokers)), **(overrides or {})}
+        self.brokers = [
+            BrokerProcess(i, _free_port(), self.workdir / f"broker-{i}" / "data", self.workdir / f"broker-{i}.log")
+            for i in range(1, brokers + 1)
+        ]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.endpoint for b in self.brokers)
+
+    @property
+    def pids(self) -> list[int]:
+        """Every process of the cluster (controllers first)."""
+        procs = [c.process for c in self.quorum.controllers] + [b.process for b in self.brokers]
+        return [p.pid for p in procs if p is not None]
+
+    def command(self, b: BrokerProcess) -> list[str]:
+        props = {**broker_properties(self.quorum, b.node_id, b.data_dir, b.port), **self.overrides}
+        return [self.python, "-m", "kcompat", "serve", *(a for k, v in props.items() for a in ("--override", f"{k}={v}"))]
+
+    def start(self) -> None:
+        self.quorum.start()
+        try:
+            for b in self.brokers:
+                b.data_dir.mkdir(parents=True, exist_ok=True)
+                with b.log_file.open("ab") as out:
+                    b.process = subprocess.Popen(self.command(b), stdout=out, stderr=subprocess.STDOUT,
+                                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+            deadline = time.monotonic() + self.start_timeout
+            for b in self.brokers:
+                while not answers_api_versions(HOST, b.port, timeout=1.0):
+                    assert b.process is not None
+                    if b.process.poll() is not None or time.monotonic() > deadline:
+                        tail = "\n".join(b.log_file.read_text(errors="replace").splitlines()[-40:])
+                        raise ControllerStartError(f"kcompat broker {b.node_id} did not start:\n{tail}")
+                    time.sleep(0.1)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM every broker (a controlled shutdown each), then the controllers."""
+        for b in self.brokers:
+            if b.process is not None and b.process.poll() is None:
+                os.killpg(b.process.pid, signal.SIGTERM)
+        for b in self.brokers:
+            if b.process is None:
+                continue
+            try:
+                b.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(b.process.pid, signal.SIGKILL)
+                b.process.wait()
+        self.quorum.stop()
+
+    def __enter__(self) -> DevCluster:
         self.start()
         return self
 

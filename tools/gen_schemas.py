@@ -26,6 +26,8 @@ DEFAULT_SPECS = ROOT.parent / "shared" / "kafka-protocol-4.3"  # as Kafka 4.3.1'
 DATA_MODULES = {
     "headers": ("client-messages", ["RequestHeader", "ResponseHeader"]),
     "consumer_protocol": ("client-messages", ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]),
+    # The principal a forwarding broker puts in an Envelope (DefaultKafkaPrincipalBuilder's format).
+    "principal": ("client-messages", ["DefaultPrincipalData"]),
     "group_records": (
         "group-coordinator-records",
         [

@@ -7,47 +7,24 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
+from compat_tests.cluster.conftest import ClusterBrokerFactory, log_has, wait_for
 from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
-from kcompat.testing import Broker
 from kcompat.testing_cluster import HOST, ControllerQuorum
 
 BROKER_ID = 1
 CREATE_TOPICS = 19
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
-
-
-def log_has(broker: Broker, text: str) -> bool:
-    return text in broker.log_path.read_text(errors="replace")
-
-
-def test_broker_registers_is_unfenced_and_follows_metadata(kraft_quorum: ControllerQuorum, tmp_path: Path) -> None:
-    kraft_quorum.format_broker(tmp_path / "data", BROKER_ID)  # Kafka's own kafka-storage format
-    formatted = (tmp_path / "data" / "meta.properties").read_text()
-    broker = Broker(
-        tmp_path / "data",
-        tmp_path / "kcompat.log",
-        overrides={
-            "process.roles": "broker",
-            "node.id": str(BROKER_ID),
-            "cluster.id": kraft_quorum.cluster_id,
-            "controller.quorum.bootstrap.servers": kraft_quorum.bootstrap_servers,
-            "controller.listener.names": "CONTROLLER",
-            "broker.heartbeat.interval.ms": "500",
-        },
-    )
+def test_broker_registers_is_unfenced_and_follows_metadata(
+    kraft_quorum: ControllerQuorum, tmp_path: Path, cluster_broker_factory: ClusterBrokerFactory
+) -> None:
+    kraft_quorum.format_broker(tmp_path / f"data-{BROKER_ID}", BROKER_ID)  # Kafka's own kafka-storage format
+    formatted = (tmp_path / f"data-{BROKER_ID}" / "meta.properties").read_text()
+    broker = cluster_broker_factory(kraft_quorum, BROKER_ID)
     broker.start()
     try:
         wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced")
@@ -84,20 +61,13 @@ def test_broker_registers_is_unfenced_and_follows_metadata(kraft_quorum: Control
 
 
 def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
-    kraft_quorum: ControllerQuorum, tmp_path: Path
+    kraft_quorum: ControllerQuorum, cluster_broker_factory: ClusterBrokerFactory
 ) -> None:
     """A broker silent past the controller's session timeout (9 s) is fenced; when it speaks again
     its heartbeats (WantFence false, caught up) get it unfenced. A restart is a new incarnation
     and gets a new, higher broker epoch."""
     node_id = 2
-    overrides = {
-        "process.roles": "broker",
-        "node.id": str(node_id),
-        "cluster.id": kraft_quorum.cluster_id,
-        "controller.quorum.bootstrap.servers": kraft_quorum.bootstrap_servers,
-        "broker.heartbeat.interval.ms": "500",
-    }
-    broker = Broker(tmp_path / "data", tmp_path / "kcompat.log", overrides=overrides)
+    broker = cluster_broker_factory(kraft_quorum, node_id)
     broker.start()
     try:
         wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced")

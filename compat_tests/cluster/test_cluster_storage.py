@@ -5,10 +5,13 @@ start with one line and exit 1, writing nothing."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from kcompat.testing import Broker
 from kcompat.testing_cluster import ControllerQuorum
 
 BROKER_ID = 1
@@ -43,3 +46,26 @@ def test_a_broker_id_equal_to_a_controller_id_is_refused(kraft_quorum: Controlle
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and "is a controller's id" in result.stderr, result.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_unreachable_controllers_are_retried_and_said_so(tmp_path: Path) -> None:
+    """As a Kafka broker does, start-up goes on while no controller answers; one warning line says
+    so (every 10 s, not at every retry), and SIGTERM still stops the broker."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # nothing listens here once the socket closes
+    broker = Broker(tmp_path / "data", tmp_path / "kcompat.log", overrides={
+        "process.roles": "broker", "node.id": "1", "controller.quorum.bootstrap.servers": f"127.0.0.1:{dead}",
+    })  # fmt: skip
+    broker.start()  # the client listener is up although no controller answers
+    try:
+        deadline = time.monotonic() + 20
+        while "cannot reach the controllers" not in broker.logs() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2)  # two more seconds of retrying (a dozen attempts) must not add lines
+        lines = [line for line in broker.logs().splitlines() if "cannot reach the controllers" in line]
+        assert len(lines) == 1, lines
+        assert f"127.0.0.1:{dead}" in lines[0] and "still trying" in lines[0]
+        assert broker.running
+    finally:
+        assert broker.stop() == 0

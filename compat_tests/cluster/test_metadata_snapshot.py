@@ -4,27 +4,18 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from compat_tests.cluster.conftest import ClusterBrokerFactory, wait_for
 from compat_tests.crash.wire_client import WireClient
-from kcompat.testing import Broker
 from kcompat.testing_cluster import HOST, ControllerQuorum
 
 BROKER_ID = 4
 EARLY_ID = 5
 BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -40,22 +31,10 @@ def snapshots(quorum: ControllerQuorum) -> list[Path]:
     return [p for p in folder.glob("*.checkpoint") if p.name != BOOTSTRAP_SNAPSHOT]
 
 
-def cluster_broker(quorum: ControllerQuorum, tmp_path: Path, node_id: int) -> Broker:
-    return Broker(
-        tmp_path / f"data-{node_id}",
-        tmp_path / f"kcompat-{node_id}.log",
-        overrides={
-            "process.roles": "broker",
-            "node.id": str(node_id),
-            "cluster.id": quorum.cluster_id,
-            "controller.quorum.bootstrap.servers": quorum.bootstrap_servers,
-            "broker.heartbeat.interval.ms": "500",
-        },
-    )
-
-
-def test_late_broker_loads_the_snapshot(snapshotting_quorum: ControllerQuorum, tmp_path: Path) -> None:
-    early = cluster_broker(snapshotting_quorum, tmp_path, EARLY_ID)
+def test_late_broker_loads_the_snapshot(
+    snapshotting_quorum: ControllerQuorum, cluster_broker_factory: ClusterBrokerFactory
+) -> None:
+    early = cluster_broker_factory(snapshotting_quorum, EARLY_ID)
     early.start()
     try:
         wait_for(lambda: "RECOVERY -> RUNNING" in early.log_path.read_text(), "the first broker to be unfenced")
@@ -72,7 +51,7 @@ def test_late_broker_loads_the_snapshot(snapshotting_quorum: ControllerQuorum, t
         wait_for(lambda: "metadata: in-snapshot-2 leader" in early.log_path.read_text(), "the topic in the first image")
         before = set(snapshots(snapshotting_quorum))
         wait_for(lambda: bool(set(snapshots(snapshotting_quorum)) - before), "a snapshot written after the topic")
-        late = cluster_broker(snapshotting_quorum, tmp_path, BROKER_ID)
+        late = cluster_broker_factory(snapshotting_quorum, BROKER_ID)
         late.start()
         try:
             wait_for(lambda: "RECOVERY -> RUNNING" in late.log_path.read_text(), "the late broker to be unfenced")

@@ -5,23 +5,11 @@ follow the metadata log."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from pathlib import Path
-
+from compat_tests.cluster.conftest import ClusterBrokerFactory, wait_for
 from compat_tests.conftest import kafka_tool
-from kcompat.testing import Broker
 from kcompat.testing_cluster import ControllerQuorum
 
 BROKER_ID = 7
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def quorum_status(quorum: ControllerQuorum) -> dict[str, str]:
@@ -30,28 +18,31 @@ def quorum_status(quorum: ControllerQuorum) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
 
 
-def test_broker_finds_the_leader_of_three_controllers(kraft_quorum_3: ControllerQuorum, tmp_path: Path) -> None:
+def test_broker_finds_the_leader_of_three_controllers(
+    kraft_quorum_3: ControllerQuorum, cluster_broker_factory: ClusterBrokerFactory
+) -> None:
     leader_id = int(quorum_status(kraft_quorum_3)["LeaderId"])
     ordered = sorted(kraft_quorum_3.controllers, key=lambda c: c.node_id == leader_id)  # the leader last
     assert ordered[0].node_id != leader_id
-    broker = Broker(
-        tmp_path / "data",
-        tmp_path / "kcompat.log",
-        overrides={
-            "process.roles": "broker",
-            "node.id": str(BROKER_ID),
-            "cluster.id": kraft_quorum_3.cluster_id,
-            "controller.quorum.bootstrap.servers": ",".join(c.endpoint for c in ordered),
-            "broker.heartbeat.interval.ms": "500",
-        },
-    )
+    broker = cluster_broker_factory(kraft_quorum_3, BROKER_ID, **{
+        "controller.quorum.bootstrap.servers": ",".join(c.endpoint for c in ordered),
+    })  # fmt: skip
     broker.start()
     try:
         wait_for(lambda: "RECOVERY -> RUNNING" in broker.log_path.read_text(), "the broker to be unfenced")
+        # the UnfenceBrokerRecord may reach the image a fetch after the heartbeat that said RUNNING
+        wait_for(lambda: f"metadata: broker {BROKER_ID} is unfenced" in broker.log_path.read_text(), "the unfencing in the image")
         log_text = broker.log_path.read_text()
         assert f"broker {BROKER_ID} registration: NOT_CONTROLLER from {ordered[0].endpoint}" in log_text
         assert f"metadata: broker {BROKER_ID} is unfenced" in log_text
         status = quorum_status(kraft_quorum_3)
         assert f'"id": {BROKER_ID}' in status["CurrentObservers"], status
+        # Forwarding starts at the first bootstrap controller, not the active one: its NOT_CONTROLLER
+        # sends the Envelope on to the leader, and the client sees only the topic created.
+        out = kafka_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", "forwarded",
+                         "--partitions", "1", "--replication-factor", "1").stdout  # fmt: skip
+        assert "Created topic forwarded." in out
+        assert f"forwarding: {ordered[0].endpoint} is not the active controller" in broker.log_path.read_text()
+        wait_for(lambda: "metadata: forwarded-0 leader" in broker.log_path.read_text(), "the topic in the image")
     finally:
         broker.stop()

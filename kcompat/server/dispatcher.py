@@ -14,6 +14,8 @@ What Kafka does with a request it cannot serve, this does too:
 The dispatcher knows no broker state: it is given a factory of the RequestContext handlers see.
 Security plugs in here: SASL is settled before a connection's requests reach `handle`, and an
 Authorizer can be asked per request before the handler runs.
+In cluster mode a Forwarder is set (kcompat.server.forwarding_manager): the APIs it names go to
+the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import logging
 import pkgutil
 from collections.abc import Callable
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.broker_stats import BrokerStats
@@ -57,15 +59,23 @@ def load_handlers() -> None:
         importlib.import_module(f"{_handlers_pkg.__name__}.{mod.name}")
 
 
+class Forwarder(Protocol):
+    """Where cluster mode sends the requests the controller answers (versions: what to advertise)."""
+
+    def versions(self) -> dict[int, tuple[int, int]]: ...
+    async def forward(self, frame: bytes, request: Request, client_host: str) -> list[Chunk]: ...
+
+
 class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context", "_stats")
+    __slots__ = ("_context", "_stats", "forwarder")
 
     def __init__(self, context: Callable[[Any, Request], Any], stats: BrokerStats | None = None) -> None:
         self._context = context
         self._stats = stats or BrokerStats()
+        self.forwarder: Forwarder | None = None  # cluster mode only
         load_handlers()
 
     async def handle(self, frame: memoryview, client: Any) -> list[Chunk] | None:
@@ -78,6 +88,11 @@ class RequestDispatcher:
         except DecodeError as e:
             key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
             raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
+        if self.forwarder is not None and request.api_key in (forwarded := self.forwarder.versions()):
+            low, high = forwarded[request.api_key]
+            if not low <= request.api_version <= high:
+                raise CloseConnection(f"API key {request.api_key} v{request.api_version} is not supported")
+            return await self.forwarder.forward(bytes(frame), request, getattr(client, "host", ""))
         reg = HANDLERS.get(request.api_key)
         if reg is None or not reg.min_version <= request.api_version <= reg.max_version:
             if request.api_key == API_VERSIONS_KEY:

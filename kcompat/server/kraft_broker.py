@@ -13,7 +13,10 @@ names); without them nothing here runs. Two tasks, each with its own controller 
 The broker is ready to be unfenced once its image holds its own registration (our incarnation).
 When the leader answers a Fetch with a SnapshotId (a snapshot newer than where the observer is),
 the snapshot is fetched whole with FetchSnapshot (key 59, v1) and the image starts over from it.
-Not yet done here: serving produce/fetch for cluster topics, replication, Envelope forwarding.
+Admin requests go to the active controller inside Envelope (forwarding_manager.py), producer ids
+come in controller blocks (producer_id_manager.py) and auto-created topics are asked of the
+controller (auto_topic_creation.py); all three are wired in start_cluster_member.
+Not yet done here: serving produce/fetch for cluster topics, replication.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from kcompat.metadata.broker_lifecycle import (
 from kcompat.metadata.image import MetadataImage
 from kcompat.metadata.loader import MetadataLoader
 from kcompat.server.controller_channel import ControllerChannel, ControllerUnavailable, parse_bootstrap
+from kcompat.server.log_throttle import LogThrottle
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.broker_heartbeat import BROKER_HEARTBEAT
 from kcompat.wire.messages.broker_registration import BROKER_REGISTRATION
@@ -114,6 +118,14 @@ class KRaftBroker:
         self._want_shutdown = False
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
+        self._throttle = LogThrottle(log, 10.0)
+        self.services: list[Any] = []  # forwarding, producer ids, auto topic creation (closed at shutdown)
+        self.service_tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def raft_leader(self) -> tuple[str, int] | None:
+        """The controller listener of the quorum's leader (the active controller), once known."""
+        return self._raft_leader
 
     @property
     def image(self) -> MetadataImage:
@@ -137,9 +149,13 @@ class KRaftBroker:
             await asyncio.wait_for(self.stopped.wait(), timeout_s)
         except TimeoutError:
             log.warning("controlled shutdown not confirmed by the controller within %.0f s", timeout_s)
-        for task in self._tasks:
+        for task in self._tasks + self.service_tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self.service_tasks, return_exceptions=True)
+        for service in self.services:
+            closed = service.close()
+            if asyncio.iscoroutine(closed):
+                await closed
         self._lifecycle_channel.close()
         self._raft_channel.close()
 
@@ -216,9 +232,13 @@ class KRaftBroker:
                 log.warning("broker %d registration refused with error %d (the controller log says why)", self.node_id, r.error_code)
             return lm.on_registration_response(_now_ms(), r.error_code, r.broker_epoch)
         except ControllerUnavailable as e:
-            log.info("controller request failed: %s", e)
+            self._unreachable(e)
             self._lifecycle_channel.rotate()
             return lm.on_request_failed(_now_ms())
+
+    def _unreachable(self, e: ControllerUnavailable) -> None:
+        """Controllers down or not yet up: keep trying (as Kafka does), saying so every 10 s."""
+        self._throttle.log(logging.WARNING, "unreachable", "cannot reach the controllers (%s); still trying", e)
 
     def _to_active_controller(self) -> None:
         """The active controller is the Raft leader: go there when the observer knows it, else try the next."""
@@ -278,7 +298,7 @@ class KRaftBroker:
                     r = await self._raft_channel.call(FETCH.key, FETCH_VERSION, self._fetch_request(), timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5)
                     progressed = self._handle_fetch(r)
             except ControllerUnavailable as e:
-                log.info("metadata fetch failed: %s", e)
+                self._unreachable(e)
                 self._raft_channel.rotate()
                 progressed = False
             except DecodeError as e:
@@ -392,16 +412,39 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         cluster_id=broker.cluster_id,
         directory_id=directory_id,
         listeners=[(listener.name, broker.advertised_host, broker.advertised_port)],
-        bootstrap=parse_bootstrap(_names(config.get("controller.quorum.bootstrap.servers"))),
+        bootstrap=(bootstrap := parse_bootstrap(_names(config.get("controller.quorum.bootstrap.servers")))),
         rack=config.get("broker.rack"),
         heartbeat_interval_ms=int(config.get("broker.heartbeat.interval.ms")),
         session_timeout_ms=int(config.get("broker.session.timeout.ms")),
     )
     member.on_image = ImageLog(member.node_id).publish
+    _use_controller(member, broker, bootstrap)
     member.start()
     log.info("cluster mode: broker %d of cluster %s joining the controllers at %s",
              member.node_id, member.cluster_id, ",".join(_names(config.get("controller.quorum.bootstrap.servers"))))  # fmt: skip
     return member
+
+
+def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str, int]]) -> None:
+    """Forwarding, producer-id blocks and auto topic creation, all through the active controller."""
+    from kcompat.server.auto_topic_creation import AutoTopicCreationManager
+    from kcompat.server.forwarding_manager import ForwardingManager
+    from kcompat.server.producer_id_manager import ControllerProducerIds
+
+    def leader() -> tuple[str, int] | None:
+        return member.raft_leader
+
+    forwarding = ForwardingManager(bootstrap, node_id=member.node_id, leader=leader)
+    producer_ids = ControllerProducerIds(bootstrap, node_id=member.node_id, leader=leader,
+                                         broker_epoch=lambda: member.lifecycle.broker_epoch)  # fmt: skip
+    auto_create = AutoTopicCreationManager(forwarding, lambda key: broker.config.get(key))  # the config in force now
+    broker.dispatcher.forwarder = forwarding
+    broker.metadata.use_controller(producer_ids, auto_create.create)
+    member.services = [forwarding, producer_ids, auto_create]
+    member.service_tasks.append(asyncio.create_task(forwarding.learn_controller_versions(), name="controller-api-versions"))
+
+
+CONFIG_KINDS = {2: "topic", 4: "broker"}  # ConfigResource.Type codes
 
 
 class ImageLog:
@@ -425,4 +468,12 @@ class ImageLog:
                 role = "leader" if p.leader == self.node_id else "follower"
                 log.info("metadata: %s-%d %s: leader %d epoch %d, replicas %s, isr %s (offset %d)",
                          topic.name, index, role, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), image.offset)  # fmt: skip
+        for topic_id, topic in self.previous.topics_by_id.items():
+            if topic_id not in image.topics_by_id:
+                log.info("metadata: topic %s removed (offset %d)", topic.name, image.offset)
+        if image.configs is not self.previous.configs:
+            for (kind, name), values in image.configs.items():
+                if self.previous.configs.get((kind, name)) != values:
+                    log.info("metadata: configs of %s %r: %s", CONFIG_KINDS.get(kind, kind), name,
+                             ", ".join(f"{k}={v}" for k, v in sorted(values.items())))  # fmt: skip
         self.previous = image

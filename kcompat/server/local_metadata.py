@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -122,6 +123,15 @@ class LocalMetadata:
         self._topic_configs: dict[str, TopicConfig] = {}
         self._log_configs: dict[str, LogConfig] = {}  # each topic's, built once per config change
         self.partitions: PartitionLogs | None = None  # set by the broker once its replica manager exists
+        self._controller_ids: ProducerIds | None = None  # cluster mode: see use_controller
+        self._controller_create: Callable[[str], None] | None = None
+
+    def use_controller(self, producer_ids: ProducerIds, auto_create: Callable[[str], None]) -> None:
+        """Cluster mode: producer ids come in blocks from the KRaft controller, and a topic that
+        auto.create.topics.enable creates is asked of the controller (answered LEADER_NOT_AVAILABLE
+        meanwhile), as Kafka's RPCProducerIdManager and AutoTopicCreationManager do."""
+        self._controller_ids = producer_ids
+        self._controller_create = auto_create
 
     def load(self) -> None:
         """Read the stored topics, producer ids and dynamic broker configs."""
@@ -196,8 +206,8 @@ class LocalMetadata:
         return self.topic_config(t).describe(names, include_synonyms=synonyms, include_documentation=documentation)
 
     @property
-    def producer_ids(self) -> ProducerIdManager:
-        return self._producer_ids
+    def producer_ids(self) -> ProducerIds:
+        return self._controller_ids or self._producer_ids
 
     # --- topic admin ---------------------------------------------------------------------------
 
@@ -239,6 +249,12 @@ class LocalMetadata:
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""
+        if self._controller_create is not None:
+            existing = self._topics.get(name)
+            if existing is not None:
+                return existing
+            self._controller_create(name)
+            raise ApiError(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {name} is being created by the controller")
         if name == CONSUMER_OFFSETS:
             return await self.create_topic(
                 name,

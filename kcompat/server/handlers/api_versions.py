@@ -36,11 +36,10 @@ from kcompat.wire.types.api_versions import (
 )
 
 
-def advertised() -> list[ApiVersion]:
-    return [
-        ApiVersion(api_key=key, min_version=reg.advertised_min, max_version=reg.max_version)
-        for key, reg in sorted(HANDLERS.items())
-    ]
+def advertised(forwarded: dict[int, tuple[int, int]] | None = None) -> list[ApiVersion]:
+    """The handlers' ranges; in cluster mode, the forwarded APIs' ranges replace or add to them."""
+    ranges = {key: (reg.advertised_min, reg.max_version) for key, reg in HANDLERS.items()} | (forwarded or {})
+    return [ApiVersion(api_key=key, min_version=lo, max_version=hi) for key, (lo, hi) in sorted(ranges.items())]
 
 
 GROUP_VERSION = "group.version"
@@ -58,7 +57,7 @@ async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVer
         )
     return ApiVersionsResponse(
         error_code=0,
-        api_keys=advertised(),
+        api_keys=advertised(forwarder.versions() if (forwarder := ctx.broker.dispatcher.forwarder) else None),
         throttle_time_ms=0,
         supported_features=[SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX)],
         finalized_features_epoch=FEATURES_EPOCH,

@@ -71,6 +71,7 @@ MODULES: dict[str, str] = {
     "CreatePartitionsResponse": "create_partitions",
     "CreateTopicsRequest": "create_topics",
     "CreateTopicsResponse": "create_topics",
+    "DefaultPrincipalData": "principal",
     "DelegationTokenRecord": "metadata_records",
     "DeleteAclsRequest": "delete_acls",
     "DeleteAclsResponse": "delete_acls",
