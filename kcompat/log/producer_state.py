@@ -46,7 +46,9 @@ from pathlib import Path
 
 from kcompat.log.errors import InvalidProducerEpoch, OutOfOrderSequence
 from kcompat.log.log_files import SNAPSHOT_SUFFIX, atomic_write, offset_from_name, snapshot_path
+from kcompat.log.txn_index import AbortedTxn
 from kcompat.wire.checksum import crc32c
+from kcompat.wire.control_batch import ABORT
 from kcompat.wire.record_batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 
 log = logging.getLogger("kcompat.log")
@@ -172,6 +174,25 @@ class ProducerStateManager:
             )
         if h.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = h.base_offset
+
+    def update_control(self, h: BatchHeader, kind: int) -> AbortedTxn | None:
+        """Account a COMMIT/ABORT marker now in the log; for an ABORT, the `.txnindex` entry it makes.
+
+        As Kafka's CompletedTxn: the transaction spans from the producer's first transactional
+        offset (the marker's own offset if it had none open) to the marker; its LSO is the first
+        offset still unstable once it is closed, else the offset after the marker.
+        """
+        entry = self.producers.get(h.producer_id)
+        first = h.base_offset
+        if entry is not None and entry.current_txn_first_offset >= 0:
+            first = entry.current_txn_first_offset
+        self.update(h)
+        if kind != ABORT:
+            return None
+        unstable = self.first_unstable_offset()
+        return AbortedTxn(
+            h.producer_id, first, h.base_offset, h.base_offset + 1 if unstable is None else unstable
+        )
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction (the last stable offset), or None."""
