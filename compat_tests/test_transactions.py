@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import ROOT, java_classpath, java_executable
+from conftest import ROOT, java_classpath, java_executable, kafka_tool
 
 from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
 from kcompat.testing import Broker, BrokerFactory
@@ -223,3 +223,40 @@ def test_kill9_ledger_of_committed_transactions(kcompat_broker_factory: BrokerFa
     final.init_transactions(30)  # aborts the last open transaction at once
     seen = read_values(bs, "ledger", "read_committed", expect=len(committed), timeout=60)
     assert seen == committed, f"{len(seen)} seen, {len(committed)} committed"
+
+
+@pytest.mark.slow
+def test_kafka_transactions_tool_lists_and_describes(kcompat_broker: Broker) -> None:
+    bs = kcompat_broker.bootstrap
+    create(bs, "tool")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "tool-tx"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce("tool", value=b"v")
+    p.flush(10)
+    listed = kafka_tool("kafka-transactions", "--bootstrap-server", bs, "list").stdout
+    assert "tool-tx" in listed and "Ongoing" in listed, listed
+    described = kafka_tool("kafka-transactions", "--bootstrap-server", bs, "describe", "--transactional-id",
+                           "tool-tx").stdout  # fmt: skip
+    assert "Ongoing" in described and "tool-0" in described, described
+    p.commit_transaction(20)
+    described = kafka_tool("kafka-transactions", "--bootstrap-server", bs, "describe", "--transactional-id",
+                           "tool-tx").stdout  # fmt: skip
+    assert "CompleteCommit" in described, described
+    # A hanging transaction: describe-producers shows where it starts, abort writes its ABORT marker.
+    hang = Producer({"bootstrap.servers": bs, "transactional.id": "hang-tx", "transaction.timeout.ms": 600000})
+    hang.init_transactions(20)
+    hang.begin_transaction()
+    hang.produce("tool", value=b"hanging")
+    hang.flush(10)
+    producers = kafka_tool("kafka-transactions", "--bootstrap-server", bs, "describe-producers", "--topic", "tool",
+                           "--partition", "0").stdout  # fmt: skip
+    start = [line.split() for line in producers.splitlines() if line.split() and line.split()[-1] == "2"]
+    assert start, producers  # the hanging transaction starts at offset 2 (after "v" and its marker)
+    kafka_tool("kafka-transactions", "--bootstrap-server", bs, "abort", "--topic", "tool", "--partition", "0",
+               "--start-offset", "2")  # fmt: skip
+    assert read_values(bs, "tool", "read_committed", expect=1) == [b"v"]
+    low_high = Consumer({"bootstrap.servers": bs, "group.id": "lso", "isolation.level": "read_committed"})
+    _, lso = low_high.get_watermark_offsets(TopicPartition("tool", 0), timeout=10, cached=False)
+    low_high.close()
+    assert lso == 4  # "v", COMMIT, "hanging", ABORT: nothing open any more

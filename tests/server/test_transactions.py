@@ -14,10 +14,12 @@ from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
+from kcompat.wire.messages.describe_transactions import DESCRIBE_TRANSACTIONS
 from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
+from kcompat.wire.messages.list_transactions import LIST_TRANSACTIONS
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.messages.txn_offset_commit import TXN_OFFSET_COMMIT
@@ -240,3 +242,27 @@ def test_write_txn_markers_aborts_a_hanging_transaction(h: BrokerHarness) -> Non
     p, seen = fetch(h, 1)
     assert seen == [] and p.last_stable_offset == p.high_watermark == 2
     assert [a.first_offset for a in p.aborted_transactions] == [0]
+
+
+def test_describe_and_list_transactions(h: BrokerHarness, clock: Clock) -> None:
+    pid = init(h).producer_id
+    init(h, txn_id="other")
+    assert add(h, pid, 0, [1, 0]) == [0, 0]
+    d = h.call(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx", "nope"]}).transaction_states
+    assert (d[0].transaction_state, d[0].producer_id, d[0].transaction_timeout_ms) == ("Ongoing", pid, 10_000)
+    assert [(t.topic, t.partitions) for t in d[0].topics] == [("t", [0, 1])]
+    assert d[1].error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+
+    def listed(version: int = 2, **body: Any) -> list[tuple[str, str]]:
+        r = h.call(LIST_TRANSACTIONS, version, {"state_filters": [], "producer_id_filters": [], **body})
+        return sorted((t.transactional_id, t.transaction_state) for t in r.transaction_states)
+
+    assert listed() == [("other", "Empty"), ("tx", "Ongoing")]
+    assert listed(state_filters=["Ongoing"]) == [("tx", "Ongoing")]
+    assert listed(transactional_id_pattern="o.*") == [("other", "Empty")]
+    clock.t += 2
+    assert listed(state_filters=["Ongoing"], duration_filter=5_000) == []
+    assert listed(state_filters=["Ongoing"], duration_filter=1_000) == [("tx", "Ongoing")]
+    r = h.call(LIST_TRANSACTIONS, 2, {"state_filters": ["Bogus"], "producer_id_filters": [],
+                                      "transactional_id_pattern": "("})  # fmt: skip
+    assert r.error_code == E.INVALID_REGULAR_EXPRESSION and list(r.unknown_state_filters) == ["Bogus"]
