@@ -5,6 +5,8 @@ fencing, timeouts, and a restart in the middle of a transaction."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +268,28 @@ def test_describe_and_list_transactions(h: BrokerHarness, clock: Clock) -> None:
     r = h.call(LIST_TRANSACTIONS, 2, {"state_filters": ["Bogus"], "producer_id_filters": [],
                                       "transactional_id_pattern": "("})  # fmt: skip
     assert r.error_code == E.INVALID_REGULAR_EXPRESSION and list(r.unknown_state_filters) == ["Bogus"]
+
+
+def test_read_committed_long_poll_waits_for_committed_bytes_and_wakes_on_the_marker(h: BrokerHarness) -> None:
+    pid = init(h).producer_id
+    assert add(h, pid, 0, [0]) == [0]
+
+    async def scenario() -> Any:
+        body = {"max_wait_ms": 4000, "min_bytes": 1, "isolation_level": 1, "topics": [
+            {"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+        parked = asyncio.ensure_future(h.call_async(FETCH, 12, body))
+        records = batch(b"v", producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+        await h.call_async(PRODUCE, 9, {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000, "topic_data": [
+            {"name": "t", "partition_data": [{"index": 0, "records": records}]}]})
+        await asyncio.sleep(0.2)
+        assert not parked.done()  # uncommitted bytes do not count for min_bytes
+        started = time.monotonic()
+        await h.call_async(END_TXN, 3, {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0,
+                                        "committed": True})
+        resp = await asyncio.wait_for(parked, 5)
+        return resp, time.monotonic() - started
+
+    resp, waited = h.run(scenario())
+    p = resp.responses[0].partitions[0]
+    assert p.last_stable_offset == 2 and len(bytes(p.records)) > 0
+    assert waited < 2  # woken by the marker's append, not by the 4 s max wait
