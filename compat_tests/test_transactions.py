@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import ROOT, java_classpath, java_executable, kafka_tool
 
-from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
+from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
 from kcompat.testing import Broker, BrokerFactory
 
 pytestmark = pytest.mark.timeout(240)
@@ -57,10 +57,13 @@ def read_values(bootstrap: str, topic: str, isolation: str, *, expect: int, time
 # --- Java ---------------------------------------------------------------------------------------
 
 
-def test_java_commit_abort_read_committed_and_fencing(kcompat_broker: Broker, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "jars", [pytest.param(KAFKA_JARS, id="4.x"), pytest.param(KAFKA_CLIENTS_39_JARS, id="3.9", marks=pytest.mark.slow)]
+)
+def test_java_commit_abort_read_committed_and_fencing(kcompat_broker: Broker, tmp_path: Path, jars: Path) -> None:
     create(kcompat_broker.bootstrap, "jtx")
-    classes = compile_java(tmp_path / "classes", KAFKA_JARS, ROOT / "compat_tests" / "java" / "Transactions.java")
-    cp = f"{classes}:{java_classpath(KAFKA_JARS)}"
+    classes = compile_java(tmp_path / "classes", jars, ROOT / "compat_tests" / "java" / "Transactions.java")
+    cp = f"{classes}:{java_classpath(jars)}"
     proc = subprocess.run([java_executable(), *JVM, "-cp", cp, "Transactions", kcompat_broker.bootstrap, "jtx"],
                           capture_output=True, text=True, timeout=180)  # fmt: skip
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
