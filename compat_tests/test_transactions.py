@@ -263,3 +263,9 @@ def test_kafka_transactions_tool_lists_and_describes(kcompat_broker: Broker) -> 
     _, lso = low_high.get_watermark_offsets(TopicPartition("tool", 0), timeout=10, cached=False)
     low_high.close()
     assert lso == 4  # "v", COMMIT, "hanging", ABORT: nothing open any more
+    # Kafka's own DumpLogSegments reads our .txnindex (34-byte AbortedTxn entries) and our markers.
+    part = kcompat_broker.data_dir / "tool-0"
+    txnindex = kafka_tool("kafka-dump-log", "--files", str(part / "00000000000000000000.txnindex")).stdout
+    assert "firstOffset: 2 lastOffset: 3 lastStableOffset: 4" in txnindex, txnindex
+    log = kafka_tool("kafka-dump-log", "--print-data-log", "--files", str(part / "00000000000000000000.log")).stdout
+    assert "endTxnMarker: COMMIT" in log and "endTxnMarker: ABORT" in log, log
