@@ -293,3 +293,21 @@ def test_read_committed_long_poll_waits_for_committed_bytes_and_wakes_on_the_mar
     p = resp.responses[0].partitions[0]
     assert p.last_stable_offset == 2 and len(bytes(p.records)) > 0
     assert waited < 2  # woken by the marker's append, not by the 4 s max wait
+
+
+def test_recompression_keeps_a_batch_in_its_transaction(h: BrokerHarness) -> None:
+    h.call(CREATE_TOPICS, 7, {"topics": [{"name": "z", "num_partitions": 1, "replication_factor": 1,
+                                          "configs": [{"name": "compression.type", "value": "gzip"}]}],
+                              "timeout_ms": 1000})  # fmt: skip
+    pid = init(h).producer_id
+    r = h.call(ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": pid,
+               "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": "z", "partitions": [0]}]})  # fmt: skip
+    assert r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    records = batch(b"v", producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+    body = {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000,
+            "topic_data": [{"name": "z", "partition_data": [{"index": 0, "records": records}]}]}  # fmt: skip
+    assert h.call(PRODUCE, 9, body).responses[0].partition_responses[0].error_code == 0
+    plog = h.broker.replicas.partition_log("z", 0)
+    stored = read_header(plog.read(0, 1 << 20).read_bytes())
+    assert stored.compression == 1 and stored.is_transactional  # recompressed to gzip, still transactional
+    assert plog.last_stable_offset == 0

@@ -180,6 +180,7 @@ def _recompress(batch: bytearray, h: BatchHeader, target: int) -> bytearray:
         producer_epoch=h.producer_epoch,
         base_sequence=h.base_sequence,
         partition_leader_epoch=h.partition_leader_epoch,
+        transactional=h.is_transactional,  # or its records would leave the transaction
     )
     assert len(out) >= LOG_OVERHEAD
     return bytearray(out)
