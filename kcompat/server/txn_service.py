@@ -86,11 +86,14 @@ class TransactionService:
     async def start(self) -> None:
         """Replay `__transaction_state`, finish what a crash left in Prepare*, start the timers
         (after the group service loaded: markers settle its pending offsets)."""
+        existing = self._lookup(TRANSACTION_STATE)  # its partition count wins over a changed setting
         self._coordinator = TransactionCoordinator(
             TxnConfig(
                 max_timeout_ms=int(self._setting("transaction.max.timeout.ms")),
                 id_expiration_ms=int(self._setting("transactional.id.expiration.ms")),
-                num_partitions=int(self._setting("transaction.state.log.num.partitions")),
+                num_partitions=existing.partitions
+                if existing is not None
+                else int(self._setting("transaction.state.log.num.partitions")),
             )
         )
         if self._lookup(TRANSACTION_STATE) is not None:
