@@ -41,6 +41,7 @@ KAFKA_TOOLS: dict[str, str] = {
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server-start": "kafka.Kafka",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",

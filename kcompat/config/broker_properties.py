@@ -339,6 +339,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
        at_least(1), ignored=ONE_NODE),
     _d("transaction.state.log.segment.bytes", INT, 104857600, "Segment size of __transaction_state.", HIGH,
        at_least(1)),
+    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000,
+       "How often open transactions past their timeout are aborted.", LOW, at_least(1)),
+    _d("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000,
+       "How often expired transactional ids are removed.", LOW, at_least(1)),
+    _d("transaction.partition.verification.enable", BOOLEAN, True,
+       "Check that a transactional batch's partition is in its transaction (KIP-890).", LOW, dynamic=True),
 ])
 
 # Dynamic in Kafka (it re-binds listeners at run time), changed in kcompat only by a restart.

@@ -2,6 +2,7 @@
 
     GroupMetadataManager   (group_metadata_manager.py)   classic and KIP-848 groups
     OffsetMetadataManager  (offset_metadata_manager.py)  committed offsets and their expiry
+    TxnOffsets             (txn_offsets.py)              offsets pending in transactions (KIP-447)
 
 One GroupCoordinator holds every group of a broker. Each operation takes `now_ms`; the shard
 creates the call's Effects, fires any timer that is due (so a late tick loses nothing), lets a
@@ -15,17 +16,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.config import CoordinatorConfig
 from kcompat.coordinator.group_metadata_manager import GroupMetadataManager
 from kcompat.coordinator.group_store import Group, GroupStore, TopicMetadataFn
-from kcompat.coordinator.messages import DeletableGroupResult
+from kcompat.coordinator.messages import DeletableGroupResult, OffsetCommitResponseTopic
 from kcompat.coordinator.offset_metadata_manager import OffsetMetadataManager
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import CoordinatorResult, Deferred, Effects, TickResult, Timer
+from kcompat.coordinator.txn_offsets import TxnOffsets
 from kcompat.wire.error_codes import ErrorCode as E
 
 P = ParamSpec("P")
@@ -59,6 +61,13 @@ class GroupCoordinator:
         self.list_groups = self._reads(groups.list_groups)
         self.consumer_group_describe = self._reads(groups.consumer_group_describe)
         self.fetch_offsets = self._reads(offsets.fetch_offsets)
+        self.txn_offsets = TxnOffsets(offsets)
+
+    def txn_commit_offsets(self, now_ms: int, **kwargs: Any) -> CoordinatorResult[list[OffsetCommitResponseTopic]]:
+        """TxnOffsetCommit (see txn_offsets.py). No timers fire here: every record this returns must
+        go into the producer's transactional batch, and only those."""
+        out = Effects()
+        return out.result(self.txn_offsets.commit(out, now_ms, **kwargs))
 
     @property
     def config(self) -> CoordinatorConfig:

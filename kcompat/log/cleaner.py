@@ -18,6 +18,9 @@ One pass over a PartitionLog:
      segments are replaced in the segment list, renamed `.deleted`, the `.swap` files renamed into
      place and the old files unlinked. A crash leaves either `.cleaned` files (dropped on restart)
      or `.swap` files (completed on restart, see recovery.py).
+Transactions: the cleanable range ends at the first open transaction; batches of aborted
+transactions (the `.txnindex` ranges) are dropped and never enter the offset map; markers and
+the `.txnindex` entries are kept (Kafka also removes markers once their data is gone; not yet).
 
 Readers are never blocked: they hold the old segment list and descriptors, which stay valid.
 """
@@ -142,15 +145,16 @@ class LogCleaner:
             limit = self.first_uncleanable_offset(plog, now_ms)
             first_dirty = max(plog.first_dirty_offset, plog.log_start_offset)
             last_offsets = {pid: e.last_offset for pid, e in plog.producer_state.producers.items()}
+            aborted = _aborted_ranges(segs)
         cleanable = [s for s, nxt in itertools.pairwise(segs) if nxt.base_offset <= limit]
         if not cleanable:
             return stats
-        offset_map = self._build_offset_map(cleanable, first_dirty)
+        offset_map = self._build_offset_map(cleanable, first_dirty, aborted)
         horizon_after = now_ms + plog.config.delete_retention_ms
         earliest_horizon: int | None = None
         for group in self._group(cleanable, plog):
             cleaned, horizon = self._clean_group(
-                plog, group, offset_map, last_offsets, now_ms, horizon_after, stats
+                plog, group, offset_map, last_offsets, now_ms, horizon_after, stats, aborted
             )
             if horizon is not None:
                 earliest_horizon = horizon if earliest_horizon is None else min(earliest_horizon, horizon)
@@ -164,14 +168,17 @@ class LogCleaner:
             plog.tombstone_horizon_ms = earliest_horizon
         return stats
 
-    def _build_offset_map(self, cleanable: list[LogSegment], first_dirty: int) -> dict[bytes, int]:
+    def _build_offset_map(
+        self, cleanable: list[LogSegment], first_dirty: int, aborted: AbortedRanges | None = None
+    ) -> dict[bytes, int]:
+        aborted = aborted or {}
         offset_map: dict[bytes, int] = {}
         for seg in cleanable:
             for _, h, data in iter_whole_batches(seg.log, 0, seg.size):
                 if h is None:
                     break
-                if h.is_control or h.last_offset < first_dirty:
-                    continue
+                if h.is_control or h.last_offset < first_dirty or _is_aborted(h, aborted):
+                    continue  # an aborted record never supersedes a committed one
                 try:
                     records = iter_records(data, h)
                 except DecodeError:
@@ -203,7 +210,9 @@ class LogCleaner:
         now_ms: int,
         horizon_after: int,
         stats: CleanStats,
+        aborted: AbortedRanges | None = None,
     ) -> tuple[LogSegment, int | None]:
+        aborted = aborted or {}
         base = group[0].base_offset
         cleaned = LogSegment(
             plog.directory, base, plog.config, created_ms=now_ms, suffix=CLEANED_SUFFIX, active=True
@@ -211,6 +220,7 @@ class LogCleaner:
         if cleaned.size:  # a leftover from a crashed pass
             cleaned.log.truncate(0)
             cleaned.reset_indexes()
+        _copy_aborts(group, cleaned)
         out = bytearray()
         placements: list[BatchPlacement] = []
         earliest_horizon: int | None = None
@@ -239,7 +249,16 @@ class LogCleaner:
                 if h.is_control:
                     emit(data, h)
                     continue
-                kept, kept_h, h_ms = _clean_batch(data, h, offset_map, last_offsets, now_ms, horizon_after, stats)
+                if _is_aborted(h, aborted):
+                    # Aborted data goes (as in Kafka); an empty batch stays if it is its producer's last.
+                    stats.records_removed += h.records_count
+                    if last_offsets.get(h.producer_id) == h.last_offset:
+                        empty = build_batch(h, [], base_timestamp=h.max_timestamp, horizon=False)
+                        emit(empty, read_header(empty))
+                    continue
+                kept, kept_h, h_ms = _clean_batch(
+                    data, h, offset_map, last_offsets, now_ms, horizon_after, stats
+                )
                 if h_ms is not None:
                     earliest_horizon = h_ms if earliest_horizon is None else min(earliest_horizon, h_ms)
                 if kept is not None:
@@ -270,6 +289,31 @@ class LogCleaner:
         for old in group:
             old.delete()
         return True
+
+
+AbortedRanges = dict[int, list[tuple[int, int]]]  # producer id -> (first offset, marker offset)
+
+
+def _aborted_ranges(segments: list[LogSegment]) -> AbortedRanges:
+    out: AbortedRanges = {}
+    for seg in segments:
+        for t in seg.txn_index.entries:
+            out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+    return out
+
+
+def _copy_aborts(group: list[LogSegment], cleaned: LogSegment) -> None:
+    """Markers are kept, so are the aborts they record."""
+    cleaned.txn_index.reset()
+    for seg in group:
+        for t in seg.txn_index.entries:
+            cleaned.txn_index.append(t)
+
+
+def _is_aborted(h: BatchHeader, aborted: AbortedRanges) -> bool:
+    if not h.is_transactional:
+        return False
+    return any(first <= h.base_offset < last for first, last in aborted.get(h.producer_id, ()))
 
 
 def _clean_batch(

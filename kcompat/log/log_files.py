@@ -4,6 +4,7 @@
     00000000000000000000.log          record batches, byte for byte as produced (offsets patched)
     00000000000000000000.index        sparse offset index
     00000000000000000000.timeindex    sparse time index
+    00000000000000000000.txnindex     aborted transactions (only once one is aborted there)
     00000000000000001234.snapshot     producer state as of offset 1234
     leader-epoch-checkpoint
 with suffixes .cleaned (compaction output being written), .swap (complete, replacing older
@@ -45,6 +46,10 @@ def index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
 
 def time_index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
     return directory / (offset_name(base_offset) + TIME_INDEX_SUFFIX + suffix)
+
+
+def txn_index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (offset_name(base_offset) + TXN_INDEX_SUFFIX + suffix)
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcompat.log.batch_scan import iter_whole_batches
+from kcompat.log.committed_reads import CommittedReads
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import (
     CorruptRecord,
@@ -42,6 +43,7 @@ from kcompat.log.record_view import RecordView, first_record_at_or_after, iter_r
 from kcompat.log.recovery import load_segments
 from kcompat.log.removal import LogRemoval
 from kcompat.log.segment import BatchPlacement, LogSegment
+from kcompat.log.txn_index import marker_kind
 from kcompat.wire.checksum import crc32c
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import (
@@ -72,7 +74,7 @@ class AppendInfo:
     duplicate: bool = False
 
 
-class PartitionLog(LogRemoval):
+class PartitionLog(LogRemoval, CommittedReads):
     def __init__(
         self,
         directory: Path,
@@ -145,11 +147,6 @@ class PartitionLog(LogRemoval):
         return self._leo
 
     @property
-    def last_stable_offset(self) -> int:
-        first_unstable = self.producer_state.first_unstable_offset()
-        return self._leo if first_unstable is None else min(first_unstable, self._leo)
-
-    @property
     def active_segment(self) -> LogSegment:
         return self._view[0][-1]
 
@@ -195,7 +192,7 @@ class PartitionLog(LogRemoval):
             base = offset
             placements: list[BatchPlacement] = []
             pieces: list[bytes | memoryview] = []
-            patched: list[BatchHeader] = []
+            patched: list[tuple[BatchHeader, int]] = []  # with the control type of a marker, else -1
             max_ts = -1
             for pos, h in headers:
                 if mutable:
@@ -205,7 +202,10 @@ class PartitionLog(LogRemoval):
                     pieces.append(_PREFIX.pack(offset, h.batch_length, leader_epoch))
                     pieces.append(buf[pos + _PREFIX.size : pos + h.size])
                 if h.producer_id != NO_PRODUCER_ID:
-                    patched.append(h._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
+                    kind = marker_kind(buf[pos : pos + h.size], h) if h.is_control else -1
+                    patched.append(
+                        (h._replace(base_offset=offset, partition_leader_epoch=leader_epoch), kind)
+                    )
                 last = offset + h.last_offset_delta
                 placements.append((pos, h.size, last, h.max_timestamp))
                 max_ts = max(max_ts, h.max_timestamp)
@@ -223,8 +223,11 @@ class PartitionLog(LogRemoval):
             seg.append(data, placements)
             self._leo = offset
             ps = self.producer_state
-            for ph in patched:
-                ps.update(ph)
+            for ph, kind in patched:
+                if kind < 0:
+                    ps.update(ph)
+                elif (aborted := ps.update_control(ph, kind)) is not None:
+                    seg.txn_index.append(aborted)
             ps.map_end_offset = offset
             self._unflushed_messages += offset - base
             if self._unflushed_messages >= cfg.flush_messages or now_ms - self._last_flush_ms >= cfg.flush_ms:
@@ -300,7 +303,9 @@ class PartitionLog(LogRemoval):
         try:
             self._snapshot_unsynced = self.producer_state.take_snapshot(sync=False)
         except OSError as e:
-            log.warning("no producer state snapshot for %s-%d at %d: %s", self.topic, self.partition, self._leo, e)
+            log.warning(
+                "no producer state snapshot for %s-%d at %d: %s", self.topic, self.partition, self._leo, e
+            )
         self.producer_state.delete_old_snapshots(keep=3)
         return new
 
@@ -350,8 +355,11 @@ class PartitionLog(LogRemoval):
 
     # --- reads ---
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchSlice:
-        """Whole batches from the one holding `offset`, up to `max_bytes` (the first batch may exceed it).
+    def read(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool = True, max_offset: int | None = None
+    ) -> FetchSlice:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (the first batch may exceed it)
+        and, with `max_offset` (a batch boundary: the LSO for read_committed), only batches below it.
 
         `offset` must be in [log_start_offset, log_end_offset], else OffsetOutOfRange; at the log
         end offset the slice is empty. Cost: a binary search over segment base offsets, one over
@@ -363,6 +371,8 @@ class PartitionLog(LogRemoval):
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self._log_start_offset}, {leo}] of {self.topic}-{self.partition}"
             )
+        if max_offset is not None and max_offset < leo:
+            return self._read_below(offset, max_bytes, min_one_batch, max_offset)
         if offset == leo:
             return EMPTY_SLICE
         i = max(bisect.bisect_right(bases, offset) - 1, 0)
@@ -442,8 +452,6 @@ class PartitionLog(LogRemoval):
         return self.leader_epoch_cache.end_offset_for_epoch(epoch, self._leo)
 
     end_offset_for_epoch = epoch_end_offset
-
-    # --- removing data ---
 
     # --- life cycle ---
 

@@ -46,7 +46,9 @@ from pathlib import Path
 
 from kcompat.log.errors import InvalidProducerEpoch, OutOfOrderSequence
 from kcompat.log.log_files import SNAPSHOT_SUFFIX, atomic_write, offset_from_name, snapshot_path
+from kcompat.log.txn_index import AbortedTxn
 from kcompat.wire.checksum import crc32c
+from kcompat.wire.control_batch import ABORT
 from kcompat.wire.record_batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 
 log = logging.getLogger("kcompat.log")
@@ -110,6 +112,9 @@ class ProducerStateManager:
         self.directory = directory
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> first offset of its open transaction: the LSO is their minimum, read by
+        # every Fetch, so it is kept rather than searched for among all producers
+        self.ongoing: dict[int, int] = {}
         self.map_end_offset = 0  # the state reflects every batch below this offset
 
     # --- produce path ---
@@ -165,6 +170,7 @@ class ProducerStateManager:
         entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
         if h.is_control:
             entry.current_txn_first_offset = -1  # a commit or abort marker ends the transaction
+            self.ongoing.pop(pid, None)
             return
         if h.base_sequence != NO_SEQUENCE:
             entry.batches.append(
@@ -172,13 +178,30 @@ class ProducerStateManager:
             )
         if h.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = h.base_offset
+            self.ongoing[pid] = h.base_offset
+
+    def update_control(self, h: BatchHeader, kind: int) -> AbortedTxn | None:
+        """Account a COMMIT/ABORT marker now in the log; for an ABORT, the `.txnindex` entry it makes.
+
+        As Kafka's CompletedTxn: the transaction spans from the producer's first transactional
+        offset (the marker's own offset if it had none open) to the marker; its LSO is the first
+        offset still unstable once it is closed, else the offset after the marker.
+        """
+        entry = self.producers.get(h.producer_id)
+        first = h.base_offset
+        if entry is not None and entry.current_txn_first_offset >= 0:
+            first = entry.current_txn_first_offset
+        self.update(h)
+        if kind != ABORT:
+            return None
+        unstable = self.first_unstable_offset()
+        return AbortedTxn(
+            h.producer_id, first, h.base_offset, h.base_offset + 1 if unstable is None else unstable
+        )
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction (the last stable offset), or None."""
-        open_txns = [
-            e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0
-        ]
-        return min(open_txns) if open_txns else None
+        return min(self.ongoing.values()) if self.ongoing else None
 
     def remove_expired(self, now_ms: int) -> None:
         """Forget producers idle for producer.id.expiration.ms (not those with an open transaction)."""
@@ -194,12 +217,14 @@ class ProducerStateManager:
         """The log now starts later: forget producers whose last batch is gone, and older snapshots."""
         for pid in [pid for pid, e in self.producers.items() if 0 <= e.last_offset < log_start_offset]:
             del self.producers[pid]
+            self.ongoing.pop(pid, None)
         for off in self.snapshot_offsets():
             if off < log_start_offset:
                 self._delete_snapshot(off)
 
     def reset(self, offset: int) -> None:
         self.producers.clear()
+        self.ongoing.clear()
         self.map_end_offset = offset
 
     # --- snapshots ---
@@ -230,6 +255,7 @@ class ProducerStateManager:
         Snapshots past the log end (the log was truncated) and unreadable ones are deleted.
         """
         self.producers.clear()
+        self.ongoing.clear()
         for off in reversed(self.snapshot_offsets()):
             if off > log_end_offset:
                 self._delete_snapshot(off)
@@ -245,6 +271,8 @@ class ProducerStateManager:
                 continue
             for entry in entries:
                 self.producers[entry.producer_id] = entry
+                if entry.current_txn_first_offset >= 0:
+                    self.ongoing[entry.producer_id] = entry.current_txn_first_offset
             self.map_end_offset = off
             return off
         self.map_end_offset = log_start_offset

@@ -32,10 +32,12 @@ from kcompat.log.log_files import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     index_path,
     log_path,
     offset_from_name,
     time_index_path,
+    txn_index_path,
 )
 from kcompat.log.segment import LogSegment
 from kcompat.wire.checksum import crc32c
@@ -78,6 +80,7 @@ def recover_segment(
     truncated = end - valid
     if truncated:
         segment.log.truncate(valid)
+    segment.txn_index.truncate_to(next_offset)  # aborts whose marker was cut are not aborts
     if sealed:
         segment.on_become_inactive()
     return truncated, reason, next_offset
@@ -98,8 +101,8 @@ def _remove_leftovers(directory: Path) -> list[int]:
         elif name.endswith(SWAP_SUFFIX):
             if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 swaps.append(offset_from_name(name))
-            else:
-                _unlink(path)  # indexes of a swap segment are rebuilt from its log
+            elif not name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX):
+                _unlink(path)  # indexes of a swap segment are rebuilt from its log (not its aborts)
     return sorted(swaps)
 
 
@@ -117,16 +120,21 @@ def _complete_swaps(directory: Path, config: LogConfig, swaps: list[int], now_ms
         for name in os.listdir(directory):
             if name.endswith(LOG_SUFFIX) and base <= offset_from_name(name) < next_offset:
                 old = offset_from_name(name)
-                for p in (
-                    log_path(directory, old),
-                    index_path(directory, old),
-                    time_index_path(directory, old),
-                ):
+                for p in _segment_files(directory, old):
                     _unlink(p)
         seg.rename_suffix(SWAP_SUFFIX, "")
         seg.offset_index.close()
         seg.time_index.close()
         seg.log.close()
+
+
+def _segment_files(directory: Path, base: int) -> tuple[Path, ...]:
+    return (
+        log_path(directory, base),
+        index_path(directory, base),
+        time_index_path(directory, base),
+        txn_index_path(directory, base),
+    )
 
 
 def load_segments(
@@ -146,7 +154,10 @@ def load_segments(
     bases = sorted(offset_from_name(n) for n in names if n.endswith(LOG_SUFFIX))
     base_set = set(bases)
     for n in names:
-        if n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and offset_from_name(n) not in base_set:
+        if (
+            n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+            and offset_from_name(n) not in base_set
+        ):
             _unlink(directory / n)
 
     segments: list[LogSegment] = []
@@ -169,7 +180,7 @@ def load_segments(
             # The log ends at the cut: later segments would leave a hole of lost offsets behind them.
             later = bases[i + 1 :]
             for b in later:
-                for p in (log_path(directory, b), index_path(directory, b), time_index_path(directory, b)):
+                for p in _segment_files(directory, b):
                     _unlink(p)
             _report_cut(seg, *cut, dropped=len(later), during="rebuilding its indexes")
             break

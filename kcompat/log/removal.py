@@ -20,6 +20,9 @@ from kcompat.log.errors import OffsetOutOfRange
 from kcompat.log.leader_epoch import LeaderEpochCache
 from kcompat.log.producer_state import ProducerStateManager
 from kcompat.log.segment import LogSegment
+from kcompat.wire.control_batch import MARKER_RECORD_READ, control_type
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.record_batch import HEADER_SIZE
 
 
 class LogRemoval:
@@ -190,9 +193,22 @@ class LogRemoval:
                 if found is None:
                     continue
                 pos = found[0]
-            for _, h in iter_headers(seg.log, pos, seg.size):
-                if h.last_offset >= start:
+            for p, h in iter_headers(seg.log, pos, seg.size):
+                if h.last_offset < start:
+                    continue
+                if not h.is_control or h.producer_id < 0:
                     ps.update(h)
+                    continue
+                # A marker: an abort missing from the index (lost with an unflushed tail) comes back.
+                rec = seg.log.pread(min(MARKER_RECORD_READ, h.size - HEADER_SIZE), p + HEADER_SIZE)
+                try:
+                    kind = control_type(rec, h)
+                except DecodeError:
+                    ps.update(h)
+                    continue
+                aborted = ps.update_control(h, kind)
+                if aborted is not None:
+                    seg.txn_index.append(aborted)
         ps.map_end_offset = self._leo
 
     def delete_files(self) -> None:

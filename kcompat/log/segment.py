@@ -3,6 +3,7 @@
     <base offset>.log        batches, each  [baseOffset i64][batchLength i32][rest of a v2 batch]
     <base offset>.index      (relativeOffset u32, position u32)         see offset_index.py
     <base offset>.timeindex  (timestamp i64, relativeOffset u32)        see time_index.py
+    <base offset>.txnindex   aborted transactions, 34-byte entries      see txn_index.py
 
 Index entries are added per batch, as Kafka 4.0 does: before a batch is accounted, if more than
 `index.interval.bytes` were written since the last entry, the batch gets an offset index entry
@@ -26,9 +27,10 @@ from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError
 from kcompat.log.index import IndexFull
 from kcompat.log.log_file import LogFile
-from kcompat.log.log_files import index_path, log_path, time_index_path
+from kcompat.log.log_files import index_path, log_path, time_index_path, txn_index_path
 from kcompat.log.offset_index import OffsetIndex
 from kcompat.log.time_index import NO_TIMESTAMP, TimeIndex
+from kcompat.log.txn_index import TransactionIndex
 from kcompat.wire.record_batch import BatchHeader, read_header
 
 # (position inside the appended buffer, size, last offset, max timestamp) of each batch appended
@@ -66,6 +68,7 @@ class LogSegment:
                 config.segment_index_bytes,
                 writable=active,
             )
+            self.txn_index = TransactionIndex(txn_index_path(directory, base_offset, suffix))
         except OSError as e:
             raise KafkaStorageError(f"cannot open the indexes of segment {base_offset}: {e}") from e
         ts, off = self.time_index.last_entry()
@@ -178,6 +181,7 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(found[1].base_offset)
         self.log.truncate(position)
         ts, off = self.time_index.last_entry()
         self.max_timestamp_so_far = ts
@@ -214,6 +218,7 @@ class LogSegment:
         try:
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as e:
             raise KafkaStorageError(f"flush of segment {self.base_offset} indexes failed: {e}") from e
 
@@ -226,11 +231,11 @@ class LogSegment:
         self.log.close()
 
     def paths(self) -> list[Path]:
-        return [self.log.path, self.offset_index.path, self.time_index.path]
+        return [self.log.path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def rename_suffix(self, old: str, new: str) -> None:
-        """Rename the three files from `<name><old>` to `<name><new>` (compaction's swap protocol)."""
-        for obj in (self.log, self.offset_index, self.time_index):
+        """Rename the files from `<name><old>` to `<name><new>` (compaction's swap protocol)."""
+        for obj in (self.log, self.offset_index, self.time_index, self.txn_index):
             name = obj.path.name
             assert name.endswith(old), name
             obj.rename(obj.path.with_name(name[: len(name) - len(old)] + new))

@@ -6,6 +6,7 @@
     RequestContext ──.metadata──► LocalMetadata (local_metadata.py; a MetadataView)
                    ──.replicas──► ReplicaManager (replica_manager.py): logs, parked fetches
                    ──.groups────► GroupService (group_service.py): the group coordinator
+                   broker.txn_service ► TransactionService (txn_service.py): the transaction coordinator
                    ──.broker────► identity: node id, cluster id, advertised endpoint, rack
 
 What Kafka does with a request it cannot serve (UNSUPPORTED_VERSION for ApiVersions, a closed
@@ -36,6 +37,7 @@ from kcompat.server.group_service import GroupService
 from kcompat.server.local_metadata import LocalMetadata, MetadataView
 from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.server.replica_manager import ReplicaManager
+from kcompat.server.txn_service import TransactionService
 from kcompat.wire.protocol import Request
 
 log = logging.getLogger("kcompat.server")
@@ -108,6 +110,17 @@ class Broker:
             topic=self.metadata.topic,
             topics=self.metadata.topics.all,
         )
+        # Transactions: the coordinator of every transactional id, its markers appended through the replicas.
+        self.txn_service = TransactionService(
+            now_ms=self.now_ms,
+            setting=config.get,
+            lookup=self.metadata.topic,
+            create=self.metadata.auto_create_topic,
+            partition_log=self.replicas.partition_log,
+            append=self.replicas.append,
+            new_producer_id=self._new_producer_id,
+            groups=self.group_service,
+        )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
@@ -118,6 +131,11 @@ class Broker:
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def _new_producer_id(self) -> int:
+        ids = self.metadata.producer_ids
+        assert ids is not None
+        return ids.next_id()
 
     @property
     def config(self) -> BrokerConfig:
@@ -154,6 +172,7 @@ class Broker:
         interval = int(self.config.get("log.retention.check.interval.ms"))
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
         await self.group_service.start()  # replays __consumer_offsets
+        await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
         log.info(
             "broker %d of cluster %s started with %d topic(s)", self.node_id, self.cluster_id, len(self.metadata.topics)
         )
@@ -176,6 +195,7 @@ class Broker:
         """Answer what is parked (long-polling Fetches, JoinGroup/SyncGroup waits) now, so that the
         transport's grace period is spent finishing requests rather than waiting out timeouts."""
         self.replicas.begin_shutdown()
+        await self.txn_service.close()
         await self.group_service.close()
 
     async def close(self) -> None:

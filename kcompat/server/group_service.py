@@ -106,6 +106,8 @@ class GroupService:
             now = self.now_ms()
             pairs = await asyncio.to_thread(self.offsets_topic.read_all)
             self.coordinator.load(pairs, now)
+            for producer_id, txn_pairs in self.offsets_topic.pending_txn.items():
+                self.coordinator.txn_offsets.replay(producer_id, txn_pairs)
             if pairs:
                 log.info("loaded %d record(s) of %s: %d group(s)", len(pairs), CONSUMER_OFFSETS,
                          len(self.coordinator.groups))  # fmt: skip
@@ -134,21 +136,28 @@ class GroupService:
         """The partition count of __consumer_offsets, creating the topic first if need be."""
         return await self.offsets_topic.ensure()
 
-    async def run(self, call: Callable[[int], CoordinatorResult[Any]], *, creates: bool = True) -> Any:
+    async def run(
+        self,
+        call: Callable[[int], CoordinatorResult[Any]],
+        *,
+        creates: bool = True,
+        producer: tuple[int, int] | None = None,
+    ) -> Any:
         """Call the coordinator with the current time, store and deliver what it did, and return the
         answer (waiting for it when the call was deferred). Raises CoordinatorUnavailable when the
         broker closes first.
 
         `creates=False` for calls that only read (ListGroups goes to every broker, and must not
         create __consumer_offsets); they can still fire timers, but only of groups that exist,
-        and a group exists only after a call that created the topic.
+        and a group exists only after a call that created the topic. `producer` (id, epoch): the
+        records go in that producer's transactional batches (TxnOffsetCommit).
         """
         if self._closed:
             raise CoordinatorUnavailable()
         if creates or self._has_state():
             await self.ensure_topic()
         result = call(self.now_ms())
-        self._apply(result.records, result.completions)
+        self._apply(result.records, result.completions, producer)
         if result.response is not None or result.token is None:
             return result.response
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -158,9 +167,11 @@ class GroupService:
         finally:
             self._waiting.pop(result.token, None)
 
-    def _apply(self, records: list[Record], completions: Iterable[Completion]) -> None:
+    def _apply(
+        self, records: list[Record], completions: Iterable[Completion], producer: tuple[int, int] | None = None
+    ) -> None:
         if records:
-            self.offsets_topic.append(records, self.now_ms())
+            self.offsets_topic.append(records, self.now_ms(), producer)
             log_rebalances(records)
         for c in completions:
             fut = self._waiting.pop(c.token, None)

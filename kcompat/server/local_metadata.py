@@ -267,7 +267,16 @@ class LocalMetadata:
                 internal_ok=True,
             )
         if name == TRANSACTION_STATE:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "transactions are not supported")
+            return await self.create_topic(
+                name,
+                int(self._config.get("transaction.state.log.num.partitions")),
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "uncompressed",
+                    "segment.bytes": str(self._config.get("transaction.state.log.segment.bytes")),
+                },
+                internal_ok=True,
+            )
         existing = self._topics.get(name)
         if existing is not None:
             return existing

@@ -9,6 +9,7 @@ commit at once rather than after its fetch's max wait.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,6 +18,7 @@ import kcompat.coordinator.records as rec
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
+from kcompat.wire.control_batch import COMMIT, control_type_in_batch
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import Record, build_batch, decode_batch
@@ -41,6 +43,7 @@ class OffsetsTopic:
         self._partition_log = partition_log
         self._append = append  # the replica manager's: it wakes fetches parked on the partition
         self._setting = setting
+        self.pending_txn: dict[int, list[tuple[bytes, bytes | None]]] = {}  # see read_all
 
     def exists(self) -> bool:
         return self._lookup(CONSUMER_OFFSETS) is not None
@@ -52,8 +55,9 @@ class OffsetsTopic:
             t = await self._create(CONSUMER_OFFSETS)
         return t.partitions
 
-    def append(self, records: list[rec.Record], now_ms: int) -> None:
-        """Store `records`, each in its group's partition, one v2 batch per partition, in order."""
+    def append(self, records: list[rec.Record], now_ms: int, producer: tuple[int, int] | None = None) -> None:
+        """Store `records`, each in its group's partition, one v2 batch per partition, in order; with
+        `producer` (id, epoch), as that producer's transactional batches (TxnOffsetCommit)."""
         t = self._lookup(CONSUMER_OFFSETS)
         if t is None:  # deleted under us (it cannot be through the APIs); nothing to keep them in
             log.error("%s is missing; %d group record(s) not stored", CONSUMER_OFFSETS, len(records))
@@ -66,7 +70,12 @@ class OffsetsTopic:
             part.append(Record(len(part), now_ms, key, value))
         codec = int(self._setting("offsets.topic.compression.codec"))
         for p, recs in by_partition.items():
-            batch = bytearray(build_batch(recs, compression=codec))
+            if producer is None:
+                batch = bytearray(build_batch(recs, compression=codec))
+            else:
+                batch = bytearray(build_batch(
+                    recs, compression=codec, producer_id=producer[0], producer_epoch=producer[1], transactional=True
+                ))  # fmt: skip
             try:
                 self._append(CONSUMER_OFFSETS, p, batch, leader_epoch=t.leader_epoch, now_ms=now_ms)
             except LogError as e:
@@ -78,10 +87,14 @@ class OffsetsTopic:
     def read_all(self) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) of the topic, partition by partition, oldest first (blocking: run in a thread).
 
-        A record that does not decode is logged and left out rather than stopping the broker.
+        A record that does not decode is logged and left out rather than stopping the broker. Records
+        of a transaction come in at its COMMIT marker, not at all after an ABORT; those of a
+        transaction without a marker yet are left in `pending_txn` (producer id -> records).
         """
         t = self._lookup(CONSUMER_OFFSETS)
         out: list[tuple[bytes, bytes | None]] = []
+        pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        self.pending_txn = pending
         for p in range(t.partitions if t is not None else 0):
             plog = self._partition_log(CONSUMER_OFFSETS, p)
             offset, end = plog.log_start_offset, plog.log_end_offset
@@ -94,7 +107,12 @@ class OffsetsTopic:
                     h = read_header(data, pos)
                     offset = h.base_offset + h.last_offset_delta + 1
                     if h.is_control:
+                        txn = pending.pop(h.producer_id, [])
+                        with contextlib.suppress(DecodeError):
+                            if control_type_in_batch(data[pos : pos + size], h) == COMMIT:
+                                out.extend(txn)
                         continue
+                    target = pending.setdefault(h.producer_id, []) if h.is_transactional else out
                     try:
                         _, records = decode_batch(data[pos : pos + size])
                     except DecodeError as e:
@@ -109,5 +127,5 @@ class OffsetsTopic:
                         except DecodeError as e:
                             log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
                             continue
-                        out.append((r.key, r.value))
+                        target.append((r.key, r.value))
         return out

@@ -100,8 +100,8 @@ def test_find_coordinator_versions_and_key_types(h: GroupHarness) -> None:
     assert [(c.key, c.node_id, c.host, c.port, c.error_code) for c in r.coordinators] == [
         ("a", 1, "127.0.0.1", 19092, 0), ("b", 1, "127.0.0.1", 19092, 0)]
     txn = h.call(FIND_COORDINATOR, 6, {"key_type": 1, "coordinator_keys": ["tx"]}).coordinators[0]
-    assert (txn.error_code, txn.node_id, txn.port) == (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
-    assert h.call(FIND_COORDINATOR, 1, {"key": "tx", "key_type": 1}).error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert (txn.error_code, txn.node_id, txn.port) == (0, 1, 19092)  # this node coordinates transactions too
+    assert h.call(FIND_COORDINATOR, 1, {"key": "tx", "key_type": 1}).node_id == 1
     share = h.call(FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": ["s"]}).coordinators[0]
     assert share.error_code == E.INVALID_REQUEST
 

@@ -209,9 +209,9 @@ def test_idempotent_duplicate_detected_after_restart(h: BrokerHarness) -> None:
     assert h.broker.replicas.partition_log("idem", 0).log_end_offset == 4
 
 
-def test_transactional_batches_are_refused(h: BrokerHarness) -> None:
+def test_transactional_batches_need_a_transactional_id(h: BrokerHarness) -> None:
     r = produce(h, "t", batch(b"a", producer_id=1, producer_epoch=0, base_sequence=0, transactional=True))
-    assert r.error_code == ErrorCode.INVALID_TXN_STATE
+    assert r.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def test_storage_error_is_kafka_storage_error(h: BrokerHarness, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,8 @@ Broker.handle answers them with a v0 body, UNSUPPORTED_VERSION and our ApiVersio
 Features (v3+), only those whose behaviour kcompat has, as `kafka-features describe` shows them:
 * group.version: supported 0-1; finalized 1 (KIP-848 consumer groups) while
   group.coordinator.rebalance.protocols includes "consumer", else not finalized
-Left out on purpose: transaction.version (no transactions; a finalized level >= 2 would switch
-Java 4.x producers to transactions v2), metadata.version and kraft.version (no KRaft metadata log
+Left out on purpose: transaction.version (transactions v1 only; a finalized level >= 2 would
+switch Java 4.x producers to transactions v2, KIP-890 part 2, which is not implemented), metadata.version and kraft.version (no KRaft metadata log
 or quorum: their levels name __cluster_metadata record formats and quorum features kcompat does
 not have; Kafka 4.3.1 single-node reports metadata.version 3.3-IV3..4.3-IV0), share.version,
 streams.version and eligible.leader.replicas.version (not implemented). zk_migration_ready: never.

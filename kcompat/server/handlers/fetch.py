@@ -1,9 +1,11 @@
 """Fetch (key 1): v4-18.
 
 Version notes:
-* v4: isolation_level, last_stable_offset, aborted_transactions (LSO = high watermark: no
-  transactions are ever open, so read_committed and read_uncommitted read the same; aborted
-  transactions are always empty)
+* v4: isolation_level, last_stable_offset, aborted_transactions. read_committed (1) reads only
+  below the last stable offset (the first offset of the oldest open transaction), still as file
+  slices, with the aborted transactions of the range from the `.txnindex` (the client drops their
+  batches); its long poll counts only those bytes. read_uncommitted reads to the high watermark
+  and gets no aborted transactions
 * v5: log_start_offset
 * v6: no change
 * v7: incremental fetch sessions (KIP-227): session_id, session_epoch, forgotten_topics_data; the
@@ -90,7 +92,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     max_bytes = min(body.max_bytes, broker.fetch_max_bytes)
     hints = version >= LEADER_HINTS_VERSION
     while True:
-        results, total, errors, hinted = _read_all(ctx, reads, max_bytes, replica_id, hints)
+        results, total, errors, hinted = _read_all(ctx, reads, max_bytes, replica_id, hints, body.isolation_level == 1)
         remaining = deadline - clock()
         waiters = ctx.replicas.fetch_waiters
         if total >= body.min_bytes or errors or remaining <= 0 or not tps or waiters.closed:
@@ -133,7 +135,7 @@ def _topic_name(broker: Any, tkey: Any, by_id: bool) -> str | None:
 
 
 def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]], max_bytes: int, replica_id: int,
-              hints: bool) -> tuple[list[dict[str, Any]], int, bool, bool]:  # fmt: skip
+              hints: bool, committed: bool) -> tuple[list[dict[str, Any]], int, bool, bool]:  # fmt: skip
     """Each partition's answer, the record bytes read, whether any failed, whether any carries a leader hint."""
     broker = ctx.broker
     results = []
@@ -179,18 +181,24 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             errors = True
             continue
         plog = ctx.replicas.partition_log(topic, partition)
-        start, hwm = plog.log_start_offset, plog.high_watermark
-        out.update(high_watermark=hwm, last_stable_offset=hwm, log_start_offset=start)
+        start, hwm, lso = plog.log_start_offset, plog.high_watermark, plog.last_stable_offset
+        out.update(high_watermark=hwm, last_stable_offset=lso, log_start_offset=start)
         if not start <= fp.fetch_offset <= hwm:
             out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
             errors = True
             continue
         limit = min(fp.partition_max_bytes, max_bytes - total)
-        if fp.fetch_offset == hwm or (limit <= 0 and not min_one):
+        if fp.fetch_offset >= (lso if committed else hwm) or (limit <= 0 and not min_one):
             continue
-        data = plog.read(fp.fetch_offset, max(limit, 0), min_one_batch=min_one)
+        if committed and lso < hwm:
+            data = plog.read(fp.fetch_offset, max(limit, 0), min_one_batch=min_one, max_offset=lso)
+        else:
+            data = plog.read(fp.fetch_offset, max(limit, 0), min_one_batch=min_one)
         n = len(data)
         if n:
+            if committed:
+                out["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                               for a in plog.aborted_transactions(fp.fetch_offset, lso)]  # fmt: skip
             out["records"] = data
             total += n
             min_one = False

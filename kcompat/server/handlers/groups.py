@@ -12,9 +12,8 @@ FindCoordinator version notes:
 * v2: no change;  v3: flexible
 * v4: batched coordinator_keys, one answer per key (clients fall back to one key per request below)
 * v5: no change (TRANSACTION_ABORTABLE may be returned);  v6: key_type 2 (share groups)
-A transaction key gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the answer InitProducerId gives a
-transactional id (kcompat has no transaction coordinator; clients treat it as fatal at once rather
-than retrying until a timeout); share-group and unknown key types get INVALID_REQUEST.
+A transaction key (1) is coordinated by this node too (`__transaction_state` is created first);
+share-group and unknown key types get INVALID_REQUEST.
 
 JoinGroup version notes:
 * v0: no rebalance_timeout_ms (the session timeout is used, as Kafka does)
@@ -77,7 +76,7 @@ from kcompat.server.broker import ApiError, CloseConnection, RequestContext
 from kcompat.server.group_service import CoordinatorUnavailable
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kcompat.server.registry import handles
-from kcompat.storage.topic_store import CONSUMER_OFFSETS
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from kcompat.wire.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
@@ -136,14 +135,16 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
     def fail(error: ErrorCode, message: str) -> dict[str, Any]:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(error), "error_message": message}
 
-    if key_type == TRANSACTION_KEY:
-        return fail(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
-    if key_type != GROUP_KEY:
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return fail(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
+    topic = CONSUMER_OFFSETS if key_type == GROUP_KEY else TRANSACTION_STATE
     try:
-        await broker.group_service.ensure_topic()
+        if key_type == GROUP_KEY:
+            await broker.group_service.ensure_topic()
+        else:
+            await broker.txn_service.ensure_topic()
     except ApiError as e:
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {CONSUMER_OFFSETS}: {e.message or e.error.name}")
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {topic}: {e.message or e.error.name}")
     return {"key": key, "node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
             "error_code": 0, "error_message": None}  # fmt: skip
 

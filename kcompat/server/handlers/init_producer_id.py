@@ -9,9 +9,11 @@ Version notes:
   producer; exactly one of them -1 is INVALID_REQUEST.
 * v4: PRODUCER_FENCED may be returned (only with transactions)
 * v5: no change (KIP-890 part 1)
-Not implemented: transactions. A transactional_id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an
-error every client treats as fatal and reports at once (a retriable coordinator error would make the
-producer hang until its timeout); kcompat advertises no transaction APIs.
+With a transactional_id the transaction coordinator answers (txn_service.py): a new id gets a new
+producer id with epoch 0; a known one its epoch bumped (fencing the instance before it, whose open
+transaction is aborted first: CONCURRENT_TRANSACTIONS until the abort is done, the client retries);
+INVALID_TRANSACTION_TIMEOUT above transaction.max.timeout.ms; PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH below v4. An empty transactional_id is INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.protocol import Request
 from kcompat.wire.types.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
+FENCED_CODE_VERSION = 4  # the first InitProducerId version that knows PRODUCER_FENCED
+
 
 @handles(INIT_PRODUCER_ID, "0-5")
 async def init_producer_id(ctx: RequestContext, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
@@ -33,10 +37,20 @@ async def init_producer_id(ctx: RequestContext, request: Request[InitProducerIdR
     def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=int(error), producer_id=pid, producer_epoch=epoch)
 
-    if body.transactional_id is not None:
-        return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if (body.producer_id == -1) != (body.producer_epoch == -1):
         return answer(ErrorCode.INVALID_REQUEST)
+    txn_id = body.transactional_id
+    if txn_id is not None:
+        if not txn_id:
+            return answer(ErrorCode.INVALID_REQUEST)
+        svc = ctx.broker.txn_service
+        r = await svc.run(lambda now: svc.coordinator.init_producer_id(
+            txn_id, body.transaction_timeout_ms, now, svc.new_producer_id, body.producer_id, body.producer_epoch
+        ))  # fmt: skip
+        if r.error:
+            fenced = r.error == ErrorCode.PRODUCER_FENCED and request.api_version < FENCED_CODE_VERSION
+            return answer(ErrorCode.INVALID_PRODUCER_EPOCH if fenced else r.error)
+        return answer(ErrorCode.NONE, r.producer_id, r.producer_epoch)
     try:
         pid = ids.next_id()
     except ApiError as e:  # cluster mode before the controller's first block: COORDINATOR_LOAD_IN_PROGRESS

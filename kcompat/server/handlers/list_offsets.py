@@ -4,8 +4,8 @@ Version notes:
 * v0: not advertised (old_style_offsets; Kafka 4 dropped it too)
 * v1: one offset and its timestamp per partition; a timestamp with no record at or after it gets
   offset -1, timestamp -1 (Spark then applies its own strategy)
-* v2: isolation_level (read_committed reads up to the last stable offset, which is the high
-  watermark here: no open transactions)
+* v2: isolation_level: LATEST under read_committed (1) is the last stable offset (the first
+  offset of the oldest open transaction), under read_uncommitted the high watermark
 * v3: no change;  v4: current_leader_epoch in (fencing as Fetch), leader_epoch out
 * v5: no change;  v6: flexible
 * v7: -3 MAX_TIMESTAMP: the record with the largest timestamp (-1/-1 for an empty log)
@@ -62,14 +62,16 @@ async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]
             if request.api_version < SENTINEL_MIN_VERSION.get(rp.timestamp, 0):
                 out.error_code = int(ErrorCode.UNSUPPORTED_VERSION)
                 continue
-            error = _lookup(ctx, rt.name, rp, out)
+            error = _lookup(ctx, rt.name, rp, out, body.isolation_level == 1)
             if error is not None:
                 out.error_code = int(error)
         topics.append(ListOffsetsTopicResponse(name=rt.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _lookup(ctx: RequestContext, topic: str, rp: ListOffsetsPartition, out: ListOffsetsPartitionResponse) -> ErrorCode | None:
+def _lookup(
+    ctx: RequestContext, topic: str, rp: ListOffsetsPartition, out: ListOffsetsPartitionResponse, committed: bool
+) -> ErrorCode | None:
     t = ctx.metadata.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -79,7 +81,7 @@ def _lookup(ctx: RequestContext, topic: str, rp: ListOffsetsPartition, out: List
     ts = rp.timestamp
     epoch = t.leader_epoch
     if ts == LATEST:
-        out.offset, out.leader_epoch = plog.high_watermark, epoch
+        out.offset, out.leader_epoch = plog.last_stable_offset if committed else plog.high_watermark, epoch
     elif ts in (EARLIEST, EARLIEST_LOCAL):
         out.offset, out.leader_epoch = plog.log_start_offset, epoch
     elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):

@@ -20,7 +20,8 @@ OffsetFetch version notes:
 * v1: the group's error (if any) is on every partition (v0 was removed in Kafka 4);  v2: null topics = every committed
   partition, top-level error_code;  v3: throttle_time_ms;  v4: no change
 * v5: committed_leader_epoch;  v6: flexible
-* v7: require_stable (nothing is ever pending without transactions, so it changes nothing)
+* v7: require_stable: an offset pending in an open transaction (TxnOffsetCommit) is answered
+  UNSTABLE_OFFSET_COMMIT for its partition; without it the last committed offset is answered
 * v8: several groups per request;  v9: member_id/member_epoch (KIP-848 members are checked)
 * v10: topics by topic_id (KIP-848): an unknown id gets UNKNOWN_TOPIC_ID on each requested
   partition; "every committed partition" leaves out topics that no longer exist (they have no id)
@@ -52,6 +53,7 @@ from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 from kcompat.wire.protocol import Request
 
 TOPIC_IDS = 10  # the first OffsetCommit/OffsetFetch version that names topics by id
+REQUIRE_STABLE = 7
 
 
 def _commit_topic(t: Any) -> OffsetCommitRequestTopic:
@@ -124,12 +126,20 @@ def _topics(topics: Any) -> list[OffsetFetchRequestTopic] | None:
     return [OffsetFetchRequestTopic(t.name, list(t.partition_indexes)) for t in topics]
 
 
-def _partitions(t: Any) -> list[dict[str, Any]]:
-    return [
-        {"partition_index": p.partition_index, "committed_offset": p.committed_offset,
-         "committed_leader_epoch": p.committed_leader_epoch, "metadata": p.metadata, "error_code": int(p.error_code)}
-        for p in t.partitions
-    ]  # fmt: skip
+def _partitions(t: Any, ctx: RequestContext | None = None, group_id: str = "") -> list[dict[str, Any]]:
+    """The answer's partitions; with `ctx` (require_stable), offsets pending in a transaction are
+    UNSTABLE_OFFSET_COMMIT (KIP-447: the consumer retries until the transaction ends)."""
+    pending = ctx.broker.group_service.coordinator.txn_offsets.has_pending if ctx is not None else None
+    out = []
+    for p in t.partitions:
+        if pending is not None and pending(group_id, t.name, p.partition_index):
+            out.append({"partition_index": p.partition_index, "committed_offset": -1, "committed_leader_epoch": -1,
+                        "metadata": "", "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)})  # fmt: skip
+            continue
+        out.append({"partition_index": p.partition_index, "committed_offset": p.committed_offset,
+                    "committed_leader_epoch": p.committed_leader_epoch, "metadata": p.metadata,
+                    "error_code": int(p.error_code)})  # fmt: skip
+    return out
 
 
 @handles(OFFSET_FETCH, "1-10")
@@ -137,6 +147,7 @@ async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
     coordinator = ctx.broker.group_service.coordinator
+    stable = ctx if v >= REQUIRE_STABLE and body.require_stable else None
     if v >= TOPIC_IDS:
         return await _offset_fetch_by_id(ctx, request)
     if v >= 8:
@@ -148,13 +159,13 @@ async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
             "throttle_time_ms": 0,
             "groups": [
                 {"group_id": g.group_id, "error_code": int(g.error_code),
-                 "topics": [{"name": t.name, "partitions": _partitions(t)} for t in g.topics]}
+                 "topics": [{"name": t.name, "partitions": _partitions(t, stable, g.group_id)} for t in g.topics]}
                 for g in groups
             ],
         }
     one = OffsetFetchRequestGroup(body.group_id, _topics(body.topics))
     got = (await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, [one]), creates=False))[0]
-    topics = [{"name": t.name, "partitions": _partitions(t)} for t in got.topics]
+    topics = [{"name": t.name, "partitions": _partitions(t, stable, body.group_id)} for t in got.topics]
     if v < 2 and got.error_code != ErrorCode.NONE:
         # No top-level error before v2: every requested partition carries the group's error.
         topics = [
@@ -170,6 +181,7 @@ async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
 async def _offset_fetch_by_id(ctx: RequestContext, request: Request) -> Any:
     """v10+: topics by id in and out; unknown ids get UNKNOWN_TOPIC_ID without asking the coordinator."""
     coordinator = ctx.broker.group_service.coordinator
+    stable = ctx if request.body.require_stable else None
     topics = ctx.metadata.topics
     assert topics is not None
     wanted: list[OffsetFetchRequestGroup] = []
@@ -196,7 +208,7 @@ async def _offset_fetch_by_id(ctx: RequestContext, request: Request) -> Any:
         for t in g.topics:
             info = topics.get(t.name)
             if info is not None:  # a committed topic deleted since has no id to answer with
-                answered.append({"topic_id": info.topic_id, "partitions": _partitions(t)})
+                answered.append({"topic_id": info.topic_id, "partitions": _partitions(t, stable, g.group_id)})
         out.append({"group_id": g.group_id, "error_code": int(g.error_code),
                     "topics": answered + unknown.get(g.group_id, [])})  # fmt: skip
     return {"throttle_time_ms": 0, "groups": out}

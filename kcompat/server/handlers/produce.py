@@ -20,8 +20,10 @@ Version notes:
   of its partitions (never auto-created: an id names a topic that exists)
 KIP-951 leader hints (current_leader/node_endpoints) go with NOT_LEADER_OR_FOLLOWER, which this
 single leader of every partition never answers, so they are never sent.
-Not implemented: transactions (a transactional batch gets INVALID_TXN_STATE: no InitProducerId
-hands out a transactional producer id).
+Transactions (v1): a transactional batch needs the request's transactional_id, and its partition
+must be in the producer's open transaction (KIP-890 part 1, checked in process on one node):
+INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE for a partition not added
+(txn_service.py). v12's implicit add (transactions v2) is not implemented.
 
 Per partition, in Kafka's order: topic and partition known (an unknown topic is auto-created when
 auto.create.topics.enable is on), one whole valid batch (validate_batch: size, magic, CRC,
@@ -85,11 +87,9 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
             try:
                 if acks not in (-1, 0, 1):
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
-                if body.transactional_id is not None:
-                    raise ApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
                 if missing_id:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
-                resp.update(await _produce_partition(ctx, name, pd.index, pd.records, v))
+                resp.update(await _produce_partition(ctx, name, pd.index, pd.records, v, body.transactional_id))
             except ApiError as e:
                 failed = True
                 resp["error_code"] = int(e.error)
@@ -105,7 +105,9 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-async def _produce_partition(ctx: RequestContext, topic: str, partition: int, records: Any, v: int) -> dict[str, Any]:
+async def _produce_partition(
+    ctx: RequestContext, topic: str, partition: int, records: Any, v: int, txn_id: str | None
+) -> dict[str, Any]:
     t = ctx.metadata.topic(topic)
     if t is None:
         if not ctx.metadata.auto_create_topics:
@@ -115,6 +117,8 @@ async def _produce_partition(ctx: RequestContext, topic: str, partition: int, re
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     conf = ctx.metadata.log_config(t)
     h = _check_batch(records, conf, v)
+    if h.is_transactional:
+        ctx.broker.txn_service.verify_produce(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
     now = ctx.now_ms
     refused = check_records(records, h, conf, now, t.name, partition)
     if refused is not None:
@@ -160,8 +164,6 @@ def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:
         raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
     if h.compression == codecs.ZSTD and v < 7:
         raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
-    if h.is_transactional:
-        raise ApiError(ErrorCode.INVALID_TXN_STATE, "transactional batches are not supported")
     return h
 
 
@@ -180,6 +182,7 @@ def _recompress(batch: bytearray, h: BatchHeader, target: int) -> bytearray:
         producer_epoch=h.producer_epoch,
         base_sequence=h.base_sequence,
         partition_leader_epoch=h.partition_leader_epoch,
+        transactional=h.is_transactional,  # or its records would leave the transaction
     )
     assert len(out) >= LOG_OVERHEAD
     return bytearray(out)

@@ -1,0 +1,271 @@
+"""Transactions (v1) with real clients against `kcompat serve`: the Java client 4.x (commit, abort,
+read_committed vs read_uncommitted, fencing by a second instance), confluent-kafka and kafka-python
+(consume-transform-produce with send_offsets_to_transaction, an aborted round re-done), and a
+kill -9 in the middle of a transaction (aborted by its timeout after the restart, never visible to
+read_committed), with a ledger of committed transactions across kill -9 rounds (slow layer)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import ROOT, java_classpath, java_executable, kafka_tool
+
+from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
+from kcompat.testing import Broker, BrokerFactory
+
+pytestmark = pytest.mark.timeout(240)
+
+# Timeouts short enough for a test: an abandoned transaction is aborted within a few seconds.
+FAST_ABORT = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+
+
+def create(bootstrap: str, *topics: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
+        f.result()
+
+
+def read_values(bootstrap: str, topic: str, isolation: str, *, expect: int, timeout: float = 20.0) -> list[bytes]:
+    """Every value of partition 0 of `topic` a consumer with `isolation` sees, up to its end offset."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": isolation, "enable.auto.commit": False})  # fmt: skip
+    try:
+        tp = TopicPartition(topic, 0, 0)
+        c.assign([tp])
+        out: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append(m.value())
+                continue
+            if len(out) >= expect and m is None:
+                break  # what was expected, and nothing more at once (more would fail the equality)
+        return out
+    finally:
+        c.close()
+
+
+# --- Java ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "jars", [pytest.param(KAFKA_JARS, id="4.x"), pytest.param(KAFKA_CLIENTS_39_JARS, id="3.9", marks=pytest.mark.slow)]
+)
+def test_java_commit_abort_read_committed_and_fencing(kcompat_broker: Broker, tmp_path: Path, jars: Path) -> None:
+    create(kcompat_broker.bootstrap, "jtx")
+    classes = compile_java(tmp_path / "classes", jars, ROOT / "compat_tests" / "java" / "Transactions.java")
+    cp = f"{classes}:{java_classpath(jars)}"
+    proc = subprocess.run([java_executable(), *JVM, "-cp", cp, "Transactions", kcompat_broker.bootstrap, "jtx"],
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    got = {k: v for line in lines for k, v in line.items()}
+    committed = [f"c{i}" for i in range(5)] + [f"d{i}" for i in range(5)]
+    assert got["committed"] == committed
+    assert got["uncommitted"] == [f"{p}{i}" for p in "cad" for i in range(5)]
+    assert got["fenced"] == "ProducerFencedException"
+    assert got["after_fence"] == [*committed, "second"]  # the zombie's record was aborted
+
+
+# --- confluent-kafka: consume-transform-produce -------------------------------------------------
+
+
+def test_confluent_consume_transform_produce_exactly_once(kcompat_broker: Broker) -> None:
+    bs = kcompat_broker.bootstrap
+    create(bs, "ctp-in", "ctp-out")
+    src = Producer({"bootstrap.servers": bs})
+    for i in range(30):
+        src.produce("ctp-in", value=b"%d" % i)
+    src.flush(10)
+
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": "ctp", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})  # fmt: skip
+    consumer.subscribe(["ctp-in"])
+    producer = Producer({"bootstrap.servers": bs, "transactional.id": "ctp-tx", "transaction.timeout.ms": 20000})
+    producer.init_transactions(20)
+    rounds = 0
+    done = 0
+    deadline = time.monotonic() + 60
+    while done < 30 and time.monotonic() < deadline:
+        msgs = [m for m in consumer.consume(10, 1.0) if not m.error()]
+        if not msgs:
+            continue
+        producer.begin_transaction()
+        for m in msgs:
+            producer.produce("ctp-out", value=b"x" + m.value())
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 20)  # fmt: skip
+        rounds += 1
+        if rounds == 2:
+            # Abort one round: its output must never be seen, its input must be processed again.
+            producer.abort_transaction(20)
+            committed = consumer.committed(consumer.assignment(), 10)
+            for tp in committed:
+                consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+            continue
+        producer.commit_transaction(20)
+        done = int(msgs[-1].value()) + 1
+    consumer.close()
+    assert done == 30 and rounds >= 3
+    out = read_values(bs, "ctp-out", "read_committed", expect=30)
+    assert out == [b"x%d" % i for i in range(30)]  # each input exactly once, in order
+    everything = read_values(bs, "ctp-out", "read_uncommitted", expect=31)
+    assert len(everything) > 30  # the aborted round is in the log, only hidden
+    check = Consumer({"bootstrap.servers": bs, "group.id": "ctp"})
+    assert [tp.offset for tp in check.committed([TopicPartition("ctp-in", 0)], 10)] == [30]
+    check.close()
+
+
+# --- kafka-python -------------------------------------------------------------------------------
+
+
+def test_kafka_python_commit_abort_and_send_offsets(kcompat_broker: Broker) -> None:
+    kafka = pytest.importorskip("kafka")
+    bs = kcompat_broker.bootstrap
+    create(bs, "kp-in", "kp-out")
+    src = Producer({"bootstrap.servers": bs})
+    for i in range(6):
+        src.produce("kp-in", value=b"%d" % i)
+    src.flush(10)
+    consumer = kafka.KafkaConsumer("kp-in", bootstrap_servers=bs, group_id="kp", auto_offset_reset="earliest",
+                                   enable_auto_commit=False, isolation_level="read_committed")  # fmt: skip
+    producer = kafka.KafkaProducer(bootstrap_servers=bs, transactional_id="kp-tx")
+    producer.init_transactions()
+    got: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 6 and time.monotonic() < deadline:
+        for recs in consumer.poll(timeout_ms=500).values():
+            got.extend(recs)
+    assert [int(r.value) for r in got] == list(range(6))
+    producer.begin_transaction()
+    producer.send("kp-out", b"aborted")
+    producer.flush()
+    producer.abort_transaction()
+    producer.begin_transaction()
+    for r in got:
+        producer.send("kp-out", b"y" + r.value)
+    tp = kafka.TopicPartition("kp-in", 0)
+    producer.send_offsets_to_transaction({tp: kafka.OffsetAndMetadata(6, "", -1)}, consumer.group_metadata())
+    producer.commit_transaction()
+    producer.close()
+    consumer.close()
+    assert read_values(bs, "kp-out", "read_committed", expect=6) == [b"y%d" % i for i in range(6)]
+    check = Consumer({"bootstrap.servers": bs, "group.id": "kp"})
+    assert [t.offset for t in check.committed([TopicPartition("kp-in", 0)], 10)] == [6]
+    check.close()
+
+
+# --- kill -9 ------------------------------------------------------------------------------------
+
+
+def test_kill9_mid_transaction_is_aborted_at_timeout(kcompat_broker_factory: BrokerFactory) -> None:
+    broker = kcompat_broker_factory(FAST_ABORT)
+    bs = broker.bootstrap
+    create(bs, "k9")
+    open_txn = Producer({"bootstrap.servers": bs, "transactional.id": "k9-open", "transaction.timeout.ms": 3000})
+    open_txn.init_transactions(20)
+    open_txn.begin_transaction()
+    for i in range(5):
+        open_txn.produce("k9", value=b"never-%d" % i)
+    open_txn.flush(10)
+    broker.kill()
+    broker.restart(clean=False)
+    # A committed transaction after the open one: read_committed sees it only once the LSO moves,
+    # i.e. once the coordinator (reloaded from __transaction_state) aborted the open one.
+    committer = Producer({"bootstrap.servers": bs, "transactional.id": "k9-commit"})
+    committer.init_transactions(20)
+    committer.begin_transaction()
+    committer.produce("k9", value=b"committed")
+    committer.commit_transaction(20)
+    assert read_values(bs, "k9", "read_committed", expect=1, timeout=30) == [b"committed"]
+    assert b"never-0" in read_values(bs, "k9", "read_uncommitted", expect=6)
+    with pytest.raises(KafkaException):
+        open_txn.commit_transaction(10)  # fenced by the timeout's epoch bump
+
+
+@pytest.mark.slow
+def test_kill9_ledger_of_committed_transactions(kcompat_broker_factory: BrokerFactory) -> None:
+    """Rounds of transactions (some aborted, one left open at each kill -9), the broker killed and
+    restarted between rounds: read_committed shows every committed record exactly once, in order,
+    and no record of an aborted or abandoned transaction."""
+    broker = kcompat_broker_factory(FAST_ABORT)
+    bs = broker.bootstrap
+    create(bs, "ledger")
+    committed: list[bytes] = []
+    seq = 0
+    for rnd in range(5):
+        p = Producer({"bootstrap.servers": bs, "transactional.id": "ledger-tx", "transaction.timeout.ms": 3000})
+        p.init_transactions(30)  # after a kill: fences what the last round left open
+        for t in range(4):
+            p.begin_transaction()
+            batch = [b"r%d-t%d-%d" % (rnd, t, i) for i in range(seq, seq + 10)]
+            seq += 10
+            for v in batch:
+                p.produce("ledger", value=v)
+            if t == 2:
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+                committed.extend(batch)
+        p.begin_transaction()  # left open: the kill comes in its middle
+        for i in range(5):
+            p.produce("ledger", value=b"open-%d-%d" % (rnd, i))
+        p.flush(10)
+        broker.kill()
+        broker.restart(clean=False)
+    final = Producer({"bootstrap.servers": bs, "transactional.id": "ledger-tx"})
+    final.init_transactions(30)  # aborts the last open transaction at once
+    seen = read_values(bs, "ledger", "read_committed", expect=len(committed), timeout=60)
+    assert seen == committed, f"{len(seen)} seen, {len(committed)} committed"
+
+
+@pytest.mark.slow
+def test_kafka_transactions_tool_lists_and_describes(kcompat_broker: Broker) -> None:
+    bs = kcompat_broker.bootstrap
+    create(bs, "tool")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "tool-tx"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce("tool", value=b"v")
+    p.flush(10)
+    listed = kafka_tool("kafka-transactions", "--bootstrap-server", bs, "list").stdout
+    assert "tool-tx" in listed and "Ongoing" in listed, listed
+    described = kafka_tool("kafka-transactions", "--bootstrap-server", bs, "describe", "--transactional-id",
+                           "tool-tx").stdout  # fmt: skip
+    assert "Ongoing" in described and "tool-0" in described, described
+    p.commit_transaction(20)
+    described = kafka_tool("kafka-transactions", "--bootstrap-server", bs, "describe", "--transactional-id",
+                           "tool-tx").stdout  # fmt: skip
+    assert "CompleteCommit" in described, described
+    # A hanging transaction: describe-producers shows where it starts, abort writes its ABORT marker.
+    hang = Producer({"bootstrap.servers": bs, "transactional.id": "hang-tx", "transaction.timeout.ms": 600000})
+    hang.init_transactions(20)
+    hang.begin_transaction()
+    hang.produce("tool", value=b"hanging")
+    hang.flush(10)
+    producers = kafka_tool("kafka-transactions", "--bootstrap-server", bs, "describe-producers", "--topic", "tool",
+                           "--partition", "0").stdout  # fmt: skip
+    start = [line.split() for line in producers.splitlines() if line.split() and line.split()[-1] == "2"]
+    assert start, producers  # the hanging transaction starts at offset 2 (after "v" and its marker)
+    kafka_tool("kafka-transactions", "--bootstrap-server", bs, "abort", "--topic", "tool", "--partition", "0",
+               "--start-offset", "2")  # fmt: skip
+    assert read_values(bs, "tool", "read_committed", expect=1) == [b"v"]
+    low_high = Consumer({"bootstrap.servers": bs, "group.id": "lso", "isolation.level": "read_committed"})
+    _, lso = low_high.get_watermark_offsets(TopicPartition("tool", 0), timeout=10, cached=False)
+    low_high.close()
+    assert lso == 4  # "v", COMMIT, "hanging", ABORT: nothing open any more
+    # Kafka's own DumpLogSegments reads our .txnindex (34-byte AbortedTxn entries) and our markers.
+    part = kcompat_broker.data_dir / "tool-0"
+    txnindex = kafka_tool("kafka-dump-log", "--files", str(part / "00000000000000000000.txnindex")).stdout
+    assert "firstOffset: 2 lastOffset: 3 lastStableOffset: 4" in txnindex, txnindex
+    log = kafka_tool("kafka-dump-log", "--print-data-log", "--files", str(part / "00000000000000000000.log")).stdout
+    assert "endTxnMarker: COMMIT" in log and "endTxnMarker: ABORT" in log, log

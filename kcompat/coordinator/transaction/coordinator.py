@@ -1,0 +1,252 @@
+"""TransactionCoordinator: Kafka's transaction decisions (TransactionCoordinator.scala, TV1), pure.
+
+Every operation takes the time and returns a TxnResult: the error (or producer id and epoch) to
+answer, the `__transaction_state` records to append BEFORE answering, and the markers to write
+(a MarkerJob). After a MarkerJob's markers are all in their partitions the server calls
+`complete`, which moves Prepare* to Complete* and returns that record. The state is changed at
+once, as the records are appended synchronously on the single node: no two requests interleave
+between a decision and its record.
+
+Errors, as Kafka's coordinator answers them:
+  InitProducerId  timeout <= 0 or over transaction.max.timeout.ms: INVALID_TRANSACTION_TIMEOUT;
+                  markers pending: CONCURRENT_TRANSACTIONS; a KIP-360 producer id/epoch that is
+                  not the current (or just-bumped) one: PRODUCER_FENCED; an open transaction: the
+                  epoch is bumped (fencing the old instance), the transaction aborted, and the
+                  caller retries on CONCURRENT_TRANSACTIONS.
+  AddPartitions / AddOffsets / EndTxn  unknown id or another producer id:
+                  INVALID_PRODUCER_ID_MAPPING; another epoch: PRODUCER_FENCED; markers pending:
+                  CONCURRENT_TRANSACTIONS; EndTxn without a transaction (or the opposite of the
+                  one completing): INVALID_TXN_STATE; a retried EndTxn of a completed one: NONE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kcompat.coordinator.transaction.log_records import (
+    decode,
+    encode_key,
+    encode_value,
+    transaction_partition,
+)
+from kcompat.coordinator.transaction.state import (
+    COMPLETED,
+    PREPARING,
+    TopicPartition,
+    TransactionMetadata,
+)
+from kcompat.coordinator.transaction.state import TransactionState as S
+from kcompat.wire.error_codes import ErrorCode
+
+MAX_EPOCH = 0x7FFF - 1  # Short.MaxValue - 1: a bump past it takes a new producer id
+
+
+@dataclass(frozen=True)
+class TxnConfig:
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
+    num_partitions: int = 50  # transaction.state.log.num.partitions
+
+
+@dataclass(frozen=True)
+class MarkerJob:
+    """Write a COMMIT or ABORT marker for producer_id/epoch into each partition, then `complete`."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: tuple[TopicPartition, ...]
+
+
+# (partition of __transaction_state, key, value or None)
+TxnRecord = tuple[int, bytes, bytes | None]
+
+
+@dataclass
+class TxnResult:
+    error: ErrorCode = ErrorCode.NONE
+    producer_id: int = -1
+    producer_epoch: int = -1
+    records: list[TxnRecord] = field(default_factory=list)
+    markers: MarkerJob | None = None
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig) -> None:
+        self.config = config
+        self.txns: dict[str, TransactionMetadata] = {}
+        self._by_producer: dict[int, str] = {}
+
+    # --- records ---
+
+    def _record(self, m: TransactionMetadata) -> TxnRecord:
+        p = transaction_partition(m.transactional_id, self.config.num_partitions)
+        return p, encode_key(m.transactional_id), encode_value(m)
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one `__transaction_state` record at load (DecodeError for bytes that are not one)."""
+        txn_id, m = decode(key, value)
+        old = self.txns.pop(txn_id, None)
+        if old is not None:
+            self._by_producer.pop(old.producer_id, None)
+        if m is not None:
+            self.txns[txn_id] = m
+            self._by_producer[m.producer_id] = txn_id
+
+    def pending_markers(self) -> list[MarkerJob]:
+        """After load: the transactions whose markers a crash may have left unwritten."""
+        return [self._job(m) for m in self.txns.values() if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
+
+    # --- lookups ---
+
+    def transactional_id_of(self, producer_id: int) -> str | None:
+        return self._by_producer.get(producer_id)
+
+    def in_transaction(self, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode:
+        """KIP-890 part 1, the leader's check of a transactional batch: is `tp` in the open transaction?"""
+        txn_id = self._by_producer.get(producer_id)
+        m = self.txns.get(txn_id) if txn_id is not None else None
+        if m is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch < m.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if m.state is not S.ONGOING or producer_epoch != m.producer_epoch or tp not in m.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    # --- requests ---
+
+    def init_producer_id(
+        self,
+        txn_id: str,
+        timeout_ms: int,
+        now_ms: int,
+        new_producer_id: Callable[[], int],
+        expected_producer_id: int = -1,
+        expected_epoch: int = -1,
+    ) -> TxnResult:
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return TxnResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        m = self.txns.get(txn_id)
+        if m is None:
+            m = TransactionMetadata(txn_id, new_producer_id(), 0, timeout_ms, txn_last_update_ms=now_ms)
+            self.txns[txn_id] = m
+            self._by_producer[m.producer_id] = txn_id
+            return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
+        if m.state in PREPARING or m.state is S.DEAD:
+            return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if expected_producer_id != -1:
+            if expected_producer_id == m.producer_id and expected_epoch == m.last_producer_epoch != -1:
+                if m.state in COMPLETED:  # a retry of the bump that already happened
+                    return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
+            elif (expected_producer_id, expected_epoch) != (m.producer_id, m.producer_epoch):
+                return TxnResult(ErrorCode.PRODUCER_FENCED)
+        if m.state is S.ONGOING:
+            # A new instance: fence the old one with a new epoch and abort what it left open.
+            result = self._fence_and_abort(m, now_ms, new_producer_id)
+            result.error = ErrorCode.CONCURRENT_TRANSACTIONS
+            return result
+        self._bump(m, new_producer_id)
+        m.txn_timeout_ms = timeout_ms
+        m.partitions.clear()
+        m.transition(S.EMPTY, now_ms)
+        m.txn_start_ms = -1
+        return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
+
+    def add_partitions(
+        self, txn_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition], now_ms: int
+    ) -> TxnResult:
+        m, error = self._check(txn_id, producer_id, epoch)
+        if m is None:
+            return TxnResult(error)
+        if m.state in PREPARING or m.state is S.DEAD:
+            return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        new = set(partitions)
+        if m.state is S.ONGOING and new <= m.partitions:
+            return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
+        if m.state in COMPLETED:
+            m.partitions.clear()
+        m.partitions |= new
+        m.transition(S.ONGOING, now_ms)
+        return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
+
+    def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> TxnResult:
+        m, error = self._check(txn_id, producer_id, epoch)
+        if m is None:
+            return TxnResult(error)
+        done, preparing = (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        if m.state is S.ONGOING:
+            m.transition(preparing, now_ms)
+            return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)], self._job(m))
+        if m.state is done:
+            return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)  # a retry
+        if m.state is preparing or m.state is S.DEAD or m.state is S.PREPARE_EPOCH_FENCE:
+            return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return TxnResult(ErrorCode.INVALID_TXN_STATE)
+
+    def complete(self, job: MarkerJob, now_ms: int) -> TxnResult:
+        """Every marker of `job` is written: Prepare* -> Complete*."""
+        m = self.txns.get(job.transactional_id)
+        if m is None or m.producer_id != job.producer_id or m.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return TxnResult()
+        m.transition(S.COMPLETE_COMMIT if m.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT, now_ms)
+        m.partitions.clear()
+        return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
+
+    # --- time ---
+
+    def abort_timed_out(self, now_ms: int, new_producer_id: Callable[[], int]) -> list[TxnResult]:
+        """Open transactions past their timeout: epoch bumped (the producer is fenced), aborted."""
+        return [
+            self._fence_and_abort(m, now_ms, new_producer_id)
+            for m in list(self.txns.values())
+            if m.state is S.ONGOING and m.txn_start_ms + m.txn_timeout_ms < now_ms
+        ]
+
+    def expire(self, now_ms: int) -> list[TxnRecord]:
+        """Transactional ids idle for transactional.id.expiration.ms: removed, tombstones to write."""
+        out: list[TxnRecord] = []
+        for m in list(self.txns.values()):
+            if m.state in COMPLETED and m.txn_last_update_ms + self.config.id_expiration_ms < now_ms:
+                m.transition(S.DEAD, now_ms)
+                del self.txns[m.transactional_id]
+                self._by_producer.pop(m.producer_id, None)
+                p = transaction_partition(m.transactional_id, self.config.num_partitions)
+                out.append((p, encode_key(m.transactional_id), None))
+        return out
+
+    # --- helpers ---
+
+    def _check(self, txn_id: str, producer_id: int, epoch: int) -> tuple[TransactionMetadata | None, ErrorCode]:
+        m = self.txns.get(txn_id)
+        if m is None or m.producer_id != producer_id:
+            return None, ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if m.producer_epoch != epoch:
+            return None, ErrorCode.PRODUCER_FENCED
+        return m, ErrorCode.NONE
+
+    def _bump(self, m: TransactionMetadata, new_producer_id: Callable[[], int]) -> None:
+        if m.producer_epoch >= MAX_EPOCH:
+            self._by_producer.pop(m.producer_id, None)
+            m.producer_id, m.producer_epoch, m.last_producer_epoch = new_producer_id(), 0, -1
+            self._by_producer[m.producer_id] = m.transactional_id
+        else:
+            m.last_producer_epoch = m.producer_epoch
+            m.producer_epoch += 1
+
+    def _fence_and_abort(
+        self, m: TransactionMetadata, now_ms: int, new_producer_id: Callable[[], int]
+    ) -> TxnResult:
+        m.transition(S.PREPARE_EPOCH_FENCE, now_ms)
+        if m.producer_epoch < MAX_EPOCH:  # at the limit the abort keeps the epoch; the next init takes a new id
+            m.last_producer_epoch = m.producer_epoch
+            m.producer_epoch += 1
+        m.transition(S.PREPARE_ABORT, now_ms)
+        return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)], self._job(m))
+
+    def _job(self, m: TransactionMetadata) -> MarkerJob:
+        return MarkerJob(
+            m.transactional_id, m.producer_id, m.producer_epoch, m.state is S.PREPARE_COMMIT, tuple(sorted(m.partitions))
+        )

@@ -1,0 +1,201 @@
+"""Transactions (v1): AddPartitionsToTxn (24) v0-5, AddOffsetsToTxn (25) v0-4, EndTxn (26) v0-4,
+TxnOffsetCommit (28) v0-4; InitProducerId with a transactional id is in init_producer_id.py and
+FindCoordinator key type 1 in groups.py. The decisions are the TransactionCoordinator's
+(kcompat.coordinator.transaction), applied by txn_service.py.
+
+Version notes:
+* PRODUCER_FENCED exists from v2 of AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+  (KIP-588); older versions get INVALID_PRODUCER_EPOCH for it, as Kafka answers them
+* AddPartitionsToTxn v3: flexible;  v4: several transactions per request and VerifyOnly (KIP-890
+  part 1: the answer says, per partition, whether it is in the open transaction; nothing changes),
+  with a top-level error code;  v5: TRANSACTION_ABORTABLE may be returned (never here)
+* AddOffsetsToTxn v3: flexible;  v4: TRANSACTION_ABORTABLE may be returned (never here)
+* EndTxn v3: flexible;  v4: TRANSACTION_ABORTABLE. v5 (transactions v2, an epoch bump on every
+  end) is not served: `transaction.version` is never finalized, so clients stay on v1
+* TxnOffsetCommit v2: committed_leader_epoch;  v3: generation_id/member_id/group_instance_id
+  (KIP-447: a zombie's commit is refused as OffsetCommit's would be);  v4: TRANSACTION_ABORTABLE.
+  v5 (the implicit AddOffsetsToTxn of transactions v2) is not served
+* WriteTxnMarkers (27) v1-2 (v0 is gone in Kafka 4): markers written straight into the partitions,
+  as AdminClient.abortTransaction does for a hanging transaction (the coordinator writes its own
+  markers in process). A marker older than the partition's producer epoch: INVALID_PRODUCER_EPOCH;
+  an unknown partition: UNKNOWN_TOPIC_OR_PARTITION. v2's transaction_version is accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcompat.coordinator import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from kcompat.server.broker import CloseConnection, RequestContext
+from kcompat.server.group_service import CoordinatorUnavailable
+from kcompat.server.registry import handles
+from kcompat.storage.topic_store import CONSUMER_OFFSETS
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
+from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
+from kcompat.wire.messages.end_txn import END_TXN
+from kcompat.wire.messages.txn_offset_commit import TXN_OFFSET_COMMIT
+from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
+from kcompat.wire.protocol import Request
+
+FENCED_CODE_VERSION = 2  # the first version of these APIs that knows PRODUCER_FENCED
+BATCHED = 4  # AddPartitionsToTxn: several transactions, VerifyOnly
+
+
+def fenced_as(error: ErrorCode, version: int, since: int = FENCED_CODE_VERSION) -> int:
+    if error == ErrorCode.PRODUCER_FENCED and version < since:
+        return int(ErrorCode.INVALID_PRODUCER_EPOCH)
+    return int(error)
+
+
+# --- AddPartitionsToTxn ------------------------------------------------------------------------
+
+
+@handles(ADD_PARTITIONS_TO_TXN, "0-5")
+async def add_partitions_to_txn(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    v = request.api_version
+    if v < BATCHED:
+        results = await _add_partitions(
+            ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, v,
+        )  # fmt: skip
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+    out = []
+    for txn in body.transactions:
+        results = await _add_partitions(
+            ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only, v
+        )
+        out.append({"transactional_id": txn.transactional_id, "topic_results": results})
+    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out}
+
+
+async def _add_partitions(
+    ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool, v: int
+) -> list[dict[str, Any]]:
+    svc = ctx.broker.txn_service
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    codes: dict[tuple[str, int], int] = {}
+    unknown = [tp for tp in wanted if not _partition_exists(ctx, *tp)]
+    if verify_only:
+        for tp in wanted:
+            m = svc.coordinator.txns.get(txn_id)
+            if m is None or m.producer_id != pid:
+                codes[tp] = int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            else:
+                codes[tp] = int(svc.coordinator.in_transaction(pid, epoch, tp))
+    elif unknown:
+        # Kafka adds nothing when a partition is unknown: those get the error, the others OPERATION_NOT_ATTEMPTED.
+        for tp in wanted:
+            codes[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED)
+    else:
+        r = await svc.run(lambda now: svc.coordinator.add_partitions(txn_id, pid, epoch, wanted, now))
+        codes = dict.fromkeys(wanted, fenced_as(r.error, v))
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for (topic, p), code in codes.items():
+        by_topic.setdefault(topic, []).append({"partition_index": p, "partition_error_code": code})
+    return [{"name": t, "results_by_partition": parts} for t, parts in by_topic.items()]
+
+
+def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    t = ctx.metadata.topic(topic)
+    return t is not None and 0 <= partition < t.partitions
+
+
+# --- AddOffsetsToTxn ---------------------------------------------------------------------------
+
+
+@handles(ADD_OFFSETS_TO_TXN, "0-4")
+async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    svc = ctx.broker.txn_service
+    await ctx.broker.group_service.ensure_topic()
+    tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
+    r = await svc.run(
+        lambda now: svc.coordinator.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch, [tp], now)
+    )
+    return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version)}
+
+
+# --- EndTxn ------------------------------------------------------------------------------------
+
+
+@handles(END_TXN, "0-4")
+async def end_txn(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    svc = ctx.broker.txn_service
+    r = await svc.run(
+        lambda now: svc.coordinator.end_txn(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.committed, now
+        )
+    )
+    return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version)}
+
+
+# --- TxnOffsetCommit ---------------------------------------------------------------------------
+
+
+@handles(TXN_OFFSET_COMMIT, "0-4")
+async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    v = request.api_version
+    svc = ctx.broker.txn_service
+    groups = ctx.broker.group_service
+
+    def answer(code: int) -> Any:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                            for p in t.partitions]} for t in body.topics]}  # fmt: skip
+
+    if not body.group_id:
+        return answer(int(ErrorCode.INVALID_GROUP_ID))
+    await groups.ensure_topic()
+    tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
+    m = svc.coordinator.txns.get(body.transactional_id)
+    if m is None or m.producer_id != body.producer_id:
+        return answer(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+    error = svc.coordinator.in_transaction(body.producer_id, body.producer_epoch, tp)
+    if error == ErrorCode.INVALID_PRODUCER_EPOCH:
+        return answer(fenced_as(ErrorCode.PRODUCER_FENCED, v))
+    if error:  # AddOffsetsToTxn did not come first (or the transaction is ending)
+        return answer(int(ErrorCode.INVALID_TXN_STATE))
+    topics = [
+        OffsetCommitRequestTopic(t.name, [
+            OffsetCommitRequestPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                                         p.committed_metadata) for p in t.partitions])
+        for t in body.topics
+    ]  # fmt: skip
+    try:
+        resp = await groups.run(
+            lambda now: groups.coordinator.txn_commit_offsets(
+                now, group_id=body.group_id, producer_id=body.producer_id, topics=topics,
+                generation_id=body.generation_id, member_id=body.member_id,
+                group_instance_id=body.group_instance_id, partition_exists=groups.partition_exists,
+            ),
+            producer=(body.producer_id, body.producer_epoch),
+        )  # fmt: skip
+    except CoordinatorUnavailable:
+        raise CloseConnection("the group coordinator is shutting down") from None
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)}
+                                        for p in t.partitions]} for t in resp]}  # fmt: skip
+
+
+# --- WriteTxnMarkers ---------------------------------------------------------------------------
+
+
+@handles(WRITE_TXN_MARKERS, "1-2")
+async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
+    svc = ctx.broker.txn_service
+    out = []
+    for m in request.body.markers:
+        topics = []
+        for t in m.topics:
+            parts = []
+            for p in t.partition_indexes:
+                error = svc.write_marker(t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
+                                         m.coordinator_epoch)  # fmt: skip
+                parts.append({"partition_index": p, "error_code": int(error)})
+            topics.append({"name": t.name, "partitions": parts})
+        out.append({"producer_id": m.producer_id, "topics": topics})
+    return {"markers": out}

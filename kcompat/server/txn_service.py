@@ -1,0 +1,292 @@
+"""The broker's side of the transaction coordinator: `__transaction_state`, markers and timers.
+
+TransactionCoordinator (kcompat.coordinator.transaction) is pure; this gives it what it lacks:
+
+    handler --service.run(lambda now: coordinator.end_txn(...))--> TxnResult
+       1. records -> appended to __transaction_state (partition of the transactional id), before
+                     anything is answered
+       2. markers -> a COMMIT/ABORT control batch appended to every partition of the transaction
+                     through ReplicaManager.append (parked fetches wake: the LSO moved); a marker
+                     on __consumer_offsets also settles the producer's pending offsets in the group
+                     coordinator; then `complete` and its record (Complete*)
+       3. the answer
+
+On one node every step is a synchronous append with no await between, so the markers are written
+before the EndTxn is even answered (Kafka answers after PrepareCommit and writes them after; a
+client cannot tell). A marker the disk refuses leaves the transaction in Prepare*: the timer
+retries it, and a restart writes the markers of every transaction it finds in Prepare*.
+
+Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, open transactions past
+their timeout are aborted (their producer fenced); every
+transaction.remove.expired.transaction.cleanup.interval.ms, idle transactional ids expire.
+`__transaction_state` is created on first need (transaction.state.log.num.partitions, compacted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kcompat.coordinator.records import offsets_partition
+from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult
+from kcompat.coordinator.transaction.coordinator import TxnRecord
+from kcompat.log.errors import LogError
+from kcompat.log.partition_log import PartitionLog
+from kcompat.server.errors import ApiError
+from kcompat.server.group_service import GroupService
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo
+from kcompat.wire.control_batch import end_txn_marker
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.record_batch import read_header, split_batches
+from kcompat.wire.records import Record, build_batch, decode_batch
+
+log = logging.getLogger("kcompat.server.transactions")
+
+_REPLAY_READ_BYTES = 1 << 20
+COORDINATOR_EPOCH = 0  # one node, never a new coordinator
+
+
+class TransactionService:
+    """One per broker: `broker.txn_service`. See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        now_ms: Callable[[], int],
+        setting: Callable[[str], Any],
+        lookup: Callable[[str], TopicInfo | None],
+        create: Callable[[str], Any],
+        partition_log: Callable[[str, int], PartitionLog],
+        append: Callable[..., Any],
+        new_producer_id: Callable[[], int],
+        groups: GroupService,
+    ) -> None:
+        self.now_ms = now_ms
+        self._setting = setting
+        self._lookup = lookup
+        self._create = create
+        self._partition_log = partition_log
+        self._append = append
+        self._new_producer_id = new_producer_id
+        self.groups = groups
+        self._coordinator: TransactionCoordinator | None = None
+        self._retry: list[MarkerJob] = []
+        self._timers: list[asyncio.Task[None]] = []
+
+    @property
+    def coordinator(self) -> TransactionCoordinator:
+        assert self._coordinator is not None, "TransactionService.start() builds the coordinator"
+        return self._coordinator
+
+    # --- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Replay `__transaction_state`, finish what a crash left in Prepare*, start the timers
+        (after the group service loaded: markers settle its pending offsets)."""
+        existing = self._lookup(TRANSACTION_STATE)  # its partition count wins over a changed setting
+        self._coordinator = TransactionCoordinator(
+            TxnConfig(
+                max_timeout_ms=int(self._setting("transaction.max.timeout.ms")),
+                id_expiration_ms=int(self._setting("transactional.id.expiration.ms")),
+                num_partitions=existing.partitions
+                if existing is not None
+                else int(self._setting("transaction.state.log.num.partitions")),
+            )
+        )
+        if self._lookup(TRANSACTION_STATE) is not None:
+            pairs = await asyncio.to_thread(self._read_all)
+            for key, value in pairs:
+                try:
+                    self.coordinator.replay(key, value)
+                except DecodeError as e:
+                    log.error("skipping an unreadable %s record: %s", TRANSACTION_STATE, e)
+            for job in self.coordinator.pending_markers():
+                self._write_markers(job)
+            if pairs:
+                log.info("loaded %d transactional id(s) from %s", len(self.coordinator.txns), TRANSACTION_STATE)
+        abort_every = int(self._setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+        expire_every = int(self._setting("transaction.remove.expired.transaction.cleanup.interval.ms"))
+        self._timers = [
+            asyncio.create_task(self._every(abort_every, self.abort_timed_out), name="txn-timeouts"),
+            asyncio.create_task(self._every(expire_every, self.expire_ids), name="txn-expiry"),
+        ]
+
+    async def close(self) -> None:
+        for t in self._timers:
+            t.cancel()
+        for t in self._timers:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("transaction coordinator timer failed")
+        self._timers = []
+
+    async def _every(self, interval_ms: int, step: Callable[[], None]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                step()
+            except Exception:
+                log.exception("transaction coordinator timer failed")
+
+    # --- requests ------------------------------------------------------------------------------
+
+    async def ensure_topic(self) -> TopicInfo:
+        t = self._lookup(TRANSACTION_STATE)
+        if t is None:
+            t = await self._create(TRANSACTION_STATE)
+        assert t is not None
+        return t
+
+    async def run(self, call: Callable[[int], TxnResult]) -> TxnResult:
+        """Call the coordinator with the current time, store what it decided and write its markers."""
+        try:
+            await self.ensure_topic()
+        except ApiError as e:
+            log.error("cannot create %s: %s", TRANSACTION_STATE, e.message or e.error.name)
+            return TxnResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        result = call(self.now_ms())
+        self._apply(result)
+        return result
+
+    def new_producer_id(self) -> int:
+        return self._new_producer_id()
+
+    def verify_produce(self, txn_id: str | None, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+        """A transactional batch may be appended only inside its producer's open transaction on
+        that partition (KIP-890 part 1, in process); ApiError otherwise."""
+        if txn_id is None:
+            raise ApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "a transactional batch needs a transactional id")
+        if self._coordinator is None:
+            raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not self._setting("transaction.partition.verification.enable"):
+            return
+        error = self.coordinator.in_transaction(producer_id, epoch, (topic, partition))
+        if error == ErrorCode.INVALID_PRODUCER_EPOCH:
+            raise ApiError(error, f"producer {producer_id} epoch {epoch} is fenced")
+        if error:
+            raise ApiError(ErrorCode.INVALID_TXN_STATE, f"{topic}-{partition} is not in the transaction of producer {producer_id}")
+
+    def offsets_partition_of(self, group_id: str) -> int:
+        t = self._lookup(CONSUMER_OFFSETS)
+        n = t.partitions if t is not None else int(self._setting("offsets.topic.num.partitions"))
+        return offsets_partition(group_id, n)
+
+    # --- time ----------------------------------------------------------------------------------
+
+    def abort_timed_out(self) -> None:
+        for job in self._retry[:]:
+            self._retry.remove(job)
+            self._write_markers(job)
+        if self._coordinator is None or self._lookup(TRANSACTION_STATE) is None:
+            return
+        for result in self.coordinator.abort_timed_out(self.now_ms(), self._new_producer_id):
+            if result.markers is not None:
+                log.info("aborting transaction %s: past its timeout", result.markers.transactional_id)
+            self._apply(result)
+
+    def expire_ids(self) -> None:
+        if self._coordinator is not None and self._lookup(TRANSACTION_STATE) is not None:
+            self._store(self.coordinator.expire(self.now_ms()))
+
+    # --- effects -------------------------------------------------------------------------------
+
+    def _apply(self, result: TxnResult) -> None:
+        self._store(result.records)
+        if result.markers is not None:
+            self._write_markers(result.markers)
+
+    def _store(self, records: list[TxnRecord]) -> None:
+        if not records:
+            return
+        t = self._lookup(TRANSACTION_STATE)
+        if t is None:
+            log.error("%s is missing; %d transaction record(s) not stored", TRANSACTION_STATE, len(records))
+            return
+        now = self.now_ms()
+        by_partition: dict[int, list[Record]] = {}
+        for p, key, value in records:
+            part = by_partition.setdefault(p % t.partitions, [])
+            part.append(Record(len(part), now, key, value))
+        for p, recs in by_partition.items():
+            try:
+                self._append(TRANSACTION_STATE, p, bytearray(build_batch(recs)), leader_epoch=t.leader_epoch, now_ms=now)
+            except LogError as e:
+                log.error("cannot store %d record(s) in %s-%d: %s", len(recs), TRANSACTION_STATE, p, e)
+
+    def _write_markers(self, job: MarkerJob) -> None:
+        now = self.now_ms()
+        failed = False
+        for topic, partition in job.partitions:
+            t = self._lookup(topic)
+            if t is None or partition >= t.partitions:
+                continue  # deleted since: nothing left to mark
+            marker = end_txn_marker(
+                job.producer_id, job.producer_epoch, commit=job.commit, coordinator_epoch=COORDINATOR_EPOCH,
+                timestamp_ms=now,
+            )  # fmt: skip
+            try:
+                self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
+            except LogError as e:
+                log.error("cannot write the %s marker of %s to %s-%d: %s", "COMMIT" if job.commit else "ABORT",
+                          job.transactional_id, topic, partition, e)  # fmt: skip
+                failed = True
+                continue
+            if topic == CONSUMER_OFFSETS:
+                self.groups.coordinator.txn_offsets.complete(job.producer_id, job.commit)
+        if failed:
+            self._retry.append(job)
+            return
+        self._store(self.coordinator.complete(job, now).records)
+
+    def write_marker(
+        self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> ErrorCode:
+        """One marker from WriteTxnMarkers (an admin's abort of a hanging transaction)."""
+        t = self._lookup(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        entry = self._partition_log(topic, partition).producer_state.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        now = self.now_ms()
+        marker = end_txn_marker(producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch, timestamp_ms=now)
+        try:
+            self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
+        except LogError as e:
+            return ErrorCode[e.error_name]
+        if topic == CONSUMER_OFFSETS:
+            self.groups.coordinator.txn_offsets.complete(producer_id, commit)
+        return ErrorCode.NONE
+
+    # --- replay --------------------------------------------------------------------------------
+
+    def _read_all(self) -> list[tuple[bytes, bytes | None]]:
+        """Every (key, value) of `__transaction_state`, partition by partition (blocking: a thread)."""
+        t = self._lookup(TRANSACTION_STATE)
+        out: list[tuple[bytes, bytes | None]] = []
+        for p in range(t.partitions if t is not None else 0):
+            plog = self._partition_log(TRANSACTION_STATE, p)
+            offset, end = plog.log_start_offset, plog.log_end_offset
+            while offset < end:
+                data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
+                spans = split_batches(data)
+                if not spans:
+                    break
+                for pos, size in spans:
+                    h = read_header(data, pos)
+                    offset = h.base_offset + h.last_offset_delta + 1
+                    if h.is_control:
+                        continue
+                    try:
+                        _, records = decode_batch(data[pos : pos + size])
+                    except DecodeError as e:
+                        log.error("skipping an unreadable batch of %s-%d: %s", TRANSACTION_STATE, p, e)
+                        continue
+                    out.extend((r.key, r.value) for r in records if r.key is not None)
+        return out
