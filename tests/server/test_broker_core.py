@@ -139,18 +139,22 @@ def test_state_survives_a_restart(h: BrokerHarness, tmp_path: Path) -> None:
 def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
     from kcompat.wire.messages.create_topics import CREATE_TOPICS
 
-    now = [time.time()]
+    # The clock starts at the records' own time, so nothing expires while they are written (the
+    # maintenance loop may run between two produces on a loaded machine), then jumps to today.
+    now = [1_700_000_000.0]
     h = BrokerHarness(tmp_path, {"log.retention.check.interval.ms": "50"}, clock=lambda: now[0])
     try:
         configs = [{"name": "retention.ms", "value": "1000"}, {"name": "segment.ms", "value": "1"}]
         h.call(CREATE_TOPICS, 7, {"topics": [{"name": "old", "num_partitions": 1, "replication_factor": 1,
                                               "configs": configs}], "timeout_ms": 100})  # fmt: skip
-        for value in (b"a", b"b", b"c"):  # timestamps of 2023: long past retention.ms
+        for value in (b"a", b"b", b"c"):  # timestamps of 2023 (batch's ts)
             h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100,
                                 "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": batch(value)}]}]})  # fmt: skip
             now[0] += 0.01  # segment.ms=1: each append rolls a new segment
         plog = h.broker.replicas.partition_log("old", 0)
+        h.run(h.broker.run_maintenance())  # nothing past retention.ms yet
         assert plog.log_start_offset == 0
+        now[0] = time.time()  # the records are now long past retention.ms
         h.run(until(lambda: plog.log_start_offset == 3))  # the maintenance loop, not a direct call, deletes them
         assert (plog.log_start_offset, plog.log_end_offset) == (3, 3)  # all expired: Kafka rolls, then deletes all
     finally:
