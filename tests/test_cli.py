@@ -63,7 +63,7 @@ def test_invalid_value_in_file_after_unknown_key_warning(tmp_path: Path) -> None
     warning, error = result.stderr.splitlines()
     # log lines are one line each: time, level, logger name, message
     assert " WARNING kcompat.config: unknown property made.up.key='1' ignored" in warning
-    assert error.startswith("kcompat: invalid configuration: listeners entry SSL://:9093 uses security protocol SSL")
+    assert error.startswith("kcompat: invalid configuration: listener SSL uses TLS and needs a certificate")
 
 
 def test_serve_help_documents_options_precedence_and_properties() -> None:

@@ -144,7 +144,7 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
         await broker.group_service.ensure_topic()
     except ApiError as e:
         return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {CONSUMER_OFFSETS}: {e.message or e.error.name}")
-    return {"key": key, "node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
+    return {"key": key, "node_id": broker.node_id, "host": broker.endpoint(ctx.client)[0], "port": broker.endpoint(ctx.client)[1],
             "error_code": 0, "error_message": None}  # fmt: skip
 
 
