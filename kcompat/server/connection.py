@@ -172,7 +172,9 @@ class Connection:
         try:
             want_read, want_write = handshake_step(sock)
         except OSError as e:  # ssl.SSLError included: garbage, an unknown CA, no certificate
-            self.close(f"TLS handshake failed: {getattr(e, 'reason', None) or e.strerror or e}", level=logging.INFO)
+            left = isinstance(e, ssl.SSLEOFError | ConnectionError)  # the peer went away: not worth INFO
+            why = getattr(e, "reason", None) or e.strerror or e
+            self.close(f"TLS handshake failed: {why}", level=logging.DEBUG if left else logging.INFO)
             return
         loop, fd = self._loop, self.fd
         if want_read != self._reading:

@@ -53,7 +53,7 @@ def transports(
         context = server_context(settings.ssl) if settings.ssl is not None else None
         principal = None
         if settings.ssl is not None and settings.sasl is None:
-            principal = _certificate_principal(PrincipalMapper(settings.ssl.principal_mapping_rules))
+            principal = certificate_principal(PrincipalMapper(settings.ssl.principal_mapping_rules))
         authenticator = None
         if settings.sasl is not None:
             authenticator = partial(SaslAuthenticator, settings, scram_lookup)
@@ -61,7 +61,7 @@ def transports(
     return out
 
 
-def _certificate_principal(mapper: PrincipalMapper) -> Callable[[ssl.SSLSocket], str]:
+def certificate_principal(mapper: PrincipalMapper) -> Callable[[ssl.SSLSocket], str]:
     def principal(sock: ssl.SSLSocket) -> str:
         der = sock.getpeercert(binary_form=True)
         return f"User:{mapper.name(subject_dn(der))}" if der else "User:ANONYMOUS"
