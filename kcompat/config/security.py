@@ -83,6 +83,10 @@ class _Lookup:
         self._props = props
         self._prefix = f"listener.name.{listener.lower()}."
 
+    def local(self, name: str) -> bool:
+        """True when the listener-prefixed form of `name` is set."""
+        return self._prefix + name in self._props
+
     def key(self, name: str) -> str:
         """The key a value was read from (the listener-prefixed one when set), for messages."""
         return self._prefix + name if self._prefix + name in self._props else name
@@ -134,6 +138,11 @@ def _ssl_settings(look: _Lookup, listener: str) -> SslSettings:
     truststore_type = look.one_of("ssl.truststore.type", KEYSTORE_TYPES, upper=True)
     location, chain, key = look.get("ssl.keystore.location"), look.get("ssl.keystore.certificate.chain"), look.get(
         "ssl.keystore.key")
+    # A listener naming its own keystore (a file or inline PEM) takes none of the broker-wide one.
+    if look.local("ssl.keystore.certificate.chain") and not look.local("ssl.keystore.location"):
+        location = None
+    elif look.local("ssl.keystore.location") and not look.local("ssl.keystore.certificate.chain"):
+        chain = key = None
     if location is None and chain is None:
         raise ConfigError(
             f"listener {listener} uses TLS and needs a certificate: set "
