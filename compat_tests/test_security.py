@@ -4,7 +4,7 @@
     SSL             PKCS12 keystore, no client certificates
     MTLS            SSL with ssl.client.auth=required and a principal mapping rule
     SASL_SSL        PLAIN (JAAS users) and SCRAM-SHA-256/512, inline PEM keystore
-    SASL_PLAINTEXT  PLAIN and SCRAM-SHA-512
+    SASL_PLAINTEXT  PLAIN, SCRAM-SHA-512 and OAUTHBEARER (unsecured JWS)
 
 Certificates are made in the test run (trustme). kafka-python, confluent-kafka (librdkafka) and the
 Java client (Kafka's console tools, kafka-configs) produce and consume; refused clients get their
@@ -90,7 +90,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[B
         "listener.name.sasl_ssl.ssl.keystore.certificate.chain": certs.server_chain,
         "listener.name.sasl_ssl.ssl.keystore.key": certs.server_key,
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
         "sasl.jaas.config": PLAIN_JAAS,
         "connection.failed.authentication.delay.ms": "50",
     }
@@ -228,6 +228,25 @@ def test_java_client_and_kafka_configs_scram_user(broker: Broker, certs: Certs, 
     listed = kafka_tool("kafka-topics", "--bootstrap-server", broker.address("SASL_PLAINTEXT"),
                         "--command-config", str(plain), "--list")
     assert topic in listed.stdout.split()
+
+
+def test_confluent_kafka_oauthbearer_unsecured_jws(broker: Broker, certs: Certs) -> None:
+    conf = {"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": "principal=svc-reporter lifeSeconds=600"}
+    topic = unique("sec-oauth")
+    p = Producer(conf)
+    errors: list[Any] = []
+    p.produce(topic, value=b"token", partition=0, on_delivery=lambda e, m: errors.append(e))
+    assert p.flush(30) == 0 and errors == [None]
+    c = Consumer({**conf, "group.id": unique("g"), "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    deadline = time.monotonic() + 20
+    m = None
+    while m is None and time.monotonic() < deadline:
+        m = c.poll(0.3)
+    c.close()
+    assert m is not None and m.error() is None and m.value() == b"token"
 
 
 # --- refusals ---------------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ from kcompat.config.listeners import Listener
 SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.")
 SECURITY_KEYS = frozenset({"connections.max.reauth.ms", "connection.failed.authentication.delay.ms"})
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# OAUTHBEARER tokens are checked by Kafka's unsecured validator only (alg none, for development).
+_UNSECURED_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
 CLIENT_AUTH = ("none", "requested", "required")
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 KEYSTORE_TYPES = ("PEM", "PKCS12")
@@ -206,6 +208,13 @@ def _sasl_settings(look: _Lookup, listener: str) -> SaslSettings:
             f"listener.name.{listener.lower()}.plain.sasl.jaas.config to a PlainLoginModule with user_<name>=\"<password>\"",
             key="sasl.jaas.config",
         )
+    if "OAUTHBEARER" in mechanisms:
+        handler = look.get("oauthbearer.sasl.server.callback.handler.class") or look.get("sasl.server.callback.handler.class")
+        if handler is not None and handler != _UNSECURED_VALIDATOR:
+            raise ConfigError(
+                f"OAUTHBEARER with {handler} is not supported: kcompat validates only unsecured JWS tokens "
+                "(Kafka's default validator, for development)", key="sasl.server.callback.handler.class", value=handler,
+            )
     return SaslSettings(mechanisms, jaas, look.int("sasl.server.max.receive.size", 1))
 
 

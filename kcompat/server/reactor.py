@@ -162,7 +162,11 @@ class Reactor:
         if transport is not None:
             if transport.ssl_context is not None:
                 # the handshake runs later, step by step on readiness (Connection._handshake)
-                sock = transport.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                try:
+                    sock = transport.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except OSError:
+                    sock.close()  # the peer is already gone
+                    return
             tls_principal = transport.tls_principal
             authenticator = transport.authenticator() if transport.authenticator is not None else None
         conn = Connection(

@@ -2,7 +2,8 @@
 SaslServerAuthenticator), settled before any other request reaches the dispatcher.
 
 SaslHandshake (17) v0-1, SaslAuthenticate (36) v0-2; mechanisms PLAIN (users of the listener's
-PlainLoginModule JAAS config) and SCRAM-SHA-256/512 (`scramp` against the stored credentials).
+PlainLoginModule JAAS config), SCRAM-SHA-256/512 (`scramp` against the stored credentials) and
+OAUTHBEARER with Kafka's unsecured-JWS validator (KIP-255, for development: `alg: none` tokens).
 
     state         ApiVersions  SaslHandshake          SaslAuthenticate        other request
     HANDSHAKE     broker       -> AUTHENTICATE (v1+)  close                   close
@@ -18,9 +19,13 @@ an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM and the list of enabled one
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 import hmac
+import json
 import struct
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +33,7 @@ from typing import Any
 from scramp import ScramMechanism
 from scramp.utils import ScramException
 
-from kcompat.config.security import ListenerSecurity, plain_users
+from kcompat.config.security import ListenerSecurity, parse_jaas, plain_users
 from kcompat.storage.scram_credentials import ScramCredential
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
@@ -127,6 +132,69 @@ class _Scram:
         return answer
 
 
+class _OAuthBearer:
+    """KIP-255's client message `n,,\x01auth=Bearer <jws>\x01...\x01` checked as Kafka's
+    OAuthBearerUnsecuredValidatorCallbackHandler does (options unsecuredValidator* of the JAAS
+    config). A bad token is answered with Kafka's JSON challenge; the client's \x01 then fails."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._claim = options.get("unsecuredValidatorPrincipalClaimName", "sub")
+        self._scope_claim = options.get("unsecuredValidatorScopeClaimName", "scope")
+        self._required = set(options.get("unsecuredValidatorRequiredScope", "").split())
+        self._skew_s = int(options.get("unsecuredValidatorAllowableClockSkewMs", "0")) / 1000
+        self.username: str | None = None
+        self._user = ""
+        self._failed: str | None = None
+        self.lifetime_ms: int | None = None  # until the token expires
+
+    def step(self, token: bytes) -> bytes | None:
+        if self._failed is not None:  # the client's \x01 after the challenge
+            raise AuthenticationFailed(f"Authentication failed: {self._failed}")
+        parts = token.decode("utf-8", "replace").split("\x01")
+        if not parts[0].startswith(("n,", "y,")) or len(parts) < 3:
+            raise AuthenticationFailed("Invalid OAUTHBEARER client first message")
+        options = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+        bearer = options.get("auth", "")
+        if not bearer.startswith("Bearer "):
+            raise AuthenticationFailed("Invalid OAUTHBEARER client first message: no Bearer token")
+        try:
+            self._validate(bearer[7:].strip())
+        except ValueError as e:
+            self._failed = str(e)
+            return json.dumps({"status": "invalid_token"}).encode()
+        self.username = self._user
+        return b""
+
+    def _validate(self, jws: str) -> None:
+        pieces = jws.split(".")
+        if len(pieces) != 3 or pieces[2]:
+            raise ValueError("an unsecured JWS has three parts and an empty signature")
+        try:
+            header, claims = (json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4))) for p in pieces[:2])
+        except (binascii.Error, ValueError):
+            raise ValueError("the token's header or claims are not base64url JSON") from None
+        if not isinstance(header, dict) or header.get("alg") != "none" or not isinstance(claims, dict):
+            raise ValueError("an unsecured JWS must have alg none")
+        now = time.time()
+        exp = claims.get("exp")
+        if not isinstance(exp, int | float):
+            raise ValueError("the token has no exp claim")
+        if exp <= now - self._skew_s:
+            raise ValueError("the token has expired")
+        iat = claims.get("iat")
+        if isinstance(iat, int | float) and iat > now + self._skew_s:
+            raise ValueError("the token was issued in the future")
+        principal = claims.get(self._claim)
+        if not isinstance(principal, str) or not principal:
+            raise ValueError(f"the token has no {self._claim} claim")
+        self._user = principal
+        scope = claims.get(self._scope_claim, [])
+        scopes = set(scope.split() if isinstance(scope, str) else scope if isinstance(scope, list) else [])
+        if not self._required <= scopes:
+            raise ValueError(f"the token lacks the required scope {sorted(self._required - scopes)}")
+        self.lifetime_ms = int((exp - now) * 1000)
+
+
 class SaslAuthenticator:
     def __init__(
         self,
@@ -137,10 +205,12 @@ class SaslAuthenticator:
         self._settings = security
         self._mechanisms = security.sasl.mechanisms
         self._plain_users = plain_users(security.sasl.jaas["PLAIN"]) if "PLAIN" in self._mechanisms else {}
+        oauth = security.sasl.jaas.get("OAUTHBEARER")
+        self._oauth_options = parse_jaas(oauth).options if oauth else {}
         self._scram_lookup = scram_lookup
         self.max_token_bytes = security.sasl.max_receive_size
         self.state = State.HANDSHAKE
-        self._mechanism: _Plain | _Scram | None = None
+        self._mechanism: _Plain | _Scram | _OAuthBearer | None = None
         self._mechanism_name = ""
         self.principal: str | None = None
         self.session_expires: float | None = None  # loop time
@@ -186,7 +256,12 @@ class SaslAuthenticator:
         if not ok:
             return AuthStep(chunks=chunks, close=f"SASL mechanism {mechanism!r} is not enabled on this listener")
         self._mechanism_name = mechanism
-        self._mechanism = _Plain(self._plain_users) if mechanism == "PLAIN" else _Scram(mechanism, self._scram_lookup)
+        if mechanism == "PLAIN":
+            self._mechanism = _Plain(self._plain_users)
+        elif mechanism == "OAUTHBEARER":
+            self._mechanism = _OAuthBearer(self._oauth_options)
+        else:
+            self._mechanism = _Scram(mechanism, self._scram_lookup)
         self.state = State.RAW_TOKEN if request.api_version == 0 else State.AUTHENTICATE
         return AuthStep(chunks=chunks)
 
@@ -204,8 +279,8 @@ class SaslAuthenticator:
                 close=self._failure(e), delay_s=self._settings.failed_auth_delay_ms / 1000,
             )
         lifetime = 0
-        if self.complete and self._settings.reauth_ms > 0:
-            lifetime = self._settings.reauth_ms
+        if self.complete and self.session_expires is not None:
+            lifetime = max(1, round((self.session_expires - now) * 1000))
         body = SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer or b"", session_lifetime_ms=lifetime)
         return AuthStep(chunks=encode_response(SASL_AUTHENTICATE_KEY, version, correlation, body))
 
@@ -229,8 +304,9 @@ class SaslAuthenticator:
                 )
             self.principal = principal
             self.state = State.COMPLETE
-            reauth = self._settings.reauth_ms
-            self.session_expires = now + reauth / 1000 if reauth > 0 else None
+            # KIP-368: the session ends at connections.max.reauth.ms or when the credential expires
+            limits = [ms for ms in (self._settings.reauth_ms or None, getattr(mechanism, "lifetime_ms", None)) if ms]
+            self.session_expires = now + min(limits) / 1000 if limits else None
         return answer
 
     def _failure(self, e: Exception) -> str:

@@ -3,8 +3,10 @@ store, and the per-listener security settings."""
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +218,54 @@ def test_unusable_listener_settings(props: dict[str, str], message: str) -> None
     with pytest.raises(ConfigError, match=message) as info:
         BrokerConfig(props)
     assert "\n" not in str(info.value)
+
+
+def jws(claims: dict[str, Any], alg: str = "none") -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': alg})}.{part(claims)}."
+
+
+def oauth_auth(**options: str) -> SaslAuthenticator:
+    jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required " + " ".join(
+        f'{k}="{v}"' for k, v in options.items()) + ";"
+    sec = ListenerSecurity("SASL_SSL", "SASL_SSL", None, SaslSettings(("OAUTHBEARER",), {"OAUTHBEARER": jaas}), 3_600_000, 0)
+    return SaslAuthenticator(sec, lambda u, m: None)
+
+
+def test_oauthbearer_unsecured_jws() -> None:
+    a = oauth_auth()
+    handshake(a, "OAUTHBEARER")
+    token = jws({"sub": "svc", "exp": time.time() + 30, "iat": time.time()})
+    _, body = authenticate(a, f"n,,\x01auth=Bearer {token}\x01\x01".encode(), now=5.0)
+    assert body.error_code == 0 and a.principal == "User:svc"
+    assert 28_000 < body.session_lifetime_ms <= 30_000  # the token's expiry, before connections.max.reauth.ms
+
+
+@pytest.mark.parametrize(
+    ("claims", "alg", "options"),
+    [
+        ({"sub": "svc", "exp": 1}, "none", {}),  # expired
+        ({"sub": "svc"}, "none", {}),  # no exp
+        ({"exp": 2**40}, "none", {}),  # no principal claim
+        ({"sub": "svc", "exp": 2**40}, "HS256", {}),  # not unsecured
+        ({"sub": "svc", "exp": 2**40, "scope": "read"}, "none", {"unsecuredValidatorRequiredScope": "write"}),
+    ],
+)
+def test_oauthbearer_refusals(claims: dict[str, Any], alg: str, options: dict[str, str]) -> None:
+    a = oauth_auth(**options)
+    handshake(a, "OAUTHBEARER")
+    step, body = authenticate(a, f"n,,\x01auth=Bearer {jws(claims, alg)}\x01\x01".encode())
+    assert body.error_code == 0 and json.loads(body.auth_bytes) == {"status": "invalid_token"} and step.close is None
+    step, body = authenticate(a, b"\x01")  # the client acknowledges the challenge: then it fails
+    assert body.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and step.close is not None
+
+
+def test_oauthbearer_other_validators_are_refused() -> None:
+    with pytest.raises(ConfigError, match="kcompat validates only unsecured JWS"):
+        BrokerConfig({
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        })
