@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scramp import ScramClient, ScramMechanism
 
 from kcompat.config import BrokerConfig, ConfigError
@@ -269,3 +271,24 @@ def test_oauthbearer_other_validators_are_refused() -> None:
             "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
         })
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.binary(max_size=64),
+    st.sampled_from([17, 36, 18, 3]).flatmap(
+        lambda key: st.tuples(st.integers(-2, 4), st.binary(max_size=40)).map(
+            lambda vb: struct.pack(">hhi", key, vb[0], 1) + b"\0\x05kcomp" + vb[1])),
+), max_size=6), st.sampled_from(["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"]), st.integers(0, 1))
+def test_any_frames_give_an_answer_or_a_close_never_an_exception(frames: list[bytes], mechanism: str, v: int) -> None:
+    a = SaslAuthenticator(
+        ListenerSecurity("X", "SASL_PLAINTEXT", None, SaslSettings((mechanism,), {"PLAIN": JAAS}), 0, 0),
+        lambda u, m: None,
+    )
+    if frames and frames[0][:1] == b"\0":
+        a.step(frame(17, v, {"mechanism": mechanism}), 0)  # sometimes past the handshake, into the tokens
+    for f in frames:
+        step = a.step(memoryview(f), 0)
+        assert step.to_broker or step.chunks is not None or step.close is not None
+        if step.close is not None:
+            break
