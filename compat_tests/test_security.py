@@ -6,13 +6,14 @@
     SASL_SSL        PLAIN (JAAS users) and SCRAM-SHA-256/512, inline PEM keystore
     SASL_PLAINTEXT  PLAIN, SCRAM-SHA-512 and OAUTHBEARER (unsecured JWS)
 
-Certificates are made in the test run (trustme). kafka-python, confluent-kafka (librdkafka) and the
-Java client (Kafka's console tools, kafka-configs) produce and consume; refused clients get their
+Certificates are made in the test run (trustme). kafka-python, confluent-kafka (librdkafka),
+aiokafka and the Java client (Kafka's console tools, kafka-configs) produce and consume; refused clients get their
 own library's authentication error while the broker keeps serving the others.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
@@ -22,6 +23,9 @@ from typing import Any
 
 import pytest
 import trustme
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AIOTopicPartition
+from aiokafka.helpers import create_ssl_context
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from conftest import kafka_tool
 from cryptography import x509
@@ -199,6 +203,42 @@ def test_kafka_python_produces_and_consumes(broker: Broker, certs: Certs, case: 
             got += [r.value for r in records]
     c.close()
     assert got == [f"v{i}".encode() for i in range(10)]
+
+
+@pytest.mark.parametrize("case", ["SSL", "SASL_SSL-SCRAM-SHA-512", "SASL_PLAINTEXT-PLAIN"])
+def test_aiokafka_produces_and_consumes(broker: Broker, certs: Certs, case: str) -> None:
+    listener, mechanism = split(case)
+    conf: dict[str, Any] = {"bootstrap_servers": broker.address(listener), "security_protocol": listener}
+    if "SSL" in listener:
+        conf["ssl_context"] = create_ssl_context(cafile=str(certs.ca))
+    if mechanism:
+        user, pw = USERS.get(mechanism, ("bob", "bob-secret"))
+        conf.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": pw})
+    topic = unique("sec-aio")
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**conf)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait(topic, f"v{i}".encode(), partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**conf, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = AIOTopicPartition(topic, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            got: list[bytes] = []
+            while len(got) < 5:
+                batch = await consumer.getmany(tp, timeout_ms=500)
+                got += [m.value for m in batch.get(tp, [])]
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(asyncio.wait_for(run(), 60)) == [f"v{i}".encode() for i in range(5)]
 
 
 def test_java_client_and_kafka_configs_scram_user(broker: Broker, certs: Certs, tmp_path: Path) -> None:
