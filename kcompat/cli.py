@@ -8,6 +8,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from kcompat import __version__
 from kcompat.config import (
@@ -96,6 +97,14 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
         help="set a property, above the file and the environment (repeatable)",
     )
     serve.add_argument(
+        "--add-scram",
+        action="append",
+        default=[],
+        metavar="SCRAM-SHA-512=[name=alice,password=secret]",
+        help="store a SCRAM credential before accepting clients, in the syntax of kafka-storage format "
+        "--add-scram (repeatable; only the salted keys are stored)",
+    )
+    serve.add_argument(
         "--log-level", choices=LOG_LEVELS, default="INFO", type=str.upper, help="log level (default INFO)"
     )
 
@@ -170,10 +179,17 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     if config.get("log.format") == "json":
         configure_logging(args.log_level, "json")
-    return run_server(config)
+    from kcompat.storage.scram_credentials import parse_add_scram
+
+    try:
+        scram_users = [parse_add_scram(text) for text in args.add_scram]
+    except ValueError as exc:
+        print(f"kcompat: {exc}", file=sys.stderr)
+        return 1
+    return run_server(config, scram_users)
 
 
-def run_server(config: BrokerConfig) -> int:
+def run_server(config: BrokerConfig, scram_users: Sequence[Any] = ()) -> int:
     """Hand the configuration to the server (imported here so that the CLI's help and config
     checks work without loading it)."""
     try:
@@ -184,7 +200,7 @@ def run_server(config: BrokerConfig) -> int:
         print("kcompat: the broker server (kcompat.server.app) is not part of this build", file=sys.stderr)
         return 1
     try:
-        return int(app.serve(config))
+        return int(app.serve(config, scram_users) if scram_users else app.serve(config))
     except ConfigError as exc:
         print(f"kcompat: invalid configuration: {exc}", file=sys.stderr)
         return 1

@@ -72,7 +72,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,9 +202,15 @@ class Broker:
         port: int | None = None,
         start_timeout: float | None = None,
         python: str = sys.executable,
+        listeners: Mapping[str, int] | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)
+        # More listeners beside the PLAINTEXT one the readiness probe uses: name -> port (SSL, SASL_SSL,
+        # or any name mapped in listener.security.protocol.map).
+        self.listeners: dict[str, int] = dict(listeners or {})
+        self.args = list(args)  # more `kcompat serve` options, e.g. --add-scram
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.overrides: dict[str, str] = dict(overrides or {})
@@ -226,16 +232,22 @@ class Broker:
     def command(self) -> list[str]:
         props = dict(self.overrides)
         # Where it listens and stores data is the fixture's business, not the caller's.
-        props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        props["listeners"] = ",".join(
+            [f"PLAINTEXT://{self.host}:{self.port}"] + [f"{n}://{self.host}:{p}" for n, p in self.listeners.items()]
+        )
         props.pop("advertised.listeners", None)
         # No admin listener unless asked for: brokers side by side would all want port 9644.
         props.setdefault("admin.listener", "")
         props["log.dirs"] = str(self.data_dir)
         props.pop("log.dir", None)
-        cmd = [self.python, "-m", "kcompat", "serve"]
+        cmd = [self.python, "-m", "kcompat", "serve", *self.args]
         for key, value in props.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
+
+    def address(self, listener: str) -> str:
+        """host:port of one of the extra listeners."""
+        return f"{self.host}:{self.listeners[listener]}"
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_") and k != "CLUSTER_ID"}

@@ -63,7 +63,19 @@ def test_invalid_value_in_file_after_unknown_key_warning(tmp_path: Path) -> None
     warning, error = result.stderr.splitlines()
     # log lines are one line each: time, level, logger name, message
     assert " WARNING kcompat.config: unknown property made.up.key='1' ignored" in warning
-    assert error.startswith("kcompat: invalid configuration: listeners entry SSL://:9093 uses security protocol SSL")
+    assert error.startswith("kcompat: invalid configuration: listener SSL uses TLS and needs a certificate")
+
+
+def test_unusable_keystore_and_bad_add_scram_are_one_line(tmp_path: Path) -> None:
+    result = run("serve", "--override", "listeners=SSL://127.0.0.1:0", "--override",
+                 f"ssl.keystore.location={tmp_path / 'nope.p12'}", "--override", f"log.dirs={tmp_path / 'data'}")
+    assert result.returncode == 1
+    (line,) = [x for x in result.stderr.splitlines() if " ERROR " in x]
+    assert "ssl.keystore.location=" in line and "cannot be read: No such file or directory" in line
+    assert "Traceback" not in result.stderr
+    bad = run("serve", "--add-scram", "SCRAM-SHA-512=[name=alice]")
+    assert bad.returncode == 1 and bad.stderr.strip() == (
+        "kcompat: --add-scram 'SCRAM-SHA-512=[name=alice]' needs name= and password=")
 
 
 def test_serve_help_documents_options_precedence_and_properties() -> None:

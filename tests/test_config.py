@@ -192,13 +192,13 @@ def test_override_value_may_contain_equals() -> None:
 
 def test_unknown_keys_warn_once_each(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="kcompat.config")
-    cfg = load("no.such.thing=1", "retention.ms=5", "num.network.threads=4", "ssl.keystore.location=/x")
+    cfg = load("no.such.thing=1", "retention.ms=5", "num.network.threads=4", "authorizer.class.name=x")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
     assert "no.such.thing" in warnings[0].getMessage()
     assert "log.retention.ms" in warnings[1].getMessage()  # a topic config named at broker level gets a hint
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
-    assert any("num.network.threads" in m for m in infos) and any("ssl.keystore.location" in m for m in infos)
+    assert any("num.network.threads" in m for m in infos) and any("authorizer.class.name" in m for m in infos)
     assert cfg.unknown == {"no.such.thing": "1", "retention.ms": "5"}
     assert cfg.num_network_threads == 4
 
@@ -222,7 +222,8 @@ def test_unknown_keys_warn_once_each(caplog: pytest.LogCaptureFixture) -> None:
         ("cluster.id=not-an-id", r"cluster.id='not-an-id' is invalid: expected 22 characters"),
         ("listeners=localhost:9092", r"listeners entry 'localhost:9092' is invalid: expected NAME://host:port"),
         ("listeners=PLAINTEXT://:99999", r"port must be in \[0, 65535\]"),
-        ("listeners=SSL://:9093", r"uses security protocol SSL: kcompat supports PLAINTEXT only"),
+        ("listeners=SSL://:9093", r"listener SSL uses TLS and needs a certificate: set ssl.keystore.location"),
+        ("listeners=SASL_PLAINTEXT://:9093", r"listener SASL_PLAINTEXT uses SASL: set sasl.enabled.mechanisms"),
         ("listeners=PLAINTEXT://:1,PLAINTEXT://:2", r"names listener PLAINTEXT more than once"),
         ("listeners=PLAINTEXT://0.0.0.0:9092", r"cannot be advertised to clients"),
         ("advertised.listeners=OTHER://h:1", r"advertised.listeners entry OTHER://h:1 names no listener"),

@@ -33,6 +33,7 @@ from kcompat.config.definition import (
 )
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import Listener, parse_listeners, parse_protocol_map
+from kcompat.config.security import ListenerSecurity, is_security_key, parse_security
 from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_SYNONYMS
 from kcompat.kafka_uuid import random_uuid_base64
 
@@ -79,8 +80,13 @@ class BrokerConfig(TypedAttributes):
         self.unknown: dict[str, str] = {}
         self.ignored: dict[str, str] = {}
         self.origins: dict[str, str] = dict(origins or {})
+        # ssl.*, sasl.*, listener.name.*: kept as given, resolved per listener by kcompat.config.security
+        self.security_props: dict[str, str] = {}
         for key, raw in (props or {}).items():
             definition = BROKER_CONFIGS.get(key)
+            if definition is None and is_security_key(key):
+                self.security_props[key] = raw
+                continue
             if definition is None:
                 reason = _ignored_reason(key)
                 if reason is not None:
@@ -166,6 +172,7 @@ class BrokerConfig(TypedAttributes):
         ]
         self._listeners = self._served_listeners(declared)
         self._advertised = self._advertised_listeners(declared)
+        self._security = parse_security(self._listeners, self.security_props)
 
     def _served_listeners(self, declared: list[Listener]) -> list[Listener]:
         served = []
@@ -178,15 +185,9 @@ class BrokerConfig(TypedAttributes):
                     f"listeners entry {listener} has no security protocol: name it PLAINTEXT or map it in "
                     "listener.security.protocol.map",
                 )
-            if listener.security_protocol != "PLAINTEXT":
-                raise self._error(
-                    "listeners",
-                    f"listeners entry {listener} uses security protocol {listener.security_protocol}: "
-                    "kcompat supports PLAINTEXT only",
-                )
             served.append(listener)
         if not served:
-            raise self._error("listeners", "listeners has no PLAINTEXT listener to serve clients on")
+            raise self._error("listeners", "listeners has no listener to serve clients on")
         ports = [listener.port for listener in served if listener.port != 0]
         if len(ports) != len(set(ports)):
             raise self._error("listeners", "listeners uses the same port twice")
@@ -287,8 +288,13 @@ class BrokerConfig(TypedAttributes):
 
     @property
     def listeners(self) -> list[Listener]:
-        """The PLAINTEXT listeners to open (controller listeners left out)."""
+        """The listeners to open (controller listeners left out)."""
         return list(self._listeners)
+
+    @property
+    def listener_security(self) -> dict[str, ListenerSecurity]:
+        """Each served listener's TLS and SASL settings, by listener name."""
+        return dict(self._security)
 
     @property
     def advertised_listeners(self) -> list[Listener]:

@@ -52,7 +52,6 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 ONE_NODE = "kcompat is a single node; there is nothing to replicate or elect."
 ONE_LOOP = "kcompat serves all connections from one event loop."
 NO_QUORUM = "kcompat has no KRaft controller quorum."
-NO_SECURITY = "kcompat speaks PLAINTEXT only."
 NO_JMX = "kcompat has no JMX; its metrics are Prometheus's, on admin.listener."
 
 
@@ -129,7 +128,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table([
        HIGH),
     _d("listener.security.protocol.map", STRING,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-       "Security protocol of each listener name; kcompat serves listeners that map to PLAINTEXT. Dynamic "
+       "Security protocol of each listener name. Dynamic "
        "in Kafka; kcompat changes it only by a restart.", LOW, dynamic=True),
     _d("inter.broker.listener.name", STRING, None, "Listener brokers use among themselves.", MEDIUM,
        ignored=ONE_NODE),
@@ -353,10 +352,6 @@ RESTART_ONLY = frozenset({"listeners", "listener.security.protocol.map"})
 # Families of properties (security, metrics, quotas ...) accepted without effect: Kafka files and
 # container environments routinely carry them.
 IGNORED_PREFIXES: dict[str, str] = {
-    "ssl.": NO_SECURITY,
-    "sasl.": NO_SECURITY,
-    "listener.name.": NO_SECURITY,
-    "security.": NO_SECURITY,
     "authorizer.": "kcompat has no ACLs.",
     "super.users": "kcompat has no ACLs.",
     "metric.": NO_JMX,

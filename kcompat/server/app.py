@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,9 @@ from kcompat.config.listeners import Listener
 from kcompat.log.dir_lock import LogDirInUse, lock_log_dirs
 from kcompat.log.errors import InconsistentClusterId
 from kcompat.server.connection import Client, Limits
+from kcompat.server.listeners import ListenerTransport, transports
 from kcompat.server.reactor import Reactor
+from kcompat.storage.scram_credentials import ScramCredential
 
 log = logging.getLogger("kcompat.server")
 
@@ -78,13 +80,16 @@ def _ensure_logging() -> None:
         logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, stream=sys.stderr)
 
 
-def serve(config: BrokerConfig) -> int:
-    """Run the broker until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown)."""
+def serve(config: BrokerConfig, scram_users: Sequence[tuple[str, str, ScramCredential]] = ()) -> int:
+    """Run the broker until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown).
+
+    `scram_users` (user, mechanism, credential) are stored before the listeners accept (--add-scram).
+    """
     entered = time.monotonic()
     _ensure_logging()
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(_serve(config, entered))
+            return runner.run(_serve(config, entered, scram_users))
     except ConfigError as e:
         log.error("%s", e)
         return 1
@@ -96,6 +101,7 @@ def reactor_for(
     close_errors: tuple[type[BaseException], ...] = (),
     on_disconnect: Callable[[Client], None] | None = None,
     current: Callable[[], BrokerConfig] | None = None,
+    transports: Mapping[str, ListenerTransport] | None = None,
 ) -> Reactor:
     """A Reactor with the connection settings of `config` (typed values, parsed at load).
 
@@ -112,6 +118,7 @@ def reactor_for(
         send_buffer=config.socket_send_buffer_bytes,
         receive_buffer=_explicit_int(config, "socket.receive.buffer.bytes"),
         on_disconnect=on_disconnect,
+        transports=transports,
     )
 
 
@@ -127,7 +134,7 @@ def os_error_line(e: OSError) -> str:
     return f"cannot use {where}: {reason}" if where else reason
 
 
-async def _serve(config: BrokerConfig, entered: float) -> int:
+async def _serve(config: BrokerConfig, entered: float, scram_users: Sequence[tuple[str, str, ScramCredential]]) -> int:
     for listener in config.controller_listeners:
         log.info("not opening controller listener %s (kcompat runs no KRaft quorum)", listener.url())
 
@@ -142,7 +149,7 @@ async def _serve(config: BrokerConfig, entered: float) -> int:
         log.error("%s", os_error_line(e))
         return 1
     try:
-        return await _serve_locked(config, entered, config.listeners)
+        return await _serve_locked(config, entered, config.listeners, scram_users)
     except InconsistentClusterId as e:
         # A log dir formatted for another cluster or node: one line, exit 1, and the dirs left as
         # they were (Kafka checks meta.properties before its LogManager creates any .lock).
@@ -201,11 +208,14 @@ def _bind(config: BrokerConfig, reactor: Reactor, listeners: list[Listener]) -> 
         return None
 
 
-async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Listener]) -> int:
+async def _serve_locked(
+    config: BrokerConfig, entered: float, listeners: list[Listener], scram_users: Sequence[tuple[str, str, ScramCredential]]
+) -> int:
     from kcompat.server.broker import Broker, CloseConnection
     from kcompat.wire.protocol import UnsupportedRequest
 
     broker = Broker(config)
+    broker.initial_scram_users = list(scram_users)
     # No close hook: as in Kafka, fetch sessions outlive a connection (a client may reconnect and
     # go on with its session); the session cache evicts them, not the socket layer.
     reactor = reactor_for(
@@ -213,13 +223,14 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
         broker.handle,
         (CloseConnection, UnsupportedRequest),
         current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
+        transports=transports(config.listener_security, broker.scram.get),  # TLS contexts: ConfigError here
     )
     opened = _bind(config, reactor, listeners)
     if opened is None:
         return 1
     bound, admin = opened
-    if getattr(broker, "advertised_port", None) == 0 and bound:
-        broker.advertised_port = bound[0][1]  # listeners=...:0 binds a free port; Metadata must name it
+    for listener, port in bound:  # listeners=...:0 binds a free port; Metadata must name it
+        broker.bound(listener.name, port)
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -38,6 +38,7 @@ from kcompat.server.local_metadata import LocalMetadata, MetadataView
 from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.txn_service import TransactionService
+from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
 from kcompat.wire.protocol import Request
 
 log = logging.getLogger("kcompat.server")
@@ -90,6 +91,11 @@ class Broker:
         listener = config.advertised_listeners[0]
         self.advertised_host: str = listener.host
         self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
+        # Metadata names the endpoint of the listener a request came in on, as Kafka does.
+        self.endpoints: dict[str, tuple[str, int]] = {x.name: (x.host, x.port) for x in config.advertised_listeners}
+        # SCRAM credentials (salted keys, never passwords); --add-scram users are stored at start.
+        self.scram = ScramCredentialStore(self.log_dirs[0])
+        self.initial_scram_users: list[tuple[str, str, ScramCredential]] = []
         # Topics, producer ids, dynamic configs: the single-node MetadataView, in kcompat.storage files.
         self.metadata = LocalMetadata(config, self.log_dirs[0])
         # The partition logs and the fetches parked on them; one append path wakes those fetches.
@@ -137,6 +143,20 @@ class Broker:
         assert ids is not None
         return ids.next_id()
 
+    def bound(self, listener: str, port: int) -> None:
+        """The transport bound `listener` to `port`: an advertised port 0 becomes that port."""
+        host, advertised = self.endpoints.get(listener, ("", -1))
+        if advertised == 0:
+            self.endpoints[listener] = (host, port)
+            if self.advertised_port == 0 and host == self.advertised_host:
+                self.advertised_port = port
+
+    def endpoint(self, client: Any) -> tuple[str, int]:
+        """(host, port) clients of `client`'s listener are told to use."""
+        name = getattr(client, "listener", None)
+        return self.endpoints.get(name, (self.advertised_host, self.advertised_port)) if name else (
+            self.advertised_host, self.advertised_port)
+
     @property
     def config(self) -> BrokerConfig:
         """The broker's config, dynamic values included (they change with AlterConfigs)."""
@@ -160,6 +180,11 @@ class Broker:
         for d in self.log_dirs:  # before anything is written: a dir of another cluster or node is refused
             check_meta_properties(d, self.cluster_id, self.node_id)
         self.metadata.load()
+        self.scram.load()
+        if self.initial_scram_users:
+            for user, mechanism, credential in self.initial_scram_users:
+                self.scram.upsert(user, mechanism, credential)
+            self.scram.save()
         await self.replicas.start(
             self.log_dirs,
             self.metadata.default_log_config(),

@@ -18,6 +18,12 @@ so owning the socket is what lets response bytes and file slices (os.sendfile) g
   `write_low_water`.
 - Frames are handed over in buffers of their own (never views of the read buffer), so the broker
   may keep memoryviews of a frame (the reader guarantees it).
+- TLS (SSL, SASL_SSL listeners): the socket is a non-blocking ssl.SSLSocket; its handshake is
+  driven by readiness callbacks like everything else, so a stalled handshake holds only its own
+  connection. OpenSSL may hold decrypted bytes the poller cannot see: they are read on the next
+  loop turn (`_tls_pending`). The client's certificate gives the principal (`tls_principal`).
+- SASL (SASL_PLAINTEXT, SASL_SSL): frames go through the connection's SaslAuthenticator until it
+  is complete (kcompat.server.sasl); only then do they reach the broker, with `client.principal`.
 """
 
 from __future__ import annotations
@@ -25,18 +31,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import struct
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kcompat.server.sendfile import Chunk, ChunkWriter
+from kcompat.server.tls import handshake_step
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError, size_hint
+from kcompat.wire.protocol import describe_frame
+
+if TYPE_CHECKING:
+    from kcompat.server.sasl import SaslAuthenticator
 
 log = logging.getLogger("kcompat.server")
-
-_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
 Handler = Callable[[memoryview, "Client"], Awaitable[Sequence[Chunk] | None]]
 
@@ -50,6 +60,8 @@ class Client:
     port: int
     listener: str  # listener name, e.g. PLAINTEXT
     security_protocol: str
+    # Kafka's KafkaPrincipal as one string: User:ANONYMOUS, the SASL user, or the mTLS-mapped name
+    principal: str = "User:ANONYMOUS"
 
     @property
     def address(self) -> str:
@@ -66,20 +78,9 @@ class Limits:
     read_buffer: int = 64 << 10  # frames larger than this are received into a buffer of their own
 
 
-def describe_frame(frame: bytes | bytearray | memoryview) -> str:
-    """'Metadata v12, correlation id 7' for a frame whose header can be read, else ''."""
-    if len(frame) < 8:
-        return ""
-    key, version, correlation = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
-    from kcompat.wire.messages import APIS
-
-    spec = APIS.get(key)
-    name = spec.name if spec is not None else f"API key {key}"
-    return f"{name} v{version}, correlation id {correlation}"
-
-
 class Connection:
     __slots__ = (
+        "_auth",
         "_close_errors",
         "_drained",
         "_flush_soon",
@@ -93,6 +94,7 @@ class Connection:
         "_requests",
         "_stopping",
         "_task",
+        "_tls_principal",
         "_wakeup",
         "_write_blocked",
         "_writer",
@@ -103,6 +105,7 @@ class Connection:
         "fd",
         "last_active",
         "sock",
+        "tls",
     )
 
     def __init__(
@@ -115,6 +118,8 @@ class Connection:
         close_errors: tuple[type[BaseException], ...] = (),
         on_closed: Callable[[Connection], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        tls_principal: Callable[[ssl.SSLSocket], str] | None = None,
+        authenticator: SaslAuthenticator | None = None,
     ) -> None:
         sock.setblocking(False)
         self.sock = sock
@@ -130,6 +135,8 @@ class Connection:
         # Its read buffer is allocated at the first bytes and given back after a quiet second
         # (release_read_buffer): thousands of idle connections must not hold read_buffer bytes each.
         self._frames = FrameReader(limits.max_request_bytes, buffer_size=limits.read_buffer)
+        if authenticator is not None:  # before login, frames are bounded by sasl.server.max.receive.size
+            self._frames.max_size = min(limits.max_request_bytes, authenticator.max_token_bytes)
         self._writer = ChunkWriter(sock)
         self._reading = False
         self._writing = False
@@ -142,12 +149,50 @@ class Connection:
         self.busy = False  # a request is with the broker
         self.closed = False
         self.last_active = self._loop.time()
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self._tls_principal = tls_principal
+        self._auth = authenticator
 
     # -- life cycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.tls:
+            self._handshake()
+        else:
+            self._begin()
+
+    def _begin(self) -> None:
         self._task = self._loop.create_task(self._run())
         self._update_reading()
+
+    def _handshake(self) -> None:
+        """One step of the TLS handshake, from start() and whenever the socket is ready."""
+        sock = self.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            want_read, want_write = handshake_step(sock)
+        except OSError as e:  # ssl.SSLError included: garbage, an unknown CA, no certificate
+            left = isinstance(e, ssl.SSLEOFError | ConnectionError)  # the peer went away: not worth INFO
+            why = getattr(e, "reason", None) or e.strerror or e
+            self.close(f"TLS handshake failed: {why}", level=logging.DEBUG if left else logging.INFO)
+            return
+        loop, fd = self._loop, self.fd
+        if want_read != self._reading:
+            (loop.add_reader(fd, self._handshake) if want_read else loop.remove_reader(fd))
+            self._reading = want_read
+        if want_write != self._writing:
+            (loop.add_writer(fd, self._handshake) if want_write else loop.remove_writer(fd))
+            self._writing = want_write
+        if want_read or want_write:
+            return
+        self.last_active = loop.time()
+        if self._tls_principal is not None:
+            try:
+                self.client = replace(self.client, principal=self._tls_principal(sock))
+            except ValueError as e:  # a certificate whose subject cannot be read
+                self.close(f"TLS client certificate refused: {e}", level=logging.INFO)
+                return
+        self._begin()
 
     @property
     def unsent_bytes(self) -> int:
@@ -226,9 +271,17 @@ class Connection:
         if want != self._reading:
             if want:
                 self._loop.add_reader(self.fd, self._on_readable)
+                if self.tls:
+                    self._loop.call_soon(self._tls_pending)
             else:
                 self._loop.remove_reader(self.fd)
             self._reading = want
+
+    def _tls_pending(self) -> None:
+        """Read what OpenSSL decrypted but the socket no longer signals (a TLS record read whole)."""
+        sock = self.sock
+        if self._reading and not self.closed and isinstance(sock, ssl.SSLSocket) and sock.pending():
+            self._on_readable()
 
     def _room_for_requests(self) -> bool:
         return (
@@ -240,8 +293,10 @@ class Connection:
         frames = self._frames
         try:
             n = self.sock.recv_into(frames.get_buffer())
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
+        except ssl.SSLZeroReturnError:
+            n = 0
         except OSError as e:
             self.close(f"read failed: {e}", level=logging.DEBUG)
             return
@@ -262,6 +317,8 @@ class Connection:
         if self._requests:
             self._wake()
         self._update_reading()
+        if self.tls and self._reading:
+            self._loop.call_soon(self._tls_pending)
 
     def _parse(self) -> None:
         """Move complete frames from the reader to the request queue, up to its bound."""
@@ -287,6 +344,8 @@ class Connection:
     def _reject_size(self, e: FrameSizeError) -> None:
         if e.size < 0:
             why = f"invalid request size {e.size}"
+        elif self._auth is not None and not self._auth.complete:
+            why = f"SASL frame size {e.size} is larger than sasl.server.max.receive.size ({e.max_size})"
         else:
             why = f"request size {e.size} is larger than socket.request.max.bytes ({e.max_size})"
         self.close(why + size_hint(e.prefix))
@@ -330,7 +389,10 @@ class Connection:
             self._update_reading()
             self.busy = True
             try:
-                chunks = await self._handle(memoryview(frame), self.client)
+                if self._auth is not None:
+                    chunks = await self._authenticate(memoryview(frame))
+                else:
+                    chunks = await self._handle(memoryview(frame), self.client)
             except self._close_errors as e:
                 self._close_for(frame, e)
                 return
@@ -361,6 +423,27 @@ class Connection:
                     self._flush()
                 if self._write_blocked:
                     await self._drain(self._limits.write_low_water)
+
+    async def _authenticate(self, frame: memoryview) -> Sequence[Chunk] | None:
+        """The SASL gate: the authenticator's answer, or the broker's once it lets the frame pass."""
+        auth = self._auth
+        assert auth is not None
+        step = auth.step(frame, self._loop.time())
+        if step.to_broker:
+            return await self._handle(frame, self.client)
+        if auth.principal is not None and auth.principal != self.client.principal:
+            self.client = replace(self.client, principal=auth.principal)
+            self._frames.max_size = self._limits.max_request_bytes
+        if step.delay_s > 0:  # connection.failed.authentication.delay.ms: slow down password guessing
+            await asyncio.sleep(step.delay_s)
+        if step.close is None:
+            return step.chunks
+        if step.chunks:
+            self._writer.add(step.chunks)
+            self._flush()
+            await self._drain(0)
+        self.close(step.close, level=logging.INFO)
+        return None
 
     def _close_for(self, frame: bytes | bytearray, e: BaseException) -> None:
         reason = f"invalid request: {e}" if isinstance(e, DecodeError) else str(e) or type(e).__name__

@@ -1,11 +1,20 @@
 """Opening a listener: the parsing of `listeners` (names, hosts, security protocols, controller
-listeners) is kcompat.config's, done once at load; this module only binds the result."""
+listeners, security settings) is kcompat.config's, done once at load; this module binds the
+result and builds each listener's transport (TLS context, SASL authenticator)."""
 
 from __future__ import annotations
 
 import socket
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 
 from kcompat.config.listeners import Listener
+from kcompat.config.security import ListenerSecurity
+from kcompat.server.sasl import SaslAuthenticator
+from kcompat.server.tls import PrincipalMapper, server_context, subject_dn
+from kcompat.storage.scram_credentials import ScramCredential
 
 
 def bind(listener: Listener, backlog: int) -> socket.socket:
@@ -23,3 +32,38 @@ def bind(listener: Listener, backlog: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+@dataclass(frozen=True)
+class ListenerTransport:
+    """What a listener's connections need besides the socket: TLS, and the SASL exchange."""
+
+    ssl_context: ssl.SSLContext | None = None
+    # the principal of a TLS client (SSL listeners; on SASL_SSL the SASL user is the principal)
+    tls_principal: Callable[[ssl.SSLSocket], str] | None = None
+    authenticator: Callable[[], SaslAuthenticator] | None = None
+
+
+def transports(
+    security: Mapping[str, ListenerSecurity], scram_lookup: Callable[[str, str], ScramCredential | None]
+) -> dict[str, ListenerTransport]:
+    """Each listener's transport; ConfigError when a keystore, truststore or rule cannot be used."""
+    out = {}
+    for name, settings in security.items():
+        context = server_context(settings.ssl) if settings.ssl is not None else None
+        principal = None
+        if settings.ssl is not None and settings.sasl is None:
+            principal = certificate_principal(PrincipalMapper(settings.ssl.principal_mapping_rules))
+        authenticator = None
+        if settings.sasl is not None:
+            authenticator = partial(SaslAuthenticator, settings, scram_lookup)
+        out[name] = ListenerTransport(context, principal, authenticator)
+    return out
+
+
+def certificate_principal(mapper: PrincipalMapper) -> Callable[[ssl.SSLSocket], str]:
+    def principal(sock: ssl.SSLSocket) -> str:
+        der = sock.getpeercert(binary_form=True)
+        return f"User:{mapper.name(subject_dn(der))}" if der else "User:ANONYMOUS"
+
+    return principal

@@ -15,12 +15,12 @@ import itertools
 import logging
 import socket
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kcompat.config.listeners import Listener
 from kcompat.server.connection import Client, Connection, Handler, Limits
-from kcompat.server.listeners import bind
+from kcompat.server.listeners import ListenerTransport, bind
 
 log = logging.getLogger("kcompat.server")
 
@@ -52,8 +52,10 @@ class Reactor:
         send_buffer: int = -1,
         receive_buffer: int = -1,
         on_disconnect: Callable[[Client], None] | None = None,
+        transports: Mapping[str, ListenerTransport] | None = None,
     ) -> None:
         self._handle = handle
+        self._transports = dict(transports or {})  # by listener name; none: PLAINTEXT
         self.limits = limits or Limits()
         self._close_errors = close_errors
         self.idle_s = idle_ms / 1000 if idle_ms > 0 else None
@@ -156,9 +158,21 @@ class Reactor:
             f"{local_host}:{local_port}-{host}:{port}-{next(self._ids)}", host, port, listener.name,
             listener.security_protocol,
         )
+        transport = self._transports.get(listener.name)
+        tls_principal = authenticator = None
+        if transport is not None:
+            if transport.ssl_context is not None:
+                # the handshake runs later, step by step on readiness (Connection._handshake)
+                try:
+                    sock = transport.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except OSError:
+                    sock.close()  # the peer is already gone
+                    return
+            tls_principal = transport.tls_principal
+            authenticator = transport.authenticator() if transport.authenticator is not None else None
         conn = Connection(
             sock, client, self._handle, limits=self.limits, close_errors=self._close_errors,
-            on_closed=self._closed, loop=self._loop,
+            on_closed=self._closed, loop=self._loop, tls_principal=tls_principal, authenticator=authenticator,
         )
         self.connections.add(conn)
         self._per_ip[host] += 1

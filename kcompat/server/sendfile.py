@@ -7,8 +7,12 @@ count), which copies page cache to socket inside the kernel. uvloop has neither 
 loop.sock_sendfile, and a socket owned by a transport cannot take add_writer, so the connection
 layer keeps the raw socket and calls `ChunkWriter.flush()` whenever the socket is writable.
 
-Reading a slice into memory and sending the bytes is the fallback, used only where sendfile is
-impossible (os.sendfile missing, or the kernel refuses this fd pair); `STATS` counts both paths.
+Reading a slice into memory and sending the bytes is the fallback, used where sendfile is
+impossible (os.sendfile missing, or the kernel refuses this fd pair) and on TLS sockets, whose
+bytes OpenSSL must encrypt (Kafka's SslTransportLayer copies too; kernel TLS would let sendfile
+work, but Python 3.11's ssl cannot turn it on); `STATS` counts both paths. A TLS socket takes no
+sendmsg: consecutive small buffers are joined into one write instead, and a write OpenSSL could
+not finish (SSLWantWriteError) is retried with the same bytes, as OpenSSL requires.
 
 A piece holds a reference to its file (kcompat.log.log_file.FilePiece -> LogFile), and the writer
 holds the piece until its last byte is sent, so the descriptor stays open even if the segment is
@@ -22,6 +26,7 @@ import asyncio
 import errno
 import os
 import socket
+import ssl
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -40,6 +45,9 @@ _SENDFILE_UNSUPPORTED = frozenset(
 )
 
 _sendfile = getattr(os, "sendfile", None)
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError)
+# Joined writes on a TLS socket stop growing at this size (a few TLS records).
+_TLS_JOIN = 64 * 1024
 
 
 @runtime_checkable
@@ -131,13 +139,14 @@ class ChunkWriter:
     Socket errors propagate as OSError; the caller closes the connection.
     """
 
-    __slots__ = ("_fd", "_items", "_sock", "pending")
+    __slots__ = ("_fd", "_items", "_sock", "_tls", "pending")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._fd = sock.fileno()
         self._items: deque[memoryview | _Piece] = deque()
         self.pending = 0  # bytes queued and not yet sent, file bytes included
+        self._tls = isinstance(sock, ssl.SSLSocket)
 
     def __bool__(self) -> bool:
         return bool(self._items)
@@ -145,7 +154,13 @@ class ChunkWriter:
     def add(self, chunks: Iterable[Chunk]) -> None:
         for item in _expand(chunks):
             self._items.append(item)
-            self.pending += item.nbytes if isinstance(item, memoryview) else item.remaining
+            if isinstance(item, memoryview):
+                self.pending += item.nbytes
+            else:
+                self.pending += item.remaining
+                if self._tls and not item.copying:
+                    item.copying = True
+                    STATS.fallback_pieces += 1
 
     def clear(self) -> None:
         """Drop everything queued (the connection is closing); releases the file references."""
@@ -165,6 +180,8 @@ class ChunkWriter:
 
     def _send_bytes(self) -> bool:
         items = self._items
+        if self._tls:
+            return self._send_tls_bytes()
         if len(items) > 1 and isinstance(items[1], memoryview):
             bufs: list[memoryview] = []
             for item in items:
@@ -192,6 +209,36 @@ class ChunkWriter:
             else:
                 items[0] = head[sent:]
                 return False  # a short write: the socket buffer is full
+        return True
+
+    def _send_tls_bytes(self) -> bool:
+        items = self._items
+        head = items[0]
+        assert isinstance(head, memoryview)
+        data: memoryview | bytes = head
+        if head.nbytes < _TLS_JOIN and len(items) > 1 and isinstance(items[1], memoryview):
+            bufs: list[memoryview] = []
+            size = 0
+            for item in items:
+                if not isinstance(item, memoryview) or len(bufs) == _MAX_IOV or size >= _TLS_JOIN:
+                    break
+                bufs.append(item)
+                size += item.nbytes
+            data = b"".join(bufs)
+        try:
+            sent = self._sock.send(data)
+        except _WOULD_BLOCK:
+            return False
+        self.pending -= sent
+        while sent:
+            head = items[0]
+            assert isinstance(head, memoryview)
+            if sent >= head.nbytes:
+                sent -= head.nbytes
+                items.popleft()
+            else:
+                items[0] = head[sent:]
+                return False
         return True
 
     def _send_piece(self, piece: _Piece) -> bool:
@@ -236,7 +283,7 @@ class ChunkWriter:
             piece.block = memoryview(data)
         try:
             n = self._sock.send(piece.block)
-        except (BlockingIOError, InterruptedError):
+        except _WOULD_BLOCK:
             return False
         STATS.fallback_bytes += n
         self.pending -= n

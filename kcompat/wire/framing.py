@@ -77,6 +77,15 @@ class FrameReader:
         self._ready: bytearray | None = None  # that frame, complete: handed out before the read buffer's
         self._error: FrameSizeError | None = None
 
+    @property
+    def max_size(self) -> int:
+        return self._max_size
+
+    @max_size.setter
+    def max_size(self, value: int) -> None:
+        """A new bound for frames whose size prefix is not yet read (SASL raises it after login)."""
+        self._max_size = value
+
     # -- bytes in ---------------------------------------------------------------------------------
 
     def get_buffer(self) -> memoryview:

@@ -105,6 +105,16 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     return key, version, correlation
 
 
+def describe_frame(frame: bytes | bytearray | memoryview) -> str:
+    """'Metadata v12, correlation id 7' for a frame whose header can be read, else '' (for log lines)."""
+    if len(frame) < 8:
+        return ""
+    key, version, correlation = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
+    spec = APIS.get(key)
+    name = spec.name if spec is not None else f"API key {key}"
+    return f"{name} v{version}, correlation id {correlation}"
+
+
 def decode_request(frame: bytes | bytearray | memoryview, *, strict: bool = True) -> Request[Any]:
     """A request frame (without its size prefix) as header and typed body.
 

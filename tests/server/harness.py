@@ -55,10 +55,12 @@ class FakeBroker:
         self.active: dict[str, int] = {}
         self.max_active_per_connection = 0
         self.slice: Any = None
+        self.principals: list[str] = []  # client.principal of each request
 
     async def handle(self, frame: memoryview, client: Client) -> Sequence[Any] | None:
         _, _, correlation = struct.unpack_from(">hhi", frame)
         command = bytes(frame[8:]).decode()
+        self.principals.append(client.principal)
         n = self.active.get(client.connection_id, 0) + 1
         self.active[client.connection_id] = n
         self.max_active_per_connection = max(self.max_active_per_connection, n)
@@ -98,12 +100,14 @@ class FakeBroker:
 class ServerThread:
     """A Reactor bound to 127.0.0.1:<free port>, running an event loop in a background thread."""
 
-    def __init__(self, loop_kind: str, broker: FakeBroker | None = None, **reactor_kw: Any) -> None:
+    def __init__(
+        self, loop_kind: str, broker: FakeBroker | None = None, listener: Listener | None = None, **reactor_kw: Any
+    ) -> None:
         self.broker = broker or FakeBroker()
         self.loop = uvloop.new_event_loop() if loop_kind == "uvloop" else asyncio.new_event_loop()
         reactor_kw.setdefault("limits", Limits())
         self.reactor = Reactor(self.broker.handle, close_errors=(CloseConnection,), **reactor_kw)
-        bound = self.reactor.bind([Listener("PLAINTEXT", "127.0.0.1", 0)])
+        bound = self.reactor.bind([listener or Listener("PLAINTEXT", "127.0.0.1", 0)])
         self.port = bound[0][1]
         self._thread = threading.Thread(target=self._run, daemon=True)
         started: Future[None] = Future()

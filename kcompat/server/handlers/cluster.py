@@ -58,8 +58,8 @@ async def describe_cluster(ctx: RequestContext, request: Request[DescribeCluster
         )
     host = DescribeClusterBroker(
         broker_id=broker.node_id,
-        host=broker.advertised_host,
-        port=broker.advertised_port,
+        host=broker.endpoint(ctx.client)[0],
+        port=broker.endpoint(ctx.client)[1],
         rack=broker.rack,
         is_fenced=False,
     )

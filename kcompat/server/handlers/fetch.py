@@ -122,8 +122,8 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         topics[-1]["partitions"].append(part)
     response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": topics}
     if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
-        response["node_endpoints"] = [{"node_id": broker.node_id, "host": broker.advertised_host,
-                                       "port": broker.advertised_port, "rack": broker.rack}]  # fmt: skip
+        host, port = broker.endpoint(ctx.client)
+        response["node_endpoints"] = [{"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}]
     return response
 
 

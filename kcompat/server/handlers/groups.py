@@ -145,7 +145,8 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
             await broker.txn_service.ensure_topic()
     except ApiError as e:
         return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {topic}: {e.message or e.error.name}")
-    return {"key": key, "node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
+    host, port = broker.endpoint(ctx.client)
+    return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
             "error_code": 0, "error_message": None}  # fmt: skip
 
 

@@ -123,7 +123,8 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
                     continue
             out.append(described(t) if t else unknown_topic(rt.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     host = MetadataResponseBroker(
-        node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=broker.rack
+        node_id=broker.node_id, host=broker.endpoint(ctx.client)[0], port=broker.endpoint(ctx.client)[1],
+        rack=broker.rack,
     )
     return MetadataResponse(
         throttle_time_ms=0,

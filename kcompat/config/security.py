@@ -1,0 +1,273 @@
+"""Per-listener security settings, named and resolved as Kafka resolves them.
+
+    listener.name.<listener>.<setting>   (listener name lower-case) overrides the broker-wide <setting>;
+    listener.name.<listener>.<mechanism>.sasl.jaas.config  is the JAAS config of one SASL mechanism.
+
+Only the listeners whose protocol needs them read the ssl.* (SSL, SASL_SSL) and sasl.*
+(SASL_PLAINTEXT, SASL_SSL) settings; a listener that cannot work (an SSL listener without a
+keystore, a SASL listener without a mechanism kcompat speaks) stops start-up with one line.
+Files are only named here: the TLS context that reads them is kcompat.server.tls's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kcompat.config.errors import ConfigError
+from kcompat.config.listeners import Listener
+
+# Property families held raw by BrokerConfig and resolved here, per listener.
+SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.")
+SECURITY_KEYS = frozenset({"connections.max.reauth.ms", "connection.failed.authentication.delay.ms"})
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# OAUTHBEARER tokens are checked by Kafka's unsecured validator only (alg none, for development).
+_UNSECURED_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+CLIENT_AUTH = ("none", "requested", "required")
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+KEYSTORE_TYPES = ("PEM", "PKCS12")
+
+# Kafka's defaults (BrokerSecurityConfigs, SslConfigs); sasl.enabled.mechanisms is GSSAPI in Kafka,
+# which kcompat does not speak, so a SASL listener must name its mechanisms.
+_DEFAULTS = {
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    "connections.max.reauth.ms": "0",
+    "connection.failed.authentication.delay.ms": "100",
+    "sasl.server.max.receive.size": "524288",
+}
+
+
+def is_security_key(key: str) -> bool:
+    return key.startswith(SECURITY_PREFIXES) or key in SECURITY_KEYS
+
+
+@dataclass(frozen=True)
+class SslSettings:
+    keystore_type: str | None  # None: read the file and tell PEM from PKCS12
+    keystore_location: str | None
+    keystore_password: str | None
+    key_password: str | None
+    keystore_certificate_chain: str | None  # inline PEM
+    keystore_key: str | None  # inline PEM
+    truststore_type: str | None
+    truststore_location: str | None
+    truststore_password: str | None
+    truststore_certificates: str | None  # inline PEM
+    client_auth: str
+    enabled_protocols: tuple[str, ...]
+    cipher_suites: tuple[str, ...]
+    principal_mapping_rules: str
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    mechanisms: tuple[str, ...]
+    jaas: Mapping[str, str] = field(default_factory=dict)  # mechanism -> its JAAS config text
+    max_receive_size: int = 524288
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    name: str
+    protocol: str
+    ssl: SslSettings | None
+    sasl: SaslSettings | None
+    reauth_ms: int  # connections.max.reauth.ms; 0: sessions never expire
+    failed_auth_delay_ms: int
+
+
+class _Lookup:
+    def __init__(self, props: Mapping[str, str], listener: str) -> None:
+        self._props = props
+        self._prefix = f"listener.name.{listener.lower()}."
+
+    def local(self, name: str) -> bool:
+        """True when the listener-prefixed form of `name` is set."""
+        return self._prefix + name in self._props
+
+    def key(self, name: str) -> str:
+        """The key a value was read from (the listener-prefixed one when set), for messages."""
+        return self._prefix + name if self._prefix + name in self._props else name
+
+    def get(self, name: str) -> str | None:
+        for key in (self._prefix + name, name):
+            if key in self._props:
+                value = self._props[key].strip()
+                return value or None
+        return _DEFAULTS.get(name)
+
+    def int(self, name: str, low: int = 0) -> int:
+        raw = self.get(name) or "0"
+        try:
+            value = int(raw)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise ConfigError(f"{self.key(name)}={raw!r} is invalid: expected an integer >= {low}", key=name, value=raw)
+        return value
+
+    def items(self, name: str) -> tuple[str, ...]:
+        return tuple(item.strip() for item in (self.get(name) or "").split(",") if item.strip())
+
+    def one_of(self, name: str, allowed: Iterable[str], *, upper: bool = False) -> str | None:
+        value = self.get(name)
+        if value is None:
+            return None
+        value = value.upper() if upper else value.lower()
+        if value not in allowed:
+            raise ConfigError(
+                f"{self.key(name)}={value!r} is invalid: expected one of {', '.join(allowed)}", key=name, value=value
+            )
+        return value
+
+
+def _ssl_settings(look: _Lookup, listener: str) -> SslSettings:
+    keystore_type = look.get("ssl.keystore.type")
+    if keystore_type is not None and keystore_type.upper() == "JKS":
+        raise ConfigError(
+            f"{look.key('ssl.keystore.type')}=JKS is not supported: convert the keystore with "
+            "`keytool -importkeystore -deststoretype PKCS12` or use PEM", key="ssl.keystore.type",
+        )
+    keystore_type = look.one_of("ssl.keystore.type", KEYSTORE_TYPES, upper=True)
+    truststore_type = look.get("ssl.truststore.type")
+    if truststore_type is not None and truststore_type.upper() == "JKS":
+        raise ConfigError(f"{look.key('ssl.truststore.type')}=JKS is not supported: use PKCS12 or PEM",
+                          key="ssl.truststore.type")
+    truststore_type = look.one_of("ssl.truststore.type", KEYSTORE_TYPES, upper=True)
+    location, chain, key = look.get("ssl.keystore.location"), look.get("ssl.keystore.certificate.chain"), look.get(
+        "ssl.keystore.key")
+    # A listener naming its own keystore (a file or inline PEM) takes none of the broker-wide one.
+    if look.local("ssl.keystore.certificate.chain") and not look.local("ssl.keystore.location"):
+        location = None
+    elif look.local("ssl.keystore.location") and not look.local("ssl.keystore.certificate.chain"):
+        chain = key = None
+    if location is None and chain is None:
+        raise ConfigError(
+            f"listener {listener} uses TLS and needs a certificate: set "
+            "ssl.keystore.location (PEM or PKCS12) or ssl.keystore.certificate.chain and ssl.keystore.key",
+            key="listeners",
+        )
+    if location is not None and chain is not None:
+        raise ConfigError("set either ssl.keystore.location or ssl.keystore.certificate.chain, not both",
+                          key="ssl.keystore.location")
+    if chain is not None and key is None:
+        raise ConfigError("ssl.keystore.certificate.chain needs ssl.keystore.key", key="ssl.keystore.key")
+    protocols = look.items("ssl.enabled.protocols")
+    for protocol in protocols:
+        if protocol not in TLS_PROTOCOLS:
+            raise ConfigError(
+                f"{look.key('ssl.enabled.protocols')} names {protocol!r}: kcompat offers {', '.join(TLS_PROTOCOLS)}",
+                key="ssl.enabled.protocols", value=protocol,
+            )
+    if not protocols:
+        raise ConfigError("ssl.enabled.protocols is empty", key="ssl.enabled.protocols")
+    return SslSettings(
+        keystore_type=keystore_type,
+        keystore_location=location,
+        keystore_password=look.get("ssl.keystore.password"),
+        key_password=look.get("ssl.key.password"),
+        keystore_certificate_chain=chain,
+        keystore_key=key,
+        truststore_type=truststore_type,
+        truststore_location=look.get("ssl.truststore.location"),
+        truststore_password=look.get("ssl.truststore.password"),
+        truststore_certificates=look.get("ssl.truststore.certificates"),
+        client_auth=look.one_of("ssl.client.auth", CLIENT_AUTH) or "none",
+        enabled_protocols=protocols,
+        cipher_suites=look.items("ssl.cipher.suites"),
+        principal_mapping_rules=look.get("ssl.principal.mapping.rules") or "DEFAULT",
+    )
+
+
+def _sasl_settings(look: _Lookup, listener: str) -> SaslSettings:
+    mechanisms = tuple(m.upper() for m in look.items("sasl.enabled.mechanisms"))
+    if not mechanisms:
+        raise ConfigError(
+            f"listener {listener} uses SASL: set sasl.enabled.mechanisms (or "
+            f"listener.name.{listener.lower()}.sasl.enabled.mechanisms) to some of {', '.join(SASL_MECHANISMS)}",
+            key="listeners",
+        )
+    for mechanism in mechanisms:
+        if mechanism not in SASL_MECHANISMS:
+            raise ConfigError(
+                f"{look.key('sasl.enabled.mechanisms')} names {mechanism}: kcompat speaks {', '.join(SASL_MECHANISMS)}",
+                key="sasl.enabled.mechanisms", value=mechanism,
+            )
+    jaas = {}
+    for mechanism in mechanisms:
+        text = look.get(f"{mechanism.lower()}.sasl.jaas.config") or look.get("sasl.jaas.config")
+        if text is not None:
+            jaas[mechanism] = text
+    if "PLAIN" in mechanisms and "PLAIN" not in jaas:
+        raise ConfigError(
+            f"listener {listener} enables PLAIN but has no users: set "
+            f"listener.name.{listener.lower()}.plain.sasl.jaas.config to a PlainLoginModule with user_<name>=\"<password>\"",
+            key="sasl.jaas.config",
+        )
+    if "OAUTHBEARER" in mechanisms:
+        handler = look.get("oauthbearer.sasl.server.callback.handler.class") or look.get("sasl.server.callback.handler.class")
+        if handler is not None and handler != _UNSECURED_VALIDATOR:
+            raise ConfigError(
+                f"OAUTHBEARER with {handler} is not supported: kcompat validates only unsecured JWS tokens "
+                "(Kafka's default validator, for development)", key="sasl.server.callback.handler.class", value=handler,
+            )
+    return SaslSettings(mechanisms, jaas, look.int("sasl.server.max.receive.size", 1))
+
+
+def parse_security(listeners: Iterable[Listener], props: Mapping[str, str]) -> dict[str, ListenerSecurity]:
+    """Each served listener's settings, by listener name; ConfigError names the first unusable one."""
+    out: dict[str, ListenerSecurity] = {}
+    for listener in listeners:
+        look = _Lookup(props, listener.name)
+        protocol = listener.security_protocol
+        ssl = _ssl_settings(look, listener.name) if protocol in ("SSL", "SASL_SSL") else None
+        sasl = _sasl_settings(look, listener.name) if protocol.startswith("SASL_") else None
+        if sasl is not None:
+            for mechanism, text in sasl.jaas.items():
+                parse_jaas(text, f"sasl.jaas.config of {mechanism}")  # a malformed one stops start-up
+        out[listener.name] = ListenerSecurity(
+            listener.name, protocol, ssl, sasl,
+            reauth_ms=look.int("connections.max.reauth.ms"),
+            failed_auth_delay_ms=look.int("connection.failed.authentication.delay.ms"),
+        )
+    return out
+
+
+# JAAS: `<LoginModule class> <flag> key="value" key=value ... ;` (one module, as Kafka requires
+# for sasl.jaas.config).
+_JAAS = re.compile(r'\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)(?P<options>.*?);\s*', re.DOTALL)
+_JAAS_OPTION = re.compile(r'\s*(?P<key>[^\s=]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))')
+
+
+@dataclass(frozen=True)
+class JaasEntry:
+    module: str
+    options: Mapping[str, str]
+
+
+def parse_jaas(text: str, key: str = "sasl.jaas.config") -> JaasEntry:
+    m = _JAAS.fullmatch(text)
+    if m is None:
+        raise ConfigError(
+            f"{key} is invalid: expected '<LoginModule> required key=\"value\" ...;' (one login module)", key=key
+        )
+    options: dict[str, str] = {}
+    rest = m.group("options")
+    pos = 0
+    while rest[pos:].strip():
+        o = _JAAS_OPTION.match(rest, pos)
+        if o is None:
+            raise ConfigError(f"{key} is invalid near {rest[pos:].strip()[:20]!r}: expected key=\"value\"", key=key)
+        value = o.group("quoted")
+        options[o.group("key")] = re.sub(r"\\(.)", r"\1", value) if value is not None else o.group("bare")
+        pos = o.end()
+    return JaasEntry(m.group("module"), options)
+
+
+def plain_users(text: str) -> dict[str, str]:
+    """PlainLoginModule's users: its `user_<name>="<password>"` options."""
+    return {k[5:]: v for k, v in parse_jaas(text).options.items() if k.startswith("user_")}
