@@ -80,8 +80,8 @@ _PRINCIPAL_VERSION = 0
 def serialize_principal(principal_type: str = "User", name: str = "ANONYMOUS", token_authenticated: bool = False) -> bytes:
     """DefaultKafkaPrincipalBuilder.serialize: an int16 version, then DefaultPrincipalData.
 
-    The one place a principal enters a forwarded request: ANONYMOUS until kcompat authenticates
-    clients (the security issue passes the connection's principal here)."""
+    The one place a principal enters a forwarded request: the connection's (ANONYMOUS on
+    PLAINTEXT; the SASL user or the mTLS-mapped name otherwise)."""
     body = {"type": principal_type, "name": name, "token_authenticated": token_authenticated}
     return _PRINCIPAL_VERSION.to_bytes(2, "big") + _principal_codec.encode(body, _PRINCIPAL_VERSION)
 
@@ -215,9 +215,14 @@ class ForwardingManager:
                 return
             await asyncio.sleep(1.0)
 
-    async def forward(self, frame: bytes, request: Request[Any], client_host: str) -> list[Chunk]:
-        """The client's answer to a forwarded request (CloseConnection when Kafka would close)."""
-        outcome = await self._exchange(envelope_body(frame, client_host))
+    async def forward(
+        self, frame: bytes, request: Request[Any], client_host: str, principal: str = "User:ANONYMOUS"
+    ) -> list[Chunk]:
+        """The client's answer to a forwarded request (CloseConnection when Kafka would close).
+
+        `principal` is the connection's KafkaPrincipal as one string (`User:alice`)."""
+        principal_type, _, name = principal.partition(":")
+        outcome = await self._exchange(envelope_body(frame, client_host, serialize_principal(principal_type, name)))
         if isinstance(outcome, ErrorCode):
             if outcome == ErrorCode.UNSUPPORTED_VERSION:
                 raise CloseConnection("the controller does not support this request's version (the client will ask ApiVersions again)")
