@@ -24,7 +24,7 @@ from kcompat.coordinator.classic_state import (
     SyncOutcome,
 )
 from kcompat.coordinator.consumer_group import ConsumerGroup
-from kcompat.coordinator.consumer_group_heartbeat import delete_consumer_group_records
+from kcompat.coordinator.consumer_group_records import delete_consumer_group_records
 from kcompat.coordinator.group_store import GroupStore
 from kcompat.coordinator.messages import (
     HeartbeatResponse,

@@ -1,7 +1,8 @@
-"""Group administration: DescribeGroups v0-5, ListGroups v0-5 and what DeleteGroups v0-2 checks and writes.
+"""Group administration: DescribeGroups v0-5, ConsumerGroupDescribe v0, ListGroups v0-5 and what
+DeleteGroups v0-2 checks and writes.
 
-DescribeGroups describes classic groups only (KIP-848 groups have ConsumerGroupDescribe, in
-consumer_group_heartbeat.py). Deleting a group deletes its committed offsets too: the shard
+DescribeGroups describes classic groups only; KIP-848 groups have ConsumerGroupDescribe v0
+(describe_consumer_groups). Deleting a group deletes its committed offsets too: the shard
 (coordinator.py) asks the OffsetMetadataManager for those tombstones, then writes the group's.
 """
 
@@ -12,11 +13,13 @@ from collections.abc import Mapping, Sequence
 import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.classic_state import ClassicGroupState, GroupEvent
-from kcompat.coordinator.consumer_group import ConsumerGroup
-from kcompat.coordinator.consumer_group_heartbeat import delete_consumer_group_records
+from kcompat.coordinator.consumer_group import ConsumerGroup, topic_partitions
+from kcompat.coordinator.consumer_group_records import delete_consumer_group_records
 from kcompat.coordinator.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
-from kcompat.coordinator.group_store import Group
+from kcompat.coordinator.group_store import Group, GroupStore
 from kcompat.coordinator.messages import (
+    ConsumerGroupDescribedGroup,
+    ConsumerGroupDescribedMember,
     DescribedGroup,
     DescribedGroupMember,
     ListedGroup,
@@ -99,3 +102,27 @@ def delete_group_records(out: Effects, group: Group, now: int) -> None:
         out.emit(rec.GroupMetadataKey(group.group_id), None)
     else:
         delete_consumer_group_records(out, group)
+
+
+def describe_consumer_groups(store: GroupStore, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
+    """ConsumerGroupDescribe; classic and unknown groups get GROUP_ID_NOT_FOUND (Admin then falls back)."""
+    described = []
+    names = {tid: name for name, (tid, _) in store.topic_metadata().items()}
+    for gid in group_ids:
+        group = store.groups.get(gid)
+        if not isinstance(group, ConsumerGroup):
+            described.append(ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
+            continue
+        members = [
+            ConsumerGroupDescribedMember(
+                m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+                list(m.subscribed_topic_names), m.subscribed_topic_regex,
+                topic_partitions(m.assigned, names), topic_partitions(group.target.get(m.member_id, {}), names),
+            )
+            for m in group.members.values()
+        ]
+        described.append(ConsumerGroupDescribedGroup(
+            E.NONE, gid, None, group.state().value, group.group_epoch, group.assignment_epoch,
+            group.preferred_assignor(store.config.consumer_assignors[0]), members,
+        ))
+    return described

@@ -4,7 +4,7 @@ It is composed, not inherited: one GroupStore (the groups) shared by the parts t
 
     classic        ClassicGroupProtocol   JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic_protocol.py)
     rebalance      ClassicRebalance       the classic join/sync phases and their timers (classic_rebalance.py)
-    consumer       ConsumerGroupProtocol  ConsumerGroupHeartbeat, ConsumerGroupDescribe (consumer_group_heartbeat.py)
+    consumer       ConsumerGroupProtocol  ConsumerGroupHeartbeat (consumer_group_heartbeat.py)
 
 plus the administration (group_admin.py) and the replay of group records (replay.py). Operations
 that write take the call's Effects; the shard (coordinator.py) creates it and turns it into the
@@ -44,7 +44,7 @@ class GroupMetadataManager:
         return group_admin.list_groups(self.store.groups, states_filter=states_filter, types_filter=types_filter)
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
-        return self.consumer.consumer_group_describe(group_ids)
+        return group_admin.describe_consumer_groups(self.store, group_ids)
 
     def delete_error(self, group_id: str) -> int:
         """E.NONE when DeleteGroups may delete this group, else its error code."""
