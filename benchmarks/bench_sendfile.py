@@ -88,9 +88,7 @@ def raw_sendfile(path: Path, size: int) -> float:
         return mbs
 
 
-def seam(
-    loop_factory: Callable[[], asyncio.AbstractEventLoop], fetch: FetchSlice, send_buffer: int = -1
-) -> float:
+def seam(loop_factory: Callable[[], asyncio.AbstractEventLoop], fetch: FetchSlice, send_buffer: int = -1) -> float:
     size = len(fetch)
 
     async def handle(frame: memoryview, client: Client) -> list[Any]:

@@ -169,9 +169,7 @@ def _property_value(value: object) -> str:
     return str(value)
 
 
-def _merge_overrides(
-    overrides: Mapping[str, object] | None, keywords: Mapping[str, object]
-) -> dict[str, str]:
+def _merge_overrides(overrides: Mapping[str, object] | None, keywords: Mapping[str, object]) -> dict[str, str]:
     merged = dict(TEST_DEFAULTS)
     for key, value in (overrides or {}).items():
         merged[key] = _property_value(value)
@@ -388,9 +386,7 @@ def pytest_runtest_makereport(
         remembered: list[Broker] = item.stash.get(_BROKERS_KEY, [])
         brokers = list(remembered)
         if "kcompat_session_broker" in getattr(item, "fixturenames", ()):
-            session_broker = (
-                item.funcargs.get("kcompat_session_broker") if hasattr(item, "funcargs") else None
-            )
+            session_broker = item.funcargs.get("kcompat_session_broker") if hasattr(item, "funcargs") else None
             if isinstance(session_broker, Broker) and session_broker not in brokers:
                 brokers.append(session_broker)
         for broker in brokers:

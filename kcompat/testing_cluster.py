@@ -36,13 +36,7 @@ KAFKA_JARS = ROOT / ".deps" / "kafka"
 HOST = "127.0.0.1"
 
 # A controller needs little: a small heap and the client JIT keep its start near 2 s on 2 cores.
-CONTROLLER_JVM = [
-    "-Xms64m",
-    "-Xmx256m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-Djava.awt.headless=true",
-]
+CONTROLLER_JVM = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 TOOL_JVM = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
 # Finalized at format time (kafka-storage format --feature). metadata.version and kraft.version come
@@ -151,9 +145,7 @@ class ControllerQuorum:
         self.extra_properties = dict(properties or {})  # more controller settings, Kafka's names
         self.cluster_id = random_uuid_base64()
         self.controllers = [
-            Controller(
-                first_id + i, _free_port(), self.workdir / f"controller-{first_id + i}", random_uuid_base64()
-            )
+            Controller(first_id + i, _free_port(), self.workdir / f"controller-{first_id + i}", random_uuid_base64())
             for i in range(voters)
         ]
 
@@ -202,10 +194,7 @@ class ControllerQuorum:
         if len(self.controllers) == 1:
             quorum = ["--standalone"]
         else:
-            quorum = [
-                "--initial-controllers",
-                ",".join(f"{c.node_id}@{c.endpoint}:{c.directory_id}" for c in self.controllers),
-            ]
+            quorum = ["--initial-controllers", ",".join(f"{c.node_id}@{c.endpoint}:{c.directory_id}" for c in self.controllers)]
         features = [arg for name, level in self.features.items() for arg in ("--feature", f"{name}={level}")]
         for c in self.controllers:
             config = self._write_config(c)
@@ -235,9 +224,7 @@ class ControllerQuorum:
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         if result.returncode != 0:
-            raise ControllerStartError(
-                f"kafka-storage format (broker) failed:\n{result.stdout}\n{result.stderr}"
-            )
+            raise ControllerStartError(f"kafka-storage format (broker) failed:\n{result.stdout}\n{result.stderr}")
 
     def start(self) -> None:
         self.format()
@@ -254,14 +241,10 @@ class ControllerQuorum:
                 assert c.process is not None
                 if c.process.poll() is not None:
                     self.stop()
-                    raise ControllerStartError(
-                        f"controller {c.node_id} exited {c.process.returncode}:\n{c.log_tail()}"
-                    )
+                    raise ControllerStartError(f"controller {c.node_id} exited {c.process.returncode}:\n{c.log_tail()}")
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise ControllerStartError(
-                        f"controller {c.node_id} not ready in {self.start_timeout}s:\n{c.log_tail()}"
-                    )
+                    raise ControllerStartError(f"controller {c.node_id} not ready in {self.start_timeout}s:\n{c.log_tail()}")
                 time.sleep(0.1)
 
     def stop(self, timeout: float = 20.0) -> None:

@@ -63,38 +63,21 @@ def test_invalid_value_in_file_after_unknown_key_warning(tmp_path: Path) -> None
     warning, error = result.stderr.splitlines()
     # log lines are one line each: time, level, logger name, message
     assert " WARNING kcompat.config: unknown property made.up.key='1' ignored" in warning
-    assert error.startswith(
-        "kcompat: invalid configuration: listeners entry SSL://:9093 uses security protocol SSL"
-    )
+    assert error.startswith("kcompat: invalid configuration: listeners entry SSL://:9093 uses security protocol SSL")
 
 
 def test_serve_help_documents_options_precedence_and_properties() -> None:
     result = run("serve", "--help")
     assert result.returncode == 0
     text = result.stdout
-    for phrase in (
-        "--override",
-        "server.properties",
-        "KAFKA_",
-        "'__' -> '_'",
-        "'___' -> '-'",
-        "lowest precedence first",
-    ):
+    for phrase in ("--override", "server.properties", "KAFKA_", "'__' -> '_'", "'___' -> '-'", "lowest precedence first"):
         assert phrase in text, phrase
-    order = [
-        text.index(s)
-        for s in ("1. built-in defaults", "2. the server.properties", "3. KAFKA_*", "4. --override")
-    ]
+    order = [text.index(s) for s in ("1. built-in defaults", "2. the server.properties", "3. KAFKA_*", "4. --override")]
     assert order == sorted(order)
     for name in BROKER_CONFIGS:
         assert f"  {name}=" in text, name
-    for listed in (
-        "listeners=PLAINTEXT://127.0.0.1:9092",
-        "message.max.bytes=1048588",
-        "num.partitions=1",
-        "auto.create.topics.enable=true",
-        "group.initial.rebalance.delay.ms=3000",
-    ):
+    for listed in ("listeners=PLAINTEXT://127.0.0.1:9092", "message.max.bytes=1048588", "num.partitions=1",
+                   "auto.create.topics.enable=true", "group.initial.rebalance.delay.ms=3000"):
         assert listed in text, listed
 
 
@@ -144,14 +127,7 @@ def test_serve_hands_the_config_to_the_server(monkeypatch: pytest.MonkeyPatch) -
 
 
 def serve_on(log_dirs: Path | str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run(
-        "serve",
-        "--override",
-        "listeners=PLAINTEXT://127.0.0.1:0",
-        "--override",
-        f"log.dirs={log_dirs}",
-        *extra,
-    )
+    return run("serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={log_dirs}", *extra)
 
 
 def the_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -237,13 +213,7 @@ def test_a_port_in_use_hints_at_the_listeners_override(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run(
-            "serve",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{port}",
-            "--override",
-            f"log.dirs={tmp_path}",
-        )
+        result = run("serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path}")
     line = the_error_line(result)
     assert f"cannot listen on PLAINTEXT://127.0.0.1:{port}: Address already in use" in line
     assert "--override listeners=PLAINTEXT://127.0.0.1:PORT" in line

@@ -58,9 +58,7 @@ def test_late_broker_loads_the_snapshot(snapshotting_quorum: ControllerQuorum, t
     early = cluster_broker(snapshotting_quorum, tmp_path, EARLY_ID)
     early.start()
     try:
-        wait_for(
-            lambda: "RECOVERY -> RUNNING" in early.log_path.read_text(), "the first broker to be unfenced"
-        )
+        wait_for(lambda: "RECOVERY -> RUNNING" in early.log_path.read_text(), "the first broker to be unfenced")
         client = WireClient(HOST, snapshotting_quorum.controllers[0].port)
         try:
             response = client.call(19, 7, {
@@ -71,24 +69,15 @@ def test_late_broker_loads_the_snapshot(snapshotting_quorum: ControllerQuorum, t
         finally:
             client.close()
         assert response.topics[0].error_code == 0
-        wait_for(
-            lambda: "metadata: in-snapshot-2 leader" in early.log_path.read_text(),
-            "the topic in the first image",
-        )
+        wait_for(lambda: "metadata: in-snapshot-2 leader" in early.log_path.read_text(), "the topic in the first image")
         before = set(snapshots(snapshotting_quorum))
-        wait_for(
-            lambda: bool(set(snapshots(snapshotting_quorum)) - before), "a snapshot written after the topic"
-        )
+        wait_for(lambda: bool(set(snapshots(snapshotting_quorum)) - before), "a snapshot written after the topic")
         late = cluster_broker(snapshotting_quorum, tmp_path, BROKER_ID)
         late.start()
         try:
-            wait_for(
-                lambda: "RECOVERY -> RUNNING" in late.log_path.read_text(), "the late broker to be unfenced"
-            )
+            wait_for(lambda: "RECOVERY -> RUNNING" in late.log_path.read_text(), "the late broker to be unfenced")
             text = late.log_path.read_text()
-            loaded = re.search(
-                r"metadata: loaded snapshot (\d+)-(\d+) \((\d+) bytes, (\d+) topics, (\d+) brokers\)", text
-            )
+            loaded = re.search(r"metadata: loaded snapshot (\d+)-(\d+) \((\d+) bytes, (\d+) topics, (\d+) brokers\)", text)
             assert loaded is not None, text[-3000:]
             assert int(loaded.group(4)) == 1 and int(loaded.group(5)) >= 1  # the topic and the first broker
             assert f"metadata: broker {BROKER_ID} is unfenced" in text

@@ -30,9 +30,7 @@ def quorum_status(quorum: ControllerQuorum) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
 
 
-def test_broker_finds_the_leader_of_three_controllers(
-    kraft_quorum_3: ControllerQuorum, tmp_path: Path
-) -> None:
+def test_broker_finds_the_leader_of_three_controllers(kraft_quorum_3: ControllerQuorum, tmp_path: Path) -> None:
     leader_id = int(quorum_status(kraft_quorum_3)["LeaderId"])
     ordered = sorted(kraft_quorum_3.controllers, key=lambda c: c.node_id == leader_id)  # the leader last
     assert ordered[0].node_id != leader_id

@@ -42,27 +42,17 @@ def describe_groups(groups: Mapping[str, Group], group_ids: Sequence[str]) -> li
         stable = group.state is ClassicGroupState.STABLE
         members = [
             DescribedGroupMember(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
                 m.metadata(group.protocol_name) if stable else b"",
                 m.assignment if stable else b"",
             )
             for m in group.members.values()
         ]
-        out.append(
-            DescribedGroup(
-                E.NONE,
-                gid,
-                group.state.value,
-                group.protocol_type or "",
-                (group.protocol_name or "") if stable else "",
-                members,
-            )
-        )
+        out.append(DescribedGroup(
+            E.NONE, gid, group.state.value, group.protocol_type or "",
+            (group.protocol_name or "") if stable else "", members,
+        ))
     return out
-
 
 def list_groups(
     groups: Mapping[str, Group], *, states_filter: Sequence[str] = (), types_filter: Sequence[str] = ()
@@ -82,7 +72,6 @@ def list_groups(
             continue
         out.append(listed)
     return out
-
 
 def delete_error(group: Group | None, group_id: str) -> int:
     """Why DeleteGroups may not delete this group (Kafka's validateDeleteGroup); E.NONE if it may."""
@@ -115,44 +104,25 @@ def delete_group_records(out: Effects, group: Group, now: int) -> None:
         delete_consumer_group_records(out, group)
 
 
-def describe_consumer_groups(
-    store: GroupStore, group_ids: Sequence[str]
-) -> list[ConsumerGroupDescribedGroup]:
+def describe_consumer_groups(store: GroupStore, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
     """ConsumerGroupDescribe; classic and unknown groups get GROUP_ID_NOT_FOUND (Admin then falls back)."""
     described = []
     names = {tid: name for name, (tid, _) in store.topic_metadata().items()}
     for gid in group_ids:
         group = store.groups.get(gid)
         if not isinstance(group, ConsumerGroup):
-            described.append(
-                ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found.")
-            )
+            described.append(ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
             continue
         members = [
             ConsumerGroupDescribedMember(
-                m.member_id,
-                m.instance_id,
-                m.rack_id,
-                m.member_epoch,
-                m.client_id,
-                m.client_host,
-                list(m.subscribed_topic_names),
-                m.subscribed_topic_regex,
-                topic_partitions(m.assigned, names),
-                topic_partitions(group.target.get(m.member_id, {}), names),
+                m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+                list(m.subscribed_topic_names), m.subscribed_topic_regex,
+                topic_partitions(m.assigned, names), topic_partitions(group.target.get(m.member_id, {}), names),
             )
             for m in group.members.values()
         ]
-        described.append(
-            ConsumerGroupDescribedGroup(
-                E.NONE,
-                gid,
-                None,
-                group.state().value,
-                group.group_epoch,
-                group.assignment_epoch,
-                group.preferred_assignor(store.config.consumer_assignors[0]),
-                members,
-            )
-        )
+        described.append(ConsumerGroupDescribedGroup(
+            E.NONE, gid, None, group.state().value, group.group_epoch, group.assignment_epoch,
+            group.preferred_assignor(store.config.consumer_assignors[0]), members,
+        ))
     return described

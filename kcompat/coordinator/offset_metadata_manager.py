@@ -70,21 +70,13 @@ class OffsetMetadataManager:
         for topic in topics:
             parts = []
             for p in topic.partitions:
-                code = error or self._commit_one(
-                    out, now_ms, group_id, topic.name, p, retention_time_ms, partition_exists
-                )
+                code = error or self._commit_one(out, now_ms, group_id, topic.name, p, retention_time_ms, partition_exists)
                 parts.append(OffsetCommitResponsePartition(p.partition_index, code))
             answered.append(OffsetCommitResponseTopic(topic.name, parts))
         return answered
 
     def _validate_commit(
-        self,
-        now: int,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        instance_id: str | None,
-        api_version: int,
+        self, now: int, group_id: str, generation: int, member_id: str, instance_id: str | None, api_version: int
     ) -> int:
         if not group_id:
             return E.INVALID_GROUP_ID
@@ -147,10 +139,7 @@ class OffsetMetadataManager:
         if len(metadata.encode()) > self.store.config.offset_metadata_max_bytes:
             return E.OFFSET_METADATA_TOO_LARGE
         value = OffsetCommitValue(
-            p.committed_offset,
-            metadata,
-            now,
-            getattr(p, "committed_leader_epoch", -1),
+            p.committed_offset, metadata, now, getattr(p, "committed_leader_epoch", -1),
             now + retention_time_ms if retention_time_ms != -1 else -1,
         )
         self.offsets.setdefault(group_id, {})[(topic, p.partition_index)] = value
@@ -191,9 +180,7 @@ class OffsetMetadataManager:
             topics.append(OffsetFetchResponseTopic(name, parts))
         return OffsetFetchResponseGroup(req.group_id, topics)
 
-    def delete_offsets(
-        self, out: Effects, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]
-    ) -> OffsetDeleteResponse:
+    def delete_offsets(self, out: Effects, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]) -> OffsetDeleteResponse:
         if not group_id:
             return OffsetDeleteResponse(E.INVALID_GROUP_ID)
         group = self.store.groups.get(group_id)

@@ -239,9 +239,7 @@ class LogCleaner:
                 if h.is_control:
                     emit(data, h)
                     continue
-                kept, kept_h, h_ms = _clean_batch(
-                    data, h, offset_map, last_offsets, now_ms, horizon_after, stats
-                )
+                kept, kept_h, h_ms = _clean_batch(data, h, offset_map, last_offsets, now_ms, horizon_after, stats)
                 if h_ms is not None:
                     earliest_horizon = h_ms if earliest_horizon is None else min(earliest_horizon, h_ms)
                 if kept is not None:

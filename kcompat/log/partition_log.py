@@ -300,9 +300,7 @@ class PartitionLog(LogRemoval):
         try:
             self._snapshot_unsynced = self.producer_state.take_snapshot(sync=False)
         except OSError as e:
-            log.warning(
-                "no producer state snapshot for %s-%d at %d: %s", self.topic, self.partition, self._leo, e
-            )
+            log.warning("no producer state snapshot for %s-%d at %d: %s", self.topic, self.partition, self._leo, e)
         self.producer_state.delete_old_snapshots(keep=3)
         return new
 

@@ -1,17 +1,17 @@
 """`kcompat serve`: the event loop, the broker and the listeners, from start-up to a clean exit.
 
-serve(config) -> exit code
-  1. event loop: uvloop when importable, else asyncio's own (said once in the log)
-  2. lock every log dir (<dir>/.lock, held until exit): another process's lock stops start-up
-     here, before anything reads or writes the dir
-  3. bind every listener (a port in use fails here, before any log is recovered); a client may
-     connect from now on, but is answered only from step 5
-  4. await broker.start()        recovery of the logs, topics, producer state, group replay
-  5. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
-  6. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
-     most; a second signal cuts it short), close connections, await broker.close(), return 0
-A filesystem error in steps 2-4 (a read-only dir, a file where a dir should be) is one line
-naming the path and the OS's reason, and exit code 1.
+    serve(config) -> exit code
+      1. event loop: uvloop when importable, else asyncio's own (said once in the log)
+      2. lock every log dir (<dir>/.lock, held until exit): another process's lock stops start-up
+         here, before anything reads or writes the dir
+      3. bind every listener (a port in use fails here, before any log is recovered); a client may
+         connect from now on, but is answered only from step 5
+      4. await broker.start()        recovery of the logs, topics, producer state, group replay
+      5. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
+      6. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
+         most; a second signal cuts it short), close connections, await broker.close(), return 0
+    A filesystem error in steps 2-4 (a read-only dir, a file where a dir should be) is one line
+    naming the path and the OS's reason, and exit code 1.
 """
 
 from __future__ import annotations

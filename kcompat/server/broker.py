@@ -92,9 +92,7 @@ class Broker:
         # The partition logs and the fetches parked on them; one append path wakes those fetches.
         self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
         self.metadata.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
-        self.fetch_sessions = FetchManager(
-            FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))
-        )
+        self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
         # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
         self.group_service = GroupService(
             now_ms=self.now_ms,
@@ -154,10 +152,7 @@ class Broker:
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
         await self.group_service.start()  # replays __consumer_offsets
         log.info(
-            "broker %d of cluster %s started with %d topic(s)",
-            self.node_id,
-            self.cluster_id,
-            len(self.metadata.topics),
+            "broker %d of cluster %s started with %d topic(s)", self.node_id, self.cluster_id, len(self.metadata.topics)
         )
 
     def _load_cluster_id(self) -> str:

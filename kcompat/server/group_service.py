@@ -100,9 +100,7 @@ class GroupService:
 
     async def start(self) -> None:
         # Built here, once: with the settings as they stand after the broker loaded its stored dynamic configs.
-        self._coordinator = GroupCoordinator(
-            coordinator_config(self._setting), topic_metadata=self._topic_metadata
-        )
+        self._coordinator = GroupCoordinator(coordinator_config(self._setting), topic_metadata=self._topic_metadata)
         if self.offsets_topic.exists():
             now = self.now_ms()
             pairs = await asyncio.to_thread(self.offsets_topic.read_all)

@@ -177,9 +177,7 @@ class KRaftBroker:
             return []
         mine = image.brokers.get(self.node_id)
         if mine is None or mine.incarnation_id != self.incarnation_id:
-            log.warning(
-                "the controller's metadata no longer holds this broker's registration; registering again"
-            )
+            log.warning("the controller's metadata no longer holds this broker's registration; registering again")
             return lm.registration_lost(now)
         if not lm.ready_to_unfence and lm.state in (BrokerState.RECOVERY, BrokerState.STARTING):
             return lm.set_ready_to_unfence(now)
@@ -202,17 +200,12 @@ class KRaftBroker:
                     self._to_active_controller()
                 was = lm.state
                 out = lm.on_heartbeat_response(
-                    _now_ms(),
-                    HeartbeatResponse(r.error_code, r.is_caught_up, r.is_fenced, r.should_shut_down),
+                    _now_ms(), HeartbeatResponse(r.error_code, r.is_caught_up, r.is_fenced, r.should_shut_down)
                 )
                 if lm.state != was:
                     log.info("broker %d: %s -> %s", self.node_id, was.name, lm.state.name)
                 return out
-            r = await self._lifecycle_channel.call(
-                BROKER_REGISTRATION.key,
-                REGISTRATION_VERSION,
-                self._registration(request.previous_broker_epoch),
-            )
+            r = await self._lifecycle_channel.call(BROKER_REGISTRATION.key, REGISTRATION_VERSION, self._registration(request.previous_broker_epoch))
             if r.error_code == 0:
                 log.info("broker %d registered with broker epoch %d", self.node_id, r.broker_epoch)
             elif r.error_code == NOT_CONTROLLER:
@@ -220,11 +213,7 @@ class KRaftBroker:
                          self.node_id, *self._lifecycle_channel.target)  # fmt: skip
                 self._to_active_controller()
             else:
-                log.warning(
-                    "broker %d registration refused with error %d (the controller log says why)",
-                    self.node_id,
-                    r.error_code,
-                )
+                log.warning("broker %d registration refused with error %d (the controller log says why)", self.node_id, r.error_code)
             return lm.on_registration_response(_now_ms(), r.error_code, r.broker_epoch)
         except ControllerUnavailable as e:
             log.info("controller request failed: %s", e)
@@ -243,9 +232,7 @@ class KRaftBroker:
             "broker_id": self.node_id,
             "cluster_id": self.cluster_id,
             "incarnation_id": self.incarnation_id,
-            "listeners": [
-                {"name": n, "host": h, "port": p, "security_protocol": 0} for n, h, p in self.listeners
-            ],
+            "listeners": [{"name": n, "host": h, "port": p, "security_protocol": 0} for n, h, p in self.listeners],
             "features": [
                 {"name": name, "min_supported_version": lo, "max_supported_version": hi}
                 for name, (lo, hi) in SUPPORTED_FEATURES.items()
@@ -288,12 +275,7 @@ class KRaftBroker:
                 if self._snapshot_wanted is not None:
                     progressed = await self._fetch_snapshot(*self._snapshot_wanted)
                 else:
-                    r = await self._raft_channel.call(
-                        FETCH.key,
-                        FETCH_VERSION,
-                        self._fetch_request(),
-                        timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5,
-                    )
+                    r = await self._raft_channel.call(FETCH.key, FETCH_VERSION, self._fetch_request(), timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5)
                     progressed = self._handle_fetch(r)
             except ControllerUnavailable as e:
                 log.info("metadata fetch failed: %s", e)
@@ -432,20 +414,13 @@ class ImageLog:
     def publish(self, image: MetadataImage) -> None:
         old, new = self.previous.brokers.get(self.node_id), image.brokers.get(self.node_id)
         if new is not None and (old is None or old.fenced != new.fenced):
-            log.info(
-                "metadata: broker %d is %s (epoch %d)",
-                self.node_id,
-                "fenced" if new.fenced else "unfenced",
-                new.epoch,
-            )
+            log.info("metadata: broker %d is %s (epoch %d)", self.node_id, "fenced" if new.fenced else "unfenced", new.epoch)
         for topic_id, topic in image.topics_by_id.items():
             before = self.previous.topics_by_id.get(topic_id)
             if before is topic:
                 continue
             for index, p in sorted(topic.partitions.items()):
-                if self.node_id not in p.replicas or (
-                    before is not None and before.partitions.get(index) == p
-                ):
+                if self.node_id not in p.replicas or (before is not None and before.partitions.get(index) == p):
                     continue
                 role = "leader" if p.leader == self.node_id else "follower"
                 log.info("metadata: %s-%d %s: leader %d epoch %d, replicas %s, isr %s (offset %d)",

@@ -88,22 +88,12 @@ class MetadataView(Protocol):
     def log_config(self, t: TopicInfo) -> LogConfig: ...
     def topic_compression(self, t: TopicInfo) -> int | None: ...
     def describe_topic_configs(
-        self,
-        t: TopicInfo,
-        names: list[str] | None = None,
-        *,
-        synonyms: bool = False,
-        documentation: bool = False,
+        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
     ) -> list[ConfigEntry]: ...
     @property
     def producer_ids(self) -> ProducerIds: ...
     async def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str | None] | None = None,
-        *,
-        validate_only: bool = False,
+        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
         internal_ok: bool = False,
     ) -> TopicInfo: ...
     async def auto_create_topic(self, name: str) -> TopicInfo: ...
@@ -201,16 +191,9 @@ class LocalMetadata:
         return None if name == "producer" else COMPRESSION_CODECS[name]
 
     def describe_topic_configs(
-        self,
-        t: TopicInfo,
-        names: list[str] | None = None,
-        *,
-        synonyms: bool = False,
-        documentation: bool = False,
+        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
     ) -> list[ConfigEntry]:
-        return self.topic_config(t).describe(
-            names, include_synonyms=synonyms, include_documentation=documentation
-        )
+        return self.topic_config(t).describe(names, include_synonyms=synonyms, include_documentation=documentation)
 
     @property
     def producer_ids(self) -> ProducerIdManager:
@@ -228,17 +211,10 @@ class LocalMetadata:
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         other = self._topics.colliding(name)
         if other is not None:
-            raise ApiError(
-                ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}"
-            )
+            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
 
     async def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str | None] | None = None,
-        *,
-        validate_only: bool = False,
+        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
         internal_ok: bool = False,
     ) -> TopicInfo:
         """Create a topic and its partition logs (or only check that it could be, with validate_only)."""
@@ -258,12 +234,7 @@ class LocalMetadata:
         self._set_topic_config(name, topic_config(self._config, overrides))
         for p in range(partitions):
             self._logs.open_partition(t, p)
-        log.info(
-            "created topic %s with %d partition(s)%s",
-            name,
-            partitions,
-            f", configs {overrides}" if overrides else "",
-        )
+        log.info("created topic %s with %d partition(s)%s", name, partitions, f", configs {overrides}" if overrides else "")
         return t
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
@@ -297,9 +268,7 @@ class LocalMetadata:
         try:
             self._topics.delete(name)
         except OSError as e:
-            raise ApiError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the deletion of {name}: {e}"
-            ) from None
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the deletion of {name}: {e}") from None
         self._topic_configs.pop(name, None)
         self._log_configs.pop(name, None)
         await self._logs.delete_partitions(name, t.partitions)
@@ -313,9 +282,7 @@ class LocalMetadata:
         try:
             self._topics.set_partitions(name, count)
         except OSError as e:
-            raise ApiError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}"
-            ) from None
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}") from None
         for p in range(old, count):
             self._logs.open_partition(t, p)
         log.info("topic %s now has %d partitions", name, count)

@@ -29,9 +29,7 @@ log = logging.getLogger("kcompat.server")
 
 
 class ReplicaManager:
-    def __init__(
-        self, *, topic: Callable[[str], TopicInfo | None], log_config: Callable[[TopicInfo], LogConfig]
-    ) -> None:
+    def __init__(self, *, topic: Callable[[str], TopicInfo | None], log_config: Callable[[TopicInfo], LogConfig]) -> None:
         self._topic = topic
         self._log_config = log_config
         self.logs: LogManager | None = None
@@ -41,15 +39,8 @@ class ReplicaManager:
         self._maintenance_errors = LogThrottle(log, interval_s=60)
 
     async def start(
-        self,
-        log_dirs: list[Path],
-        default_config: LogConfig,
-        *,
-        cluster_id: str,
-        node_id: int,
-        topic_configs: dict[str, LogConfig],
-        clock: Callable[[], int],
-        topics: list[TopicInfo],
+        self, log_dirs: list[Path], default_config: LogConfig, *, cluster_id: str, node_id: int,
+        topic_configs: dict[str, LogConfig], clock: Callable[[], int], topics: list[TopicInfo],
     ) -> None:
         """Open (and recover) the logs in a worker thread, then every partition of `topics`."""
         self.logs = await asyncio.to_thread(
@@ -129,10 +120,7 @@ class ReplicaManager:
             except asyncio.CancelledError:
                 await asyncio.wait([work])
                 raise
-            except (
-                OSError,
-                KafkaStorageError,
-            ) as e:  # a full or failing disk: said once in a while, without a traceback
+            except (OSError, KafkaStorageError) as e:  # a full or failing disk: said once in a while, without a traceback
                 self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
             except Exception:
                 log.exception("log maintenance failed")

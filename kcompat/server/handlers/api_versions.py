@@ -54,17 +54,13 @@ async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVer
     finalized = []
     if "consumer" in ctx.broker.config.get("group.coordinator.rebalance.protocols"):
         finalized.append(
-            FinalizedFeatureKey(
-                name=GROUP_VERSION, max_version_level=GROUP_VERSION_MAX, min_version_level=GROUP_VERSION_MAX
-            )
+            FinalizedFeatureKey(name=GROUP_VERSION, max_version_level=GROUP_VERSION_MAX, min_version_level=GROUP_VERSION_MAX)
         )
     return ApiVersionsResponse(
         error_code=0,
         api_keys=advertised(),
         throttle_time_ms=0,
-        supported_features=[
-            SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX)
-        ],
+        supported_features=[SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX)],
         finalized_features_epoch=FEATURES_EPOCH,
         finalized_features=finalized,
     )

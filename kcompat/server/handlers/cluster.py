@@ -46,9 +46,7 @@ BROKERS_ENDPOINT = 1
 
 
 @handles(DESCRIBE_CLUSTER, "0-2")
-async def describe_cluster(
-    ctx: RequestContext, request: Request[DescribeClusterRequest]
-) -> DescribeClusterResponse:
+async def describe_cluster(ctx: RequestContext, request: Request[DescribeClusterRequest]) -> DescribeClusterResponse:
     body = request.body
     broker = ctx.broker
     if body.endpoint_type != BROKERS_ENDPOINT:
@@ -77,9 +75,7 @@ async def describe_cluster(
 
 
 @handles(DESCRIBE_LOG_DIRS, "1-5")
-async def describe_log_dirs(
-    ctx: RequestContext, request: Request[DescribeLogDirsRequest]
-) -> DescribeLogDirsResponse:
+async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDirsRequest]) -> DescribeLogDirsResponse:
     broker = ctx.broker
     logs = ctx.replicas.logs
     assert logs is not None
@@ -97,9 +93,7 @@ async def describe_log_dirs(
             continue
         d = str(plog.directory.parent)
         by_dir.setdefault(d, {}).setdefault(topic, []).append(
-            DescribeLogDirsPartition(
-                partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False
-            )
+            DescribeLogDirsPartition(partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False)
         )
     results = []
     for d, topics in by_dir.items():
@@ -114,10 +108,7 @@ async def describe_log_dirs(
             DescribeLogDirsResult(
                 error_code=error,
                 log_dir=d,
-                topics=[
-                    DescribeLogDirsTopic(name=name, partitions=parts)
-                    for name, parts in sorted(topics.items())
-                ],
+                topics=[DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in sorted(topics.items())],
                 total_bytes=total,
                 usable_bytes=usable,
                 is_cordoned=False,

@@ -74,9 +74,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         tkey = ft.topic_id if by_id else ft.topic
         for fp in ft.partitions:
             fetch_data.setdefault((tkey, fp.partition), fp)
-    forgotten = [
-        (ft.topic_id if by_id else ft.topic, p) for ft in body.forgotten_topics_data for p in ft.partitions
-    ]
+    forgotten = [(ft.topic_id if by_id else ft.topic, p) for ft in body.forgotten_topics_data for p in ft.partitions]
     context = broker.fetch_sessions.new_context(version, body.session_id, body.session_epoch, replica_id >= 0,
                                                 fetch_data, forgotten, broker.now_ms())  # fmt: skip
     if context.kind == "error":
@@ -101,9 +99,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         if waiters.closed:
             break  # shutting down: answer with what was read
 
-    error, session_id, sent = context.respond(
-        list(zip([r[0] for r in reads], results, strict=True)), broker.now_ms()
-    )
+    error, session_id, sent = context.respond(list(zip([r[0] for r in reads], results, strict=True)), broker.now_ms())
     if log.isEnabledFor(logging.DEBUG):
         log.debug("Fetch v%d session %d epoch %d (%s): %d partition(s) in the request, %d read, %d in the response "
                   "(session %d)", version, body.session_id, body.session_epoch, context.kind, len(fetch_data),
@@ -115,16 +111,9 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     for (tkey, _), part in sent:
         if not topics or tkey != last:
             last = tkey
-            topics.append(
-                {"topic": "" if by_id else tkey, "topic_id": tkey if by_id else None, "partitions": []}
-            )
+            topics.append({"topic": "" if by_id else tkey, "topic_id": tkey if by_id else None, "partitions": []})
         topics[-1]["partitions"].append(part)
-    response: dict[str, Any] = {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "session_id": session_id,
-        "responses": topics,
-    }
+    response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": topics}
     if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
         response["node_endpoints"] = [{"node_id": broker.node_id, "host": broker.advertised_host,
                                        "port": broker.advertised_port, "rack": broker.rack}]  # fmt: skip
@@ -178,9 +167,7 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             continue
         if replica_id >= 0:  # no replica but this broker's own: not one Kafka would let fetch
             known_epoch = epoch != NO_LEADER_EPOCH
-            out["error_code"] = int(
-                ErrorCode.UNKNOWN_LEADER_EPOCH if known_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER
-            )
+            out["error_code"] = int(ErrorCode.UNKNOWN_LEADER_EPOCH if known_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER)
             if hints and not known_epoch:
                 out["current_leader"] = {"leader_id": broker.node_id, "leader_epoch": t.leader_epoch}
                 hinted = True

@@ -100,9 +100,7 @@ TRANSACTION_KEY = 1
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
-async def coordinate(
-    ctx: RequestContext, call: Callable[[int], CoordinatorResult[Any]], *, creates: bool = True
-) -> Any:
+async def coordinate(ctx: RequestContext, call: Callable[[int], CoordinatorResult[Any]], *, creates: bool = True) -> Any:
     """The coordinator's answer to `call` (stored first, awaited when deferred)."""
     try:
         return await ctx.broker.group_service.run(call, creates=creates)
@@ -136,28 +134,16 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
     broker = ctx.broker
 
     def fail(error: ErrorCode, message: str) -> dict[str, Any]:
-        return {
-            "key": key,
-            "node_id": -1,
-            "host": "",
-            "port": -1,
-            "error_code": int(error),
-            "error_message": message,
-        }
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(error), "error_message": message}
 
     if key_type == TRANSACTION_KEY:
         return fail(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
     if key_type != GROUP_KEY:
-        return fail(
-            ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request"
-        )
+        return fail(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
     try:
         await broker.group_service.ensure_topic()
     except ApiError as e:
-        return fail(
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            f"cannot create {CONSUMER_OFFSETS}: {e.message or e.error.name}",
-        )
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {CONSUMER_OFFSETS}: {e.message or e.error.name}")
     return {"key": key, "node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
             "error_code": 0, "error_message": None}  # fmt: skip
 
@@ -246,9 +232,7 @@ async def describe_groups(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     coordinator = ctx.broker.group_service.coordinator
-    groups = await coordinate(
-        ctx, lambda now: coordinator.describe_groups(now, list(body.groups)), creates=False
-    )
+    groups = await coordinate(ctx, lambda now: coordinator.describe_groups(now, list(body.groups)), creates=False)
     return {
         "throttle_time_ms": 0,
         "groups": [
@@ -261,14 +245,9 @@ async def describe_groups(ctx: RequestContext, request: Request) -> Any:
                 "protocol_type": g.protocol_type,
                 "protocol_data": g.protocol_data,
                 "members": [
-                    {
-                        "member_id": m.member_id,
-                        "group_instance_id": m.group_instance_id,
-                        "client_id": m.client_id,
-                        "client_host": m.client_host,
-                        "member_metadata": m.member_metadata,
-                        "member_assignment": m.member_assignment,
-                    }
+                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                     "client_host": m.client_host, "member_metadata": m.member_metadata,
+                     "member_assignment": m.member_assignment}
                     for m in g.members
                 ],
                 "authorized_operations": ops,
@@ -298,12 +277,8 @@ async def list_groups(ctx: RequestContext, request: Request) -> Any:
         "throttle_time_ms": 0,
         "error_code": 0,
         "groups": [
-            {
-                "group_id": g.group_id,
-                "protocol_type": g.protocol_type,
-                "group_state": g.group_state,
-                "group_type": g.group_type,
-            }
+            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.group_state,
+             "group_type": g.group_type}
             for g in groups
         ],
     }
@@ -315,10 +290,7 @@ async def delete_groups(ctx: RequestContext, request: Request) -> Any:
     results = await coordinate(
         ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, names), creates=False
     )
-    return {
-        "throttle_time_ms": 0,
-        "results": [{"group_id": r.group_id, "error_code": int(r.error_code)} for r in results],
-    }
+    return {"throttle_time_ms": 0, "results": [{"group_id": r.group_id, "error_code": int(r.error_code)} for r in results]}
 
 
 # --- KIP-848 consumer groups -------------------------------------------------------------------
@@ -341,9 +313,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Request) -> Any
         instance_id=body.instance_id,
         rack_id=body.rack_id,
         rebalance_timeout_ms=body.rebalance_timeout_ms,
-        subscribed_topic_names=None
-        if body.subscribed_topic_names is None
-        else list(body.subscribed_topic_names),
+        subscribed_topic_names=None if body.subscribed_topic_names is None else list(body.subscribed_topic_names),
         subscribed_topic_regex=body.subscribed_topic_regex,
         server_assignor=body.server_assignor,
         topic_partitions=owned,
@@ -377,8 +347,7 @@ async def consumer_group_describe(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     groups = await coordinate(
-        ctx,
-        lambda now: ctx.broker.group_service.coordinator.consumer_group_describe(now, list(body.group_ids)),
+        ctx, lambda now: ctx.broker.group_service.coordinator.consumer_group_describe(now, list(body.group_ids)),
         creates=False,
     )
     return {
@@ -393,19 +362,11 @@ async def consumer_group_describe(ctx: RequestContext, request: Request) -> Any:
                 "assignment_epoch": g.assignment_epoch,
                 "assignor_name": g.assignor_name,
                 "members": [
-                    {
-                        "member_id": m.member_id,
-                        "instance_id": m.instance_id,
-                        "rack_id": m.rack_id,
-                        "member_type": CONSUMER_MEMBER,
-                        "member_epoch": m.member_epoch,
-                        "client_id": m.client_id,
-                        "client_host": m.client_host,
-                        "subscribed_topic_names": list(m.subscribed_topic_names),
-                        "subscribed_topic_regex": m.subscribed_topic_regex,
-                        "assignment": _assignment(m.assignment),
-                        "target_assignment": _assignment(m.target_assignment),
-                    }
+                    {"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id, "member_type": CONSUMER_MEMBER,
+                     "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                     "subscribed_topic_names": list(m.subscribed_topic_names),
+                     "subscribed_topic_regex": m.subscribed_topic_regex,
+                     "assignment": _assignment(m.assignment), "target_assignment": _assignment(m.target_assignment)}
                     for m in g.members
                 ],
                 "authorized_operations": ops,

@@ -25,17 +25,13 @@ from kcompat.wire.types.init_producer_id import InitProducerIdRequest, InitProdu
 
 
 @handles(INIT_PRODUCER_ID, "0-5")
-async def init_producer_id(
-    ctx: RequestContext, request: Request[InitProducerIdRequest]
-) -> InitProducerIdResponse:
+async def init_producer_id(ctx: RequestContext, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
     body = request.body
     ids = ctx.metadata.producer_ids
     assert ids is not None
 
     def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
-        return InitProducerIdResponse(
-            throttle_time_ms=0, error_code=int(error), producer_id=pid, producer_epoch=epoch
-        )
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=int(error), producer_id=pid, producer_epoch=epoch)
 
     if body.transactional_id is not None:
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

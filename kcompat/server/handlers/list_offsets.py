@@ -54,9 +54,7 @@ async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]
     for rt in body.topics:
         parts = []
         for rp in rt.partitions:
-            out = ListOffsetsPartitionResponse(
-                partition_index=rp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1
-            )
+            out = ListOffsetsPartitionResponse(partition_index=rp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(out)
             if counts[(rt.name, rp.partition_index)] > 1:
                 out.error_code = int(ErrorCode.INVALID_REQUEST)
@@ -71,9 +69,7 @@ async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _lookup(
-    ctx: RequestContext, topic: str, rp: ListOffsetsPartition, out: ListOffsetsPartitionResponse
-) -> ErrorCode | None:
+def _lookup(ctx: RequestContext, topic: str, rp: ListOffsetsPartition, out: ListOffsetsPartitionResponse) -> ErrorCode | None:
     t = ctx.metadata.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

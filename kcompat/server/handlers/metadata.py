@@ -71,12 +71,8 @@ def partitions_of(ctx: RequestContext, t: TopicInfo) -> list[MetadataResponsePar
     ]
 
 
-def unknown_topic(
-    name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID
-) -> MetadataResponseTopic:
-    return MetadataResponseTopic(
-        error_code=int(error), name=name, topic_id=topic_id, is_internal=False, partitions=[]
-    )
+def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=int(error), name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
 @handles(METADATA, "0-13")
@@ -87,9 +83,7 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
     topics = ctx.metadata.topics
     assert topics is not None
     all_topics = body.topics is None or (v == 0 and not body.topics)
-    allow_auto = (
-        ctx.metadata.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
-    )
+    allow_auto = ctx.metadata.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
     ops = TOPIC_OPERATIONS if body.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
 
     def described(t: TopicInfo) -> MetadataResponseTopic:
@@ -115,9 +109,7 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
                     continue
                 seen.add(rt.topic_id)
                 t = topics.by_id(rt.topic_id)
-                out.append(
-                    described(t) if t else unknown_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id)
-                )
+                out.append(described(t) if t else unknown_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id))
                 continue
             if rt.name in seen:
                 continue

@@ -78,13 +78,8 @@ async def offset_commit(ctx: RequestContext, request: Request) -> Any:
     return {
         "throttle_time_ms": 0,
         "topics": [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": int(p.error_code)}
-                    for p in t.partitions
-                ],
-            }
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)}
+                                            for p in t.partitions]}
             for t in result
         ],
     }
@@ -146,18 +141,14 @@ async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
         return await _offset_fetch_by_id(ctx, request)
     if v >= 8:
         wanted = [
-            OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch)
-            for g in body.groups
+            OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch) for g in body.groups
         ]
         groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
         return {
             "throttle_time_ms": 0,
             "groups": [
-                {
-                    "group_id": g.group_id,
-                    "error_code": int(g.error_code),
-                    "topics": [{"name": t.name, "partitions": _partitions(t)} for t in g.topics],
-                }
+                {"group_id": g.group_id, "error_code": int(g.error_code),
+                 "topics": [{"name": t.name, "partitions": _partitions(t)} for t in g.topics]}
                 for g in groups
             ],
         }
@@ -233,9 +224,6 @@ async def offset_delete(ctx: RequestContext, request: Request) -> Any:
             parts = [{"partition_index": p.partition_index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
                      for p in t.partitions]  # fmt: skip
         else:
-            parts = [
-                {"partition_index": p.partition_index, "error_code": int(p.error_code)}
-                for p in got.partitions
-            ]
+            parts = [{"partition_index": p.partition_index, "error_code": int(p.error_code)} for p in got.partitions]
         topics.append({"name": t.name, "partitions": parts})
     return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}

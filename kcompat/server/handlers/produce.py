@@ -81,19 +81,12 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
             t = ctx.metadata.topics.by_id(td.topic_id) if ctx.metadata.topics is not None else None
             name, missing_id = (t.name, False) if t is not None else ("", True)
         for pd in td.partition_data:
-            resp: dict[str, Any] = {
-                "index": pd.index,
-                "base_offset": -1,
-                "log_append_time_ms": -1,
-                "log_start_offset": -1,
-            }
+            resp: dict[str, Any] = {"index": pd.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
             try:
                 if acks not in (-1, 0, 1):
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if body.transactional_id is not None:
-                    raise ApiError(
-                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported"
-                    )
+                    raise ApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
                 if missing_id:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
                 resp.update(await _produce_partition(ctx, name, pd.index, pd.records, v))
@@ -102,9 +95,7 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                 resp["error_code"] = int(e.error)
                 resp["error_message"] = e.message
                 if e.records:
-                    resp["record_errors"] = [
-                        {"batch_index": i, "batch_index_error_message": m} for i, m in e.records
-                    ]
+                    resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
             parts.append(resp)
         responses.append({"name": name, "topic_id": td.topic_id, "partition_responses": parts})
     if acks == 0:
@@ -114,9 +105,7 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-async def _produce_partition(
-    ctx: RequestContext, topic: str, partition: int, records: Any, v: int
-) -> dict[str, Any]:
+async def _produce_partition(ctx: RequestContext, topic: str, partition: int, records: Any, v: int) -> dict[str, Any]:
     t = ctx.metadata.topic(topic)
     if t is None:
         if not ctx.metadata.auto_create_topics:
@@ -154,9 +143,7 @@ async def _produce_partition(
 def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:
     """The one batch's header, once it passes the checks Kafka makes before looking at records."""
     if records is None or len(records) == 0:
-        raise ApiError(
-            ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch"
-        )
+        raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
     try:
         h = validate_batch(records)
     except RecordBatchError as e:
@@ -168,9 +155,7 @@ def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:
             f"The record batch of {size} bytes is larger than max.message.bytes={conf.max_message_bytes}",
         )
     if size > conf.segment_bytes:
-        raise ApiError(
-            ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}"
-        )
+        raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
     if h.compression == codecs.ZSTD and v < 7:
         raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
     if h.is_transactional:
