@@ -155,7 +155,8 @@ async def _serve(config: BrokerConfig, entered: float) -> int:
 
 async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Listener]) -> int:
     from kcompat import __version__
-    from kcompat.server.broker import Broker, CloseConnection
+    from kcompat.server.broker import Broker
+    from kcompat.server.dispatcher import CloseConnection
     from kcompat.wire.protocol import UnsupportedRequest
 
     broker = Broker(config)

@@ -73,7 +73,9 @@ from kcompat.coordinator import (
     SyncGroupAssignment,
     TopicPartitions,
 )
-from kcompat.server.broker import ApiError, CloseConnection, RequestContext
+from kcompat.server.broker import RequestContext
+from kcompat.server.dispatcher import CloseConnection
+from kcompat.server.errors import ApiError
 from kcompat.server.group_service import CoordinatorUnavailable
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kcompat.server.registry import handles
