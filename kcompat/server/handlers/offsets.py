@@ -33,7 +33,8 @@ GROUP_SUBSCRIBED_TO_TOPIC; an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from kcompat.coordinator import (
     OffsetCommitRequestPartition,
@@ -42,6 +43,7 @@ from kcompat.coordinator import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopic,
 )
+from kcompat.coordinator.messages import OffsetFetchResponseTopic
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.groups import coordinate
 from kcompat.server.registry import handles
@@ -50,24 +52,33 @@ from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
 from kcompat.wire.messages.offset_delete import OFFSET_DELETE
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 from kcompat.wire.protocol import Request
+from kcompat.wire.types import offset_commit as oc
+from kcompat.wire.types import offset_delete as od
+from kcompat.wire.types import offset_fetch as of
+
+R = TypeVar("R")
 
 TOPIC_IDS = 10  # the first OffsetCommit/OffsetFetch version that names topics by id
 
 
-def _commit_topic(t: Any) -> OffsetCommitRequestTopic:
+def _commit_topic(t: oc.OffsetCommitRequestTopic) -> OffsetCommitRequestTopic:
     parts = [OffsetCommitRequestPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
                                           p.committed_metadata) for p in t.partitions]  # fmt: skip
     return OffsetCommitRequestTopic(t.name, parts)
 
 
+def _commit_partitions(codes: list[tuple[int, int]]) -> list[oc.OffsetCommitResponsePartition]:
+    return [oc.OffsetCommitResponsePartition(partition_index=p, error_code=int(code)) for p, code in codes]
+
+
 @handles(OFFSET_COMMIT, "2-10")
-async def offset_commit(ctx: RequestContext, request: Request) -> Any:
+async def offset_commit(ctx: RequestContext, request: Request[oc.OffsetCommitRequest]) -> oc.OffsetCommitResponse:
     body = request.body
     v = request.api_version
     service = ctx.broker.group_service
     if v >= TOPIC_IDS:
         return await _offset_commit_by_id(ctx, request)
-    topics = list(body.topics)
+    topics = [_commit_topic(t) for t in body.topics]
     result = await coordinate(ctx, lambda now: service.coordinator.commit_offsets(
         now, group_id=body.group_id, topics=topics,
         generation_id_or_member_epoch=body.generation_id_or_member_epoch if v >= 1 else -1,
@@ -75,17 +86,18 @@ async def offset_commit(ctx: RequestContext, request: Request) -> Any:
         retention_time_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
         partition_exists=service.partition_exists,
     ))  # fmt: skip
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)}
-                                            for p in t.partitions]}
+    return oc.OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            oc.OffsetCommitResponseTopic(
+                name=t.name, partitions=_commit_partitions([(p.partition_index, p.error_code) for p in t.partitions])
+            )
             for t in result
         ],
-    }
+    )
 
 
-async def _offset_commit_by_id(ctx: RequestContext, request: Request) -> Any:
+async def _offset_commit_by_id(ctx: RequestContext, request: Request[oc.OffsetCommitRequest]) -> oc.OffsetCommitResponse:
     """v10+: resolve topic ids to names first; unknown ids are answered without the coordinator."""
     body = request.body
     service = ctx.broker.group_service
@@ -93,13 +105,14 @@ async def _offset_commit_by_id(ctx: RequestContext, request: Request) -> Any:
     assert topics is not None
     known: list[OffsetCommitRequestTopic] = []
     ids: dict[str, uuid.UUID] = {}
-    unknown: list[dict[str, Any]] = []
+    unknown: list[oc.OffsetCommitResponseTopic] = []
     for t in body.topics:
         info = topics.by_id(t.topic_id)
         if info is None:
             code = int(ErrorCode.UNKNOWN_TOPIC_ID)
-            unknown.append({"topic_id": t.topic_id, "partitions": [
-                {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]})  # fmt: skip
+            unknown.append(oc.OffsetCommitResponseTopic(
+                topic_id=t.topic_id, partitions=_commit_partitions([(p.partition_index, code) for p in t.partitions])
+            ))  # fmt: skip
             continue
         ids[info.name] = info.topic_id
         known.append(OffsetCommitRequestTopic(info.name, _commit_topic(t).partitions))
@@ -111,29 +124,36 @@ async def _offset_commit_by_id(ctx: RequestContext, request: Request) -> Any:
         partition_exists=service.partition_exists,
     ))  # fmt: skip
     answered = [
-        {"topic_id": ids[t.name],
-         "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)} for p in t.partitions]}
+        oc.OffsetCommitResponseTopic(
+            topic_id=ids[t.name], partitions=_commit_partitions([(p.partition_index, p.error_code) for p in t.partitions])
+        )
         for t in result
-    ]  # fmt: skip
-    return {"throttle_time_ms": 0, "topics": answered + unknown}
+    ]
+    return oc.OffsetCommitResponse(throttle_time_ms=0, topics=answered + unknown)
 
 
-def _topics(topics: Any) -> list[OffsetFetchRequestTopic] | None:
+def _topics(topics: list[of.OffsetFetchRequestTopic] | list[of.OffsetFetchRequestTopics] | None) -> list[OffsetFetchRequestTopic] | None:
     if topics is None:
         return None
     return [OffsetFetchRequestTopic(t.name, list(t.partition_indexes)) for t in topics]
 
 
-def _partitions(t: Any) -> list[dict[str, Any]]:
+def _partitions(t: OffsetFetchResponseTopic, row: Callable[..., R]) -> list[R]:
+    """The partition rows of the v0-7 (OffsetFetchResponsePartition) or v8+ (...Partitions) layout."""
     return [
-        {"partition_index": p.partition_index, "committed_offset": p.committed_offset,
-         "committed_leader_epoch": p.committed_leader_epoch, "metadata": p.metadata, "error_code": int(p.error_code)}
+        row(
+            partition_index=p.partition_index,
+            committed_offset=p.committed_offset,
+            committed_leader_epoch=p.committed_leader_epoch,
+            metadata=p.metadata,
+            error_code=int(p.error_code),
+        )
         for p in t.partitions
-    ]  # fmt: skip
+    ]
 
 
 @handles(OFFSET_FETCH, "1-10")
-async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
+async def offset_fetch(ctx: RequestContext, request: Request[of.OffsetFetchRequest]) -> of.OffsetFetchResponse:
     body = request.body
     v = request.api_version
     coordinator = ctx.broker.group_service.coordinator
@@ -144,51 +164,57 @@ async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
             OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch) for g in body.groups
         ]
         groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
-        return {
-            "throttle_time_ms": 0,
-            "groups": [
-                {"group_id": g.group_id, "error_code": int(g.error_code),
-                 "topics": [{"name": t.name, "partitions": _partitions(t)} for t in g.topics]}
+        return of.OffsetFetchResponse(
+            throttle_time_ms=0,
+            groups=[
+                of.OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=int(g.error_code),
+                    topics=[of.OffsetFetchResponseTopics(name=t.name, partitions=_partitions(t, of.OffsetFetchResponsePartitions)) for t in g.topics],
+                )
                 for g in groups
             ],
-        }
+        )
     one = OffsetFetchRequestGroup(body.group_id, _topics(body.topics))
     got = (await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, [one]), creates=False))[0]
-    topics = [{"name": t.name, "partitions": _partitions(t)} for t in got.topics]
+    topics = [of.OffsetFetchResponseTopic(name=t.name, partitions=_partitions(t, of.OffsetFetchResponsePartition)) for t in got.topics]
     if v < 2 and got.error_code != ErrorCode.NONE:
         # No top-level error before v2: every requested partition carries the group's error.
         topics = [
-            {"name": t.name, "partitions": [
-                {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": int(got.error_code)}
+            of.OffsetFetchResponseTopic(name=t.name, partitions=[
+                of.OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=-1, metadata="", error_code=int(got.error_code)
+                )
                 for p in t.partition_indexes
-            ]}
+            ])
             for t in body.topics or []
         ]  # fmt: skip
-    return {"throttle_time_ms": 0, "error_code": int(got.error_code), "topics": topics}
+    return of.OffsetFetchResponse(throttle_time_ms=0, error_code=int(got.error_code), topics=topics)
 
 
-async def _offset_fetch_by_id(ctx: RequestContext, request: Request) -> Any:
+async def _offset_fetch_by_id(ctx: RequestContext, request: Request[of.OffsetFetchRequest]) -> of.OffsetFetchResponse:
     """v10+: topics by id in and out; unknown ids get UNKNOWN_TOPIC_ID without asking the coordinator."""
     coordinator = ctx.broker.group_service.coordinator
     topics = ctx.metadata.topics
     assert topics is not None
     wanted: list[OffsetFetchRequestGroup] = []
-    unknown: dict[str, list[dict[str, Any]]] = {}
-    for g in request.body.groups:
-        if g.topics is None:
-            wanted.append(OffsetFetchRequestGroup(g.group_id, None, g.member_id, g.member_epoch))
+    unknown: dict[str, list[of.OffsetFetchResponseTopics]] = {}
+    for rg in request.body.groups:
+        if rg.topics is None:
+            wanted.append(OffsetFetchRequestGroup(rg.group_id, None, rg.member_id, rg.member_epoch))
             continue
         named = []
-        for t in g.topics:
-            info = topics.by_id(t.topic_id)
+        for rt in rg.topics:
+            info = topics.by_id(rt.topic_id)
             if info is None:
                 code = int(ErrorCode.UNKNOWN_TOPIC_ID)
-                unknown.setdefault(g.group_id, []).append({"topic_id": t.topic_id, "partitions": [
-                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
-                     "error_code": code} for p in t.partition_indexes]})  # fmt: skip
+                unknown.setdefault(rg.group_id, []).append(of.OffsetFetchResponseTopics(topic_id=rt.topic_id, partitions=[
+                    of.OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                                     metadata="", error_code=code)
+                    for p in rt.partition_indexes]))  # fmt: skip
             else:
-                named.append(OffsetFetchRequestTopic(info.name, list(t.partition_indexes)))
-        wanted.append(OffsetFetchRequestGroup(g.group_id, named, g.member_id, g.member_epoch))
+                named.append(OffsetFetchRequestTopic(info.name, list(rt.partition_indexes)))
+        wanted.append(OffsetFetchRequestGroup(rg.group_id, named, rg.member_id, rg.member_epoch))
     groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
     out = []
     for g in groups:
@@ -196,14 +222,14 @@ async def _offset_fetch_by_id(ctx: RequestContext, request: Request) -> Any:
         for t in g.topics:
             info = topics.get(t.name)
             if info is not None:  # a committed topic deleted since has no id to answer with
-                answered.append({"topic_id": info.topic_id, "partitions": _partitions(t)})
-        out.append({"group_id": g.group_id, "error_code": int(g.error_code),
-                    "topics": answered + unknown.get(g.group_id, [])})  # fmt: skip
-    return {"throttle_time_ms": 0, "groups": out}
+                answered.append(of.OffsetFetchResponseTopics(topic_id=info.topic_id, partitions=_partitions(t, of.OffsetFetchResponsePartitions)))
+        out.append(of.OffsetFetchResponseGroup(group_id=g.group_id, error_code=int(g.error_code),
+                                               topics=answered + unknown.get(g.group_id, [])))  # fmt: skip
+    return of.OffsetFetchResponse(throttle_time_ms=0, groups=out)
 
 
 @handles(OFFSET_DELETE, "0-0")
-async def offset_delete(ctx: RequestContext, request: Request) -> Any:
+async def offset_delete(ctx: RequestContext, request: Request[od.OffsetDeleteRequest]) -> od.OffsetDeleteResponse:
     body = request.body
     broker = ctx.broker
     known = [
@@ -215,15 +241,15 @@ async def offset_delete(ctx: RequestContext, request: Request) -> Any:
         now, group_id=body.group_id, topics=known,
     ), creates=False)  # fmt: skip
     if resp.error_code != ErrorCode.NONE:
-        return {"error_code": int(resp.error_code), "throttle_time_ms": 0, "topics": []}
+        return od.OffsetDeleteResponse(error_code=int(resp.error_code), throttle_time_ms=0, topics=[])
     answered = {t.name: t for t in resp.topics}
     topics = []
     for t in body.topics:
         got = answered.get(t.name)
         if got is None:
-            parts = [{"partition_index": p.partition_index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
-                     for p in t.partitions]  # fmt: skip
+            codes = [(p.partition_index, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)) for p in t.partitions]
         else:
-            parts = [{"partition_index": p.partition_index, "error_code": int(p.error_code)} for p in got.partitions]
-        topics.append({"name": t.name, "partitions": parts})
-    return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}
+            codes = [(p.partition_index, int(p.error_code)) for p in got.partitions]
+        topics.append(od.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            od.OffsetDeleteResponsePartition(partition_index=p, error_code=code) for p, code in codes]))  # fmt: skip
+    return od.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=topics)
