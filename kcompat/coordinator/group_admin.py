@@ -22,10 +22,10 @@ from kcompat.coordinator.messages import (
     ConsumerGroupDescribedMember,
     DescribedGroup,
     DescribedGroupMember,
-    ListedGroup,
 )
 from kcompat.coordinator.result import Effects
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.types.list_groups import ListedGroup
 
 
 def describe_groups(groups: Mapping[str, Group], group_ids: Sequence[str]) -> list[DescribedGroup]:
@@ -63,9 +63,13 @@ def list_groups(
     out = []
     for gid, group in sorted(groups.items()):
         if isinstance(group, ClassicGroup):
-            listed = ListedGroup(gid, group.protocol_type or "", group.state.value, "classic")
+            listed = ListedGroup(
+                group_id=gid, protocol_type=group.protocol_type or "", group_state=group.state.value, group_type="classic"
+            )
         else:
-            listed = ListedGroup(gid, CONSUMER_PROTOCOL_TYPE, group.state().value, "consumer")
+            listed = ListedGroup(
+                group_id=gid, protocol_type=CONSUMER_PROTOCOL_TYPE, group_state=group.state().value, group_type="consumer"
+            )
         if states and listed.group_state.lower() not in states:
             continue
         if types and listed.group_type not in types:

@@ -4,6 +4,11 @@ Field names are the snake_case of the JSON specs' names, so a handler can copy b
 wire codec's objects field by field (or pass codec objects straight in where a parameter below only
 reads attributes of the same names). Versions do not appear here: a field a lower version lacks
 has Kafka's default, and the handler drops what its version cannot carry.
+
+Where an answer is exactly a wire struct (ListGroups' ListedGroup, DeleteGroups' DeletableGroupResult,
+OffsetCommit's and OffsetDelete's responses) the coordinator returns kcompat.wire.types' class itself;
+what stays here differs from the wire: versions folded together (JoinGroup's protocol_name None,
+LeaveGroup's legacy error), None meaning "unchanged", names resolved from topic ids.
 """
 
 from __future__ import annotations
@@ -107,20 +112,6 @@ class DescribedGroup:
     members: list[DescribedGroupMember] = field(default_factory=list)
 
 
-@dataclass
-class ListedGroup:
-    group_id: str
-    protocol_type: str
-    group_state: str
-    group_type: str
-
-
-@dataclass
-class DeletableGroupResult:
-    group_id: str
-    error_code: int
-
-
 # ------------------------------------------------------------------------------------------- offsets
 
 
@@ -136,18 +127,6 @@ class OffsetCommitRequestPartition:
 class OffsetCommitRequestTopic:
     name: str
     partitions: list[OffsetCommitRequestPartition]
-
-
-@dataclass
-class OffsetCommitResponsePartition:
-    partition_index: int
-    error_code: int
-
-
-@dataclass
-class OffsetCommitResponseTopic:
-    name: str
-    partitions: list[OffsetCommitResponsePartition]
 
 
 @dataclass(frozen=True)
@@ -190,24 +169,6 @@ class OffsetFetchResponseGroup:
 class OffsetDeleteRequestTopic:
     name: str
     partitions: list[int]
-
-
-@dataclass
-class OffsetDeleteResponsePartition:
-    partition_index: int
-    error_code: int
-
-
-@dataclass
-class OffsetDeleteResponseTopic:
-    name: str
-    partitions: list[OffsetDeleteResponsePartition]
-
-
-@dataclass
-class OffsetDeleteResponse:
-    error_code: int
-    topics: list[OffsetDeleteResponseTopic] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- KIP-848 consumer groups

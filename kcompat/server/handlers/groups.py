@@ -297,16 +297,7 @@ async def list_groups(ctx: RequestContext, request: Request[lsg.ListGroupsReques
     groups = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.list_groups(
         now, states_filter=states, types_filter=types,
     ), creates=False)  # fmt: skip
-    return lsg.ListGroupsResponse(
-        throttle_time_ms=0,
-        error_code=0,
-        groups=[
-            lsg.ListedGroup(
-                group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state, group_type=g.group_type
-            )
-            for g in groups
-        ],
-    )
+    return lsg.ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
 @handles(DELETE_GROUPS, "0-2")
@@ -315,10 +306,7 @@ async def delete_groups(ctx: RequestContext, request: Request[dlg.DeleteGroupsRe
     results = await coordinate(
         ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, names), creates=False
     )
-    return dlg.DeleteGroupsResponse(
-        throttle_time_ms=0,
-        results=[dlg.DeletableGroupResult(group_id=r.group_id, error_code=int(r.error_code)) for r in results],
-    )
+    return dlg.DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
 # --- KIP-848 consumer groups -------------------------------------------------------------------

@@ -67,10 +67,6 @@ def _commit_topic(t: oc.OffsetCommitRequestTopic) -> OffsetCommitRequestTopic:
     return OffsetCommitRequestTopic(t.name, parts)
 
 
-def _commit_partitions(codes: list[tuple[int, int]]) -> list[oc.OffsetCommitResponsePartition]:
-    return [oc.OffsetCommitResponsePartition(partition_index=p, error_code=int(code)) for p, code in codes]
-
-
 @handles(OFFSET_COMMIT, "2-10")
 async def offset_commit(ctx: RequestContext, request: Request[oc.OffsetCommitRequest]) -> oc.OffsetCommitResponse:
     body = request.body
@@ -86,15 +82,7 @@ async def offset_commit(ctx: RequestContext, request: Request[oc.OffsetCommitReq
         retention_time_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
         partition_exists=service.partition_exists,
     ))  # fmt: skip
-    return oc.OffsetCommitResponse(
-        throttle_time_ms=0,
-        topics=[
-            oc.OffsetCommitResponseTopic(
-                name=t.name, partitions=_commit_partitions([(p.partition_index, p.error_code) for p in t.partitions])
-            )
-            for t in result
-        ],
-    )
+    return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result)
 
 
 async def _offset_commit_by_id(ctx: RequestContext, request: Request[oc.OffsetCommitRequest]) -> oc.OffsetCommitResponse:
@@ -110,9 +98,9 @@ async def _offset_commit_by_id(ctx: RequestContext, request: Request[oc.OffsetCo
         info = topics.by_id(t.topic_id)
         if info is None:
             code = int(ErrorCode.UNKNOWN_TOPIC_ID)
-            unknown.append(oc.OffsetCommitResponseTopic(
-                topic_id=t.topic_id, partitions=_commit_partitions([(p.partition_index, code) for p in t.partitions])
-            ))  # fmt: skip
+            unknown.append(oc.OffsetCommitResponseTopic(topic_id=t.topic_id, partitions=[
+                oc.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code) for p in t.partitions
+            ]))  # fmt: skip
             continue
         ids[info.name] = info.topic_id
         known.append(OffsetCommitRequestTopic(info.name, _commit_topic(t).partitions))
@@ -123,13 +111,9 @@ async def _offset_commit_by_id(ctx: RequestContext, request: Request[oc.OffsetCo
         retention_time_ms=-1, api_version=request.api_version,
         partition_exists=service.partition_exists,
     ))  # fmt: skip
-    answered = [
-        oc.OffsetCommitResponseTopic(
-            topic_id=ids[t.name], partitions=_commit_partitions([(p.partition_index, p.error_code) for p in t.partitions])
-        )
-        for t in result
-    ]
-    return oc.OffsetCommitResponse(throttle_time_ms=0, topics=answered + unknown)
+    for answered in result:
+        answered.topic_id = ids[answered.name]  # v10 answers by id (the name is not in its layout)
+    return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result + unknown)
 
 
 def _topics(topics: list[of.OffsetFetchRequestTopic] | list[of.OffsetFetchRequestTopics] | None) -> list[OffsetFetchRequestTopic] | None:
@@ -243,13 +227,12 @@ async def offset_delete(ctx: RequestContext, request: Request[od.OffsetDeleteReq
     if resp.error_code != ErrorCode.NONE:
         return od.OffsetDeleteResponse(error_code=int(resp.error_code), throttle_time_ms=0, topics=[])
     answered = {t.name: t for t in resp.topics}
-    topics = []
-    for t in body.topics:
-        got = answered.get(t.name)
-        if got is None:
-            codes = [(p.partition_index, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)) for p in t.partitions]
-        else:
-            codes = [(p.partition_index, int(p.error_code)) for p in got.partitions]
-        topics.append(od.OffsetDeleteResponseTopic(name=t.name, partitions=[
-            od.OffsetDeleteResponsePartition(partition_index=p, error_code=code) for p, code in codes]))  # fmt: skip
+    unknown = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    topics = [
+        answered.get(t.name)
+        or od.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            od.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=unknown) for p in t.partitions
+        ])
+        for t in body.topics
+    ]  # fmt: skip
     return od.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=topics)
