@@ -20,11 +20,10 @@ from kcompat.coordinator.group_store import Group, GroupStore
 from kcompat.coordinator.messages import (
     ConsumerGroupDescribedGroup,
     ConsumerGroupDescribedMember,
-    DescribedGroup,
-    DescribedGroupMember,
 )
 from kcompat.coordinator.result import Effects
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.types.describe_groups import DescribedGroup, DescribedGroupMember
 from kcompat.wire.types.list_groups import ListedGroup
 
 
@@ -34,23 +33,29 @@ def describe_groups(groups: Mapping[str, Group], group_ids: Sequence[str]) -> li
     for gid in group_ids:
         group = groups.get(gid)
         if not gid:
-            out.append(DescribedGroup(E.INVALID_GROUP_ID, gid, ""))
+            out.append(DescribedGroup(error_code=E.INVALID_GROUP_ID, group_id=gid))
             continue
         if not isinstance(group, ClassicGroup):
-            out.append(DescribedGroup(E.NONE, gid, ClassicGroupState.DEAD.value))
+            out.append(DescribedGroup(group_id=gid, group_state=ClassicGroupState.DEAD.value))
             continue
         stable = group.state is ClassicGroupState.STABLE
         members = [
             DescribedGroupMember(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                m.metadata(group.protocol_name) if stable else b"",
-                m.assignment if stable else b"",
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
             )
             for m in group.members.values()
         ]
         out.append(DescribedGroup(
-            E.NONE, gid, group.state.value, group.protocol_type or "",
-            (group.protocol_name or "") if stable else "", members,
+            group_id=gid,
+            group_state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=members,
         ))
     return out
 

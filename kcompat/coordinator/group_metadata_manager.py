@@ -21,9 +21,10 @@ from kcompat.coordinator.classic_protocol import ClassicGroupProtocol
 from kcompat.coordinator.classic_rebalance import ClassicRebalance
 from kcompat.coordinator.consumer_group_heartbeat import ConsumerGroupProtocol
 from kcompat.coordinator.group_store import Group, GroupStore
-from kcompat.coordinator.messages import ConsumerGroupDescribedGroup, DescribedGroup
+from kcompat.coordinator.messages import ConsumerGroupDescribedGroup
 from kcompat.coordinator.replay import replay_group_record, restart_timers
 from kcompat.coordinator.result import Effects
+from kcompat.wire.types.describe_groups import DescribedGroup
 from kcompat.wire.types.list_groups import ListedGroup
 
 

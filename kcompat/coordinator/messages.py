@@ -5,8 +5,9 @@ wire codec's objects field by field (or pass codec objects straight in where a p
 reads attributes of the same names). Versions do not appear here: a field a lower version lacks
 has Kafka's default, and the handler drops what its version cannot carry.
 
-Where an answer is exactly a wire struct (ListGroups' ListedGroup, DeleteGroups' DeletableGroupResult,
-OffsetCommit's and OffsetDelete's responses) the coordinator returns kcompat.wire.types' class itself;
+Where an answer is exactly a wire struct (SyncGroup's and Heartbeat's responses, DescribeGroups'
+DescribedGroup, ListGroups' ListedGroup, DeleteGroups' DeletableGroupResult, OffsetCommit's and
+OffsetDelete's responses) the coordinator returns kcompat.wire.types' class itself;
 what stays here differs from the wire: versions folded together (JoinGroup's protocol_name None,
 LeaveGroup's legacy error), None meaning "unchanged", names resolved from topic ids.
 """
@@ -52,19 +53,6 @@ class SyncGroupAssignment:
     assignment: bytes
 
 
-@dataclass
-class SyncGroupResponse:
-    error_code: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass
-class HeartbeatResponse:
-    error_code: int
-
-
 @dataclass(frozen=True)
 class MemberIdentity:
     member_id: str
@@ -90,26 +78,6 @@ class LeaveGroupResponse:
         if self.error_code != ErrorCode.NONE:
             return self.error_code
         return next((m.error_code for m in self.members if m.error_code != ErrorCode.NONE), ErrorCode.NONE)
-
-
-@dataclass
-class DescribedGroupMember:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    member_metadata: bytes = b""
-    member_assignment: bytes = b""
-
-
-@dataclass
-class DescribedGroup:
-    error_code: int
-    group_id: str
-    group_state: str
-    protocol_type: str = ""
-    protocol_data: str = ""
-    members: list[DescribedGroupMember] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------- offsets

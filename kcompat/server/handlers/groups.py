@@ -198,28 +198,20 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
 async def sync_group(ctx: RequestContext, request: Request[sg.SyncGroupRequest]) -> sg.SyncGroupResponse:
     body = request.body
     assignments = [SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments]
-    resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.sync_group(
+    return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.sync_group(
         now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
         assignments=assignments, group_instance_id=body.group_instance_id,
         protocol_type=body.protocol_type, protocol_name=body.protocol_name,
     ))  # fmt: skip
-    return sg.SyncGroupResponse(
-        throttle_time_ms=0,
-        error_code=int(resp.error_code),
-        protocol_type=resp.protocol_type,
-        protocol_name=resp.protocol_name,
-        assignment=resp.assignment,
-    )
 
 
 @handles(HEARTBEAT, "0-4")
 async def heartbeat(ctx: RequestContext, request: Request[hb.HeartbeatRequest]) -> hb.HeartbeatResponse:
     body = request.body
-    resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.heartbeat(
+    return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.heartbeat(
         now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
         group_instance_id=body.group_instance_id,
     ), creates=False)  # fmt: skip
-    return hb.HeartbeatResponse(throttle_time_ms=0, error_code=int(resp.error_code))
 
 
 @handles(LEAVE_GROUP, "0-5")
@@ -251,30 +243,14 @@ async def describe_groups(ctx: RequestContext, request: Request[dg.DescribeGroup
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     coordinator = ctx.broker.group_service.coordinator
     groups = await coordinate(ctx, lambda now: coordinator.describe_groups(now, list(body.groups)), creates=False)
+    for g in groups:
+        g.authorized_operations = ops
     return dg.DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
             _not_found(g.group_id, g.group_id in coordinator.groups)
             if request.api_version >= 6 and g.error_code == 0 and g.group_state == DEAD
-            else dg.DescribedGroup(
-                error_code=int(g.error_code),
-                group_id=g.group_id,
-                group_state=g.group_state,
-                protocol_type=g.protocol_type,
-                protocol_data=g.protocol_data,
-                members=[
-                    dg.DescribedGroupMember(
-                        member_id=m.member_id,
-                        group_instance_id=m.group_instance_id,
-                        client_id=m.client_id,
-                        client_host=m.client_host,
-                        member_metadata=m.member_metadata,
-                        member_assignment=m.member_assignment,
-                    )
-                    for m in g.members
-                ],
-                authorized_operations=ops,
-            )
+            else g
             for g in groups
         ],
     )
