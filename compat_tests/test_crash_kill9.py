@@ -45,7 +45,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
 from compat_tests.crash.ledger import Acked, Ledger, Stored, read_topic
-from kcompat.server.broker import load_handlers
+from kcompat.server.dispatcher import load_handlers
 from kcompat.server.registry import HANDLERS
 from kcompat.testing import Broker, BrokerFactory
 

@@ -24,20 +24,20 @@ from kcompat.coordinator.classic_state import (
     SyncOutcome,
 )
 from kcompat.coordinator.consumer_group import ConsumerGroup
-from kcompat.coordinator.consumer_group_heartbeat import delete_consumer_group_records
+from kcompat.coordinator.consumer_group_records import delete_consumer_group_records
 from kcompat.coordinator.group_store import GroupStore
 from kcompat.coordinator.messages import (
-    HeartbeatResponse,
     JoinGroupProtocol,
     JoinGroupResponse,
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
     MemberIdentity,
     SyncGroupAssignment,
-    SyncGroupResponse,
 )
 from kcompat.coordinator.result import Deferred, Effects
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.types.heartbeat import HeartbeatResponse
+from kcompat.wire.types.sync_group import SyncGroupResponse
 
 
 class Joiner(NamedTuple):
@@ -231,7 +231,7 @@ class ClassicGroupProtocol:
         old_id = group.static_members[instance_id]
         old = group.members[old_id]
         out.complete(old.join_token, JoinGroupResponse(E.FENCED_INSTANCE_ID, member_id=old_id))
-        out.complete(old.sync_token, SyncGroupResponse(E.FENCED_INSTANCE_ID))
+        out.complete(old.sync_token, SyncGroupResponse(error_code=E.FENCED_INSTANCE_ID))
         old.join_token = old.sync_token = None
         member = group.replace_static_member(instance_id, old_id, new_id)
         member.protocols = protocols
@@ -279,25 +279,25 @@ class ClassicGroupProtocol:
     ) -> SyncGroupResponse | Deferred:
         """SyncGroup. Followers (and a leader that syncs first) wait for the leader's assignment."""
         if not group_id:
-            return SyncGroupResponse(E.INVALID_GROUP_ID)
+            return SyncGroupResponse(error_code=E.INVALID_GROUP_ID)
         group = self.store.groups.get(group_id)
         if not isinstance(group, ClassicGroup) or not group.members:
-            return SyncGroupResponse(E.UNKNOWN_MEMBER_ID)
+            return SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID)
         error = self._member_error(group, member_id, group_instance_id, generation_id)
         if error:
-            return SyncGroupResponse(error)
+            return SyncGroupResponse(error_code=error)
         if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol_name):
-            return SyncGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL)
+            return SyncGroupResponse(error_code=E.INCONSISTENT_GROUP_PROTOCOL)
         member = group.members[member_id]
         member.session_deadline = now_ms + member.session_timeout_ms
         outcome = SYNC[group.state]
         if outcome is SyncOutcome.REJOIN:
-            return SyncGroupResponse(E.REBALANCE_IN_PROGRESS)
+            return SyncGroupResponse(error_code=E.REBALANCE_IN_PROGRESS)
         if outcome is SyncOutcome.CURRENT_ASSIGNMENT:
             self._synced(group, member_id)
             return self._sync_response(group, member)
         assert outcome is SyncOutcome.WAIT, outcome
-        out.complete(member.sync_token, SyncGroupResponse(E.REBALANCE_IN_PROGRESS))
+        out.complete(member.sync_token, SyncGroupResponse(error_code=E.REBALANCE_IN_PROGRESS))
         token = self.store.token()
         member.sync_token = token
         self._synced(group, member_id)
@@ -314,7 +314,12 @@ class ClassicGroupProtocol:
 
     @staticmethod
     def _sync_response(group: ClassicGroup, member: ClassicMember) -> SyncGroupResponse:
-        return SyncGroupResponse(E.NONE, group.protocol_type, group.protocol_name, member.assignment)
+        return SyncGroupResponse(
+            error_code=E.NONE,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            assignment=member.assignment,
+        )
 
     @staticmethod
     def _synced(group: ClassicGroup, member_id: str) -> None:
@@ -333,21 +338,21 @@ class ClassicGroupProtocol:
         group_instance_id: str | None = None,
     ) -> HeartbeatResponse | Deferred:
         if not group_id:
-            return HeartbeatResponse(E.INVALID_GROUP_ID)
+            return HeartbeatResponse(error_code=E.INVALID_GROUP_ID)
         group = self.store.groups.get(group_id)
         if not isinstance(group, ClassicGroup):
-            return HeartbeatResponse(E.UNKNOWN_MEMBER_ID)
+            return HeartbeatResponse(error_code=E.UNKNOWN_MEMBER_ID)
         error = self._member_error(group, member_id, group_instance_id, generation_id)
         if error:
-            return HeartbeatResponse(error)
+            return HeartbeatResponse(error_code=error)
         outcome = HEARTBEAT[group.state]
         if outcome is HeartbeatOutcome.UNKNOWN_MEMBER:
-            return HeartbeatResponse(E.UNKNOWN_MEMBER_ID)
+            return HeartbeatResponse(error_code=E.UNKNOWN_MEMBER_ID)
         member = group.members[member_id]
         member.session_deadline = now_ms + member.session_timeout_ms
         if outcome is HeartbeatOutcome.REJOIN:
-            return HeartbeatResponse(E.REBALANCE_IN_PROGRESS)
-        return HeartbeatResponse(E.NONE)
+            return HeartbeatResponse(error_code=E.REBALANCE_IN_PROGRESS)
+        return HeartbeatResponse(error_code=E.NONE)
 
     def leave_group(self, out: Effects, now_ms: int, *, group_id: str, members: Sequence[MemberIdentity]) -> LeaveGroupResponse | Deferred:
         """LeaveGroup; v0-2 pass their one member id as a single MemberIdentity (see `legacy_error_code`)."""

@@ -14,9 +14,10 @@ import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup, ClassicMember
 from kcompat.coordinator.classic_state import ClassicGroupState, GroupEvent, can_rebalance
 from kcompat.coordinator.group_store import GroupStore
-from kcompat.coordinator.messages import JoinGroupResponse, SyncGroupResponse
+from kcompat.coordinator.messages import JoinGroupResponse
 from kcompat.coordinator.result import Effects, Timer
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.types.sync_group import SyncGroupResponse
 
 
 class ClassicRebalance:
@@ -46,7 +47,7 @@ class ClassicRebalance:
         if group.state is ClassicGroupState.COMPLETING_REBALANCE:
             # Members waiting in SyncGroup must rejoin; the assignment being built is void.
             for m in group.members.values():
-                out.complete(m.sync_token, SyncGroupResponse(E.REBALANCE_IN_PROGRESS))
+                out.complete(m.sync_token, SyncGroupResponse(error_code=E.REBALANCE_IN_PROGRESS))
                 m.sync_token = None
                 m.assignment = b""
         group.sync_deadline = None
@@ -94,7 +95,7 @@ class ClassicRebalance:
         # Dynamic members that did not rejoin are gone; static ones keep their place (KIP-345).
         for m in list(group.members.values()):
             if not m.awaiting_join and m.group_instance_id is None:
-                out.complete(m.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
+                out.complete(m.sync_token, SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
                 group.remove(m.member_id)
         if not group.elect_joined_leader() and group.members:
             # Only static members that have not rejoined are left: wait another rebalance timeout
@@ -124,7 +125,7 @@ class ClassicRebalance:
                 m = group.members.get(mid)
                 if m is not None:
                     out.complete(m.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
-                    out.complete(m.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
+                    out.complete(m.sync_token, SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
                     group.remove(mid)
             self.prepare_rebalance(out, group, now)
 
@@ -141,7 +142,7 @@ class ClassicRebalance:
     def remove_member_and_update(self, out: Effects, group: ClassicGroup, member: ClassicMember, now: int) -> None:
         # A member that goes while its JoinGroup waits is told to rejoin from scratch.
         out.complete(member.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
-        out.complete(member.sync_token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID))
+        out.complete(member.sync_token, SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
         member.join_token = member.sync_token = None
         group.remove(member.member_id)
         if group.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
+from kcompat.coordinator.messages import TopicPartitions
+
 Assignment = dict[uuid.UUID, set[int]]  # topic id -> partitions
 
 
@@ -63,6 +65,15 @@ class ConsumerMember:
 def copy_assignment(a: Mapping[uuid.UUID, set[int]]) -> Assignment:
     return {t: set(ps) for t, ps in a.items() if ps}
 
+
+
+def topic_partitions(a: Mapping[uuid.UUID, set[int]], names: Mapping[uuid.UUID, str] | None = None) -> list[TopicPartitions]:
+    """An assignment as the TopicPartitions of a response, by topic id (with names when given)."""
+    return [
+        TopicPartitions(t, sorted(ps), (names or {}).get(t, ""))
+        for t, ps in sorted(a.items(), key=lambda kv: str(kv[0]))
+        if ps
+    ]
 
 @dataclass
 class ConsumerGroup:

@@ -1,4 +1,4 @@
-"""KIP-848 consumer groups' requests: ConsumerGroupHeartbeat v0-1 and ConsumerGroupDescribe v0.
+"""KIP-848 consumer groups' heartbeat: ConsumerGroupHeartbeat v0-1 (ConsumerGroupDescribe v0 is in group_admin.py).
 
 A heartbeat joins (member epoch 0), heartbeats, or leaves (-1; a static member's -2 keeps its
 partitions until its session expires). It updates the member, bumps the group epoch when membership,
@@ -11,29 +11,32 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import kcompat.coordinator.records as rec
-from kcompat.coordinator.assignors import ASSIGNORS, MemberSubscription
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.classic_state import ClassicGroupState, GroupEvent
 from kcompat.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    Assignment,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
     is_subset,
     reconcile,
+    topic_partitions,
 )
+from kcompat.coordinator.consumer_group_records import (
+    emit_current_assignment,
+    emit_member_metadata,
+    emit_member_tombstones,
+)
+from kcompat.coordinator.consumer_group_target import refresh_subscription_metadata, update_target_assignment
 from kcompat.coordinator.group_store import GroupStore
 from kcompat.coordinator.messages import (
-    ConsumerGroupDescribedGroup,
-    ConsumerGroupDescribedMember,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     TopicPartitions,
@@ -44,7 +47,7 @@ from kcompat.wire.error_codes import ErrorCode as E
 Owned = dict[uuid.UUID, set[int]] | None  # the partitions a heartbeat says the member owns; None: not sent
 
 class ConsumerGroupProtocol:
-    """ConsumerGroupHeartbeat and ConsumerGroupDescribe, and the consumer group records they write."""
+    """ConsumerGroupHeartbeat, and the consumer group records it writes (consumer_group_records.py)."""
 
     def __init__(self, store: GroupStore) -> None:
         self.store = store
@@ -135,7 +138,7 @@ class ConsumerGroupProtocol:
             member_id,
             after.member_epoch,
             self.store.config.consumer_heartbeat_interval_ms,
-            _topic_partitions(after.assigned) if send_assignment else None,
+            topic_partitions(after.assigned) if send_assignment else None,
         )
 
     def _heartbeat_group(
@@ -212,13 +215,13 @@ class ConsumerGroupProtocol:
         group.members[member_id] = updated
         if updated.instance_id is not None:
             group.static_members[updated.instance_id] = member_id
-        if self._refresh_subscription_metadata(out, group):
+        if refresh_subscription_metadata(out, group, self.store):
             bump = True
         if bump:
             group.group_epoch += 1
             out.emit(rec.ConsumerGroupMetadataKey(group.group_id), rec.ConsumerGroupMetadataValue(group.group_epoch))
         if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(out, group)
+            update_target_assignment(out, group, self.store)
 
     def _reconcile_member(self, out: Effects, group: ConsumerGroup, member_id: str, owned: Owned, now: int) -> ConsumerMember:
         """Move the member toward its target assignment and renew its session and rebalance deadlines."""
@@ -288,52 +291,10 @@ class ConsumerGroupProtocol:
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
         emit_member_tombstones(out, gid, member.member_id)
-        self._refresh_subscription_metadata(out, group)
+        refresh_subscription_metadata(out, group, self.store)
         group.group_epoch += 1
         out.emit(rec.ConsumerGroupMetadataKey(gid), rec.ConsumerGroupMetadataValue(group.group_epoch))
-        self._update_target_assignment(out, group)
-
-    def _refresh_subscription_metadata(self, out: Effects, group: ConsumerGroup) -> bool:
-        """Resolve regexes and look the subscribed topics up; True (and a record) when that changed."""
-        metadata = self.store.topic_metadata()
-        group.resolved_regex = {
-            m.subscribed_topic_regex: frozenset(t for t in metadata if re.fullmatch(m.subscribed_topic_regex, t))
-            for m in group.members.values()
-            if m.subscribed_topic_regex is not None
-        }
-        fresh = {t: metadata[t] for t in sorted(group.subscribed_topic_names()) if t in metadata}
-        if fresh == group.subscription_metadata:
-            return False
-        group.subscription_metadata = fresh
-        out.emit(rec.ConsumerGroupPartitionMetadataKey(group.group_id), rec.ConsumerGroupPartitionMetadataValue(
-            tuple(rec.TopicMetadata(tid, name, n) for name, (tid, n) in fresh.items())
-        ))
-        return True
-
-    def _update_target_assignment(self, out: Effects, group: ConsumerGroup) -> None:
-        gid = group.group_id
-        names = {tid: name for name, (tid, _) in group.subscription_metadata.items()}
-        ids = {name: tid for name, (tid, _) in group.subscription_metadata.items()}
-        counts = {name: n for name, (_, n) in group.subscription_metadata.items()}
-        assignor = ASSIGNORS[group.preferred_assignor(self.store.config.consumer_assignors[0])]
-        subscriptions = {
-            mid: MemberSubscription(
-                frozenset(group.member_topics(m)),
-                {names[t]: frozenset(ps) for t, ps in group.target.get(mid, {}).items() if t in names},
-                m.rack_id,
-            )
-            for mid, m in group.members.items()
-        }
-        result = assignor(subscriptions, counts)
-        for mid, by_name in result.items():
-            target: Assignment = {ids[name]: set(ps) for name, ps in by_name.items() if ps}
-            if target != group.target.get(mid):
-                group.target[mid] = target
-                out.emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, mid),
-                           rec.ConsumerGroupTargetAssignmentMemberValue(rec.topic_id_partitions(target)))
-        group.assignment_epoch = group.group_epoch
-        out.emit(rec.ConsumerGroupTargetAssignmentMetadataKey(gid),
-                   rec.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch))
+        update_target_assignment(out, group, self.store)
 
     def _delete_classic_for_consumer(self, out: Effects, group: ClassicGroup, now: int) -> None:
         """An empty classic group makes way for a consumer group of the same id (its offsets stay)."""
@@ -341,30 +302,6 @@ class ConsumerGroupProtocol:
         if not group.is_simple():
             out.emit(rec.GroupMetadataKey(group.group_id), None)
         del self.store.groups[group.group_id]
-
-    def consumer_group_describe(self, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
-        """ConsumerGroupDescribe; classic and unknown groups get GROUP_ID_NOT_FOUND (Admin then falls back)."""
-        described = []
-        names = {tid: name for name, (tid, _) in self.store.topic_metadata().items()}
-        for gid in group_ids:
-            group = self.store.groups.get(gid)
-            if not isinstance(group, ConsumerGroup):
-                described.append(ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
-                continue
-            members = [
-                ConsumerGroupDescribedMember(
-                    m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
-                    list(m.subscribed_topic_names), m.subscribed_topic_regex,
-                    _topic_partitions(m.assigned, names), _topic_partitions(group.target.get(m.member_id, {}), names),
-                )
-                for m in group.members.values()
-            ]
-            described.append(ConsumerGroupDescribedGroup(
-                E.NONE, gid, None, group.state().value, group.group_epoch, group.assignment_epoch,
-                group.preferred_assignor(self.store.config.consumer_assignors[0]), members,
-            ))
-        return described
-
 
 def _owned(tps: Sequence[TopicPartitions] | None) -> Owned:
     if tps is None:
@@ -376,14 +313,6 @@ def _owned(tps: Sequence[TopicPartitions] | None) -> Owned:
     return out
 
 
-def _topic_partitions(a: Mapping[uuid.UUID, set[int]], names: Mapping[uuid.UUID, str] | None = None) -> list[TopicPartitions]:
-    return [
-        TopicPartitions(t, sorted(ps), (names or {}).get(t, ""))
-        for t, ps in sorted(a.items(), key=lambda kv: str(kv[0]))
-        if ps
-    ]
-
-
 def _subscription(m: ConsumerMember) -> tuple[tuple[str, ...], str | None]:
     return m.subscribed_topic_names, m.subscribed_topic_regex
 
@@ -391,32 +320,6 @@ def _subscription(m: ConsumerMember) -> tuple[tuple[str, ...], str | None]:
 def _member_record_fields(m: ConsumerMember) -> tuple[Any, ...]:
     return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
             m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
-
-
-def delete_consumer_group_records(out: Effects, group: ConsumerGroup) -> None:
-    gid = group.group_id
-    for mid in group.members:
-        emit_member_tombstones(out, gid, mid)
-    out.emit(rec.ConsumerGroupTargetAssignmentMetadataKey(gid), None)
-    out.emit(rec.ConsumerGroupPartitionMetadataKey(gid), None)
-    out.emit(rec.ConsumerGroupMetadataKey(gid), None)
-
-def emit_member_tombstones(out: Effects, gid: str, member_id: str) -> None:
-    out.emit(rec.ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None)
-    out.emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None)
-    out.emit(rec.ConsumerGroupMemberMetadataKey(gid, member_id), None)
-
-def emit_member_metadata(out: Effects, gid: str, m: ConsumerMember) -> None:
-    out.emit(rec.ConsumerGroupMemberMetadataKey(gid, m.member_id), rec.ConsumerGroupMemberMetadataValue(
-        m.client_id, m.client_host, m.subscribed_topic_names, m.instance_id, m.rack_id,
-        m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor,
-    ))
-
-def emit_current_assignment(out: Effects, gid: str, m: ConsumerMember) -> None:
-    out.emit(rec.ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id), rec.ConsumerGroupCurrentMemberAssignmentValue(
-        m.member_epoch, m.previous_member_epoch, int(m.state),
-        rec.topic_id_partitions(m.assigned), rec.topic_id_partitions(m.pending_revocation),
-    ))
 
 
 def _error(req: ConsumerGroupHeartbeatRequest, code: int, message: str) -> ConsumerGroupHeartbeatResponse:

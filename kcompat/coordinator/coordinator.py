@@ -23,12 +23,13 @@ from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.config import CoordinatorConfig
 from kcompat.coordinator.group_metadata_manager import GroupMetadataManager
 from kcompat.coordinator.group_store import Group, GroupStore, TopicMetadataFn
-from kcompat.coordinator.messages import DeletableGroupResult, OffsetCommitResponseTopic
 from kcompat.coordinator.offset_metadata_manager import OffsetMetadataManager
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import CoordinatorResult, Deferred, Effects, TickResult, Timer
 from kcompat.coordinator.txn_offsets import TxnOffsets
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.types.delete_groups import DeletableGroupResult
+from kcompat.wire.types.offset_commit import OffsetCommitResponseTopic
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -123,7 +124,7 @@ class GroupCoordinator:
                 code = self.group_manager.delete_error(gid)
                 if code == E.NONE:
                     self._delete_group(out, gid, now_ms)
-                results.append(DeletableGroupResult(gid, code))
+                results.append(DeletableGroupResult(group_id=gid, error_code=int(code)))
             return results
 
         return self._run(now_ms, op)

@@ -1,7 +1,8 @@
-"""Group administration: DescribeGroups v0-5, ListGroups v0-5 and what DeleteGroups v0-2 checks and writes.
+"""Group administration: DescribeGroups v0-5, ConsumerGroupDescribe v0, ListGroups v0-5 and what
+DeleteGroups v0-2 checks and writes.
 
-DescribeGroups describes classic groups only (KIP-848 groups have ConsumerGroupDescribe, in
-consumer_group_heartbeat.py). Deleting a group deletes its committed offsets too: the shard
+DescribeGroups describes classic groups only; KIP-848 groups have ConsumerGroupDescribe v0
+(describe_consumer_groups). Deleting a group deletes its committed offsets too: the shard
 (coordinator.py) asks the OffsetMetadataManager for those tombstones, then writes the group's.
 """
 
@@ -12,17 +13,18 @@ from collections.abc import Mapping, Sequence
 import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.classic_state import ClassicGroupState, GroupEvent
-from kcompat.coordinator.consumer_group import ConsumerGroup
-from kcompat.coordinator.consumer_group_heartbeat import delete_consumer_group_records
+from kcompat.coordinator.consumer_group import ConsumerGroup, topic_partitions
+from kcompat.coordinator.consumer_group_records import delete_consumer_group_records
 from kcompat.coordinator.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
-from kcompat.coordinator.group_store import Group
+from kcompat.coordinator.group_store import Group, GroupStore
 from kcompat.coordinator.messages import (
-    DescribedGroup,
-    DescribedGroupMember,
-    ListedGroup,
+    ConsumerGroupDescribedGroup,
+    ConsumerGroupDescribedMember,
 )
 from kcompat.coordinator.result import Effects
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.types.describe_groups import DescribedGroup, DescribedGroupMember
+from kcompat.wire.types.list_groups import ListedGroup
 
 
 def describe_groups(groups: Mapping[str, Group], group_ids: Sequence[str]) -> list[DescribedGroup]:
@@ -31,23 +33,29 @@ def describe_groups(groups: Mapping[str, Group], group_ids: Sequence[str]) -> li
     for gid in group_ids:
         group = groups.get(gid)
         if not gid:
-            out.append(DescribedGroup(E.INVALID_GROUP_ID, gid, ""))
+            out.append(DescribedGroup(error_code=E.INVALID_GROUP_ID, group_id=gid))
             continue
         if not isinstance(group, ClassicGroup):
-            out.append(DescribedGroup(E.NONE, gid, ClassicGroupState.DEAD.value))
+            out.append(DescribedGroup(group_id=gid, group_state=ClassicGroupState.DEAD.value))
             continue
         stable = group.state is ClassicGroupState.STABLE
         members = [
             DescribedGroupMember(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                m.metadata(group.protocol_name) if stable else b"",
-                m.assignment if stable else b"",
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
             )
             for m in group.members.values()
         ]
         out.append(DescribedGroup(
-            E.NONE, gid, group.state.value, group.protocol_type or "",
-            (group.protocol_name or "") if stable else "", members,
+            group_id=gid,
+            group_state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=members,
         ))
     return out
 
@@ -60,9 +68,13 @@ def list_groups(
     out = []
     for gid, group in sorted(groups.items()):
         if isinstance(group, ClassicGroup):
-            listed = ListedGroup(gid, group.protocol_type or "", group.state.value, "classic")
+            listed = ListedGroup(
+                group_id=gid, protocol_type=group.protocol_type or "", group_state=group.state.value, group_type="classic"
+            )
         else:
-            listed = ListedGroup(gid, CONSUMER_PROTOCOL_TYPE, group.state().value, "consumer")
+            listed = ListedGroup(
+                group_id=gid, protocol_type=CONSUMER_PROTOCOL_TYPE, group_state=group.state().value, group_type="consumer"
+            )
         if states and listed.group_state.lower() not in states:
             continue
         if types and listed.group_type not in types:
@@ -99,3 +111,27 @@ def delete_group_records(out: Effects, group: Group, now: int) -> None:
         out.emit(rec.GroupMetadataKey(group.group_id), None)
     else:
         delete_consumer_group_records(out, group)
+
+
+def describe_consumer_groups(store: GroupStore, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
+    """ConsumerGroupDescribe; classic and unknown groups get GROUP_ID_NOT_FOUND (Admin then falls back)."""
+    described = []
+    names = {tid: name for name, (tid, _) in store.topic_metadata().items()}
+    for gid in group_ids:
+        group = store.groups.get(gid)
+        if not isinstance(group, ConsumerGroup):
+            described.append(ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
+            continue
+        members = [
+            ConsumerGroupDescribedMember(
+                m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+                list(m.subscribed_topic_names), m.subscribed_topic_regex,
+                topic_partitions(m.assigned, names), topic_partitions(group.target.get(m.member_id, {}), names),
+            )
+            for m in group.members.values()
+        ]
+        described.append(ConsumerGroupDescribedGroup(
+            E.NONE, gid, None, group.state().value, group.group_epoch, group.assignment_epoch,
+            group.preferred_assignor(store.config.consumer_assignors[0]), members,
+        ))
+    return described

@@ -4,7 +4,7 @@ It is composed, not inherited: one GroupStore (the groups) shared by the parts t
 
     classic        ClassicGroupProtocol   JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic_protocol.py)
     rebalance      ClassicRebalance       the classic join/sync phases and their timers (classic_rebalance.py)
-    consumer       ConsumerGroupProtocol  ConsumerGroupHeartbeat, ConsumerGroupDescribe (consumer_group_heartbeat.py)
+    consumer       ConsumerGroupProtocol  ConsumerGroupHeartbeat (consumer_group_heartbeat.py)
 
 plus the administration (group_admin.py) and the replay of group records (replay.py). Operations
 that write take the call's Effects; the shard (coordinator.py) creates it and turns it into the
@@ -21,9 +21,11 @@ from kcompat.coordinator.classic_protocol import ClassicGroupProtocol
 from kcompat.coordinator.classic_rebalance import ClassicRebalance
 from kcompat.coordinator.consumer_group_heartbeat import ConsumerGroupProtocol
 from kcompat.coordinator.group_store import Group, GroupStore
-from kcompat.coordinator.messages import ConsumerGroupDescribedGroup, DescribedGroup, ListedGroup
+from kcompat.coordinator.messages import ConsumerGroupDescribedGroup
 from kcompat.coordinator.replay import replay_group_record, restart_timers
 from kcompat.coordinator.result import Effects
+from kcompat.wire.types.describe_groups import DescribedGroup
+from kcompat.wire.types.list_groups import ListedGroup
 
 
 class GroupMetadataManager:
@@ -44,7 +46,7 @@ class GroupMetadataManager:
         return group_admin.list_groups(self.store.groups, states_filter=states_filter, types_filter=types_filter)
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
-        return self.consumer.consumer_group_describe(group_ids)
+        return group_admin.describe_consumer_groups(self.store, group_ids)
 
     def delete_error(self, group_id: str) -> int:
         """E.NONE when DeleteGroups may delete this group, else its error code."""

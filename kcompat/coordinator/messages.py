@@ -4,6 +4,12 @@ Field names are the snake_case of the JSON specs' names, so a handler can copy b
 wire codec's objects field by field (or pass codec objects straight in where a parameter below only
 reads attributes of the same names). Versions do not appear here: a field a lower version lacks
 has Kafka's default, and the handler drops what its version cannot carry.
+
+Where an answer is exactly a wire struct (SyncGroup's and Heartbeat's responses, DescribeGroups'
+DescribedGroup, ListGroups' ListedGroup, DeleteGroups' DeletableGroupResult, OffsetCommit's and
+OffsetDelete's responses) the coordinator returns kcompat.wire.types' class itself;
+what stays here differs from the wire: versions folded together (JoinGroup's protocol_name None,
+LeaveGroup's legacy error), None meaning "unchanged", names resolved from topic ids.
 """
 
 from __future__ import annotations
@@ -47,19 +53,6 @@ class SyncGroupAssignment:
     assignment: bytes
 
 
-@dataclass
-class SyncGroupResponse:
-    error_code: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass
-class HeartbeatResponse:
-    error_code: int
-
-
 @dataclass(frozen=True)
 class MemberIdentity:
     member_id: str
@@ -87,40 +80,6 @@ class LeaveGroupResponse:
         return next((m.error_code for m in self.members if m.error_code != ErrorCode.NONE), ErrorCode.NONE)
 
 
-@dataclass
-class DescribedGroupMember:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    member_metadata: bytes = b""
-    member_assignment: bytes = b""
-
-
-@dataclass
-class DescribedGroup:
-    error_code: int
-    group_id: str
-    group_state: str
-    protocol_type: str = ""
-    protocol_data: str = ""
-    members: list[DescribedGroupMember] = field(default_factory=list)
-
-
-@dataclass
-class ListedGroup:
-    group_id: str
-    protocol_type: str
-    group_state: str
-    group_type: str
-
-
-@dataclass
-class DeletableGroupResult:
-    group_id: str
-    error_code: int
-
-
 # ------------------------------------------------------------------------------------------- offsets
 
 
@@ -136,18 +95,6 @@ class OffsetCommitRequestPartition:
 class OffsetCommitRequestTopic:
     name: str
     partitions: list[OffsetCommitRequestPartition]
-
-
-@dataclass
-class OffsetCommitResponsePartition:
-    partition_index: int
-    error_code: int
-
-
-@dataclass
-class OffsetCommitResponseTopic:
-    name: str
-    partitions: list[OffsetCommitResponsePartition]
 
 
 @dataclass(frozen=True)
@@ -190,24 +137,6 @@ class OffsetFetchResponseGroup:
 class OffsetDeleteRequestTopic:
     name: str
     partitions: list[int]
-
-
-@dataclass
-class OffsetDeleteResponsePartition:
-    partition_index: int
-    error_code: int
-
-
-@dataclass
-class OffsetDeleteResponseTopic:
-    name: str
-    partitions: list[OffsetDeleteResponsePartition]
-
-
-@dataclass
-class OffsetDeleteResponse:
-    error_code: int
-    topics: list[OffsetDeleteResponseTopic] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- KIP-848 consumer groups

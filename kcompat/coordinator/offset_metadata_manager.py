@@ -19,12 +19,7 @@ from kcompat.coordinator.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROT
 from kcompat.coordinator.group_store import Group, GroupStore
 from kcompat.coordinator.messages import (
     OffsetCommitRequestTopic,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
     OffsetDeleteRequestTopic,
-    OffsetDeleteResponse,
-    OffsetDeleteResponsePartition,
-    OffsetDeleteResponseTopic,
     OffsetFetchRequestGroup,
     OffsetFetchResponseGroup,
     OffsetFetchResponsePartition,
@@ -33,6 +28,12 @@ from kcompat.coordinator.messages import (
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import Effects
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.types.offset_commit import OffsetCommitResponsePartition, OffsetCommitResponseTopic
+from kcompat.wire.types.offset_delete import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
 
 
 class OffsetMetadataManager:
@@ -71,8 +72,8 @@ class OffsetMetadataManager:
             parts = []
             for p in topic.partitions:
                 code = error or self._commit_one(out, now_ms, group_id, topic.name, p, retention_time_ms, partition_exists)
-                parts.append(OffsetCommitResponsePartition(p.partition_index, code))
-            answered.append(OffsetCommitResponseTopic(topic.name, parts))
+                parts.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code)))
+            answered.append(OffsetCommitResponseTopic(name=topic.name, partitions=parts))
         return answered
 
     def _validate_commit(
@@ -182,15 +183,15 @@ class OffsetMetadataManager:
 
     def delete_offsets(self, out: Effects, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]) -> OffsetDeleteResponse:
         if not group_id:
-            return OffsetDeleteResponse(E.INVALID_GROUP_ID)
+            return OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID)
         group = self.store.groups.get(group_id)
         if group is None:
-            return OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)
+            return OffsetDeleteResponse(error_code=E.GROUP_ID_NOT_FOUND)
         if isinstance(group, ClassicGroup):
             if group.state is ClassicGroupState.DEAD:
-                return OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)
+                return OffsetDeleteResponse(error_code=E.GROUP_ID_NOT_FOUND)
             if group.state is not ClassicGroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-                return OffsetDeleteResponse(E.NON_EMPTY_GROUP)
+                return OffsetDeleteResponse(error_code=E.NON_EMPTY_GROUP)
         committed = self.offsets.get(group_id, {})
         deleted = []
         for t in topics:
@@ -198,13 +199,13 @@ class OffsetMetadataManager:
             parts = []
             for p in t.partitions:
                 if subscribed:
-                    parts.append(OffsetDeleteResponsePartition(p, E.GROUP_SUBSCRIBED_TO_TOPIC))
+                    parts.append(OffsetDeleteResponsePartition(partition_index=p, error_code=E.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
                 if committed.pop((t.name, p), None) is not None:
                     out.emit(rec.OffsetCommitKey(group_id, t.name, p), None)
-                parts.append(OffsetDeleteResponsePartition(p, E.NONE))
-            deleted.append(OffsetDeleteResponseTopic(t.name, parts))
-        return OffsetDeleteResponse(E.NONE, deleted)
+                parts.append(OffsetDeleteResponsePartition(partition_index=p, error_code=E.NONE))
+            deleted.append(OffsetDeleteResponseTopic(name=t.name, partitions=parts))
+        return OffsetDeleteResponse(error_code=E.NONE, topics=deleted)
 
     def cleanup_expired(self, out: Effects, group_id: str, group: Group | None, now: int) -> bool:
         """Kafka's cleanupExpiredOffsets for one group: delete its expired offsets; True when none is left."""

@@ -13,15 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 import kcompat.coordinator.records as rec
-from kcompat.coordinator.messages import (
-    OffsetCommitRequestTopic,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
-)
+from kcompat.coordinator.messages import OffsetCommitRequestTopic
 from kcompat.coordinator.offset_metadata_manager import OffsetMetadataManager
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import Effects
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.types.offset_commit import OffsetCommitResponsePartition, OffsetCommitResponseTopic
 
 TXN_COMMIT_API_VERSION = 9  # consumer-group members are checked as OffsetCommit v9 checks them
 
@@ -70,8 +67,8 @@ class TxnOffsets:
                     by_group = self.pending.setdefault(producer_id, {}).setdefault(group_id, {})
                     by_group[(topic.name, p.partition_index)] = value
                     out.emit(rec.OffsetCommitKey(group_id, topic.name, p.partition_index), value)
-                parts.append(OffsetCommitResponsePartition(p.partition_index, code))
-            answered.append(OffsetCommitResponseTopic(topic.name, parts))
+                parts.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code)))
+            answered.append(OffsetCommitResponseTopic(name=topic.name, partitions=parts))
         return answered
 
     def complete(self, producer_id: int, commit: bool) -> None:

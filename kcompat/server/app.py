@@ -211,7 +211,8 @@ def _bind(config: BrokerConfig, reactor: Reactor, listeners: list[Listener]) -> 
 async def _serve_locked(
     config: BrokerConfig, entered: float, listeners: list[Listener], scram_users: Sequence[tuple[str, str, ScramCredential]]
 ) -> int:
-    from kcompat.server.broker import Broker, CloseConnection
+    from kcompat.server.broker import Broker
+    from kcompat.server.dispatcher import CloseConnection
     from kcompat.wire.protocol import UnsupportedRequest
 
     broker = Broker(config)

@@ -10,8 +10,7 @@
                    ──.broker────► identity: node id, cluster id, advertised endpoint, rack
 
 What Kafka does with a request it cannot serve (UNSUPPORTED_VERSION for ApiVersions, a closed
-connection otherwise) is the dispatcher's; CloseConnection, ApiError and load_handlers are
-re-exported here for the handlers.
+connection otherwise) is the dispatcher's (CloseConnection, load_handlers); ApiError is errors.py's.
 
 Handlers run on the event loop. Appends and reads of the page cache are fast enough to stay there;
 blocking work that can be long (retention, fsync on close) runs in a worker thread.
@@ -30,8 +29,7 @@ from typing import Any
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, read_properties
 from kcompat.server.broker_stats import BrokerStats
-from kcompat.server.dispatcher import CloseConnection, RequestDispatcher, load_handlers
-from kcompat.server.errors import ApiError
+from kcompat.server.dispatcher import RequestDispatcher
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.group_service import GroupService
 from kcompat.server.local_metadata import LocalMetadata, MetadataView
@@ -43,7 +41,7 @@ from kcompat.wire.protocol import Request
 
 log = logging.getLogger("kcompat.server")
 
-__all__ = ["ApiError", "Broker", "CloseConnection", "RequestContext", "load_handlers"]
+__all__ = ["Broker", "RequestContext"]
 
 
 @dataclass(slots=True)

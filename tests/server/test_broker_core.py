@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kcompat.server.broker import CloseConnection
+from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.registry import HANDLERS
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kcompat.server.broker import CloseConnection
+from kcompat.server.dispatcher import CloseConnection
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.fetch import FETCH

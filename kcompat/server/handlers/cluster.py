@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 
 from kcompat.server.broker import RequestContext
-from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
+from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, live_brokers
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_cluster import DESCRIBE_CLUSTER
@@ -56,18 +56,14 @@ async def describe_cluster(ctx: RequestContext, request: Request[DescribeCluster
             endpoint_type=body.endpoint_type,
             cluster_id=broker.cluster_id,
         )
-    host = DescribeClusterBroker(
-        broker_id=broker.node_id,
-        host=broker.endpoint(ctx.client)[0],
-        port=broker.endpoint(ctx.client)[1],
-        rack=broker.rack,
-        is_fenced=False,
-    )
     return DescribeClusterResponse(
         endpoint_type=BROKERS_ENDPOINT,
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
-        brokers=[host],
+        brokers=[
+            DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+            for b in live_brokers(ctx)
+        ],
         cluster_authorized_operations=CLUSTER_OPERATIONS
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,

@@ -12,7 +12,8 @@ offset leaves it where it is (the answer carries the current low watermark), as 
 from __future__ import annotations
 
 from kcompat.log.errors import LogError
-from kcompat.server.broker import ApiError, RequestContext
+from kcompat.server.broker import RequestContext
+from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.delete_records import DELETE_RECORDS

@@ -62,7 +62,7 @@ GROUP_ID_NOT_FOUND, on which the Java Admin falls back to DescribeGroups.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kcompat.coordinator import (
     ConsumerGroupHeartbeatRequest,
@@ -72,7 +72,9 @@ from kcompat.coordinator import (
     SyncGroupAssignment,
     TopicPartitions,
 )
-from kcompat.server.broker import ApiError, CloseConnection, RequestContext
+from kcompat.server.broker import RequestContext
+from kcompat.server.dispatcher import CloseConnection
+from kcompat.server.errors import ApiError
 from kcompat.server.group_service import CoordinatorUnavailable
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kcompat.server.registry import handles
@@ -89,9 +91,20 @@ from kcompat.wire.messages.leave_group import LEAVE_GROUP
 from kcompat.wire.messages.list_groups import LIST_GROUPS
 from kcompat.wire.messages.sync_group import SYNC_GROUP
 from kcompat.wire.protocol import Request
+from kcompat.wire.types import consumer_group_describe as cgd
+from kcompat.wire.types import consumer_group_heartbeat as cgh
+from kcompat.wire.types import delete_groups as dlg
+from kcompat.wire.types import describe_groups as dg
+from kcompat.wire.types import heartbeat as hb
+from kcompat.wire.types import join_group as jg
+from kcompat.wire.types import leave_group as lg
+from kcompat.wire.types import list_groups as lsg
+from kcompat.wire.types import sync_group as sg
 
 DEAD = "Dead"
 CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1 member_type (KIP-1099): -1 unknown, 0 classic, 1 consumer  # the state DescribeGroups gives unknown groups below v6
+
+T = TypeVar("T")
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
@@ -99,10 +112,11 @@ TRANSACTION_KEY = 1
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
-async def coordinate(ctx: RequestContext, call: Callable[[int], CoordinatorResult[Any]], *, creates: bool = True) -> Any:
+async def coordinate(ctx: RequestContext, call: Callable[[int], CoordinatorResult[T]], *, creates: bool = True) -> T:
     """The coordinator's answer to `call` (stored first, awaited when deferred)."""
     try:
-        return await ctx.broker.group_service.run(call, creates=creates)
+        answer: T = await ctx.broker.group_service.run(call, creates=creates)
+        return answer
     except CoordinatorUnavailable:
         raise CloseConnection("the group coordinator is shutting down") from None
 
@@ -154,7 +168,7 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
 
 
 @handles(JOIN_GROUP, "0-9")
-async def join_group(ctx: RequestContext, request: Request) -> Any:
+async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest]) -> jg.JoinGroupResponse:
     body = request.body
     v = request.api_version
     protocols = [JoinGroupProtocol(p.name, bytes(p.metadata)) for p in body.protocols]
@@ -166,50 +180,44 @@ async def join_group(ctx: RequestContext, request: Request) -> Any:
         client_id=request.client_id or "", client_host=host, require_known_member_id=v >= 4,
     ))  # fmt: skip
     members = [] if resp.skip_assignment and v < 9 else resp.members
-    return {
-        "throttle_time_ms": 0,
-        "error_code": int(resp.error_code),
-        "generation_id": resp.generation_id,
-        "protocol_type": resp.protocol_type,
-        "protocol_name": resp.protocol_name if resp.protocol_name is not None or v >= 7 else "",
-        "leader": resp.leader,
-        "skip_assignment": resp.skip_assignment,
-        "member_id": resp.member_id,
-        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
-                    for m in members],
-    }  # fmt: skip
+    return jg.JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=int(resp.error_code),
+        generation_id=resp.generation_id,
+        protocol_type=resp.protocol_type,
+        protocol_name=resp.protocol_name if resp.protocol_name is not None or v >= 7 else "",
+        leader=resp.leader,
+        skip_assignment=resp.skip_assignment,
+        member_id=resp.member_id,
+        members=[
+            jg.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+            for m in members
+        ],
+    )
 
 
 @handles(SYNC_GROUP, "0-5")
-async def sync_group(ctx: RequestContext, request: Request) -> Any:
+async def sync_group(ctx: RequestContext, request: Request[sg.SyncGroupRequest]) -> sg.SyncGroupResponse:
     body = request.body
     assignments = [SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments]
-    resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.sync_group(
+    return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.sync_group(
         now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
         assignments=assignments, group_instance_id=body.group_instance_id,
         protocol_type=body.protocol_type, protocol_name=body.protocol_name,
     ))  # fmt: skip
-    return {
-        "throttle_time_ms": 0,
-        "error_code": int(resp.error_code),
-        "protocol_type": resp.protocol_type,
-        "protocol_name": resp.protocol_name,
-        "assignment": resp.assignment,
-    }
 
 
 @handles(HEARTBEAT, "0-4")
-async def heartbeat(ctx: RequestContext, request: Request) -> Any:
+async def heartbeat(ctx: RequestContext, request: Request[hb.HeartbeatRequest]) -> hb.HeartbeatResponse:
     body = request.body
-    resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.heartbeat(
+    return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.heartbeat(
         now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
         group_instance_id=body.group_instance_id,
     ), creates=False)  # fmt: skip
-    return {"throttle_time_ms": 0, "error_code": int(resp.error_code)}
 
 
 @handles(LEAVE_GROUP, "0-5")
-async def leave_group(ctx: RequestContext, request: Request) -> Any:
+async def leave_group(ctx: RequestContext, request: Request[lg.LeaveGroupRequest]) -> lg.LeaveGroupResponse:
     body = request.body
     v = request.api_version
     if v < 3:
@@ -220,54 +228,46 @@ async def leave_group(ctx: RequestContext, request: Request) -> Any:
         now, group_id=body.group_id, members=members,
     ), creates=False)  # fmt: skip
     if v < 3:
-        return {"throttle_time_ms": 0, "error_code": int(resp.legacy_error_code)}
-    return {
-        "throttle_time_ms": 0,
-        "error_code": int(resp.error_code),
-        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": int(m.error_code)}
-                    for m in resp.members],
-    }  # fmt: skip
+        return lg.LeaveGroupResponse(throttle_time_ms=0, error_code=int(resp.legacy_error_code))
+    return lg.LeaveGroupResponse(
+        throttle_time_ms=0,
+        error_code=int(resp.error_code),
+        members=[
+            lg.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=int(m.error_code))
+            for m in resp.members
+        ],
+    )
 
 
 @handles(DESCRIBE_GROUPS, "0-6")
-async def describe_groups(ctx: RequestContext, request: Request) -> Any:
+async def describe_groups(ctx: RequestContext, request: Request[dg.DescribeGroupsRequest]) -> dg.DescribeGroupsResponse:
     body = request.body
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     coordinator = ctx.broker.group_service.coordinator
     groups = await coordinate(ctx, lambda now: coordinator.describe_groups(now, list(body.groups)), creates=False)
-    return {
-        "throttle_time_ms": 0,
-        "groups": [
+    for g in groups:
+        g.authorized_operations = ops
+    return dg.DescribeGroupsResponse(
+        throttle_time_ms=0,
+        groups=[
             _not_found(g.group_id, g.group_id in coordinator.groups)
             if request.api_version >= 6 and g.error_code == 0 and g.group_state == DEAD
-            else {
-                "error_code": int(g.error_code),
-                "group_id": g.group_id,
-                "group_state": g.group_state,
-                "protocol_type": g.protocol_type,
-                "protocol_data": g.protocol_data,
-                "members": [
-                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                     "client_host": m.client_host, "member_metadata": m.member_metadata,
-                     "member_assignment": m.member_assignment}
-                    for m in g.members
-                ],
-                "authorized_operations": ops,
-            }
+            else g
             for g in groups
         ],
-    }
+    )
 
 
-def _not_found(group_id: str, exists: bool) -> dict[str, Any]:
+def _not_found(group_id: str, exists: bool) -> dg.DescribedGroup:
     """DescribeGroups v6+ (KIP-1043): what older versions describe as a Dead group."""
     reason = "is not a classic group" if exists else "not found"
-    return {"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND), "error_message": f"Group {group_id} {reason}.",
-            "group_id": group_id, "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}  # fmt: skip
+    return dg.DescribedGroup(
+        error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=f"Group {group_id} {reason}.", group_id=group_id
+    )
 
 
 @handles(LIST_GROUPS, "0-5")
-async def list_groups(ctx: RequestContext, request: Request) -> Any:
+async def list_groups(ctx: RequestContext, request: Request[lsg.ListGroupsRequest]) -> lsg.ListGroupsResponse:
     body = request.body
     v = request.api_version
     states = list(body.states_filter) if v >= 4 else []
@@ -275,36 +275,35 @@ async def list_groups(ctx: RequestContext, request: Request) -> Any:
     groups = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.list_groups(
         now, states_filter=states, types_filter=types,
     ), creates=False)  # fmt: skip
-    return {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "groups": [
-            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.group_state,
-             "group_type": g.group_type}
-            for g in groups
-        ],
-    }
+    return lsg.ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
 @handles(DELETE_GROUPS, "0-2")
-async def delete_groups(ctx: RequestContext, request: Request) -> Any:
+async def delete_groups(ctx: RequestContext, request: Request[dlg.DeleteGroupsRequest]) -> dlg.DeleteGroupsResponse:
     names = list(request.body.groups_names)
     results = await coordinate(
         ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, names), creates=False
     )
-    return {"throttle_time_ms": 0, "results": [{"group_id": r.group_id, "error_code": int(r.error_code)} for r in results]}
+    return dlg.DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
 # --- KIP-848 consumer groups -------------------------------------------------------------------
 
 
 @handles(CONSUMER_GROUP_HEARTBEAT, "0-1")
-async def consumer_group_heartbeat(ctx: RequestContext, request: Request) -> Any:
+async def consumer_group_heartbeat(
+    ctx: RequestContext, request: Request[cgh.ConsumerGroupHeartbeatRequest]
+) -> cgh.ConsumerGroupHeartbeatResponse:
     body = request.body
     if "consumer" not in ctx.broker.config.get("group.coordinator.rebalance.protocols"):
         # As Kafka answers when the consumer protocol is switched off; clients then use the classic one.
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.UNSUPPORTED_VERSION), "member_epoch": 0,
-                "heartbeat_interval_ms": 0, "error_message": "The consumer group protocol is not enabled."}  # fmt: skip
+        return cgh.ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=int(ErrorCode.UNSUPPORTED_VERSION),
+            member_epoch=0,
+            heartbeat_interval_ms=0,
+            error_message="The consumer group protocol is not enabled.",
+        )  # assignment stays the generated default, an empty struct, as before (the schema says null)
     owned = None
     if body.topic_partitions is not None:
         owned = [TopicPartitions(tp.topic_id, list(tp.partitions)) for tp in body.topic_partitions]
@@ -326,53 +325,70 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Request) -> Any
     ))  # fmt: skip
     assignment = None
     if resp.assignment is not None:
-        assignment = {"topic_partitions": [{"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
-                                           for tp in resp.assignment]}  # fmt: skip
-    return {
-        "throttle_time_ms": 0,
-        "error_code": int(resp.error_code),
-        "error_message": resp.error_message,
-        "member_id": resp.member_id,
-        "member_epoch": resp.member_epoch,
-        "heartbeat_interval_ms": resp.heartbeat_interval_ms,
-        "assignment": assignment,
-    }
+        assignment = cgh.Assignment(
+            topic_partitions=[
+                cgh.TopicPartitions(topic_id=tp.topic_id, partitions=list(tp.partitions)) for tp in resp.assignment
+            ]
+        )
+    return cgh.ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=int(resp.error_code),
+        error_message=resp.error_message,
+        member_id=resp.member_id,
+        member_epoch=resp.member_epoch,
+        heartbeat_interval_ms=resp.heartbeat_interval_ms,
+        assignment=assignment,
+    )
 
 
-def _assignment(tps: list[TopicPartitions]) -> dict[str, Any]:
-    return {"topic_partitions": [{"topic_id": tp.topic_id, "topic_name": tp.topic_name, "partitions": list(tp.partitions)}
-                                 for tp in tps]}  # fmt: skip
+def _assignment(tps: list[TopicPartitions]) -> cgd.Assignment:
+    return cgd.Assignment(
+        topic_partitions=[
+            cgd.TopicPartitions(topic_id=tp.topic_id, topic_name=tp.topic_name, partitions=list(tp.partitions))
+            for tp in tps
+        ]
+    )
 
 
 @handles(CONSUMER_GROUP_DESCRIBE, "0-1")
-async def consumer_group_describe(ctx: RequestContext, request: Request) -> Any:
+async def consumer_group_describe(
+    ctx: RequestContext, request: Request[cgd.ConsumerGroupDescribeRequest]
+) -> cgd.ConsumerGroupDescribeResponse:
     body = request.body
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     groups = await coordinate(
         ctx, lambda now: ctx.broker.group_service.coordinator.consumer_group_describe(now, list(body.group_ids)),
         creates=False,
     )
-    return {
-        "throttle_time_ms": 0,
-        "groups": [
-            {
-                "error_code": int(g.error_code),
-                "error_message": g.error_message,
-                "group_id": g.group_id,
-                "group_state": g.group_state,
-                "group_epoch": g.group_epoch,
-                "assignment_epoch": g.assignment_epoch,
-                "assignor_name": g.assignor_name,
-                "members": [
-                    {"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id, "member_type": CONSUMER_MEMBER,
-                     "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
-                     "subscribed_topic_names": list(m.subscribed_topic_names),
-                     "subscribed_topic_regex": m.subscribed_topic_regex,
-                     "assignment": _assignment(m.assignment), "target_assignment": _assignment(m.target_assignment)}
+    return cgd.ConsumerGroupDescribeResponse(
+        throttle_time_ms=0,
+        groups=[
+            cgd.DescribedGroup(
+                error_code=int(g.error_code),
+                error_message=g.error_message,
+                group_id=g.group_id,
+                group_state=g.group_state,
+                group_epoch=g.group_epoch,
+                assignment_epoch=g.assignment_epoch,
+                assignor_name=g.assignor_name,
+                members=[
+                    cgd.Member(
+                        member_id=m.member_id,
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                        member_type=CONSUMER_MEMBER,
+                        member_epoch=m.member_epoch,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        subscribed_topic_names=list(m.subscribed_topic_names),
+                        subscribed_topic_regex=m.subscribed_topic_regex,
+                        assignment=_assignment(m.assignment),
+                        target_assignment=_assignment(m.target_assignment),
+                    )
                     for m in g.members
                 ],
-                "authorized_operations": ops,
-            }
+                authorized_operations=ops,
+            )
             for g in groups
         ],
-    }
+    )

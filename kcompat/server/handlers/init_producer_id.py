@@ -18,7 +18,8 @@ INVALID_PRODUCER_EPOCH below v4. An empty transactional_id is INVALID_REQUEST.
 
 from __future__ import annotations
 
-from kcompat.server.broker import ApiError, RequestContext
+from kcompat.server.broker import RequestContext
+from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID

@@ -8,7 +8,7 @@ Metadata version notes:
 * v4: allow_auto_topic_creation
 * v5: offline_replicas (always empty: one broker)
 * v6: no change
-* v7: leader_epoch per partition (constant per partition, never decreasing, see topics.py)
+* v7: leader_epoch per partition (constant per partition, never decreasing, see storage/topic_store.py)
 * v8: authorized operations, INT32_MIN unless asked for; when asked, everything is allowed (no ACLs)
 * v9: flexible
 * v10: topic ids, in the response and as an alternative to names in the request
@@ -27,9 +27,11 @@ from __future__ import annotations
 import uuid
 
 from kcompat.kafka_uuid import ZERO_UUID
-from kcompat.server.broker import ApiError, CloseConnection, RequestContext
+from kcompat.server.broker import RequestContext
+from kcompat.server.dispatcher import CloseConnection
+from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
-from kcompat.server.topics import TopicInfo
+from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA
@@ -55,7 +57,8 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..AL
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
 
 
-def partitions_of(ctx: RequestContext, t: TopicInfo) -> list[MetadataResponsePartition]:
+def partitions_of(ctx: RequestContext, t: TopicInfo, indexes: range | None = None) -> list[MetadataResponsePartition]:
+    """Each partition's leader, epoch, replicas and ISR, as Metadata and DescribeTopicPartitions give them."""
     node = ctx.broker.node_id
     return [
         MetadataResponsePartition(
@@ -67,8 +70,16 @@ def partitions_of(ctx: RequestContext, t: TopicInfo) -> list[MetadataResponsePar
             isr_nodes=[node],
             offline_replicas=[],
         )
-        for p in range(t.partitions)
+        for p in (range(t.partitions) if indexes is None else indexes)
     ]
+
+
+def live_brokers(ctx: RequestContext) -> list[MetadataResponseBroker]:
+    """The brokers Metadata and DescribeCluster list, with the endpoints of the listener the request
+    came in on: this one."""
+    broker = ctx.broker
+    host, port = broker.endpoint(ctx.client)
+    return [MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=broker.rack)]
 
 
 def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> MetadataResponseTopic:
@@ -122,14 +133,10 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
                     out.append(unknown_topic(rt.name, e.error))
                     continue
             out.append(described(t) if t else unknown_topic(rt.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    host = MetadataResponseBroker(
-        node_id=broker.node_id, host=broker.endpoint(ctx.client)[0], port=broker.endpoint(ctx.client)[1],
-        rack=broker.rack,
-    )
     return MetadataResponse(
         throttle_time_ms=0,
         error_code=0,
-        brokers=[host],
+        brokers=live_brokers(ctx),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=out,
@@ -151,7 +158,6 @@ async def describe_topic_partitions(
     body = request.body
     topics = ctx.metadata.topics
     assert topics is not None
-    node = ctx.broker.node_id
     names = sorted({t.name for t in body.topics}) if body.topics else topics.names()
     cursor = body.cursor
     if cursor is not None:
@@ -181,17 +187,17 @@ async def describe_topic_partitions(
         end = start + budget
         parts = [
             DescribeTopicPartitionsResponsePartition(
-                error_code=0,
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=t.leader_epoch,
-                replica_nodes=[node],
-                isr_nodes=[node],
+                error_code=p.error_code,
+                partition_index=p.partition_index,
+                leader_id=p.leader_id,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=p.replica_nodes,
+                isr_nodes=p.isr_nodes,
                 eligible_leader_replicas=[],
                 last_known_elr=[],
-                offline_replicas=[],
+                offline_replicas=p.offline_replicas,
             )
-            for p in range(start, min(end, t.partitions))
+            for p in partitions_of(ctx, t, range(start, min(end, t.partitions)))
         ]
         budget -= len(parts)
         out.append(

@@ -34,7 +34,8 @@ GROUP_SUBSCRIBED_TO_TOPIC; an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from kcompat.coordinator import (
     OffsetCommitRequestPartition,
@@ -43,6 +44,7 @@ from kcompat.coordinator import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopic,
 )
+from kcompat.coordinator.messages import OffsetFetchResponseTopic
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.groups import coordinate
 from kcompat.server.registry import handles
@@ -51,25 +53,30 @@ from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
 from kcompat.wire.messages.offset_delete import OFFSET_DELETE
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 from kcompat.wire.protocol import Request
+from kcompat.wire.types import offset_commit as oc
+from kcompat.wire.types import offset_delete as od
+from kcompat.wire.types import offset_fetch as of
+
+R = TypeVar("R")
 
 TOPIC_IDS = 10  # the first OffsetCommit/OffsetFetch version that names topics by id
 REQUIRE_STABLE = 7
 
 
-def _commit_topic(t: Any) -> OffsetCommitRequestTopic:
+def _commit_topic(t: oc.OffsetCommitRequestTopic) -> OffsetCommitRequestTopic:
     parts = [OffsetCommitRequestPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
                                           p.committed_metadata) for p in t.partitions]  # fmt: skip
     return OffsetCommitRequestTopic(t.name, parts)
 
 
 @handles(OFFSET_COMMIT, "2-10")
-async def offset_commit(ctx: RequestContext, request: Request) -> Any:
+async def offset_commit(ctx: RequestContext, request: Request[oc.OffsetCommitRequest]) -> oc.OffsetCommitResponse:
     body = request.body
     v = request.api_version
     service = ctx.broker.group_service
     if v >= TOPIC_IDS:
         return await _offset_commit_by_id(ctx, request)
-    topics = list(body.topics)
+    topics = [_commit_topic(t) for t in body.topics]
     result = await coordinate(ctx, lambda now: service.coordinator.commit_offsets(
         now, group_id=body.group_id, topics=topics,
         generation_id_or_member_epoch=body.generation_id_or_member_epoch if v >= 1 else -1,
@@ -77,17 +84,10 @@ async def offset_commit(ctx: RequestContext, request: Request) -> Any:
         retention_time_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
         partition_exists=service.partition_exists,
     ))  # fmt: skip
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)}
-                                            for p in t.partitions]}
-            for t in result
-        ],
-    }
+    return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result)
 
 
-async def _offset_commit_by_id(ctx: RequestContext, request: Request) -> Any:
+async def _offset_commit_by_id(ctx: RequestContext, request: Request[oc.OffsetCommitRequest]) -> oc.OffsetCommitResponse:
     """v10+: resolve topic ids to names first; unknown ids are answered without the coordinator."""
     body = request.body
     service = ctx.broker.group_service
@@ -95,13 +95,14 @@ async def _offset_commit_by_id(ctx: RequestContext, request: Request) -> Any:
     assert topics is not None
     known: list[OffsetCommitRequestTopic] = []
     ids: dict[str, uuid.UUID] = {}
-    unknown: list[dict[str, Any]] = []
+    unknown: list[oc.OffsetCommitResponseTopic] = []
     for t in body.topics:
         info = topics.by_id(t.topic_id)
         if info is None:
             code = int(ErrorCode.UNKNOWN_TOPIC_ID)
-            unknown.append({"topic_id": t.topic_id, "partitions": [
-                {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]})  # fmt: skip
+            unknown.append(oc.OffsetCommitResponseTopic(topic_id=t.topic_id, partitions=[
+                oc.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code) for p in t.partitions
+            ]))  # fmt: skip
             continue
         ids[info.name] = info.topic_id
         known.append(OffsetCommitRequestTopic(info.name, _commit_topic(t).partitions))
@@ -112,38 +113,38 @@ async def _offset_commit_by_id(ctx: RequestContext, request: Request) -> Any:
         retention_time_ms=-1, api_version=request.api_version,
         partition_exists=service.partition_exists,
     ))  # fmt: skip
-    answered = [
-        {"topic_id": ids[t.name],
-         "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)} for p in t.partitions]}
-        for t in result
-    ]  # fmt: skip
-    return {"throttle_time_ms": 0, "topics": answered + unknown}
+    for answered in result:
+        answered.topic_id = ids[answered.name]  # v10 answers by id (the name is not in its layout)
+    return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result + unknown)
 
 
-def _topics(topics: Any) -> list[OffsetFetchRequestTopic] | None:
+def _topics(topics: list[of.OffsetFetchRequestTopic] | list[of.OffsetFetchRequestTopics] | None) -> list[OffsetFetchRequestTopic] | None:
     if topics is None:
         return None
     return [OffsetFetchRequestTopic(t.name, list(t.partition_indexes)) for t in topics]
 
 
-def _partitions(t: Any, ctx: RequestContext | None = None, group_id: str = "") -> list[dict[str, Any]]:
-    """The answer's partitions; with `ctx` (require_stable), offsets pending in a transaction are
-    UNSTABLE_OFFSET_COMMIT (KIP-447: the consumer retries until the transaction ends)."""
+def _partitions(
+    t: OffsetFetchResponseTopic, row: Callable[..., R], ctx: RequestContext | None = None, group_id: str = ""
+) -> list[R]:
+    """The partition rows of the v0-7 (OffsetFetchResponsePartition) or v8+ (...Partitions) layout;
+    with `ctx` (require_stable), offsets pending in a transaction are UNSTABLE_OFFSET_COMMIT (KIP-447:
+    the consumer retries until the transaction ends)."""
     pending = ctx.broker.group_service.coordinator.txn_offsets.has_pending if ctx is not None else None
     out = []
     for p in t.partitions:
         if pending is not None and pending(group_id, t.name, p.partition_index):
-            out.append({"partition_index": p.partition_index, "committed_offset": -1, "committed_leader_epoch": -1,
-                        "metadata": "", "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)})  # fmt: skip
+            out.append(row(partition_index=p.partition_index, committed_offset=-1, committed_leader_epoch=-1,
+                           metadata="", error_code=int(ErrorCode.UNSTABLE_OFFSET_COMMIT)))  # fmt: skip
             continue
-        out.append({"partition_index": p.partition_index, "committed_offset": p.committed_offset,
-                    "committed_leader_epoch": p.committed_leader_epoch, "metadata": p.metadata,
-                    "error_code": int(p.error_code)})  # fmt: skip
+        out.append(row(partition_index=p.partition_index, committed_offset=p.committed_offset,
+                       committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
+                       error_code=int(p.error_code)))  # fmt: skip
     return out
 
 
 @handles(OFFSET_FETCH, "1-10")
-async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
+async def offset_fetch(ctx: RequestContext, request: Request[of.OffsetFetchRequest]) -> of.OffsetFetchResponse:
     body = request.body
     v = request.api_version
     coordinator = ctx.broker.group_service.coordinator
@@ -155,52 +156,58 @@ async def offset_fetch(ctx: RequestContext, request: Request) -> Any:
             OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch) for g in body.groups
         ]
         groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
-        return {
-            "throttle_time_ms": 0,
-            "groups": [
-                {"group_id": g.group_id, "error_code": int(g.error_code),
-                 "topics": [{"name": t.name, "partitions": _partitions(t, stable, g.group_id)} for t in g.topics]}
+        return of.OffsetFetchResponse(
+            throttle_time_ms=0,
+            groups=[
+                of.OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=int(g.error_code),
+                    topics=[of.OffsetFetchResponseTopics(name=t.name, partitions=_partitions(t, of.OffsetFetchResponsePartitions, stable, g.group_id)) for t in g.topics],
+                )
                 for g in groups
             ],
-        }
+        )
     one = OffsetFetchRequestGroup(body.group_id, _topics(body.topics))
     got = (await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, [one]), creates=False))[0]
-    topics = [{"name": t.name, "partitions": _partitions(t, stable, body.group_id)} for t in got.topics]
+    topics = [of.OffsetFetchResponseTopic(name=t.name, partitions=_partitions(t, of.OffsetFetchResponsePartition, stable, body.group_id)) for t in got.topics]
     if v < 2 and got.error_code != ErrorCode.NONE:
         # No top-level error before v2: every requested partition carries the group's error.
         topics = [
-            {"name": t.name, "partitions": [
-                {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": int(got.error_code)}
+            of.OffsetFetchResponseTopic(name=t.name, partitions=[
+                of.OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=-1, metadata="", error_code=int(got.error_code)
+                )
                 for p in t.partition_indexes
-            ]}
+            ])
             for t in body.topics or []
         ]  # fmt: skip
-    return {"throttle_time_ms": 0, "error_code": int(got.error_code), "topics": topics}
+    return of.OffsetFetchResponse(throttle_time_ms=0, error_code=int(got.error_code), topics=topics)
 
 
-async def _offset_fetch_by_id(ctx: RequestContext, request: Request) -> Any:
+async def _offset_fetch_by_id(ctx: RequestContext, request: Request[of.OffsetFetchRequest]) -> of.OffsetFetchResponse:
     """v10+: topics by id in and out; unknown ids get UNKNOWN_TOPIC_ID without asking the coordinator."""
     coordinator = ctx.broker.group_service.coordinator
     stable = ctx if request.body.require_stable else None
     topics = ctx.metadata.topics
     assert topics is not None
     wanted: list[OffsetFetchRequestGroup] = []
-    unknown: dict[str, list[dict[str, Any]]] = {}
-    for g in request.body.groups:
-        if g.topics is None:
-            wanted.append(OffsetFetchRequestGroup(g.group_id, None, g.member_id, g.member_epoch))
+    unknown: dict[str, list[of.OffsetFetchResponseTopics]] = {}
+    for rg in request.body.groups:
+        if rg.topics is None:
+            wanted.append(OffsetFetchRequestGroup(rg.group_id, None, rg.member_id, rg.member_epoch))
             continue
         named = []
-        for t in g.topics:
-            info = topics.by_id(t.topic_id)
+        for rt in rg.topics:
+            info = topics.by_id(rt.topic_id)
             if info is None:
                 code = int(ErrorCode.UNKNOWN_TOPIC_ID)
-                unknown.setdefault(g.group_id, []).append({"topic_id": t.topic_id, "partitions": [
-                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
-                     "error_code": code} for p in t.partition_indexes]})  # fmt: skip
+                unknown.setdefault(rg.group_id, []).append(of.OffsetFetchResponseTopics(topic_id=rt.topic_id, partitions=[
+                    of.OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                                     metadata="", error_code=code)
+                    for p in rt.partition_indexes]))  # fmt: skip
             else:
-                named.append(OffsetFetchRequestTopic(info.name, list(t.partition_indexes)))
-        wanted.append(OffsetFetchRequestGroup(g.group_id, named, g.member_id, g.member_epoch))
+                named.append(OffsetFetchRequestTopic(info.name, list(rt.partition_indexes)))
+        wanted.append(OffsetFetchRequestGroup(rg.group_id, named, rg.member_id, rg.member_epoch))
     groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
     out = []
     for g in groups:
@@ -208,14 +215,14 @@ async def _offset_fetch_by_id(ctx: RequestContext, request: Request) -> Any:
         for t in g.topics:
             info = topics.get(t.name)
             if info is not None:  # a committed topic deleted since has no id to answer with
-                answered.append({"topic_id": info.topic_id, "partitions": _partitions(t, stable, g.group_id)})
-        out.append({"group_id": g.group_id, "error_code": int(g.error_code),
-                    "topics": answered + unknown.get(g.group_id, [])})  # fmt: skip
-    return {"throttle_time_ms": 0, "groups": out}
+                answered.append(of.OffsetFetchResponseTopics(topic_id=info.topic_id, partitions=_partitions(t, of.OffsetFetchResponsePartitions, stable, g.group_id)))
+        out.append(of.OffsetFetchResponseGroup(group_id=g.group_id, error_code=int(g.error_code),
+                                               topics=answered + unknown.get(g.group_id, [])))  # fmt: skip
+    return of.OffsetFetchResponse(throttle_time_ms=0, groups=out)
 
 
 @handles(OFFSET_DELETE, "0-0")
-async def offset_delete(ctx: RequestContext, request: Request) -> Any:
+async def offset_delete(ctx: RequestContext, request: Request[od.OffsetDeleteRequest]) -> od.OffsetDeleteResponse:
     body = request.body
     broker = ctx.broker
     known = [
@@ -227,15 +234,14 @@ async def offset_delete(ctx: RequestContext, request: Request) -> Any:
         now, group_id=body.group_id, topics=known,
     ), creates=False)  # fmt: skip
     if resp.error_code != ErrorCode.NONE:
-        return {"error_code": int(resp.error_code), "throttle_time_ms": 0, "topics": []}
+        return od.OffsetDeleteResponse(error_code=int(resp.error_code), throttle_time_ms=0, topics=[])
     answered = {t.name: t for t in resp.topics}
-    topics = []
-    for t in body.topics:
-        got = answered.get(t.name)
-        if got is None:
-            parts = [{"partition_index": p.partition_index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
-                     for p in t.partitions]  # fmt: skip
-        else:
-            parts = [{"partition_index": p.partition_index, "error_code": int(p.error_code)} for p in got.partitions]
-        topics.append({"name": t.name, "partitions": parts})
-    return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}
+    unknown = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    topics = [
+        answered.get(t.name)
+        or od.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            od.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=unknown) for p in t.partitions
+        ])
+        for t in body.topics
+    ]  # fmt: skip
+    return od.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=topics)

@@ -44,7 +44,9 @@ from typing import Any
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
-from kcompat.server.broker import ApiError, CloseConnection, RequestContext
+from kcompat.server.broker import RequestContext
+from kcompat.server.dispatcher import CloseConnection
+from kcompat.server.errors import ApiError
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.record_checks import check_records
 from kcompat.server.registry import NO_RESPONSE, handles

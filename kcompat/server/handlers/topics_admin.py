@@ -33,7 +33,8 @@ import uuid
 from collections import Counter
 
 from kcompat.kafka_uuid import ZERO_UUID
-from kcompat.server.broker import ApiError, RequestContext
+from kcompat.server.broker import RequestContext
+from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS

@@ -26,7 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from kcompat.coordinator import OffsetCommitRequestPartition, OffsetCommitRequestTopic
-from kcompat.server.broker import CloseConnection, RequestContext
+from kcompat.server.broker import RequestContext
+from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.group_service import CoordinatorUnavailable
 from kcompat.server.registry import handles
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
