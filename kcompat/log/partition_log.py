@@ -1,7 +1,8 @@
 """PartitionLog: one topic-partition as an ordered list of segments (Kafka's UnifiedLog + LocalLog).
 
 Offsets:  log_start_offset <= (first segment's base) ... high_watermark == log_end_offset
-(a single node is its own ISR, so everything appended is committed).
+(a single node is its own ISR, so everything appended is committed; a replicated partition's high
+watermark is set from the ISR, see replica_append.py).
 
 Threads. Appends, reads and truncation come from the server's event loop thread; retention,
 flushing and compaction may run on a worker thread. Writers take `self.lock` only for short steps
@@ -41,6 +42,7 @@ from kcompat.log.producer_state import ProducerStateManager, _in_sequence
 from kcompat.log.record_view import RecordView, first_record_at_or_after, iter_records
 from kcompat.log.recovery import load_segments
 from kcompat.log.removal import LogRemoval
+from kcompat.log.replica_append import ReplicaAppend
 from kcompat.log.segment import BatchPlacement, LogSegment
 from kcompat.wire.checksum import crc32c
 from kcompat.wire.errors import DecodeError
@@ -72,7 +74,7 @@ class AppendInfo:
     duplicate: bool = False
 
 
-class PartitionLog(LogRemoval):
+class PartitionLog(LogRemoval, ReplicaAppend):
     def __init__(
         self,
         directory: Path,
@@ -122,6 +124,7 @@ class PartitionLog(LogRemoval):
         cache.truncate_from_start(self._log_start_offset)
         self._rebuild_producer_state()
         self.recovery_point = self._leo
+        self.replicated_hw: int | None = None  # set in cluster mode (replica_append.py)
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._snapshot_unsynced: Path | None = None
@@ -142,7 +145,8 @@ class PartitionLog(LogRemoval):
 
     @property
     def high_watermark(self) -> int:
-        return self._leo
+        hw = self.replicated_hw
+        return self._leo if hw is None else min(hw, self._leo)
 
     @property
     def last_stable_offset(self) -> int:
