@@ -48,9 +48,10 @@ def test_broker_finds_the_leader_of_three_controllers(kraft_quorum_3: Controller
     broker.start()
     try:
         wait_for(lambda: "RECOVERY -> RUNNING" in broker.log_path.read_text(), "the broker to be unfenced")
+        # The heartbeat answer unfences before the observer has fetched the UnfenceBrokerRecord: wait for it.
+        wait_for(lambda: f"metadata: broker {BROKER_ID} is unfenced" in broker.log_path.read_text(), "the unfencing record")
         log_text = broker.log_path.read_text()
         assert f"broker {BROKER_ID} registration: NOT_CONTROLLER from {ordered[0].endpoint}" in log_text
-        assert f"metadata: broker {BROKER_ID} is unfenced" in log_text
         status = quorum_status(kraft_quorum_3)
         assert f'"id": {BROKER_ID}' in status["CurrentObservers"], status
     finally:
