@@ -155,7 +155,7 @@ async def _serve(config: BrokerConfig, entered: float) -> int:
 
 async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Listener]) -> int:
     from kcompat import __version__
-    from kcompat.server.broker import Broker, CloseConnection
+    from kcompat.server.broker import Broker, CloseConnection, is_cluster_member
     from kcompat.wire.protocol import UnsupportedRequest
 
     broker = Broker(config)
@@ -206,7 +206,7 @@ async def _serve_locked(config: BrokerConfig, entered: float, listeners: list[Li
             return 1
         reactor.start()
         cluster = None
-        if config.get("process.roles") == ["broker"] and config.get("controller.quorum.bootstrap.servers"):
+        if is_cluster_member(config):
             # cluster mode, under Kafka's controllers; imported only then, so single-node start-up is unchanged
             from kcompat.server.kraft_broker import start_cluster_member
 

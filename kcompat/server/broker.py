@@ -59,6 +59,11 @@ class RequestContext:
         return self.broker.now_ms()
 
     @property
+    def listener(self) -> str:
+        """The name of the listener the request came in on (Metadata names brokers on it)."""
+        return self.client.listener if self.client is not None else ""
+
+    @property
     def metadata(self) -> MetadataView:
         """Topics, topic ids, producer ids, dynamic configs and topic admin."""
         return self.broker.metadata
@@ -77,6 +82,11 @@ class RequestContext:
         return self.broker.metadata.config
 
 
+def is_cluster_member(config: BrokerConfig) -> bool:
+    """Cluster mode: a broker under Kafka's KRaft controllers (process.roles=broker and a quorum)."""
+    return bool(config.get("process.roles") == ["broker"] and config.get("controller.quorum.bootstrap.servers"))
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
@@ -87,11 +97,22 @@ class Broker:
         listener = config.advertised_listeners[0]
         self.advertised_host: str = listener.host
         self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
-        # Topics, producer ids, dynamic configs: the single-node MetadataView, in kcompat.storage files.
-        self.metadata = LocalMetadata(config, self.log_dirs[0])
-        # The partition logs and the fetches parked on them; one append path wakes those fetches.
-        self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
-        self.metadata.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
+        self.metadata: MetadataView
+        if is_cluster_member(config):
+            # Cluster mode: the MetadataView is the KRaft image (imported only then); the image's
+            # deltas reach the replica manager through kraft_broker.start_cluster_member.
+            from kcompat.server.kraft_metadata import KRaftMetadata
+
+            self.metadata = KRaftMetadata(config)
+            self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
+            self.replicas.cluster_mode = True
+        else:
+            # Topics, producer ids, dynamic configs: the single-node MetadataView, in kcompat.storage files.
+            local = LocalMetadata(config, self.log_dirs[0])
+            self.metadata = local
+            # The partition logs and the fetches parked on them; one append path wakes those fetches.
+            self.replicas = ReplicaManager(topic=local.topic, log_config=local.log_config)
+            local.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
         self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
         # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
         self.group_service = GroupService(

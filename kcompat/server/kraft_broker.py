@@ -13,7 +13,9 @@ names); without them nothing here runs. Two tasks, each with its own controller 
 The broker is ready to be unfenced once its image holds its own registration (our incarnation).
 When the leader answers a Fetch with a SnapshotId (a snapshot newer than where the observer is),
 the snapshot is fetched whole with FetchSnapshot (key 59, v1) and the image starts over from it.
-Not yet done here: serving produce/fetch for cluster topics, replication, Envelope forwarding.
+Each published image also goes to the ReplicaManager (replica_delta.py): this broker leads or
+follows the partitions the image assigns it, followers fetching through replica_fetcher.py.
+Not yet done here: Envelope forwarding.
 """
 
 from __future__ import annotations
@@ -36,7 +38,10 @@ from kcompat.metadata.broker_lifecycle import (
 )
 from kcompat.metadata.image import MetadataImage
 from kcompat.metadata.loader import MetadataLoader
+from kcompat.server.alter_partition import IsrManager
 from kcompat.server.controller_channel import ControllerChannel, ControllerUnavailable, parse_bootstrap
+from kcompat.server.replica_delta import ReplicaDeltaApplier
+from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.broker_heartbeat import BROKER_HEARTBEAT
 from kcompat.wire.messages.broker_registration import BROKER_REGISTRATION
@@ -114,10 +119,18 @@ class KRaftBroker:
         self._want_shutdown = False
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
+        self.replica_fetchers: ReplicaFetcherManager | None = None  # followers' fetchers, stopped last
+        self.isr_manager: IsrManager | None = None  # the leader's AlterPartition requests
+        self.bootstrap = bootstrap
 
     @property
     def image(self) -> MetadataImage:
         return self.loader.image
+
+    @property
+    def quorum_leader(self) -> tuple[str, int] | None:
+        """(host, port) of the quorum leader (the active controller), once the observer knows it."""
+        return self._raft_leader
 
     @property
     def state(self) -> BrokerState:
@@ -140,6 +153,10 @@ class KRaftBroker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.replica_fetchers is not None:
+            await self.replica_fetchers.stop()
+        if self.isr_manager is not None:
+            await self.isr_manager.stop()
         self._lifecycle_channel.close()
         self._raft_channel.close()
 
@@ -397,7 +414,38 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         heartbeat_interval_ms=int(config.get("broker.heartbeat.interval.ms")),
         session_timeout_ms=int(config.get("broker.session.timeout.ms")),
     )
-    member.on_image = ImageLog(member.node_id).publish
+    inter_broker = config.get("inter.broker.listener.name") or listener.name
+    fetchers = ReplicaFetcherManager(
+        FetcherSettings(node_id=broker.node_id, cluster_id=broker.cluster_id, directory_id=directory_id,
+                        max_wait_ms=int(config.get("replica.fetch.wait.max.ms")),
+                        partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
+                        backoff_ms=int(config.get("replica.fetch.backoff.ms"))),
+        broker_epoch=lambda: member.lifecycle.broker_epoch,
+        topic_id=lambda name: member.image.topic_ids.get(name),
+        now_ms=broker.now_ms,
+        on_append=lambda p: None,
+    )  # fmt: skip
+    member.replica_fetchers = fetchers
+    broker.replicas.isr_manager = member.isr_manager = IsrManager(
+        node_id=broker.node_id,
+        channel=ControllerChannel(member.bootstrap, client_id=f"kcompat-broker-{broker.node_id}-alter-partition"),
+        broker_epoch=lambda: member.lifecycle.broker_epoch,
+        image=lambda: member.image,
+        quorum_leader=lambda: member.quorum_leader,
+        partitions=broker.replicas.partitions,
+        waiters=broker.replicas.fetch_waiters,
+        lag_max_ms=int(config.get("replica.lag.time.max.ms")),
+        now_ms=broker.now_ms,
+    )
+    member.isr_manager.start()
+    applier = ReplicaDeltaApplier(broker.node_id, broker.metadata, broker.replicas, fetchers, str(inter_broker), broker.now_ms)
+    image_log = ImageLog(member.node_id)
+
+    def publish(image: MetadataImage) -> None:
+        image_log.publish(image)
+        applier.apply(image)
+
+    member.on_image = publish
     member.start()
     log.info("cluster mode: broker %d of cluster %s joining the controllers at %s",
              member.node_id, member.cluster_id, ",".join(_names(config.get("controller.quorum.bootstrap.servers"))))  # fmt: skip

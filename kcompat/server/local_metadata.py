@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -53,6 +54,26 @@ COMPRESSION_CODECS = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    """A partition as Metadata and DescribeTopicPartitions describe it."""
+
+    error_code: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
 class TopicsView(Protocol):
     """The topics as handlers read them (TopicStore's queries)."""
 
@@ -83,7 +104,15 @@ class MetadataView(Protocol):
     def default_partitions(self) -> int: ...
     @property
     def default_replication_factor(self) -> int: ...
+    def load(self) -> None: ...
+    def default_log_config(self) -> LogConfig: ...
+    def log_configs(self) -> dict[str, LogConfig]: ...
     def topic(self, name: str) -> TopicInfo | None: ...
+    def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]: ...
+    def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription: ...
+    def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
+        """Every broker a client may use (None: this broker alone, as it advertises itself)."""
+    def controller_id(self, listener: str) -> int | None: ...
     def topic_config(self, t: TopicInfo) -> TopicConfig: ...
     def log_config(self, t: TopicInfo) -> LogConfig: ...
     def topic_compression(self, t: TopicInfo) -> int | None: ...
@@ -165,6 +194,20 @@ class LocalMetadata:
 
     def topic(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
+
+    def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]:
+        """This broker leads every partition, at the topic's leader epoch."""
+        return self._config.node_id, t.leader_epoch
+
+    def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription:
+        node = self._config.node_id
+        return PartitionDescription(0, node, t.leader_epoch, [node], [node], [])
+
+    def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
+        return None
+
+    def controller_id(self, listener: str) -> int | None:
+        return None
 
     def topic_config(self, t: TopicInfo) -> TopicConfig:
         tc = self._topic_configs.get(t.name)

@@ -16,7 +16,7 @@ producer hang until its timeout); kcompat advertises no transaction APIs.
 
 from __future__ import annotations
 
-from kcompat.server.broker import RequestContext
+from kcompat.server.broker import ApiError, RequestContext
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
@@ -37,4 +37,7 @@ async def init_producer_id(ctx: RequestContext, request: Request[InitProducerIdR
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if (body.producer_id == -1) != (body.producer_epoch == -1):
         return answer(ErrorCode.INVALID_REQUEST)
-    return answer(ErrorCode.NONE, ids.next_id(), 0)
+    try:
+        return answer(ErrorCode.NONE, ids.next_id(), 0)
+    except ApiError as e:  # cluster mode without a producer-id block from the controller
+        return answer(e.error)

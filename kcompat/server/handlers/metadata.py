@@ -6,7 +6,7 @@ Metadata version notes:
 * v2: cluster_id
 * v3: throttle_time_ms
 * v4: allow_auto_topic_creation
-* v5: offline_replicas (always empty: one broker)
+* v5: offline_replicas (empty on a single node; in cluster mode replicas on brokers that are not live)
 * v6: no change
 * v7: leader_epoch per partition (constant per partition, never decreasing, see topics.py)
 * v8: authorized operations, INT32_MIN unless asked for; when asked, everything is allowed (no ACLs)
@@ -28,6 +28,7 @@ import uuid
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.broker import ApiError, CloseConnection, RequestContext
+from kcompat.server.local_metadata import BrokerEndpoint
 from kcompat.server.registry import handles
 from kcompat.server.topics import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
@@ -56,19 +57,26 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..
 
 
 def partitions_of(ctx: RequestContext, t: TopicInfo) -> list[MetadataResponsePartition]:
-    node = ctx.broker.node_id
-    return [
-        MetadataResponsePartition(
-            error_code=0,
-            partition_index=p,
-            leader_id=node,
-            leader_epoch=t.leader_epoch,
-            replica_nodes=[node],
-            isr_nodes=[node],
-            offline_replicas=[],
-        )
-        for p in range(t.partitions)
-    ]
+    listener = ctx.listener
+    out = []
+    for p in range(t.partitions):
+        d = ctx.metadata.describe_partition(t, p, listener)
+        out.append(MetadataResponsePartition(
+            error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
+            replica_nodes=d.replicas, isr_nodes=d.isr, offline_replicas=d.offline,
+        ))  # fmt: skip
+    return out
+
+
+def brokers_of(ctx: RequestContext) -> tuple[list[BrokerEndpoint], int]:
+    """The brokers a client may use (on the listener its request came in on) and the controller id to name."""
+    broker = ctx.broker
+    listener = ctx.listener
+    brokers = ctx.metadata.live_brokers(listener)
+    if brokers is None:  # single node: this broker, as it advertises itself
+        return [BrokerEndpoint(broker.node_id, broker.advertised_host, broker.advertised_port, broker.rack)], broker.node_id
+    controller = ctx.metadata.controller_id(listener)
+    return brokers, broker.node_id if controller is None else controller
 
 
 def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> MetadataResponseTopic:
@@ -122,15 +130,13 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
                     out.append(unknown_topic(rt.name, e.error))
                     continue
             out.append(described(t) if t else unknown_topic(rt.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    host = MetadataResponseBroker(
-        node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=broker.rack
-    )
+    brokers, controller_id = brokers_of(ctx)
     return MetadataResponse(
         throttle_time_ms=0,
         error_code=0,
-        brokers=[host],
+        brokers=[MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in brokers],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id,
         topics=out,
         cluster_authorized_operations=CLUSTER_OPERATIONS
         if body.include_cluster_authorized_operations
@@ -150,7 +156,7 @@ async def describe_topic_partitions(
     body = request.body
     topics = ctx.metadata.topics
     assert topics is not None
-    node = ctx.broker.node_id
+    listener = ctx.listener
     names = sorted({t.name for t in body.topics}) if body.topics else topics.names()
     cursor = body.cursor
     if cursor is not None:
@@ -178,20 +184,14 @@ async def describe_topic_partitions(
             next_cursor = Cursor(topic_name=name, partition_index=start)
             break
         end = start + budget
-        parts = [
-            DescribeTopicPartitionsResponsePartition(
-                error_code=0,
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=t.leader_epoch,
-                replica_nodes=[node],
-                isr_nodes=[node],
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=[],
-            )
-            for p in range(start, min(end, t.partitions))
-        ]
+        parts = []
+        for p in range(start, min(end, t.partitions)):
+            d = ctx.metadata.describe_partition(t, p, listener)
+            parts.append(DescribeTopicPartitionsResponsePartition(
+                error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
+                replica_nodes=d.replicas, isr_nodes=d.isr, eligible_leader_replicas=[], last_known_elr=[],
+                offline_replicas=d.offline,
+            ))  # fmt: skip
         budget -= len(parts)
         out.append(
             DescribeTopicPartitionsResponseTopic(
