@@ -12,7 +12,9 @@ restarted, rejoins the ISR through the kcompat leader's AlterPartition.
 
 from __future__ import annotations
 
+import shutil
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,8 +24,8 @@ import pytest
 
 from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient, produce_body
-from kcompat.testing import Broker
-from kcompat.testing_cluster import HOST, ControllerQuorum
+from kcompat.testing import Broker, free_port
+from kcompat.testing_cluster import CONTROLLER_JVM, HOST, KAFKA_JARS, ControllerQuorum, answers_api_versions
 
 BROKER_IDS = (1, 2, 3)
 CREATE_TOPICS, METADATA, PRODUCE = 19, 3, 0
@@ -125,6 +127,48 @@ class Cluster:
         return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
 
 
+class JavaBroker:
+    """An Apache Kafka 4.3.1 broker (process.roles=broker) from .deps/kafka, under the same controller."""
+
+    def __init__(self, quorum: ControllerQuorum, root: Path, node_id: int) -> None:
+        self.quorum, self.node_id, self.port = quorum, node_id, free_port()
+        self.workdir = root / f"java-broker-{node_id}"
+        self.data = self.workdir / "data"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.quorum.format_broker(self.data, self.node_id)  # Kafka's own kafka-storage format
+        props = {
+            "process.roles": "broker", "node.id": str(self.node_id),
+            "controller.quorum.bootstrap.servers": self.quorum.bootstrap_servers,
+            "controller.listener.names": "CONTROLLER", "listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data), "broker.heartbeat.interval.ms": "500",
+            "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0",
+        }  # fmt: skip
+        (self.workdir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        java = shutil.which("java") or "java"
+        with (self.workdir / "stdout.log").open("wb") as out:
+            self.process = subprocess.Popen(
+                [java, *CONTROLLER_JVM, "-cp", str(KAFKA_JARS / "*"), "kafka.Kafka", str(self.workdir / "server.properties")],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        wait_for(lambda: answers_api_versions(HOST, self.port), "the Java broker to listen", timeout=90)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def segment(self, topic: str, partition: int) -> bytes:
+        return b"".join(p.read_bytes() for p in sorted((self.data / f"{topic}-{partition}").glob("*.log")))
+
+
 @pytest.fixture(scope="module")
 def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(kraft_quorum, tmp_path_factory.mktemp("replication"))
@@ -203,19 +247,29 @@ def test_acks_all_producers_read_back_and_replicas_byte_identical(cluster: Clust
         f.get(timeout=60)  # raises unless acknowledged
         acked.append(f"kafka-python-{i}".encode())
     kp.close()
-    assert len(acked) == 3000
+    java_lines = [f"java-{i}" for i in range(500)]
+    kafka_tool("kafka-console-producer", "--bootstrap-server", cluster.bootstrap, "--topic", "replicated",
+               "--command-property", "acks=all", "--command-property", "enable.idempotence=false",
+               input="\n".join(java_lines) + "\n")  # fmt: skip
+    acked += [line.encode() for line in java_lines]
+    assert len(acked) == 3500
 
     consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False,
                                    auto_offset_reset="earliest", consumer_timeout_ms=10000)  # fmt: skip
     consumer.assign([kafka.TopicPartition("replicated", p) for p in parts])
-    values = []
+    by_partition: dict[int, list[bytes]] = {0: [], 1: []}
     for message in consumer:
-        values.append(message.value)
-        if len(values) == 3000:
+        by_partition[message.partition].append(message.value)
+        if sum(map(len, by_partition.values())) == len(acked):
             break
     consumer.close()
-    assert sorted(values) == sorted([f"librdkafka-{i}".encode() for i in range(2000)]
-                                    + [f"kafka-python-{i}".encode() for i in range(1000)])  # fmt: skip
+    assert sorted(by_partition[0] + by_partition[1]) == sorted(acked)
+
+    # Kafka's Java consumer reads partition 0 back from its leader too, in the same order.
+    out = kafka_tool("kafka-console-consumer", "--bootstrap-server", cluster.bootstrap, "--topic", "replicated",
+                     "--partition", "0", "--offset", "earliest", "--max-messages", str(len(by_partition[0])),
+                     "--timeout-ms", "20000").stdout  # fmt: skip
+    assert out.splitlines() == [v.decode() for v in by_partition[0]]
 
     for index, (_leader, _epoch, replicas, _isr) in parts.items():
         wait_for(lambda index=index, replicas=replicas: replicas_identical(cluster, "replicated", index, replicas),
@@ -299,3 +353,42 @@ def test_kill_leader_loses_no_acknowledged_record(cluster: Cluster) -> None:
     wait_for(lambda: sorted(cluster.partitions("failover")[0][3]) == list(BROKER_IDS),
              f"broker {leader} back in the ISR", timeout=60)  # fmt: skip
     wait_for(lambda: replicas_identical(cluster, "failover", 0, list(BROKER_IDS)), "replicas byte-identical")
+
+
+def test_mixed_cluster_replicates_both_ways_with_a_java_broker(cluster: Cluster) -> None:
+    """A Java follower replicates a kcompat-led partition and a kcompat follower a Java-led one."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    java = JavaBroker(cluster.quorum, cluster.root, 4)
+    java.start()
+    try:
+        kcompat = next(i for i, b in cluster.brokers.items() if b.running)
+        wait_for(lambda: 4 in [b.node_id for b in cluster.metadata(cluster.brokers[kcompat], "none").brokers],  # type: ignore[attr-defined]
+                 "the Java broker registered and unfenced", timeout=60)  # fmt: skip
+        client = WireClient(HOST, cluster.quorum.controllers[0].port)
+        try:
+            r = client.call(CREATE_TOPICS, 7, {
+                "topics": [{"name": "mixed", "num_partitions": -1, "replication_factor": -1, "configs": [],
+                            "assignments": [{"partition_index": 0, "broker_ids": [kcompat, 4]},
+                                            {"partition_index": 1, "broker_ids": [4, kcompat]}]}],
+                "timeout_ms": 10000, "validate_only": False,
+            })  # fmt: skip
+        finally:
+            client.close()
+        assert r.topics[0].error_code == 0, r.topics[0]
+        parts = cluster.partitions("mixed")
+        assert (parts[0][0], parts[1][0]) == (kcompat, 4)  # the first replica leads
+        producer = confluent_kafka.Producer({"bootstrap.servers": f"{HOST}:{java.port}", "acks": "all",
+                                             "enable.idempotence": False, "linger.ms": 5})  # fmt: skip
+        for i in range(1000):
+            producer.produce("mixed", f"mixed-{i}".encode(), partition=i % 2)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        for index in (0, 1):
+            wait_for(lambda index=index: bool(java.segment("mixed", index))
+                     and java.segment("mixed", index) == cluster.segment(kcompat, "mixed", index),
+                     f"mixed-{index} byte-identical on the Java and the kcompat replica")  # fmt: skip
+        assert sorted(parts[0][3]) == sorted(parts[1][3]) == sorted([kcompat, 4])
+        out = kafka_tool("kafka-topics", "--bootstrap-server", f"{HOST}:{java.port}", "--describe", "--topic", "mixed").stdout
+        assert f"Leader: {kcompat}" in out and "Leader: 4" in out, out
+    finally:
+        java.stop()
