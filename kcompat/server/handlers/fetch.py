@@ -193,15 +193,17 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
                 ctx.replicas.fetch_waiters.notify((topic, partition))  # acks=all and consumers waiting on the HW
             if ctx.replicas.isr_manager is not None:
                 ctx.replicas.isr_manager.maybe_expand(p, replica_id)
-        start, hwm = plog.log_start_offset, plog.high_watermark
-        end = plog.log_end_offset if replica_id >= 0 else hwm  # followers read to the log end
+        start, hwm, leo = plog.log_start_offset, plog.high_watermark, plog.log_end_offset
+        end = leo if replica_id >= 0 else hwm  # followers read to the log end, consumers below the HW
         out.update(high_watermark=hwm, last_stable_offset=hwm, log_start_offset=start)
-        if not start <= fp.fetch_offset <= end:
+        # Out of range only outside the log: a consumer between the HW and the log end (a new
+        # leader whose HW has not caught up yet) reads nothing, as Kafka answers.
+        if not start <= fp.fetch_offset <= leo:
             out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
             errors = True
             continue
         limit = min(fp.partition_max_bytes, max_bytes - total)
-        if fp.fetch_offset == end or (limit <= 0 and not min_one):
+        if fp.fetch_offset >= end or (limit <= 0 and not min_one):
             continue
         if end < plog.log_end_offset:
             data = plog.read_below(fp.fetch_offset, max(limit, 0), end, min_one_batch=min_one)
