@@ -3,7 +3,8 @@
     frame ──► broker.handle = RequestDispatcher.handle (dispatcher.py: decode, route, encode)
           ──► handler(RequestContext, request) ──► body ──► [chunks]
 
-    RequestContext ──.metadata──► LocalMetadata (local_metadata.py; a MetadataView)
+    RequestContext ──.metadata──► LocalMetadata (local_metadata.py; a MetadataView), in cluster
+                                  mode KRaftMetadata (kraft_metadata.py, imported only then)
                    ──.replicas──► ReplicaManager (replica_manager.py): logs, parked fetches
                    ──.groups────► GroupService (group_service.py): the group coordinator
                    ──.broker────► identity: node id, cluster id, advertised endpoint, rack
