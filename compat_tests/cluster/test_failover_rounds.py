@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import statistics
 import threading
 import time
@@ -21,7 +22,9 @@ from collections.abc import Iterator
 import pytest
 
 from compat_tests.cluster.test_replication import BROKER_IDS, Cluster, wait_for
-from kcompat.testing_cluster import ControllerQuorum
+from compat_tests.crash.wire_client import WireClient, produce_body, read_frame
+from kcompat.testing_cluster import HOST, ControllerQuorum
+from kcompat.wire.protocol import decode_response, encode_request
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +51,9 @@ def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFac
 class LedgerProducer(threading.Thread):
     """Produces "seq-N" continuously (acks=all); `acked` maps each acknowledged value to its time."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, topic: str = TOPIC) -> None:
         super().__init__(daemon=True)
+        self.topic = topic
         confluent_kafka = pytest.importorskip("confluent_kafka")
         self.producer = confluent_kafka.Producer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
@@ -70,7 +74,7 @@ class LedgerProducer(threading.Thread):
         seq = 0
         while not self.stopping.is_set():
             try:
-                self.producer.produce(TOPIC, f"seq-{seq}".encode(), on_delivery=self._delivered)
+                self.producer.produce(self.topic, f"seq-{seq}".encode(), on_delivery=self._delivered)
                 seq += 1
             except BufferError:
                 pass
@@ -78,8 +82,63 @@ class LedgerProducer(threading.Thread):
         self.producer.flush(120)
 
 
-def test_kill_the_leader_round_after_round(cluster: Cluster) -> None:
+def read_all(cluster: Cluster, topic: str, wanted: set[bytes]) -> list[bytes]:
+    """Every record of partition 0 from its leader, until `wanted` is all there (or 60 s)."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused",
+                                         "enable.auto.commit": False, "log_level": 0})  # fmt: skip
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while not wanted.issubset(seen) and time.monotonic() < deadline:
+        seen.extend(m.value() for m in consumer.consume(1000, 1) if m.error() is None)
+    consumer.close()
+    return seen
+
+
+def test_a_zombie_leader_acknowledges_nothing_that_vanishes(cluster: Cluster) -> None:
+    """SIGSTOP of the leader past the session timeout: the controller elects another; after
+    SIGCONT the old leader, still believing it leads until its image catches up, must not
+    acknowledge an acks=all write (no follower fetches from it), and rejoins as a follower."""
+    cluster.create_topic("zombie", 1, 3, {"min.insync.replicas": "2"})
+    leader, epoch, _replicas, _isr = cluster.partitions("zombie")[0]
+    other = next(i for i in BROKER_IDS if i != leader)
+    producer = LedgerProducer(cluster.bootstrap, "zombie")
+    producer.start()
+    zombie = cluster.brokers[leader]
+    assert zombie.process is not None
+    try:
+        time.sleep(1.0)
+        zombie.process.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: (p := cluster.partitions("zombie", other)[0])[0] != leader and p[1] > epoch,
+                     "a new leader while the old one is stopped", timeout=60)  # fmt: skip
+            time.sleep(1.0)
+            # Queued while stopped: answered once it runs again, before or after its image catches up.
+            client = WireClient(HOST, zombie.port, timeout=30)
+            body = produce_body("zombie", b"to-the-zombie", acks=-1)
+            body["timeout_ms"] = 3000
+            client.sock.sendall(encode_request(0, 9, 1, body, "zombie-test"))
+        finally:
+            zombie.process.send_signal(signal.SIGCONT)
+        _, answer = decode_response(0, 9, read_frame(client.sock))
+        client.close()
+        p = answer.responses[0].partition_responses[0]
+        assert p.error_code != 0, "the zombie acknowledged an acks=all write"
+        wait_for(lambda: sorted(cluster.partitions("zombie", other)[0][3]) == list(BROKER_IDS),
+                 "the old leader back in the ISR", timeout=90)  # fmt: skip
+    finally:
+        producer.stopping.set()
+        producer.join(150)
+    seen = read_all(cluster, "zombie", set(producer.acked))
+    lost = set(producer.acked) - set(seen)
+    print(f"zombie: acknowledged {len(producer.acked)}, lost {len(lost)}, the zombie answered error {p.error_code}")
+    assert not lost, f"{len(lost)} acknowledged records lost"
+    assert b"to-the-zombie" not in seen
+
+
+def test_kill_the_leader_round_after_round(cluster: Cluster) -> None:
+    pytest.importorskip("confluent_kafka")
     rng = random.Random(SEED)
     cluster.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
     cluster.partitions(TOPIC)
@@ -103,15 +162,8 @@ def test_kill_the_leader_round_after_round(cluster: Cluster) -> None:
         producer.stopping.set()
         producer.join(150)
 
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused",
-                                         "enable.auto.commit": False, "log_level": 0})  # fmt: skip
-    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
-    seen: list[bytes] = []
+    seen = read_all(cluster, TOPIC, set(producer.acked))
     wanted = set(producer.acked)
-    deadline = time.monotonic() + 60
-    while not wanted.issubset(seen) and time.monotonic() < deadline:
-        seen.extend(m.value() for m in consumer.consume(1000, 1) if m.error() is None)
-    consumer.close()
     lost = wanted - set(seen)
     duplicates = len(seen) - len(set(seen))
     print(f"failover rounds: {ROUNDS} (seed {SEED}), acknowledged {len(wanted)}, lost {len(lost)}, "
