@@ -146,6 +146,7 @@ class LocalMetadata:
 
     def __init__(self, config: BrokerConfig, directory: Path) -> None:
         self._config = config
+        self._node_id = config.node_id  # static; read on every Produce and Fetch partition
         self._topics = TopicStore(directory)
         self._producer_ids = ProducerIdManager(directory)
         self._topic_configs: dict[str, TopicConfig] = {}
@@ -197,10 +198,10 @@ class LocalMetadata:
 
     def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]:
         """This broker leads every partition, at the topic's leader epoch."""
-        return self._config.node_id, t.leader_epoch
+        return self._node_id, t.leader_epoch
 
     def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription:
-        node = self._config.node_id
+        node = self._node_id
         return PartitionDescription(0, node, t.leader_epoch, [node], [node], [])
 
     def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
