@@ -86,9 +86,11 @@ class KRaftMetadata:
         """Nothing is stored locally: the image arrives from the controllers."""
 
     def set_image(self, image: MetadataImage) -> None:
-        self.image = image
-        for name in [n for n, t in self._topics.items() if image.topics_by_id.get(t.info.topic_id) is not t.image]:
-            del self._topics[name]  # built again on first use
+        previous, self.image = self.image, image
+        stale = [n for n, t in self._topics.items() if image.topics_by_id.get(t.info.topic_id) is not t.image
+                 or image.configs.get((TOPIC_RESOURCE, n)) is not previous.configs.get((TOPIC_RESOURCE, n))]  # fmt: skip
+        for name in stale:
+            del self._topics[name]  # built again on first use (a changed topic or topic config)
 
     def _entry(self, name: str) -> _Topic | None:
         cached = self._topics.get(name)

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from kcompat.metadata.image import MetadataImage
+from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage
 from kcompat.server.kraft_metadata import KRaftMetadata
 from kcompat.server.partition import Partition, Registration
 from kcompat.server.replica_fetcher import ReplicaFetcherManager
@@ -44,12 +44,16 @@ class ReplicaDeltaApplier:
         hosted = self.replicas.partitions
         seen: set[tuple[str, int]] = set()
         for topic_id, topic in image.topics_by_id.items():
-            if previous.topics_by_id.get(topic_id) is topic:  # unchanged since the last image
+            key = (TOPIC_RESOURCE, topic.name)
+            if previous.topics_by_id.get(topic_id) is topic and previous.configs.get(key) is image.configs.get(key):
+                # unchanged since the last image (min.insync.replicas is a topic config)
                 seen.update((topic.name, i) for i, p in topic.partitions.items() if self.node_id in p.replicas)
                 continue
             info = self.metadata.topic(topic.name)
             assert info is not None
             min_isr = int(self.metadata.topic_config(info).get("min.insync.replicas"))
+            if previous.configs.get(key) is not image.configs.get(key) and any(tp[0] == topic.name for tp in hosted):
+                self.replicas.set_config(topic.name, self.metadata.log_config(info))  # retention, segments, ...
             for index, reg in topic.partitions.items():
                 if self.node_id not in reg.replicas:
                     continue
