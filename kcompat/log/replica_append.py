@@ -32,6 +32,7 @@ class ReplicaAppend:
     leader_epoch_cache: LeaderEpochCache
     producer_state: ProducerStateManager
     replicated_hw: int | None
+    truncations: int
     _view: tuple[tuple[LogSegment, ...], tuple[int, ...]]
     _leo: int
     _log_start_offset: int
@@ -74,6 +75,18 @@ class ReplicaAppend:
                 break
             pieces.append(piece)
         return FetchSlice(tuple(pieces), got.first_offset) if pieces else EMPTY_SLICE
+
+    def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:  # LogRemoval's
+        raise NotImplementedError
+
+    def restart_at(self, offset: int, *, now_ms: int) -> None:
+        """Drop everything and continue at `offset` (a follower whose log ends below the leader's
+        log start: Kafka's truncateFullyAndStartAt)."""
+        with self.lock:
+            self.truncations += 1
+            self._truncate_fully_and_start_at(offset, now_ms)
+            if self.replicated_hw is not None:
+                self.replicated_hw = offset
 
     def set_high_watermark(self, offset: int) -> int:
         """Make this a replicated log with high watermark `offset` (at most the log end); the new value."""

@@ -12,6 +12,7 @@ current. The answer is applied per partition:
   `end_offset`. The follower looks up its own end of that epoch; the same epoch: truncate to the
   smaller of both ends; an older one: truncate to its end and fetch again (the leader then
   answers with the next divergence, if any), as Kafka's truncateOnFetchResponse does;
+* OFFSET_OUT_OF_RANGE with the leader's log start above this log's end: start over there;
 * NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: wait for the image to say
   who leads now (the fetcher backs off; the ReplicaManager moves the partition).
 No fetch sessions (every request is full, session_epoch -1): few partitions per broker here.
@@ -153,6 +154,13 @@ class ReplicaFetcher:
         p, epoch, offset = got
         if self.partitions.get((p.topic, p.index)) is not p or p.leader_epoch != epoch or p.log.log_end_offset != offset:
             return True  # the partition moved on while the fetch was out
+        if rp.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and rp.log_start_offset > offset:
+            # The leader no longer holds where this log ends (retention, DeleteRecords): start over
+            # at its log start, as Kafka's fetcher does for a follower fallen behind it.
+            log.info("%s-%d: log end %d is below the leader's log start %d: starting over there",
+                     p.topic, p.index, offset, rp.log_start_offset)  # fmt: skip
+            p.log.restart_at(rp.log_start_offset, now_ms=self._now_ms())
+            return True
         if rp.error_code != 0:
             log.debug("replica fetch %s-%d from broker %d: %s", p.topic, p.index, self.leader_id,
                       ErrorCode.of(rp.error_code).name)  # fmt: skip

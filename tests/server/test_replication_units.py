@@ -67,3 +67,16 @@ def test_follower_truncates_to_the_divergence_and_drops_an_empty_epoch(tmp_path)
     assert f._truncate(p, 0, 2)
     assert follower.leader_epoch_cache.latest_epoch == 0
     assert not f._truncate(p, 0, 2)  # nothing left to change: the fetcher backs off
+
+
+def test_follower_below_the_leaders_log_start_starts_over_there(tmp_path):
+    follower = plog_with(tmp_path, "f", [0, 0])
+    p = Partition("t", 0, 1, follower, Registration(2, 0, 0, (1, 2), (1, 2)))
+    p.update_follower_hw(2)
+    f = fetcher()
+    f.add(p)
+    answer = SimpleNamespace(error_code=1, log_start_offset=50, high_watermark=60, diverging_epoch=None, records=None)
+    assert f._apply((p, 0, 2), answer)  # OFFSET_OUT_OF_RANGE: the leader's log starts at 50
+    assert (follower.log_start_offset, follower.log_end_offset, follower.high_watermark) == (50, 50, 50)
+    follower.append_as_follower(batch(1, base_offset=50), now_ms=0)
+    assert follower.log_end_offset == 51
