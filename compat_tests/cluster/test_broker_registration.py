@@ -28,7 +28,8 @@ def test_broker_registers_is_unfenced_and_follows_metadata(
     broker.start()
     try:
         wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced")
-        assert log_has(broker, f"metadata: broker {BROKER_ID} is unfenced")
+        # The heartbeat answer may unfence before the observer fetched the UnfenceBrokerRecord.
+        wait_for(lambda: log_has(broker, f"metadata: broker {BROKER_ID} is unfenced"), "the unfencing record")
         status = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", kraft_quorum.bootstrap_servers,
                             "describe", "--status").stdout  # fmt: skip
         observers = next(line for line in status.splitlines() if line.startswith("CurrentObservers"))

@@ -21,6 +21,7 @@ class CommittedReads:
     producer_state: ProducerStateManager
     _view: tuple[tuple[LogSegment, ...], tuple[int, ...]]
     _leo: int
+    replicated_hw: int | None  # cluster mode: the high watermark the ISR gives (replica_append.py)
 
     def read(
         self, offset: int, max_bytes: int, *, min_one_batch: bool = True, max_offset: int | None = None
@@ -30,7 +31,8 @@ class CommittedReads:
     @property
     def last_stable_offset(self) -> int:
         first_unstable = self.producer_state.first_unstable_offset()
-        return self._leo if first_unstable is None else min(first_unstable, self._leo)
+        hw = self._leo if self.replicated_hw is None else min(self.replicated_hw, self._leo)
+        return hw if first_unstable is None else min(first_unstable, hw)
 
     def _read_below(self, offset: int, max_bytes: int, min_one_batch: bool, max_offset: int) -> FetchSlice:
         if offset >= max_offset:

@@ -1,7 +1,8 @@
 """PartitionLog: one topic-partition as an ordered list of segments (Kafka's UnifiedLog + LocalLog).
 
 Offsets:  log_start_offset <= (first segment's base) ... high_watermark == log_end_offset
-(a single node is its own ISR, so everything appended is committed).
+(a single node is its own ISR, so everything appended is committed; a replicated partition's high
+watermark is set from the ISR, see replica_append.py).
 
 Threads. Appends, reads and truncation come from the server's event loop thread; retention,
 flushing and compaction may run on a worker thread. Writers take `self.lock` only for short steps
@@ -30,7 +31,6 @@ from kcompat.log.committed_reads import CommittedReads
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import (
     CorruptRecord,
-    KafkaStorageError,
     MessageTooLarge,
     OffsetOutOfRange,
     OutOfOrderSequence,
@@ -39,10 +39,11 @@ from kcompat.log.errors import (
 from kcompat.log.leader_epoch import LeaderEpochCache
 from kcompat.log.log_file import EMPTY_SLICE, FetchSlice, FilePiece
 from kcompat.log.producer_state import ProducerStateManager, _in_sequence
-from kcompat.log.record_view import RecordView, first_record_at_or_after, iter_records
 from kcompat.log.recovery import load_segments
 from kcompat.log.removal import LogRemoval
+from kcompat.log.replica_append import ReplicaAppend
 from kcompat.log.segment import BatchPlacement, LogSegment
+from kcompat.log.timestamp_lookup import TimestampLookup
 from kcompat.log.txn_index import marker_kind
 from kcompat.wire.checksum import crc32c
 from kcompat.wire.errors import DecodeError
@@ -74,7 +75,7 @@ class AppendInfo:
     duplicate: bool = False
 
 
-class PartitionLog(LogRemoval, CommittedReads):
+class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
     def __init__(
         self,
         directory: Path,
@@ -92,6 +93,7 @@ class PartitionLog(LogRemoval, CommittedReads):
         self.partition = partition
         self.config = config
         self.lock = threading.RLock()
+        self.replicated_hw: int | None = None  # set in cluster mode (replica_append.py)
         directory.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager(
@@ -144,7 +146,8 @@ class PartitionLog(LogRemoval, CommittedReads):
 
     @property
     def high_watermark(self) -> int:
-        return self._leo
+        hw = self.replicated_hw
+        return self._leo if hw is None else min(hw, self._leo)
 
     @property
     def active_segment(self) -> LogSegment:
@@ -397,55 +400,6 @@ class PartitionLog(LogRemoval, CommittedReads):
             if i < len(segments):
                 offset = segments[i].base_offset
         return FetchSlice(tuple(pieces), first) if pieces else EMPTY_SLICE
-
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at or after `timestamp` (ListOffsets), or None.
-
-        Finds the first segment whose largest timestamp reaches the target, then the batch through
-        the time index, then decodes that one batch to find the record.
-        """
-        start = self._log_start_offset
-        for seg in self._view[0]:
-            if seg.max_timestamp_so_far < timestamp:
-                continue
-            found = seg.find_batch_by_timestamp(timestamp, start)
-            if found is None:
-                continue
-            pos, h = found
-            data = memoryview(seg.log.pread(h.size, pos))
-            try:
-                hit = first_record_at_or_after(data, h, timestamp, start)
-            except DecodeError as e:
-                raise KafkaStorageError(f"stored batch at offset {h.base_offset} does not decode: {e}") from e
-            if hit is not None:
-                return hit
-        return None
-
-    def max_timestamp_offset(self) -> tuple[int, int]:
-        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3); (-1, -1) if none."""
-        best: LogSegment | None = None
-        for seg in self._view[0]:
-            if seg.max_timestamp_so_far >= 0 and (
-                best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far
-            ):
-                best = seg
-        if best is None:
-            return -1, -1
-        found = best.translate_offset(best.offset_of_max_timestamp_so_far)
-        if found is None:
-            return -1, -1
-        pos, h = found
-        for r in self._records_at(best, pos, h):
-            if r.timestamp == h.max_timestamp:
-                return r.offset, r.timestamp
-        return h.last_offset, h.max_timestamp
-
-    def _records_at(self, seg: LogSegment, pos: int, h: BatchHeader) -> list[RecordView]:
-        data = memoryview(seg.log.pread(h.size, pos))
-        try:
-            return iter_records(data, h)
-        except DecodeError as e:
-            raise KafkaStorageError(f"stored batch at offset {h.base_offset} does not decode: {e}") from e
 
     def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) from the leader epoch cache."""

@@ -211,7 +211,7 @@ def _bind(config: BrokerConfig, reactor: Reactor, listeners: list[Listener]) -> 
 async def _serve_locked(
     config: BrokerConfig, entered: float, listeners: list[Listener], scram_users: Sequence[tuple[str, str, ScramCredential]]
 ) -> int:
-    from kcompat.server.broker import Broker
+    from kcompat.server.broker import Broker, is_cluster_member
     from kcompat.server.dispatcher import CloseConnection
     from kcompat.wire.protocol import UnsupportedRequest
 
@@ -260,9 +260,9 @@ async def _serve_locked(
             return 1
         reactor.start()
         cluster = None
-        if config.get("process.roles") == ["broker"] and config.get("controller.quorum.bootstrap.servers"):
+        if is_cluster_member(config):
             # cluster mode, under Kafka's controllers; imported only then, so single-node start-up is unchanged
-            from kcompat.server.kraft_broker import start_cluster_member
+            from kcompat.server.cluster_member import start_cluster_member
 
             cluster = start_cluster_member(config, broker)
         _log_started(config, bound, admin, entered)

@@ -3,7 +3,8 @@
     frame ──► broker.handle = RequestDispatcher.handle (dispatcher.py: decode, route, encode)
           ──► handler(RequestContext, request) ──► body ──► [chunks]
 
-    RequestContext ──.metadata──► LocalMetadata (local_metadata.py; a MetadataView)
+    RequestContext ──.metadata──► LocalMetadata (local_metadata.py; a MetadataView), in cluster
+                                  mode KRaftMetadata (kraft_metadata.py, imported only then)
                    ──.replicas──► ReplicaManager (replica_manager.py): logs, parked fetches
                    ──.groups────► GroupService (group_service.py): the group coordinator
                    broker.txn_service ► TransactionService (txn_service.py): the transaction coordinator
@@ -61,6 +62,11 @@ class RequestContext:
         return self.broker.now_ms()
 
     @property
+    def listener(self) -> str:
+        """The name of the listener the request came in on (Metadata names brokers on it)."""
+        return self.client.listener if self.client is not None else ""
+
+    @property
     def metadata(self) -> MetadataView:
         """Topics, topic ids, producer ids, dynamic configs and topic admin."""
         return self.broker.metadata
@@ -79,6 +85,11 @@ class RequestContext:
         return self.broker.metadata.config
 
 
+def is_cluster_member(config: BrokerConfig) -> bool:
+    """Cluster mode: a broker under Kafka's KRaft controllers (process.roles=broker and a quorum)."""
+    return bool(config.get("process.roles") == ["broker"] and config.get("controller.quorum.bootstrap.servers"))
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
@@ -94,11 +105,22 @@ class Broker:
         # SCRAM credentials (salted keys, never passwords); --add-scram users are stored at start.
         self.scram = ScramCredentialStore(self.log_dirs[0])
         self.initial_scram_users: list[tuple[str, str, ScramCredential]] = []
-        # Topics, producer ids, dynamic configs: the single-node MetadataView, in kcompat.storage files.
-        self.metadata = LocalMetadata(config, self.log_dirs[0])
-        # The partition logs and the fetches parked on them; one append path wakes those fetches.
-        self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
-        self.metadata.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
+        self.metadata: MetadataView
+        if is_cluster_member(config):
+            # Cluster mode: the MetadataView is the KRaft image (imported only then); the image's
+            # deltas reach the replica manager through cluster_member.start_cluster_member.
+            from kcompat.server.kraft_metadata import KRaftMetadata
+
+            self.metadata = KRaftMetadata(config)
+            self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
+            self.replicas.cluster_mode = True
+        else:
+            # Topics, producer ids, dynamic configs: the single-node MetadataView, in kcompat.storage files.
+            local = LocalMetadata(config, self.log_dirs[0])
+            self.metadata = local
+            # The partition logs and the fetches parked on them; one append path wakes those fetches.
+            self.replicas = ReplicaManager(topic=local.topic, log_config=local.log_config)
+            local.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
         self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
         # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
         self.group_service = GroupService(

@@ -16,7 +16,8 @@ the snapshot is fetched whole with FetchSnapshot (key 59, v1) and the image star
 Admin requests go to the active controller inside Envelope (forwarding_manager.py), producer ids
 come in controller blocks (producer_id_manager.py) and auto-created topics are asked of the
 controller (auto_topic_creation.py); all three are wired in start_cluster_member.
-Not yet done here: serving produce/fetch for cluster topics, replication.
+Each published image also goes to the ReplicaManager (replica_delta.py): this broker leads or
+follows the partitions the image assigns it, followers fetching through replica_fetcher.py.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ from kcompat.metadata.broker_lifecycle import (
 )
 from kcompat.metadata.image import MetadataImage
 from kcompat.metadata.loader import MetadataLoader
-from kcompat.server.controller_channel import ControllerChannel, ControllerUnavailable, parse_bootstrap
+from kcompat.server.alter_partition import IsrManager
+from kcompat.server.controller_channel import ControllerChannel, ControllerUnavailable
 from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.replica_fetcher import ReplicaFetcherManager
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.broker_heartbeat import BROKER_HEARTBEAT
 from kcompat.wire.messages.broker_registration import BROKER_REGISTRATION
@@ -121,6 +124,9 @@ class KRaftBroker:
         self._throttle = LogThrottle(log, 10.0)
         self.services: list[Any] = []  # forwarding, producer ids, auto topic creation (closed at shutdown)
         self.service_tasks: list[asyncio.Task[None]] = []
+        self.replica_fetchers: ReplicaFetcherManager | None = None  # followers' fetchers, stopped last
+        self.isr_manager: IsrManager | None = None  # the leader's AlterPartition requests
+        self.bootstrap = bootstrap
 
     @property
     def raft_leader(self) -> tuple[str, int] | None:
@@ -156,6 +162,10 @@ class KRaftBroker:
             closed = service.close()
             if asyncio.iscoroutine(closed):
                 await closed
+        if self.replica_fetchers is not None:
+            await self.replica_fetchers.stop()
+        if self.isr_manager is not None:
+            await self.isr_manager.stop()
         self._lifecycle_channel.close()
         self._raft_channel.close()
 
@@ -386,94 +396,3 @@ class KRaftBroker:
 
 
 # --- how `kcompat serve` enters cluster mode ---
-
-
-def _names(value: Any) -> list[str]:
-    if value is None:
-        return []
-    items = value if isinstance(value, list | tuple) else str(value).split(",")
-    return [str(v).strip() for v in items if str(v).strip()]
-
-
-def _from_base64(text: str) -> uuid.UUID:
-    import base64
-
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
-def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
-    """Start registration, heartbeats and the metadata follower for a started Broker."""
-    logs = broker.replicas.logs
-    assert logs is not None, "start_cluster_member runs after broker.start()"
-    directory_id = _from_base64(next(iter(logs.directory_ids.values())))
-    listener = config.advertised_listeners[0]
-    member = KRaftBroker(
-        node_id=broker.node_id,
-        cluster_id=broker.cluster_id,
-        directory_id=directory_id,
-        listeners=[(listener.name, broker.advertised_host, broker.advertised_port)],
-        bootstrap=(bootstrap := parse_bootstrap(_names(config.get("controller.quorum.bootstrap.servers")))),
-        rack=config.get("broker.rack"),
-        heartbeat_interval_ms=int(config.get("broker.heartbeat.interval.ms")),
-        session_timeout_ms=int(config.get("broker.session.timeout.ms")),
-    )
-    member.on_image = ImageLog(member.node_id).publish
-    _use_controller(member, broker, bootstrap)
-    member.start()
-    log.info("cluster mode: broker %d of cluster %s joining the controllers at %s",
-             member.node_id, member.cluster_id, ",".join(_names(config.get("controller.quorum.bootstrap.servers"))))  # fmt: skip
-    return member
-
-
-def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str, int]]) -> None:
-    """Forwarding, producer-id blocks and auto topic creation, all through the active controller."""
-    from kcompat.server.auto_topic_creation import AutoTopicCreationManager
-    from kcompat.server.forwarding_manager import ForwardingManager
-    from kcompat.server.producer_id_manager import ControllerProducerIds
-
-    def leader() -> tuple[str, int] | None:
-        return member.raft_leader
-
-    forwarding = ForwardingManager(bootstrap, node_id=member.node_id, leader=leader)
-    producer_ids = ControllerProducerIds(bootstrap, node_id=member.node_id, leader=leader,
-                                         broker_epoch=lambda: member.lifecycle.broker_epoch)  # fmt: skip
-    auto_create = AutoTopicCreationManager(forwarding, lambda key: broker.config.get(key))  # the config in force now
-    broker.dispatcher.forwarder = forwarding
-    broker.metadata.use_controller(producer_ids, auto_create.create)
-    member.services = [forwarding, producer_ids, auto_create]
-    member.service_tasks.append(asyncio.create_task(forwarding.learn_controller_versions(), name="controller-api-versions"))
-
-
-CONFIG_KINDS = {2: "topic", 4: "broker"}  # ConfigResource.Type codes
-
-
-class ImageLog:
-    """Logs what a new image changes for this broker: its own fencing, and partitions it hosts."""
-
-    def __init__(self, node_id: int) -> None:
-        self.node_id = node_id
-        self.previous = MetadataImage()
-
-    def publish(self, image: MetadataImage) -> None:
-        old, new = self.previous.brokers.get(self.node_id), image.brokers.get(self.node_id)
-        if new is not None and (old is None or old.fenced != new.fenced):
-            log.info("metadata: broker %d is %s (epoch %d)", self.node_id, "fenced" if new.fenced else "unfenced", new.epoch)
-        for topic_id, topic in image.topics_by_id.items():
-            before = self.previous.topics_by_id.get(topic_id)
-            if before is topic:
-                continue
-            for index, p in sorted(topic.partitions.items()):
-                if self.node_id not in p.replicas or (before is not None and before.partitions.get(index) == p):
-                    continue
-                role = "leader" if p.leader == self.node_id else "follower"
-                log.info("metadata: %s-%d %s: leader %d epoch %d, replicas %s, isr %s (offset %d)",
-                         topic.name, index, role, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), image.offset)  # fmt: skip
-        for topic_id, topic in self.previous.topics_by_id.items():
-            if topic_id not in image.topics_by_id:
-                log.info("metadata: topic %s removed (offset %d)", topic.name, image.offset)
-        if image.configs is not self.previous.configs:
-            for (kind, name), values in image.configs.items():
-                if self.previous.configs.get((kind, name)) != values:
-                    log.info("metadata: configs of %s %r: %s", CONFIG_KINDS.get(kind, kind), name,
-                             ", ".join(f"{k}={v}" for k, v in sorted(values.items())))  # fmt: skip
-        self.previous = image

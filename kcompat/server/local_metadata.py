@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -54,6 +54,26 @@ COMPRESSION_CODECS = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    """A partition as Metadata and DescribeTopicPartitions describe it."""
+
+    error_code: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
 class TopicsView(Protocol):
     """The topics as handlers read them (TopicStore's queries)."""
 
@@ -84,7 +104,15 @@ class MetadataView(Protocol):
     def default_partitions(self) -> int: ...
     @property
     def default_replication_factor(self) -> int: ...
+    def load(self) -> None: ...
+    def default_log_config(self) -> LogConfig: ...
+    def log_configs(self) -> dict[str, LogConfig]: ...
     def topic(self, name: str) -> TopicInfo | None: ...
+    def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]: ...
+    def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription: ...
+    def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
+        """Every broker a client may use (None: this broker alone, as it advertises itself)."""
+    def controller_id(self, listener: str) -> int | None: ...
     def topic_config(self, t: TopicInfo) -> TopicConfig: ...
     def log_config(self, t: TopicInfo) -> LogConfig: ...
     def topic_compression(self, t: TopicInfo) -> int | None: ...
@@ -118,20 +146,12 @@ class LocalMetadata:
 
     def __init__(self, config: BrokerConfig, directory: Path) -> None:
         self._config = config
+        self._node_id = config.node_id  # static; read on every Produce and Fetch partition
         self._topics = TopicStore(directory)
         self._producer_ids = ProducerIdManager(directory)
         self._topic_configs: dict[str, TopicConfig] = {}
         self._log_configs: dict[str, LogConfig] = {}  # each topic's, built once per config change
         self.partitions: PartitionLogs | None = None  # set by the broker once its replica manager exists
-        self._controller_ids: ProducerIds | None = None  # cluster mode: see use_controller
-        self._controller_create: Callable[[str], None] | None = None
-
-    def use_controller(self, producer_ids: ProducerIds, auto_create: Callable[[str], None]) -> None:
-        """Cluster mode: producer ids come in blocks from the KRaft controller, and a topic that
-        auto.create.topics.enable creates is asked of the controller (answered LEADER_NOT_AVAILABLE
-        meanwhile), as Kafka's RPCProducerIdManager and AutoTopicCreationManager do."""
-        self._controller_ids = producer_ids
-        self._controller_create = auto_create
 
     def load(self) -> None:
         """Read the stored topics, producer ids and dynamic broker configs."""
@@ -176,6 +196,20 @@ class LocalMetadata:
     def topic(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
 
+    def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]:
+        """This broker leads every partition, at the topic's leader epoch."""
+        return self._node_id, t.leader_epoch
+
+    def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription:
+        node = self._node_id
+        return PartitionDescription(0, node, t.leader_epoch, [node], [node], [])
+
+    def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
+        return None
+
+    def controller_id(self, listener: str) -> int | None:
+        return None
+
     def topic_config(self, t: TopicInfo) -> TopicConfig:
         tc = self._topic_configs.get(t.name)
         if tc is None:
@@ -207,7 +241,7 @@ class LocalMetadata:
 
     @property
     def producer_ids(self) -> ProducerIds:
-        return self._controller_ids or self._producer_ids
+        return self._producer_ids
 
     # --- topic admin ---------------------------------------------------------------------------
 
@@ -249,12 +283,6 @@ class LocalMetadata:
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""
-        if self._controller_create is not None:
-            existing = self._topics.get(name)
-            if existing is not None:
-                return existing
-            self._controller_create(name)
-            raise ApiError(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {name} is being created by the controller")
         if name == CONSUMER_OFFSETS:
             return await self.create_topic(
                 name,

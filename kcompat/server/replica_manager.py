@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError
@@ -24,6 +25,10 @@ from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.storage.topic_store import TopicInfo
+
+if TYPE_CHECKING:  # cluster mode only: never imported on a single node
+    from kcompat.server.alter_partition import IsrManager
+    from kcompat.server.partition import Partition
 
 log = logging.getLogger("kcompat.server")
 
@@ -34,6 +39,11 @@ class ReplicaManager:
         self._log_config = log_config
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
+        # Cluster mode: the replicas this broker hosts, leader or follower (replica_delta.py keeps
+        # them in step with the image). Empty on a single node, which leads every partition itself.
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.cluster_mode = False
+        self.isr_manager: IsrManager | None = None  # cluster mode: ISR changes through the controller
         # Held by maintenance, topic deletion and close: never two of them on the files at once.
         self._maintenance_lock = asyncio.Lock()
         self._maintenance_errors = LogThrottle(log, interval_s=60)
@@ -55,6 +65,8 @@ class ReplicaManager:
         assert self.logs is not None
         plog = self.logs.get(topic, partition)
         if plog is None:
+            if self.cluster_mode:  # only the image makes a replica here
+                raise KeyError(f"{topic}-{partition} is not hosted here")
             t = self._topic(topic)
             if t is None:
                 raise KeyError(f"no topic {topic}")
@@ -71,11 +83,20 @@ class ReplicaManager:
             cache.assign(t.leader_epoch, plog.log_end_offset)
         return plog
 
+    def open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        """The log of a replica the image assigns here, opened or created (cluster mode)."""
+        assert self.logs is not None
+        return self.logs.get_or_create(topic, partition, config)
+
     def append(
         self, topic: str, partition: int, batch: bytearray | memoryview, *, leader_epoch: int, now_ms: int
     ) -> AppendInfo:
         """Append one batch as leader and wake the fetches parked on the partition (LogError as the log raises it)."""
         info = self.partition_log(topic, partition).append(batch, leader_epoch=leader_epoch, now_ms=now_ms)
+        if self.partitions:  # cluster mode: an ISR of the leader alone commits at once
+            p = self.partitions.get((topic, partition))
+            if p is not None:
+                p.maybe_increment_hw()
         self.fetch_waiters.notify((topic, partition))
         return info
 

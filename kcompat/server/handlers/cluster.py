@@ -1,7 +1,8 @@
 """DescribeCluster (key 60): v0-2.  DescribeLogDirs (key 35): v1-5.
 
 DescribeCluster version notes:
-* v0: cluster id, controller id (this broker: it plays both roles), brokers, authorized
+* v0: cluster id, controller id (this broker on a single node; in cluster mode a live broker, as
+  Kafka's KRaft brokers answer), brokers (in cluster mode every unfenced one), authorized
   operations (INT32_MIN unless asked for; everything when asked: no ACLs)
 * v1: endpoint_type: 1 (brokers) answered; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE, as a
   broker does in Kafka
@@ -23,7 +24,7 @@ from __future__ import annotations
 import os
 
 from kcompat.server.broker import RequestContext
-from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, live_brokers
+from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, brokers_of
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_cluster import DESCRIBE_CLUSTER
@@ -56,13 +57,14 @@ async def describe_cluster(ctx: RequestContext, request: Request[DescribeCluster
             endpoint_type=body.endpoint_type,
             cluster_id=broker.cluster_id,
         )
+    brokers, controller_id = brokers_of(ctx)
     return DescribeClusterResponse(
         endpoint_type=BROKERS_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id,
         brokers=[
             DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-            for b in live_brokers(ctx)
+            for b in brokers
         ],
         cluster_authorized_operations=CLUSTER_OPERATIONS
         if body.include_cluster_authorized_operations

@@ -14,8 +14,8 @@ Version notes:
 * v9: current_leader_epoch (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH)
 * v10: no change (zstd)
 * v11: rack_id accepted; preferred_read_replica always -1
-* v12: flexible; last_fetched_epoch accepted (one replica, nothing diverges); diverging_epoch and
-  snapshot_id tagged fields not sent
+* v12: flexible; last_fetched_epoch and diverging_epoch (cluster mode; a single node has no
+  follower); snapshot_id not sent
 * v13: topics by id, in the request (an unknown id: UNKNOWN_TOPIC_ID) and in the response
 * v14: no change
 * v15: replica_id moves into the tagged replica_state (KIP-903)
@@ -25,9 +25,14 @@ Version notes:
 * v18: the follower's high_watermark (replicas only; accepted)
 Not advertised: v0-3 (magic 0/1 formats, which Kafka 4 dropped too).
 
-A fetch from a replica (replica_id >= 0) is answered as a single-node Kafka broker answers a
-replica it does not know: each known partition gets UNKNOWN_LEADER_EPOCH when the request
-carries a leader epoch, else NOT_LEADER_OR_FOLLOWER (replica fetching is future cluster work).
+A fetch from a replica (replica_id >= 0) on a single node is answered as a single-node Kafka broker
+answers a replica it does not know: each known partition gets UNKNOWN_LEADER_EPOCH when the request
+carries a leader epoch, else NOT_LEADER_OR_FOLLOWER. In cluster mode only the partition's leader
+answers (NOT_LEADER_OR_FOLLOWER elsewhere, with the leader as hint); a follower's fetch first
+checks its LastFetchedEpoch against the leader-epoch cache (DivergingEpoch when its log went on in
+an epoch this leader ended earlier), then records its fetch offset as its log end offset (which
+may move the high watermark and wake acks=all produces), then reads up to the log end. Consumers
+read below the high watermark.
 
 Reading: records go out as the log's file slices (whole batches), sent with sendfile by the
 transport. Kafka's limits (KIP-74): the response's max_bytes (capped by fetch.max.bytes) and each
@@ -69,6 +74,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     version = request.api_version
     by_id = version >= TOPIC_IDS_VERSION
     replica_id = body.replica_state.replica_id if version >= REPLICA_STATE_VERSION else body.replica_id
+    replica_epoch = body.replica_state.replica_epoch if version >= REPLICA_STATE_VERSION else -1
 
     # Partitions by (topic id or name, partition); a repeated one keeps its first position.
     fetch_data: dict[tuple[Any, int], Any] = {}
@@ -91,8 +97,12 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     deadline = clock() + max(body.max_wait_ms, 0) / 1000
     max_bytes = min(body.max_bytes, broker.fetch_max_bytes)
     hints = version >= LEADER_HINTS_VERSION
+    first = True
     while True:
-        results, total, errors, hinted = _read_all(ctx, reads, max_bytes, replica_id, hints, body.isolation_level == 1)
+        results, total, errors, hinted = _read_all(
+            ctx, reads, max_bytes, (replica_id, replica_epoch), hints, first, body.isolation_level == 1
+        )
+        first = False
         remaining = deadline - clock()
         waiters = ctx.replicas.fetch_waiters
         if total >= body.min_bytes or errors or remaining <= 0 or not tps or waiters.closed:
@@ -122,8 +132,13 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         topics[-1]["partitions"].append(part)
     response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": topics}
     if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
-        host, port = broker.endpoint(ctx.client)
-        response["node_endpoints"] = [{"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}]
+        known = ctx.metadata.live_brokers(ctx.listener)
+        if known is None:
+            host, port = broker.endpoint(ctx.client)
+            response["node_endpoints"] = [{"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}]
+        else:
+            response["node_endpoints"] = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                                          for b in known if b.node_id in hinted]  # fmt: skip
     return response
 
 
@@ -134,14 +149,19 @@ def _topic_name(broker: Any, tkey: Any, by_id: bool) -> str | None:
     return t.name if t is not None else None
 
 
-def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]], max_bytes: int, replica_id: int,
-              hints: bool, committed: bool) -> tuple[list[dict[str, Any]], int, bool, bool]:  # fmt: skip
-    """Each partition's answer, the record bytes read, whether any failed, whether any carries a leader hint."""
+def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]], max_bytes: int, replica: tuple[int, int],
+              hints: bool, first: bool, committed: bool) -> tuple[list[dict[str, Any]], int, bool, set[int]]:  # fmt: skip
+    """Each partition's answer, the record bytes read, whether any failed, the leaders named in hints.
+    A follower's fetch state is taken when its request arrives (`first`), not again when a parked
+    fetch wakes, as Kafka's DelayedFetch does: a stalled follower's old fetch cannot rejoin the ISR.
+    `committed`: read_committed, below the last stable offset."""
     broker = ctx.broker
+    replica_id = replica[0]
+    cluster = ctx.replicas.cluster_mode
     results = []
     total = 0
     errors = False
-    hinted = False
+    hinted: set[int] = set()
     min_one = True
     for _, topic, partition, fp in reads:
         out: dict[str, Any] = {
@@ -164,34 +184,40 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             errors = True
             continue
-        epoch = fp.current_leader_epoch
-        if (fenced := leader_epoch_error(epoch, t.leader_epoch)) is not None:
-            out["error_code"] = int(fenced)
-            if hints and fenced == ErrorCode.FENCED_LEADER_EPOCH:
-                out["current_leader"] = {"leader_id": broker.node_id, "leader_epoch": t.leader_epoch}
-                hinted = True
-            errors = True
-            continue
-        if replica_id >= 0:  # no replica but this broker's own: not one Kafka would let fetch
-            known_epoch = epoch != NO_LEADER_EPOCH
-            out["error_code"] = int(ErrorCode.UNKNOWN_LEADER_EPOCH if known_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            if hints and not known_epoch:
-                out["current_leader"] = {"leader_id": broker.node_id, "leader_epoch": t.leader_epoch}
-                hinted = True
+        p = ctx.replicas.partitions.get((topic, partition)) if cluster else None
+        refused = _refusal(ctx, t, partition, fp.current_leader_epoch, replica_id, p)
+        if refused is not None:
+            error, hint = refused
+            out["error_code"] = int(error)
+            if hints and hint is not None:
+                out["current_leader"] = {"leader_id": hint[0], "leader_epoch": hint[1]}
+                hinted.add(hint[0])
             errors = True
             continue
         plog = ctx.replicas.partition_log(topic, partition)
-        start, hwm, lso = plog.log_start_offset, plog.high_watermark, plog.last_stable_offset
+        if p is not None and replica_id >= 0 and first:
+            if _diverged(plog, fp, out):
+                errors = True  # answered at once: the follower truncates first
+                continue
+            if p.update_follower(replica_id, fp.fetch_offset, replica[1], broker.now_ms()):
+                ctx.replicas.fetch_waiters.notify((topic, partition))  # acks=all and consumers waiting on the HW
+            if ctx.replicas.isr_manager is not None:
+                ctx.replicas.isr_manager.maybe_expand(p, replica_id)
+        start, hwm, leo, lso = plog.log_start_offset, plog.high_watermark, plog.log_end_offset, plog.last_stable_offset
+        # followers read to the log end, consumers below the HW (read_committed: below the LSO)
+        end = leo if replica_id >= 0 else (lso if committed else hwm)
         out.update(high_watermark=hwm, last_stable_offset=lso, log_start_offset=start)
-        if not start <= fp.fetch_offset <= hwm:
+        # Out of range only outside the log: a consumer between the HW and the log end (a new
+        # leader whose HW has not caught up yet) reads nothing, as Kafka answers.
+        if not start <= fp.fetch_offset <= leo:
             out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
             errors = True
             continue
         limit = min(fp.partition_max_bytes, max_bytes - total)
-        if fp.fetch_offset >= (lso if committed else hwm) or (limit <= 0 and not min_one):
+        if fp.fetch_offset >= end or (limit <= 0 and not min_one):
             continue
-        if committed and lso < hwm:
-            data = plog.read(fp.fetch_offset, max(limit, 0), min_one_batch=min_one, max_offset=lso)
+        if end < leo:
+            data = plog.read(fp.fetch_offset, max(limit, 0), min_one_batch=min_one, max_offset=end)
         else:
             data = plog.read(fp.fetch_offset, max(limit, 0), min_one_batch=min_one)
         n = len(data)
@@ -203,3 +229,35 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             total += n
             min_one = False
     return results, total, errors, hinted
+
+
+def _refusal(ctx: RequestContext, t: Any, partition: int, epoch: int, replica_id: int,
+             p: Any) -> tuple[ErrorCode, tuple[int, int] | None] | None:  # fmt: skip
+    """Why this broker does not serve the partition (error, the (leader, epoch) to hint), or None."""
+    leader, leader_epoch = ctx.metadata.leader_and_epoch(t, partition)
+    hint = (leader, leader_epoch) if leader >= 0 else None
+    if (fenced := leader_epoch_error(epoch, leader_epoch)) is not None:
+        return fenced, hint if fenced == ErrorCode.FENCED_LEADER_EPOCH else None
+    if ctx.replicas.cluster_mode:
+        if leader != ctx.broker.node_id or p is None or not p.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, hint
+        return None
+    if replica_id >= 0:  # a single node: no replica but itself, as Kafka answers a stranger
+        if epoch != NO_LEADER_EPOCH:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH, None
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, (ctx.broker.node_id, leader_epoch)
+    return None
+
+
+def _diverged(plog: Any, fp: Any, out: dict[str, Any]) -> bool:
+    """A follower whose last fetched epoch ends earlier here (or is unknown here) gets DivergingEpoch
+    {the largest epoch here not above it, where that epoch ends} and truncates (KIP-595 for Fetch)."""
+    last_epoch = getattr(fp, "last_fetched_epoch", -1)
+    if last_epoch < 0:
+        return False
+    epoch, end_offset = plog.end_offset_for_epoch(last_epoch)
+    if epoch == last_epoch and end_offset >= fp.fetch_offset:
+        return False
+    out.update(high_watermark=plog.high_watermark, last_stable_offset=plog.high_watermark,
+               log_start_offset=plog.log_start_offset, diverging_epoch={"epoch": epoch, "end_offset": end_offset})  # fmt: skip
+    return True

@@ -151,6 +151,11 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
 
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return fail(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
+    if ctx.replicas.cluster_mode:
+        # Coordinators do not yet load and unload with the leadership of __consumer_offsets and
+        # __transaction_state partitions: answering this node would write to partitions it may
+        # not lead (and auto-create the topic on the controller). Retriable for the client.
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "cluster mode: coordinators are not available yet")
     topic = CONSUMER_OFFSETS if key_type == GROUP_KEY else TRANSACTION_STATE
     try:
         if key_type == GROUP_KEY:

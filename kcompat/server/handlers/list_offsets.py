@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kcompat.server.broker import RequestContext
-from kcompat.server.epoch_fencing import leader_epoch_error
+from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
@@ -75,11 +75,11 @@ def _lookup(
     t = ctx.metadata.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
-        return fenced
+    leader, epoch = ctx.metadata.leader_and_epoch(t, rp.partition_index)
+    if (refused := leader_error(rp.current_leader_epoch, leader, epoch, ctx.broker.node_id)) is not None:
+        return refused
     plog = ctx.replicas.partition_log(topic, rp.partition_index)
     ts = rp.timestamp
-    epoch = t.leader_epoch
     if ts == LATEST:
         out.offset, out.leader_epoch = plog.last_stable_offset if committed else plog.high_watermark, epoch
     elif ts in (EARLIEST, EARLIEST_LOCAL):

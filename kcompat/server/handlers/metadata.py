@@ -6,7 +6,7 @@ Metadata version notes:
 * v2: cluster_id
 * v3: throttle_time_ms
 * v4: allow_auto_topic_creation
-* v5: offline_replicas (always empty: one broker)
+* v5: offline_replicas (empty on a single node; in cluster mode replicas on brokers that are not live)
 * v6: no change
 * v7: leader_epoch per partition (constant per partition, never decreasing, see storage/topic_store.py)
 * v8: authorized operations, INT32_MIN unless asked for; when asked, everything is allowed (no ACLs)
@@ -30,6 +30,7 @@ from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
+from kcompat.server.local_metadata import BrokerEndpoint
 from kcompat.server.registry import handles
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
@@ -58,28 +59,29 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..
 
 
 def partitions_of(ctx: RequestContext, t: TopicInfo, indexes: range | None = None) -> list[MetadataResponsePartition]:
-    """Each partition's leader, epoch, replicas and ISR, as Metadata and DescribeTopicPartitions give them."""
-    node = ctx.broker.node_id
-    return [
-        MetadataResponsePartition(
-            error_code=0,
-            partition_index=p,
-            leader_id=node,
-            leader_epoch=t.leader_epoch,
-            replica_nodes=[node],
-            isr_nodes=[node],
-            offline_replicas=[],
-        )
-        for p in (range(t.partitions) if indexes is None else indexes)
-    ]
+    """Each partition's leader, epoch, replicas and ISR, as Metadata and DescribeTopicPartitions give them
+    (from the MetadataView: this node for everything on a single node, the KRaft image in a cluster)."""
+    listener = ctx.listener
+    out = []
+    for p in range(t.partitions) if indexes is None else indexes:
+        d = ctx.metadata.describe_partition(t, p, listener)
+        out.append(MetadataResponsePartition(
+            error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
+            replica_nodes=d.replicas, isr_nodes=d.isr, offline_replicas=d.offline,
+        ))  # fmt: skip
+    return out
 
 
-def live_brokers(ctx: RequestContext) -> list[MetadataResponseBroker]:
-    """The brokers Metadata and DescribeCluster list, with the endpoints of the listener the request
-    came in on: this one."""
+def brokers_of(ctx: RequestContext) -> tuple[list[BrokerEndpoint], int]:
+    """The brokers a client may use (on the listener its request came in on) and the controller id to name."""
     broker = ctx.broker
-    host, port = broker.endpoint(ctx.client)
-    return [MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=broker.rack)]
+    listener = ctx.listener
+    brokers = ctx.metadata.live_brokers(listener)
+    if brokers is None:  # single node: this broker, as its listener advertises it
+        host, port = broker.endpoint(ctx.client)
+        return [BrokerEndpoint(broker.node_id, host, port, broker.rack)], broker.node_id
+    controller = ctx.metadata.controller_id(listener)
+    return brokers, broker.node_id if controller is None else controller
 
 
 def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> MetadataResponseTopic:
@@ -133,12 +135,13 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
                     out.append(unknown_topic(rt.name, e.error))
                     continue
             out.append(described(t) if t else unknown_topic(rt.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    brokers, controller_id = brokers_of(ctx)
     return MetadataResponse(
         throttle_time_ms=0,
         error_code=0,
-        brokers=live_brokers(ctx),
+        brokers=[MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in brokers],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id,
         topics=out,
         cluster_authorized_operations=CLUSTER_OPERATIONS
         if body.include_cluster_authorized_operations

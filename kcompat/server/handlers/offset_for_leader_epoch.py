@@ -13,7 +13,7 @@ gets -1/-1 (UNDEFINED). Every batch kcompat writes carries the topic's constant 
 from __future__ import annotations
 
 from kcompat.server.broker import RequestContext
-from kcompat.server.epoch_fencing import leader_epoch_error
+from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
@@ -40,8 +40,9 @@ async def offset_for_leader_epoch(
             if t is None or not 0 <= rp.partition < t.partitions:
                 out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            if (fenced := leader_epoch_error(rp.current_leader_epoch, t.leader_epoch)) is not None:
-                out.error_code = int(fenced)
+            leader, epoch = ctx.metadata.leader_and_epoch(t, rp.partition)
+            if (refused := leader_error(rp.current_leader_epoch, leader, epoch, ctx.broker.node_id)) is not None:
+                out.error_code = int(refused)
                 continue
             plog = ctx.replicas.partition_log(rt.topic, rp.partition)
             out.leader_epoch, out.end_offset = plog.end_offset_for_epoch(rp.leader_epoch)

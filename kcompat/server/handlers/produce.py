@@ -12,18 +12,22 @@ Version notes:
 * v6: no change;  v7: zstd allowed (below v7 a zstd batch gets UNSUPPORTED_COMPRESSION_TYPE)
 * v8: record_errors and error_message
 * v9: flexible
-* v10: current_leader / node_endpoints tagged fields: not sent (only for NOT_LEADER_OR_FOLLOWER)
+* v10: current_leader / node_endpoints tagged fields: sent with NOT_LEADER_OR_FOLLOWER (cluster mode)
 * v11: no change (KIP-951)
 * v12: no change without transactions (KIP-890 part 2 adds the implicit AddPartitionsToTxn of
   transactions v2, which needs a finalized transaction.version >= 2 that we never report)
 * v13: topics by topic_id instead of name (KIP-516): an unknown id gets UNKNOWN_TOPIC_ID for each
   of its partitions (never auto-created: an id names a topic that exists)
-KIP-951 leader hints (current_leader/node_endpoints) go with NOT_LEADER_OR_FOLLOWER, which this
-single leader of every partition never answers, so they are never sent.
+KIP-951 leader hints (current_leader/node_endpoints) go with NOT_LEADER_OR_FOLLOWER, which only a
+cluster-mode broker answers (a single node leads every partition). In cluster mode, batches are
+stamped with the partition's leader epoch from the image, and acks=all first needs an ISR of at
+least min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing appended), then waits for the high
+watermark to pass the append (REQUEST_TIMED_OUT after the request's timeout_ms).
 Transactions (v1): a transactional batch needs the request's transactional_id, and its partition
 must be in the producer's open transaction (KIP-890 part 1, checked in process on one node):
 INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE for a partition not added
-(txn_service.py). v12's implicit add (transactions v2) is not implemented.
+(txn_service.py). v12's implicit add (transactions v2) is not implemented; nor are transactions in
+cluster mode.
 
 Per partition, in Kafka's order: topic and partition known (an unknown topic is auto-created when
 auto.create.topics.enable is on), one whole valid batch (validate_batch: size, magic, CRC,
@@ -50,6 +54,7 @@ from kcompat.server.errors import ApiError
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.record_checks import check_records
 from kcompat.server.registry import NO_RESPONSE, handles
+from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
@@ -68,6 +73,7 @@ log = logging.getLogger("kcompat.server")
 _storage_errors = LogThrottle(log)  # a full disk fails every append: one line every 10 s says so
 
 TOPIC_IDS = 13  # the first Produce version that names topics by id
+LEADER_HINTS = 10  # current_leader / node_endpoints (KIP-951)
 
 
 @handles(PRODUCE, "3-13", advertised_min=0)
@@ -77,6 +83,8 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
     acks = body.acks
     failed = False
     responses = []
+    leaders: set[int] = set()  # KIP-951: the endpoints of leaders named in NOT_LEADER_OR_FOLLOWER hints
+    pending: list[tuple[dict[str, Any], str, int, int]] = []  # acks=all: (response, topic, partition, last offset)
     for td in body.topic_data:
         parts = []
         name = td.name
@@ -91,25 +99,99 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if missing_id:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
-                resp.update(await _produce_partition(ctx, name, pd.index, pd.records, v, body.transactional_id))
+                answer, last_offset = await _produce_partition(
+                    ctx, name, pd.index, pd.records, v, acks, body.transactional_id
+                )
+                resp.update(answer)
+                if last_offset >= 0:
+                    pending.append((resp, name, pd.index, last_offset))
             except ApiError as e:
                 failed = True
                 resp["error_code"] = int(e.error)
                 resp["error_message"] = e.message
                 if e.records:
                     resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
+                if isinstance(e, NotLeader) and v >= LEADER_HINTS and e.leader >= 0:
+                    resp["current_leader"] = {"leader_id": e.leader, "leader_epoch": e.leader_epoch}
+                    leaders.add(e.leader)
             parts.append(resp)
         responses.append({"name": name, "topic_id": td.topic_id, "partition_responses": parts})
     if acks == 0:
         if failed:
             raise CloseConnection("Produce with acks=0 failed; closing so the producer refreshes metadata")
         return NO_RESPONSE
-    return {"responses": responses, "throttle_time_ms": 0}
+    if pending:
+        await _await_replication(ctx, pending, body.timeout_ms)
+    response: dict[str, Any] = {"responses": responses, "throttle_time_ms": 0}
+    if leaders:
+        response["node_endpoints"] = _endpoints(ctx, leaders)
+    return response
+
+
+class NotLeader(ApiError):
+    """NOT_LEADER_OR_FOLLOWER, with the leader this broker knows of (KIP-951 hints)."""
+
+    def __init__(self, leader: int, leader_epoch: int) -> None:
+        super().__init__(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.")
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+
+
+def _endpoints(ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
+    listener = ctx.listener
+    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in ctx.metadata.live_brokers(listener) or () if b.node_id in node_ids]  # fmt: skip
+
+
+async def _await_replication(ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]],
+                             timeout_ms: int) -> None:  # fmt: skip
+    """acks=all in cluster mode (Kafka's DelayedProduce): each append is answered once the high
+    watermark passes it; REQUEST_TIMED_OUT when `timeout_ms` runs out first, NOT_LEADER_OR_FOLLOWER
+    when the partition's leadership moved meanwhile. Woken by whatever moves a high watermark."""
+    clock = ctx.broker.clock
+    deadline = clock() + max(timeout_ms, 0) / 1000
+    waiters = ctx.replicas.fetch_waiters
+    partitions = ctx.replicas.partitions
+    while True:
+        left = []
+        for entry in pending:
+            resp, topic, index, last = entry
+            p = partitions.get((topic, index))
+            if p is None or not p.is_leader:
+                resp.update(error_code=int(ErrorCode.NOT_LEADER_OR_FOLLOWER), base_offset=-1,
+                            error_message="leadership moved before the records were replicated")  # fmt: skip
+            elif p.log.high_watermark <= last:
+                left.append(entry)
+        pending = left
+        remaining = deadline - clock()
+        if not pending or remaining <= 0 or waiters.closed:
+            break
+        await waiters.wait([(topic, index) for _, topic, index, _ in pending], remaining)
+    for resp, _, _, _ in pending:
+        resp.update(error_code=int(ErrorCode.REQUEST_TIMED_OUT), base_offset=-1,
+                    error_message="the records were not replicated to the ISR in time")  # fmt: skip
+
+
+def _leadership(ctx: RequestContext, t: TopicInfo, partition: int, acks: int) -> tuple[int, Any]:
+    """The leader epoch to stamp and the cluster-mode Partition (None on a single node), once this
+    broker may take the append: NOT_LEADER_OR_FOLLOWER (with hints) or NOT_ENOUGH_REPLICAS otherwise."""
+    leader, leader_epoch = ctx.metadata.leader_and_epoch(t, partition)
+    if leader != ctx.broker.node_id:
+        raise NotLeader(leader, leader_epoch)
+    replica = ctx.replicas.partitions.get((t.name, partition)) if ctx.replicas.partitions else None
+    if replica is not None:
+        if not replica.is_leader:
+            raise NotLeader(leader, leader_epoch)
+        if acks == -1 and len(replica.state.isr) < replica.min_isr:
+            raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"The size of the current ISR {list(replica.state.isr)} "
+                           f"is insufficient to satisfy the min.isr requirement of {replica.min_isr}")  # fmt: skip
+    return leader_epoch, replica
 
 
 async def _produce_partition(
-    ctx: RequestContext, topic: str, partition: int, records: Any, v: int, txn_id: str | None
-) -> dict[str, Any]:
+    ctx: RequestContext, topic: str, partition: int, records: Any, v: int, acks: int, txn_id: str | None
+) -> tuple[dict[str, Any], int]:
+    """The partition's answer, and the last offset to await with acks=all in cluster mode (else -1)."""
     t = ctx.metadata.topic(topic)
     if t is None:
         if not ctx.metadata.auto_create_topics:
@@ -117,6 +199,7 @@ async def _produce_partition(
         t = await ctx.metadata.auto_create_topic(topic)
     if not 0 <= partition < t.partitions:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    leader_epoch, replica = _leadership(ctx, t, partition, acks)
     conf = ctx.metadata.log_config(t)
     h = _check_batch(records, conf, v)
     if h.is_transactional:
@@ -137,15 +220,16 @@ async def _produce_partition(
             batch = bytearray(batch)
         set_log_append_time(batch, now)
     try:
-        info = ctx.replicas.append(t.name, partition, batch, leader_epoch=t.leader_epoch, now_ms=now)
+        info = ctx.replicas.append(t.name, partition, batch, leader_epoch=leader_epoch, now_ms=now)
     except LogError as e:
         if isinstance(e, KafkaStorageError):
             _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)
         raise ApiError.from_log(e) from None
     if not info.duplicate:  # a retried batch answered with its first offsets was counted the first time
         ctx.broker.stats.records_in(t.name, info.last_offset - info.base_offset + 1, len(batch))
-    return {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
-            "log_start_offset": info.log_start_offset}  # fmt: skip
+    answer = {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
+              "log_start_offset": info.log_start_offset}  # fmt: skip
+    return answer, info.last_offset if replica is not None and acks == -1 else -1
 
 
 def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:

@@ -1,0 +1,140 @@
+"""Starting cluster mode for a started Broker: the KRaftBroker (registration, heartbeats, the
+metadata follower), and what hangs off its images: the replica manager's deltas, the follower
+fetchers, the ISR manager, and forwarding, producer-id blocks and auto topic creation through the
+active controller. `ImageLog` says in the log what a new image changes for this broker."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from typing import Any
+
+from kcompat.metadata.image import MetadataImage
+from kcompat.server.alter_partition import IsrManager
+from kcompat.server.controller_channel import ControllerChannel, parse_bootstrap
+from kcompat.server.kraft_broker import KRaftBroker
+from kcompat.server.replica_delta import ReplicaDeltaApplier
+from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+
+log = logging.getLogger("kcompat.cluster")
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return [str(v).strip() for v in items if str(v).strip()]
+
+
+def _from_base64(text: str) -> uuid.UUID:
+
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
+    """Start registration, heartbeats and the metadata follower for a started Broker."""
+    logs = broker.replicas.logs
+    assert logs is not None, "start_cluster_member runs after broker.start()"
+    directory_id = _from_base64(next(iter(logs.directory_ids.values())))
+    listener = config.advertised_listeners[0]
+    member = KRaftBroker(
+        node_id=broker.node_id,
+        cluster_id=broker.cluster_id,
+        directory_id=directory_id,
+        listeners=[(listener.name, broker.advertised_host, broker.advertised_port)],
+        bootstrap=(bootstrap := parse_bootstrap(_names(config.get("controller.quorum.bootstrap.servers")))),
+        rack=config.get("broker.rack"),
+        heartbeat_interval_ms=int(config.get("broker.heartbeat.interval.ms")),
+        session_timeout_ms=int(config.get("broker.session.timeout.ms")),
+    )
+    inter_broker = config.get("inter.broker.listener.name") or listener.name
+    fetchers = ReplicaFetcherManager(
+        FetcherSettings(node_id=broker.node_id, cluster_id=broker.cluster_id, directory_id=directory_id,
+                        max_wait_ms=int(config.get("replica.fetch.wait.max.ms")),
+                        partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
+                        backoff_ms=int(config.get("replica.fetch.backoff.ms"))),
+        broker_epoch=lambda: member.lifecycle.broker_epoch,
+        topic_id=lambda name: member.image.topic_ids.get(name),
+        now_ms=broker.now_ms,
+        on_append=lambda p: None,
+    )  # fmt: skip
+    member.replica_fetchers = fetchers
+    broker.replicas.isr_manager = member.isr_manager = IsrManager(
+        node_id=broker.node_id,
+        channel=ControllerChannel(member.bootstrap, client_id=f"kcompat-broker-{broker.node_id}-alter-partition"),
+        broker_epoch=lambda: member.lifecycle.broker_epoch,
+        image=lambda: member.image,
+        quorum_leader=lambda: member.raft_leader,
+        partitions=broker.replicas.partitions,
+        waiters=broker.replicas.fetch_waiters,
+        lag_max_ms=int(config.get("replica.lag.time.max.ms")),
+        now_ms=broker.now_ms,
+    )
+    member.isr_manager.start()
+    applier = ReplicaDeltaApplier(broker.node_id, broker.metadata, broker.replicas, fetchers, str(inter_broker), broker.now_ms)
+    image_log = ImageLog(member.node_id)
+
+    def publish(image: MetadataImage) -> None:
+        image_log.publish(image)
+        applier.apply(image)
+
+    member.on_image = publish
+    _use_controller(member, broker, bootstrap)
+    member.start()
+    log.info("cluster mode: broker %d of cluster %s joining the controllers at %s",
+             member.node_id, member.cluster_id, ",".join(_names(config.get("controller.quorum.bootstrap.servers"))))  # fmt: skip
+    return member
+
+
+def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str, int]]) -> None:
+    """Forwarding, producer-id blocks and auto topic creation, all through the active controller."""
+    from kcompat.server.auto_topic_creation import AutoTopicCreationManager
+    from kcompat.server.forwarding_manager import ForwardingManager
+    from kcompat.server.producer_id_manager import ControllerProducerIds
+
+    def leader() -> tuple[str, int] | None:
+        return member.raft_leader
+
+    forwarding = ForwardingManager(bootstrap, node_id=member.node_id, leader=leader)
+    producer_ids = ControllerProducerIds(bootstrap, node_id=member.node_id, leader=leader,
+                                         broker_epoch=lambda: member.lifecycle.broker_epoch)  # fmt: skip
+    auto_create = AutoTopicCreationManager(forwarding, lambda key: broker.config.get(key))  # the config in force now
+    broker.dispatcher.forwarder = forwarding
+    broker.metadata.use_controller(producer_ids, auto_create.create)
+    member.services = [forwarding, producer_ids, auto_create]
+    member.service_tasks.append(asyncio.create_task(forwarding.learn_controller_versions(), name="controller-api-versions"))
+
+
+CONFIG_KINDS = {2: "topic", 4: "broker"}  # ConfigResource.Type codes
+
+
+class ImageLog:
+    """Logs what a new image changes for this broker: its own fencing, and partitions it hosts."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.previous = MetadataImage()
+
+    def publish(self, image: MetadataImage) -> None:
+        old, new = self.previous.brokers.get(self.node_id), image.brokers.get(self.node_id)
+        if new is not None and (old is None or old.fenced != new.fenced):
+            log.info("metadata: broker %d is %s (epoch %d)", self.node_id, "fenced" if new.fenced else "unfenced", new.epoch)
+        for topic_id, topic in image.topics_by_id.items():
+            before = self.previous.topics_by_id.get(topic_id)
+            if before is topic:
+                continue
+            for index, p in sorted(topic.partitions.items()):
+                if self.node_id not in p.replicas or (before is not None and before.partitions.get(index) == p):
+                    continue
+                role = "leader" if p.leader == self.node_id else "follower"
+                log.info("metadata: %s-%d %s: leader %d epoch %d, replicas %s, isr %s (offset %d)",
+                         topic.name, index, role, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), image.offset)  # fmt: skip
+        for topic_id, topic in self.previous.topics_by_id.items():
+            if topic_id not in image.topics_by_id:
+                log.info("metadata: topic %s removed (offset %d)", topic.name, image.offset)
+        if image.configs is not self.previous.configs:
+            for (kind, name), values in image.configs.items():
+                if self.previous.configs.get((kind, name)) != values:
+                    log.info("metadata: configs of %s %r: %s", CONFIG_KINDS.get(kind, kind), name,
+                             ", ".join(f"{k}={v}" for k, v in sorted(values.items())))  # fmt: skip
+        self.previous = image

@@ -1,0 +1,247 @@
+"""KRaftMetadata: the MetadataView of a cluster-mode broker, read from the KRaft MetadataImage
+(Kafka's KRaftMetadataCache).
+
+Topics, partitions, topic ids and topic configs come from the latest published image; nothing is
+stored here. Each topic's TopicInfo and TopicConfig is built once per change of that topic (the
+image shares unchanged TopicImages between versions, so identity tells what changed).
+
+What a cluster broker cannot do by itself raises ApiError: topic admin (CreateTopics, DeleteTopics,
+CreatePartitions, AlterConfigs) is the controller's, reached by forwarding; producer ids come in
+blocks from the controller (AllocateProducerIds). Both are outside this module.
+
+Brokers as Metadata names them (KRaftMetadataCache.getAliveBrokerNodes): registered, unfenced, with
+an endpoint for the listener the request came in on. A partition's offline replicas are those on a
+broker that is not registered, fenced, or without that listener.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NoReturn
+
+from kcompat.config import BrokerConfig, ConfigEntry, ConfigError, TopicConfig, topic_config
+from kcompat.log.config import LogConfig
+from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
+from kcompat.server.errors import ApiError
+from kcompat.server.local_metadata import (
+    COMPRESSION_CODECS,
+    BrokerEndpoint,
+    PartitionDescription,
+    ProducerIds,
+)
+from kcompat.storage.topic_store import TopicInfo
+from kcompat.wire.error_codes import ErrorCode
+
+log = logging.getLogger("kcompat.cluster")
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Topic:
+    image: TopicImage
+    info: TopicInfo
+    config: TopicConfig
+    log_config: LogConfig
+
+
+class ImageTopics:
+    """The TopicsView over the current image."""
+
+    def __init__(self, owner: KRaftMetadata) -> None:
+        self._owner = owner
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._owner.topic(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        t = self._owner.image.topics_by_id.get(topic_id)
+        return None if t is None else self._owner.topic(t.name)
+
+    def names(self) -> list[str]:
+        return sorted(self._owner.image.topic_ids)
+
+    def all(self) -> list[TopicInfo]:
+        return [t for name in self.names() if (t := self._owner.topic(name)) is not None]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._owner.image.topic_ids
+
+    def __len__(self) -> int:
+        return len(self._owner.image.topic_ids)
+
+
+class _NoProducerIds:
+    def next_id(self) -> int:
+        raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer id blocks from the controller are not yet fetched")
+
+
+class KRaftMetadata:
+    def __init__(self, config: BrokerConfig) -> None:
+        self._config = config
+        self.node_id = config.node_id
+        self.image = MetadataImage()
+        self._topics: dict[str, _Topic] = {}
+        self._view = ImageTopics(self)
+        self._producer_ids: ProducerIds = _NoProducerIds()
+        self._auto_create: Callable[[str], None] | None = None
+
+    def use_controller(self, producer_ids: ProducerIds, auto_create: Callable[[str], None]) -> None:
+        """Producer ids come in blocks from the KRaft controller, and a topic that
+        auto.create.topics.enable creates is asked of the controller (answered LEADER_NOT_AVAILABLE
+        meanwhile), as Kafka's RPCProducerIdManager and AutoTopicCreationManager do."""
+        self._producer_ids = producer_ids
+        self._auto_create = auto_create
+
+    def load(self) -> None:
+        """Nothing is stored locally: the image arrives from the controllers."""
+
+    def set_image(self, image: MetadataImage) -> None:
+        previous, self.image = self.image, image
+        stale = [n for n, t in self._topics.items() if image.topics_by_id.get(t.info.topic_id) is not t.image
+                 or image.configs.get((TOPIC_RESOURCE, n)) is not previous.configs.get((TOPIC_RESOURCE, n))]  # fmt: skip
+        for name in stale:
+            del self._topics[name]  # built again on first use (a changed topic or topic config)
+
+    def _entry(self, name: str) -> _Topic | None:
+        cached = self._topics.get(name)
+        if cached is not None:
+            return cached
+        image = self.image.topic(name)
+        if image is None:
+            return None
+        overrides = dict(self.image.configs.get((TOPIC_RESOURCE, name), {}))
+        try:
+            tc = topic_config(self._config, overrides)
+        except ConfigError as e:  # a config Kafka knows and kcompat does not: its defaults, said once
+            log.warning("topic %s: ignoring its configs (%s)", name, e)
+            tc = topic_config(self._config)
+        info = TopicInfo(name, image.topic_id, len(image.partitions), tc.overrides)
+        entry = self._topics[name] = _Topic(image, info, tc, tc.log_config())
+        return entry
+
+    # --- reads ---
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self._config
+
+    @property
+    def topics(self) -> ImageTopics:
+        return self._view
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return False  # auto-creation in cluster mode goes through the controller (not here)
+
+    @property
+    def default_partitions(self) -> int:
+        return int(self._config.get("num.partitions"))
+
+    @property
+    def default_replication_factor(self) -> int:
+        return int(self._config.get("default.replication.factor"))
+
+    def topic(self, name: str) -> TopicInfo | None:
+        e = self._entry(name)
+        return None if e is None else e.info
+
+    def registration(self, name: str, partition: int) -> PartitionRegistration | None:
+        e = self._entry(name)
+        return None if e is None else e.image.partitions.get(partition)
+
+    def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]:
+        p = self.registration(t.name, partition)
+        return (NO_LEADER, -1) if p is None else (p.leader, p.leader_epoch)
+
+    def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription:
+        p = self.registration(t.name, partition)
+        if p is None:
+            return PartitionDescription(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), NO_LEADER, -1, [], [], [])
+        live = {b.node_id for b in self.live_brokers(listener)}
+        offline = [r for r in p.replicas if r not in live]
+        error = 0 if p.leader in live else int(ErrorCode.LEADER_NOT_AVAILABLE)
+        return PartitionDescription(error, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), offline)
+
+    def live_brokers(self, listener: str) -> list[BrokerEndpoint]:
+        out = []
+        for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
+            if b.fenced:
+                continue
+            ep = next((e for e in b.endpoints if e.name == listener), None)
+            if ep is not None:
+                out.append(BrokerEndpoint(b.broker_id, ep.host, ep.port, b.rack))
+        return out
+
+    def broker_endpoint(self, node_id: int, listener: str) -> BrokerEndpoint | None:
+        b = self.image.brokers.get(node_id)
+        ep = None if b is None else next((e for e in b.endpoints if e.name == listener), None)
+        return None if b is None or ep is None else BrokerEndpoint(node_id, ep.host, ep.port, b.rack)
+
+    def controller_id(self, listener: str) -> int:
+        """What Metadata names as controller: a live broker (KRaft brokers hide the controllers)."""
+        brokers = self.live_brokers(listener)
+        return self.node_id if not brokers else brokers[0].node_id
+
+    def topic_config(self, t: TopicInfo) -> TopicConfig:
+        e = self._entry(t.name)
+        return topic_config(self._config) if e is None else e.config
+
+    def log_config(self, t: TopicInfo) -> LogConfig:
+        e = self._entry(t.name)
+        return topic_config(self._config).log_config() if e is None else e.log_config
+
+    def default_log_config(self) -> LogConfig:
+        return topic_config(self._config).log_config()
+
+    def log_configs(self) -> dict[str, LogConfig]:
+        return {t.name: self.log_config(t) for t in self._view.all()}
+
+    def topic_compression(self, t: TopicInfo) -> int | None:
+        name = self.topic_config(t).get("compression.type")
+        return None if name == "producer" else COMPRESSION_CODECS[name]
+
+    def describe_topic_configs(
+        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
+    ) -> list[ConfigEntry]:
+        return self.topic_config(t).describe(names, include_synonyms=synonyms, include_documentation=documentation)
+
+    @property
+    def producer_ids(self) -> ProducerIds:
+        return self._producer_ids
+
+    # --- topic admin: the controller's ---
+
+    def _controllers_only(self, what: str) -> NoReturn:
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"cluster mode: {what} is done by the KRaft controller "
+                       "(send it with --bootstrap-controller)")  # fmt: skip
+
+    async def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+        internal_ok: bool = False,
+    ) -> TopicInfo:
+        self._controllers_only("CreateTopics")
+
+    async def auto_create_topic(self, name: str) -> TopicInfo:
+        existing = self.topic(name)
+        if existing is not None:
+            return existing
+        if self._auto_create is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "cluster mode: topics are created by the controller")
+        self._auto_create(name)
+        raise ApiError(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {name} is being created by the controller")
+
+    async def delete_topic(self, name: str) -> None:
+        self._controllers_only("DeleteTopics")
+
+    async def add_partitions(self, name: str, count: int) -> None:
+        self._controllers_only("CreatePartitions")
+
+    def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
+        self._controllers_only("AlterConfigs")
+
+    def alter_broker_config(self, config: BrokerConfig) -> None:
+        self._controllers_only("AlterConfigs")

@@ -1,0 +1,49 @@
+"""KRaftMetadata: the MetadataView read from a KRaft image (brokers on a listener, partitions with
+leader, ISR and offline replicas, topic configs that follow ConfigRecords)."""
+
+from __future__ import annotations
+
+import uuid
+
+from kcompat.config import BrokerConfig
+from kcompat.metadata import records as r
+from kcompat.metadata.loader import MetadataLoader
+from kcompat.server.kraft_metadata import KRaftMetadata
+from kcompat.wire.error_codes import ErrorCode
+from tests.metadata.test_metadata_loader import D1, T1, batch, register, topic
+
+UNFENCE = r.UNFENCE_BROKER
+
+
+def partition(p: int, replicas: list[int], isr: list[int], leader: int) -> tuple[int, int, dict]:
+    body = {"partition_id": p, "topic_id": T1, "replicas": replicas, "isr": isr, "removing_replicas": [],
+            "adding_replicas": [], "leader": leader, "leader_epoch": 3, "partition_epoch": 0, "directories": [D1] * len(replicas)}  # fmt: skip
+    return (r.PARTITION, 2, body)
+
+
+def test_brokers_partitions_and_configs_from_the_image() -> None:
+    loader = MetadataLoader()
+    loader.append(batch(0, register(1, 10), register(2, 11), register(3, 12),
+                        (UNFENCE, 0, {"id": 1, "epoch": 10}), (UNFENCE, 0, {"id": 2, "epoch": 11}),
+                        topic("t", T1), partition(0, [1, 2, 3], [1, 2], 2), partition(1, [3, 1], [3], 3),
+                        (r.CONFIG, 0, {"resource_type": 2, "resource_name": "t", "name": "min.insync.replicas", "value": "2"})))  # fmt: skip
+    image = loader.advance(10)
+    assert image is not None
+    md = KRaftMetadata(BrokerConfig({"node.id": "1", "process.roles": "broker"}))
+    md.set_image(image)
+    assert [(b.node_id, b.port) for b in md.live_brokers("PLAINTEXT")] == [(1, 9001), (2, 9002)]  # 3 is fenced
+    assert md.live_brokers("OTHER") == []
+    t = md.topic("t")
+    assert t is not None and t.partitions == 2 and t.topic_id == T1 and md.topics.by_id(T1) == t
+    assert md.leader_and_epoch(t, 0) == (2, 3)
+    d0, d1 = md.describe_partition(t, 0, "PLAINTEXT"), md.describe_partition(t, 1, "PLAINTEXT")
+    assert (d0.error_code, d0.replicas, d0.isr, d0.offline) == (0, [1, 2, 3], [1, 2], [3])
+    assert d1.error_code == ErrorCode.LEADER_NOT_AVAILABLE and d1.offline == [3]  # its leader is fenced
+    assert md.topic_config(t).get("min.insync.replicas") == 2
+
+    loader.append(batch(10, (r.CONFIG, 0, {"resource_type": 2, "resource_name": "t", "name": "min.insync.replicas", "value": "3"})))  # fmt: skip
+    image = loader.advance(11)
+    assert image is not None
+    md.set_image(image)
+    assert md.topic_config(md.topic("t")).get("min.insync.replicas") == 3  # type: ignore[arg-type]
+    assert md.topic("missing") is None and uuid.UUID(int=9) not in [t.topic_id for t in md.topics.all()]
