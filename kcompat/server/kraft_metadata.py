@@ -135,7 +135,8 @@ class KRaftMetadata:
 
     @property
     def auto_create_topics(self) -> bool:
-        return False  # auto-creation in cluster mode goes through the controller (not here)
+        # asked of the controller (AutoTopicCreationManager), once forwarding is wired
+        return self._auto_create is not None and bool(self._config.get("auto.create.topics.enable"))
 
     @property
     def default_partitions(self) -> int:
