@@ -5,10 +5,10 @@
         /metrics   Prometheus (kcompat.server.metrics)
         /...       the web console (kcompat.server.console.pages)
 
-The HTTP, Prometheus and console code (h11, prometheus_client, jinja2: some 80 ms of imports on
-an idle 2-core machine, more on a busy one) is imported by start() in a worker thread, after the start-up line:
-the Kafka listeners answer from the same moment as without the admin listener, and the event loop
-keeps serving them while the imports run; a scrape that comes first waits in the listen backlog.
+The HTTP code (h11) is imported by start() in a worker thread, after the start-up line: the Kafka
+listeners answer from the same moment as without the admin listener. Prometheus and the console
+(prometheus_client, jinja2: some 6 MB resident and 60 ms of imports) wait for the first scrape or
+page, so an idle broker nobody browses stays as small as one without the listener.
 
 The default port (9644) being taken does not stop the broker: kcompat is often one of several
 brokers started side by side on a CI machine, and the Kafka listener is what they are for; a port
@@ -21,6 +21,7 @@ import asyncio
 import errno
 import logging
 import socket
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcompat.server.admin")
 
+Query = dict[str, list[str]]  # a request's query string, parsed
+
 
 class AdminUnavailable(Exception):
     """The admin listener the user asked for cannot be opened (one line says why)."""
@@ -48,21 +51,37 @@ class AdminListener:
         self.history: LagHistory | None = None
 
     async def start(self, broker: Broker, reactor: Reactor) -> None:
-        http, metrics, console, lag_history = await asyncio.to_thread(_load)
-        collector = metrics.BrokerCollector(broker, connections=lambda: len(reactor.connections),
-                                            accepted=lambda: reactor.accepted)  # fmt: skip
-        render = metrics.metrics_page(collector)
+        http, lag_history = await asyncio.to_thread(_load)
+        # The console (jinja2) and /metrics (prometheus_client), some 6 MB resident between them,
+        # are imported when a page or a scrape first asks: a broker nobody browses or scrapes
+        # stays as small as one without the admin listener.
+        loaded: dict[str, Callable[[Query], Page]] = {}
 
-        def metrics_route(query: dict[str, list[str]]) -> Page:
-            body, content_type = render(query)
-            page: Page = http.Page(body, content_type)
-            return page
+        def load_routes() -> dict[str, Callable[[Query], Page]]:
+            if not loaded:
+                from kcompat.server import metrics
+                from kcompat.server.console import pages
+
+                collector = metrics.BrokerCollector(broker, connections=lambda: len(reactor.connections),
+                                                    accepted=lambda: reactor.accepted)  # fmt: skip
+                render = metrics.metrics_page(collector)
+
+                def metrics_route(query: Query) -> Page:
+                    body, content_type = render(query)
+                    page: Page = http.Page(body, content_type)
+                    return page
+
+                assert self.history is not None
+                loaded.update(pages.Console(broker, self.history).routes())
+                loaded["/metrics"] = metrics_route
+            return loaded
+
+        def lazy(path: str) -> Callable[[Query], Page]:
+            return lambda query: load_routes()[path](query)
 
         self.history = lag_history.LagHistory(broker)
         self.history.start()
-        routes = console.Console(broker, self.history).routes()
-        routes["/metrics"] = metrics_route
-        self.server = http.AdminServer(routes)
+        self.server = http.AdminServer({path: lazy(path) for path in ROUTES})
         await self.server.start(self.sock)
 
     async def close(self) -> None:
@@ -73,11 +92,16 @@ class AdminListener:
         self.sock.close()
 
 
-def _load() -> tuple[ModuleType, ModuleType, ModuleType, ModuleType]:
-    from kcompat.server import admin_http, metrics
-    from kcompat.server.console import lag_history, pages
+# The console's pages (console/pages.py: Console.routes) and /metrics.
+ROUTES = ("/", "/topics", "/topic", "/topic/messages", "/groups", "/group", "/group/lag", "/group/lag.json",
+          "/brokers", "/static/", "/metrics")  # fmt: skip
 
-    return admin_http, metrics, pages, lag_history
+
+def _load() -> tuple[ModuleType, ModuleType]:
+    from kcompat.server import admin_http
+    from kcompat.server.console import lag_history
+
+    return admin_http, lag_history
 
 
 def bind_admin(host: str, port: int) -> socket.socket:

@@ -9,12 +9,15 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 from kcompat.config.listeners import Listener
 from kcompat.config.security import ListenerSecurity
-from kcompat.server.sasl import SaslAuthenticator
 from kcompat.server.tls import PrincipalMapper, server_context, subject_dn
 from kcompat.storage.scram_credentials import ScramCredential
+
+if TYPE_CHECKING:
+    from kcompat.server.sasl import SaslAuthenticator
 
 
 def bind(listener: Listener, backlog: int) -> socket.socket:
@@ -56,6 +59,8 @@ def transports(
             principal = certificate_principal(PrincipalMapper(settings.ssl.principal_mapping_rules))
         authenticator = None
         if settings.sasl is not None:
+            from kcompat.server.sasl import SaslAuthenticator  # scramp: loaded only for SASL listeners
+
             authenticator = partial(SaslAuthenticator, settings, scram_lookup)
         out[name] = ListenerTransport(context, principal, authenticator)
     return out

@@ -20,10 +20,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.serialization import pkcs12
-
 from kcompat.config.errors import ConfigError
 from kcompat.config.security import SslSettings
 
@@ -59,6 +55,10 @@ def _private_file(data: bytes) -> Iterator[str]:
 
 def _keystore_pem(s: SslSettings) -> tuple[bytes, bytes | None]:
     """(the certificate chain and key as PEM, the key's password)."""
+    # cryptography (~13 MB resident) is loaded only by TLS listeners, never on a PLAINTEXT broker
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     if s.keystore_certificate_chain is not None:
         assert s.keystore_key is not None
         return (s.keystore_key + "\n" + s.keystore_certificate_chain + "\n").encode(), _password(s.key_password)
@@ -84,6 +84,9 @@ def _keystore_pem(s: SslSettings) -> tuple[bytes, bytes | None]:
 
 
 def _truststore_pem(s: SslSettings) -> str | None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     if s.truststore_certificates is not None:
         return s.truststore_certificates
     if s.truststore_location is None:
@@ -155,6 +158,8 @@ def handshake_step(sock: ssl.SSLSocket) -> tuple[bool, bool]:
 
 def subject_dn(der: bytes) -> str:
     """The certificate's subject as Java's X500Principal.getName() gives it (RFC 2253)."""
+    from cryptography import x509
+
     return x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
