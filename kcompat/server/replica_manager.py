@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import KafkaStorageError
+from kcompat.log.errors import KafkaStorageError, LoadAborted
 from kcompat.log.manager import LogManager
 from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
@@ -42,14 +43,35 @@ class ReplicaManager:
         self, log_dirs: list[Path], default_config: LogConfig, *, cluster_id: str, node_id: int,
         topic_configs: dict[str, LogConfig], clock: Callable[[], int], topics: list[TopicInfo],
     ) -> None:
-        """Open (and recover) the logs in a worker thread, then every partition of `topics`."""
-        self.logs = await asyncio.to_thread(
-            LogManager, log_dirs, default_config, cluster_id=cluster_id, node_id=node_id,
-            topic_configs=topic_configs, clock=clock,
-        )  # fmt: skip
-        for t in topics:
-            for p in range(t.partitions):
-                self.open_partition(t, p)
+        """Open (and recover) the logs, then every partition of `topics`, in a worker thread.
+
+        Cancelled (SIGTERM during start-up): the thread stops between two partitions and this
+        raises CancelledError once it has; nothing is marked cleanly shut down.
+        """
+        abort = threading.Event()
+
+        def load() -> LogManager:
+            logs = LogManager(
+                log_dirs, default_config, cluster_id=cluster_id, node_id=node_id, topic_configs=topic_configs,
+                clock=clock, abort=abort,
+            )  # fmt: skip
+            self.logs = logs
+            for t in topics:
+                if abort.is_set():
+                    raise LoadAborted("stopped while opening the partitions")
+                for p in range(t.partitions):
+                    self.open_partition(t, p)
+            logs.sync_new_logs()
+            return logs
+
+        work = asyncio.ensure_future(asyncio.to_thread(load))
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            abort.set()
+            await asyncio.wait([work])
+            self.logs = None  # half-opened: never closed as if it had been a clean start
+            raise
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog:
         assert self.logs is not None
@@ -70,6 +92,22 @@ class ReplicaManager:
         if cache.latest_epoch < t.leader_epoch:
             cache.assign(t.leader_epoch, plog.log_end_offset)
         return plog
+
+    async def open_partitions(self, t: TopicInfo, partitions: range) -> None:
+        """Create the logs of new partitions in a worker thread (a topic of thousands of partitions
+        must not stall the event loop), then make their directories durable with one fsync.
+        KafkaStorageError (e.g. out of file descriptors) after opening as many as it could."""
+        logs = self.logs
+        assert logs is not None
+
+        def work() -> None:
+            try:
+                for p in partitions:
+                    self.open_partition(t, p)
+            finally:
+                logs.sync_new_logs()
+
+        await asyncio.to_thread(work)
 
     def append(
         self, topic: str, partition: int, batch: bytearray | memoryview, *, leader_epoch: int, now_ms: int
