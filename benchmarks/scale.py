@@ -6,13 +6,16 @@
 
 Per broker, started fresh on its own log dir:
   create_s        one CreateTopics request for TOPICS x PARTITIONS partitions, until every topic answered
+                  (create_cpu_s: the broker's CPU seconds meanwhile)
   fill_s          one 100-byte record produced to every partition (acks=all)
   fds, rss_mb     open descriptors (/proc/<pid>/fd) and resident memory once idle after the fill
   metadata_ms     median of 5 Metadata requests for all topics (a fresh client each time)
   produce_hot_s   HOT partitions x 20 records of 100 bytes, one producer
   consume_hot_s   catch-up consume of those HOT partitions from the start, one consumer
-  restart_clean_s SIGTERM, then time from spawn to the first answered Metadata
-  restart_kill_s  SIGKILL (after the fill: data in the page cache, unflushed), then the same
+  stop_clean_s    SIGTERM to exit, after the fill and the hot rounds
+  restart_clean_s then the time from spawn to the first answered Metadata (and *_cpu_s: the CPU
+                  seconds the new process used until then: steadier than wall time on a busy machine)
+  restart_kill_s  SIGKILL (data in the page cache, unflushed), then the same
   stop_s          SIGTERM to exit (the last stop)
 """
 
@@ -34,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks.brokers import BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.metadata_probe import wait_for_metadata
-from benchmarks.proc_stats import rss_bytes
+from benchmarks.proc_stats import cpu_seconds, rss_bytes
 
 log = logging.getLogger("benchmarks")
 
@@ -154,7 +157,9 @@ def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int) -> di
     out["start_s"] = broker.start()
     try:
         bootstrap = broker.bootstrap
+        cpu0 = cpu_seconds(broker.pid)
         out["create_s"] = create(bootstrap, topics, partitions)
+        out["create_cpu_s"] = cpu_seconds(broker.pid) - cpu0
         every = [(t, p) for t in topic_names(topics) for p in range(partitions)]
         out["fill_s"] = produce(bootstrap, every, 1)
         time.sleep(2)  # idle: background work after the burst settles
@@ -167,8 +172,10 @@ def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int) -> di
         out["consume_hot_s"] = consume(bootstrap, hot_targets, len(hot_targets) * 21)
         out["stop_clean_s"] = _stop(broker)
         out["restart_clean_s"] = _respawn(broker)
+        out["restart_clean_cpu_s"] = cpu_seconds(broker.pid)
         _kill(broker)
         out["restart_kill_s"] = _respawn(broker)
+        out["restart_kill_cpu_s"] = cpu_seconds(broker.pid)
         out["stop_s"] = _stop(broker)
     finally:
         broker.stop()
@@ -209,8 +216,9 @@ def run(
 
 
 FIGURES = [
-    "create_s", "fill_s", "fds", "fds_per_partition", "rss_mb", "metadata_ms", "produce_hot_s",
-    "consume_hot_s", "restart_clean_s", "restart_kill_s", "stop_s",
+    "create_s", "create_cpu_s", "fill_s", "fds", "fds_per_partition", "rss_mb", "metadata_ms", "produce_hot_s",
+    "consume_hot_s", "stop_clean_s", "restart_clean_s", "restart_clean_cpu_s", "restart_kill_s",
+    "restart_kill_cpu_s", "stop_s",
 ]
 
 

@@ -28,6 +28,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kcompat.kafka_uuid import random_uuid_base64
@@ -110,6 +111,7 @@ class LogManager:
         topic_configs: dict[str, LogConfig] | None = None,
         clock: Callable[[], int] = _wall_clock_ms,
         abort: threading.Event | None = None,
+        recovery_threads: int = 1,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -120,6 +122,7 @@ class LogManager:
         self.node_id = node_id
         self.clock = clock
         self._fd_limit = open_file_limit()
+        self._recovery_threads = max(1, recovery_threads)  # num.recovery.threads.per.data.dir
         self._abort = abort  # set by another thread: stop loading between two partitions (LoadAborted)
         self.cleaner = LogCleaner()
         self._lock = threading.Lock()
@@ -178,9 +181,8 @@ class LogManager:
         entries = sorted(os.listdir(d))
         if not clean and any(parse_partition_dir(e) for e in entries):
             log.info("%s was not shut down cleanly: recovering its logs from their recovery points", d)
+        found: list[tuple[Path, tuple[str, int]]] = []
         for entry in entries:
-            if self._abort is not None and self._abort.is_set():
-                raise LoadAborted(f"stopped while opening the logs of {d}")
             path = d / entry
             if not path.is_dir():
                 continue
@@ -188,19 +190,29 @@ class LogManager:
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
             tp = parse_partition_dir(entry)
-            if tp is None:
-                continue
-            topic, partition = tp
-            plog = PartitionLog(
+            if tp is not None:
+                found.append((path, tp))
+
+        def open_log(item: tuple[Path, tuple[str, int]]) -> PartitionLog:
+            if self._abort is not None and self._abort.is_set():
+                raise LoadAborted(f"stopped while opening the logs of {d}")
+            path, (topic, partition) = item
+            return PartitionLog(
                 path,
                 topic,
                 partition,
                 self.config_for(topic),
                 now_ms=now_ms,
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=log_starts.get(tp, 0),
+                recovery_point=recovery_points.get((topic, partition), 0),
+                log_start_offset=log_starts.get((topic, partition), 0),
                 clean_shutdown=clean,
             )
+
+        # Threads overlap the file I/O of different partitions (and the CRC-32C of large batches,
+        # which the crc32c package computes without the GIL).
+        with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
+            opened = list(pool.map(open_log, found)) if self._recovery_threads > 1 else list(map(open_log, found))
+        for (_, tp), plog in zip(found, opened, strict=True):
             if tp in cleaner_offsets:
                 plog.first_dirty_offset = max(
                     plog.log_start_offset, min(cleaner_offsets[tp], plog.log_end_offset)

@@ -102,6 +102,7 @@ class PartitionLog(LogRemoval):
             if h.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(h.partition_leader_epoch, h.base_offset)
 
+        names = [] if created else os.listdir(directory)
         segments = [] if created else load_segments(
             directory,
             config,
@@ -109,6 +110,7 @@ class PartitionLog(LogRemoval):
             recovery_point=recovery_point,
             clean_shutdown=clean_shutdown,
             on_batch=on_recovered,
+            names=names,
         )
         if not segments:
             segments = [LogSegment(directory, log_start_offset, config, created_ms=now_ms, active=True)]
@@ -121,10 +123,7 @@ class PartitionLog(LogRemoval):
             self._truncate_fully_and_start_at(self._log_start_offset, now_ms)
         cache.truncate_from_end(self._leo)
         cache.truncate_from_start(self._log_start_offset)
-        if created:
-            self.producer_state.map_end_offset = self._leo
-        else:
-            self._rebuild_producer_state()
+        self._rebuild_producer_state(names)
         self.recovery_point = self._leo
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms

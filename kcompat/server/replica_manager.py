@@ -42,6 +42,7 @@ class ReplicaManager:
     async def start(
         self, log_dirs: list[Path], default_config: LogConfig, *, cluster_id: str, node_id: int,
         topic_configs: dict[str, LogConfig], clock: Callable[[], int], topics: list[TopicInfo],
+        recovery_threads: int = 1,
     ) -> None:
         """Open (and recover) the logs, then every partition of `topics`, in a worker thread.
 
@@ -53,7 +54,7 @@ class ReplicaManager:
         def load() -> LogManager:
             logs = LogManager(
                 log_dirs, default_config, cluster_id=cluster_id, node_id=node_id, topic_configs=topic_configs,
-                clock=clock, abort=abort,
+                clock=clock, abort=abort, recovery_threads=recovery_threads,
             )  # fmt: skip
             self.logs = logs
             for t in topics:
