@@ -25,6 +25,7 @@ shrink never cuts below the entries a reader can see, so a reader never touches 
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -63,10 +64,15 @@ class MmapIndex:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
             fd = -1
-        length = 0
+        length = data_end = 0
         try:
             if fd >= 0:
-                length = os.fstat(fd).st_size
+                length = data_end = os.fstat(fd).st_size
+                # Entries lie in the allocated head of a preallocated file (see _allocate); probing
+                # its holes would fault in zero pages: ~13 ms an index on a busy disk, 5,000
+                # partitions' worth after a kill -9 took a minute.
+                with contextlib.suppress(OSError):
+                    data_end = min(length, os.lseek(fd, 0, os.SEEK_HOLE))
             # A length that is not whole entries means a torn or cut file: the owner rebuilds it.
             self.torn = length % size != 0
             if length == 0:
@@ -83,7 +89,7 @@ class MmapIndex:
                 os.close(fd)
         self._closed = False
         self._length = length
-        self._entries = 0 if self._pending else self._count_entries()
+        self._entries = 0 if self._pending else self._count_entries(data_end)
         # Bytes of the file known to have blocks under them (the pages holding the entries).
         self._backed = self._entries * size // mmap.PAGESIZE * mmap.PAGESIZE
 
@@ -116,8 +122,8 @@ class MmapIndex:
     def size_bytes(self) -> int:
         return self._entries * self.ENTRY.size
 
-    def _count_entries(self) -> int:
-        n = self._length // self.ENTRY.size
+    def _count_entries(self, data_end: int) -> int:
+        n = min(self._length, data_end) // self.ENTRY.size
         mm = self._mm
         if mm is None or n == 0:
             return n
