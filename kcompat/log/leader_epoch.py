@@ -37,6 +37,7 @@ class LeaderEpochCache:
         self._epochs: list[int] = []
         self._starts: list[int] = []
         self.unsynced = False  # written by assign() but not yet fsynced: see sync()
+        self._unwritten = False  # assigned with write=False: in memory only until sync()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -56,8 +57,11 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that `epoch` starts at `start_offset` if it is newer than the latest known epoch."""
+    def assign(self, epoch: int, start_offset: int, *, write: bool = True) -> None:
+        """Record that `epoch` starts at `start_offset` if it is newer than the latest known epoch.
+
+        write=False keeps it in memory until sync() (a partition becoming leader: thousands at once
+        must not create a file each; lost in a crash, it is assigned again at the next start)."""
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
             return
         epochs, starts = list(self._epochs), list(self._starts)
@@ -71,9 +75,13 @@ class LeaderEpochCache:
         # too): a new partition or a new epoch would pay an fsync each; the owning log calls sync()
         # before it moves its recovery point, and until then a crash replays the batches whose
         # headers carry the epochs anyway.
-        self._write(epochs, starts, sync=False)
+        if write:
+            self._write(epochs, starts, sync=False)
         self._epochs, self._starts = epochs, starts
-        self.unsynced = self._sync
+        if write:
+            self.unsynced = self._sync
+        else:
+            self._unwritten = True
 
     def end_offset_for_epoch(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers (Kafka's endOffsetFor).
@@ -123,9 +131,13 @@ class LeaderEpochCache:
     def flush(self) -> None:
         self._write(self._epochs, self._starts)
 
-    def sync(self) -> None:
-        """fsync what assign() wrote (the file, then its directory for the rename)."""
-        if not self.unsynced:
+    def sync(self, *, fsync: bool = True) -> None:
+        """Write what assign(write=False) kept, and fsync what assign() wrote (the file, then its
+        directory for the rename); fsync=False when the caller syncs the filesystem itself."""
+        if self._unwritten:
+            self._write(self._epochs, self._starts, sync=False)
+            self.unsynced = self._sync
+        if not fsync or not self.unsynced:
             return
         try:
             fd = os.open(self.path, os.O_RDONLY)
@@ -145,5 +157,6 @@ class LeaderEpochCache:
             atomic_write(self.path, encode_checkpoint(lines), sync=sync)
         except OSError as e:
             raise KafkaStorageError(f"cannot write {self.path}: {e}") from e
+        self._unwritten = False
         if sync:
             self.unsynced = False

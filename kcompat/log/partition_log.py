@@ -460,8 +460,7 @@ class PartitionLog(LogRemoval):
             self.producer_state.delete_old_snapshots(keep=3)
             for s in self.segments:
                 s.close(sync=sync)
-            if sync:
-                self.leader_epoch_cache.sync()
+            self.leader_epoch_cache.sync(fsync=sync)
             self.recovery_point = self._leo
 
     def verify(self) -> list[str]:

@@ -91,7 +91,7 @@ class ReplicaManager:
         # OffsetForLeaderEpoch answers (epoch, log end) even before anything was appended.
         cache = plog.leader_epoch_cache
         if cache.latest_epoch < t.leader_epoch:
-            cache.assign(t.leader_epoch, plog.log_end_offset)
+            cache.assign(t.leader_epoch, plog.log_end_offset, write=False)  # written by the log's next flush
         return plog
 
     async def open_partitions(self, t: TopicInfo, partitions: range) -> None:
