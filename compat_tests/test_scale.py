@@ -127,11 +127,13 @@ def test_out_of_descriptors_is_a_storage_error_and_the_broker_goes_on(tmp_path: 
 def _many_unflushed(tmp_path: Path, topics: int, partitions: int) -> tuple[Broker, dict[tuple[str, int], int]]:
     """A broker whose topics x partitions each got one acknowledged record, then was killed."""
     broker = _broker(tmp_path, "many").start()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    names = [f"many-{i:03d}" for i in range(topics)]
-    assert set(create(admin, names, partitions).values()) == {0}
-    acked = produce(broker.bootstrap, [(n, p) for n in names for p in range(partitions)], b"x" * 100)
-    broker.kill()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        names = [f"many-{i:03d}" for i in range(topics)]
+        assert set(create(admin, names, partitions).values()) == {0}
+        acked = produce(broker.bootstrap, [(n, p) for n in names for p in range(partitions)], b"x" * 100)
+    finally:
+        broker.kill()
     return broker, acked
 
 
