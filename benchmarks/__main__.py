@@ -1,7 +1,7 @@
 """`python -m benchmarks` (`make bench`): kcompat and Apache Kafka side by side on this machine.
 
     python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
-                         [--suites produce,consume,latency] [--out DIR] [--profile]
+                         [--suites produce,consume,latency] [--out DIR] [--profile] [--scale]
 
 Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
 workload against each broker in turn, started fresh on its own empty log dir under one work
@@ -10,6 +10,9 @@ machine's drift hits both. Results go to benchmarks/results/<timestamp>/: report
 throughput.png, latency.png, memory.png (and py-spy flame graphs of kcompat with --profile).
 
 --quick is the smoke run: one round, small counts, a minute or less with both brokers.
+--scale adds the scale suite (benchmarks/scale.py: 5,000 partitions, create, restart after a clean
+stop and after kill -9, descriptors, memory, Metadata, 1,000-partition produce/consume) once, after
+the rounds, into scale.md: opt-in, as it takes several minutes per broker.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import machine_limits, report
+from benchmarks import machine_limits, report, scale
 from benchmarks.brokers import KAFKA_JARS, BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.plan import FULL, QUICK, Plan
 from benchmarks.suite import Suite
@@ -48,6 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workdir", type=Path, help="where the brokers' log dirs go (default: a new temp dir)")
     p.add_argument("--profile", action="store_true", help="py-spy flame graph of each kcompat suite")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--scale", action="store_true", help="also run the scale suite (several minutes per broker)")
     return p.parse_args(argv)
 
 
@@ -142,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     data["meta"]["seconds"] = time.perf_counter() - t0
     report.write(data, plan, out, with_plots=not args.no_plots)
     print((out / "report.md").read_text())
+    if args.scale:
+        settle()
+        scale_table = scale.table(scale.run(names, 100, 50, 1000, args.workdir))
+        (out / "scale.md").write_text(f"# Scale: 100 topics x 50 partitions\n\n{scale_table}\n")
+        print(scale_table)
     log.info("results in %s (%.0f s)", out, data["meta"]["seconds"])
     failed = [r for r in data["runs"] if r["errors"]]
     return 1 if failed else 0

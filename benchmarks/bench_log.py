@@ -184,9 +184,9 @@ def memory_per_partition(directory: Path, count: int) -> None:
     fds1 = len(os.listdir("/proc/self/fd"))
     print(f"  {count} partitions with one 16 KiB batch each:")
     print(f"  Python heap {heap / count / 1024:6.1f} KiB/partition   RSS {(rss1 - rss0) / count / 1024:6.1f} KiB/partition"
-          f"   {(fds1 - fds0) / count:.0f} fds/partition (.log + 2 index maps)")  # fmt: skip
+          f"   {(fds1 - fds0) / count:.0f} fds/partition (.log, and a map per index with entries)")  # fmt: skip
     print(
-        "  (each active segment also maps 2 x 10 MiB preallocated index files: sparse, paged in only as used)"
+        "  (an index gets its file and map, 10 MiB preallocated and sparse, with its first entry)"
     )
     m.close()
     drop(d)

@@ -55,3 +55,7 @@ class InconsistentClusterId(LogError):
     """meta.properties in a log dir names another cluster or node: refuse to mix data (as Kafka does)."""
 
     error_name = "INCONSISTENT_CLUSTER_ID"
+
+
+class LoadAborted(LogError):
+    """Start-up was asked to stop (SIGTERM) while the logs were being opened or recovered."""

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from pathlib import Path
 
 from kcompat.log.checkpoints import decode_checkpoint, encode_checkpoint
 from kcompat.log.errors import KafkaStorageError
-from kcompat.log.log_files import LEADER_EPOCH_CHECKPOINT, atomic_write
+from kcompat.log.log_files import LEADER_EPOCH_CHECKPOINT, atomic_write, fsync_dir
 
 log = logging.getLogger("kcompat.log")
 
@@ -35,6 +36,8 @@ class LeaderEpochCache:
         self._sync = sync
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self.unsynced = False  # written by assign() but not yet fsynced: see sync()
+        self._unwritten = False  # assigned with write=False: in memory only until sync()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -54,8 +57,11 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that `epoch` starts at `start_offset` if it is newer than the latest known epoch."""
+    def assign(self, epoch: int, start_offset: int, *, write: bool = True) -> None:
+        """Record that `epoch` starts at `start_offset` if it is newer than the latest known epoch.
+
+        write=False keeps it in memory until sync() (a partition becoming leader: thousands at once
+        must not create a file each; lost in a crash, it is assigned again at the next start)."""
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
             return
         epochs, starts = list(self._epochs), list(self._starts)
@@ -65,8 +71,17 @@ class LeaderEpochCache:
             starts.pop()
         epochs.append(epoch)
         starts.append(start_offset)
-        self._write(epochs, starts)  # first: when the disk refuses, nothing changes
+        # First: when the disk refuses, nothing changes. Not fsynced here (Kafka stopped doing so
+        # too): a new partition or a new epoch would pay an fsync each; the owning log calls sync()
+        # before it moves its recovery point, and until then a crash replays the batches whose
+        # headers carry the epochs anyway.
+        if write:
+            self._write(epochs, starts, sync=False)
         self._epochs, self._starts = epochs, starts
+        if write:
+            self.unsynced = self._sync
+        else:
+            self._unwritten = True
 
     def end_offset_for_epoch(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers (Kafka's endOffsetFor).
@@ -116,9 +131,32 @@ class LeaderEpochCache:
     def flush(self) -> None:
         self._write(self._epochs, self._starts)
 
-    def _write(self, epochs: list[int], starts: list[int]) -> None:
+    def sync(self, *, fsync: bool = True) -> None:
+        """Write what assign(write=False) kept, and fsync what assign() wrote (the file, then its
+        directory for the rename); fsync=False when the caller syncs the filesystem itself."""
+        if self._unwritten:
+            self._write(self._epochs, self._starts, sync=False)
+            self.unsynced = self._sync
+        if not fsync or not self.unsynced:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(self.path.parent)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot sync {self.path}: {e}") from e
+        self.unsynced = False
+
+    def _write(self, epochs: list[int], starts: list[int], *, sync: bool | None = None) -> None:
+        sync = self._sync if sync is None else sync
         try:
             lines = (f"{e} {o}" for e, o in zip(epochs, starts, strict=True))
-            atomic_write(self.path, encode_checkpoint(lines), sync=self._sync)
+            atomic_write(self.path, encode_checkpoint(lines), sync=sync)
         except OSError as e:
             raise KafkaStorageError(f"cannot write {self.path}: {e}") from e
+        self._unwritten = False
+        if sync:
+            self.unsynced = False

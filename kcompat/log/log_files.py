@@ -14,8 +14,11 @@ segments) and .deleted (on its way out) appended to a segment's file names.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 LOG_SUFFIX = ".log"
@@ -73,11 +76,47 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return m.group("topic"), int(m.group("partition"))
 
 
+def make_dir(directory: Path) -> bool:
+    """Create `directory` (and its parents); False when it was already there."""
+    try:
+        directory.mkdir(parents=True)
+    except FileExistsError:
+        return False
+    return True
+
+
 def fsync_dir(directory: Path) -> None:
     """Make renames and creations in `directory` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn: Callable[[int], int] = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
+_syncfs = _load_syncfs()
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Write back everything written to the filesystem holding `directory` (Linux syncfs(2), else
+    sync(2)): one call instead of an fsync per file, for thousands of partitions at once."""
+    if _syncfs is None:
+        os.sync()
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(directory))
     finally:
         os.close(fd)
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kcompat.kafka_uuid import random_uuid_base64
@@ -39,8 +41,14 @@ from kcompat.log.checkpoints import (
 )
 from kcompat.log.cleaner import LogCleaner
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import InconsistentClusterId, KafkaStorageError
-from kcompat.log.log_files import atomic_write, parse_partition_dir, partition_dir_name
+from kcompat.log.errors import InconsistentClusterId, KafkaStorageError, LoadAborted
+from kcompat.log.log_files import (
+    atomic_write,
+    fsync_dir,
+    parse_partition_dir,
+    partition_dir_name,
+    sync_filesystem,
+)
 from kcompat.log.partition_log import PartitionLog
 
 log = logging.getLogger("kcompat.log")
@@ -48,6 +56,13 @@ log = logging.getLogger("kcompat.log")
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_VERSION = 1
+FD_RESERVE = 64  # descriptors new partitions leave free for connections and index maps
+
+
+def open_file_limit() -> int:
+    """The soft RLIMIT_NOFILE (the process raises it to the hard limit at start)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 30
 
 
 def _wall_clock_ms() -> int:
@@ -95,6 +110,8 @@ class LogManager:
         node_id: int,
         topic_configs: dict[str, LogConfig] | None = None,
         clock: Callable[[], int] = _wall_clock_ms,
+        abort: threading.Event | None = None,
+        recovery_threads: int = 1,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -104,16 +121,32 @@ class LogManager:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
+        self._fd_limit = open_file_limit()
+        self._recovery_threads = max(1, recovery_threads)  # num.recovery.threads.per.data.dir
+        self._abort = abort  # set by another thread: stop loading between two partitions (LoadAborted)
         self.cleaner = LogCleaner()
         self._lock = threading.Lock()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
+        self._partition_counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
+        self._unsynced_dirs: set[Path] = set()  # log dirs with partition dirs created since the last sync
         self.directory_ids: dict[Path, str] = {}
         now = clock()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             self.directory_ids[d] = self._ensure_meta_properties(d)
-            self._load_dir(d, now)
+            if not self._load_dir(d, now):
+                # What recovery cut and re-indexed (and the epochs it found) is written back before
+                # the checkpoints below move every recovery point to its log end.
+                sync_filesystem(d)
+        if self._fd_limit < len(self._logs) + 4 * FD_RESERVE:
+            log.warning(
+                "the open file limit (%d) is low for the %d partitions here (one descriptor each, and more "
+                "for segments and connections): raise it (ulimit -n, LimitNOFILE=) or new partitions "
+                "will fail with KAFKA_STORAGE_ERROR",
+                self._fd_limit,
+                len(self._logs),
+            )
         for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
             if marker.exists():
@@ -139,7 +172,8 @@ class LogManager:
         )
         return directory_id
 
-    def _load_dir(self, d: Path, now_ms: int) -> None:
+    def _load_dir(self, d: Path, now_ms: int) -> bool:
+        """Open every partition of `d`; True when it was shut down cleanly."""
         clean = (d / CLEAN_SHUTDOWN_FILE).exists()
         recovery_points = read_offsets(d / RECOVERY_POINT_CHECKPOINT) or {}
         log_starts = read_offsets(d / LOG_START_OFFSET_CHECKPOINT) or {}
@@ -147,6 +181,7 @@ class LogManager:
         entries = sorted(os.listdir(d))
         if not clean and any(parse_partition_dir(e) for e in entries):
             log.info("%s was not shut down cleanly: recovering its logs from their recovery points", d)
+        found: list[tuple[Path, tuple[str, int]]] = []
         for entry in entries:
             path = d / entry
             if not path.is_dir():
@@ -155,25 +190,37 @@ class LogManager:
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
             tp = parse_partition_dir(entry)
-            if tp is None:
-                continue
-            topic, partition = tp
-            plog = PartitionLog(
+            if tp is not None:
+                found.append((path, tp))
+
+        def open_log(item: tuple[Path, tuple[str, int]]) -> PartitionLog:
+            if self._abort is not None and self._abort.is_set():
+                raise LoadAborted(f"stopped while opening the logs of {d}")
+            path, (topic, partition) = item
+            return PartitionLog(
                 path,
                 topic,
                 partition,
                 self.config_for(topic),
                 now_ms=now_ms,
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=log_starts.get(tp, 0),
+                recovery_point=recovery_points.get((topic, partition), 0),
+                log_start_offset=log_starts.get((topic, partition), 0),
                 clean_shutdown=clean,
             )
+
+        # Threads overlap the file I/O of different partitions (and the CRC-32C of large batches,
+        # which the crc32c package computes without the GIL).
+        with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
+            opened = list(pool.map(open_log, found)) if self._recovery_threads > 1 else list(map(open_log, found))
+        for (_, tp), plog in zip(found, opened, strict=True):
             if tp in cleaner_offsets:
                 plog.first_dirty_offset = max(
                     plog.log_start_offset, min(cleaner_offsets[tp], plog.log_end_offset)
                 )
             self._logs[tp] = plog
             self._dir_of[tp] = d
+            self._partition_counts[d] += 1
+        return clean
 
     # --- partitions ---
 
@@ -194,9 +241,7 @@ class LogManager:
                 return existing
             if config is not None:
                 self.topic_configs[topic] = config
-            counts = {d: 0 for d in self.log_dirs}
-            for dd in self._dir_of.values():
-                counts[dd] += 1
+            counts = self._partition_counts
             d = min(self.log_dirs, key=lambda x: counts[x])  # Kafka: the dir with the fewest partitions
             try:
                 plog = PartitionLog(
@@ -209,9 +254,32 @@ class LogManager:
                 )
             except OSError as e:
                 raise KafkaStorageError(f"cannot create the log of {topic}-{partition}: {e}") from e
+            self._unsynced_dirs.add(d)
+            fd = plog.active_segment.log.fd
+            if fd >= self._fd_limit - FD_RESERVE:
+                # Linux hands out the lowest free descriptor: this one's number says how many are
+                # in use. The last ones are kept for connections and index maps, so that the broker
+                # goes on serving what it has (Kafka would fail with "Too many open files" anywhere).
+                plog.delete_files()
+                raise KafkaStorageError(
+                    f"cannot create the log of {topic}-{partition}: too many open files "
+                    f"({fd} in use of the limit of {self._fd_limit}, {FD_RESERVE} kept for connections)"
+                )
             self._logs[tp] = plog
             self._dir_of[tp] = d
+            counts[d] += 1
             return plog
+
+    def sync_new_logs(self) -> None:
+        """Make the partition directories created since the last call durable: one fsync per log dir
+        for any number of them (Kafka flushes the parent dir per created log; a batch pays once)."""
+        with self._lock:
+            dirs, self._unsynced_dirs = self._unsynced_dirs, set()
+        for d in dirs:
+            try:
+                fsync_dir(d)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot sync {d}: {e}") from e
 
     def set_config(self, topic: str, config: LogConfig) -> None:
         """Apply a changed topic config (AlterConfigs) to its live logs."""
@@ -229,7 +297,9 @@ class LogManager:
             doomed = [tp for tp in self._logs if tp[0] == topic]
             for tp in doomed:
                 plog = self._logs.pop(tp)
-                self._dir_of.pop(tp, None)
+                d = self._dir_of.pop(tp, None)
+                if d is not None:
+                    self._partition_counts[d] -= 1
                 plog.delete_files()
             self.topic_configs.pop(topic, None)
         for d in self.log_dirs:
@@ -273,7 +343,8 @@ class LogManager:
     def close(self) -> None:
         """Clean shutdown: flush and close every log, write checkpoints, leave the clean-shutdown marker."""
         for plog in self.logs():
-            plog.close()
+            plog.close(sync=False)
         for d in self.log_dirs:
+            sync_filesystem(d)  # every log closed above, at once: the checkpoints may now say so
             self._write_checkpoints(d)
             atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())

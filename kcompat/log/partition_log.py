@@ -38,6 +38,7 @@ from kcompat.log.errors import (
 )
 from kcompat.log.leader_epoch import LeaderEpochCache
 from kcompat.log.log_file import EMPTY_SLICE, FetchSlice, FilePiece
+from kcompat.log.log_files import make_dir
 from kcompat.log.producer_state import ProducerStateManager, _in_sequence
 from kcompat.log.recovery import load_segments
 from kcompat.log.removal import LogRemoval
@@ -94,7 +95,7 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
         self.config = config
         self.lock = threading.RLock()
         self.replicated_hw: int | None = None  # set in cluster mode (replica_append.py)
-        directory.mkdir(parents=True, exist_ok=True)
+        created = make_dir(directory)  # a new partition has nothing to load: its dir and one file
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager(
             directory, producer_id_expiration_ms=config.producer_id_expiration_ms
@@ -105,13 +106,15 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
             if h.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(h.partition_leader_epoch, h.base_offset)
 
-        segments = load_segments(
+        names = [] if created else os.listdir(directory)
+        segments = [] if created else load_segments(
             directory,
             config,
             now_ms=now_ms,
             recovery_point=recovery_point,
             clean_shutdown=clean_shutdown,
             on_batch=on_recovered,
+            names=names,
         )
         if not segments:
             segments = [LogSegment(directory, log_start_offset, config, created_ms=now_ms, active=True)]
@@ -124,7 +127,7 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
             self._truncate_fully_and_start_at(self._log_start_offset, now_ms)
         cache.truncate_from_end(self._leo)
         cache.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(names)
         self.recovery_point = self._leo
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
@@ -328,6 +331,7 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
             s.flush()
         if snap is not None:
             _fsync_path(snap)
+        self.leader_epoch_cache.sync()
         self.recovery_point = max(self.recovery_point, leo)
 
     def maybe_flush(self, now_ms: int) -> None:
@@ -349,6 +353,7 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
             s.flush()
         if snap is not None:
             _fsync_path(snap)
+        self.leader_epoch_cache.sync()
         self.recovery_point = max(self.recovery_point, upto)
 
     def _segment_base_for(self, offset: int) -> int:
@@ -409,13 +414,15 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
 
     # --- life cycle ---
 
-    def close(self) -> None:
-        """Clean close: snapshot producer state at the log end, fsync and trim everything."""
+    def close(self, *, sync: bool = True) -> None:
+        """Clean close: producer state snapshot at the log end, everything trimmed and fsynced (by
+        the caller with sync=False: LogManager syncs the filesystem once for thousands of logs)."""
         with self.lock:
-            self.producer_state.take_snapshot(sync=True)
+            self.producer_state.take_snapshot(sync=sync)
             self.producer_state.delete_old_snapshots(keep=3)
             for s in self.segments:
-                s.close()
+                s.close(sync=sync)
+            self.leader_epoch_cache.sync(fsync=sync)
             self.recovery_point = self._leo
 
     def verify(self) -> list[str]:

@@ -229,12 +229,14 @@ class ProducerStateManager:
 
     # --- snapshots ---
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
+        """Offsets of the snapshot files (from `names`, the directory's listing, when given)."""
         out = []
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
+        if names is None:
+            try:
+                names = os.listdir(self.directory)
+            except FileNotFoundError:
+                return []
         for name in names:
             if name.endswith(SNAPSHOT_SUFFIX):
                 try:
@@ -249,14 +251,14 @@ class ProducerStateManager:
         atomic_write(path, encode_snapshot(self.producers.values()), sync=sync)
         return path
 
-    def load(self, log_start_offset: int, log_end_offset: int) -> int:
+    def load(self, log_start_offset: int, log_end_offset: int, names: list[str] | None = None) -> int:
         """Load the newest readable snapshot at or below the log end; returns the offset to replay from.
 
         Snapshots past the log end (the log was truncated) and unreadable ones are deleted.
         """
         self.producers.clear()
         self.ongoing.clear()
-        for off in reversed(self.snapshot_offsets()):
+        for off in reversed(self.snapshot_offsets(names)):
             if off > log_end_offset:
                 self._delete_snapshot(off)
                 continue

@@ -91,19 +91,23 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
 
 
-def _remove_leftovers(directory: Path) -> list[int]:
-    """Delete half-done files; return base offsets of complete `.log.swap` files."""
+def _remove_leftovers(directory: Path, names: list[str]) -> tuple[list[int], bool]:
+    """Delete half-done files; return base offsets of complete `.log.swap` files, and whether any
+    file was removed."""
     swaps = []
-    for name in os.listdir(directory):
+    removed = False
+    for name in names:
         path = directory / name
         if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
             _unlink(path)
+            removed = True
         elif name.endswith(SWAP_SUFFIX):
             if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 swaps.append(offset_from_name(name))
             elif not name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX):
                 _unlink(path)  # indexes of a swap segment are rebuilt from its log (not its aborts)
-    return sorted(swaps)
+                removed = True
+    return sorted(swaps), removed
 
 
 def _complete_swaps(directory: Path, config: LogConfig, swaps: list[int], now_ms: int) -> None:
@@ -137,6 +141,18 @@ def _segment_files(directory: Path, base: int) -> tuple[Path, ...]:
     )
 
 
+def _count_indexes(directory: Path, names: list[str], base_set: set[int]) -> dict[int, int]:
+    """Base offset -> offset and time index files present (2: both); index files of no segment go."""
+    indexed: dict[int, int] = {}
+    for n in names:
+        if n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
+            if offset_from_name(n) not in base_set:
+                _unlink(directory / n)
+            elif not n.endswith(TXN_INDEX_SUFFIX):
+                indexed[offset_from_name(n)] = indexed.get(offset_from_name(n), 0) + 1
+    return indexed
+
+
 def load_segments(
     directory: Path,
     config: LogConfig,
@@ -145,24 +161,25 @@ def load_segments(
     recovery_point: int,
     clean_shutdown: bool,
     on_batch: BatchCallback | None = None,
+    names: list[str] | None = None,
 ) -> list[LogSegment]:
-    """Open the segments of a partition directory, recovering as needed; oldest first, last one active."""
-    swaps = _remove_leftovers(directory)
-    _complete_swaps(directory, config, swaps, now_ms)
+    """Open the segments of a partition directory, recovering as needed; oldest first, last one active.
 
-    names = os.listdir(directory)
+    `names`: the directory's listing, when the caller has it (one listing per partition at start-up).
+    """
+    if names is None:
+        names = os.listdir(directory)
+    swaps, removed = _remove_leftovers(directory, names)
+    _complete_swaps(directory, config, swaps, now_ms)
+    if swaps or removed:
+        names = os.listdir(directory)
     bases = sorted(offset_from_name(n) for n in names if n.endswith(LOG_SUFFIX))
     base_set = set(bases)
-    for n in names:
-        if (
-            n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
-            and offset_from_name(n) not in base_set
-        ):
-            _unlink(directory / n)
+    indexed = _count_indexes(directory, names, base_set)
 
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):
-        had_indexes = index_path(directory, base).exists() and time_index_path(directory, base).exists()
+        had_indexes = indexed.get(base, 0) == 2
         active = i == len(bases) - 1
         seg = LogSegment(directory, base, config, created_ms=now_ms, active=active)
         cut: tuple[int, str | None, int] | None = None

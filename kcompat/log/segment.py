@@ -222,12 +222,14 @@ class LogSegment:
         except OSError as e:
             raise KafkaStorageError(f"flush of segment {self.base_offset} indexes failed: {e}") from e
 
-    def close(self) -> None:
-        """Clean close: final time index entry, trimmed indexes, everything fsynced."""
+    def close(self, *, sync: bool = True) -> None:
+        """Clean close: final time index entry, trimmed indexes, everything fsynced (or, with
+        sync=False, left to the caller's one sync of the whole filesystem)."""
         self.on_become_inactive()
-        self.flush()
-        self.offset_index.close()
-        self.time_index.close()
+        if sync:
+            self.flush()
+        self.offset_index.close(sync=sync)
+        self.time_index.close(sync=sync)
         self.log.close()
 
     def paths(self) -> list[Path]:

@@ -46,6 +46,8 @@ class TimeIndex(MmapIndex):
             return
         if self._entries and offset < last_off:
             raise ValueError(f"time index offset {offset} is below the last entry's {last_off}")
+        if skip_full_check and self._pending:
+            self.resize(ENTRY_SIZE)  # the only entry of a sealed segment: no preallocated file for it
         if self.is_full:
             if skip_full_check:
                 # The final entry at roll: make room for it as Kafka does (one entry past the size).

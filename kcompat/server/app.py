@@ -10,6 +10,10 @@
       5. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
       6. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
          most; a second signal cuts it short), close connections, await broker.close(), return 0
+    SIGTERM or SIGINT during step 4 (recovery of thousands of partitions, group replay) stops it
+    within a second: the log loading stops between two partitions, nothing is marked cleanly shut
+    down (the next start recovers from the checkpointed recovery points), and the process exits 0
+    without waiting for worker threads still reading.
     A filesystem error in steps 2-4 (a read-only dir, a file where a dir should be) is one line
     naming the path and the OS's reason, and exit code 1.
 """
@@ -20,6 +24,7 @@ import asyncio
 import errno
 import logging
 import os
+import resource
 import signal
 import sys
 import time
@@ -31,7 +36,7 @@ from kcompat.config.broker_config import BrokerConfig
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import Listener
 from kcompat.log.dir_lock import LogDirInUse, lock_log_dirs
-from kcompat.log.errors import InconsistentClusterId
+from kcompat.log.errors import InconsistentClusterId, KafkaStorageError
 from kcompat.server.connection import Client, Limits
 from kcompat.server.listeners import ListenerTransport, transports
 from kcompat.server.reactor import Reactor
@@ -40,6 +45,11 @@ from kcompat.storage.scram_credentials import ScramCredential
 log = logging.getLogger("kcompat.server")
 
 SHUTDOWN_GRACE_S = 5.0
+ABORT_START_WAIT_S = 0.5  # how long an interrupted start-up may take to wind down before the exit
+
+
+class _Halt(int):
+    """Exit code of a start-up cut short: exit at once, without joining worker threads."""
 _LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 
 
@@ -75,6 +85,17 @@ def _process_age_ms(fallback_start: float) -> float:
         return (time.monotonic() - fallback_start) * 1000
 
 
+def raise_open_file_limit() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit: one descriptor per partition adds up (Kafka's
+    start script leaves this to the service manager; kcompat does it for the user)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+    except (ValueError, OSError) as e:
+        log.info("open file limit left as it is: %s", e)
+
+
 def _ensure_logging() -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, stream=sys.stderr)
@@ -87,9 +108,16 @@ def serve(config: BrokerConfig, scram_users: Sequence[tuple[str, str, ScramCrede
     """
     entered = time.monotonic()
     _ensure_logging()
+    raise_open_file_limit()
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(_serve(config, entered, scram_users))
+            code = runner.run(_serve(config, entered, scram_users))
+            if isinstance(code, _Halt):
+                # Closing the runner would join a worker thread still replaying a big log; the
+                # files are as a crash leaves them, which every start recovers from.
+                logging.shutdown()
+                os._exit(int(code))
+            return code
     except ConfigError as e:
         log.error("%s", e)
         return 1
@@ -245,19 +273,12 @@ async def _serve_locked(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
 
+    started = False
     try:
-        try:
-            await broker.start()
-        except ConfigError:
-            raise
-        except InconsistentClusterId:
-            raise  # _serve refuses it, once the dir locks can be undone
-        except OSError as e:  # a data dir that cannot be written, a file where a dir should be, ...
-            log.error("start-up failed: %s", os_error_line(e))
-            return 1
-        except Exception:
-            log.exception("start-up failed")
-            return 1
+        failed = await _start(broker, stop, received)
+        if failed is not None:
+            return failed
+        started = True
         reactor.start()
         cluster = None
         if is_cluster_member(config):
@@ -280,12 +301,50 @@ async def _serve_locked(
         for conn in list(reactor.connections):
             conn.close()
         try:
-            await broker.close()
+            if started or not stop.is_set():  # an interrupted start-up leaves the logs as they are
+                await broker.close()
         except Exception:
             log.exception("closing the broker failed")
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         log.info("kcompat stopped")
+
+
+async def _start(broker: Any, stop: asyncio.Event, received: list[str]) -> int | None:
+    """Start the broker: None once it has, else the exit code (start-up failed, or was stopped)."""
+    try:
+        if not await _start_unless_stopped(broker, stop):
+            log.info("stopped during start-up (%s): the logs are left for the next start to recover", received[0])
+            return _Halt(0)
+    except (ConfigError, InconsistentClusterId):
+        raise  # _serve refuses InconsistentClusterId, once the dir locks can be undone
+    except OSError as e:  # a data dir that cannot be written, a file where a dir should be, ...
+        log.error("start-up failed: %s", os_error_line(e))
+        return 1
+    except KafkaStorageError as e:  # a log that cannot be opened (too many open files for the partitions, ...)
+        log.error("start-up failed: %s", e)
+        return 1
+    except Exception:
+        log.exception("start-up failed")
+        return 1
+    return None
+
+
+async def _start_unless_stopped(broker: Any, stop: asyncio.Event) -> bool:
+    """`broker.start()`, or False when a stop signal comes first: the start is cancelled and given
+    ABORT_START_WAIT_S to wind down. Start-up errors are raised as they come."""
+    start = asyncio.ensure_future(broker.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({start, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if start.done():
+        start.result()
+        return True
+    start.cancel()
+    await asyncio.wait({start}, timeout=ABORT_START_WAIT_S)
+    return False
 
 
 __all__ = ["SHUTDOWN_GRACE_S", "Client", "reactor_for", "serve"]

@@ -213,6 +213,7 @@ class Broker:
             topic_configs=self.metadata.log_configs(),
             clock=self.now_ms,
             topics=self.metadata.topics.all(),
+            recovery_threads=int(self.config.get("num.recovery.threads.per.data.dir")),
         )
         interval = int(self.config.get("log.retention.check.interval.ms"))
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))

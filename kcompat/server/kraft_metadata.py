@@ -16,9 +16,10 @@ broker that is not registered, fenced, or without that listener.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -225,6 +226,10 @@ class KRaftMetadata:
         internal_ok: bool = False,
     ) -> TopicInfo:
         self._controllers_only("CreateTopics")
+
+    @contextlib.asynccontextmanager
+    async def topic_batch(self) -> AsyncIterator[None]:
+        yield  # nothing to batch: create_topic refuses (CreateTopics is forwarded before any handler)
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         existing = self.topic(name)

@@ -13,8 +13,11 @@ logs before the request that made it is answered.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +32,7 @@ from kcompat.config import (
 )
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
+from kcompat.log.errors import KafkaStorageError
 from kcompat.server.errors import ApiError
 from kcompat.storage.producer_id_store import ProducerIdManager
 from kcompat.storage.topic_store import (
@@ -126,6 +130,7 @@ class MetadataView(Protocol):
         internal_ok: bool = False,
     ) -> TopicInfo: ...
     async def auto_create_topic(self, name: str) -> TopicInfo: ...
+    def topic_batch(self) -> AbstractAsyncContextManager[None]: ...
     async def delete_topic(self, name: str) -> None: ...
     async def add_partitions(self, name: str, count: int) -> None: ...
     def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None: ...
@@ -136,6 +141,7 @@ class PartitionLogs(Protocol):
     """Where metadata changes land (the ReplicaManager), as Kafka's ReplicaManager applies a delta."""
 
     def open_partition(self, t: TopicInfo, partition: int) -> object: ...
+    async def open_partitions(self, t: TopicInfo, partitions: range) -> None: ...
     async def delete_partitions(self, topic: str, partitions: int) -> None: ...
     def set_config(self, topic: str, config: LogConfig) -> None: ...
     def set_default_config(self, config: LogConfig) -> None: ...
@@ -276,10 +282,25 @@ class LocalMetadata:
         except OSError as e:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record topic {name}: {e}") from None
         self._set_topic_config(name, topic_config(self._config, overrides))
-        for p in range(partitions):
-            self._logs.open_partition(t, p)
+        await self._open_logs(t, range(partitions))
         log.info("created topic %s with %d partition(s)%s", name, partitions, f", configs {overrides}" if overrides else "")
         return t
+
+    @contextlib.asynccontextmanager
+    async def topic_batch(self) -> AsyncIterator[None]:
+        """Topics created inside are recorded with one save at the end (CreateTopics). If that
+        save fails, they are undone, logs included, and ApiError KAFKA_STORAGE_ERROR is raised."""
+        undo: list[TopicInfo] = []
+        try:
+            with self._topics.deferred() as created:
+                yield
+                undo = [t for t in map(self._topics.get, created) if t is not None]
+        except OSError as e:
+            for t in undo:
+                self._topic_configs.pop(t.name, None)
+                self._log_configs.pop(t.name, None)
+                await self._logs.delete_partitions(t.name, t.partitions)
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the new topics: {e}") from None
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""
@@ -336,8 +357,7 @@ class LocalMetadata:
             self._topics.set_partitions(name, count)
         except OSError as e:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}") from None
-        for p in range(old, count):
-            self._logs.open_partition(t, p)
+        await self._open_logs(t, range(old, count))
         log.info("topic %s now has %d partitions", name, count)
 
     def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
@@ -362,6 +382,15 @@ class LocalMetadata:
             self._logs.set_config(t.name, self._log_configs[t.name])
 
     # --- internals -----------------------------------------------------------------------------
+
+    async def _open_logs(self, t: TopicInfo, partitions: range) -> None:
+        """The topic is recorded; a partition whose log cannot be created (a full disk, no file
+        descriptors left) is KAFKA_STORAGE_ERROR now and is opened again when next used."""
+        try:
+            await self._logs.open_partitions(t, partitions)
+        except KafkaStorageError as e:
+            log.warning("topic %s: %s", t.name, e)
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
 
     @property
     def _logs(self) -> PartitionLogs:

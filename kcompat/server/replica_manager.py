@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import KafkaStorageError
+from kcompat.log.errors import KafkaStorageError, LoadAborted
 from kcompat.log.manager import LogManager
 from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
@@ -51,15 +52,37 @@ class ReplicaManager:
     async def start(
         self, log_dirs: list[Path], default_config: LogConfig, *, cluster_id: str, node_id: int,
         topic_configs: dict[str, LogConfig], clock: Callable[[], int], topics: list[TopicInfo],
+        recovery_threads: int = 1,
     ) -> None:
-        """Open (and recover) the logs in a worker thread, then every partition of `topics`."""
-        self.logs = await asyncio.to_thread(
-            LogManager, log_dirs, default_config, cluster_id=cluster_id, node_id=node_id,
-            topic_configs=topic_configs, clock=clock,
-        )  # fmt: skip
-        for t in topics:
-            for p in range(t.partitions):
-                self.open_partition(t, p)
+        """Open (and recover) the logs, then every partition of `topics`, in a worker thread.
+
+        Cancelled (SIGTERM during start-up): the thread stops between two partitions and this
+        raises CancelledError once it has; nothing is marked cleanly shut down.
+        """
+        abort = threading.Event()
+
+        def load() -> LogManager:
+            logs = LogManager(
+                log_dirs, default_config, cluster_id=cluster_id, node_id=node_id, topic_configs=topic_configs,
+                clock=clock, abort=abort, recovery_threads=recovery_threads,
+            )  # fmt: skip
+            self.logs = logs
+            for t in topics:
+                if abort.is_set():
+                    raise LoadAborted("stopped while opening the partitions")
+                for p in range(t.partitions):
+                    self.open_partition(t, p)
+            logs.sync_new_logs()
+            return logs
+
+        work = asyncio.ensure_future(asyncio.to_thread(load))
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            abort.set()
+            await asyncio.wait([work])
+            self.logs = None  # half-opened: never closed as if it had been a clean start
+            raise
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog:
         assert self.logs is not None
@@ -80,13 +103,29 @@ class ReplicaManager:
         # OffsetForLeaderEpoch answers (epoch, log end) even before anything was appended.
         cache = plog.leader_epoch_cache
         if cache.latest_epoch < t.leader_epoch:
-            cache.assign(t.leader_epoch, plog.log_end_offset)
+            cache.assign(t.leader_epoch, plog.log_end_offset, write=False)  # written by the log's next flush
         return plog
 
     def open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         """The log of a replica the image assigns here, opened or created (cluster mode)."""
         assert self.logs is not None
         return self.logs.get_or_create(topic, partition, config)
+
+    async def open_partitions(self, t: TopicInfo, partitions: range) -> None:
+        """Create the logs of new partitions in a worker thread (a topic of thousands of partitions
+        must not stall the event loop), then make their directories durable with one fsync.
+        KafkaStorageError (e.g. out of file descriptors) after opening as many as it could."""
+        logs = self.logs
+        assert logs is not None
+
+        def work() -> None:
+            try:
+                for p in partitions:
+                    self.open_partition(t, p)
+            finally:
+                logs.sync_new_logs()
+
+        await asyncio.to_thread(work)
 
     def append(
         self, topic: str, partition: int, batch: bytearray | memoryview, *, leader_epoch: int, now_ms: int

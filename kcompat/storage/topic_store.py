@@ -18,9 +18,11 @@ a new topic, so its epoch may start again at 0.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,7 @@ class TopicStore:
         # Dynamic broker configs (AlterConfigs on a broker resource): this node's, and the cluster default.
         self._broker_node: dict[str, str] = {}
         self._broker_default: dict[str, str] = {}
+        self._deferred: list[str] | None = None  # topics created inside deferred(), saved at its end
 
     # --- persistence ---
 
@@ -121,6 +124,29 @@ class TopicStore:
             t = TopicInfo.from_json(d)
             self._topics[t.name] = t
             self._by_id[t.topic_id] = t
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[list[str]]:
+        """Topics created inside are saved once, at the end (one fsync for a CreateTopics request
+        of many topics, as Kafka's controller writes a request's records as one batch). When that
+        save fails, they are forgotten again and the OSError is raised; the list names them."""
+        if self._deferred is not None:
+            yield []
+            return
+        created: list[str] = []
+        self._deferred = created
+        try:
+            yield created
+        finally:
+            self._deferred = None
+            if created:
+                try:
+                    self.save()
+                except OSError:
+                    for name in created:
+                        t = self._topics.pop(name)
+                        del self._by_id[t.topic_id]
+                    raise
 
     def save(self) -> None:
         doc = {
@@ -183,6 +209,9 @@ class TopicStore:
         t = TopicInfo(name, topic_id, partitions, dict(configs or {}))
         self._topics[name] = t
         self._by_id[topic_id] = t
+        if self._deferred is not None:
+            self._deferred.append(name)
+            return t
         try:
             self.save()
         except OSError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 from hypothesis import given, settings
@@ -28,11 +29,26 @@ def test_entries_are_big_endian_relative_offset_then_position(tmp_path):
 def test_preallocated_to_whole_entries_and_trimmed(tmp_path):
     p = tmp_path / "x.index"
     idx = OffsetIndex(p, 0, 1001)
-    assert p.stat().st_size == 1000  # rounded down to 125 entries
-    assert idx.max_entries == 125
+    assert not p.exists()  # created with the first entry (Kafka's LazyIndex)
+    assert idx.max_entries == 125  # rounded down to whole entries
     idx.append(5, 10)
+    assert p.stat().st_size == 1000
     idx.trim()
     assert p.stat().st_size == 8
+
+
+def test_an_index_without_entries_holds_no_descriptor_and_is_left_empty_on_close(tmp_path):
+    p = tmp_path / "x.index"
+    before = len(os.listdir("/proc/self/fd"))
+    indexes = [OffsetIndex(tmp_path / f"{i}.index", i, 4096) for i in range(50)]
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert all(idx.lookup(7) == (idx.base_offset, 0) for idx in indexes)
+    idx = OffsetIndex(p, 0, 4096)
+    idx.close()
+    assert p.stat().st_size == 0  # there, so the next start need not rebuild it
+    again = OffsetIndex(p, 0, 4096)
+    again.append(3, 100)
+    assert again.lookup(5) == (3, 100)
 
 
 def test_reopen_of_untrimmed_file_stops_at_zero_padding(tmp_path):

@@ -1,0 +1,177 @@
+"""Many partitions on one broker (issue 18): real `kcompat serve` processes and real clients.
+
+* Under `ulimit -n 1024` (prlimit on the broker process): partitions beyond what the descriptors
+  allow get KAFKA_STORAGE_ERROR in the CreateTopics answer, the broker goes on accepting
+  connections and serving the partitions it has, and once topics are deleted new ones work again.
+* SIGTERM while thousands of partitions are being recovered after a kill -9: the process exits
+  within a second, and the next start recovers every record.
+* (slow) 5,000 partitions created and filled by a real client, kill -9, restart: every
+  acknowledged record is there.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kcompat.testing import TEST_DEFAULTS, Broker
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class LimitedBroker(Broker):
+    """A broker started under `prlimit --nofile=N:N` (soft and hard: it cannot raise it)."""
+
+    def __init__(self, *args: object, nofile: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.nofile = nofile
+
+    def command(self) -> list[str]:
+        return ["prlimit", f"--nofile={self.nofile}:{self.nofile}", "--", *super().command()]
+
+
+def _broker(tmp_path: Path, name: str, **kwargs: object) -> Broker:
+    cls = LimitedBroker if "nofile" in kwargs else Broker
+    return cls(tmp_path / f"{name}-data", tmp_path / f"{name}.log", dict(TEST_DEFAULTS), **kwargs)  # type: ignore[arg-type]
+
+
+def create(admin: AdminClient, names: list[str], partitions: int) -> dict[str, int]:
+    """topic -> Kafka error code of its CreateTopics result (0 when created)."""
+    futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], request_timeout=120)
+    out = {}
+    for name, f in futures.items():
+        e = f.exception()
+        out[name] = 0 if e is None else e.args[0].code()
+    return out
+
+
+def produce(bootstrap: str, targets: list[tuple[str, int]], value: bytes = b"v") -> dict[tuple[str, int], int]:
+    """One record per partition; (topic, partition) -> acknowledged offset."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "enable.idempotence": True})
+    acked: dict[tuple[str, int], int] = {}
+    errors: list[str] = []
+
+    def done(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[(msg.topic(), msg.partition())] = msg.offset()  # type: ignore[attr-defined]
+
+    for topic, part in targets:
+        while True:
+            try:
+                p.produce(topic, value, partition=part, on_delivery=done)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+    assert not errors, errors[:3]
+    return acked
+
+
+def read_back(bootstrap: str, expected: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """The offset at which each expected (topic, partition) record is read back."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-check", "enable.auto.commit": False})
+    c.assign([TopicPartition(t, p, 0) for t, p in expected])
+    seen: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + 120
+    while len(seen) < len(expected) and time.monotonic() < deadline:
+        for m in c.consume(1000, timeout=0.5):
+            if m.error() is None:
+                seen.setdefault((m.topic(), m.partition()), m.offset())
+    c.close()
+    return seen
+
+
+def test_out_of_descriptors_is_a_storage_error_and_the_broker_goes_on(tmp_path: Path) -> None:
+    broker = _broker(tmp_path, "fd", nofile=1024).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        first = create(admin, [f"fd-a{i}" for i in range(10)], 50)
+        assert set(first.values()) == {0}
+        # 700 more partitions need more descriptors than the 1024 (minus those kept for connections).
+        second = create(admin, [f"fd-b{i:02d}" for i in range(14)], 50)
+        failed = sorted(n for n, code in second.items() if code)
+        assert failed, second
+        assert {second[n] for n in failed} == {KafkaError.KAFKA_STORAGE_ERROR}
+        assert "Too many open files" not in broker.logs()
+        # A new connection is accepted, and the partitions it has serve produce and fetch.
+        targets = [(f"fd-a{i}", p) for i in range(10) for p in range(0, 50, 7)]
+        acked = produce(broker.bootstrap, targets)
+        assert read_back(broker.bootstrap, acked) == acked
+        # Deleting topics gives the descriptors back: a new topic then works.
+        doomed = [f"fd-a{i}" for i in range(10)] + failed
+        for f in admin.delete_topics(doomed, request_timeout=60).values():
+            f.result()
+        assert create(admin, ["fd-again"], 50) == {"fd-again": 0}
+        assert produce(broker.bootstrap, [("fd-again", 49)]) == {("fd-again", 49): 0}
+    finally:
+        broker.stop()
+    # A start-up under a limit that is low for the partitions there says so (and still starts).
+    present = sum(1 for d in broker.data_dir.iterdir() if d.is_dir())
+    low = present + 100
+    again = _broker(tmp_path, "fd", nofile=low, port=broker.port).start()
+    try:
+        assert f"open file limit ({low}) is low for the {present} partitions" in again.logs()
+    finally:
+        again.stop()
+
+
+def _many_unflushed(tmp_path: Path, topics: int, partitions: int) -> tuple[Broker, dict[tuple[str, int], int]]:
+    """A broker whose topics x partitions each got one acknowledged record, then was killed."""
+    broker = _broker(tmp_path, "many").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        names = [f"many-{i:03d}" for i in range(topics)]
+        assert set(create(admin, names, partitions).values()) == {0}
+        acked = produce(broker.bootstrap, [(n, p) for n in names for p in range(partitions)], b"x" * 100)
+    finally:
+        broker.kill()
+    return broker, acked
+
+
+def test_sigterm_during_recovery_exits_within_a_second_and_the_next_start_recovers(tmp_path: Path) -> None:
+    broker, acked = _many_unflushed(tmp_path, 40, 50)
+    # Start again (not waiting for it to answer) and stop it as soon as it says it is recovering.
+    with open(broker.log_path, "ab") as out:
+        proc = subprocess.Popen(broker.command(), stdout=out, stderr=subprocess.STDOUT, env=broker._env(),
+                                cwd=str(broker.data_dir.parent))  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "was not shut down cleanly" not in broker.logs():
+        assert proc.poll() is None and time.monotonic() < deadline, broker.logs()[-2000:]
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    code = proc.wait(10)
+    took = time.monotonic() - t0
+    assert code == 0, broker.logs()[-2000:]
+    assert took < 1.0, f"exited {took:.2f} s after SIGTERM"
+    assert "stopped during start-up" in broker.logs()
+    assert not (broker.data_dir / ".kafka_cleanshutdown").exists()
+    broker.start()
+    try:
+        assert read_back(broker.bootstrap, acked) == acked
+    finally:
+        broker.stop()
+
+
+@pytest.mark.slow
+def test_5000_partitions_survive_kill_9(tmp_path: Path) -> None:
+    broker, acked = _many_unflushed(tmp_path, 100, 50)
+    assert len(acked) == 5000
+    t0 = time.monotonic()
+    broker.start()
+    try:
+        print(f"restart after kill -9 with 5,000 partitions: {time.monotonic() - t0:.1f} s")
+        assert read_back(broker.bootstrap, acked) == acked
+        fds = len(os.listdir(f"/proc/{broker.process.pid}/fd"))  # type: ignore[union-attr]
+        assert fds < 1.2 * 5000, fds
+    finally:
+        broker.stop()
