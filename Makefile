@@ -39,6 +39,7 @@ run: $(STAMP)
 
 check: $(LINT_STAMP)
 	$(BIN)/ruff check kcompat tests compat_tests tools benchmarks spark_examples
+	$(BIN)/ruff format --check kcompat tests compat_tests tools benchmarks spark_examples
 	$(BIN)/mypy kcompat
 	$(BIN)/python tools/check_imports.py --strict
 	$(BIN)/python tools/gen_schemas.py --check

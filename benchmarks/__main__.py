@@ -45,13 +45,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke run: one round, small counts")
     p.add_argument("--rounds", type=int, help="rounds (default 3, or 1 with --quick)")
     p.add_argument("--brokers", default="kafka,kcompat", help="comma-separated: kafka, kcompat")
-    p.add_argument("--no-java", action="store_true", help="skip Kafka's perf-test tools (confluent clients only)")
-    p.add_argument("--suites", default="produce,consume,latency", help="comma-separated: produce, consume, latency")
+    p.add_argument(
+        "--no-java", action="store_true", help="skip Kafka's perf-test tools (confluent clients only)"
+    )
+    p.add_argument(
+        "--suites", default="produce,consume,latency", help="comma-separated: produce, consume, latency"
+    )
     p.add_argument("--out", type=Path, help="results folder (default benchmarks/results/<timestamp>)")
     p.add_argument("--workdir", type=Path, help="where the brokers' log dirs go (default: a new temp dir)")
     p.add_argument("--profile", action="store_true", help="py-spy flame graph of each kcompat suite")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--scale", action="store_true", help="also run the scale suite (several minutes per broker)")
+    p.add_argument(
+        "--scale", action="store_true", help="also run the scale suite (several minutes per broker)"
+    )
     return p.parse_args(argv)
 
 

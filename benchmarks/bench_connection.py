@@ -62,7 +62,11 @@ async def one_round(size: int, count: int) -> float:
 
 
 async def main_async(rounds: int) -> None:
-    for label, size, count in (("100 B frames", 100, 200_000), ("16 KiB frames", 16 << 10, 20_000), ("1 MiB frames", 1 << 20, 400)):
+    for label, size, count in (
+        ("100 B frames", 100, 200_000),
+        ("16 KiB frames", 16 << 10, 20_000),
+        ("1 MiB frames", 1 << 20, 400),
+    ):
         best = min([await one_round(size, count) for _ in range(rounds)])
         print(f"{label:16} {best / count * 1e6:8.2f} us/frame {count * size / best / 1e6:9.1f} MB/s")
 

@@ -99,12 +99,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rate", type=int, default=2000)
-    parser.add_argument("--client", choices=("browser", "http"), default="browser",
-                        help="browser: headless Chromium on this machine; http: the same pages from urllib")
+    parser.add_argument(
+        "--client",
+        choices=("browser", "http"),
+        default="browser",
+        help="browser: headless Chromium on this machine; http: the same pages from urllib",
+    )
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="bench-console-"))
-    broker = Broker(base / "data", base / "log", {**TEST_DEFAULTS, "admin.listener": f"127.0.0.1:{free_port()}"}).start()
+    broker = Broker(
+        base / "data", base / "log", {**TEST_DEFAULTS, "admin.listener": f"127.0.0.1:{free_port()}"}
+    ).start()
     url = broker.admin_url
     assert url is not None
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -116,9 +122,13 @@ def main() -> None:
     results: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
     try:
         for r in range(args.rounds):
-            for with_browser in ((False, True) if r % 2 == 0 else (True, False)):
+            for with_browser in (False, True) if r % 2 == 0 else (True, False):
                 stop, pages = threading.Event(), [0]
-                work = (_refresh, (chrome, url, stop, pages)) if chrome is not None else (_fetch, (url, stop, pages, times))
+                work = (
+                    (_refresh, (chrome, url, stop, pages))
+                    if chrome is not None
+                    else (_fetch, (url, stop, pages, times))
+                )
                 t = threading.Thread(target=work[0], args=work[1]) if with_browser else None
                 if t is not None:
                     t.start()
@@ -128,7 +138,11 @@ def main() -> None:
                     t.join()
                 row = (_pct(lat, 0.5), _pct(lat, 0.99), statistics.fmean(lat) * 1000)
                 results[with_browser].append(row)
-                what = f"{args.client} refreshing ({pages[0] / args.seconds:.1f} pages/s)" if with_browser else "no console"
+                what = (
+                    f"{args.client} refreshing ({pages[0] / args.seconds:.1f} pages/s)"
+                    if with_browser
+                    else "no console"
+                )
                 print(f"round {r} {what:38} {len(lat):6d} records  p50 {row[0]:6.2f} ms  p99 {row[1]:6.2f} ms",
                       flush=True)  # fmt: skip
     finally:
@@ -142,7 +156,9 @@ def main() -> None:
               f"p99 median {statistics.median(r[1] for r in rows):6.2f} ms   (p99 per round: "
               f"{', '.join(f'{r[1]:.2f}' for r in rows)})")  # fmt: skip
     if times:
-        print(f"console requests: {len(times)}, round trip p50 {_pct(times, 0.5):.2f} ms, p99 {_pct(times, 0.99):.2f} ms")
+        print(
+            f"console requests: {len(times)}, round trip p50 {_pct(times, 0.5):.2f} ms, p99 {_pct(times, 0.99):.2f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,11 @@ def batch_of(total: int, size: int) -> bytes:
 
 
 def produce_frame(topic: str, records: bytes) -> memoryview:
-    body = {"acks": 1, "timeout_ms": 30000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+    body = {
+        "acks": 1,
+        "timeout_ms": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
     return memoryview(encode_request(PRODUCE.key, 9, 1, body, client_id="bench"))[4:]
 
 
@@ -68,7 +72,9 @@ async def per_call_us(fn: Any, seconds: float) -> float:
 
 async def main_async(seconds: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        config = BrokerConfig({"log.dirs": str(Path(tmp) / "data"), "listeners": "PLAINTEXT://127.0.0.1:19092"})
+        config = BrokerConfig(
+            {"log.dirs": str(Path(tmp) / "data"), "listeners": "PLAINTEXT://127.0.0.1:19092"}
+        )
         broker = Broker(config)
         await broker.start()
         a, b = socket.socketpair()

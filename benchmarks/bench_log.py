@@ -185,9 +185,7 @@ def memory_per_partition(directory: Path, count: int) -> None:
     print(f"  {count} partitions with one 16 KiB batch each:")
     print(f"  Python heap {heap / count / 1024:6.1f} KiB/partition   RSS {(rss1 - rss0) / count / 1024:6.1f} KiB/partition"
           f"   {(fds1 - fds0) / count:.0f} fds/partition (.log, and a map per index with entries)")  # fmt: skip
-    print(
-        "  (an index gets its file and map, 10 MiB preallocated and sparse, with its first entry)"
-    )
+    print("  (an index gets its file and map, 10 MiB preallocated and sparse, with its first entry)")
     m.close()
     drop(d)
 

@@ -45,7 +45,9 @@ async def _cpu_us(fn: Callable[[], Awaitable[None]], calls: int) -> float:
 
 async def main_async(rounds: int, calls: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        config = BrokerConfig({"log.dirs": str(Path(tmp) / "data"), "listeners": "PLAINTEXT://127.0.0.1:19092"})
+        config = BrokerConfig(
+            {"log.dirs": str(Path(tmp) / "data"), "listeners": "PLAINTEXT://127.0.0.1:19092"}
+        )
         broker = Broker(config)
         await broker.start()
         a, b = socket.socketpair()

@@ -45,7 +45,9 @@ def main() -> None:
     print(f"CRC32C verify:           {mb / t:8.0f} MB/s")
     small = build_batch(records[:5])
     print(f"validate_batch (5 rec):  {best_of(lambda: validate_batch(small), 100_000) * 1e9:8.0f} ns/batch")
-    print(f"validate_batch (500):    {best_of(lambda: validate_batch(batch), 2_000) * 1e6:8.1f} us/batch (CRC-bound)")
+    print(
+        f"validate_batch (500):    {best_of(lambda: validate_batch(batch), 2_000) * 1e6:8.1f} us/batch (CRC-bound)"
+    )
     t = best_of(lambda: decode_batch(batch), 20)
     print(f"decode_batch:            {t / len(records) * 1e9:8.0f} ns/record")
     t = best_of(lambda: build_batch(records), 20)
@@ -76,7 +78,9 @@ def main() -> None:
         version = "not installed"
     for name, comp, decomp in rows:
         tc, td = best_of(comp, n), best_of(decomp, n)
-        print(f"{name:14} compress {len(block) / tc / 1e6:7.0f} MB/s   decompress {len(block) / td / 1e6:7.0f} MB/s")
+        print(
+            f"{name:14} compress {len(block) / tc / 1e6:7.0f} MB/s   decompress {len(block) / td / 1e6:7.0f} MB/s"
+        )
     print(f"python-snappy version: {version}")
 
 

@@ -86,7 +86,9 @@ def main() -> None:
         broker.stop()
         t = time.monotonic()
         written = fill(broker.data_dir, args.gib)
-        print(f"wrote {written / GiB:.2f} GiB in {time.monotonic() - t:.1f} s to {broker.data_dir}", flush=True)
+        print(
+            f"wrote {written / GiB:.2f} GiB in {time.monotonic() - t:.1f} s to {broker.data_dir}", flush=True
+        )
 
         results: dict[str, list[float]] = {"clean": [], "unclean": [], "unclean-all": []}
         for _ in range(args.runs):
@@ -102,9 +104,13 @@ def main() -> None:
             broker.stop()
         scans = broker.logs().count("was not shut down cleanly")
         assert scans == 2 * args.runs, f"expected {2 * args.runs} recoveries, the log shows {scans}"
-        print(f"restart of kcompat serve on {written / GiB:.2f} GiB (median of {args.runs}, spawn to first answer):")
+        print(
+            f"restart of kcompat serve on {written / GiB:.2f} GiB (median of {args.runs}, spawn to first answer):"
+        )
         for case, times in results.items():
-            print(f"  {case:12s} {statistics.median(times):7.2f} s   (runs: {', '.join(f'{x:.2f}' for x in times)})")
+            print(
+                f"  {case:12s} {statistics.median(times):7.2f} s   (runs: {', '.join(f'{x:.2f}' for x in times)})"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

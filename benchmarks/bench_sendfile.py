@@ -119,7 +119,9 @@ def raw_tls(path: Path, size: int, tls: tuple[ssl.SSLContext, str]) -> float:
 
 
 def seam(
-    loop_factory: Callable[[], asyncio.AbstractEventLoop], fetch: FetchSlice, send_buffer: int = -1,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop],
+    fetch: FetchSlice,
+    send_buffer: int = -1,
     tls: tuple[ssl.SSLContext, str] | None = None,
 ) -> float:
     size = len(fetch)
@@ -169,11 +171,22 @@ def tls_context(tmp: str) -> tuple[ssl.SSLContext, str]:
 
 
 def ktls_state() -> str:
-    missing = [why for ok, why in (
-        (hasattr(ssl, "OP_ENABLE_KTLS"), f"Python {'.'.join(map(str, sys.version_info[:2]))}'s ssl has no OP_ENABLE_KTLS"),
-        (os.path.exists("/sys/module/tls"), "the kernel's tls module is not loaded"),
-    ) if not ok]
-    return "kernel TLS: unavailable (" + "; ".join(missing) + ")" if missing else "kernel TLS: available, not used"
+    missing = [
+        why
+        for ok, why in (
+            (
+                hasattr(ssl, "OP_ENABLE_KTLS"),
+                f"Python {'.'.join(map(str, sys.version_info[:2]))}'s ssl has no OP_ENABLE_KTLS",
+            ),
+            (os.path.exists("/sys/module/tls"), "the kernel's tls module is not loaded"),
+        )
+        if not ok
+    ]
+    return (
+        "kernel TLS: unavailable (" + "; ".join(missing) + ")"
+        if missing
+        else "kernel TLS: available, not used"
+    )
 
 
 def main() -> None:
@@ -213,7 +226,9 @@ def main() -> None:
                 results[name].append(run())
         assert sendfile.STATS.sendfile_bytes == 5 * args.rounds * size
         assert sendfile.STATS.fallback_bytes == 2 * args.rounds * size
-        print(f"{args.mib} MiB page-cached file to 127.0.0.1, {args.rounds} rounds, MB/s (best / median); {ktls_state()}")
+        print(
+            f"{args.mib} MiB page-cached file to 127.0.0.1, {args.rounds} rounds, MB/s (best / median); {ktls_state()}"
+        )
         for name, figures in results.items():
             figures.sort()
             print(f"  {name:34} {figures[-1]:6.0f} / {figures[len(figures) // 2]:6.0f}")

@@ -30,12 +30,16 @@ def main() -> None:
         codec = protocol.request_codec(req.api_key)
         decode = best_us(lambda frame=frame: protocol.decode_request(frame), 20000)
         encode = best_us(lambda req=req, codec=codec: codec.encode(req.body, req.api_version), 20000)
-        print(f"{name:14} {len(frame):5} B   decode {decode:6.2f} us   encode {encode:6.2f} us   both {decode + encode:6.2f} us")
+        print(
+            f"{name:14} {len(frame):5} B   decode {decode:6.2f} us   encode {encode:6.2f} us   both {decode + encode:6.2f} us"
+        )
     produce = protocol.decode_request(bytes.fromhex((GOLDEN / "Produce-v9.hex").read_text().strip()))
     batch = bytes(produce.body.topic_data[0].partition_data[0].records)
     header_ns = best_us(lambda: read_header(batch), 200000) * 1000
     crc_ns = best_us(lambda: crc_ok(batch), 200000) * 1000
-    print(f"RecordBatch header parse {header_ns:6.0f} ns/batch;  CRC32C check of a {len(batch)} B batch {crc_ns:6.0f} ns")
+    print(
+        f"RecordBatch header parse {header_ns:6.0f} ns/batch;  CRC32C check of a {len(batch)} B batch {crc_ns:6.0f} ns"
+    )
 
 
 if __name__ == "__main__":

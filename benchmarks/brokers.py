@@ -153,7 +153,9 @@ class KcompatBroker(BrokerProcess):
     def prepare(self) -> None:
         # kcompat as pip installs it: byte-compiled (an editable install, or PYTHONDONTWRITEBYTECODE,
         # would leave every start compiling the sources, ~90 ms). Up-to-date files are skipped.
-        subprocess.run([self.python, "-m", "compileall", "-q", str(ROOT / "kcompat")], check=True, timeout=120)
+        subprocess.run(
+            [self.python, "-m", "compileall", "-q", str(ROOT / "kcompat")], check=True, timeout=120
+        )
 
     def command(self, properties: Path) -> list[str]:
         return [self.python, "-m", "kcompat", "serve", str(properties)]

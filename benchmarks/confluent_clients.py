@@ -55,8 +55,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:  # until the partition has a leader
         md = admin.list_topics(topic, timeout=timeout).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions and all(
-            p.leader >= 0 for p in md.partitions.values()
+        if (
+            md is not None
+            and md.error is None
+            and len(md.partitions) == partitions
+            and all(p.leader >= 0 for p in md.partitions.values())
         ):
             return
         time.sleep(0.05)
@@ -107,7 +110,9 @@ def _consumer(bootstrap: str, extra: dict[str, object] | None = None) -> Consume
     })  # fmt: skip
 
 
-def consume(bootstrap: str, topic: str, count: int, timeout: float = 120.0, *, defaults: bool = False) -> Throughput:
+def consume(
+    bootstrap: str, topic: str, count: int, timeout: float = 120.0, *, defaults: bool = False
+) -> Throughput:
     """Read `count` records of partition 0 from offset 0."""
     consumer = _consumer(bootstrap, None if defaults else {"fetch.queue.backoff.ms": 10})
     try:
@@ -138,7 +143,9 @@ class Latencies:
 def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, size: int,
                warmup_s: float = 0.5) -> Latencies:  # fmt: skip
     consumer = _consumer(bootstrap, {"fetch.wait.max.ms": 500, "socket.nagle.disable": True})
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0, "socket.nagle.disable": True})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0, "socket.nagle.disable": True}
+    )
     producer.list_topics(topic, timeout=10)
     consumer.assign([TopicPartition(topic, 0, 0)])
     consumer.consume(1, 1.0)  # fetching (and long-polling) before the first send

@@ -20,7 +20,9 @@ _CORRELATION_ID = 0x6265
 
 
 def metadata_request() -> bytes:
-    body = struct.pack(">hhih", 3, 4, _CORRELATION_ID, len(_CLIENT_ID)) + _CLIENT_ID + struct.pack(">ib", -1, 0)
+    body = (
+        struct.pack(">hhih", 3, 4, _CORRELATION_ID, len(_CLIENT_ID)) + _CLIENT_ID + struct.pack(">ib", -1, 0)
+    )
     return struct.pack(">i", len(body)) + body
 
 

@@ -37,7 +37,9 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, Stat]]:
     for run in runs:
         for key, value in run["values"].items():
             by_key.setdefault(key, {}).setdefault(run["broker"], []).append(value)
-    return {key: {b: s for b, vs in per.items() if (s := stat(vs)) is not None} for key, per in by_key.items()}
+    return {
+        key: {b: s for b, vs in per.items() if (s := stat(vs)) is not None} for key, per in by_key.items()
+    }
 
 
 def ratio(agg: dict[str, dict[str, Stat]], key: str) -> float | None:
@@ -78,7 +80,9 @@ def _table(agg: dict[str, dict[str, Stat]], rows: list[tuple[str, str, bool]], f
     lines = [f"| {first} | Kafka | kcompat | kcompat/Kafka |", "|---|---:|---:|---:|"]
     for label, key, hib in rows:
         per = agg.get(key, {})
-        lines.append(f"| {label} | {_cell(per.get(KAFKA))} | {_cell(per.get(KCOMPAT))} | {_ratio_cell(ratio(agg, key), hib)} |")
+        lines.append(
+            f"| {label} | {_cell(per.get(KAFKA))} | {_cell(per.get(KCOMPAT))} | {_ratio_cell(ratio(agg, key), hib)} |"
+        )
     return lines
 
 
@@ -101,7 +105,11 @@ def targets(agg: dict[str, dict[str, Stat]], plan: Plan, machine: dict[str, Stat
             continue
         worst = min(ratios, key=lambda kr: kr[1])
         below = sum(1 for _, r in ratios if r < 1.0)
-        line(kind, below == 0, f"{len(ratios) - below}/{len(ratios)} rows at or above 1.0x; lowest {worst[1]:.2f}x ({worst[0]})")
+        line(
+            kind,
+            below == 0,
+            f"{len(ratios) - below}/{len(ratios)} rows at or above 1.0x; lowest {worst[1]:.2f}x ({worst[0]})",
+        )
     for name, key, limit in (
         ("end-to-end p99 <= 1.0x", "latency/e2e/p99_ms", 1.0),
         ("cold start <= 0.1x", "start/cold_s", 0.1),
@@ -159,11 +167,31 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
     ]  # fmt: skip
     consume = [(f"{c} {size_label(s)}", consume_key(c, s)) for c in plan.consume_clients for s in plan.sizes]
     if "produce" in plan.suites:
-        lines += ["## Produce throughput, records/s", "", *_table(agg, rows(produce, "records_per_s"), "client, record size, acks, compression"), ""]
-        lines += ["## Produce throughput, MB/s (record values)", "", *_table(agg, rows(produce, "mb_per_s"), "client, record size, acks, compression"), ""]
+        lines += [
+            "## Produce throughput, records/s",
+            "",
+            *_table(agg, rows(produce, "records_per_s"), "client, record size, acks, compression"),
+            "",
+        ]
+        lines += [
+            "## Produce throughput, MB/s (record values)",
+            "",
+            *_table(agg, rows(produce, "mb_per_s"), "client, record size, acks, compression"),
+            "",
+        ]
     if "consume" in plan.suites:
-        lines += ["## Catch-up consume throughput, records/s", "", *_table(agg, rows(consume, "records_per_s"), "reader, record size"), ""]
-        lines += ["## Catch-up consume throughput, MB/s", "", *_table(agg, rows(consume, "mb_per_s"), "reader, record size"), ""]
+        lines += [
+            "## Catch-up consume throughput, records/s",
+            "",
+            *_table(agg, rows(consume, "records_per_s"), "reader, record size"),
+            "",
+        ]
+        lines += [
+            "## Catch-up consume throughput, MB/s",
+            "",
+            *_table(agg, rows(consume, "mb_per_s"), "reader, record size"),
+            "",
+        ]
         if "confluent-defaults" in plan.consume_clients:
             lines += [
                 "confluent-defaults is librdkafka with its defaults, which stop fetching for a whole second "
@@ -188,7 +216,10 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
     lines += ["## Start and memory", "", *_table(agg, res, "figure"), ""]
     fmt_s = [n["format_s"] for n in (r["notes"] for r in data["runs"]) if "format_s" in n]
     if fmt_s:
-        lines += [f"Kafka also needs `kafka-storage format` before its first start: {_fmt(statistics.median(fmt_s))} s (median).", ""]
+        lines += [
+            f"Kafka also needs `kafka-storage format` before its first start: {_fmt(statistics.median(fmt_s))} s (median).",
+            "",
+        ]
     cpu_rows = []
     if "produce" in plan.suites:
         cpu_rows += [(f"produce {label}", key, hib) for label, key, hib in rows(produce, "cpu_s_per_gb")]
@@ -202,7 +233,16 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
         lines += ["## Failures", ""]
         lines += [f"- {b}, round {n}, {k}: `{e.splitlines()[0][:300]}`" for b, n, k, e in errors]
         lines.append("")
-    lines += ["## Plots", "", "![throughput](throughput.png)", "", "![latency](latency.png)", "", "![memory](memory.png)", ""]
+    lines += [
+        "## Plots",
+        "",
+        "![throughput](throughput.png)",
+        "",
+        "![latency](latency.png)",
+        "",
+        "![memory](memory.png)",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -234,7 +274,11 @@ def plots(data: dict[str, Any], plan: Plan, out: Path) -> None:
 
     produce = [(f"{c} {size_label(s)} acks={a} {z}", f"{produce_key(c, s, a, z)}/mb_per_s")
                for c in plan.clients for s in plan.sizes for a in plan.acks for z in plan.compressions]  # fmt: skip
-    consume = [(f"{c} {size_label(s)}", f"{consume_key(c, s)}/mb_per_s") for c in plan.consume_clients for s in plan.sizes]
+    consume = [
+        (f"{c} {size_label(s)}", f"{consume_key(c, s)}/mb_per_s")
+        for c in plan.consume_clients
+        for s in plan.sizes
+    ]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 0.32 * max(len(produce), len(consume)) + 1.8))
     bars(a1, [p[0] for p in produce], [p[1] for p in produce], "MB/s")
     a1.set_title("produce throughput (median, min-max)")

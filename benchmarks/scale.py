@@ -216,9 +216,21 @@ def run(
 
 
 FIGURES = [
-    "create_s", "create_cpu_s", "fill_s", "fds", "fds_per_partition", "rss_mb", "metadata_ms", "produce_hot_s",
-    "consume_hot_s", "stop_clean_s", "restart_clean_s", "restart_clean_cpu_s", "restart_kill_s",
-    "restart_kill_cpu_s", "stop_s",
+    "create_s",
+    "create_cpu_s",
+    "fill_s",
+    "fds",
+    "fds_per_partition",
+    "rss_mb",
+    "metadata_ms",
+    "produce_hot_s",
+    "consume_hot_s",
+    "stop_clean_s",
+    "restart_clean_s",
+    "restart_clean_cpu_s",
+    "restart_kill_s",
+    "restart_kill_cpu_s",
+    "stop_s",
 ]
 
 

@@ -151,7 +151,14 @@ class Suite:
                 count = plan.records[size]
                 run: Callable[[], Any]
                 if client.startswith("confluent"):
-                    run = partial(cc.consume, b.bootstrap, topic, count, timeout, defaults=client == "confluent-defaults")
+                    run = partial(
+                        cc.consume,
+                        b.bootstrap,
+                        topic,
+                        count,
+                        timeout,
+                        defaults=client == "confluent-defaults",
+                    )
                 elif client == "java":
                     run = partial(java_tools.consumer_perf, b.bootstrap, topic, count, timeout)
                 else:

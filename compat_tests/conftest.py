@@ -99,7 +99,12 @@ def kafka_tool(
     cmd = kafka_tool_command(name, *args, jvm_opts=jvm_opts)
     try:
         result = subprocess.run(
-            cmd, input=input, capture_output=True, text=True, timeout=timeout, env=None if env is None else dict(env)
+            cmd,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=None if env is None else dict(env),
         )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -171,5 +176,7 @@ _CLIENT_SOCKET_LEAKS = (
 
 def pytest_configure(config: pytest.Config) -> None:
     for message, category in _CLIENT_SOCKET_LEAKS:
-        config.addinivalue_line("filterwarnings", f"ignore:{message}:{category.__module__}.{category.__qualname__}")
+        config.addinivalue_line(
+            "filterwarnings", f"ignore:{message}:{category.__module__}.{category.__qualname__}"
+        )
         warnings.filterwarnings("ignore", message, category)  # the session-level filters (end of session)

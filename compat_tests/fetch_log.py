@@ -47,5 +47,9 @@ def assert_incremental_session(lines: list[FetchLine], partitions: int) -> None:
     assert incremental, f"no incremental fetch in session {session}: {lines}"
     assert all(f.kind == "incremental" and f.read == partitions for f in incremental), lines
     assert [f.epoch for f in incremental] == list(range(1, len(incremental) + 1)), lines
-    assert any(f.requested < partitions for f in incremental), f"every incremental fetch named all partitions: {lines}"
-    assert any(f.answered < partitions for f in incremental), f"every incremental answer carried all partitions: {lines}"
+    assert any(f.requested < partitions for f in incremental), (
+        f"every incremental fetch named all partitions: {lines}"
+    )
+    assert any(f.answered < partitions for f in incremental), (
+        f"every incremental answer carried all partitions: {lines}"
+    )

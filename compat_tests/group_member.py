@@ -188,7 +188,9 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, conf: dict[str, s
 def main() -> None:
     client, bootstrap, topic, group, *rest = sys.argv[1:]
     # The clients' own account of joins and rebalances goes to stderr, shown when a test fails.
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     signal.signal(signal.SIGTERM, on_term)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a stuck member's stacks, for a failing test
     conf = settings(rest)

@@ -195,7 +195,9 @@ def end_offsets(values: set[str]) -> dict[int, int]:
     return ends
 
 
-def python_member(client: str, bootstrap: str, topic: str, group: str, conf: dict[str, str]) -> Callable[[str], Member]:
+def python_member(
+    client: str, bootstrap: str, topic: str, group: str, conf: dict[str, str]
+) -> Callable[[str], Member]:
     def start(name: str) -> Member:
         args = [f"{k}={v}" for k, v in conf.items()]
         return Member(name, [sys.executable, str(MEMBER_SCRIPT), client, bootstrap, topic, group, *args])
@@ -203,7 +205,9 @@ def python_member(client: str, bootstrap: str, topic: str, group: str, conf: dic
     return start
 
 
-def java_member(classes: Path, jars: Path, bootstrap: str, topic: str, group: str, conf: dict[str, str]) -> Callable[[str], Member]:
+def java_member(
+    classes: Path, jars: Path, bootstrap: str, topic: str, group: str, conf: dict[str, str]
+) -> Callable[[str], Member]:
     cp = f"{classes}{os.pathsep}{java_classpath(jars)}"
 
     def start(name: str) -> Member:
@@ -213,4 +217,12 @@ def java_member(classes: Path, jars: Path, bootstrap: str, topic: str, group: st
     return start
 
 
-__all__ = ["KAFKA_CLIENTS_39_JARS", "KAFKA_JARS", "Group", "Member", "compile_java", "java_member", "python_member"]
+__all__ = [
+    "KAFKA_CLIENTS_39_JARS",
+    "KAFKA_JARS",
+    "Group",
+    "Member",
+    "compile_java",
+    "java_member",
+    "python_member",
+]

@@ -39,7 +39,10 @@ def test_quick_run_against_kcompat_writes_every_figure(tmp_path):
                 key = produce_key("confluent", size, acks, comp)
                 expected += [f"{key}/records_per_s", f"{key}/mb_per_s"]
         for reader in ("confluent", "raw-1MiB", "raw-50MiB"):
-            expected += [f"{consume_key(reader, size)}/records_per_s", f"{consume_key(reader, size)}/mb_per_s"]
+            expected += [
+                f"{consume_key(reader, size)}/records_per_s",
+                f"{consume_key(reader, size)}/mb_per_s",
+            ]
     missing = [k for k in expected if k not in values]
     assert not missing, missing
     assert all(values[k] > 0 for k in expected)
@@ -60,7 +63,12 @@ def test_raw_frames_decode_as_kafka_reads_them():
     assert (req.api_key, req.api_version, req.correlation_id) == (1, 4, 7)
     (topic,) = req.body.topics
     (part,) = topic.partitions
-    assert (topic.topic, part.partition, part.fetch_offset, part.partition_max_bytes) == ("some-topic", 0, 123456789012, 1 << 20)
+    assert (topic.topic, part.partition, part.fetch_offset, part.partition_max_bytes) == (
+        "some-topic",
+        0,
+        123456789012,
+        1 << 20,
+    )
     assert (req.body.replica_id, req.body.max_bytes, req.body.min_bytes) == (-1, 50 << 20, 1)
     metadata = protocol.decode_request(metadata_probe.metadata_request()[4:])
     assert (metadata.api_key, metadata.api_version, metadata.body.topics) == (3, 4, None)
@@ -74,7 +82,10 @@ def test_only_whole_batches_count():
 
     data = batch(0, 9, 61) + batch(10, 4, 80)
     assert fetch_path._whole_batches(memoryview(data), 0, len(data), 0) == (15, 165)
-    assert fetch_path._whole_batches(memoryview(data), 0, len(data) - 1, 0) == (10, 73)  # the second is cut short
+    assert fetch_path._whole_batches(memoryview(data), 0, len(data) - 1, 0) == (
+        10,
+        73,
+    )  # the second is cut short
     assert fetch_path._whole_batches(memoryview(data), 0, 20, 3) == (3, 0)  # not even one whole batch
 
 

@@ -59,7 +59,9 @@ def kc(bootstrap: str) -> Run:
             env={**base, "KCOMPAT_BROKERS": bootstrap, **(env or {})},
         )  # fmt: skip
         if ok and result.returncode != 0:
-            pytest.fail(f"kcompat {' '.join(args)} exited {result.returncode}:\n{result.stderr}", pytrace=False)
+            pytest.fail(
+                f"kcompat {' '.join(args)} exited {result.returncode}:\n{result.stderr}", pytrace=False
+            )
         return result
 
     return run
@@ -83,7 +85,10 @@ def new_topic() -> str:
 
 def test_topic_create_describe_alter_delete(kc: Run, bootstrap: str) -> None:
     topic = new_topic()
-    assert kc("topic", "create", topic, "-p", "3", "-c", "retention.ms=123456").stdout == f"created topic {topic}\n"
+    assert (
+        kc("topic", "create", topic, "-p", "3", "-c", "retention.ms=123456").stdout
+        == f"created topic {topic}\n"
+    )
     again = kc("topic", "create", topic, "-p", "3", ok=False)
     assert again.returncode == 1
     assert again.stderr.startswith(f"kcompat: topic {topic}: CreateTopics: TOPIC_ALREADY_EXISTS")
@@ -132,9 +137,9 @@ def test_produce_then_consume_gives_the_lines_back(kc: Run) -> None:
     lines = [f"line {i} \u00e9\u00e8 {'x' * (i % 50)}" for i in range(3000)]
     produced = kc_json(kc, "produce", topic, "--batch", "400", input="\n".join(lines) + "\n")
     assert produced["records"] == 3000
-    assert {p["partition"]: (p["first_offset"], p["last_offset"], p["records"]) for p in produced["partitions"]} == {
-        0: (0, 999, 1000), 1: (0, 999, 1000), 2: (0, 999, 1000)
-    }
+    assert {
+        p["partition"]: (p["first_offset"], p["last_offset"], p["records"]) for p in produced["partitions"]
+    } == {0: (0, 999, 1000), 1: (0, 999, 1000), 2: (0, 999, 1000)}
 
     # Default format: the values, one a line. Keyless records went to the partitions in turn.
     out = kc("consume", topic).stdout.splitlines()
@@ -147,9 +152,19 @@ def test_produce_then_consume_gives_the_lines_back(kc: Run) -> None:
     sizes = kc_json(kc, "topic", "describe", topic)["partitions"]
     assert [(p["high_watermark"], p["size_bytes"] > 0) for p in sizes] == [(1000, True)] * 3
 
-    records = [json.loads(x) for x in kc("consume", topic, "-p", "1", "-o", "10", "-n", "4", "-f", "json").stdout.splitlines()]
-    assert [(r["partition"], r["offset"], r["value"]) for r in records] == [(1, o, lines[1 + 3 * o]) for o in range(10, 14)]
-    assert [r["offset"] for r in map(json.loads, kc("consume", topic, "-p", "2", "-o", "-2", "-f", "json").stdout.splitlines())] == [998, 999]
+    records = [
+        json.loads(x)
+        for x in kc("consume", topic, "-p", "1", "-o", "10", "-n", "4", "-f", "json").stdout.splitlines()
+    ]
+    assert [(r["partition"], r["offset"], r["value"]) for r in records] == [
+        (1, o, lines[1 + 3 * o]) for o in range(10, 14)
+    ]
+    assert [
+        r["offset"]
+        for r in map(
+            json.loads, kc("consume", topic, "-p", "2", "-o", "-2", "-f", "json").stdout.splitlines()
+        )
+    ] == [998, 999]
     assert kc("consume", topic, "-o", "end").stdout == ""
 
 
@@ -159,9 +174,19 @@ def test_produce_keys_headers_and_partitions(kc: Run) -> None:
     topic = new_topic()
     kc("topic", "create", topic, "-p", "4")
     keys = [f"user-{i}" for i in range(40)]
-    kc("produce", topic, "-f", "%k\\t%v", "-H", "source=test", input="".join(f"{k}\tvalue of {k}\n" for k in keys))
+    kc(
+        "produce",
+        topic,
+        "-f",
+        "%k\\t%v",
+        "-H",
+        "source=test",
+        input="".join(f"{k}\tvalue of {k}\n" for k in keys),
+    )
     got = kc("consume", topic, "-f", "%p|%k|%v|%h\\n").stdout.splitlines()
-    assert sorted(got) == sorted(f"{partition_for_key(k.encode(), 4)}|{k}|value of {k}|source=test" for k in keys)
+    assert sorted(got) == sorted(
+        f"{partition_for_key(k.encode(), 4)}|{k}|value of {k}|source=test" for k in keys
+    )
 
     kc("produce", topic, "-f", "%p %h %v", input="3 a=1,b=2 to three\n")
     (last,) = kc("consume", topic, "-p", "3", "-o", "-1", "-f", "%h %v\\n").stdout.splitlines()
@@ -179,7 +204,9 @@ def test_trim_deletes_records_below_an_offset(kc: Run) -> None:
     trimmed = kc_json(kc, "topic", "trim", topic, "-o", "12", "-p", "0")
     assert trimmed == {"topic": topic, "partitions": [{"partition": 0, "log_start_offset": 12}]}
     assert kc("consume", topic, "-p", "0").stdout.split() == [str(i) for i in range(12, 20)]
-    assert kc_json(kc, "topic", "trim", topic, "-o", "end", "-p", "1")["partitions"][0]["log_start_offset"] == 5
+    assert (
+        kc_json(kc, "topic", "trim", topic, "-o", "end", "-p", "1")["partitions"][0]["log_start_offset"] == 5
+    )
     parts = kc_json(kc, "topic", "describe", topic)["partitions"]
     assert [(p["log_start_offset"], p["high_watermark"]) for p in parts] == [(12, 20), (5, 5)]
 
@@ -206,7 +233,9 @@ def test_group_describe_every_assigned_partition_then_seek(kc: Run, bootstrap: s
             assert time.monotonic() < deadline, "the consumer was never assigned all 4 partitions"
             consumer.poll(0.2)
         # Commits on two partitions only: 2 and 3 stay without a commit.
-        consumer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 7)], asynchronous=False)
+        consumer.commit(
+            offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 7)], asynchronous=False
+        )
 
         report = kc_json(kc, "group", "describe", group)
         assert report["state"] == "Stable" and report["protocol_type"] == "consumer"
@@ -238,21 +267,32 @@ def test_group_describe_every_assigned_partition_then_seek(kc: Run, bootstrap: s
 
     moved = kc_json(kc, "group", "seek", group, "--to", "start")
     assert [(r["partition"], r["previous_offset"], r["new_offset"]) for r in moved["partitions"]] == [
-        (0, 4, 0), (1, 7, 0), (2, None, 0), (3, None, 0)
+        (0, 4, 0),
+        (1, 7, 0),
+        (2, None, 0),
+        (3, None, 0),
     ]
     kc("group", "seek", group, "--to", "3", "-t", topic, "-p", "0,2")
     kc("group", "seek", group, "--to", "end", "-t", topic, "-p", "1")
     rows = {r["partition"]: r for r in kc_json(kc, "group", "describe", group)["partitions"]}
     assert {p: (r["committed_offset"], r["lag"]) for p, r in rows.items()} == {
-        0: (3, 7), 1: (7, 0), 2: (3, 2), 3: (0, 0)
+        0: (3, 7),
+        1: (7, 0),
+        2: (3, 2),
+        3: (0, 0),
     }
 
     # By time: the first offset whose timestamp is at or after the 6th record's of partition 0.
-    stamps = [tuple(map(int, x.split())) for x in kc("consume", topic, "-p", "0", "-f", "%o %d\\n").stdout.splitlines()]
+    stamps = [
+        tuple(map(int, x.split()))
+        for x in kc("consume", topic, "-p", "0", "-f", "%o %d\\n").stdout.splitlines()
+    ]
     ts = stamps[5][1]
     kc("group", "seek", group, "--to", f"@{ts}", "-t", topic, "-p", "0")
     expected = min(o for o, t in stamps if t >= ts)
-    assert {r["partition"]: r["committed_offset"] for r in kc_json(kc, "group", "describe", group)["partitions"]}[0] == expected
+    assert {
+        r["partition"]: r["committed_offset"] for r in kc_json(kc, "group", "describe", group)["partitions"]
+    }[0] == expected
 
     assert kc("group", "delete", group).stdout == f"deleted group {group}\n"
     wait_for(lambda: group not in {g["group"] for g in kc_json(kc, "group", "list")}, "the group to go")
@@ -280,13 +320,18 @@ def test_cluster_info(kc: Run, bootstrap: str) -> None:
 
 def test_errors_are_one_line_with_exit_codes(kc: Run) -> None:
     missing = kc("consume", "no-such-topic-here", ok=False)
-    assert (missing.returncode, missing.stderr) == (1, "kcompat: topic no-such-topic-here: UNKNOWN_TOPIC_OR_PARTITION\n")
+    assert (missing.returncode, missing.stderr) == (
+        1,
+        "kcompat: topic no-such-topic-here: UNKNOWN_TOPIC_OR_PARTITION\n",
+    )
     port = free_port()
     down = kc("topic", "list", "-X", f"brokers=127.0.0.1:{port}", ok=False)
     assert down.returncode == 3
     assert down.stderr.splitlines() == [f"kcompat: cannot connect to 127.0.0.1:{port}: Connection refused"]
     usage = kc("consume", "t", "-f", "%q", ok=False)
-    assert usage.returncode == 2 and usage.stderr.startswith("kcompat: format '%q' has unknown placeholder %q")
+    assert usage.returncode == 2 and usage.stderr.startswith(
+        "kcompat: format '%q' has unknown placeholder %q"
+    )
     assert kc("topic", ok=False).returncode == 2
 
 
@@ -322,7 +367,9 @@ def test_progress_bar_on_a_terminal_leaves_stdout_alone(kc: Run, bootstrap: str)
         assert result.returncode == 0, drawn.decode(errors="replace")
         return result.stdout, drawn
 
-    out, drawn = on_a_tty("produce", topic, "--batch", "500", "--format", "json", input="\n".join(lines) + "\n")
+    out, drawn = on_a_tty(
+        "produce", topic, "--batch", "500", "--format", "json", input="\n".join(lines) + "\n"
+    )
     assert json.loads(out)["records"] == 5000
     assert b"producing to" in drawn
     out, drawn = on_a_tty("consume", topic, "-n", "4000")

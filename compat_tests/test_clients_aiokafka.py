@@ -22,7 +22,9 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
-async def consume(bootstrap: str, topic: str, n: int, *, offset: int | None = None, wait_s: float = 10) -> list[Any]:
+async def consume(
+    bootstrap: str, topic: str, n: int, *, offset: int | None = None, wait_s: float = 10
+) -> list[Any]:
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
     await c.start()
     try:
@@ -47,7 +49,9 @@ def test_produce_and_consume_every_codec(kcompat_session_broker: Any, codec: str
     topic = unique(f"ak-{codec}")
 
     async def scenario() -> tuple[list[Any], list[Any]]:
-        p = AIOKafkaProducer(bootstrap_servers=b.bootstrap, compression_type=None if codec == "none" else codec, linger_ms=20)
+        p = AIOKafkaProducer(
+            bootstrap_servers=b.bootstrap, compression_type=None if codec == "none" else codec, linger_ms=20
+        )
         await p.start()
         try:
             futures = [await p.send(topic, key=r.key, value=r.value, headers=list(r.headers), timestamp_ms=r.timestamp, partition=0)
@@ -76,7 +80,9 @@ def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any)
         for i in range(10):
             await p.send_and_wait(topic, value=b"%d" % i, timestamp_ms=1_000_000 + i * 1000, partition=0)
         await p.stop()
-        c = AIOKafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False, auto_offset_reset="latest")
+        c = AIOKafkaConsumer(
+            bootstrap_servers=b.bootstrap, enable_auto_commit=False, auto_offset_reset="latest"
+        )
         await c.start()
         try:
             tp = TopicPartition(topic, 0)
@@ -89,7 +95,9 @@ def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any)
             assert await c.position(tp) == 10
         finally:
             await c.stop()
-        assert [m.value for m in await consume(b.bootstrap, topic, 5, offset=5)] == [b"%d" % i for i in range(5, 10)]
+        assert [m.value for m in await consume(b.bootstrap, topic, 5, offset=5)] == [
+            b"%d" % i for i in range(5, 10)
+        ]
 
     run(scenario())
 
@@ -99,7 +107,12 @@ def test_idempotent_producer_across_a_restart(kcompat_broker_factory: Any) -> No
     topic = unique("ak-idem")
 
     async def scenario() -> list[Any]:
-        p = AIOKafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True, retry_backoff_ms=50, request_timeout_ms=10000)
+        p = AIOKafkaProducer(
+            bootstrap_servers=b.bootstrap,
+            enable_idempotence=True,
+            retry_backoff_ms=50,
+            request_timeout_ms=10000,
+        )
         await p.start()
         try:
             first = await p.send_and_wait(topic, value=b"one", partition=0)
@@ -122,9 +135,13 @@ def test_admin_topics_configs_and_delete_records(kcompat_session_broker: Any) ->
         admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap)
         await admin.start()
         try:
-            resp = await admin.create_topics([NewTopic(topic, 2, 1, topic_configs={"retention.ms": "3600000"})])
+            resp = await admin.create_topics(
+                [NewTopic(topic, 2, 1, topic_configs={"retention.ms": "3600000"})]
+            )
             assert resp.topic_errors[0][1] == 0
-            await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "7200000"})])
+            await admin.alter_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "7200000"})]
+            )
             (described,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
             entries = {e[0]: e[1] for e in described.resources[0][4]}
             assert entries["retention.ms"] == "7200000" and entries["cleanup.policy"] == "delete"

@@ -43,8 +43,12 @@ def produce_all(bootstrap: str, topic: str, records: Any, **conf: Any) -> list[A
     return reports
 
 
-def consume(bootstrap: str, topic: str, n: int, *, offset: int = OFFSET_BEGINNING, timeout: float = 15, **conf: Any) -> list[Any]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False, **conf})
+def consume(
+    bootstrap: str, topic: str, n: int, *, offset: int = OFFSET_BEGINNING, timeout: float = 15, **conf: Any
+) -> list[Any]:
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False, **conf}
+    )
     c.assign([TopicPartition(topic, 0, offset)])
     got: list[Any] = []
     deadline = time.monotonic() + timeout
@@ -119,9 +123,14 @@ def test_admin_topics_configs_and_delete_records(kcompat_session_broker: Any) ->
     md = admin.list_topics(timeout=10)
     assert len(md.topics[topic].partitions) == 2
 
-    res = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
+    res = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+        ],
+    )
     admin.incremental_alter_configs([res])[res].result(10)
     (described,) = admin.describe_configs([ConfigResource("topic", topic)]).values()
     cfg = described.result(10)
@@ -158,7 +167,11 @@ def test_unknown_topic_with_auto_create_off(kcompat_broker_factory: Any) -> None
     p.produce(topic, value=b"x", on_delivery=lambda e, m: errors.append(e))
     p.flush(10)
     assert len(errors) == 1 and errors[0] is not None
-    assert errors[0].code() in (KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._MSG_TIMED_OUT)
+    assert errors[0].code() in (
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._MSG_TIMED_OUT,
+    )
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     assert topic not in admin.list_topics(timeout=10).topics
 
@@ -205,10 +218,14 @@ def test_consumer_never_uses_fetch_sessions(tmp_path: Path) -> None:
         assert sorted(got) == sorted((part, i, v) for (part, i), v in sent.items())
         lines = fetch_lines(broker)
         assert lines, "no Fetch was logged"
-        assert all((f.session_id, f.epoch, f.kind, f.response_session_id) == (0, -1, "sessionless", 0) for f in lines)
+        assert all(
+            (f.session_id, f.epoch, f.kind, f.response_session_id) == (0, -1, "sessionless", 0) for f in lines
+        )
         assert all(f.requested == f.read == f.answered for f in lines), lines
     finally:
         broker.stop()
+
+
 def test_keyless_record_on_a_compacted_topic_is_invalid_record(kcompat_broker_factory: Any) -> None:
     b = kcompat_broker_factory()
     topic = unique("ck-compacted")

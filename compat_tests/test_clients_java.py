@@ -352,7 +352,6 @@ def test_record_over_message_max_bytes(kcompat_broker_factory: Any, java: JavaCl
     assert [bytes.fromhex(m["value"]) for m in got["records"]] == [b"small"]
 
 
-
 def test_consumer_uses_incremental_fetch_sessions(tmp_path: Path, java: JavaClient) -> None:
     """The Java consumer reading 4 partitions opens a fetch session with one full fetch and then
     sends incremental fetches naming fewer partitions, answered with only what changed; every
@@ -373,13 +372,21 @@ def test_consumer_uses_incremental_fetch_sessions(tmp_path: Path, java: JavaClie
         assert_incremental_session(fetch_lines(broker), n)
     finally:
         broker.stop()
+
+
 def test_record_errors_name_the_bad_records(kcompat_broker_factory: Any, java: JavaClient) -> None:
     """KIP-467: a keyless record sent to a compacted topic fails its batch; the Java producer reports
     Kafka's message on the bad record and a batch-mate error on the others. A timestamp two hours
     ahead is INVALID_TIMESTAMP."""
     b = kcompat_broker_factory()
     topic = unique("java-compacted")
-    java.call("create_topic", bootstrap=b.bootstrap, topic=topic, partitions=1, configs={"cleanup.policy": "compact"})
+    java.call(
+        "create_topic",
+        bootstrap=b.bootstrap,
+        topic=topic,
+        partitions=1,
+        configs={"cleanup.policy": "compact"},
+    )
     records = [{"key": k, "value": b"v".hex()} for k in (b"a".hex(), None, b"b".hex())]
     produced = java.call("produce", bootstrap=b.bootstrap, topic=topic, partition=0, records=records,
                          config={"linger.ms": 200, "retries": 0})  # fmt: skip

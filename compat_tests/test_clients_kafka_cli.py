@@ -17,14 +17,18 @@ pytestmark = pytest.mark.timeout(300)
 def test_features_describe(kcompat_session_broker: Any) -> None:
     """kafka-features describe: group.version (KIP-848 works) and nothing kcompat lacks
     (no transaction.version, no metadata.version: no KRaft metadata log)."""
-    out = kafka_tool("kafka-features", "--bootstrap-server", kcompat_session_broker.bootstrap, "describe").stdout
+    out = kafka_tool(
+        "kafka-features", "--bootstrap-server", kcompat_session_broker.bootstrap, "describe"
+    ).stdout
     rows = [line.split() for line in out.splitlines() if line.startswith("Feature:")]
     assert rows == [["Feature:", "group.version", "SupportedMinVersion:", "0", "SupportedMaxVersion:", "1",
                      "FinalizedVersionLevel:", "1", "Epoch:", "0"]]  # fmt: skip
 
 
 def test_broker_api_versions_are_kafka_4_3s_where_implemented(kcompat_session_broker: Any) -> None:
-    out = kafka_tool("kafka-broker-api-versions", "--bootstrap-server", kcompat_session_broker.bootstrap).stdout
+    out = kafka_tool(
+        "kafka-broker-api-versions", "--bootstrap-server", kcompat_session_broker.bootstrap
+    ).stdout
     for row in ("Produce(0): 0 to 13 [usable: 13]", "ListOffsets(2): 1 to 11 [usable: 11]",
                 "Metadata(3): 0 to 13 [usable: 13]", "OffsetCommit(8): 2 to 10 [usable: 10]",
                 "OffsetFetch(9): 1 to 10 [usable: 10]", "DescribeGroups(15): 0 to 6 [usable: 6]",
@@ -61,12 +65,16 @@ def test_console_produce_consume_offsets_and_delete_records(kcompat_session_brok
     assert out.splitlines() == lines
     offsets = kafka_tool("kafka-get-offsets", "--bootstrap-server", bs, "--topic", topic).stdout
     assert offsets.split() == [f"{topic}:0:10"]
-    earliest = kafka_tool("kafka-get-offsets", "--bootstrap-server", bs, "--topic", topic, "--time", "-2").stdout
+    earliest = kafka_tool(
+        "kafka-get-offsets", "--bootstrap-server", bs, "--topic", topic, "--time", "-2"
+    ).stdout
     assert earliest.split() == [f"{topic}:0:0"]
     spec = kcompat_session_broker.data_dir.parent / f"{topic}-delete.json"
     spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 7}]}))
     kafka_tool("kafka-delete-records", "--bootstrap-server", bs, "--offset-json-file", str(spec))
-    earliest = kafka_tool("kafka-get-offsets", "--bootstrap-server", bs, "--topic", topic, "--time", "-2").stdout
+    earliest = kafka_tool(
+        "kafka-get-offsets", "--bootstrap-server", bs, "--topic", topic, "--time", "-2"
+    ).stdout
     assert earliest.split() == [f"{topic}:0:7"]
     out = kafka_tool("kafka-console-consumer", "--bootstrap-server", bs, "--topic", topic, "--from-beginning",
                      "--max-messages", "3", "--timeout-ms", "20000").stdout  # fmt: skip

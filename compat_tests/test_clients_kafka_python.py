@@ -74,7 +74,9 @@ def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any)
     assert c.offsets_for_times({tp: 9_999_999})[tp] is None
     c.close()
     assert [m.value for m in consume(b.bootstrap, topic, 5, offset=5)] == [b"5", b"6", b"7", b"8", b"9"]
-    latest = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False, auto_offset_reset="latest")
+    latest = KafkaConsumer(
+        bootstrap_servers=b.bootstrap, enable_auto_commit=False, auto_offset_reset="latest"
+    )
     latest.assign([tp])
     assert latest.position(tp) == 10
     latest.close()
@@ -98,17 +100,30 @@ def test_admin_topics_configs_and_delete_records(kcompat_session_broker: Any) ->
     b = kcompat_session_broker
     admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
     topic = unique("kp-admin")
-    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1, topic_configs={"retention.ms": "3600000"})])
+    admin.create_topics(
+        [NewTopic(topic, num_partitions=2, replication_factor=1, topic_configs={"retention.ms": "3600000"})]
+    )
     with pytest.raises(TopicAlreadyExistsError):
         admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
     assert topic in admin.list_topics()
     (described,) = admin.describe_topics([topic])
     assert len(described["partitions"]) == 2 and not described["is_internal"]
 
-    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "7200000", "cleanup.policy": "compact"})])
+    admin.alter_configs(
+        [
+            ConfigResource(
+                ConfigResourceType.TOPIC,
+                topic,
+                configs={"retention.ms": "7200000", "cleanup.policy": "compact"},
+            )
+        ]
+    )
     res = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
     values = res["topic"][topic]
-    assert (values["retention.ms"]["value"], values["retention.ms"]["config_source"]) == ("7200000", "DYNAMIC_TOPIC_CONFIG")
+    assert (values["retention.ms"]["value"], values["retention.ms"]["config_source"]) == (
+        "7200000",
+        "DYNAMIC_TOPIC_CONFIG",
+    )
     assert values["cleanup.policy"]["value"] == "compact"
     assert values["segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
 
@@ -187,7 +202,8 @@ def test_consumer_uses_incremental_fetch_sessions(tmp_path: Path) -> None:
                 linger_until = time.monotonic() + 1.5  # a few more (idle, incremental) fetches
         c.close()
         assert sorted((m.partition, m.offset, m.value) for m in got) == sorted(
-            (part, i, v) for (part, i), v in sent.items())
+            (part, i, v) for (part, i), v in sent.items()
+        )
         assert_incremental_session(fetch_lines(broker), n)
     finally:
         broker.stop()

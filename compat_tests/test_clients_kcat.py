@@ -20,13 +20,17 @@ from compat_tests.client_data import CODEC_IDS, CODECS, stored_codecs, unique
 
 pytestmark = [
     pytest.mark.timeout(120),
-    pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed: run tools/setup-test-deps.sh"),
+    pytest.mark.skipif(
+        shutil.which("kcat") is None, reason="kcat is not installed: run tools/setup-test-deps.sh"
+    ),
 ]
 
 LINES = [("k1", "first value"), ("k2", "second: with colon-free text"), ("k3", "x" * 5000)]
 
 
-def kcat(*args: str, stdin: str | None = None, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def kcat(
+    *args: str, stdin: str | None = None, check: bool = True, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(["kcat", *args], input=stdin, capture_output=True, text=True, timeout=timeout)
     if check and done.returncode != 0:
         raise AssertionError(f"kcat {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
@@ -35,7 +39,23 @@ def kcat(*args: str, stdin: str | None = None, check: bool = True, timeout: floa
 
 def produce(bootstrap: str, topic: str, lines: list[tuple[str, str]], *extra: str) -> None:
     text = "".join(f"{k}\t{v}\n" for k, v in lines)
-    kcat("-b", bootstrap, "-P", "-t", topic, "-p", "0", "-K", "\t", "-H", "origin=kcat", "-H", "n=1", *extra, stdin=text)
+    kcat(
+        "-b",
+        bootstrap,
+        "-P",
+        "-t",
+        topic,
+        "-p",
+        "0",
+        "-K",
+        "\t",
+        "-H",
+        "origin=kcat",
+        "-H",
+        "n=1",
+        *extra,
+        stdin=text,
+    )
 
 
 def consume(bootstrap: str, topic: str, *offset: str, check: bool = True) -> list[dict[str, Any]]:
@@ -93,7 +113,17 @@ def test_idempotent_producers_around_a_restart(kcompat_broker_factory: Any) -> N
 
 def test_unknown_topic_with_auto_create_off(kcompat_broker_factory: Any) -> None:
     b = kcompat_broker_factory(auto_create_topics_enable=False)
-    done = kcat("-b", b.bootstrap, "-P", "-t", unique("kc-missing"), "-X", "message.timeout.ms=3000", stdin="x\n", check=False)
+    done = kcat(
+        "-b",
+        b.bootstrap,
+        "-P",
+        "-t",
+        unique("kc-missing"),
+        "-X",
+        "message.timeout.ms=3000",
+        stdin="x\n",
+        check=False,
+    )
     assert done.returncode != 0
     # librdkafka 2.0.2 keeps the record until message.timeout.ms, waiting for the topic to appear.
     assert "unknown topic" in done.stderr.lower() or "message timed out" in done.stderr.lower()

@@ -52,7 +52,9 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     base = tmp_path_factory.mktemp("console")
-    b = Broker(base / "data", base / "broker.log", {**TEST_DEFAULTS, "admin.listener": f"127.0.0.1:{free_port()}"})
+    b = Broker(
+        base / "data", base / "broker.log", {**TEST_DEFAULTS, "admin.listener": f"127.0.0.1:{free_port()}"}
+    )
     b.start()
     yield b
     b.stop()
@@ -68,7 +70,9 @@ def filled(broker: Broker) -> Iterator[Consumer]:
     for p in range(PARTITIONS):
         for i in range(PER_PARTITION):
             value = b"x" * BIG if (p, i) == (0, 1) else json.dumps({"order": i, "partition": p}).encode()
-            producer.produce(TOPIC, value=value, key=f"k{i}".encode(), partition=p, headers=[("source", b"test")])
+            producer.produce(
+                TOPIC, value=value, key=f"k{i}".encode(), partition=p, headers=[("source", b"test")]
+            )
     assert producer.flush(30) == 0
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "client.id": "billing-app"})  # fmt: skip
@@ -88,7 +92,13 @@ def browser() -> Iterator[Any]:
     binary, driver = _chromium()
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+    ):
         options.add_argument(arg)
     chrome = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
     yield chrome
@@ -135,7 +145,9 @@ def test_overview_topics_and_brokers(broker: Broker, filled: Consumer, browser: 
 def test_topic_page_and_message_browser(broker: Broker, filled: Consumer, browser: Any, shots: Path) -> None:
     browser.get(f"{broker.admin_url}/topic?name={TOPIC}")
     assert browser.find_element(By.ID, "topic-name").text == TOPIC
-    assert [r[:4] for r in cells(browser, "partitions")] == [[str(p), "0", "30", "30"] for p in range(PARTITIONS)]
+    assert [r[:4] for r in cells(browser, "partitions")] == [
+        [str(p), "0", "30", "30"] for p in range(PARTITIONS)
+    ]
     configs = {r[0]: r[1:] for r in cells(browser, "configs")}
     assert configs["cleanup.policy"] == ["delete", "DEFAULT_CONFIG"]
 
@@ -163,7 +175,9 @@ def test_topic_page_and_message_browser(broker: Broker, filled: Consumer, browse
     assert [r[0] for r in rows] == ["28", "29"] and rows[0][2] == b"k28".hex(" ")
 
 
-def test_group_page_shows_lag_and_draws_its_chart(broker: Broker, filled: Consumer, browser: Any, shots: Path) -> None:
+def test_group_page_shows_lag_and_draws_its_chart(
+    broker: Broker, filled: Consumer, browser: Any, shots: Path
+) -> None:
     url = broker.admin_url
     expected = {p: PER_PARTITION - o for p, o in COMMITTED.items()}
     browser.get(f"{url}/groups")
@@ -176,7 +190,11 @@ def test_group_page_shows_lag_and_draws_its_chart(broker: Broker, filled: Consum
     for p, o in COMMITTED.items():
         assert lag[p][2:6] == [str(o), "0", str(PER_PARTITION), str(expected[p])]
     members = cells(browser, "members")
-    assert len(members) == 1 and members[0][1] == "billing-app" and members[0][3] == "orders-0, orders-1, orders-2"
+    assert (
+        len(members) == 1
+        and members[0][1] == "billing-app"
+        and members[0][3] == "orders-0, orders-1, orders-2"
+    )
     chart = browser.find_element(By.ID, "lag-chart")
     wait_until(lambda: chart.get_attribute("data-drawn") == "true" and int(chart.get_attribute("data-points")) >= 2,
                "the lag chart with two samples")  # fmt: skip
@@ -190,5 +208,8 @@ def test_group_page_shows_lag_and_draws_its_chart(broker: Broker, filled: Consum
     assert producer.flush(30) == 0
     after = str(sum(expected.values()) + 10)
     wait_until(lambda: browser.find_element(By.ID, "total-lag").text == after, "the refreshed total lag")
-    wait_until(lambda: browser.find_element(By.ID, "lag-chart").get_attribute("data-last") == after, "the chart's last point")
+    wait_until(
+        lambda: browser.find_element(By.ID, "lag-chart").get_attribute("data-last") == after,
+        "the chart's last point",
+    )
     browser.save_screenshot(str(shots / "group.png"))

@@ -180,7 +180,9 @@ class Runner:
         future = self.producer.send(
             s.name, value=value, key=key, headers=headers, partition=partition, timestamp_ms=ts
         )
-        future.add_callback(lambda md: self.ledger.ack(acked._replace(partition=md.partition, offset=md.offset)))
+        future.add_callback(
+            lambda md: self.ledger.ack(acked._replace(partition=md.partition, offset=md.offset))
+        )
         future.add_errback(lambda e: self.ledger.fail(f"{seq}: {e!r}"))
 
     def pause_and_flush(self, timeout: float = 90.0) -> None:
@@ -249,7 +251,9 @@ class Checker:
             keys = Counter(s.key for stored in read.values() for s in stored)
             dups = sum(n - 1 for n in keys.values() if n > 1)
             if r.spec.idempotent:
-                assert dups == 0, f"{where}: idempotent producer's records duplicated: {[k for k, n in keys.items() if n > 1][:10]}"
+                assert dups == 0, (
+                    f"{where}: idempotent producer's records duplicated: {[k for k, n in keys.items() if n > 1][:10]}"
+                )
                 assert not r.fatal, f"{where}: fatal producer errors {r.fatal}"
                 for p, stored in read.items():
                     seqs = [int(dict(s.headers)["seq"]) for s in stored]
@@ -331,8 +335,13 @@ class Committer:
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         self.topic = topic
         self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-             "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 250}
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "reconnect.backoff.ms": 50,
+                "reconnect.backoff.max.ms": 250,
+            }
         )
         self.next = 1
         self.acked: dict[int, int] = {}

@@ -52,9 +52,11 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "3600000", "max.me
 
 # Properties where kcompat deliberately answers otherwise, and why. Every entry is checked to
 # still differ (a fixed difference must leave this list).
-_ELR = ("Kafka 4.3's KRaft controller writes a cluster-wide min.insync.replicas "
-        "(DYNAMIC_DEFAULT_BROKER_CONFIG) when storage is formatted with eligible leader replicas "
-        "(KIP-966) on; kcompat has no controller and no ELR, so its value is the DEFAULT_CONFIG one")
+_ELR = (
+    "Kafka 4.3's KRaft controller writes a cluster-wide min.insync.replicas "
+    "(DYNAMIC_DEFAULT_BROKER_CONFIG) when storage is formatted with eligible leader replicas "
+    "(KIP-966) on; kcompat has no controller and no ELR, so its value is the DEFAULT_CONFIG one"
+)
 EXCLUDED: dict[str, dict[str, str]] = {
     "broker": {
         "node.id.synonyms": "kcompat has a default node.id (1) so that it runs without a properties "
@@ -116,13 +118,23 @@ def kcompat(kafka: _Kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     base = tmp_path_factory.mktemp("kcompat-describe")
     props = base / "server.properties"
     theirs = (kafka.workdir / "server.properties").read_text()
-    mine = [line for line in theirs.splitlines() if line.split("=", 1)[0] not in ("listeners", "advertised.listeners", "log.dirs")]
+    mine = [
+        line
+        for line in theirs.splitlines()
+        if line.split("=", 1)[0] not in ("listeners", "advertised.listeners", "log.dirs")
+    ]
     props.write_text("\n".join(mine) + "\n")
 
     class _FromFile(Broker):
         def command(self) -> list[str]:
             cmd = super().command()  # python -m kcompat serve --override ...
-            return [*cmd[:4], str(props), *cmd[4:], "--override", f"advertised.listeners=PLAINTEXT://{self.bootstrap}"]
+            return [
+                *cmd[:4],
+                str(props),
+                *cmd[4:],
+                "--override",
+                f"advertised.listeners=PLAINTEXT://{self.bootstrap}",
+            ]
 
     broker = _FromFile(base / "data", base / "kcompat.log", overrides=OVERRIDE_PROPS, python=sys.executable)
     broker.start()

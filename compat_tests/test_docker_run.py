@@ -82,7 +82,10 @@ class Started:
             if self.process.poll() is not None and not self._reader.is_alive():
                 break
             time.sleep(0.05)
-        pytest.fail(f"no line with {text!r} (exit {self.process.poll()}); output:\n" + "\n".join(self.lines), pytrace=False)
+        pytest.fail(
+            f"no line with {text!r} (exit {self.process.poll()}); output:\n" + "\n".join(self.lines),
+            pytrace=False,
+        )
 
     def stop(self, *, group: bool = False) -> int:
         """SIGTERM to the first process, as `docker stop` sends it to the container's PID 1 (or to
@@ -111,7 +114,12 @@ def start(command: list[str], env: dict[str, str], cwd: Path) -> Started:
 def kc(bootstrap: str, *args: str, input: str | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
     result = subprocess.run(
-        [*KCOMPAT, *args, "--brokers", bootstrap], input=input, capture_output=True, text=True, timeout=60, env=env
+        [*KCOMPAT, *args, "--brokers", bootstrap],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -22,7 +22,8 @@ from kcompat.wire.record_batch import read_header, split_batches
 from tests.log.batches import batch
 
 BAD_WORDS = re.compile(
-    r"isvalid: false|Mismatches in|mismatch|out of order|not found|corrupt|Exception|Non-consecutive", re.IGNORECASE
+    r"isvalid: false|Mismatches in|mismatch|out of order|not found|corrupt|Exception|Non-consecutive",
+    re.IGNORECASE,
 )
 BATCH_LINE = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+)")
 RECORD_LINE = re.compile(r"^\| offset: (\d+) ")

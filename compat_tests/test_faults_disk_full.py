@@ -88,12 +88,26 @@ class Acks:
 
 
 def produce(
-    bootstrap: str, start: int, count: int, acks: Acks, timeout: float = 30, topic: str = TOPIC, size: int = VALUE_BYTES
+    bootstrap: str,
+    start: int,
+    count: int,
+    acks: Acks,
+    timeout: float = 30,
+    topic: str = TOPIC,
+    size: int = VALUE_BYTES,
 ) -> None:
     """`count` records, one request each, no retries: every outcome is the broker's own answer."""
     p = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0,
-         "message.timeout.ms": 20000, "enable.idempotence": False, "max.in.flight": 1, "batch.num.messages": 1}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 0,
+            "retries": 0,
+            "message.timeout.ms": 20000,
+            "enable.idempotence": False,
+            "max.in.flight": 1,
+            "batch.num.messages": 1,
+        }
     )
     for i in range(start, start + count):
         key, v, ts = f"k{i}".encode(), value(i)[:size], 1_700_000_000_000 + i
@@ -135,7 +149,9 @@ def test_disk_full_gives_storage_errors_then_recovers(small_fs: Path) -> None:
         produce(broker.bootstrap, 0, 1000, acks)
         assert broker.running, "the broker died when the disk filled"
         codes = {e.code() for e in acks.errors}
-        assert codes == {KafkaError.KAFKA_STORAGE_ERROR}, f"expected only KAFKA_STORAGE_ERROR, got {acks.errors[:5]}"
+        assert codes == {KafkaError.KAFKA_STORAGE_ERROR}, (
+            f"expected only KAFKA_STORAGE_ERROR, got {acks.errors[:5]}"
+        )
         assert 100 < len(acks.ok) < 1000
         assert_all_acked_readable(broker, acks)
 

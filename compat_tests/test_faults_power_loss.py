@@ -48,7 +48,9 @@ def expected(i: int) -> tuple[bytes, bytes, tuple[tuple[str, bytes], ...], int]:
 
 def produce(bootstrap: str, start: int, count: int) -> None:
     """`count` batches of PER_BATCH records from record number `start`, each batch flushed alone."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1000, "batch.num.messages": PER_BATCH})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1000, "batch.num.messages": PER_BATCH}
+    )
     failures: list[object] = []
     for b in range(count):
         for i in range(start + b * PER_BATCH, start + (b + 1) * PER_BATCH):

@@ -59,10 +59,13 @@ PRODUCE = 0
 UNMUTATED = {19, 37}  # CreateTopics, CreatePartitions
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 999_999, 4) + b"fuzz"
 
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     base: Path = tmp_path_factory.mktemp("fuzz")
-    b = Broker(base / "data", base / "broker.log", overrides={**TEST_DEFAULTS, "connections.max.idle.ms": "60000"})
+    b = Broker(
+        base / "data", base / "broker.log", overrides={**TEST_DEFAULTS, "connections.max.idle.ms": "60000"}
+    )
     b.start()
     yield b
     b.stop()
@@ -113,7 +116,9 @@ def cases(draw: st.DrawFn) -> tuple[int, int, int, bytes, str]:
     elif mutation == "noise":
         data = data[:8] + draw(st.binary(max_size=200))
     elif mutation == "header":
-        struct.pack_into(">hh", data, 0, draw(st.integers(-(2**15), 2**15 - 1)), draw(st.integers(-(2**15), 2**15 - 1)))
+        struct.pack_into(
+            ">hh", data, 0, draw(st.integers(-(2**15), 2**15 - 1)), draw(st.integers(-(2**15), 2**15 - 1))
+        )
     return key, version, correlation, bytes(data), mutation
 
 
@@ -206,7 +211,9 @@ def test_many_connections_of_random_frames_at_once(broker: Broker) -> None:
                     key = rng.choice(keys)
                     if key in UNMUTATED:
                         continue
-                    body = struct.pack(">hhi", key, rng.randint(-1, 20), rng.randint(0, 2**31 - 1)) + rng.randbytes(rng.randint(0, 300))
+                    body = struct.pack(
+                        ">hhi", key, rng.randint(-1, 20), rng.randint(0, 2**31 - 1)
+                    ) + rng.randbytes(rng.randint(0, 300))
                     s.sendall(struct.pack(">i", len(body)) + body)
                 s.settimeout(10)
                 while s.recv(65536):  # until the broker closes it (or answers everything)

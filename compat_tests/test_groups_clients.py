@@ -118,7 +118,9 @@ def scenario(broker: Any, start: Callable[[str, str, str], Callable[[str], Membe
                     for r in m.records():
                         if r["t"] > restarted:
                             first[r["p"]] = min(first.get(r["p"], r["o"]), r["o"])
-                assert first == committed, f"{'clean' if clean else 'kill -9'} restart: resumed at {first}, committed {committed}"
+                assert first == committed, (
+                    f"{'clean' if clean else 'kill -9'} restart: resumed at {first}, committed {committed}"
+                )
         for m in g.members:
             for r in m.records():
                 assert r["v"] == f"{r['p']}-{r['o']}"
@@ -152,7 +154,10 @@ def test_python_clients(kcompat_broker_factory: Any, client: str, conf: dict[str
 @pytest.fixture(scope="module")
 def java_classes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("java-consumer")
-    return {"3.9": compile_java(base / "3.9", KAFKA_CLIENTS_39_JARS), "4": compile_java(base / "4", KAFKA_JARS)}
+    return {
+        "3.9": compile_java(base / "3.9", KAFKA_CLIENTS_39_JARS),
+        "4": compile_java(base / "4", KAFKA_JARS),
+    }
 
 
 @pytest.mark.parametrize(("jars", "conf", "full"), [

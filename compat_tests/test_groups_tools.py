@@ -73,7 +73,9 @@ def test_describe_lag_reset_and_delete(kcompat_broker_factory: Any) -> None:
     topic, gid = unique("tool-topic"), unique("tool-group")
     create_topic(bs, topic, 6)
     expected = produce(bs, topic, 6, 10)
-    g = Group(python_member("confluent", bs, topic, gid, {**CLASSIC, "partition.assignment.strategy": "range"}), 6)
+    g = Group(
+        python_member("confluent", bs, topic, gid, {**CLASSIC, "partition.assignment.strategy": "range"}), 6
+    )
     try:
         g.add()
         g.add()
@@ -82,10 +84,14 @@ def test_describe_lag_reset_and_delete(kcompat_broker_factory: Any) -> None:
         assert gid in groups_tool(bs, "--list").split()
 
         state = table(groups_tool(bs, "--describe", "--group", gid, "--state"), "GROUP")
-        assert [(r["ASSIGNMENT-STRATEGY"], r["STATE"], r["#MEMBERS"]) for r in state] == [("range", "Stable", "2")]
+        assert [(r["ASSIGNMENT-STRATEGY"], r["STATE"], r["#MEMBERS"]) for r in state] == [
+            ("range", "Stable", "2")
+        ]
         members = table(groups_tool(bs, "--describe", "--group", gid, "--members", "--verbose"), "GROUP")
         assert sorted(r["#PARTITIONS"] for r in members) == ["3", "3"]
-        assert {r["HOST"] for r in members} == {"/127.0.0.1"} and {r["CLIENT-ID"] for r in members} == {"tool-test"}
+        assert {r["HOST"] for r in members} == {"/127.0.0.1"} and {r["CLIENT-ID"] for r in members} == {
+            "tool-test"
+        }
         offsets = table(groups_tool(bs, "--describe", "--group", gid), "GROUP")
         assert sorted(int(r["PARTITION"]) for r in offsets) == list(range(6))
         assert {(r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"]) for r in offsets} == {("10", "10", "0")}
@@ -99,17 +105,31 @@ def test_describe_lag_reset_and_delete(kcompat_broker_factory: Any) -> None:
         produce(bs, topic, 6, 4, start=10)
         offsets = table(groups_tool(bs, "--describe", "--group", gid), "GROUP")
         assert {(r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"], r["CONSUMER-ID"]) for r in offsets} == {
-            ("10", "14", "4", "-")}
+            ("10", "14", "4", "-")
+        }
         state = table(groups_tool(bs, "--describe", "--group", gid, "--state"), "GROUP")
         assert [(r["STATE"], r["#MEMBERS"]) for r in state] == [("Empty", "0")]
 
         # Reset: to offset 2 on partition 0, to the earliest elsewhere; a new member reads from there.
-        plan = groups_tool(bs, "--reset-offsets", "--group", gid, "--topic", f"{topic}:0", "--to-offset", "2", "--execute")
+        plan = groups_tool(
+            bs, "--reset-offsets", "--group", gid, "--topic", f"{topic}:0", "--to-offset", "2", "--execute"
+        )
         assert [(r["PARTITION"], r["NEW-OFFSET"]) for r in table(plan, "GROUP")] == [("0", "2")]
-        groups_tool(bs, "--reset-offsets", "--group", gid, "--topic", f"{topic}:1,2,3,4,5", "--to-earliest", "--execute")
+        groups_tool(
+            bs,
+            "--reset-offsets",
+            "--group",
+            gid,
+            "--topic",
+            f"{topic}:1,2,3,4,5",
+            "--to-earliest",
+            "--execute",
+        )
         offsets = table(groups_tool(bs, "--describe", "--group", gid), "GROUP")
         assert {int(r["PARTITION"]): (r["CURRENT-OFFSET"], r["LAG"]) for r in offsets} == {
-            0: ("2", "12"), **{p: ("0", "14") for p in range(1, 6)}}
+            0: ("2", "12"),
+            **{p: ("0", "14") for p in range(1, 6)},
+        }
         reader = g.add()
         g.wait("the new member to read from the reset offsets to the end",
                lambda: len(reader.records()) >= (14 - 2) + 5 * 14)  # fmt: skip
@@ -123,11 +143,16 @@ def test_describe_lag_reset_and_delete(kcompat_broker_factory: Any) -> None:
         deleted = groups_tool(bs, "--delete", "--group", gid)
         assert "successful" in deleted
         assert gid not in groups_tool(bs, "--list").split()
-        gone = kafka_tool("kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", gid, check=False)
+        gone = kafka_tool(
+            "kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", gid, check=False
+        )
         # What Kafka 4.3.1's broker makes the tool print here (DescribeGroups v6 answers GROUP_ID_NOT_FOUND
         # for a group that is gone; checked against a real 4.3.1 broker): the error on stdout, exit 0.
-        assert (gone.returncode, gone.stdout.strip()) == (0, "Error: Executing consumer group command failed due to "
-                f"org.apache.kafka.common.errors.GroupIdNotFoundException: Group {gid} not found."), gone.stderr
+        assert (gone.returncode, gone.stdout.strip()) == (
+            0,
+            "Error: Executing consumer group command failed due to "
+            f"org.apache.kafka.common.errors.GroupIdNotFoundException: Group {gid} not found.",
+        ), gone.stderr
     finally:
         g.stop()
 
@@ -146,7 +171,9 @@ def test_describe_a_consumer_protocol_group(kcompat_broker_factory: Any) -> None
         g.wait_balanced([2, 2, 2])
         g.wait_consumed(expected)
         state = table(groups_tool(bs, "--describe", "--group", gid, "--state"), "GROUP")
-        assert [(r["ASSIGNMENT-STRATEGY"], r["STATE"], r["#MEMBERS"]) for r in state] == [("uniform", "Stable", "3")]
+        assert [(r["ASSIGNMENT-STRATEGY"], r["STATE"], r["#MEMBERS"]) for r in state] == [
+            ("uniform", "Stable", "3")
+        ]
         members = table(groups_tool(bs, "--describe", "--group", gid, "--members"), "GROUP")
         assert sorted(r["#PARTITIONS"] for r in members) == ["2", "2", "2"]
         offsets = table(groups_tool(bs, "--describe", "--group", gid), "GROUP")
@@ -175,7 +202,9 @@ class Wire:
         return resp
 
 
-def test_bad_group_requests_get_kafkas_errors(kcompat_broker_factory: Any, request: pytest.FixtureRequest) -> None:
+def test_bad_group_requests_get_kafkas_errors(
+    kcompat_broker_factory: Any, request: pytest.FixtureRequest
+) -> None:
     broker = kcompat_broker_factory(BROKER)
     create_topic(broker.bootstrap, "t", 2)
     w = Wire(broker.host, broker.port)
@@ -188,11 +217,20 @@ def test_bad_group_requests_get_kafkas_errors(kcompat_broker_factory: Any, reque
     joined = w.call(JOIN_GROUP, 5, {**join, "member_id": mid})
     gen = joined.generation_id
     assert (joined.error_code, joined.leader) == (0, mid)
-    sync = {"group_id": "g", "generation_id": gen, "member_id": mid, "assignments": [{"member_id": mid, "assignment": b""}]}
+    sync = {
+        "group_id": "g",
+        "generation_id": gen,
+        "member_id": mid,
+        "assignments": [{"member_id": mid, "assignment": b""}],
+    }
     assert w.call(SYNC_GROUP, 3, sync).error_code == 0
 
     def heartbeat(member: str, generation: int) -> int:
-        return int(w.call(HEARTBEAT, 3, {"group_id": "g", "generation_id": generation, "member_id": member}).error_code)
+        return int(
+            w.call(
+                HEARTBEAT, 3, {"group_id": "g", "generation_id": generation, "member_id": member}
+            ).error_code
+        )
 
     def commit(topic: str, member: str = "", generation: int = -1) -> int:
         body = {"group_id": "g", "generation_id_or_member_epoch": generation, "member_id": member,

@@ -73,7 +73,9 @@ def metadata(client: WireClient, topic: str) -> Any:
 # --- size prefixes ---------------------------------------------------------------------------------
 
 
-def test_size_prefixes_cost_only_what_arrives(kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure) -> None:
+def test_size_prefixes_cost_only_what_arrives(
+    kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure
+) -> None:
     broker = kcompat_broker_factory({"message.max.bytes": 8 << 20})
     pid = pid_of(broker)
     base = rss_bytes(pid)
@@ -94,7 +96,9 @@ def test_size_prefixes_cost_only_what_arrives(kcompat_broker_factory: BrokerFact
         held = rss.sample()
         for s in silent:
             s.close()
-    assert rss.peak - base < 24 << 20, f"RSS {mib(base)} -> peak {mib(rss.peak)}: a claimed size was allocated"
+    assert rss.peak - base < 24 << 20, (
+        f"RSS {mib(base)} -> peak {mib(rss.peak)}: a claimed size was allocated"
+    )
     assert held - base < 24 << 20
     # a real large request (a 6 MiB batch) still goes through, in many reads
     c = WireClient(broker.host, broker.port)
@@ -157,12 +161,16 @@ def round_trips(broker: Broker, topic: str, n: int) -> list[float]:
     return times
 
 
-def test_thousands_of_idle_connections_do_not_slow_the_others(kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure) -> None:
+def test_thousands_of_idle_connections_do_not_slow_the_others(
+    kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure
+) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = IDLE_CONNECTIONS + 500
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))  # the broker inherits it
-    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= want, f"need {want} descriptors, hard limit {hard}"
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= want, (
+        f"need {want} descriptors, hard limit {hard}"
+    )
     broker = kcompat_broker_factory()
     pid = pid_of(broker)
     round_trips(broker, "idle", 50)  # warm up
@@ -188,22 +196,31 @@ def test_thousands_of_idle_connections_do_not_slow_the_others(kcompat_broker_fac
     slow_before, slow_during = statistics.median(before), statistics.median(during)
     p95_before = sorted(before)[int(len(before) * 0.95)]
     p95_during = sorted(during)[int(len(during) * 0.95)]
-    assert slow_during < 3 * slow_before + 0.005, f"median round trip {slow_before * 1e3:.1f} -> {slow_during * 1e3:.1f} ms"
-    assert p95_during < 5 * p95_before + 0.02, f"p95 round trip {p95_before * 1e3:.1f} -> {p95_during * 1e3:.1f} ms"
+    assert slow_during < 3 * slow_before + 0.005, (
+        f"median round trip {slow_before * 1e3:.1f} -> {slow_during * 1e3:.1f} ms"
+    )
+    assert p95_during < 5 * p95_before + 0.02, (
+        f"p95 round trip {p95_before * 1e3:.1f} -> {p95_during * 1e3:.1f} ms"
+    )
     assert broker.running
     per_connection = (rss.peak - base) / IDLE_CONNECTIONS
     assert per_connection < 32 << 10, f"{per_connection / 1024:.0f} KiB of RSS per idle connection"
-    report_figure("limits: idle connections", (
-        f"{IDLE_CONNECTIONS} held (broker fds {held}); round trip median {slow_before * 1e3:.2f} -> "
-        f"{slow_during * 1e3:.2f} ms, p95 {p95_before * 1e3:.2f} -> {p95_during * 1e3:.2f} ms; "
-        f"RSS {mib(base)} -> peak {mib(rss.peak)}"
-    ))
+    report_figure(
+        "limits: idle connections",
+        (
+            f"{IDLE_CONNECTIONS} held (broker fds {held}); round trip median {slow_before * 1e3:.2f} -> "
+            f"{slow_during * 1e3:.2f} ms, p95 {p95_before * 1e3:.2f} -> {p95_during * 1e3:.2f} ms; "
+            f"RSS {mib(base)} -> peak {mib(rss.peak)}"
+        ),
+    )
 
 
 # --- fetch.max.bytes -------------------------------------------------------------------------------
 
 
-def test_fetch_of_every_partition_at_maximum_sizes_is_capped(kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure) -> None:
+def test_fetch_of_every_partition_at_maximum_sizes_is_capped(
+    kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure
+) -> None:
     cap = 1 << 20
     broker = kcompat_broker_factory({"fetch.max.bytes": cap})
     partitions = 24
@@ -215,7 +232,9 @@ def test_fetch_of_every_partition_at_maximum_sizes_is_capped(kcompat_broker_fact
     assert p.flush(30) == 0  # about 400 KB a partition, 9.6 MB in all
     body = fetch_body("wide", 0, max_bytes=2**31 - 1)
     part = body["topics"][0]["partitions"][0]
-    body["topics"][0]["partitions"] = [dict(part, partition=i, partition_max_bytes=2**31 - 1) for i in range(partitions)]
+    body["topics"][0]["partitions"] = [
+        dict(part, partition=i, partition_max_bytes=2**31 - 1) for i in range(partitions)
+    ]
     pid = pid_of(broker)
     with RssSampler(pid) as rss:
         c = WireClient(broker.host, broker.port)
@@ -226,13 +245,18 @@ def test_fetch_of_every_partition_at_maximum_sizes_is_capped(kcompat_broker_fact
     assert 0 < sum(sizes) <= cap + largest_batch, f"{sum(sizes)} bytes returned, fetch.max.bytes {cap}"
     assert sum(1 for s in sizes if s) < partitions, "every partition answered in full: no cap applied"
     assert rss.peak - rss.first < 32 << 20
-    report_figure("limits: fetch cap", f"{sum(sizes)} bytes for a fetch of {partitions} x 400 KB (fetch.max.bytes {cap})")
+    report_figure(
+        "limits: fetch cap",
+        f"{sum(sizes)} bytes for a fetch of {partitions} x 400 KB (fetch.max.bytes {cap})",
+    )
 
 
 # --- request flood ---------------------------------------------------------------------------------
 
 
-def test_pipelined_flood_without_reading_is_held_by_backpressure(kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure) -> None:
+def test_pipelined_flood_without_reading_is_held_by_backpressure(
+    kcompat_broker_factory: BrokerFactory, report_figure: ReportFigure
+) -> None:
     """100 fetches whose answers are 1.8 MB each, then 200 produce requests of 200 KB, pipelined on
     one connection by a client that reads nothing: were the broker to keep reading and answering,
     it would hold 180 MB of answers and take all 40 MB of produce requests. Backpressure stops it
@@ -240,14 +264,26 @@ def test_pipelined_flood_without_reading_is_held_by_backpressure(kcompat_broker_
     broker = kcompat_broker_factory({"message.max.bytes": 2 << 20})
     c = WireClient(broker.host, broker.port)
     for _ in range(2):
-        assert c.call(PRODUCE, 9, produce_body("flood", os.urandom(900_000))).responses[0].partition_responses[0].error_code == 0
+        assert (
+            c.call(PRODUCE, 9, produce_body("flood", os.urandom(900_000)))
+            .responses[0]
+            .partition_responses[0]
+            .error_code
+            == 0
+        )
     c.close()
     pid = pid_of(broker)
     base = rss_bytes(pid)
     fetches, produces = 100, 200
-    frames = [(FETCH, encode_request(FETCH, 12, i, fetch_body("flood", 0, max_bytes=4 << 20))) for i in range(fetches)]
+    frames = [
+        (FETCH, encode_request(FETCH, 12, i, fetch_body("flood", 0, max_bytes=4 << 20)))
+        for i in range(fetches)
+    ]
     payload = os.urandom(200_000)
-    frames += [(PRODUCE, encode_request(PRODUCE, 9, fetches + i, produce_body("flood-in", payload))) for i in range(produces)]
+    frames += [
+        (PRODUCE, encode_request(PRODUCE, 9, fetches + i, produce_body("flood-in", payload)))
+        for i in range(produces)
+    ]
     s = socket.create_connection((broker.host, broker.port), timeout=60)
     sent = [0]
 
@@ -274,10 +310,13 @@ def test_pipelined_flood_without_reading_is_held_by_backpressure(kcompat_broker_
         sender.join(30)
     s.close()
     assert rss.peak - base < 100 << 20, f"RSS {mib(base)} -> peak {mib(rss.peak)} during the flood"
-    report_figure("limits: flood", (
-        f"{stalled_at} of {len(frames)} pipelined requests sent before the broker stopped reading; "
-        f"RSS {mib(base)} -> {mib(flooded)} (peak {mib(rss.peak)})"
-    ))
+    report_figure(
+        "limits: flood",
+        (
+            f"{stalled_at} of {len(frames)} pipelined requests sent before the broker stopped reading; "
+            f"RSS {mib(base)} -> {mib(flooded)} (peak {mib(rss.peak)})"
+        ),
+    )
 
 
 # --- admin requests that ask for too much ------------------------------------------------------------

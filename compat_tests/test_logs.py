@@ -31,7 +31,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DebugBroker]:
 
 def records(broker: DebugBroker) -> list[dict[str, Any]]:
     """The broker's JSON lines (the fixture's own "--- kcompat-testing" lines aside)."""
-    return [json.loads(line) for line in broker.logs().splitlines() if not line.startswith("--- kcompat-testing")]
+    return [
+        json.loads(line) for line in broker.logs().splitlines() if not line.startswith("--- kcompat-testing")
+    ]
 
 
 def wait_for(broker: DebugBroker, match: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
@@ -50,7 +52,9 @@ def create_topic(broker: DebugBroker, name: str, partitions: int) -> None:
 
 
 def _join(broker: DebugBroker, group: str, topic: str, members: int, **conf: str) -> list[Consumer]:
-    consumers = [Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **conf}) for _ in range(members)]
+    consumers = [
+        Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **conf}) for _ in range(members)
+    ]
     for c in consumers:
         c.subscribe([topic])
     return consumers
@@ -71,11 +75,22 @@ def test_lines_are_json_with_start_up_topics_and_connections(broker: DebugBroker
     lines = records(broker)
     assert {"time", "level", "logger", "message"} <= set(lines[0])
     assert any(" listening on PLAINTEXT://127.0.0.1:" in r["message"] and r["level"] == "INFO" for r in lines)
-    assert any(r["message"] == "created topic logged-topic with 3 partition(s)" and r["level"] == "INFO" for r in lines)
+    assert any(
+        r["message"] == "created topic logged-topic with 3 partition(s)" and r["level"] == "INFO"
+        for r in lines
+    )
     assert any(r["message"] == "deleted topic logged-topic" and r["level"] == "INFO" for r in lines)
-    accepted = [r for r in lines if r["message"].startswith("connection ") and " accepted on PLAINTEXT" in r["message"]]
+    accepted = [
+        r
+        for r in lines
+        if r["message"].startswith("connection ") and " accepted on PLAINTEXT" in r["message"]
+    ]
     assert accepted and all(r["level"] == "DEBUG" for r in accepted)
-    wait_for(broker, lambda r: r["message"].startswith("connection ") and " closed (" in r["message"], "of a closed connection")
+    wait_for(
+        broker,
+        lambda r: r["message"].startswith("connection ") and " closed (" in r["message"],
+        "of a closed connection",
+    )
 
 
 def test_classic_rebalance_is_logged_with_generation_members_and_partitions(broker: DebugBroker) -> None:

@@ -52,7 +52,9 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
 
 
-def value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: object) -> float:
+def value(
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: object
+) -> float:
     key = (name, tuple(sorted((k, str(v)) for k, v in labels.items())))
     assert key in samples, f"{name}{labels} is not in /metrics"
     return samples[key]
@@ -80,7 +82,9 @@ def test_metrics_count_what_clients_sent_and_compute_lag(broker: Broker) -> None
             got += 1
     assert got == RECORDS
     consumer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()], asynchronous=False)
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)}
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)
+    }
     assert sum(ends.values()) == RECORDS
 
     samples = scrape(broker.admin_url)
@@ -91,7 +95,11 @@ def test_metrics_count_what_clients_sent_and_compute_lag(broker: Broker) -> None
     # Batches are stored as they came (no recompression): bytes in is the size of the topic's logs,
     # and the consumer read each batch once.
     log_bytes = sum(value(samples, "kafka_log_log_size", topic=TOPIC, partition=p) for p in range(PARTITIONS))
-    assert value(samples, "kafka_server_brokertopicmetrics_bytesin_total", topic=TOPIC) == log_bytes > RECORDS * 50
+    assert (
+        value(samples, "kafka_server_brokertopicmetrics_bytesin_total", topic=TOPIC)
+        == log_bytes
+        > RECORDS * 50
+    )
     assert value(samples, "kafka_server_brokertopicmetrics_bytesout_total", topic=TOPIC) == log_bytes
     assert value(samples, "kafka_topic_partitions", topic=TOPIC) == PARTITIONS
     for p in range(PARTITIONS):
@@ -101,16 +109,19 @@ def test_metrics_count_what_clients_sent_and_compute_lag(broker: Broker) -> None
         tp = {"consumergroup": "metered-group", "topic": TOPIC, "partition": p}
         assert value(samples, "kafka_consumergroup_current_offset", **tp) == COMMITTED[p]
         assert value(samples, "kafka_consumergroup_lag", **tp) == ends[p] - COMMITTED[p]
-    assert value(samples, "kafka_consumergroup_lag_sum", consumergroup="metered-group", topic=TOPIC) == RECORDS - sum(
-        COMMITTED.values()
-    )
+    assert value(
+        samples, "kafka_consumergroup_lag_sum", consumergroup="metered-group", topic=TOPIC
+    ) == RECORDS - sum(COMMITTED.values())
 
     # Requests per API, and a latency histogram whose count is that number.
     for api in ("Produce", "Fetch", "Metadata", "OffsetCommit", "CreateTopics"):
         n = value(samples, "kafka_network_requestmetrics_requests_total", request=api)
         assert n >= 1
         assert value(samples, "kafka_network_requestmetrics_totaltime_seconds_count", request=api) == n
-        assert value(samples, "kafka_network_requestmetrics_totaltime_seconds_bucket", request=api, le="+Inf") == n
+        assert (
+            value(samples, "kafka_network_requestmetrics_totaltime_seconds_bucket", request=api, le="+Inf")
+            == n
+        )
     assert value(samples, "kafka_server_socketservermetrics_connection_creation_total") >= 2
     assert value(samples, "kafka_server_socketservermetrics_connection_count") >= 1
 

@@ -32,7 +32,10 @@ ATTACKS: dict[str, tuple[bytes, str]] = {
     "negative size prefix": (struct.pack(">I", 2**31) + b"\0" * 64, "invalid request size -2147483648"),
     "http": (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", "looks like HTTP"),
     "unknown API key": (frame(header(0x7777, 0, 1) + bytes(range(40))), "not supported"),
-    "body that does not decode": (frame(header(3, 12, 2) + b"\xff\xff\xff"), "Metadata v12, correlation id 2"),
+    "body that does not decode": (
+        frame(header(3, 12, 2) + b"\xff\xff\xff"),
+        "Metadata v12, correlation id 2",
+    ),
 }
 
 
@@ -63,7 +66,9 @@ def test_bad_bytes_close_the_connection_with_one_line(kcompat_broker: Broker, at
         bystander.sendall(frame(header(18, 0, 7)))  # a client connected before and after the attack
         with socket.create_connection((kcompat_broker.host, kcompat_broker.port), timeout=5) as s:
             port = s.getsockname()[1]
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # closed early: that is the point
+            with contextlib.suppress(
+                BrokenPipeError, ConnectionResetError
+            ):  # closed early: that is the point
                 s.sendall(data)
             assert closed_by_peer(s)
         lines = lines_about(kcompat_broker, port)

@@ -52,7 +52,9 @@ def create(admin: AdminClient, names: list[str], partitions: int) -> dict[str, i
     return out
 
 
-def produce(bootstrap: str, targets: list[tuple[str, int]], value: bytes = b"v") -> dict[tuple[str, int], int]:
+def produce(
+    bootstrap: str, targets: list[tuple[str, int]], value: bytes = b"v"
+) -> dict[tuple[str, int], int]:
     """One record per partition; (topic, partition) -> acknowledged offset."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "enable.idempotence": True})
     acked: dict[tuple[str, int], int] = {}
@@ -124,7 +126,9 @@ def test_out_of_descriptors_is_a_storage_error_and_the_broker_goes_on(tmp_path: 
         again.stop()
 
 
-def _many_unflushed(tmp_path: Path, topics: int, partitions: int) -> tuple[Broker, dict[tuple[str, int], int]]:
+def _many_unflushed(
+    tmp_path: Path, topics: int, partitions: int
+) -> tuple[Broker, dict[tuple[str, int], int]]:
     """A broker whose topics x partitions each got one acknowledged record, then was killed."""
     broker = _broker(tmp_path, "many").start()
     try:

@@ -48,7 +48,9 @@ class Certs:
     def __init__(self, d: Path) -> None:
         ca = trustme.CA()
         server = ca.issue_cert("localhost", "127.0.0.1")
-        client = ca.issue_cert("client.kcompat.test", common_name="Mallory Client", organization_name="kcompat")
+        client = ca.issue_cert(
+            "client.kcompat.test", common_name="Mallory Client", organization_name="kcompat"
+        )
         self.dir = d
         self.ca = d / "ca.pem"
         ca.cert_pem.write_to_path(str(self.ca))
@@ -59,15 +61,21 @@ class Certs:
         key = serialization.load_pem_private_key(server.private_key_pem.bytes(), None)
         cert = x509.load_pem_x509_certificate(server.cert_chain_pems[0].bytes())
         self.server_p12 = d / "server.p12"
-        self.server_p12.write_bytes(pkcs12.serialize_key_and_certificates(
-            b"kcompat", key, cert, None, serialization.BestAvailableEncryption(b"store-pw")))  # type: ignore[arg-type]
+        self.server_p12.write_bytes(
+            pkcs12.serialize_key_and_certificates(
+                b"kcompat", key, cert, None, serialization.BestAvailableEncryption(b"store-pw")
+            )
+        )  # type: ignore[arg-type]
         self.client_cert = d / "client-cert.pem"
         self.client_key = d / "client-key.pem"
         client.cert_chain_pems[0].write_to_path(str(self.client_cert))
         # Java's PEM keystore wants PKCS#8 keys
         ckey = serialization.load_pem_private_key(client.private_key_pem.bytes(), None)
-        self.client_key.write_bytes(ckey.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        self.client_key.write_bytes(
+            ckey.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         self.client_keystore = d / "client-keystore.pem"
         self.client_keystore.write_bytes(self.client_key.read_bytes() + self.client_cert.read_bytes())
 
@@ -98,8 +106,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[B
         "sasl.jaas.config": PLAIN_JAAS,
         "connection.failed.authentication.delay.ms": "50",
     }
-    b = Broker(base / "data", base / "kcompat.log", overrides=props, listeners={n: free_port() for n in names},
-               args=["--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]"])
+    b = Broker(
+        base / "data",
+        base / "kcompat.log",
+        overrides=props,
+        listeners={n: free_port() for n in names},
+        args=["--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]"],
+    )
     b.start()
     yield b
     b.stop()
@@ -123,7 +136,9 @@ def librdkafka_conf(broker: Broker, certs: Certs, case: str, password: str | Non
     if "SSL" in listener or listener == "MTLS":
         conf["ssl.ca.location"] = str(certs.ca)
     if listener == "MTLS":
-        conf.update({"ssl.certificate.location": str(certs.client_cert), "ssl.key.location": str(certs.client_key)})
+        conf.update(
+            {"ssl.certificate.location": str(certs.client_cert), "ssl.key.location": str(certs.client_key)}
+        )
     if mechanism:
         user, pw = USERS[mechanism]
         conf.update({"sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password or pw})
@@ -154,8 +169,10 @@ def java_conf(certs: Certs, case: str, user: tuple[str, str] | None = None) -> s
     if mechanism:
         name, pw = user or USERS[mechanism]
         module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
-        lines += [f"sasl.mechanism={mechanism}",
-                  f'sasl.jaas.config=org.apache.kafka.common.security.{module} required username="{name}" password="{pw}";']
+        lines += [
+            f"sasl.mechanism={mechanism}",
+            f'sasl.jaas.config=org.apache.kafka.common.security.{module} required username="{name}" password="{pw}";',
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -246,34 +263,75 @@ def test_java_client_and_kafka_configs_scram_user(broker: Broker, certs: Certs, 
     Java client over SASL_SSL; the Java consumer reads over mTLS. The store holds no password."""
     admin = tmp_path / "admin.properties"
     admin.write_text(java_conf(certs, "SASL_SSL-SCRAM-SHA-512"))
-    kafka_tool("kafka-configs", "--bootstrap-server", broker.address("SASL_SSL"), "--command-config", str(admin),
-               "--alter", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=carol-secret]",
-               "--entity-type", "users", "--entity-name", "carol")
+    kafka_tool(
+        "kafka-configs",
+        "--bootstrap-server",
+        broker.address("SASL_SSL"),
+        "--command-config",
+        str(admin),
+        "--alter",
+        "--add-config",
+        "SCRAM-SHA-512=[iterations=8192,password=carol-secret]",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "carol",
+    )
     stored = (broker.data_dir / "kcompat-scram-credentials").read_text()
     assert '"carol"' in stored and "carol-secret" not in stored and "alice-secret" not in stored
 
     carol = tmp_path / "carol.properties"
     carol.write_text(java_conf(certs, "SASL_SSL-SCRAM-SHA-512", ("carol", "carol-secret")))
     topic = unique("sec-java")
-    kafka_tool("kafka-console-producer", "--bootstrap-server", broker.address("SASL_SSL"), "--command-config",
-               str(carol), "--topic", topic, input="one\ntwo\nthree\n")
+    kafka_tool(
+        "kafka-console-producer",
+        "--bootstrap-server",
+        broker.address("SASL_SSL"),
+        "--command-config",
+        str(carol),
+        "--topic",
+        topic,
+        input="one\ntwo\nthree\n",
+    )
     mtls = tmp_path / "mtls.properties"
     mtls.write_text(java_conf(certs, "MTLS"))
-    out = kafka_tool("kafka-console-consumer", "--bootstrap-server", broker.address("MTLS"), "--command-config",
-                     str(mtls), "--topic", topic, "--from-beginning", "--max-messages", "3", "--timeout-ms", "20000")
+    out = kafka_tool(
+        "kafka-console-consumer",
+        "--bootstrap-server",
+        broker.address("MTLS"),
+        "--command-config",
+        str(mtls),
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        "3",
+        "--timeout-ms",
+        "20000",
+    )
     assert out.stdout.split() == ["one", "two", "three"]
     # and PLAIN from the JAAS config, over SASL_PLAINTEXT, with Kafka's admin tool
     plain = tmp_path / "plain.properties"
     plain.write_text(java_conf(certs, "SASL_PLAINTEXT-PLAIN"))
-    listed = kafka_tool("kafka-topics", "--bootstrap-server", broker.address("SASL_PLAINTEXT"),
-                        "--command-config", str(plain), "--list")
+    listed = kafka_tool(
+        "kafka-topics",
+        "--bootstrap-server",
+        broker.address("SASL_PLAINTEXT"),
+        "--command-config",
+        str(plain),
+        "--list",
+    )
     assert topic in listed.stdout.split()
 
 
 def test_confluent_kafka_oauthbearer_unsecured_jws(broker: Broker, certs: Certs) -> None:
-    conf = {"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanisms": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
-            "sasl.oauthbearer.config": "principal=svc-reporter lifeSeconds=600"}
+    conf = {
+        "bootstrap.servers": broker.address("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": True,
+        "sasl.oauthbearer.config": "principal=svc-reporter lifeSeconds=600",
+    }
     topic = unique("sec-oauth")
     p = Producer(conf)
     errors: list[Any] = []
@@ -292,7 +350,9 @@ def test_confluent_kafka_oauthbearer_unsecured_jws(broker: Broker, certs: Certs)
 # --- refusals ---------------------------------------------------------------------------------------
 
 
-def test_wrong_password_is_the_clients_authentication_error(broker: Broker, certs: Certs, tmp_path: Path) -> None:
+def test_wrong_password_is_the_clients_authentication_error(
+    broker: Broker, certs: Certs, tmp_path: Path
+) -> None:
     errors: list[KafkaError] = []
     conf = librdkafka_conf(broker, certs, "SASL_SSL-SCRAM-SHA-512", password="not-the-secret-7")
     p = Producer({**conf, "error_cb": errors.append})
@@ -304,8 +364,15 @@ def test_wrong_password_is_the_clients_authentication_error(broker: Broker, cert
     del p
     bad = tmp_path / "bad.properties"
     bad.write_text(java_conf(certs, "SASL_SSL-PLAIN", ("bob", "nope")))
-    result = kafka_tool("kafka-topics", "--bootstrap-server", broker.address("SASL_SSL"), "--command-config",
-                        str(bad), "--list", check=False)
+    result = kafka_tool(
+        "kafka-topics",
+        "--bootstrap-server",
+        broker.address("SASL_SSL"),
+        "--command-config",
+        str(bad),
+        "--list",
+        check=False,
+    )
     assert result.returncode != 0 and "SaslAuthenticationException" in result.stdout + result.stderr
     # the broker keeps serving everyone else
     test_confluent_kafka_produces_and_consumes(broker, certs, "SASL_SSL-PLAIN")
@@ -315,7 +382,11 @@ def test_wrong_password_is_the_clients_authentication_error(broker: Broker, cert
 
 def test_mtls_refuses_a_client_without_certificate(broker: Broker, certs: Certs) -> None:
     errors: list[KafkaError] = []
-    conf = {"bootstrap.servers": broker.address("MTLS"), "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
+    conf = {
+        "bootstrap.servers": broker.address("MTLS"),
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+    }
     p = Producer({**conf, "error_cb": errors.append})
     p.produce("never", b"x")
     deadline = time.monotonic() + 15
@@ -346,7 +417,10 @@ def test_hostile_peers_are_closed_with_one_line_each(broker: Broker, certs: Cert
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         log = broker.logs()
-        if "unexpected request (API key 3 v12) in SASL state handshake" in log and "TLS handshake failed" in log:
+        if (
+            "unexpected request (API key 3 v12) in SASL state handshake" in log
+            and "TLS handshake failed" in log
+        ):
             break
         time.sleep(0.05)
     assert log.count("unexpected request (API key 3 v12)") == 1
@@ -367,7 +441,9 @@ def test_stalled_handshakes_do_not_delay_other_clients(broker: Broker, certs: Ce
             p.send(unique("stall"), b"x").get(10)
             p.close()
             took.append(time.monotonic() - t0)
-        print(f"kafka-python connect + produce over SSL while 10 handshakes stall: {min(took) * 1000:.0f} ms min")
+        print(
+            f"kafka-python connect + produce over SSL while 10 handshakes stall: {min(took) * 1000:.0f} ms min"
+        )
         assert max(took) < 5
     finally:
         for s in stalled:

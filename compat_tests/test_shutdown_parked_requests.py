@@ -18,7 +18,9 @@ def test_sigterm_answers_a_parked_fetch_and_join_group_at_once(kcompat_broker_fa
     try:
         # A fetch at the end of an empty topic waits max_wait_ms (30 s) for data.
         body = fetch_body("parked", 0) | {"max_wait_ms": 30_000, "min_bytes": 1}
-        fetch.sendall(encode_request(3, 12, 1, {"topics": [{"name": "parked"}], "allow_auto_topic_creation": True}))
+        fetch.sendall(
+            encode_request(3, 12, 1, {"topics": [{"name": "parked"}], "allow_auto_topic_creation": True})
+        )
         read_frame(fetch)
         fetch.sendall(encode_request(1, 12, 2, body))
         # JoinGroup v3 (no MEMBER_ID_REQUIRED): the first member waits out the initial rebalance delay.

@@ -56,7 +56,9 @@ def produce_acked(bootstrap: str, topic: str, count: int, value_size: int = 100,
     for i in range(count):
         while True:
             try:
-                p.produce(topic, key=str(i).encode(), value=str(i).encode().ljust(value_size, b"."), callback=done)
+                p.produce(
+                    topic, key=str(i).encode(), value=str(i).encode().ljust(value_size, b"."), callback=done
+                )
                 break
             except BufferError:
                 p.poll(0.05)
@@ -95,7 +97,9 @@ def test_second_broker_on_a_live_log_dir_refuses_and_kill9_frees_the_lock(
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line or "Traceback" in line]
     assert len(errors) == 1, result.stderr
-    assert f"log dir {first.data_dir} is in use by another broker process (pid {first.process.pid})" in errors[0]
+    assert (
+        f"log dir {first.data_dir} is in use by another broker process (pid {first.process.pid})" in errors[0]
+    )
     assert "recover" not in result.stderr and "listening on" not in result.stderr
     assert not api_versions_ready(second.host, second.port, timeout=0.5)  # it never served
     # Nothing in the dir changed: no recovery, no checkpoint, no clean-shutdown marker.
@@ -167,7 +171,9 @@ def test_kafka_combined_mode_server_properties_starts_as_it_is(tmp_path: Path) -
         assert produce_acked(f"localhost:{port}", "from-kafka-config", 10) == 10
         text = log_path.read_text()
         skipped = [line for line in text.splitlines() if "controller listener" in line]
-        assert len(skipped) == 1 and " INFO " in skipped[0] and f"CONTROLLER://:{controller_port}" in skipped[0]
+        assert (
+            len(skipped) == 1 and " INFO " in skipped[0] and f"CONTROLLER://:{controller_port}" in skipped[0]
+        )
         assert " ERROR " not in text and " WARNING " not in text, text
         with socket.socket() as s:  # the controller port is not opened
             assert s.connect_ex(("127.0.0.1", controller_port)) != 0
@@ -190,7 +196,9 @@ def test_connections_are_answered_only_once_recovery_is_done(
     # Enough batches that recovery after kill -9 takes a measurable time: it re-reads every batch
     # written since the last recovery point, so one record per batch.
     started = time.monotonic()
-    produce_acked(broker.bootstrap, "bulk", BULK_RECORDS, value_size=10, **{"batch.num.messages": 1, "linger.ms": 0})
+    produce_acked(
+        broker.bootstrap, "bulk", BULK_RECORDS, value_size=10, **{"batch.num.messages": 1, "linger.ms": 0}
+    )
     print(f"produced {BULK_RECORDS} one-record batches in {time.monotonic() - started:.1f} s")
     broker.kill()
 
@@ -198,7 +206,11 @@ def test_connections_are_answered_only_once_recovery_is_done(
     with open(broker.log_path, "ab") as out:
         offset = out.tell()
         broker.process = subprocess.Popen(
-            broker.command(), stdout=out, stderr=subprocess.STDOUT, env=broker._env(), cwd=broker.data_dir.parent
+            broker.command(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=broker._env(),
+            cwd=broker.data_dir.parent,
         )
     # Connect as early as the port accepts a TCP connection, then ask.
     deadline = launched + 60
@@ -235,7 +247,8 @@ class _RelativeDirBroker(Broker):
 
     def command(self) -> list[str]:
         return [
-            arg.replace(f"log.dirs={self.data_dir}", f"log.dirs={self.data_dir.name}") for arg in super().command()
+            arg.replace(f"log.dirs={self.data_dir}", f"log.dirs={self.data_dir.name}")
+            for arg in super().command()
         ]
 
 
@@ -267,7 +280,10 @@ JAVA_LOCK = Path(__file__).parent / "java" / "TryDirLock.java"
 def java_try_lock(directory: Path) -> subprocess.Popen[str]:
     """A JVM that takes `directory`/.lock as Kafka's broker does; its first line says how it went."""
     return subprocess.Popen(
-        [java_executable(), str(JAVA_LOCK), str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [java_executable(), str(JAVA_LOCK), str(directory)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -281,7 +297,9 @@ def test_kcompat_and_kafka_exclude_each_other_on_a_log_dir(
         try:
             assert jvm.stdout is not None and jvm.stdout.readline().strip() == "locked"
             refused = Broker(held, tmp_path / "refused.log")
-            result = subprocess.run(refused.command(), capture_output=True, text=True, timeout=60, env=refused._env())
+            result = subprocess.run(
+                refused.command(), capture_output=True, text=True, timeout=60, env=refused._env()
+            )
             assert result.returncode == 1, result.stderr
             assert f"log dir {held} is in use by another broker process (pid {jvm.pid})" in result.stderr
         finally:

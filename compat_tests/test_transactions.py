@@ -33,7 +33,9 @@ def create(bootstrap: str, *topics: str, partitions: int = 1) -> None:
         f.result()
 
 
-def read_values(bootstrap: str, topic: str, isolation: str, *, expect: int, timeout: float = 20.0) -> list[bytes]:
+def read_values(
+    bootstrap: str, topic: str, isolation: str, *, expect: int, timeout: float = 20.0
+) -> list[bytes]:
     """Every value of partition 0 of `topic` a consumer with `isolation` sees, up to its end offset."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                   "isolation.level": isolation, "enable.auto.commit": False})  # fmt: skip
@@ -58,9 +60,15 @@ def read_values(bootstrap: str, topic: str, isolation: str, *, expect: int, time
 
 
 @pytest.mark.parametrize(
-    "jars", [pytest.param(KAFKA_JARS, id="4.x"), pytest.param(KAFKA_CLIENTS_39_JARS, id="3.9", marks=pytest.mark.slow)]
+    "jars",
+    [
+        pytest.param(KAFKA_JARS, id="4.x"),
+        pytest.param(KAFKA_CLIENTS_39_JARS, id="3.9", marks=pytest.mark.slow),
+    ],
 )
-def test_java_commit_abort_read_committed_and_fencing(kcompat_broker: Broker, tmp_path: Path, jars: Path) -> None:
+def test_java_commit_abort_read_committed_and_fencing(
+    kcompat_broker: Broker, tmp_path: Path, jars: Path
+) -> None:
     create(kcompat_broker.bootstrap, "jtx")
     classes = compile_java(tmp_path / "classes", jars, ROOT / "compat_tests" / "java" / "Transactions.java")
     cp = f"{classes}:{java_classpath(jars)}"
@@ -90,7 +98,9 @@ def test_confluent_consume_transform_produce_exactly_once(kcompat_broker: Broker
     consumer = Consumer({"bootstrap.servers": bs, "group.id": "ctp", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, "isolation.level": "read_committed"})  # fmt: skip
     consumer.subscribe(["ctp-in"])
-    producer = Producer({"bootstrap.servers": bs, "transactional.id": "ctp-tx", "transaction.timeout.ms": 20000})
+    producer = Producer(
+        {"bootstrap.servers": bs, "transactional.id": "ctp-tx", "transaction.timeout.ms": 20000}
+    )
     producer.init_transactions(20)
     rounds = 0
     done = 0
@@ -174,7 +184,9 @@ def test_kill9_mid_transaction_is_aborted_at_timeout(kcompat_broker_factory: Bro
     broker = kcompat_broker_factory(FAST_ABORT)
     bs = broker.bootstrap
     create(bs, "k9")
-    open_txn = Producer({"bootstrap.servers": bs, "transactional.id": "k9-open", "transaction.timeout.ms": 3000})
+    open_txn = Producer(
+        {"bootstrap.servers": bs, "transactional.id": "k9-open", "transaction.timeout.ms": 3000}
+    )
     open_txn.init_transactions(20)
     open_txn.begin_transaction()
     for i in range(5):
@@ -206,7 +218,9 @@ def test_kill9_ledger_of_committed_transactions(kcompat_broker_factory: BrokerFa
     committed: list[bytes] = []
     seq = 0
     for rnd in range(5):
-        p = Producer({"bootstrap.servers": bs, "transactional.id": "ledger-tx", "transaction.timeout.ms": 3000})
+        p = Producer(
+            {"bootstrap.servers": bs, "transactional.id": "ledger-tx", "transaction.timeout.ms": 3000}
+        )
         p.init_transactions(30)  # after a kill: fences what the last round left open
         for t in range(4):
             p.begin_transaction()
@@ -250,7 +264,9 @@ def test_kafka_transactions_tool_lists_and_describes(kcompat_broker: Broker) -> 
                            "tool-tx").stdout  # fmt: skip
     assert "CompleteCommit" in described, described
     # A hanging transaction: describe-producers shows where it starts, abort writes its ABORT marker.
-    hang = Producer({"bootstrap.servers": bs, "transactional.id": "hang-tx", "transaction.timeout.ms": 600000})
+    hang = Producer(
+        {"bootstrap.servers": bs, "transactional.id": "hang-tx", "transaction.timeout.ms": 600000}
+    )
     hang.init_transactions(20)
     hang.begin_transaction()
     hang.produce("tool", value=b"hanging")
@@ -270,5 +286,7 @@ def test_kafka_transactions_tool_lists_and_describes(kcompat_broker: Broker) -> 
     part = kcompat_broker.data_dir / "tool-0"
     txnindex = kafka_tool("kafka-dump-log", "--files", str(part / "00000000000000000000.txnindex")).stdout
     assert "firstOffset: 2 lastOffset: 3 lastStableOffset: 4" in txnindex, txnindex
-    log = kafka_tool("kafka-dump-log", "--print-data-log", "--files", str(part / "00000000000000000000.log")).stdout
+    log = kafka_tool(
+        "kafka-dump-log", "--print-data-log", "--files", str(part / "00000000000000000000.log")
+    ).stdout
     assert "endTxnMarker: COMMIT" in log and "endTxnMarker: ABORT" in log, log

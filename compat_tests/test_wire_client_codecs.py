@@ -82,7 +82,6 @@ def test_interop_with_client_codecs(lib: str, cid: Compression) -> None:
     assert THEIR_DECODERS[lib][cid](compress(cid, PAYLOAD)) == PAYLOAD
 
 
-
 # -- error codes (from tests/wire/test_error_codes.py) --
 
 
@@ -90,7 +89,9 @@ def test_every_code_kafka_python_knows() -> None:
     codes = {
         cls.errno
         for cls in vars(kafka.errors).values()
-        if isinstance(cls, type) and issubclass(cls, kafka.errors.BrokerResponseError) and cls.errno is not None
+        if isinstance(cls, type)
+        and issubclass(cls, kafka.errors.BrokerResponseError)
+        and cls.errno is not None
     }
     assert len(codes) > 100
     assert codes <= set(ErrorCode)
@@ -107,7 +108,6 @@ def test_every_code_librdkafka_knows_with_its_name() -> None:
     # librdkafka abbreviates some names; most are Kafka's verbatim.
     same = [c for c, n in known.items() if ErrorCode(c).name == n]
     assert len(same) >= len(known) - 12
-
 
 
 # -- record batches (from tests/wire/test_records.py, test_record_batch.py, test_records_control.py) --

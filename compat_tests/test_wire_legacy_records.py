@@ -22,7 +22,12 @@ BASE_TS = 1_700_000_000_000
 def _build(magic: int, codec: int, n: int = 5) -> bytes:
     b = LegacyRecordBatchBuilder(magic, codec, 1 << 20)
     for i in range(n):
-        b.append(i, BASE_TS + i if magic else None, None if i % 2 else b"k%d" % i, b"v" * 40 * i if i != 3 else None)
+        b.append(
+            i,
+            BASE_TS + i if magic else None,
+            None if i % 2 else b"k%d" % i,
+            b"v" * 40 * i if i != 3 else None,
+        )
     return bytes(b.build())
 
 

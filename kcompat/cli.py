@@ -161,7 +161,11 @@ def _config_docs(args: argparse.Namespace) -> int:
         lines = []
         for line in render_table(list(TOPIC_CONFIGS.values())).splitlines():
             lines.append(line)
-            name = line.strip().split(" = ")[0] if line.startswith("  ") and not line.startswith("      ") else None
+            name = (
+                line.strip().split(" = ")[0]
+                if line.startswith("  ") and not line.startswith("      ")
+                else None
+            )
             if name in TOPIC_SYNONYMS:
                 synonyms = ", ".join(s.broker_name for s in TOPIC_SYNONYMS[name])
                 lines.append(f"      broker synonyms: {synonyms}")

@@ -181,7 +181,9 @@ def _property_value(value: object) -> str:
     return str(value)
 
 
-def _merge_overrides(overrides: Mapping[str, object] | None, keywords: Mapping[str, object]) -> dict[str, str]:
+def _merge_overrides(
+    overrides: Mapping[str, object] | None, keywords: Mapping[str, object]
+) -> dict[str, str]:
     merged = dict(TEST_DEFAULTS)
     for key, value in (overrides or {}).items():
         merged[key] = _property_value(value)
@@ -233,7 +235,8 @@ class Broker:
         props = dict(self.overrides)
         # Where it listens and stores data is the fixture's business, not the caller's.
         props["listeners"] = ",".join(
-            [f"PLAINTEXT://{self.host}:{self.port}"] + [f"{n}://{self.host}:{p}" for n, p in self.listeners.items()]
+            [f"PLAINTEXT://{self.host}:{self.port}"]
+            + [f"{n}://{self.host}:{p}" for n, p in self.listeners.items()]
         )
         props.pop("advertised.listeners", None)
         # No admin listener unless asked for: brokers side by side would all want port 9644.
@@ -418,7 +421,9 @@ def pytest_runtest_makereport(
         remembered: list[Broker] = item.stash.get(_BROKERS_KEY, [])
         brokers = list(remembered)
         if "kcompat_session_broker" in getattr(item, "fixturenames", ()):
-            session_broker = item.funcargs.get("kcompat_session_broker") if hasattr(item, "funcargs") else None
+            session_broker = (
+                item.funcargs.get("kcompat_session_broker") if hasattr(item, "funcargs") else None
+            )
             if isinstance(session_broker, Broker) and session_broker not in brokers:
                 brokers.append(session_broker)
         for broker in brokers:

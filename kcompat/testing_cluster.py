@@ -44,10 +44,18 @@ def kafka_jars() -> Path:
     """Kafka's jars: $KAFKA_HOME/libs when KAFKA_HOME is set, else the project's .deps/kafka."""
     home = os.environ.get("KAFKA_HOME")
     return Path(home) / "libs" if home else KAFKA_JARS
+
+
 HOST = "127.0.0.1"
 
 # A controller needs little: a small heap and the client JIT keep its start near 2 s on 2 cores.
-CONTROLLER_JVM = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+CONTROLLER_JVM = [
+    "-Xms64m",
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.awt.headless=true",
+]
 TOOL_JVM = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
 # Finalized at format time (kafka-storage format --feature). metadata.version and kraft.version come
@@ -156,7 +164,9 @@ class ControllerQuorum:
         self.extra_properties = dict(properties or {})  # more controller settings, Kafka's names
         self.cluster_id = random_uuid_base64()
         self.controllers = [
-            Controller(first_id + i, _free_port(), self.workdir / f"controller-{first_id + i}", random_uuid_base64())
+            Controller(
+                first_id + i, _free_port(), self.workdir / f"controller-{first_id + i}", random_uuid_base64()
+            )
             for i in range(voters)
         ]
 
@@ -205,7 +215,10 @@ class ControllerQuorum:
         if len(self.controllers) == 1:
             quorum = ["--standalone"]
         else:
-            quorum = ["--initial-controllers", ",".join(f"{c.node_id}@{c.endpoint}:{c.directory_id}" for c in self.controllers)]
+            quorum = [
+                "--initial-controllers",
+                ",".join(f"{c.node_id}@{c.endpoint}:{c.directory_id}" for c in self.controllers),
+            ]
         features = [arg for name, level in self.features.items() for arg in ("--feature", f"{name}={level}")]
         for c in self.controllers:
             config = self._write_config(c)
@@ -235,7 +248,9 @@ class ControllerQuorum:
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         if result.returncode != 0:
-            raise ControllerStartError(f"kafka-storage format (broker) failed:\n{result.stdout}\n{result.stderr}")
+            raise ControllerStartError(
+                f"kafka-storage format (broker) failed:\n{result.stdout}\n{result.stderr}"
+            )
 
     def start(self) -> None:
         self.format()
@@ -252,10 +267,14 @@ class ControllerQuorum:
                 assert c.process is not None
                 if c.process.poll() is not None:
                     self.stop()
-                    raise ControllerStartError(f"controller {c.node_id} exited {c.process.returncode}:\n{c.log_tail()}")
+                    raise ControllerStartError(
+                        f"controller {c.node_id} exited {c.process.returncode}:\n{c.log_tail()}"
+                    )
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise ControllerStartError(f"controller {c.node_id} not ready in {self.start_timeout}s:\n{c.log_tail()}")
+                    raise ControllerStartError(
+                        f"controller {c.node_id} not ready in {self.start_timeout}s:\n{c.log_tail()}"
+                    )
                 time.sleep(0.1)
 
     def stop(self, timeout: float = 20.0) -> None:
@@ -332,7 +351,9 @@ class DevCluster:
         # __consumer_offsets cannot have more replicas than there are brokers
         self.overrides = {"offsets.topic.replication.factor": str(min(3, brokers)), **(overrides or {})}
         self.brokers = [
-            BrokerProcess(i, _free_port(), self.workdir / f"broker-{i}" / "data", self.workdir / f"broker-{i}.log")
+            BrokerProcess(
+                i, _free_port(), self.workdir / f"broker-{i}" / "data", self.workdir / f"broker-{i}.log"
+            )
             for i in range(1, brokers + 1)
         ]
 
@@ -348,7 +369,13 @@ class DevCluster:
 
     def command(self, b: BrokerProcess) -> list[str]:
         props = {**broker_properties(self.quorum, b.node_id, b.data_dir, b.port), **self.overrides}
-        return [self.python, "-m", "kcompat", "serve", *(a for k, v in props.items() for a in ("--override", f"{k}={v}"))]
+        return [
+            self.python,
+            "-m",
+            "kcompat",
+            "serve",
+            *(a for k, v in props.items() for a in ("--override", f"{k}={v}")),
+        ]
 
     def start(self) -> None:
         self.quorum.start()

@@ -56,7 +56,7 @@ def test_admin_address_refuses(value: str) -> None:
 
 
 def test_json_log_line() -> None:
-    record = logging.LogRecord("kcompat.server", logging.WARNING, __file__, 1, "a %s \"b\"", ("é",), None)
+    record = logging.LogRecord("kcompat.server", logging.WARNING, __file__, 1, 'a %s "b"', ("é",), None)
     record.created, record.msecs = 1767323045.678, 678.0
     line = json.loads(JsonFormatter().format(record))
     assert line == {"time": "2026-01-02T03:04:05.678Z", "level": "WARNING", "logger": "kcompat.server",

@@ -67,29 +67,52 @@ def test_invalid_value_in_file_after_unknown_key_warning(tmp_path: Path) -> None
 
 
 def test_unusable_keystore_and_bad_add_scram_are_one_line(tmp_path: Path) -> None:
-    result = run("serve", "--override", "listeners=SSL://127.0.0.1:0", "--override",
-                 f"ssl.keystore.location={tmp_path / 'nope.p12'}", "--override", f"log.dirs={tmp_path / 'data'}")
+    result = run(
+        "serve",
+        "--override",
+        "listeners=SSL://127.0.0.1:0",
+        "--override",
+        f"ssl.keystore.location={tmp_path / 'nope.p12'}",
+        "--override",
+        f"log.dirs={tmp_path / 'data'}",
+    )
     assert result.returncode == 1
     (line,) = [x for x in result.stderr.splitlines() if " ERROR " in x]
     assert "ssl.keystore.location=" in line and "cannot be read: No such file or directory" in line
     assert "Traceback" not in result.stderr
     bad = run("serve", "--add-scram", "SCRAM-SHA-512=[name=alice]")
     assert bad.returncode == 1 and bad.stderr.strip() == (
-        "kcompat: --add-scram 'SCRAM-SHA-512=[name=alice]' needs name= and password=")
+        "kcompat: --add-scram 'SCRAM-SHA-512=[name=alice]' needs name= and password="
+    )
 
 
 def test_serve_help_documents_options_precedence_and_properties() -> None:
     result = run("serve", "--help")
     assert result.returncode == 0
     text = result.stdout
-    for phrase in ("--override", "server.properties", "KAFKA_", "'__' -> '_'", "'___' -> '-'", "lowest precedence first"):
+    for phrase in (
+        "--override",
+        "server.properties",
+        "KAFKA_",
+        "'__' -> '_'",
+        "'___' -> '-'",
+        "lowest precedence first",
+    ):
         assert phrase in text, phrase
-    order = [text.index(s) for s in ("1. built-in defaults", "2. the server.properties", "3. KAFKA_*", "4. --override")]
+    order = [
+        text.index(s)
+        for s in ("1. built-in defaults", "2. the server.properties", "3. KAFKA_*", "4. --override")
+    ]
     assert order == sorted(order)
     for name in BROKER_CONFIGS:
         assert f"  {name}=" in text, name
-    for listed in ("listeners=PLAINTEXT://127.0.0.1:9092", "message.max.bytes=1048588", "num.partitions=1",
-                   "auto.create.topics.enable=true", "group.initial.rebalance.delay.ms=3000"):
+    for listed in (
+        "listeners=PLAINTEXT://127.0.0.1:9092",
+        "message.max.bytes=1048588",
+        "num.partitions=1",
+        "auto.create.topics.enable=true",
+        "group.initial.rebalance.delay.ms=3000",
+    ):
         assert listed in text, listed
 
 
@@ -139,7 +162,14 @@ def test_serve_hands_the_config_to_the_server(monkeypatch: pytest.MonkeyPatch) -
 
 
 def serve_on(log_dirs: Path | str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run("serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={log_dirs}", *extra)
+    return run(
+        "serve",
+        "--override",
+        "listeners=PLAINTEXT://127.0.0.1:0",
+        "--override",
+        f"log.dirs={log_dirs}",
+        *extra,
+    )
 
 
 def the_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -225,7 +255,13 @@ def test_a_port_in_use_hints_at_the_listeners_override(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run("serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path}")
+        result = run(
+            "serve",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override",
+            f"log.dirs={tmp_path}",
+        )
     line = the_error_line(result)
     assert f"cannot listen on PLAINTEXT://127.0.0.1:{port}: Address already in use" in line
     assert "--override listeners=PLAINTEXT://127.0.0.1:PORT" in line

@@ -122,7 +122,11 @@ def test_parse_partitions() -> None:
 
 
 def test_parse_key_values() -> None:
-    assert parse_key_values(["retention.ms=100", "x=a=b", "empty="]) == [("retention.ms", "100"), ("x", "a=b"), ("empty", "")]
+    assert parse_key_values(["retention.ms=100", "x=a=b", "empty="]) == [
+        ("retention.ms", "100"),
+        ("x", "a=b"),
+        ("empty", ""),
+    ]
     with pytest.raises(FormatError, match="key=value"):
         parse_key_values(["novalue"])
 
@@ -235,7 +239,10 @@ def test_unreachable_broker_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     from kcompat.testing import free_port
 
     port = free_port()
-    assert cli.main(["topic", "list", "--brokers", f"127.0.0.1:{port}", "--timeout", "2"]) == common.EXIT_CANNOT_CONNECT
+    assert (
+        cli.main(["topic", "list", "--brokers", f"127.0.0.1:{port}", "--timeout", "2"])
+        == common.EXIT_CANNOT_CONNECT
+    )
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"kcompat: cannot connect to 127.0.0.1:{port}")
 

@@ -171,7 +171,9 @@ def test_defaults() -> None:
 
 def test_precedence_file_env_override(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
-    path.write_text("num.partitions=2\nlog.retention.hours=10\nmessage.max.bytes=2000\ndefault.replication.factor=1\n")
+    path.write_text(
+        "num.partitions=2\nlog.retention.hours=10\nmessage.max.bytes=2000\ndefault.replication.factor=1\n"
+    )
     environ = {"KAFKA_NUM_PARTITIONS": "3", "KAFKA_MESSAGE_MAX_BYTES": "3000"}
     cfg = load("num.partitions=4", path=path, environ=environ)
     assert cfg.num_partitions == 4  # --override beats env and file
@@ -211,19 +213,40 @@ def test_unknown_keys_warn_once_each(caplog: pytest.LogCaptureFixture) -> None:
     [
         ("num.partitions=abc", r"num.partitions='abc' is invalid: expected a 32-bit integer"),
         ("num.partitions=0", r"num.partitions='0' is invalid: expected a value of at least 1"),
-        ("num.partitions=2147483648", r"num.partitions='2147483648' is invalid: expected a 32-bit integer in"),
+        (
+            "num.partitions=2147483648",
+            r"num.partitions='2147483648' is invalid: expected a 32-bit integer in",
+        ),
         ("num.partitions=1_000", r"num.partitions='1_000' is invalid"),
-        ("auto.create.topics.enable=yes", r"auto.create.topics.enable='yes' is invalid: expected true or false"),
-        ("compression.type=brotli", r"compression.type='brotli' is invalid: expected one of uncompressed, zstd"),
+        (
+            "auto.create.topics.enable=yes",
+            r"auto.create.topics.enable='yes' is invalid: expected true or false",
+        ),
+        (
+            "compression.type=brotli",
+            r"compression.type='brotli' is invalid: expected one of uncompressed, zstd",
+        ),
         ("log.cleanup.policy=delete,shred", r"log.cleanup.policy='delete,shred' is invalid"),
         ("log.cleaner.min.cleanable.ratio=1.5", r"expected a value between 0 and 1"),
-        ("log.segment.bytes=100", r"log.segment.bytes='100' is invalid: expected a value of at least 1048576"),
+        (
+            "log.segment.bytes=100",
+            r"log.segment.bytes='100' is invalid: expected a value of at least 1048576",
+        ),
         ("log.message.timestamp.type=Now", r"expected one of CreateTime, LogAppendTime"),
         ("cluster.id=not-an-id", r"cluster.id='not-an-id' is invalid: expected 22 characters"),
-        ("listeners=localhost:9092", r"listeners entry 'localhost:9092' is invalid: expected NAME://host:port"),
+        (
+            "listeners=localhost:9092",
+            r"listeners entry 'localhost:9092' is invalid: expected NAME://host:port",
+        ),
         ("listeners=PLAINTEXT://:99999", r"port must be in \[0, 65535\]"),
-        ("listeners=SSL://:9093", r"listener SSL uses TLS and needs a certificate: set ssl.keystore.location"),
-        ("listeners=SASL_PLAINTEXT://:9093", r"listener SASL_PLAINTEXT uses SASL: set sasl.enabled.mechanisms"),
+        (
+            "listeners=SSL://:9093",
+            r"listener SSL uses TLS and needs a certificate: set ssl.keystore.location",
+        ),
+        (
+            "listeners=SASL_PLAINTEXT://:9093",
+            r"listener SASL_PLAINTEXT uses SASL: set sasl.enabled.mechanisms",
+        ),
         ("listeners=PLAINTEXT://:1,PLAINTEXT://:2", r"names listener PLAINTEXT more than once"),
         ("listeners=PLAINTEXT://0.0.0.0:9092", r"cannot be advertised to clients"),
         ("advertised.listeners=OTHER://h:1", r"advertised.listeners entry OTHER://h:1 names no listener"),
@@ -248,7 +271,9 @@ def test_error_names_environment_variable() -> None:
 def test_error_names_file(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
     path.write_text("message.max.bytes = lots\n")
-    with pytest.raises(ConfigError, match=rf"message.max.bytes='lots' is invalid: .*\(set by {re.escape(str(path))}\)$"):
+    with pytest.raises(
+        ConfigError, match=rf"message.max.bytes='lots' is invalid: .*\(set by {re.escape(str(path))}\)$"
+    ):
         load(path=path)
 
 
@@ -260,7 +285,9 @@ def test_broker_id_and_node_id() -> None:
 
 
 def test_values_are_trimmed_and_booleans_case_insensitive() -> None:
-    cfg = load("num.partitions=  5  ", "auto.create.topics.enable=FALSE", "log.cleanup.policy= compact , delete ")
+    cfg = load(
+        "num.partitions=  5  ", "auto.create.topics.enable=FALSE", "log.cleanup.policy= compact , delete "
+    )
     assert cfg.num_partitions == 5
     assert cfg.auto_create_topics_enable is False
     assert cfg.log_cleanup_policy == ["compact", "delete"]
@@ -277,7 +304,10 @@ def test_listeners_forms() -> None:
         "advertised.listeners=PLAINTEXT://kafka.example:9092,INTERNAL://[::1]:9093",
     )
     assert cfg.listeners == [Listener("PLAINTEXT", "", 9092), Listener("INTERNAL", "::1", 9093)]
-    assert cfg.advertised_listeners == [Listener("PLAINTEXT", "kafka.example", 9092), Listener("INTERNAL", "::1", 9093)]
+    assert cfg.advertised_listeners == [
+        Listener("PLAINTEXT", "kafka.example", 9092),
+        Listener("INTERNAL", "::1", 9093),
+    ]
     assert str(cfg.listeners[1]) == "INTERNAL://[::1]:9093"
 
 
@@ -305,7 +335,9 @@ def test_combined_mode_advertised_controller_listener_is_accepted_and_not_advert
     assert cfg.listeners == [Listener("PLAINTEXT", "", 9092)]
     assert cfg.advertised_listeners == [Listener("PLAINTEXT", "localhost", 9092)]
     # a name in neither listeners nor controller.listener.names is still refused
-    with pytest.raises(ConfigError, match=r"advertised.listeners entry OTHER://h:1 names no listener in listeners"):
+    with pytest.raises(
+        ConfigError, match=r"advertised.listeners entry OTHER://h:1 names no listener in listeners"
+    ):
         load(
             "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
             "controller.listener.names=CONTROLLER",
@@ -400,7 +432,9 @@ def test_java_number_forms() -> None:
 
 
 def test_topic_inherits_broker_synonyms() -> None:
-    cfg = load("log.retention.hours=2", "log.roll.ms=5000", "message.max.bytes=4096", "log.cleanup.policy=compact")
+    cfg = load(
+        "log.retention.hours=2", "log.roll.ms=5000", "message.max.bytes=4096", "log.cleanup.policy=compact"
+    )
     topic = topic_config(cfg)
     assert topic.retention_ms == 2 * 3_600_000
     assert topic.segment_ms == 5000
@@ -419,9 +453,15 @@ def test_topic_override_wins_and_describes_synonyms() -> None:
     assert entry.type is ConfigType.LONG and not entry.read_only and entry.documentation
     # As Kafka lists them: the broker synonyms of log.retention.ms only, which is not set, so none
     # (the inherited value still comes from log.retention.minutes).
-    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [("retention.ms", "1000", ConfigSource.TOPIC_CONFIG)]
+    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+        ("retention.ms", "1000", ConfigSource.TOPIC_CONFIG)
+    ]
     (inherited,) = topic_config(cfg).describe(["retention.ms"])
-    assert inherited.value == "1800000" and inherited.source is ConfigSource.DEFAULT_CONFIG and not inherited.synonyms
+    assert (
+        inherited.value == "1800000"
+        and inherited.source is ConfigSource.DEFAULT_CONFIG
+        and not inherited.synonyms
+    )
     with_ms = topic_config(load("log.retention.ms=5000", "log.retention.hours=2"))
     (entry,) = with_ms.describe(["retention.ms"])
     assert entry.value == "5000" and entry.source is ConfigSource.STATIC_BROKER_CONFIG
@@ -445,7 +485,9 @@ def test_topic_validation() -> None:
         validate_topic_configs({"retention.hours": "1"})
     with pytest.raises(ConfigError, match=r"Null value not supported for topic configs: retention.ms"):
         validate_topic_configs({"retention.ms": None})
-    with pytest.raises(ConfigError, match=r"segment.bytes='10' is invalid: expected a value of at least 1048576"):
+    with pytest.raises(
+        ConfigError, match=r"segment.bytes='10' is invalid: expected a value of at least 1048576"
+    ):
         topic_config(BrokerConfig(), {"segment.bytes": "10"})
     with pytest.raises(ConfigError, match=r"retention.ms='-2' is invalid"):
         validate_topic_configs({"retention.ms": "-2"})
@@ -462,7 +504,10 @@ def test_incremental_alter() -> None:
         ],
     )
     assert result == {"cleanup.policy": "delete,compact", "max.message.bytes": "2048"}
-    assert apply_incremental(result, [("cleanup.policy", AlterOp.SUBTRACT, "delete")])["cleanup.policy"] == "compact"
+    assert (
+        apply_incremental(result, [("cleanup.policy", AlterOp.SUBTRACT, "delete")])["cleanup.policy"]
+        == "compact"
+    )
     with pytest.raises(ConfigError, match=r"Config value append is not allowed for config key: retention.ms"):
         apply_incremental({}, [("retention.ms", AlterOp.APPEND, "5")])
     with pytest.raises(ConfigError, match=r"Unknown topic config name: nope"):
@@ -547,7 +592,10 @@ def test_broker_describe() -> None:
         ("log.retention.minutes", "5", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
     ]
-    assert [s.name for s in entries["log.retention.minutes"].synonyms] == ["log.retention.minutes", "log.retention.hours"]
+    assert [s.name for s in entries["log.retention.minutes"].synonyms] == [
+        "log.retention.minutes",
+        "log.retention.hours",
+    ]
     assert entries["log.retention.hours"].source is ConfigSource.DEFAULT_CONFIG
     # log.flush.scheduler.interval.ms is only log.flush.interval.ms's fallback, not a unit of it.
     assert entries["log.flush.scheduler.interval.ms"].synonyms[0].name == "log.flush.scheduler.interval.ms"
@@ -561,7 +609,9 @@ def test_describe_sources_and_kafka_synonym_rules() -> None:
     """Every way of setting a property is STATIC_BROKER_CONFIG, as in Kafka; node.id and broker.id
     fill each other in; listeners are dynamic in Kafka but kcompat needs a restart for them."""
     cfg = load("message.max.bytes=2000000", environ={"KAFKA_NUM_PARTITIONS": "3"})
-    entries = {e.name: e for e in cfg.describe(["num.partitions", "message.max.bytes", "broker.id", "node.id"])}
+    entries = {
+        e.name: e for e in cfg.describe(["num.partitions", "message.max.bytes", "broker.id", "node.id"])
+    }
     for name in ("num.partitions", "message.max.bytes"):
         assert entries[name].source is ConfigSource.STATIC_BROKER_CONFIG
         assert entries[name].synonyms[0].source is ConfigSource.STATIC_BROKER_CONFIG
@@ -579,7 +629,11 @@ def test_cluster_default_resource_describes_its_own_layer() -> None:
     cfg = load("log.retention.hours=2").with_dynamic({"log.retention.ms": "9000"}, cluster_default=True)
     cfg = cfg.with_dynamic({"log.retention.ms": "7000"})
     (entry,) = cfg.describe(cluster_default=True)
-    assert (entry.name, entry.value, entry.source) == ("log.retention.ms", "9000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert (entry.name, entry.value, entry.source) == (
+        "log.retention.ms",
+        "9000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
     assert [(s.name, s.value) for s in entry.synonyms] == [("log.retention.ms", "9000")]
     (mine,) = cfg.describe(["log.retention.ms"])
     assert (mine.value, mine.source) == ("7000", ConfigSource.DYNAMIC_BROKER_CONFIG)
@@ -592,6 +646,8 @@ def test_cluster_mode_broker_id_must_not_be_a_controller_id() -> None:
     with pytest.raises(ConfigError, match=r"node.id=3000 is a controller's id in controller.quorum.voters"):
         load("process.roles=broker", "node.id=3000", "controller.quorum.voters=3000@127.0.0.1:9093")
     config = load("process.roles=broker", "node.id=1", "controller.quorum.voters=3000@127.0.0.1:9093")
-    assert config.get("broker.heartbeat.interval.ms") == 2000 and config.get("broker.session.timeout.ms") == 9000
+    assert (
+        config.get("broker.heartbeat.interval.ms") == 2000 and config.get("broker.session.timeout.ms") == 9000
+    )
     # The combined roles (single-node mode) keep today's behaviour whatever the voters say.
     load("node.id=3000", "controller.quorum.voters=3000@127.0.0.1:9093")

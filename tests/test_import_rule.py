@@ -31,18 +31,36 @@ def tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_clean_tree_passes(tmp_path: Path) -> None:
-    root = tree(tmp_path, {"kcompat/wire/a.py": "import struct\n", "kcompat/server/b.py": "import os\nfrom kcompat.wire import a\n"})
+    root = tree(
+        tmp_path,
+        {
+            "kcompat/wire/a.py": "import struct\n",
+            "kcompat/server/b.py": "import os\nfrom kcompat.wire import a\n",
+        },
+    )
     assert check(root) == ([], [])
 
 
 def test_io_in_a_pure_layer_fails(tmp_path: Path) -> None:
-    root = tree(tmp_path, {"kcompat/wire/a.py": "def f():\n    import time\n", "kcompat/coordinator/c.py": "from socket import socket\n"})
+    root = tree(
+        tmp_path,
+        {
+            "kcompat/wire/a.py": "def f():\n    import time\n",
+            "kcompat/coordinator/c.py": "from socket import socket\n",
+        },
+    )
     failures, _ = check(root)
-    assert sorted(failures) == ["kcompat/coordinator/c.py:1: imports socket", "kcompat/wire/a.py:2: imports time"]
+    assert sorted(failures) == [
+        "kcompat/coordinator/c.py:1: imports socket",
+        "kcompat/wire/a.py:2: imports time",
+    ]
 
 
 def test_log_importing_the_server_fails(tmp_path: Path) -> None:
-    root = tree(tmp_path, {"kcompat/log/a.py": "import os\nfrom kcompat.server.b import X\n", "kcompat/server/b.py": "X = 1\n"})
+    root = tree(
+        tmp_path,
+        {"kcompat/log/a.py": "import os\nfrom kcompat.server.b import X\n", "kcompat/server/b.py": "X = 1\n"},
+    )
     failures, _ = check(root)
     assert failures == ["kcompat/log/a.py:2: imports kcompat.server.b"]
 
@@ -59,15 +77,31 @@ def test_a_cycle_fails_even_under_type_checking_and_relative(tmp_path: Path) -> 
 
 
 def test_a_known_cycle_is_reported_unless_strict(tmp_path: Path) -> None:
-    root = tree(tmp_path, {"kcompat/server/a.py": "from kcompat.server import b\n", "kcompat/server/b.py": "import kcompat.server.a\n"})
+    root = tree(
+        tmp_path,
+        {
+            "kcompat/server/a.py": "from kcompat.server import b\n",
+            "kcompat/server/b.py": "import kcompat.server.a\n",
+        },
+    )
     known = [frozenset({"kcompat.server.a", "kcompat.server.b"})]
     assert check(root, known_cycles=known) == ([], ["import cycle: kcompat.server.a <-> kcompat.server.b"])
-    assert check(root, known_cycles=known, strict=True) == (["import cycle: kcompat.server.a <-> kcompat.server.b"], [])
+    assert check(root, known_cycles=known, strict=True) == (
+        ["import cycle: kcompat.server.a <-> kcompat.server.b"],
+        [],
+    )
 
 
 def test_a_long_module_fails_but_not_generated_schemas(tmp_path: Path) -> None:
     long = "x = 1\n" * 501
-    root = tree(tmp_path, {"kcompat/server/big.py": long, "kcompat/wire/messages/gen.py": long, "kcompat/server/ok.py": "x = 1\n" * 500})
+    root = tree(
+        tmp_path,
+        {
+            "kcompat/server/big.py": long,
+            "kcompat/wire/messages/gen.py": long,
+            "kcompat/server/ok.py": "x = 1\n" * 500,
+        },
+    )
     failures, _ = check(root)
     assert failures == ["kcompat/server/big.py: 501 lines (at most 500)"]
     assert check(root, known_long=["kcompat/server/big.py"]) == ([], failures)
@@ -75,7 +109,14 @@ def test_a_long_module_fails_but_not_generated_schemas(tmp_path: Path) -> None:
 
 
 def test_from_package_import_name_is_an_edge_to_the_package(tmp_path: Path) -> None:
-    root = tree(tmp_path, {"kcompat/server/__init__.py": "X = 1\n", "kcompat/server/a.py": "from kcompat.server import X, b\n", "kcompat/server/b.py": ""})
+    root = tree(
+        tmp_path,
+        {
+            "kcompat/server/__init__.py": "X = 1\n",
+            "kcompat/server/a.py": "from kcompat.server import X, b\n",
+            "kcompat/server/b.py": "",
+        },
+    )
     assert import_graph(root)["kcompat.server.a"] == {"kcompat.server", "kcompat.server.b"}
 
 

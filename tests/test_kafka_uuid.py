@@ -20,7 +20,9 @@ def test_form_is_22_characters_of_url_safe_base64() -> None:
 
 def test_never_reserved_nor_starting_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
     # 0xf8 as the first byte encodes as '-' in URL-safe base64; zeros and ...01 are reserved.
-    drawn = iter([uuid.UUID(int=0), uuid.UUID(int=1), uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(int=7 << 64)])
+    drawn = iter(
+        [uuid.UUID(int=0), uuid.UUID(int=1), uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(int=7 << 64)]
+    )
     monkeypatch.setattr(kafka_uuid.uuid, "uuid4", lambda: next(drawn))
     assert kafka_uuid.random_uuid() == uuid.UUID(int=7 << 64)
     assert kafka_uuid.to_base64(uuid.UUID(bytes=b"\xf8" + bytes(15))).startswith("-")

@@ -75,7 +75,9 @@ def test_probe_sends_api_versions_v0(fake_server: Callable[..., FakeApiVersionsS
     assert request[10:] == b"kcompat-testing" and client_id_len == len(b"kcompat-testing")
 
 
-def test_probe_rejects_errors_and_wrong_correlation(fake_server: Callable[..., FakeApiVersionsServer]) -> None:
+def test_probe_rejects_errors_and_wrong_correlation(
+    fake_server: Callable[..., FakeApiVersionsServer],
+) -> None:
     assert not api_versions_ready("127.0.0.1", fake_server(error_code=35).port)
     assert not api_versions_ready("127.0.0.1", fake_server(correlation_delta=1).port)
     assert not api_versions_ready("127.0.0.1", free_port(), timeout=0.5)

@@ -55,7 +55,11 @@ class Responder:
 
     def answer(self, key: int, version: int, body: Any) -> Any:
         if key == 18:
-            return {"api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in ADVERTISED.items()]}
+            return {
+                "api_keys": [
+                    {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in ADVERTISED.items()
+                ]
+            }
         if key == 3:
             names = [t.name for t in body.topics] if body.topics else [TOPIC]
             return {
@@ -63,7 +67,18 @@ class Responder:
                 "cluster_id": "golden-cluster",
                 "controller_id": 1,
                 "topics": [
-                    {"name": n, "partitions": [{"partition_index": 0, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1], "isr_nodes": [1]}]}
+                    {
+                        "name": n,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "leader_id": 1,
+                                "leader_epoch": 0,
+                                "replica_nodes": [1],
+                                "isr_nodes": [1],
+                            }
+                        ],
+                    }
                     for n in names
                 ],
             }
@@ -75,24 +90,59 @@ class Responder:
             self.offset += 1
             return {
                 "responses": [
-                    {"name": t.name, "partition_responses": [{"index": p.index, "base_offset": self.offset} for p in t.partition_data]}
+                    {
+                        "name": t.name,
+                        "partition_responses": [
+                            {"index": p.index, "base_offset": self.offset} for p in t.partition_data
+                        ],
+                    }
                     for t in body.topic_data
                 ]
             }
         if key == 2:
             return {
                 "topics": [
-                    {"name": t.name, "partitions": [{"partition_index": p.partition_index, "offset": 0, "timestamp": -1} for p in t.partitions]}
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {"partition_index": p.partition_index, "offset": 0, "timestamp": -1}
+                            for p in t.partitions
+                        ],
+                    }
                     for t in body.topics
                 ]
             }
         if key == 23:
-            return {"topics": [{"topic": t.topic, "partitions": [{"partition": p.partition, "leader_epoch": 0, "end_offset": 1} for p in t.partitions]} for t in body.topics]}
+            return {
+                "topics": [
+                    {
+                        "topic": t.topic,
+                        "partitions": [
+                            {"partition": p.partition, "leader_epoch": 0, "end_offset": 1}
+                            for p in t.partitions
+                        ],
+                    }
+                    for t in body.topics
+                ]
+            }
         if key == 1:
-            batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=b"k", value=b"v", headers=())])
+            batch = build_batch(
+                [Record(offset=0, timestamp=int(time.time() * 1000), key=b"k", value=b"v", headers=())]
+            )
             return {
                 "responses": [
-                    {"topic": t.topic, "partitions": [{"partition_index": p.partition, "high_watermark": 1, "last_stable_offset": 1, "records": batch if p.fetch_offset == 0 else b""} for p in t.partitions]}
+                    {
+                        "topic": t.topic,
+                        "partitions": [
+                            {
+                                "partition_index": p.partition,
+                                "high_watermark": 1,
+                                "last_stable_offset": 1,
+                                "records": batch if p.fetch_offset == 0 else b"",
+                            }
+                            for p in t.partitions
+                        ],
+                    }
                     for t in body.topics
                 ]
             }
@@ -137,7 +187,14 @@ def run_clients(responder: Responder) -> None:
     c.close()
 
     responder.client = "librdkafka"
-    lp = Producer({"bootstrap.servers": bootstrap, "compression.codec": "lz4", "linger.ms": 5, "enable.idempotence": True})
+    lp = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.codec": "lz4",
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+    )
     lp.produce(TOPIC, key=b"key", value=b"value" * 20, headers=[("h", b"1")], partition=0)
     lp.flush(10)
     lc = Consumer({"bootstrap.servers": bootstrap, "group.id": "golden", "enable.auto.commit": False})
@@ -149,13 +206,22 @@ def run_clients(responder: Responder) -> None:
 
     responder.client = "java-3.9"
     subprocess.run(
-        ["java", "-cp", str(ROOT / ".deps" / "kafka-clients-3.9" / "*"), str(ROOT / "tools" / "java" / "CaptureClient.java"), bootstrap, TOPIC],
+        [
+            "java",
+            "-cp",
+            str(ROOT / ".deps" / "kafka-clients-3.9" / "*"),
+            str(ROOT / "tools" / "java" / "CaptureClient.java"),
+            bootstrap,
+            TOPIC,
+        ],
         check=True,
         timeout=120,
     )
 
 
-async def _proxy(responder: Responder, target: int, server_ready: threading.Event, stop: threading.Event) -> None:
+async def _proxy(
+    responder: Responder, target: int, server_ready: threading.Event, stop: threading.Event
+) -> None:
     async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: bool) -> None:
         try:
             while True:
@@ -227,7 +293,9 @@ def capture_java_43(out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "wire" / "golden" / "requests")
-    ap.add_argument("--java-4.3", dest="java43", action="store_true", help="capture the Java client 4.3.1 instead")
+    ap.add_argument(
+        "--java-4.3", dest="java43", action="store_true", help="capture the Java client 4.3.1 instead"
+    )
     args = ap.parse_args()
     if args.java43:
         capture_java_43(args.out)

@@ -31,8 +31,13 @@ MAX_LINES = 500
 GENERATED = ("kcompat/wire/messages", "kcompat/wire/types")
 _IO = {"asyncio", "socket", "os", "mmap", "time", "select", "selectors", "subprocess", "threading",
        "pathlib", "shutil", "signal", "uvloop", "kcompat.server", "kcompat.log"}  # fmt: skip
-PURE = {"kcompat/wire": _IO, "kcompat/metadata": _IO, "kcompat/coordinator": _IO, "kcompat/log": {"kcompat.server"},
-        "kcompat/storage": {"kcompat.server"}}
+PURE = {
+    "kcompat/wire": _IO,
+    "kcompat/metadata": _IO,
+    "kcompat/coordinator": _IO,
+    "kcompat/log": {"kcompat.server"},
+    "kcompat/storage": {"kcompat.server"},
+}
 
 # Being fixed by other changes: reported, not failing, unless --strict. Empty them when fixed.
 KNOWN_CYCLES: list[frozenset[str]] = []

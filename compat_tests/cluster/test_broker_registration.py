@@ -34,7 +34,9 @@ def test_broker_registers_is_unfenced_and_follows_metadata(
                             "describe", "--status").stdout  # fmt: skip
         observers = next(line for line in status.splitlines() if line.startswith("CurrentObservers"))
         assert f'"id": {BROKER_ID}' in observers, status
-        directory_id = next(line.split("=", 1)[1] for line in formatted.splitlines() if line.startswith("directory.id="))
+        directory_id = next(
+            line.split("=", 1)[1] for line in formatted.splitlines() if line.startswith("directory.id=")
+        )
         assert directory_id in observers  # the observer is known by the directory id Kafka's format wrote
 
         # A topic created on the controller (--bootstrap-controller semantics: CreateTopics sent
@@ -57,8 +59,9 @@ def test_broker_registers_is_unfenced_and_follows_metadata(
     finally:
         broker.stop()
     # Stopping is a controlled shutdown through heartbeats, confirmed by the controller.
-    assert log_has(broker, "PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN"), broker.log_path.read_text()[-3000:]
-
+    assert log_has(broker, "PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN"), broker.log_path.read_text()[
+        -3000:
+    ]
 
 
 def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
@@ -81,24 +84,37 @@ def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
 
         def fenced_then_unfenced() -> bool:
             text = controller_log.read_text(errors="replace")
-            return fenced in text and unfenced in text[text.index(fenced):]
+            return fenced in text and unfenced in text[text.index(fenced) :]
 
         broker.process.send_signal(signal.SIGSTOP)  # silent past the controller's 9 s session timeout
         try:
-            wait_for(lambda: fenced in controller_log.read_text(errors="replace"), "the controller to fence the broker")
+            wait_for(
+                lambda: fenced in controller_log.read_text(errors="replace"),
+                "the controller to fence the broker",
+            )
         finally:
             broker.process.send_signal(signal.SIGCONT)
         wait_for(fenced_then_unfenced, "the controller to fence and then unfence the broker")
         assert "because its session has timed out" in controller_log.read_text(errors="replace")
     finally:
         broker.stop()
-    epochs = [int(m) for m in re.findall(rf"broker {node_id} registered with broker epoch (\d+)", broker.log_path.read_text())]
+    epochs = [
+        int(m)
+        for m in re.findall(
+            rf"broker {node_id} registered with broker epoch (\d+)", broker.log_path.read_text()
+        )
+    ]
     assert len(epochs) == 1
     broker.start()  # same log dir: same directory id, a new incarnation
     try:
         wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING") and len(re.findall("registered with broker epoch", broker.log_path.read_text())) == 2,
                  "the restarted broker to be unfenced")  # fmt: skip
-        again = [int(m) for m in re.findall(rf"broker {node_id} registered with broker epoch (\d+)", broker.log_path.read_text())]
+        again = [
+            int(m)
+            for m in re.findall(
+                rf"broker {node_id} registered with broker epoch (\d+)", broker.log_path.read_text()
+            )
+        ]
         assert len(again) == 2 and again[1] > again[0]
     finally:
         broker.stop()

@@ -17,13 +17,18 @@ from kcompat.testing_cluster import ControllerQuorum
 BROKER_ID = 1
 
 
-def test_a_dir_formatted_for_another_node_or_cluster_is_refused(kraft_quorum: ControllerQuorum, tmp_path: Path) -> None:
+def test_a_dir_formatted_for_another_node_or_cluster_is_refused(
+    kraft_quorum: ControllerQuorum, tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     kraft_quorum.format_broker(data, BROKER_ID)
     before = {p.name: p.read_bytes() for p in data.iterdir()}
     for overrides, reason in (
         ({"node.id": "2", "cluster.id": kraft_quorum.cluster_id}, "belongs to node 1, not 2"),
-        ({"node.id": str(BROKER_ID), "cluster.id": "AAAAAAAAAAAAAAAAAAAAAg"}, f"belongs to cluster {kraft_quorum.cluster_id}"),
+        (
+            {"node.id": str(BROKER_ID), "cluster.id": "AAAAAAAAAAAAAAAAAAAAAg"},
+            f"belongs to cluster {kraft_quorum.cluster_id}",
+        ),
     ):
         cmd = [sys.executable, "-m", "kcompat", "serve", "--override", f"log.dirs={data}",
                "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "process.roles=broker",
@@ -37,7 +42,9 @@ def test_a_dir_formatted_for_another_node_or_cluster_is_refused(kraft_quorum: Co
         assert {p.name: p.read_bytes() for p in data.iterdir()} == before  # nothing written
 
 
-def test_a_broker_id_equal_to_a_controller_id_is_refused(kraft_quorum: ControllerQuorum, tmp_path: Path) -> None:
+def test_a_broker_id_equal_to_a_controller_id_is_refused(
+    kraft_quorum: ControllerQuorum, tmp_path: Path
+) -> None:
     controller = kraft_quorum.controllers[0]
     cmd = [sys.executable, "-m", "kcompat", "serve", "--override", f"log.dirs={tmp_path / 'data'}",
            "--override", "process.roles=broker", "--override", f"node.id={controller.node_id}",

@@ -14,7 +14,9 @@ BROKER_REGISTRATION, BROKER_HEARTBEAT, FETCH, FETCH_SNAPSHOT = 62, 63, 1, 59
 def test_controller_listener_offers_the_kraft_broker_rpcs(kraft_quorum: ControllerQuorum) -> None:
     client = WireClient(HOST, kraft_quorum.controllers[0].port)
     try:
-        response = client.call(18, 3, {"client_software_name": "kcompat-test", "client_software_version": "1"})
+        response = client.call(
+            18, 3, {"client_software_name": "kcompat-test", "client_software_version": "1"}
+        )
     finally:
         client.close()
     assert response.error_code == 0
@@ -29,7 +31,11 @@ def test_controller_listener_offers_the_kraft_broker_rpcs(kraft_quorum: Controll
 
 def test_kafka_metadata_quorum_tool_sees_one_voter_leading(kraft_quorum: ControllerQuorum) -> None:
     out = kafka_tool(
-        "kafka-metadata-quorum", "--bootstrap-controller", kraft_quorum.bootstrap_servers, "describe", "--status"
+        "kafka-metadata-quorum",
+        "--bootstrap-controller",
+        kraft_quorum.bootstrap_servers,
+        "describe",
+        "--status",
     ).stdout
     fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
     assert fields["ClusterId"].strip() == kraft_quorum.cluster_id

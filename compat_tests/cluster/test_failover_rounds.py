@@ -40,7 +40,10 @@ def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFac
         for node_id in BROKER_IDS:
             c.start(node_id)
         for b in c.brokers.values():
-            wait_for(lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"), "brokers unfenced")
+            wait_for(
+                lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"),
+                "brokers unfenced",
+            )
         yield c
     finally:
         for b in c.brokers.values():
@@ -132,7 +135,9 @@ def test_a_zombie_leader_acknowledges_nothing_that_vanishes(cluster: Cluster) ->
         producer.join(150)
     seen = read_all(cluster, "zombie", set(producer.acked))
     lost = set(producer.acked) - set(seen)
-    print(f"zombie: acknowledged {len(producer.acked)}, lost {len(lost)}, the zombie answered error {p.error_code}")
+    print(
+        f"zombie: acknowledged {len(producer.acked)}, lost {len(lost)}, the zombie answered error {p.error_code}"
+    )
     assert not lost, f"{len(lost)} acknowledged records lost"
     assert b"to-the-zombie" not in seen
 
@@ -157,7 +162,11 @@ def test_kill_the_leader_round_after_round(cluster: Cluster) -> None:
                      "an acknowledged write after the kill", timeout=60)  # fmt: skip
             failovers.append(min(t for t in list(producer.acked.values()) if t > killed_at) - killed_at)
             cluster.start(leader)
-            wait_for(lambda: sorted(cluster.partitions(TOPIC)[0][3]) == list(BROKER_IDS), "the ISR whole again", timeout=90)
+            wait_for(
+                lambda: sorted(cluster.partitions(TOPIC)[0][3]) == list(BROKER_IDS),
+                "the ISR whole again",
+                timeout=90,
+            )
     finally:
         producer.stopping.set()
         producer.join(150)

@@ -48,7 +48,9 @@ def wire(cluster: DevCluster, node_id: int) -> WireClient:
     return WireClient("127.0.0.1", b.port)
 
 
-def test_kafka_topics_create_and_admin_alter_delete_go_through_the_controller(kcompat_cluster: DevCluster) -> None:
+def test_kafka_topics_create_and_admin_alter_delete_go_through_the_controller(
+    kcompat_cluster: DevCluster,
+) -> None:
     cluster = kcompat_cluster
     out = kafka_tool("kafka-topics", "--bootstrap-server", cluster.brokers[0].endpoint, "--create", "--topic", "fwd",
                      "--partitions", "2", "--replication-factor", "2").stdout  # fmt: skip
@@ -69,10 +71,14 @@ def test_kafka_topics_create_and_admin_alter_delete_go_through_the_controller(kc
     finally:
         admin.close()
     wait_for(lambda: in_image(cluster, "metadata: topic fwd removed"), "the topic's removal in the image")
-    wait_for(lambda: in_image(cluster, "metadata: topic fwd removed", 2), "the topic's removal in broker 2's image")
+    wait_for(
+        lambda: in_image(cluster, "metadata: topic fwd removed", 2), "the topic's removal in broker 2's image"
+    )
 
 
-def test_replication_factor_above_the_live_brokers_is_refused_by_the_controller(kcompat_cluster: DevCluster) -> None:
+def test_replication_factor_above_the_live_brokers_is_refused_by_the_controller(
+    kcompat_cluster: DevCluster,
+) -> None:
     cluster = kcompat_cluster
     result = kafka_tool("kafka-topics", "--bootstrap-server", cluster.brokers[0].endpoint, "--create", "--topic", "too-wide",
                         "--partitions", "1", "--replication-factor", "3", check=False)  # fmt: skip
@@ -98,7 +104,10 @@ def test_kafka_configs_alter_reaches_the_controller(kcompat_cluster: DevCluster)
     out = kafka_tool("kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "topics",
                      "--entity-name", "configured", "--add-config", "retention.ms=123456").stdout  # fmt: skip
     assert "Completed updating config for topic configured." in out
-    wait_for(lambda: in_image(cluster, "metadata: configs of topic 'configured': retention.ms=123456"), "the topic config in the image")
+    wait_for(
+        lambda: in_image(cluster, "metadata: configs of topic 'configured': retention.ms=123456"),
+        "the topic config in the image",
+    )
     # A cluster-wide broker default, set through a kcompat broker, read back from the controller.
     kafka_tool("kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
                "--add-config", "log.cleaner.threads=2")  # fmt: skip
@@ -109,8 +118,12 @@ def test_kafka_configs_alter_reaches_the_controller(kcompat_cluster: DevCluster)
 
 def test_kafka_metadata_quorum_through_a_kcompat_broker(kcompat_cluster: DevCluster) -> None:
     cluster = kcompat_cluster
-    out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", cluster.brokers[1].endpoint, "describe", "--status").stdout
-    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
+    out = kafka_tool(
+        "kafka-metadata-quorum", "--bootstrap-server", cluster.brokers[1].endpoint, "describe", "--status"
+    ).stdout
+    fields = {
+        k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)
+    }
     assert fields["ClusterId"] == cluster.quorum.cluster_id
     assert fields["LeaderId"] == str(cluster.quorum.voter_ids[0])
     assert '"id": 1' in fields["CurrentObservers"] and '"id": 2' in fields["CurrentObservers"]
@@ -171,7 +184,9 @@ def test_metadata_auto_creates_through_the_controller(kcompat_cluster: DevCluste
                                        "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})  # fmt: skip
     finally:
         client.close()
-    assert r.topics[0].error_code == LEADER_NOT_AVAILABLE, r  # as Kafka answers while the controller creates it
+    assert r.topics[0].error_code == LEADER_NOT_AVAILABLE, (
+        r
+    )  # as Kafka answers while the controller creates it
     # one partition (num.partitions), placed by the controller on one of the two brokers
     wait_for(lambda: in_image(cluster, "metadata: auto-made-0 ", 1) or in_image(cluster, "metadata: auto-made-0 ", 2),
              "the auto-created topic in an image")  # fmt: skip
@@ -195,7 +210,9 @@ def test_dev_cluster_command_starts_prints_and_stops_everything(tmp_path: Path) 
         assert bootstrap is not None and pids_line is not None, text
         pids = [int(p) for p in pids_line.group(1).split()]
         assert len(pids) == 2  # the controller and the broker
-        out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", bootstrap.group(1), "describe", "--status").stdout
+        out = kafka_tool(
+            "kafka-metadata-quorum", "--bootstrap-server", bootstrap.group(1), "describe", "--status"
+        ).stdout
         assert '"id": 1' in out
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
@@ -209,7 +226,9 @@ def test_dev_cluster_command_starts_prints_and_stops_everything(tmp_path: Path) 
         assert not Path(f"/proc/{pid}").exists(), f"process {pid} of the dev cluster is still there"
 
 
-def test_leader_election_reassignments_and_features_are_answered_by_the_controller(kcompat_cluster: DevCluster) -> None:
+def test_leader_election_reassignments_and_features_are_answered_by_the_controller(
+    kcompat_cluster: DevCluster,
+) -> None:
     cluster = kcompat_cluster
     bootstrap = cluster.brokers[0].endpoint
     kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", "elect",
@@ -217,7 +236,9 @@ def test_leader_election_reassignments_and_features_are_answered_by_the_controll
     # ElectLeaders: the preferred replica already leads, which only the controller knows here
     election = kafka_tool("kafka-leader-election", "--bootstrap-server", bootstrap, "--election-type", "PREFERRED",
                           "--topic", "elect", "--partition", "0", check=False)  # fmt: skip
-    assert "Valid replica already elected for partitions elect-0" in election.stdout + election.stderr, election
+    assert "Valid replica already elected for partitions elect-0" in election.stdout + election.stderr, (
+        election
+    )
     # ListPartitionReassignments
     listed = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--list").stdout
     assert "No partition reassignments found." in listed, listed

@@ -37,7 +37,9 @@ def test_late_broker_loads_the_snapshot(
     early = cluster_broker_factory(snapshotting_quorum, EARLY_ID)
     early.start()
     try:
-        wait_for(lambda: "RECOVERY -> RUNNING" in early.log_path.read_text(), "the first broker to be unfenced")
+        wait_for(
+            lambda: "RECOVERY -> RUNNING" in early.log_path.read_text(), "the first broker to be unfenced"
+        )
         client = WireClient(HOST, snapshotting_quorum.controllers[0].port)
         try:
             response = client.call(19, 7, {
@@ -48,19 +50,31 @@ def test_late_broker_loads_the_snapshot(
         finally:
             client.close()
         assert response.topics[0].error_code == 0
-        wait_for(lambda: "metadata: in-snapshot-2 leader" in early.log_path.read_text(), "the topic in the first image")
+        wait_for(
+            lambda: "metadata: in-snapshot-2 leader" in early.log_path.read_text(),
+            "the topic in the first image",
+        )
         before = set(snapshots(snapshotting_quorum))
-        wait_for(lambda: bool(set(snapshots(snapshotting_quorum)) - before), "a snapshot written after the topic")
+        wait_for(
+            lambda: bool(set(snapshots(snapshotting_quorum)) - before), "a snapshot written after the topic"
+        )
         late = cluster_broker_factory(snapshotting_quorum, BROKER_ID)
         late.start()
         try:
-            wait_for(lambda: "RECOVERY -> RUNNING" in late.log_path.read_text(), "the late broker to be unfenced")
+            wait_for(
+                lambda: "RECOVERY -> RUNNING" in late.log_path.read_text(), "the late broker to be unfenced"
+            )
             text = late.log_path.read_text()
-            loaded = re.search(r"metadata: loaded snapshot (\d+)-(\d+) \((\d+) bytes, (\d+) topics, (\d+) brokers\)", text)
+            loaded = re.search(
+                r"metadata: loaded snapshot (\d+)-(\d+) \((\d+) bytes, (\d+) topics, (\d+) brokers\)", text
+            )
             assert loaded is not None, text[-3000:]
             assert int(loaded.group(4)) == 1 and int(loaded.group(5)) >= 1  # the topic and the first broker
             # The heartbeat answer may unfence before the observer fetched the UnfenceBrokerRecord.
-            wait_for(lambda: f"metadata: broker {BROKER_ID} is unfenced" in late.log_path.read_text(), "the unfencing record")
+            wait_for(
+                lambda: f"metadata: broker {BROKER_ID} is unfenced" in late.log_path.read_text(),
+                "the unfencing record",
+            )
         finally:
             late.stop()
     finally:

@@ -105,7 +105,9 @@ class Cluster:
         finally:
             client.close()
 
-    def partitions(self, topic: str, via: int | None = None) -> dict[int, tuple[int, int, list[int], list[int]]]:
+    def partitions(
+        self, topic: str, via: int | None = None
+    ) -> dict[int, tuple[int, int, list[int], list[int]]]:
         """partition -> (leader, leader epoch, replicas, isr) as a live broker's (or broker `via`'s)
         Metadata says, once all have a leader."""
 
@@ -177,7 +179,10 @@ def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFac
         for node_id in BROKER_IDS:
             c.start(node_id)
         for b in c.brokers.values():
-            wait_for(lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"), "brokers unfenced")
+            wait_for(
+                lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"),
+                "brokers unfenced",
+            )
         yield c
     finally:
         for b in c.brokers.values():
@@ -199,11 +204,17 @@ def test_metadata_and_describe_from_the_image(cluster: Cluster) -> None:
         assert leader in BROKER_IDS
     assert len({p[0] for p in parts.values()}) == 3  # the controller spreads leadership over the three
     r = cluster.metadata(cluster.brokers[1], "described")
-    assert sorted((b.node_id, b.port) for b in r.brokers) == sorted((i, b.port) for i, b in cluster.brokers.items())  # type: ignore[attr-defined]
+    assert sorted((b.node_id, b.port) for b in r.brokers) == sorted(
+        (i, b.port) for i, b in cluster.brokers.items()
+    )  # type: ignore[attr-defined]
 
-    out = kafka_tool("kafka-topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--topic", "described").stdout
+    out = kafka_tool(
+        "kafka-topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--topic", "described"
+    ).stdout
     for index, (leader, _epoch, replicas, isr) in parts.items():
-        line = next(x for x in out.splitlines() if f"Partition: {index}\t" in x or f"Partition: {index} " in x)
+        line = next(
+            x for x in out.splitlines() if f"Partition: {index}\t" in x or f"Partition: {index} " in x
+        )
         assert f"Leader: {leader}" in line, out
         assert "Replicas: " + ",".join(map(str, replicas)) in line, out
         assert "Isr: " + ",".join(map(str, isr)) in line, out
@@ -242,7 +253,9 @@ def test_acks_all_producers_read_back_and_replicas_byte_identical(cluster: Clust
         producer.produce("replicated", f"librdkafka-{i}".encode(), partition=i % 2, on_delivery=delivered)
         producer.poll(0)
     assert producer.flush(60) == 0
-    kp = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
+    kp = kafka.KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5, enable_idempotence=False
+    )
     futures = [kp.send("replicated", f"kafka-python-{i}".encode(), partition=i % 2) for i in range(1000)]
     for i, f in enumerate(futures):
         f.get(timeout=60)  # raises unless acknowledged
@@ -303,7 +316,9 @@ def test_stalled_followers_leave_the_isr_and_rejoin(cluster: Cluster) -> None:
             b.process.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
     assert r.responses[0].partition_responses[0].error_code == NOT_ENOUGH_REPLICAS
     log = cluster.brokers[leader].log_path.read_text(errors="replace")
-    assert "stalled-0: AlterPartition isr" in log and "out of sync" in log, "the leader did not shrink the ISR"
+    assert "stalled-0: AlterPartition isr" in log and "out of sync" in log, (
+        "the leader did not shrink the ISR"
+    )
     assert shrunk_after >= LAG_MAX_MS / 1000 - 1
     wait_for(lambda: sorted(cluster.partitions("stalled")[0][3]) == list(BROKER_IDS),
              "the followers back in the ISR", timeout=30)  # fmt: skip
@@ -399,7 +414,9 @@ def test_mixed_cluster_replicates_both_ways_with_a_java_broker(cluster: Cluster)
                      and java.segment("mixed", index) == cluster.segment(kcompat, "mixed", index),
                      f"mixed-{index} byte-identical on the Java and the kcompat replica")  # fmt: skip
         assert sorted(parts[0][3]) == sorted(parts[1][3]) == sorted([kcompat, 4])
-        out = kafka_tool("kafka-topics", "--bootstrap-server", f"{HOST}:{java.port}", "--describe", "--topic", "mixed").stdout
+        out = kafka_tool(
+            "kafka-topics", "--bootstrap-server", f"{HOST}:{java.port}", "--describe", "--topic", "mixed"
+        ).stdout
         assert f"Leader: {kcompat}" in out and "Leader: 4" in out, out
     finally:
         java.stop()

@@ -31,7 +31,10 @@ def test_broker_finds_the_leader_of_three_controllers(
     try:
         wait_for(lambda: "RECOVERY -> RUNNING" in broker.log_path.read_text(), "the broker to be unfenced")
         # the UnfenceBrokerRecord may reach the image a fetch after the heartbeat that said RUNNING
-        wait_for(lambda: f"metadata: broker {BROKER_ID} is unfenced" in broker.log_path.read_text(), "the unfencing in the image")
+        wait_for(
+            lambda: f"metadata: broker {BROKER_ID} is unfenced" in broker.log_path.read_text(),
+            "the unfencing in the image",
+        )
         log_text = broker.log_path.read_text()
         assert f"broker {BROKER_ID} registration: NOT_CONTROLLER from {ordered[0].endpoint}" in log_text
         status = quorum_status(kraft_quorum_3)
@@ -41,7 +44,11 @@ def test_broker_finds_the_leader_of_three_controllers(
         out = kafka_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", "forwarded",
                          "--partitions", "1", "--replication-factor", "1").stdout  # fmt: skip
         assert "Created topic forwarded." in out
-        assert f"forwarding: {ordered[0].endpoint} is not the active controller" in broker.log_path.read_text()
-        wait_for(lambda: "metadata: forwarded-0 leader" in broker.log_path.read_text(), "the topic in the image")
+        assert (
+            f"forwarding: {ordered[0].endpoint} is not the active controller" in broker.log_path.read_text()
+        )
+        wait_for(
+            lambda: "metadata: forwarded-0 leader" in broker.log_path.read_text(), "the topic in the image"
+        )
     finally:
         broker.stop()

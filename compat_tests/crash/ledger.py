@@ -74,7 +74,9 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.
         }
     )
     try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)}
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)
+        }
         got: dict[int, list[Stored]] = {p: [] for p in range(partitions)}
         want = {p for p, end in ends.items() if end > 0}
         c.assign([TopicPartition(topic, p, 0) for p in want])
@@ -91,9 +93,7 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.
             if m.error() is not None:
                 raise AssertionError(f"{topic}: consumer error {m.error()}")
             p = m.partition()
-            got[p].append(
-                Stored(m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
-            )
+            got[p].append(Stored(m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
             if m.offset() >= ends[p] - 1:
                 want.discard(p)
         return got

@@ -24,9 +24,9 @@ def open_fds(pid: int) -> int:
 class RssSampler:
     """Samples a process's RSS every `interval` seconds on a thread; `peak` is the largest seen.
 
-        with RssSampler(pid) as rss:
-            ...attack...
-        assert rss.peak < limit
+    with RssSampler(pid) as rss:
+        ...attack...
+    assert rss.peak < limit
     """
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:

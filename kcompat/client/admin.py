@@ -51,8 +51,13 @@ def _timeout(cluster: Cluster) -> int:
 
 
 def create_topic(
-    cluster: Cluster, name: str, partitions: int = -1, replication_factor: int = -1,
-    configs: dict[str, str] | None = None, *, validate_only: bool = False,
+    cluster: Cluster,
+    name: str,
+    partitions: int = -1,
+    replication_factor: int = -1,
+    configs: dict[str, str] | None = None,
+    *,
+    validate_only: bool = False,
 ) -> None:
     """-1 partitions or replication factor: the broker's default (CreateTopics v4+)."""
     body = {
@@ -82,7 +87,11 @@ def delete_topics(cluster: Cluster, names: list[str]) -> dict[str, int]:
 
 
 def add_partitions(cluster: Cluster, name: str, total: int) -> None:
-    body = {"topics": [{"name": name, "count": total, "assignments": None}], "timeout_ms": _timeout(cluster), "validate_only": False}
+    body = {
+        "topics": [{"name": name, "count": total, "assignments": None}],
+        "timeout_ms": _timeout(cluster),
+        "validate_only": False,
+    }
     _, answer = cluster.bootstrap.request(CREATE_PARTITIONS, body)
     for r in answer.results:
         check(r.error_code, f"topic {r.name}: CreatePartitions", r.error_message)
@@ -104,7 +113,11 @@ def describe_configs(cluster: Cluster, resource_type: int, name: str) -> list[Co
                 source = 5 if c.is_default else (1 if resource_type == TOPIC_RESOURCE else 4)
             else:
                 source = c.config_source
-            out.append(ConfigEntry(c.name, c.value, CONFIG_SOURCES.get(source, str(source)), c.read_only, c.is_sensitive))
+            out.append(
+                ConfigEntry(
+                    c.name, c.value, CONFIG_SOURCES.get(source, str(source)), c.read_only, c.is_sensitive
+                )
+            )
     return sorted(out, key=lambda e: e.name)
 
 
@@ -127,7 +140,12 @@ def delete_records(cluster: Cluster, topic: TopicInfo, before: dict[int, int]) -
     out: dict[int, int] = {}
     for node, parts in cluster.leaders(topic, sorted(before)).items():
         body = {
-            "topics": [{"name": topic.name, "partitions": [{"partition_index": p, "offset": before[p]} for p in parts]}],
+            "topics": [
+                {
+                    "name": topic.name,
+                    "partitions": [{"partition_index": p, "offset": before[p]} for p in parts],
+                }
+            ],
             "timeout_ms": _timeout(cluster),
         }
         _, answer = cluster.node(node).request(DELETE_RECORDS, body)

@@ -120,14 +120,18 @@ class Cluster:
         self._broker_addresses.update({n: (h, p) for n, (h, p, _) in brokers.items()})
         out: dict[str, TopicInfo] = {}
         for t in answer.topics:
-            info = TopicInfo(t.name, getattr(t, "topic_id", None), bool(getattr(t, "is_internal", False)), t.error_code)
+            info = TopicInfo(
+                t.name, getattr(t, "topic_id", None), bool(getattr(t, "is_internal", False)), t.error_code
+            )
             for p in t.partitions:
                 info.partitions[p.partition_index] = PartitionInfo(
                     p.partition_index, p.leader_id, getattr(p, "leader_epoch", -1), list(p.replica_nodes),
                     list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or []), p.error_code,
                 )  # fmt: skip
             out[t.name] = info
-        return Metadata(getattr(answer, "cluster_id", None), getattr(answer, "controller_id", -1), brokers, out)
+        return Metadata(
+            getattr(answer, "cluster_id", None), getattr(answer, "controller_id", -1), brokers, out
+        )
 
     def topic(self, name: str) -> TopicInfo:
         """One existing topic's metadata, or KafkaError(UNKNOWN_TOPIC_OR_PARTITION)."""
@@ -146,7 +150,9 @@ class Cluster:
             self.metadata([])
         address = self._broker_addresses.get(node_id)
         if address is None:
-            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node_id}", "not in the cluster's metadata")
+            raise KafkaError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node_id}", "not in the cluster's metadata"
+            )
         boot = self.bootstrap
         conn = boot if (boot.host, boot.port) == address else Connection(*address, timeout=self.timeout)
         self._nodes[node_id] = conn
@@ -166,7 +172,9 @@ class Cluster:
             check(c.error_code, f"group {group}: FindCoordinator", c.error_message)
             node, host, port = c.node_id, c.host, c.port
         else:
-            check(answer.error_code, f"group {group}: FindCoordinator", getattr(answer, "error_message", None))
+            check(
+                answer.error_code, f"group {group}: FindCoordinator", getattr(answer, "error_message", None)
+            )
             node, host, port = answer.node_id, answer.host, answer.port
         self._broker_addresses.setdefault(node, (host, port))
         return self.node(node)

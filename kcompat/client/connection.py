@@ -27,7 +27,9 @@ CLIENT_MAX_VERSIONS = {8: 9, 9: 9}  # OffsetCommit, OffsetFetch
 class Connection:
     """A socket to `host:port` that sends one request and reads its response at a time."""
 
-    def __init__(self, host: str, port: int, *, timeout: float = 10.0, client_id: str = "kcompat-cli") -> None:
+    def __init__(
+        self, host: str, port: int, *, timeout: float = 10.0, client_id: str = "kcompat-cli"
+    ) -> None:
         self.host, self.port, self.client_id = host, port, client_id
         self.timeout = timeout
         try:
@@ -77,7 +79,9 @@ class Connection:
         theirs = self.api_versions.get(api_key)
         name = spec.name if spec else f"API {api_key}"
         if spec is None or theirs is None:
-            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"{name} on {self.address}", "the broker does not offer it")
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION, f"{name} on {self.address}", "the broker does not offer it"
+            )
         ours = spec.versions
         ours_high = theirs[1] if ours.high is None else ours.high
         ours_high = min(ours_high, CLIENT_MAX_VERSIONS.get(api_key, ours_high))

@@ -69,13 +69,18 @@ def list_groups(cluster: Cluster) -> list[tuple[str, str, str, str]]:
         check(answer.error_code, f"broker {node}: ListGroups")
         for g in answer.groups:
             seen[g.group_id] = (
-                g.group_id, getattr(g, "group_state", "") or "", g.protocol_type or "", getattr(g, "group_type", "") or ""
+                g.group_id,
+                getattr(g, "group_state", "") or "",
+                g.protocol_type or "",
+                getattr(g, "group_type", "") or "",
             )
     return [seen[k] for k in sorted(seen)]
 
 
 def describe_group(cluster: Cluster, group: str) -> Group:
-    _, answer = cluster.coordinator(group).request(DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False})
+    _, answer = cluster.coordinator(group).request(
+        DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False}
+    )
     g = answer.groups[0]
     check(g.error_code, f"group {group}: DescribeGroups")
     members = [

@@ -43,7 +43,9 @@ def list_offsets(
     return out
 
 
-def watermarks(cluster: Cluster, topic: TopicInfo, partitions: list[int] | None = None) -> dict[int, tuple[int, int]]:
+def watermarks(
+    cluster: Cluster, topic: TopicInfo, partitions: list[int] | None = None
+) -> dict[int, tuple[int, int]]:
     """partition -> (log start offset, high watermark)."""
     start = list_offsets(cluster, topic, EARLIEST, partitions)
     end = list_offsets(cluster, topic, LATEST, partitions)

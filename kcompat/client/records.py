@@ -43,7 +43,11 @@ class Fetched:
 
 
 def produce(
-    cluster: Cluster, topic: TopicInfo, batches: Mapping[int, Sequence[Record]], *, acks: int = ALL_ISR,
+    cluster: Cluster,
+    topic: TopicInfo,
+    batches: Mapping[int, Sequence[Record]],
+    *,
+    acks: int = ALL_ISR,
     compression: int = 0,
 ) -> dict[int, int]:
     """partition -> base offset the leader assigned (-1 with acks=0). Records' offsets are deltas.
@@ -73,7 +77,11 @@ def produce(
 
 
 def _produce_once(
-    cluster: Cluster, topic: TopicInfo, todo: Mapping[int, list[Record]], acks: int, compression: int,
+    cluster: Cluster,
+    topic: TopicInfo,
+    todo: Mapping[int, list[Record]],
+    acks: int,
+    compression: int,
     out: dict[int, int],
 ) -> dict[int, KafkaError]:
     """One Produce per leader; the base offsets go to `out`, the retriable failures are returned."""
@@ -108,7 +116,9 @@ def _produce_once(
         for t in answer.responses:
             for r in t.partition_responses:
                 try:
-                    check(r.error_code, f"{topic.name}[{r.index}]: Produce", getattr(r, "error_message", None))
+                    check(
+                        r.error_code, f"{topic.name}[{r.index}]: Produce", getattr(r, "error_message", None)
+                    )
                 except KafkaError as e:
                     if e.code not in REFRESH_AND_RETRY:
                         raise
@@ -119,8 +129,13 @@ def _produce_once(
 
 
 def fetch(
-    cluster: Cluster, topic: TopicInfo, positions: dict[int, int], *, max_wait_ms: int = 500,
-    max_bytes: int = 4 << 20, partition_max_bytes: int = 1 << 20,
+    cluster: Cluster,
+    topic: TopicInfo,
+    positions: dict[int, int],
+    *,
+    max_wait_ms: int = 500,
+    max_bytes: int = 4 << 20,
+    partition_max_bytes: int = 1 << 20,
 ) -> tuple[list[Fetched], dict[int, int], dict[int, int]]:
     """(records at or past each partition's position, partition -> high watermark, partition -> the
     offset after the last batch returned: where to fetch next even when that batch held only
@@ -143,8 +158,14 @@ def fetch(
                     "topic": topic.name,
                     "topic_id": topic.topic_id,
                     "partitions": [
-                        {"partition": p, "fetch_offset": positions[p], "partition_max_bytes": partition_max_bytes,
-                         "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}
+                        {
+                            "partition": p,
+                            "fetch_offset": positions[p],
+                            "partition_max_bytes": partition_max_bytes,
+                            "current_leader_epoch": -1,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                        }
                         for p in parts
                     ],
                 }
@@ -158,7 +179,9 @@ def fetch(
             for p in t.partitions:
                 check(p.error_code, f"{topic.name}[{p.partition_index}]: Fetch")
                 high[p.partition_index] = p.high_watermark
-                got, next_offset = _records(topic.name, p.partition_index, p.records, positions[p.partition_index])
+                got, next_offset = _records(
+                    topic.name, p.partition_index, p.records, positions[p.partition_index]
+                )
                 records.extend(got)
                 after[p.partition_index] = max(next_offset, positions[p.partition_index])
     return records, high, after

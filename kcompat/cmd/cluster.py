@@ -12,7 +12,9 @@ def register(commands: Any) -> None:
     cluster = commands.add_parser("cluster", help="cluster id, brokers, controller and features")
     verbs = cluster.add_subparsers(dest="verb", metavar="VERB", required=True)
     p = verbs.add_parser("info", help="cluster id, brokers, controller and features")
-    p.add_argument("--apis", action="store_true", help="also list the API versions the bootstrap broker offers")
+    p.add_argument(
+        "--apis", action="store_true", help="also list the API versions the bootstrap broker offers"
+    )
     add_connection_options(p)
     p.set_defaults(handler=info)
 
@@ -31,11 +33,16 @@ def cluster_report(cluster: Any) -> dict[str, Any]:
         "bootstrap": conn.address,
         "finalized_features_epoch": conn.finalized_features_epoch,
         "finalized_features": [
-            {"name": f.name, "min_version_level": f.min_version_level, "max_version_level": f.max_version_level}
+            {
+                "name": f.name,
+                "min_version_level": f.min_version_level,
+                "max_version_level": f.max_version_level,
+            }
             for f in conn.finalized_features
         ],
         "supported_features": [
-            {"name": f.name, "min_version": f.min_version, "max_version": f.max_version} for f in conn.supported_features
+            {"name": f.name, "min_version": f.min_version, "max_version": f.max_version}
+            for f in conn.supported_features
         ],
         "apis": [
             {"api_key": k, "name": APIS[k].name if k in APIS else None, "min_version": lo, "max_version": hi}
@@ -77,5 +84,8 @@ def info(args: argparse.Namespace) -> int:
         print("features: none reported (ApiVersions below v3, or a broker without feature flags)")
     if args.apis:
         print()
-        print_table(("KEY", "API", "MIN", "MAX"), [(a["api_key"], a["name"], a["min_version"], a["max_version"]) for a in report["apis"]])
+        print_table(
+            ("KEY", "API", "MIN", "MAX"),
+            [(a["api_key"], a["name"], a["min_version"], a["max_version"]) for a in report["apis"]],
+        )
     return 0

@@ -42,10 +42,15 @@ def add_connection_options(parser: argparse.ArgumentParser, *, output: bool = Tr
         "-X", dest="x_options", action="append", default=[], metavar="KEY=VALUE",
         help="rpk-style setting: brokers=HOST:PORT,... or timeout=SECONDS",
     )  # fmt: skip
-    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="request timeout (default 10)")
+    group.add_argument(
+        "--timeout", type=float, default=None, metavar="SECONDS", help="request timeout (default 10)"
+    )
     if output:
         parser.add_argument(
-            "--format", choices=("text", "json"), default="text", help="text tables for people, json for scripts"
+            "--format",
+            choices=("text", "json"),
+            default="text",
+            help="text tables for people, json for scripts",
         )
 
 

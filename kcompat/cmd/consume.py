@@ -33,12 +33,16 @@ def register(commands: Any) -> None:
     p.add_argument("-p", "--partitions", help="partitions, e.g. 0,2,4-6 (default all)")
     p.add_argument("-f", "--format", default="%v\\n", help="record format string, or json (default '%%v\\n')")
     p.add_argument("--follow", action="store_true", help="keep waiting for new records (Ctrl-C stops)")
-    p.add_argument("--max-wait-ms", type=int, default=500, help="how long a Fetch waits for data (default 500)")
+    p.add_argument(
+        "--max-wait-ms", type=int, default=500, help="how long a Fetch waits for data (default 500)"
+    )
     add_connection_options(p, output=False)
     p.set_defaults(handler=consume)
 
 
-def start_positions(spec_text: str, marks: dict[int, tuple[int, int]], by_time: dict[int, int] | None) -> dict[int, int]:
+def start_positions(
+    spec_text: str, marks: dict[int, tuple[int, int]], by_time: dict[int, int] | None
+) -> dict[int, int]:
     """partition -> first offset to read, from an --offset spec and each partition's (start, end)."""
     spec = parse_offset(spec_text)
     out = {}
@@ -72,7 +76,9 @@ def consume(args: argparse.Namespace) -> int:
             topic = cluster.topic(args.topic)
             chosen = parse_partitions(args.partitions) or sorted(topic.partitions)
             marks = offsets.watermarks(cluster, topic, chosen)
-            by_time = offsets.list_offsets(cluster, topic, spec.value, chosen) if spec.kind == "timestamp" else None
+            by_time = (
+                offsets.list_offsets(cluster, topic, spec.value, chosen) if spec.kind == "timestamp" else None
+            )
             positions = start_positions(args.offset, marks, by_time)
             stops = {p: end for p, (_, end) in marks.items()}
             active = {p for p in positions if args.follow or positions[p] < stops[p]}

@@ -26,7 +26,12 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
     p.add_argument("--brokers", type=int, default=3, help="how many kcompat brokers (default 3)")
-    p.add_argument("--dir", type=Path, default=None, help="where to keep configs, logs and data (default: a temporary dir)")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to keep configs, logs and data (default: a temporary dir)",
+    )
     p.add_argument("--override", action="append", default=[], metavar="key=value",
                    help="a broker property for every broker (repeatable)")  # fmt: skip
 
@@ -39,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     why_not = ControllerQuorum.available(kafka_jars())
     if why_not is not None:
-        print(f"kcompat dev-cluster: cannot run a Kafka controller: {why_not} (or set KAFKA_HOME)", file=sys.stderr)
+        print(
+            f"kcompat dev-cluster: cannot run a Kafka controller: {why_not} (or set KAFKA_HOME)",
+            file=sys.stderr,
+        )
         return 1
     overrides = {}
     for item in args.override:
@@ -62,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
         except ControllerStartError as e:
             print(f"kcompat dev-cluster: {e}", file=sys.stderr)
             return 1
-        print(f"controller: {cluster.quorum.bootstrap_servers}  (cluster id {cluster.quorum.cluster_id})", flush=True)
+        print(
+            f"controller: {cluster.quorum.bootstrap_servers}  (cluster id {cluster.quorum.cluster_id})",
+            flush=True,
+        )
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
         print(f"processes: {' '.join(str(pid) for pid in cluster.pids)}", flush=True)
         print(f"logs and data in {workdir}; Ctrl-C stops everything", flush=True)

@@ -59,7 +59,9 @@ def parse_format(fmt: str, allowed: str = PLACEHOLDERS) -> list[tuple[str, str]]
             literal.append("%")
             continue
         if letter not in allowed:
-            raise FormatError(f"format {fmt!r} has unknown placeholder %{letter} (known: {' '.join('%' + a for a in allowed)})")
+            raise FormatError(
+                f"format {fmt!r} has unknown placeholder %{letter} (known: {' '.join('%' + a for a in allowed)})"
+            )
         if literal:
             pieces.append(("lit", "".join(literal)))
             literal = []
@@ -212,7 +214,9 @@ def parse_offset(text: str) -> OffsetSpec:
         try:
             ts = int(t[1:])
         except ValueError:
-            raise FormatError(f"offset {text!r}: a timestamp is @ followed by milliseconds since the epoch") from None
+            raise FormatError(
+                f"offset {text!r}: a timestamp is @ followed by milliseconds since the epoch"
+            ) from None
         if ts < 0:
             raise FormatError(f"offset {text!r}: the timestamp is negative")
         return OffsetSpec("timestamp", ts)

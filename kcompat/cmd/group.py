@@ -55,11 +55,15 @@ def list_groups(args: argparse.Namespace) -> int:
 
     with open_cluster(args) as cluster:
         listed = groups.list_groups(cluster)
-    rows = [{"group": g, "state": s or None, "protocol_type": pt, "type": gt or None} for g, s, pt, gt in listed]
+    rows = [
+        {"group": g, "state": s or None, "protocol_type": pt, "type": gt or None} for g, s, pt, gt in listed
+    ]
     if args.format == "json":
         print_json(rows)
     else:
-        print_table(("GROUP", "STATE", "PROTOCOL-TYPE"), [(r["group"], r["state"], r["protocol_type"]) for r in rows])
+        print_table(
+            ("GROUP", "STATE", "PROTOCOL-TYPE"), [(r["group"], r["state"], r["protocol_type"]) for r in rows]
+        )
     return 0
 
 
@@ -102,8 +106,13 @@ def group_report(cluster: Any, group_id: str) -> dict[str, Any]:
         "protocol_type": g.protocol_type,
         "protocol": g.protocol,
         "members": [
-            {"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "host": m.host,
-             "assignment": [{"topic": t, "partitions": ps} for t, ps in sorted(m.assignment.items())]}
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "assignment": [{"topic": t, "partitions": ps} for t, ps in sorted(m.assignment.items())],
+            }
             for m in g.members
         ],
         "partitions": rows,
@@ -166,7 +175,9 @@ def seek(args: argparse.Namespace) -> int:
             meta = cluster.topic(name)
             chosen = [p for p in sorted(meta.partitions) if only is None or p in only]
             marks = offsets.watermarks(cluster, meta, chosen)
-            found = offsets.list_offsets(cluster, meta, spec.value, chosen) if spec.kind == "timestamp" else {}
+            found = (
+                offsets.list_offsets(cluster, meta, spec.value, chosen) if spec.kind == "timestamp" else {}
+            )
             for p in chosen:
                 start, end = marks[p]
                 if spec.kind == "start":
@@ -199,12 +210,16 @@ def delete(args: argparse.Namespace) -> int:
 
     with open_cluster(args) as cluster:
         results = groups.delete_groups(cluster, args.groups)
-    rows = [{"group": g, "error": KafkaError(results[g]).name if results.get(g) else None} for g in args.groups]
+    rows = [
+        {"group": g, "error": KafkaError(results[g]).name if results.get(g) else None} for g in args.groups
+    ]
     if args.format == "json":
         print_json(rows)
     else:
         for r in rows:
-            print(f"deleted group {r['group']}" if r["error"] is None else f"group {r['group']}: {r['error']}")
+            print(
+                f"deleted group {r['group']}" if r["error"] is None else f"group {r['group']}: {r['error']}"
+            )
     failed = [g for g in args.groups if results.get(g)]
     if failed:
         raise KafkaError(results[failed[0]], f"group {failed[0]}: DeleteGroups")

@@ -37,15 +37,25 @@ def register(commands: Any) -> None:
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--file", metavar="PATH", help="read lines from PATH instead of stdin")
     p.add_argument("-k", "--key", help="key for every record")
-    p.add_argument("-H", "--header", action="append", default=[], metavar="KEY=VALUE", help="header for every record")
+    p.add_argument(
+        "-H", "--header", action="append", default=[], metavar="KEY=VALUE", help="header for every record"
+    )
     p.add_argument("-p", "--partition", type=int, help="send every record to this partition")
     p.add_argument(
         "--input-format", "-f", default="%v", metavar="FORMAT",
         help="how a line splits into %%k key, %%v value, %%h headers (k=v,k=v) and %%p partition; default %%v",
     )  # fmt: skip
-    p.add_argument("--acks", type=int, choices=(-1, 0, 1), default=-1, help="-1 all (default), 1 leader, 0 none")
+    p.add_argument(
+        "--acks", type=int, choices=(-1, 0, 1), default=-1, help="-1 all (default), 1 leader, 0 none"
+    )
     p.add_argument("-z", "--compression", choices=sorted(COMPRESSION), default="none")
-    p.add_argument("--batch", type=int, default=1000, metavar="N", help="records per partition per request (default 1000)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="records per partition per request (default 1000)",
+    )
     add_connection_options(p)
     p.set_defaults(handler=produce)
 
@@ -80,7 +90,9 @@ def produce(args: argparse.Namespace) -> int:
                     nonlocal pending, pending_bytes
                     if not pending:
                         return
-                    bases = records.produce(cluster, topic, pending, acks=args.acks, compression=COMPRESSION[args.compression])
+                    bases = records.produce(
+                        cluster, topic, pending, acks=args.acks, compression=COMPRESSION[args.compression]
+                    )
                     for p, base in bases.items():
                         n = len(pending[p])
                         r = ranges.setdefault(p, [base, base, 0])
@@ -96,7 +108,11 @@ def produce(args: argparse.Namespace) -> int:
                     if partition not in topic.partitions:
                         raise FormatError(f"topic {args.topic} has no partition {partition} (it has {count})")
                     batch = pending.setdefault(partition, [])
-                    batch.append(Record(len(batch), int(time.time() * 1000), key, rec.value, fixed_headers + rec.headers))
+                    batch.append(
+                        Record(
+                            len(batch), int(time.time() * 1000), key, rec.value, fixed_headers + rec.headers
+                        )
+                    )
                     total += 1
                     pending_bytes += len(line) + (len(key) if key else 0)
                     if len(batch) >= args.batch or pending_bytes >= _BATCH_BYTES:
@@ -122,7 +138,9 @@ def _input(path: str | None) -> Iterator[TextIO]:
         yield stream
 
 
-def _partition(fixed: int | None, line_partition: int | None, key: bytes | None, count: int, turn: int) -> tuple[int, int]:
+def _partition(
+    fixed: int | None, line_partition: int | None, key: bytes | None, count: int, turn: int
+) -> tuple[int, int]:
     """(partition, next turn): --partition, else the line's %p, else the key's, else round robin."""
     if fixed is not None:
         return fixed, turn
@@ -134,7 +152,10 @@ def _partition(fixed: int | None, line_partition: int | None, key: bytes | None,
 
 
 def _report(args: argparse.Namespace, total: int, ranges: dict[int, list[int]]) -> None:
-    rows = [{"partition": p, "first_offset": r[0], "last_offset": r[1], "records": r[2]} for p, r in sorted(ranges.items())]
+    rows = [
+        {"partition": p, "first_offset": r[0], "last_offset": r[1], "records": r[2]}
+        for p, r in sorted(ranges.items())
+    ]
     if args.format == "json":
         print_json({"topic": args.topic, "records": total, "partitions": rows})
     else:

@@ -15,15 +15,23 @@ def register(commands: Any) -> None:
 
     p = verbs.add_parser("create", help="create topics")
     p.add_argument("topics", nargs="+", metavar="TOPIC")
-    p.add_argument("-p", "--partitions", type=int, default=-1, help="partitions (default: the broker's num.partitions)")
-    p.add_argument("-r", "--replicas", type=int, default=-1, help="replication factor (default: the broker's)")
-    p.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config (repeatable)")
+    p.add_argument(
+        "-p", "--partitions", type=int, default=-1, help="partitions (default: the broker's num.partitions)"
+    )
+    p.add_argument(
+        "-r", "--replicas", type=int, default=-1, help="replication factor (default: the broker's)"
+    )
+    p.add_argument(
+        "-c", "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config (repeatable)"
+    )
     p.add_argument("--dry-run", action="store_true", help="validate only (CreateTopics validate_only)")
     add_connection_options(p)
     p.set_defaults(handler=create)
 
     p = verbs.add_parser("list", help="list topics with their partition and replica counts")
-    p.add_argument("-i", "--internal", action="store_true", help="include internal topics such as __consumer_offsets")
+    p.add_argument(
+        "-i", "--internal", action="store_true", help="include internal topics such as __consumer_offsets"
+    )
     add_connection_options(p)
     p.set_defaults(handler=list_topics)
 
@@ -34,8 +42,12 @@ def register(commands: Any) -> None:
 
     p = verbs.add_parser("alter-config", help="set or delete topic configs (IncrementalAlterConfigs)")
     p.add_argument("topics", nargs="+", metavar="TOPIC")
-    p.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="set a config (repeatable)")
-    p.add_argument("-d", "--delete", action="append", default=[], metavar="KEY", help="back to the default (repeatable)")
+    p.add_argument(
+        "-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="set a config (repeatable)"
+    )
+    p.add_argument(
+        "-d", "--delete", action="append", default=[], metavar="KEY", help="back to the default (repeatable)"
+    )
     add_connection_options(p)
     p.set_defaults(handler=alter_config)
 
@@ -52,7 +64,9 @@ def register(commands: Any) -> None:
 
     p = verbs.add_parser("trim", help="delete the records before an offset (DeleteRecords)")
     p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("-o", "--offset", required=True, help="end (everything), N, or @TIMESTAMP_MS: records below it go")
+    p.add_argument(
+        "-o", "--offset", required=True, help="end (everything), N, or @TIMESTAMP_MS: records below it go"
+    )
     p.add_argument("-p", "--partitions", help="partitions, e.g. 0,2,4-6 (default all)")
     add_connection_options(p)
     p.set_defaults(handler=trim)
@@ -65,7 +79,9 @@ def create(args: argparse.Namespace) -> int:
     results = []
     with open_cluster(args) as cluster:
         for name in args.topics:
-            admin.create_topic(cluster, name, args.partitions, args.replicas, configs, validate_only=args.dry_run)
+            admin.create_topic(
+                cluster, name, args.partitions, args.replicas, configs, validate_only=args.dry_run
+            )
             results.append(name)
     if args.format == "json":
         print_json([{"topic": t, "created": not args.dry_run} for t in results])
@@ -84,11 +100,15 @@ def list_topics(args: argparse.Namespace) -> int:
         if t.internal and not args.internal:
             continue
         replicas = max((len(p.replicas) for p in t.partitions.values()), default=0)
-        rows.append({"topic": name, "partitions": len(t.partitions), "replicas": replicas, "internal": t.internal})
+        rows.append(
+            {"topic": name, "partitions": len(t.partitions), "replicas": replicas, "internal": t.internal}
+        )
     if args.format == "json":
         print_json(rows)
     else:
-        print_table(("TOPIC", "PARTITIONS", "REPLICAS"), [(r["topic"], r["partitions"], r["replicas"]) for r in rows])
+        print_table(
+            ("TOPIC", "PARTITIONS", "REPLICAS"), [(r["topic"], r["partitions"], r["replicas"]) for r in rows]
+        )
     return 0
 
 
@@ -113,8 +133,13 @@ def _describe_one(cluster: Any, name: str) -> dict[str, Any]:
         "internal": topic.internal,
         "partitions": partitions,
         "configs": [
-            {"name": c.name, "value": None if c.sensitive else c.value, "source": c.source,
-             "read_only": c.read_only, "sensitive": c.sensitive}
+            {
+                "name": c.name,
+                "value": None if c.sensitive else c.value,
+                "source": c.source,
+                "read_only": c.read_only,
+                "sensitive": c.sensitive,
+            }
             for c in configs
         ],
     }
@@ -139,8 +164,16 @@ def describe(args: argparse.Namespace) -> int:
         print_table(
             ("PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START-OFFSET", "HIGH-WATERMARK", "SIZE"),
             [
-                (p["partition"], p["leader"], p["leader_epoch"], _ids(p["replicas"]), _ids(p["isr"]),
-                 p["log_start_offset"], p["high_watermark"], human_bytes(p["size_bytes"]))
+                (
+                    p["partition"],
+                    p["leader"],
+                    p["leader_epoch"],
+                    _ids(p["replicas"]),
+                    _ids(p["isr"]),
+                    p["log_start_offset"],
+                    p["high_watermark"],
+                    human_bytes(p["size_bytes"]),
+                )
                 for p in parts
             ],
         )
@@ -167,10 +200,18 @@ def alter_config(args: argparse.Namespace) -> int:
         for name in args.topics:
             admin.alter_topic_configs(cluster, name, changes)
     if args.format == "json":
-        print_json([{"topic": t, "set": dict(parse_key_values(args.set)), "deleted": args.delete} for t in args.topics])
+        print_json(
+            [
+                {"topic": t, "set": dict(parse_key_values(args.set)), "deleted": args.delete}
+                for t in args.topics
+            ]
+        )
     else:
         for t in args.topics:
-            print(f"altered topic {t}: " + ", ".join(f"{op} {k}" + ("" if v is None else f"={v}") for op, k, v in changes))
+            print(
+                f"altered topic {t}: "
+                + ", ".join(f"{op} {k}" + ("" if v is None else f"={v}") for op, k, v in changes)
+            )
     return 0
 
 
@@ -199,12 +240,17 @@ def delete(args: argparse.Namespace) -> int:
 
     with open_cluster(args) as cluster:
         results = admin.delete_topics(cluster, args.topics)
-    rows = [{"topic": t, "error": None if not results.get(t) else KafkaError(results[t]).name} for t in args.topics]
+    rows = [
+        {"topic": t, "error": None if not results.get(t) else KafkaError(results[t]).name}
+        for t in args.topics
+    ]
     if args.format == "json":
         print_json(rows)
     else:
         for r in rows:
-            print(f"deleted topic {r['topic']}" if r["error"] is None else f"topic {r['topic']}: {r['error']}")
+            print(
+                f"deleted topic {r['topic']}" if r["error"] is None else f"topic {r['topic']}: {r['error']}"
+            )
     failed = [t for t in args.topics if results.get(t)]
     if failed:
         raise KafkaError(results[failed[0]], f"topic {failed[0]}: DeleteTopics")
@@ -233,5 +279,7 @@ def trim(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json({"topic": args.topic, "partitions": rows})
     else:
-        print_table(("PARTITION", "NEW-LOG-START-OFFSET"), [(r["partition"], r["log_start_offset"]) for r in rows])
+        print_table(
+            ("PARTITION", "NEW-LOG-START-OFFSET"), [(r["partition"], r["log_start_offset"]) for r in rows]
+        )
     return 0

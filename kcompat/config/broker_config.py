@@ -140,8 +140,11 @@ class BrokerConfig(TypedAttributes):
             # Kafka's rule (KAFKA-13153): a broker-only node may not share an id with a controller.
             voters = [v.split("@", 1)[0].strip() for v in self._value("controller.quorum.voters")]
             if str(node_id if node_id is not None else broker_id) in voters:
-                raise self._error("node.id", f"node.id={node_id} is a controller's id in controller.quorum.voters; "
-                                             "a broker needs an id of its own")
+                raise self._error(
+                    "node.id",
+                    f"node.id={node_id} is a controller's id in controller.quorum.voters; "
+                    "a broker needs an id of its own",
+                )
         if self._value("log.dirs") is not None and not self._value("log.dirs"):
             raise self._error("log.dirs", "log.dirs is empty: expected at least one directory")
         if not self._value("log.dir") and self._value("log.dirs") is None:
@@ -352,7 +355,9 @@ class BrokerConfig(TypedAttributes):
             if definition is None:
                 raise ConfigError(f"{key} is not a broker property kcompat knows", key=key, value=raw)
             if not definition.dynamic or key in RESTART_ONLY:
-                raise ConfigError(f"{key} cannot be changed at run time: set it in server.properties", key=key)
+                raise ConfigError(
+                    f"{key} cannot be changed at run time: set it in server.properties", key=key
+                )
         clone = object.__new__(BrokerConfig)
         clone.__dict__.update(self.__dict__)
         clone._dynamic = dict(self._dynamic)
@@ -390,12 +395,18 @@ class BrokerConfig(TypedAttributes):
             (self._static, ConfigSource.STATIC_BROKER_CONFIG),
         ):
             out.extend(
-                ConfigSynonym(each, self._shown(BROKER_CONFIGS[each], layer[each]), source) for each in chain if each in layer
+                ConfigSynonym(each, self._shown(BROKER_CONFIGS[each], layer[each]), source)
+                for each in chain
+                if each in layer
             )
         for each in chain:
             definition = BROKER_CONFIGS[each]
             if definition.default is not None:
-                out.append(ConfigSynonym(each, self._shown(definition, definition.default), ConfigSource.DEFAULT_CONFIG))
+                out.append(
+                    ConfigSynonym(
+                        each, self._shown(definition, definition.default), ConfigSource.DEFAULT_CONFIG
+                    )
+                )
         while out and out[0].name != name:
             out.pop(0)
         return tuple(out)
@@ -425,7 +436,9 @@ class BrokerConfig(TypedAttributes):
             synonyms = self.synonyms_of(name, [s.broker_name for s in chain] if chain else None)
             value = self._value(name)
             if cluster_default:
-                synonyms = tuple(s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                synonyms = tuple(
+                    s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+                )
                 value = self._dynamic_default[name]
             entries.append(
                 ConfigEntry(

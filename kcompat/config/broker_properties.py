@@ -13,7 +13,6 @@ reports the others read_only); of those, RESTART_ONLY are refused by kcompat, wh
 its listeners while running.
 """
 
-
 from __future__ import annotations
 
 import base64
@@ -74,80 +73,223 @@ def _is_admin_address(value: str) -> bool:
 NETWORK_PROPERTIES: list[ConfigDef] = [
     prop("node.id", INT, 1, "Id of this broker in Metadata responses and leader fields.", HIGH, at_least(0)),
     # Kafka's default -1 means "take node.id"; each of the two names is filled in from the other.
-    prop("broker.id", INT, -1, "Older name of node.id; when both are set they must agree.", HIGH, at_least(-1)),
-    prop("cluster.id", STRING, None,
+    prop(
+        "broker.id", INT, -1, "Older name of node.id; when both are set they must agree.", HIGH, at_least(-1)
+    ),
+    prop(
+        "cluster.id",
+        STRING,
+        None,
         "Cluster id reported to clients. When unset, kcompat generates one on first start and keeps it "
-        "in meta.properties in the data directory.", HIGH,
-        Check(is_cluster_id, "22 characters of URL-safe base64 (16 bytes), e.g. from `kafka-storage random-uuid`")),
+        "in meta.properties in the data directory.",
+        HIGH,
+        Check(
+            is_cluster_id,
+            "22 characters of URL-safe base64 (16 bytes), e.g. from `kafka-storage random-uuid`",
+        ),
+    ),
     prop("broker.rack", STRING, None, "Rack reported for this broker in Metadata responses.", MEDIUM),
-    prop("listeners", LIST, ["PLAINTEXT://127.0.0.1:9092"],
+    prop(
+        "listeners",
+        LIST,
+        ["PLAINTEXT://127.0.0.1:9092"],
         "Comma-separated NAME://host:port addresses to accept connections on. An empty host means all "
         "interfaces; listeners named in controller.listener.names are skipped. Dynamic in Kafka; kcompat "
-        "changes it only by a restart.", HIGH, dynamic=True),
-    prop("advertised.listeners", LIST, None,
+        "changes it only by a restart.",
+        HIGH,
+        dynamic=True,
+    ),
+    prop(
+        "advertised.listeners",
+        LIST,
+        None,
         "Addresses handed to clients in Metadata responses, by listener name. Defaults to listeners.",
-        HIGH),
-    prop("listener.security.protocol.map", STRING,
+        HIGH,
+    ),
+    prop(
+        "listener.security.protocol.map",
+        STRING,
         "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "Security protocol of each listener name. Dynamic "
-        "in Kafka; kcompat changes it only by a restart.", LOW, dynamic=True),
-    prop("inter.broker.listener.name", STRING, None, "Listener brokers use among themselves.", MEDIUM,
-        ignored=ONE_NODE),
-    prop("controller.listener.names", LIST, None,
-        "Listener names used by the KRaft controller; such listeners are not opened.", MEDIUM),
-    prop("process.roles", LIST, None, "KRaft roles of this process. `broker` with "
+        "Security protocol of each listener name. Dynamic in Kafka; kcompat changes it only by a restart.",
+        LOW,
+        dynamic=True,
+    ),
+    prop(
+        "inter.broker.listener.name",
+        STRING,
+        None,
+        "Listener brokers use among themselves.",
+        MEDIUM,
+        ignored=ONE_NODE,
+    ),
+    prop(
+        "controller.listener.names",
+        LIST,
+        None,
+        "Listener names used by the KRaft controller; such listeners are not opened.",
+        MEDIUM,
+    ),
+    prop(
+        "process.roles",
+        LIST,
+        None,
+        "KRaft roles of this process. `broker` with "
         "controller.quorum.bootstrap.servers joins Apache Kafka controllers (cluster mode); otherwise kcompat "
-        "runs as its own single node.", HIGH, ListOf(("broker", "controller"))),
-    prop("controller.quorum.voters", LIST, [], "Static KRaft voter set (id@host:port); in cluster mode a "
-        "broker's node.id must not be one of them.", HIGH),
-    prop("controller.quorum.bootstrap.servers", LIST, [], "KRaft controllers (host:port) a cluster-mode "
-        "broker registers with and fetches __cluster_metadata from.", HIGH),
-    prop("broker.heartbeat.interval.ms", INT, 2000, "Time between a cluster-mode broker's heartbeats to the "
-        "controller.", MEDIUM),
-    prop("broker.session.timeout.ms", INT, 9000, "How long the controller waits for a heartbeat before fencing "
-        "the broker; the broker's retry backoff is capped at half of it.", MEDIUM),
-    prop("socket.request.max.bytes", INT, 104857600,
+        "runs as its own single node.",
+        HIGH,
+        ListOf(("broker", "controller")),
+    ),
+    prop(
+        "controller.quorum.voters",
+        LIST,
+        [],
+        "Static KRaft voter set (id@host:port); in cluster mode a broker's node.id must not be one of them.",
+        HIGH,
+    ),
+    prop(
+        "controller.quorum.bootstrap.servers",
+        LIST,
+        [],
+        "KRaft controllers (host:port) a cluster-mode "
+        "broker registers with and fetches __cluster_metadata from.",
+        HIGH,
+    ),
+    prop(
+        "broker.heartbeat.interval.ms",
+        INT,
+        2000,
+        "Time between a cluster-mode broker's heartbeats to the controller.",
+        MEDIUM,
+    ),
+    prop(
+        "broker.session.timeout.ms",
+        INT,
+        9000,
+        "How long the controller waits for a heartbeat before fencing "
+        "the broker; the broker's retry backoff is capped at half of it.",
+        MEDIUM,
+    ),
+    prop(
+        "socket.request.max.bytes",
+        INT,
+        104857600,
         "Largest request frame accepted; a bigger size prefix closes the connection before anything is "
-        "buffered.", HIGH, at_least(1)),
-    prop("socket.send.buffer.bytes", INT, 102400, "SO_SNDBUF of client sockets; -1 keeps the OS default.",
-        HIGH),
-    prop("socket.receive.buffer.bytes", INT, 102400, "SO_RCVBUF of client sockets when set (-1: the OS default); "
+        "buffered.",
+        HIGH,
+        at_least(1),
+    ),
+    prop(
+        "socket.send.buffer.bytes", INT, 102400, "SO_SNDBUF of client sockets; -1 keeps the OS default.", HIGH
+    ),
+    prop(
+        "socket.receive.buffer.bytes",
+        INT,
+        102400,
+        "SO_RCVBUF of client sockets when set (-1: the OS default); "
         "unset, kcompat leaves it to the kernel's autotuning, which took large produces faster.",
-        HIGH),
-    prop("socket.listen.backlog.size", INT, 50, "Backlog of pending connections on each listener.", MEDIUM,
-        at_least(1)),
-    prop("connections.max.idle.ms", LONG, 600000, "Idle client connections are closed after this long.",
-        MEDIUM),
-    prop("max.connections", INT, INT_MAX, "Most client connections open at once; more are refused.", MEDIUM,
-        at_least(0), dynamic=True),
-    prop("max.connections.per.ip", INT, INT_MAX, "Most connections from one client address.", MEDIUM,
-        at_least(0), dynamic=True),
-    prop("queued.max.requests", INT, 500, "Requests buffered per broker before reading pauses.", HIGH,
-        at_least(1)),
-    prop("num.network.threads", INT, 3, "Network threads.", HIGH, at_least(1), dynamic=True, ignored=ONE_LOOP),
-    prop("num.io.threads", INT, 8, "Request handler threads.", HIGH, at_least(1), dynamic=True, ignored=ONE_LOOP),
-    prop("background.threads", INT, 10, "Background task threads.", HIGH, at_least(1), dynamic=True,
-        ignored=ONE_LOOP),
+        HIGH,
+    ),
+    prop(
+        "socket.listen.backlog.size",
+        INT,
+        50,
+        "Backlog of pending connections on each listener.",
+        MEDIUM,
+        at_least(1),
+    ),
+    prop(
+        "connections.max.idle.ms", LONG, 600000, "Idle client connections are closed after this long.", MEDIUM
+    ),
+    prop(
+        "max.connections",
+        INT,
+        INT_MAX,
+        "Most client connections open at once; more are refused.",
+        MEDIUM,
+        at_least(0),
+        dynamic=True,
+    ),
+    prop(
+        "max.connections.per.ip",
+        INT,
+        INT_MAX,
+        "Most connections from one client address.",
+        MEDIUM,
+        at_least(0),
+        dynamic=True,
+    ),
+    prop(
+        "queued.max.requests",
+        INT,
+        500,
+        "Requests buffered per broker before reading pauses.",
+        HIGH,
+        at_least(1),
+    ),
+    prop(
+        "num.network.threads", INT, 3, "Network threads.", HIGH, at_least(1), dynamic=True, ignored=ONE_LOOP
+    ),
+    prop(
+        "num.io.threads",
+        INT,
+        8,
+        "Request handler threads.",
+        HIGH,
+        at_least(1),
+        dynamic=True,
+        ignored=ONE_LOOP,
+    ),
+    prop(
+        "background.threads",
+        INT,
+        10,
+        "Background task threads.",
+        HIGH,
+        at_least(1),
+        dynamic=True,
+        ignored=ONE_LOOP,
+    ),
     prop("num.replica.fetchers", INT, 1, "Replica fetcher threads.", HIGH, dynamic=True, ignored=ONE_NODE),
-    prop("num.recovery.threads.per.data.dir", INT, 2, "Threads for log recovery at start-up.", HIGH,
-        at_least(1), dynamic=True, ignored=ONE_LOOP),
+    prop(
+        "num.recovery.threads.per.data.dir",
+        INT,
+        2,
+        "Threads for log recovery at start-up.",
+        HIGH,
+        at_least(1),
+        dynamic=True,
+        ignored=ONE_LOOP,
+    ),
     # --- kcompat's own: the HTTP admin listener and the log lines ------------------------------
-    prop("admin.listener", STRING, "127.0.0.1:9644",
+    prop(
+        "admin.listener",
+        STRING,
+        "127.0.0.1:9644",
         "host:port of the HTTP admin listener (Prometheus /metrics), Redpanda's admin port by default; "
         "empty switches it off. When the default port is taken, the broker starts without it (said in "
-        "the log); a port set here that cannot be bound stops start-up.", MEDIUM,
-        Check(_is_admin_address, "host:port (an empty host: every interface), or empty to switch it off")),
-    prop("log.format", STRING, "plain", "Form of the broker's log lines on stderr: `plain` text or `json`, "
-        "one object a line.", LOW, OneOf(("plain", "json"))),
+        "the log); a port set here that cannot be bound stops start-up.",
+        MEDIUM,
+        Check(_is_admin_address, "host:port (an empty host: every interface), or empty to switch it off"),
+    ),
+    prop(
+        "log.format",
+        STRING,
+        "plain",
+        "Form of the broker's log lines on stderr: `plain` text or `json`, one object a line.",
+        LOW,
+        OneOf(("plain", "json")),
+    ),
 ]
 
-BROKER_CONFIGS: dict[str, ConfigDef] = table([
-    *NETWORK_PROPERTIES,
-    *STORAGE_PROPERTIES,
-    *RECORD_PROPERTIES,
-    *GROUP_PROPERTIES,
-    *TRANSACTION_PROPERTIES,
-])
+BROKER_CONFIGS: dict[str, ConfigDef] = table(
+    [
+        *NETWORK_PROPERTIES,
+        *STORAGE_PROPERTIES,
+        *RECORD_PROPERTIES,
+        *GROUP_PROPERTIES,
+        *TRANSACTION_PROPERTIES,
+    ]
+)
 
 # Dynamic in Kafka (it re-binds listeners at run time), changed in kcompat only by a restart.
 RESTART_ONLY = frozenset({"listeners", "listener.security.protocol.map"})

@@ -19,23 +19,25 @@ from collections.abc import Mapping
 PREFIX = "KAFKA_"
 
 # The image's exclusion list, plus launcher variables of Kafka's own scripts.
-EXCLUDED = frozenset({
-    "KAFKA_VERSION",
-    "KAFKA_HEAP_OPT",
-    "KAFKA_HEAP_OPTS",
-    "KAFKA_LOG4J_OPTS",
-    "KAFKA_OPTS",
-    "KAFKA_JMX_OPTS",
-    "KAFKA_JVM_PERFORMANCE_OPTS",
-    "KAFKA_GC_LOG_OPTS",
-    "KAFKA_LOG4J_ROOT_LOGLEVEL",
-    "KAFKA_LOG4J_LOGGERS",
-    "KAFKA_TOOLS_LOG4J_LOGLEVEL",
-    "KAFKA_JMX_PORT",
-    "KAFKA_JMX_HOSTNAME",
-    "KAFKA_DEBUG",
-    "KAFKA_HOME",
-})
+EXCLUDED = frozenset(
+    {
+        "KAFKA_VERSION",
+        "KAFKA_HEAP_OPT",
+        "KAFKA_HEAP_OPTS",
+        "KAFKA_LOG4J_OPTS",
+        "KAFKA_OPTS",
+        "KAFKA_JMX_OPTS",
+        "KAFKA_JVM_PERFORMANCE_OPTS",
+        "KAFKA_GC_LOG_OPTS",
+        "KAFKA_LOG4J_ROOT_LOGLEVEL",
+        "KAFKA_LOG4J_LOGGERS",
+        "KAFKA_TOOLS_LOG4J_LOGLEVEL",
+        "KAFKA_JMX_PORT",
+        "KAFKA_JMX_HOSTNAME",
+        "KAFKA_DEBUG",
+        "KAFKA_HOME",
+    }
+)
 
 _SINGLE = re.compile(r"[^_]_[^_]")
 

@@ -38,7 +38,8 @@ def parse_listener(key: str, text: str, protocol_map: Mapping[str, str] | None =
     if m is None:
         raise ConfigError(
             f"{key} entry {text!r} is invalid: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092",
-            key=key, value=text,
+            key=key,
+            value=text,
         )
     host = m.group("host")
     if host.startswith("["):
@@ -59,7 +60,9 @@ def parse_listeners(
     names = [listener.name for listener in listeners]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ConfigError(f"{key} names listener {dupes[0]} more than once; each name must be unique", key=key)
+        raise ConfigError(
+            f"{key} names listener {dupes[0]} more than once; each name must be unique", key=key
+        )
     return listeners
 
 
@@ -76,7 +79,8 @@ def parse_protocol_map(key: str, text: str) -> dict[str, str]:
             raise ConfigError(
                 f"{key} entry {item!r} is invalid: expected NAME:PROTOCOL with PROTOCOL one of "
                 f"{', '.join(SECURITY_PROTOCOLS)}",
-                key=key, value=text,
+                key=key,
+                value=text,
             )
         mapping[name.strip().upper()] = protocol
     return mapping

@@ -30,7 +30,7 @@ def _env_origins(environ: Mapping[str, str]) -> dict[str, str]:
     origins = {}
     for name in environ:
         if name.startswith(PREFIX) and name not in EXCLUDED and len(name) > len(PREFIX):
-            origins[env_key_to_property(name[len(PREFIX):])] = f"environment variable {name}"
+            origins[env_key_to_property(name[len(PREFIX) :])] = f"environment variable {name}"
     if environ.get("CLUSTER_ID") and "cluster.id" not in origins:
         origins["cluster.id"] = "environment variable CLUSTER_ID"
     return origins

@@ -49,7 +49,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
     max_message_bytes: int = _default("max.message.bytes")
     message_timestamp_type: str = _default("message.timestamp.type")
-    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")  # how old a CreateTime may be
+    message_timestamp_before_max_ms: int = _default(
+        "message.timestamp.before.max.ms"
+    )  # how old a CreateTime may be
     message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")  # how far in the future
     producer_id_expiration_ms: int = _default("producer.id.expiration.ms")  # a broker property
 

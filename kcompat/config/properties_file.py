@@ -64,7 +64,7 @@ def _unescape(text: str, where: str) -> str:
         if e == "u":
             digits = text[i + 2 : i + 6]
             if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise ConfigError(f"{where}: malformed \\uXXXX escape {text[i:i + 6]!r}")
+                raise ConfigError(f"{where}: malformed \\uXXXX escape {text[i : i + 6]!r}")
             out.append(chr(int(digits, 16)))
             i += 6
             continue

@@ -107,7 +107,9 @@ class _Lookup:
         except ValueError:
             value = low - 1
         if value < low:
-            raise ConfigError(f"{self.key(name)}={raw!r} is invalid: expected an integer >= {low}", key=name, value=raw)
+            raise ConfigError(
+                f"{self.key(name)}={raw!r} is invalid: expected an integer >= {low}", key=name, value=raw
+            )
         return value
 
     def items(self, name: str) -> tuple[str, ...]:
@@ -120,7 +122,9 @@ class _Lookup:
         value = value.upper() if upper else value.lower()
         if value not in allowed:
             raise ConfigError(
-                f"{self.key(name)}={value!r} is invalid: expected one of {', '.join(allowed)}", key=name, value=value
+                f"{self.key(name)}={value!r} is invalid: expected one of {', '.join(allowed)}",
+                key=name,
+                value=value,
             )
         return value
 
@@ -130,16 +134,22 @@ def _ssl_settings(look: _Lookup, listener: str) -> SslSettings:
     if keystore_type is not None and keystore_type.upper() == "JKS":
         raise ConfigError(
             f"{look.key('ssl.keystore.type')}=JKS is not supported: convert the keystore with "
-            "`keytool -importkeystore -deststoretype PKCS12` or use PEM", key="ssl.keystore.type",
+            "`keytool -importkeystore -deststoretype PKCS12` or use PEM",
+            key="ssl.keystore.type",
         )
     keystore_type = look.one_of("ssl.keystore.type", KEYSTORE_TYPES, upper=True)
     truststore_type = look.get("ssl.truststore.type")
     if truststore_type is not None and truststore_type.upper() == "JKS":
-        raise ConfigError(f"{look.key('ssl.truststore.type')}=JKS is not supported: use PKCS12 or PEM",
-                          key="ssl.truststore.type")
+        raise ConfigError(
+            f"{look.key('ssl.truststore.type')}=JKS is not supported: use PKCS12 or PEM",
+            key="ssl.truststore.type",
+        )
     truststore_type = look.one_of("ssl.truststore.type", KEYSTORE_TYPES, upper=True)
-    location, chain, key = look.get("ssl.keystore.location"), look.get("ssl.keystore.certificate.chain"), look.get(
-        "ssl.keystore.key")
+    location, chain, key = (
+        look.get("ssl.keystore.location"),
+        look.get("ssl.keystore.certificate.chain"),
+        look.get("ssl.keystore.key"),
+    )
     # A listener naming its own keystore (a file or inline PEM) takes none of the broker-wide one.
     if look.local("ssl.keystore.certificate.chain") and not look.local("ssl.keystore.location"):
         location = None
@@ -152,8 +162,10 @@ def _ssl_settings(look: _Lookup, listener: str) -> SslSettings:
             key="listeners",
         )
     if location is not None and chain is not None:
-        raise ConfigError("set either ssl.keystore.location or ssl.keystore.certificate.chain, not both",
-                          key="ssl.keystore.location")
+        raise ConfigError(
+            "set either ssl.keystore.location or ssl.keystore.certificate.chain, not both",
+            key="ssl.keystore.location",
+        )
     if chain is not None and key is None:
         raise ConfigError("ssl.keystore.certificate.chain needs ssl.keystore.key", key="ssl.keystore.key")
     protocols = look.items("ssl.enabled.protocols")
@@ -161,7 +173,8 @@ def _ssl_settings(look: _Lookup, listener: str) -> SslSettings:
         if protocol not in TLS_PROTOCOLS:
             raise ConfigError(
                 f"{look.key('ssl.enabled.protocols')} names {protocol!r}: kcompat offers {', '.join(TLS_PROTOCOLS)}",
-                key="ssl.enabled.protocols", value=protocol,
+                key="ssl.enabled.protocols",
+                value=protocol,
             )
     if not protocols:
         raise ConfigError("ssl.enabled.protocols is empty", key="ssl.enabled.protocols")
@@ -195,7 +208,8 @@ def _sasl_settings(look: _Lookup, listener: str) -> SaslSettings:
         if mechanism not in SASL_MECHANISMS:
             raise ConfigError(
                 f"{look.key('sasl.enabled.mechanisms')} names {mechanism}: kcompat speaks {', '.join(SASL_MECHANISMS)}",
-                key="sasl.enabled.mechanisms", value=mechanism,
+                key="sasl.enabled.mechanisms",
+                value=mechanism,
             )
     jaas = {}
     for mechanism in mechanisms:
@@ -205,15 +219,19 @@ def _sasl_settings(look: _Lookup, listener: str) -> SaslSettings:
     if "PLAIN" in mechanisms and "PLAIN" not in jaas:
         raise ConfigError(
             f"listener {listener} enables PLAIN but has no users: set "
-            f"listener.name.{listener.lower()}.plain.sasl.jaas.config to a PlainLoginModule with user_<name>=\"<password>\"",
+            f'listener.name.{listener.lower()}.plain.sasl.jaas.config to a PlainLoginModule with user_<name>="<password>"',
             key="sasl.jaas.config",
         )
     if "OAUTHBEARER" in mechanisms:
-        handler = look.get("oauthbearer.sasl.server.callback.handler.class") or look.get("sasl.server.callback.handler.class")
+        handler = look.get("oauthbearer.sasl.server.callback.handler.class") or look.get(
+            "sasl.server.callback.handler.class"
+        )
         if handler is not None and handler != _UNSECURED_VALIDATOR:
             raise ConfigError(
                 f"OAUTHBEARER with {handler} is not supported: kcompat validates only unsecured JWS tokens "
-                "(Kafka's default validator, for development)", key="sasl.server.callback.handler.class", value=handler,
+                "(Kafka's default validator, for development)",
+                key="sasl.server.callback.handler.class",
+                value=handler,
             )
     return SaslSettings(mechanisms, jaas, look.int("sasl.server.max.receive.size", 1))
 
@@ -230,7 +248,10 @@ def parse_security(listeners: Iterable[Listener], props: Mapping[str, str]) -> d
             for mechanism, text in sasl.jaas.items():
                 parse_jaas(text, f"sasl.jaas.config of {mechanism}")  # a malformed one stops start-up
         out[listener.name] = ListenerSecurity(
-            listener.name, protocol, ssl, sasl,
+            listener.name,
+            protocol,
+            ssl,
+            sasl,
             reauth_ms=look.int("connections.max.reauth.ms"),
             failed_auth_delay_ms=look.int("connection.failed.authentication.delay.ms"),
         )
@@ -239,7 +260,10 @@ def parse_security(listeners: Iterable[Listener], props: Mapping[str, str]) -> d
 
 # JAAS: `<LoginModule class> <flag> key="value" key=value ... ;` (one module, as Kafka requires
 # for sasl.jaas.config).
-_JAAS = re.compile(r'\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)(?P<options>.*?);\s*', re.DOTALL)
+_JAAS = re.compile(
+    r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)(?P<options>.*?);\s*",
+    re.DOTALL,
+)
 _JAAS_OPTION = re.compile(r'\s*(?P<key>[^\s=]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))')
 
 
@@ -253,7 +277,8 @@ def parse_jaas(text: str, key: str = "sasl.jaas.config") -> JaasEntry:
     m = _JAAS.fullmatch(text)
     if m is None:
         raise ConfigError(
-            f"{key} is invalid: expected '<LoginModule> required key=\"value\" ...;' (one login module)", key=key
+            f"{key} is invalid: expected '<LoginModule> required key=\"value\" ...;' (one login module)",
+            key=key,
         )
     options: dict[str, str] = {}
     rest = m.group("options")
@@ -261,7 +286,9 @@ def parse_jaas(text: str, key: str = "sasl.jaas.config") -> JaasEntry:
     while rest[pos:].strip():
         o = _JAAS_OPTION.match(rest, pos)
         if o is None:
-            raise ConfigError(f"{key} is invalid near {rest[pos:].strip()[:20]!r}: expected key=\"value\"", key=key)
+            raise ConfigError(
+                f'{key} is invalid near {rest[pos:].strip()[:20]!r}: expected key="value"', key=key
+            )
         value = o.group("quoted")
         options[o.group("key")] = re.sub(r"\\(.)", r"\1", value) if value is not None else o.group("bare")
         pos = o.end()

@@ -26,9 +26,9 @@ class ClassicMember:
     protocol_type: str
     protocols: list[JoinGroupProtocol]
     assignment: bytes = b""
-    join_token: int | None = None    # a JoinGroup waiting for the join phase to end
-    sync_token: int | None = None    # a SyncGroup waiting for the leader's assignment
-    is_new: bool = False             # joined but never got a JoinGroup response (expires after 5 min)
+    join_token: int | None = None  # a JoinGroup waiting for the join phase to end
+    sync_token: int | None = None  # a SyncGroup waiting for the leader's assignment
+    is_new: bool = False  # joined but never got a JoinGroup response (expires after 5 min)
     session_deadline: int | None = None  # None while the member waits in a rebalance (it cannot heartbeat)
 
     @property
@@ -57,10 +57,10 @@ class ClassicGroup:
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader_id: str | None = None
-    members: dict[str, ClassicMember] = field(default_factory=dict)   # in join order
-    static_members: dict[str, str] = field(default_factory=dict)      # group.instance.id -> member id
-    pending_members: dict[str, int] = field(default_factory=dict)     # MEMBER_ID_REQUIRED ids -> deadline
-    pending_sync: set[str] = field(default_factory=set)               # members yet to send SyncGroup
+    members: dict[str, ClassicMember] = field(default_factory=dict)  # in join order
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+    pending_members: dict[str, int] = field(default_factory=dict)  # MEMBER_ID_REQUIRED ids -> deadline
+    pending_sync: set[str] = field(default_factory=set)  # members yet to send SyncGroup
     current_state_timestamp: int = -1
     # The join phase's timer: DelayedJoin (or InitialDelayedJoin while `initial_delay_remaining` is set).
     join_deadline: int | None = None
@@ -90,7 +90,10 @@ class ClassicGroup:
 
     def remove(self, member_id: str) -> ClassicMember:
         member = self.members.pop(member_id)
-        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
+        if (
+            member.group_instance_id is not None
+            and self.static_members.get(member.group_instance_id) == member_id
+        ):
             del self.static_members[member.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)

@@ -113,7 +113,15 @@ class ClassicGroupProtocol:
             if member_id in group.members:
                 self.rebalance.remove_member_and_update(out, group, group.members[member_id], now_ms)
             return fail(E.GROUP_MAX_SIZE_REACHED, "")
-        j = Joiner(group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        j = Joiner(
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
         if not member_id:
             return self._join_unknown_member(out, group, now_ms, require_known_member_id, j)
         return self._join_known_member(out, group, now_ms, member_id, j)
@@ -172,18 +180,24 @@ class ClassicGroupProtocol:
         member = group.members[member_id]
         outcome = KNOWN_MEMBER_JOIN[group.state]
         if outcome is KnownMemberJoinOutcome.WAIT:
-            return self._update_member_and_rebalance(out, group, member, now, j.rebalance_timeout, j.session_timeout, j.protocols)
+            return self._update_member_and_rebalance(
+                out, group, member, now, j.rebalance_timeout, j.session_timeout, j.protocols
+            )
         assert outcome is KnownMemberJoinOutcome.REBALANCE_IF_CHANGED, outcome
         unchanged = member.matches(j.protocols)
         is_leader = group.leader_id == member_id
         if group.state is ClassicGroupState.STABLE:
             unchanged = unchanged and not is_leader  # a rejoining leader always gets a new generation
         if not unchanged:
-            return self._update_member_and_rebalance(out, group, member, now, j.rebalance_timeout, j.session_timeout, j.protocols)
+            return self._update_member_and_rebalance(
+                out, group, member, now, j.rebalance_timeout, j.session_timeout, j.protocols
+            )
         member.session_deadline = now + member.session_timeout_ms
         return self.rebalance.join_response(group, member)
 
-    def _add_member_and_rebalance(self, out: Effects, group: ClassicGroup, member: ClassicMember, now: int) -> JoinGroupResponse | Deferred:
+    def _add_member_and_rebalance(
+        self, out: Effects, group: ClassicGroup, member: ClassicMember, now: int
+    ) -> JoinGroupResponse | Deferred:
         token = self.store.token()
         member.join_token = token
         member.is_new = True
@@ -208,7 +222,9 @@ class ClassicGroupProtocol:
     ) -> JoinGroupResponse | Deferred:
         token = self.store.token()
         # A JoinGroup sent again supersedes the earlier one, which can no longer be answered usefully.
-        out.complete(member.join_token, JoinGroupResponse(E.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+        out.complete(
+            member.join_token, JoinGroupResponse(E.REBALANCE_IN_PROGRESS, member_id=member.member_id)
+        )
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout
         member.session_timeout_ms = session_timeout
@@ -255,7 +271,9 @@ class ClassicGroupProtocol:
             self.rebalance.maybe_complete_join(out, group, now)
         return Deferred(token)
 
-    def _member_error(self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int) -> int:
+    def _member_error(
+        self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int:
         """The checks SyncGroup and Heartbeat share, in Kafka's order; E.NONE when the member may go on."""
         if group.state is ClassicGroupState.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
@@ -286,7 +304,9 @@ class ClassicGroupProtocol:
         error = self._member_error(group, member_id, group_instance_id, generation_id)
         if error:
             return SyncGroupResponse(error_code=error)
-        if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol_name):
+        if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(
+            protocol_name, group.protocol_name
+        ):
             return SyncGroupResponse(error_code=E.INCONSISTENT_GROUP_PROTOCOL)
         member = group.members[member_id]
         member.session_deadline = now_ms + member.session_timeout_ms
@@ -354,7 +374,9 @@ class ClassicGroupProtocol:
             return HeartbeatResponse(error_code=E.REBALANCE_IN_PROGRESS)
         return HeartbeatResponse(error_code=E.NONE)
 
-    def leave_group(self, out: Effects, now_ms: int, *, group_id: str, members: Sequence[MemberIdentity]) -> LeaveGroupResponse | Deferred:
+    def leave_group(
+        self, out: Effects, now_ms: int, *, group_id: str, members: Sequence[MemberIdentity]
+    ) -> LeaveGroupResponse | Deferred:
         """LeaveGroup; v0-2 pass their one member id as a single MemberIdentity (see `legacy_error_code`)."""
         if not group_id:
             return LeaveGroupResponse(E.INVALID_GROUP_ID)
@@ -362,9 +384,13 @@ class ClassicGroupProtocol:
         if group is None:
             return LeaveGroupResponse(E.UNKNOWN_MEMBER_ID)
         if isinstance(group, ConsumerGroup):
-            return LeaveGroupResponse(E.NONE, [
-                LeaveGroupMemberResponse(m.member_id, m.group_instance_id, E.UNKNOWN_MEMBER_ID) for m in members
-            ])
+            return LeaveGroupResponse(
+                E.NONE,
+                [
+                    LeaveGroupMemberResponse(m.member_id, m.group_instance_id, E.UNKNOWN_MEMBER_ID)
+                    for m in members
+                ],
+            )
         if group.state is ClassicGroupState.DEAD:
             return LeaveGroupResponse(E.COORDINATOR_NOT_AVAILABLE)
         left = []

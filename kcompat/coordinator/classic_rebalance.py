@@ -120,7 +120,10 @@ class ClassicRebalance:
 
     def on_sync_timeout(self, out: Effects, group: ClassicGroup, now: int) -> None:
         group.sync_deadline = None
-        if group.state in (ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE) and group.pending_sync:
+        if (
+            group.state in (ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE)
+            and group.pending_sync
+        ):
             for mid in list(group.pending_sync):
                 m = group.members.get(mid)
                 if m is not None:
@@ -139,7 +142,9 @@ class ClassicRebalance:
         group.pending_members.pop(member_id, None)
         self.maybe_complete_join(out, group, now)
 
-    def remove_member_and_update(self, out: Effects, group: ClassicGroup, member: ClassicMember, now: int) -> None:
+    def remove_member_and_update(
+        self, out: Effects, group: ClassicGroup, member: ClassicMember, now: int
+    ) -> None:
         # A member that goes while its JoinGroup waits is told to rejoin from scratch.
         out.complete(member.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
         out.complete(member.sync_token, SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
@@ -152,7 +157,9 @@ class ClassicRebalance:
         if group.sync_deadline is not None and not group.pending_sync:
             group.sync_deadline = None
 
-    def join_response(self, group: ClassicGroup, member: ClassicMember, skip_assignment: bool = False) -> JoinGroupResponse:
+    def join_response(
+        self, group: ClassicGroup, member: ClassicMember, skip_assignment: bool = False
+    ) -> JoinGroupResponse:
         is_leader = group.leader_id == member.member_id
         return JoinGroupResponse(
             E.NONE,
@@ -168,13 +175,23 @@ class ClassicRebalance:
     def emit_group_metadata(self, out: Effects, group: ClassicGroup) -> None:
         members = tuple(
             rec.GroupMemberMetadata(
-                m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
-                m.metadata(group.protocol_name), m.assignment, m.rebalance_timeout_ms, m.group_instance_id,
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                m.session_timeout_ms,
+                m.metadata(group.protocol_name),
+                m.assignment,
+                m.rebalance_timeout_ms,
+                m.group_instance_id,
             )
             for m in group.members.values()
         )
         value = rec.GroupMetadataValue(
-            group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
-            members, group.current_state_timestamp,
+            group.protocol_type or "",
+            group.generation_id,
+            group.protocol_name,
+            group.leader_id,
+            members,
+            group.current_state_timestamp,
         )
         out.emit(rec.GroupMetadataKey(group.group_id), value)

@@ -27,11 +27,11 @@ class ClassicGroupState(Enum):
 
 
 class GroupEvent(Enum):
-    PREPARE_REBALANCE = "prepare rebalance"      # a member joined, left, timed out or changed its protocols
-    JOIN_COMPLETE = "join phase complete"        # every member rejoined, or the rebalance timeout expired
+    PREPARE_REBALANCE = "prepare rebalance"  # a member joined, left, timed out or changed its protocols
+    JOIN_COMPLETE = "join phase complete"  # every member rejoined, or the rebalance timeout expired
     JOIN_COMPLETE_EMPTY = "join phase complete, no members"
-    LEADER_SYNC = "leader's assignment stored"   # the leader's SyncGroup
-    DELETE = "group deleted"                     # DeleteGroups, offset expiry, replaced by a consumer group
+    LEADER_SYNC = "leader's assignment stored"  # the leader's SyncGroup
+    DELETE = "group deleted"  # DeleteGroups, offset expiry, replaced by a consumer group
 
 
 S = ClassicGroupState
@@ -66,9 +66,9 @@ def can_rebalance(state: ClassicGroupState) -> bool:
 
 
 class HeartbeatOutcome(Enum):
-    UNKNOWN_MEMBER = "UNKNOWN_MEMBER_ID"          # an Empty group has no members to heartbeat
-    REJOIN = "REBALANCE_IN_PROGRESS"              # tells the member to send JoinGroup
-    OK = "NONE"                                   # resets the session timer
+    UNKNOWN_MEMBER = "UNKNOWN_MEMBER_ID"  # an Empty group has no members to heartbeat
+    REJOIN = "REBALANCE_IN_PROGRESS"  # tells the member to send JoinGroup
+    OK = "NONE"  # resets the session timer
     NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
 
 
@@ -84,7 +84,7 @@ HEARTBEAT: dict[ClassicGroupState, HeartbeatOutcome] = {
 class SyncOutcome(Enum):
     UNKNOWN_MEMBER = "UNKNOWN_MEMBER_ID"
     REJOIN = "REBALANCE_IN_PROGRESS"
-    WAIT = "wait for the leader"                  # the leader's own sync ends the wait for everyone
+    WAIT = "wait for the leader"  # the leader's own sync ends the wait for everyone
     CURRENT_ASSIGNMENT = "answer with the stored assignment"
     NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
 

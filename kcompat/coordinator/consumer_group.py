@@ -66,8 +66,9 @@ def copy_assignment(a: Mapping[uuid.UUID, set[int]]) -> Assignment:
     return {t: set(ps) for t, ps in a.items() if ps}
 
 
-
-def topic_partitions(a: Mapping[uuid.UUID, set[int]], names: Mapping[uuid.UUID, str] | None = None) -> list[TopicPartitions]:
+def topic_partitions(
+    a: Mapping[uuid.UUID, set[int]], names: Mapping[uuid.UUID, str] | None = None
+) -> list[TopicPartitions]:
     """An assignment as the TopicPartitions of a response, by topic id (with names when given)."""
     return [
         TopicPartitions(t, sorted(ps), (names or {}).get(t, ""))
@@ -75,14 +76,15 @@ def topic_partitions(a: Mapping[uuid.UUID, set[int]], names: Mapping[uuid.UUID, 
         if ps
     ]
 
+
 @dataclass
 class ConsumerGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)     # instance id -> member id
-    target: dict[str, Assignment] = field(default_factory=dict)      # member id -> target assignment
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> target assignment
     # topic name -> (topic id, partition count) for every topic some member subscribes to, as stored
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     resolved_regex: dict[str, frozenset[str]] = field(default_factory=dict)

@@ -46,6 +46,7 @@ from kcompat.wire.error_codes import ErrorCode as E
 
 Owned = dict[uuid.UUID, set[int]] | None  # the partitions a heartbeat says the member owns; None: not sent
 
+
 class ConsumerGroupProtocol:
     """ConsumerGroupHeartbeat, and the consumer group records it writes (consumer_group_records.py)."""
 
@@ -73,9 +74,14 @@ class ConsumerGroupProtocol:
         error = self._validate_heartbeat_request(request, api_version)
         if error is not None:
             return ConsumerGroupHeartbeatResponse(E.INVALID_REQUEST, error, request.member_id or None)
-        if request.server_assignor is not None and request.server_assignor not in self.store.config.consumer_assignors:
+        if (
+            request.server_assignor is not None
+            and request.server_assignor not in self.store.config.consumer_assignors
+        ):
             return ConsumerGroupHeartbeatResponse(
-                E.UNSUPPORTED_ASSIGNOR, f"Assignor {request.server_assignor} is not supported.", request.member_id
+                E.UNSUPPORTED_ASSIGNOR,
+                f"Assignor {request.server_assignor} is not supported.",
+                request.member_id,
             )
         if request.subscribed_topic_regex is not None:
             try:
@@ -94,7 +100,9 @@ class ConsumerGroupProtocol:
             return "InstanceId can't be empty."
         if req.rack_id is not None and not req.rack_id:
             return "RackId can't be empty."
-        needs_member_id = req.member_epoch > 0 or req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH or api_version >= 1
+        needs_member_id = (
+            req.member_epoch > 0 or req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH or api_version >= 1
+        )
         if needs_member_id and not req.member_id:
             return "MemberId can't be empty."
         if req.member_epoch == 0:
@@ -162,7 +170,12 @@ class ConsumerGroupProtocol:
         return group
 
     def _heartbeat_member(
-        self, out: Effects, group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest, member_id: str, owned: Owned
+        self,
+        out: Effects,
+        group: ConsumerGroup,
+        req: ConsumerGroupHeartbeatRequest,
+        member_id: str,
+        owned: Owned,
     ) -> tuple[ConsumerMember, bool] | ConsumerGroupHeartbeatResponse:
         """The member a heartbeat is from (a new one on a join, a static member taken over) and whether
         it is new (a group epoch bump); or the fencing / unknown-member error response."""
@@ -173,25 +186,45 @@ class ConsumerGroupProtocol:
             if static_id is not None and static_id != member_id:
                 old = group.members[static_id]
                 if not joining:
-                    return _error(req, E.FENCED_INSTANCE_ID, f"Instance {req.instance_id} is held by another member.")
+                    return _error(
+                        req, E.FENCED_INSTANCE_ID, f"Instance {req.instance_id} is held by another member."
+                    )
                 if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                    return _error(req, E.UNRELEASED_INSTANCE_ID, f"Instance {req.instance_id} is still in use.")
+                    return _error(
+                        req, E.UNRELEASED_INSTANCE_ID, f"Instance {req.instance_id} is still in use."
+                    )
                 member = self._take_over_static_member(out, group, old, member_id)
             elif static_id is None and member is None and not joining:
                 return _error(req, E.UNKNOWN_MEMBER_ID, f"Instance {req.instance_id} is unknown.")
         if member is None:
             if not joining:
-                return _error(req, E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {req.group_id}.")
+                return _error(
+                    req, E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {req.group_id}."
+                )
             if len(group.members) >= self.store.config.consumer_max_size:
-                return _error(req, E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.store.config.consumer_max_size} members.")
+                return _error(
+                    req,
+                    E.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of {self.store.config.consumer_max_size} members.",
+                )
             return ConsumerMember(member_id), True
         if not joining:
             if req.member_epoch > member.member_epoch:
-                return _error(req, E.FENCED_MEMBER_EPOCH, "The consumer group member has a greater member epoch than expected.")
+                return _error(
+                    req,
+                    E.FENCED_MEMBER_EPOCH,
+                    "The consumer group member has a greater member epoch than expected.",
+                )
             if req.member_epoch < member.member_epoch and not (
-                req.member_epoch == member.previous_member_epoch and owned is not None and is_subset(owned, member.assigned)
+                req.member_epoch == member.previous_member_epoch
+                and owned is not None
+                and is_subset(owned, member.assigned)
             ):
-                return _error(req, E.FENCED_MEMBER_EPOCH, "The consumer group member has a smaller member epoch than expected.")
+                return _error(
+                    req,
+                    E.FENCED_MEMBER_EPOCH,
+                    "The consumer group member has a smaller member epoch than expected.",
+                )
         return member, False
 
     def _apply_heartbeat(
@@ -208,7 +241,10 @@ class ConsumerGroupProtocol:
         """Store what the heartbeat changed (null fields mean "unchanged"), bumping the group epoch
         and recomputing the target assignment when the membership or a subscription changed."""
         updated = _updated_member(member, req, client_id, client_host)
-        if _subscription(updated) != _subscription(member) or updated.server_assignor != member.server_assignor:
+        if (
+            _subscription(updated) != _subscription(member)
+            or updated.server_assignor != member.server_assignor
+        ):
             bump = True
         if bump or _member_record_fields(updated) != _member_record_fields(member):
             emit_member_metadata(out, group.group_id, updated)
@@ -219,26 +255,38 @@ class ConsumerGroupProtocol:
             bump = True
         if bump:
             group.group_epoch += 1
-            out.emit(rec.ConsumerGroupMetadataKey(group.group_id), rec.ConsumerGroupMetadataValue(group.group_epoch))
+            out.emit(
+                rec.ConsumerGroupMetadataKey(group.group_id),
+                rec.ConsumerGroupMetadataValue(group.group_epoch),
+            )
         if group.group_epoch > group.assignment_epoch:
             update_target_assignment(out, group, self.store)
 
-    def _reconcile_member(self, out: Effects, group: ConsumerGroup, member_id: str, owned: Owned, now: int) -> ConsumerMember:
+    def _reconcile_member(
+        self, out: Effects, group: ConsumerGroup, member_id: str, owned: Owned, now: int
+    ) -> ConsumerMember:
         """Move the member toward its target assignment and renew its session and rebalance deadlines."""
         before = group.members[member_id]
-        after = reconcile(before, group.assignment_epoch, group.target.get(member_id, {}), group.owner_epochs(), owned)
+        after = reconcile(
+            before, group.assignment_epoch, group.target.get(member_id, {}), group.owner_epochs(), owned
+        )
         if after is not before:
             group.members[member_id] = after
             emit_current_assignment(out, group.group_id, after)
         after.session_deadline = now + self.store.config.consumer_session_timeout_ms
         if after.state is MemberState.UNREVOKED_PARTITIONS:
-            if before.state is not MemberState.UNREVOKED_PARTITIONS or after.member_epoch != before.member_epoch:
+            if (
+                before.state is not MemberState.UNREVOKED_PARTITIONS
+                or after.member_epoch != before.member_epoch
+            ):
                 after.rebalance_deadline = now + max(after.rebalance_timeout_ms, 0)
         else:
             after.rebalance_deadline = None
         return after
 
-    def _take_over_static_member(self, out: Effects, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
+    def _take_over_static_member(
+        self, out: Effects, group: ConsumerGroup, old: ConsumerMember, new_id: str
+    ) -> ConsumerMember:
         """A restarted static member inherits its predecessor's epoch and assignment (KIP-848)."""
         gid = group.group_id
         del group.members[old.member_id]
@@ -248,12 +296,16 @@ class ConsumerGroupProtocol:
         group.members[new_id] = member
         group.target[new_id] = target
         emit_member_metadata(out, gid, member)
-        out.emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, new_id),
-                   rec.ConsumerGroupTargetAssignmentMemberValue(rec.topic_id_partitions(target)))
+        out.emit(
+            rec.ConsumerGroupTargetAssignmentMemberKey(gid, new_id),
+            rec.ConsumerGroupTargetAssignmentMemberValue(rec.topic_id_partitions(target)),
+        )
         emit_current_assignment(out, gid, member)
         return member
 
-    def _consumer_leave(self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int) -> ConsumerGroupHeartbeatResponse:
+    def _consumer_leave(
+        self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int
+    ) -> ConsumerGroupHeartbeatResponse:
         group = self.store.groups.get(req.group_id)
         if not isinstance(group, ConsumerGroup):
             return ConsumerGroupHeartbeatResponse(
@@ -262,17 +314,29 @@ class ConsumerGroupProtocol:
         if req.instance_id is not None:
             member_id = group.static_members.get(req.instance_id)
             if member_id is None:
-                return ConsumerGroupHeartbeatResponse(E.UNKNOWN_MEMBER_ID, f"Instance {req.instance_id} is unknown.", req.member_id)
+                return ConsumerGroupHeartbeatResponse(
+                    E.UNKNOWN_MEMBER_ID, f"Instance {req.instance_id} is unknown.", req.member_id
+                )
             if member_id != req.member_id:
-                return ConsumerGroupHeartbeatResponse(E.FENCED_INSTANCE_ID, f"Instance {req.instance_id} is held by another member.", req.member_id)
+                return ConsumerGroupHeartbeatResponse(
+                    E.FENCED_INSTANCE_ID,
+                    f"Instance {req.instance_id} is held by another member.",
+                    req.member_id,
+                )
         member = group.members.get(req.member_id)
         if member is None:
             return ConsumerGroupHeartbeatResponse(
-                E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}.", req.member_id
+                E.UNKNOWN_MEMBER_ID,
+                f"Member {req.member_id} is not a member of group {req.group_id}.",
+                req.member_id,
             )
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # A static member going away for a while keeps its partitions until its session expires.
-            left = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, previous_member_epoch=member.member_epoch)
+            left = replace(
+                member,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                previous_member_epoch=member.member_epoch,
+            )
             left.rebalance_deadline = None
             group.members[member.member_id] = left
             emit_current_assignment(out, group.group_id, left)
@@ -280,7 +344,9 @@ class ConsumerGroupProtocol:
             self._remove_consumer_member(out, group, member)
         return ConsumerGroupHeartbeatResponse(E.NONE, None, req.member_id, req.member_epoch, 0)
 
-    def _fence_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, out: Effects, now: int) -> None:
+    def _fence_consumer_member(
+        self, group: ConsumerGroup, member: ConsumerMember, out: Effects, now: int
+    ) -> None:
         if group.members.get(member.member_id) is member:
             self._remove_consumer_member(out, group, member)
 
@@ -288,7 +354,10 @@ class ConsumerGroupProtocol:
         gid = group.group_id
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
-        if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
+        if (
+            member.instance_id is not None
+            and group.static_members.get(member.instance_id) == member.member_id
+        ):
             del group.static_members[member.instance_id]
         emit_member_tombstones(out, gid, member.member_id)
         refresh_subscription_metadata(out, group, self.store)
@@ -302,6 +371,7 @@ class ConsumerGroupProtocol:
         if not group.is_simple():
             out.emit(rec.GroupMetadataKey(group.group_id), None)
         del self.store.groups[group.group_id]
+
 
 def _owned(tps: Sequence[TopicPartitions] | None) -> Owned:
     if tps is None:
@@ -318,8 +388,16 @@ def _subscription(m: ConsumerMember) -> tuple[tuple[str, ...], str | None]:
 
 
 def _member_record_fields(m: ConsumerMember) -> tuple[Any, ...]:
-    return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+    return (
+        m.instance_id,
+        m.rack_id,
+        m.client_id,
+        m.client_host,
+        m.subscribed_topic_names,
+        m.subscribed_topic_regex,
+        m.rebalance_timeout_ms,
+        m.server_assignor,
+    )
 
 
 def _error(req: ConsumerGroupHeartbeatRequest, code: int, message: str) -> ConsumerGroupHeartbeatResponse:
@@ -338,12 +416,17 @@ def _updated_member(
         client_host=client_host or member.client_host,
         subscribed_topic_names=(
             tuple(sorted(set(req.subscribed_topic_names)))
-            if req.subscribed_topic_names is not None else member.subscribed_topic_names
+            if req.subscribed_topic_names is not None
+            else member.subscribed_topic_names
         ),
         subscribed_topic_regex=(
-            (req.subscribed_topic_regex or None) if req.subscribed_topic_regex is not None else member.subscribed_topic_regex
+            (req.subscribed_topic_regex or None)
+            if req.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex
         ),
-        rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+        rebalance_timeout_ms=req.rebalance_timeout_ms
+        if req.rebalance_timeout_ms != -1
+        else member.rebalance_timeout_ms,
         server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
     )
     if req.member_epoch == 0 and updated.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:

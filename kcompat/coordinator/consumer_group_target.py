@@ -27,9 +27,12 @@ def refresh_subscription_metadata(out: Effects, group: ConsumerGroup, store: Gro
     if fresh == group.subscription_metadata:
         return False
     group.subscription_metadata = fresh
-    out.emit(rec.ConsumerGroupPartitionMetadataKey(group.group_id), rec.ConsumerGroupPartitionMetadataValue(
-        tuple(rec.TopicMetadata(tid, name, n) for name, (tid, n) in fresh.items())
-    ))
+    out.emit(
+        rec.ConsumerGroupPartitionMetadataKey(group.group_id),
+        rec.ConsumerGroupPartitionMetadataValue(
+            tuple(rec.TopicMetadata(tid, name, n) for name, (tid, n) in fresh.items())
+        ),
+    )
     return True
 
 
@@ -52,8 +55,12 @@ def update_target_assignment(out: Effects, group: ConsumerGroup, store: GroupSto
         target: Assignment = {ids[name]: set(ps) for name, ps in by_name.items() if ps}
         if target != group.target.get(mid):
             group.target[mid] = target
-            out.emit(rec.ConsumerGroupTargetAssignmentMemberKey(gid, mid),
-                       rec.ConsumerGroupTargetAssignmentMemberValue(rec.topic_id_partitions(target)))
+            out.emit(
+                rec.ConsumerGroupTargetAssignmentMemberKey(gid, mid),
+                rec.ConsumerGroupTargetAssignmentMemberValue(rec.topic_id_partitions(target)),
+            )
     group.assignment_epoch = group.group_epoch
-    out.emit(rec.ConsumerGroupTargetAssignmentMetadataKey(gid),
-               rec.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch))
+    out.emit(
+        rec.ConsumerGroupTargetAssignmentMetadataKey(gid),
+        rec.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch),
+    )

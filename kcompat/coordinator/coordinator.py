@@ -64,7 +64,9 @@ class GroupCoordinator:
         self.fetch_offsets = self._reads(offsets.fetch_offsets)
         self.txn_offsets = TxnOffsets(offsets)
 
-    def txn_commit_offsets(self, now_ms: int, **kwargs: Any) -> CoordinatorResult[list[OffsetCommitResponseTopic]]:
+    def txn_commit_offsets(
+        self, now_ms: int, **kwargs: Any
+    ) -> CoordinatorResult[list[OffsetCommitResponseTopic]]:
         """TxnOffsetCommit (see txn_offsets.py). No timers fire here: every record this returns must
         go into the producer's transactional batch, and only those."""
         out = Effects()
@@ -99,7 +101,9 @@ class GroupCoordinator:
         self._fire_due(out, now_ms)  # what this call made due at once (a zero initial delay, say)
         return out.result(answer)
 
-    def _writes(self, op: Callable[Concatenate[Effects, int, P], T | Deferred]) -> Callable[Concatenate[int, P], CoordinatorResult[T]]:
+    def _writes(
+        self, op: Callable[Concatenate[Effects, int, P], T | Deferred]
+    ) -> Callable[Concatenate[int, P], CoordinatorResult[T]]:
         def call(now_ms: int, /, *args: P.args, **kwargs: P.kwargs) -> CoordinatorResult[T]:
             out = Effects()  # _run, inlined: this is every heartbeat's and commit's path
             self._fire_due(out, now_ms)
@@ -115,7 +119,9 @@ class GroupCoordinator:
 
         return call
 
-    def delete_groups(self, now_ms: int, group_ids: Sequence[str]) -> CoordinatorResult[list[DeletableGroupResult]]:
+    def delete_groups(
+        self, now_ms: int, group_ids: Sequence[str]
+    ) -> CoordinatorResult[list[DeletableGroupResult]]:
         """DeleteGroups: a group's offsets go with it (Kafka's shard deleteGroups)."""
 
         def op(out: Effects) -> list[DeletableGroupResult]:

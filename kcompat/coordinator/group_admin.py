@@ -50,14 +50,17 @@ def describe_groups(groups: Mapping[str, Group], group_ids: Sequence[str]) -> li
             )
             for m in group.members.values()
         ]
-        out.append(DescribedGroup(
-            group_id=gid,
-            group_state=group.state.value,
-            protocol_type=group.protocol_type or "",
-            protocol_data=(group.protocol_name or "") if stable else "",
-            members=members,
-        ))
+        out.append(
+            DescribedGroup(
+                group_id=gid,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=members,
+            )
+        )
     return out
+
 
 def list_groups(
     groups: Mapping[str, Group], *, states_filter: Sequence[str] = (), types_filter: Sequence[str] = ()
@@ -69,11 +72,17 @@ def list_groups(
     for gid, group in sorted(groups.items()):
         if isinstance(group, ClassicGroup):
             listed = ListedGroup(
-                group_id=gid, protocol_type=group.protocol_type or "", group_state=group.state.value, group_type="classic"
+                group_id=gid,
+                protocol_type=group.protocol_type or "",
+                group_state=group.state.value,
+                group_type="classic",
             )
         else:
             listed = ListedGroup(
-                group_id=gid, protocol_type=CONSUMER_PROTOCOL_TYPE, group_state=group.state().value, group_type="consumer"
+                group_id=gid,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                group_state=group.state().value,
+                group_type="consumer",
             )
         if states and listed.group_state.lower() not in states:
             continue
@@ -81,6 +90,7 @@ def list_groups(
             continue
         out.append(listed)
     return out
+
 
 def delete_error(group: Group | None, group_id: str) -> int:
     """Why DeleteGroups may not delete this group (Kafka's validateDeleteGroup); E.NONE if it may."""
@@ -113,25 +123,44 @@ def delete_group_records(out: Effects, group: Group, now: int) -> None:
         delete_consumer_group_records(out, group)
 
 
-def describe_consumer_groups(store: GroupStore, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
+def describe_consumer_groups(
+    store: GroupStore, group_ids: Sequence[str]
+) -> list[ConsumerGroupDescribedGroup]:
     """ConsumerGroupDescribe; classic and unknown groups get GROUP_ID_NOT_FOUND (Admin then falls back)."""
     described = []
     names = {tid: name for name, (tid, _) in store.topic_metadata().items()}
     for gid in group_ids:
         group = store.groups.get(gid)
         if not isinstance(group, ConsumerGroup):
-            described.append(ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
+            described.append(
+                ConsumerGroupDescribedGroup(E.GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found.")
+            )
             continue
         members = [
             ConsumerGroupDescribedMember(
-                m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
-                list(m.subscribed_topic_names), m.subscribed_topic_regex,
-                topic_partitions(m.assigned, names), topic_partitions(group.target.get(m.member_id, {}), names),
+                m.member_id,
+                m.instance_id,
+                m.rack_id,
+                m.member_epoch,
+                m.client_id,
+                m.client_host,
+                list(m.subscribed_topic_names),
+                m.subscribed_topic_regex,
+                topic_partitions(m.assigned, names),
+                topic_partitions(group.target.get(m.member_id, {}), names),
             )
             for m in group.members.values()
         ]
-        described.append(ConsumerGroupDescribedGroup(
-            E.NONE, gid, None, group.state().value, group.group_epoch, group.assignment_epoch,
-            group.preferred_assignor(store.config.consumer_assignors[0]), members,
-        ))
+        described.append(
+            ConsumerGroupDescribedGroup(
+                E.NONE,
+                gid,
+                None,
+                group.state().value,
+                group.group_epoch,
+                group.assignment_epoch,
+                group.preferred_assignor(store.config.consumer_assignors[0]),
+                members,
+            )
+        )
     return described

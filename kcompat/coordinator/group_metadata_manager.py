@@ -42,8 +42,12 @@ class GroupMetadataManager:
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
         return group_admin.describe_groups(self.store.groups, group_ids)
 
-    def list_groups(self, *, states_filter: Sequence[str] = (), types_filter: Sequence[str] = ()) -> list[ListedGroup]:
-        return group_admin.list_groups(self.store.groups, states_filter=states_filter, types_filter=types_filter)
+    def list_groups(
+        self, *, states_filter: Sequence[str] = (), types_filter: Sequence[str] = ()
+    ) -> list[ListedGroup]:
+        return group_admin.list_groups(
+            self.store.groups, states_filter=states_filter, types_filter=types_filter
+        )
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[ConsumerGroupDescribedGroup]:
         return group_admin.describe_consumer_groups(self.store, group_ids)

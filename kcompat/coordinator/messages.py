@@ -42,7 +42,7 @@ class JoinGroupResponse:
     protocol_type: str | None = None
     protocol_name: str | None = None  # v0-6 carry "" for None
     leader: str = ""
-    skip_assignment: bool = False     # v9+; below v9 the handler sends an empty member list instead
+    skip_assignment: bool = False  # v9+; below v9 the handler sends an empty member list instead
     member_id: str = ""
     members: list[JoinGroupMember] = field(default_factory=list)
 
@@ -107,7 +107,7 @@ class OffsetFetchRequestTopic:
 class OffsetFetchRequestGroup:
     group_id: str
     topics: list[OffsetFetchRequestTopic] | None  # None = every committed partition (v2+)
-    member_id: str | None = None                  # v9+, consumer groups only
+    member_id: str | None = None  # v9+, consumer groups only
     member_epoch: int = -1
 
 
@@ -158,7 +158,7 @@ class ConsumerGroupHeartbeatRequest:
     rack_id: str | None = None
     rebalance_timeout_ms: int = -1
     subscribed_topic_names: list[str] | None = None
-    subscribed_topic_regex: str | None = None     # v1+
+    subscribed_topic_regex: str | None = None  # v1+
     server_assignor: str | None = None
     topic_partitions: list[TopicPartitions] | None = None
 

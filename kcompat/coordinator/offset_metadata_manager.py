@@ -71,13 +71,23 @@ class OffsetMetadataManager:
         for topic in topics:
             parts = []
             for p in topic.partitions:
-                code = error or self._commit_one(out, now_ms, group_id, topic.name, p, retention_time_ms, partition_exists)
-                parts.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code)))
+                code = error or self._commit_one(
+                    out, now_ms, group_id, topic.name, p, retention_time_ms, partition_exists
+                )
+                parts.append(
+                    OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
+                )
             answered.append(OffsetCommitResponseTopic(name=topic.name, partitions=parts))
         return answered
 
     def _validate_commit(
-        self, now: int, group_id: str, generation: int, member_id: str, instance_id: str | None, api_version: int
+        self,
+        now: int,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        api_version: int,
     ) -> int:
         if not group_id:
             return E.INVALID_GROUP_ID
@@ -140,7 +150,10 @@ class OffsetMetadataManager:
         if len(metadata.encode()) > self.store.config.offset_metadata_max_bytes:
             return E.OFFSET_METADATA_TOO_LARGE
         value = OffsetCommitValue(
-            p.committed_offset, metadata, now, getattr(p, "committed_leader_epoch", -1),
+            p.committed_offset,
+            metadata,
+            now,
+            getattr(p, "committed_leader_epoch", -1),
             now + retention_time_ms if retention_time_ms != -1 else -1,
         )
         self.offsets.setdefault(group_id, {})[(topic, p.partition_index)] = value
@@ -181,7 +194,9 @@ class OffsetMetadataManager:
             topics.append(OffsetFetchResponseTopic(name, parts))
         return OffsetFetchResponseGroup(req.group_id, topics)
 
-    def delete_offsets(self, out: Effects, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]) -> OffsetDeleteResponse:
+    def delete_offsets(
+        self, out: Effects, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]
+    ) -> OffsetDeleteResponse:
         if not group_id:
             return OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID)
         group = self.store.groups.get(group_id)
@@ -199,7 +214,11 @@ class OffsetMetadataManager:
             parts = []
             for p in t.partitions:
                 if subscribed:
-                    parts.append(OffsetDeleteResponsePartition(partition_index=p, error_code=E.GROUP_SUBSCRIBED_TO_TOPIC))
+                    parts.append(
+                        OffsetDeleteResponsePartition(
+                            partition_index=p, error_code=E.GROUP_SUBSCRIBED_TO_TOPIC
+                        )
+                    )
                     continue
                 if committed.pop((t.name, p), None) is not None:
                     out.emit(rec.OffsetCommitKey(group_id, t.name, p), None)

@@ -278,7 +278,9 @@ RecordValue = (
 )
 
 
-def topic_id_partitions(assignment: Mapping[uuid.UUID, Sequence[int] | set[int] | frozenset[int]]) -> TopicIdPartitions:
+def topic_id_partitions(
+    assignment: Mapping[uuid.UUID, Sequence[int] | set[int] | frozenset[int]],
+) -> TopicIdPartitions:
     """A canonical (sorted, empty topics dropped) form of a topic-id -> partitions mapping."""
     return tuple((t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
 
@@ -325,14 +327,17 @@ _VALUES: dict[type, _ValueKind] = {
         0,
         # rack metadata (partition_metadata) is not tracked: it is unused since Kafka 4.0
         lambda v: {"topics": [dataclasses.asdict(t) for t in v.topics]},
-        lambda b: ConsumerGroupPartitionMetadataValue(tuple(TopicMetadata(**_fields_of(TopicMetadata, t)) for t in b.topics)),
+        lambda b: ConsumerGroupPartitionMetadataValue(
+            tuple(TopicMetadata(**_fields_of(TopicMetadata, t)) for t in b.topics)
+        ),
     ),
     ConsumerGroupMemberMetadataValue: _ValueKind(
         _codec(ConsumerGroupMemberMetadataValue),
         0,
         lambda v: dataclasses.asdict(v) | {"subscribed_topic_names": list(v.subscribed_topic_names)},
         lambda b: ConsumerGroupMemberMetadataValue(
-            **_fields_of(ConsumerGroupMemberMetadataValue, b) | {"subscribed_topic_names": tuple(b.subscribed_topic_names)}
+            **_fields_of(ConsumerGroupMemberMetadataValue, b)
+            | {"subscribed_topic_names": tuple(b.subscribed_topic_names)}
         ),
     ),
     ConsumerGroupTargetAssignmentMetadataValue: _ValueKind(
@@ -349,11 +354,13 @@ _VALUES: dict[type, _ValueKind] = {
     ConsumerGroupCurrentMemberAssignmentValue: _ValueKind(
         _codec(ConsumerGroupCurrentMemberAssignmentValue),
         0,
-        lambda v: dataclasses.asdict(v)
-        | {
-            "assigned_partitions": _structs(v.assigned_partitions),
-            "partitions_pending_revocation": _structs(v.partitions_pending_revocation),
-        },
+        lambda v: (
+            dataclasses.asdict(v)
+            | {
+                "assigned_partitions": _structs(v.assigned_partitions),
+                "partitions_pending_revocation": _structs(v.partitions_pending_revocation),
+            }
+        ),
         lambda b: ConsumerGroupCurrentMemberAssignmentValue(
             b.member_epoch,
             b.previous_member_epoch,
@@ -365,7 +372,9 @@ _VALUES: dict[type, _ValueKind] = {
 }
 # The value class a key's record holds: "XKey" holds "XValue".
 _VALUE_OF_KEY: dict[type, type] = {
-    key_cls: next(v for v, kind in _VALUES.items() if kind.codec.message.name == codec.message.name[:-3] + "Value")
+    key_cls: next(
+        v for v, kind in _VALUES.items() if kind.codec.message.name == codec.message.name[:-3] + "Value"
+    )
     for key_cls, codec in _KEYS.values()
 }
 
@@ -416,7 +425,9 @@ def make(key: RecordKey, value: RecordValue | None) -> Record:
     return Record(encode_key(key), None if value is None else encode_value(value))
 
 
-def decode(record: tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview | None]) -> DecodedRecord | None:
+def decode(
+    record: tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview | None],
+) -> DecodedRecord | None:
     """Decode one (key, value) pair; None for a record type this coordinator does not keep."""
     key = decode_key(record[0])
     if key is None:

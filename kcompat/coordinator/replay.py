@@ -17,7 +17,9 @@ from kcompat.coordinator.group_store import Group
 from kcompat.coordinator.messages import JoinGroupProtocol
 
 
-def replay_group_record(groups: dict[str, Group], key: rec.RecordKey, value: rec.RecordValue | None, now: int) -> None:
+def replay_group_record(
+    groups: dict[str, Group], key: rec.RecordKey, value: rec.RecordValue | None, now: int
+) -> None:
     """Apply one group record (anything but an OffsetCommit record) to `groups`."""
     gid = rec.group_of(key)
     if isinstance(key, rec.GroupMetadataKey):
@@ -65,9 +67,15 @@ def _classic_from_record(gid: str, v: rec.GroupMetadataValue) -> ClassicGroup:
     )
     for m in v.members:
         member = ClassicMember(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host,
-            m.rebalance_timeout if m.rebalance_timeout != -1 else m.session_timeout, m.session_timeout,
-            v.protocol_type, [JoinGroupProtocol(v.protocol or "", m.subscription)], m.assignment,
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout if m.rebalance_timeout != -1 else m.session_timeout,
+            m.session_timeout,
+            v.protocol_type,
+            [JoinGroupProtocol(v.protocol or "", m.subscription)],
+            m.assignment,
         )
         group.members[m.member_id] = member
         if m.group_instance_id is not None:
@@ -80,10 +88,14 @@ def _replay_consumer(group: ConsumerGroup, key: rec.RecordKey, value: rec.Record
         assert isinstance(value, rec.ConsumerGroupMetadataValue)
         group.group_epoch = value.epoch
     elif isinstance(key, rec.ConsumerGroupPartitionMetadataKey):
-        group.subscription_metadata = {} if value is None else {
-            t.topic_name: (t.topic_id, t.num_partitions)
-            for t in value.topics  # type: ignore[union-attr]
-        }
+        group.subscription_metadata = (
+            {}
+            if value is None
+            else {
+                t.topic_name: (t.topic_id, t.num_partitions)
+                for t in value.topics  # type: ignore[union-attr]
+            }
+        )
     elif isinstance(key, rec.ConsumerGroupTargetAssignmentMetadataKey):
         group.assignment_epoch = 0 if value is None else value.assignment_epoch  # type: ignore[union-attr]
     elif isinstance(key, rec.ConsumerGroupTargetAssignmentMemberKey):
@@ -95,15 +107,24 @@ def _replay_consumer(group: ConsumerGroup, key: rec.RecordKey, value: rec.Record
     elif isinstance(key, rec.ConsumerGroupMemberMetadataKey):
         if value is None:
             m = group.members.pop(key.member_id, None)
-            if m is not None and m.instance_id is not None and group.static_members.get(m.instance_id) == m.member_id:
+            if (
+                m is not None
+                and m.instance_id is not None
+                and group.static_members.get(m.instance_id) == m.member_id
+            ):
                 del group.static_members[m.instance_id]
             return
         assert isinstance(value, rec.ConsumerGroupMemberMetadataValue)
         old = group.members.get(key.member_id) or ConsumerMember(key.member_id)
         group.members[key.member_id] = replace(
-            old, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
-            client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
-            subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
+            old,
+            instance_id=value.instance_id,
+            rack_id=value.rack_id,
+            client_id=value.client_id,
+            client_host=value.client_host,
+            subscribed_topic_names=value.subscribed_topic_names,
+            subscribed_topic_regex=value.subscribed_topic_regex,
+            rebalance_timeout_ms=value.rebalance_timeout_ms,
             server_assignor=value.server_assignor,
         )
         if value.instance_id is not None:
@@ -114,7 +135,9 @@ def _replay_consumer(group: ConsumerGroup, key: rec.RecordKey, value: rec.Record
         assert isinstance(value, rec.ConsumerGroupCurrentMemberAssignmentValue)
         old = group.members.get(key.member_id) or ConsumerMember(key.member_id)
         group.members[key.member_id] = replace(
-            old, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
+            old,
+            member_epoch=value.member_epoch,
+            previous_member_epoch=value.previous_member_epoch,
             state=MemberState(value.state),
             assigned={t: set(ps) for t, ps in value.assigned_partitions},
             pending_revocation={t: set(ps) for t, ps in value.partitions_pending_revocation},

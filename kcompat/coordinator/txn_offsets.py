@@ -57,7 +57,11 @@ class TxnOffsets:
             parts = []
             for p in topic.partitions:
                 code = error
-                if not code and partition_exists is not None and not partition_exists(topic.name, p.partition_index):
+                if (
+                    not code
+                    and partition_exists is not None
+                    and not partition_exists(topic.name, p.partition_index)
+                ):
                     code = E.UNKNOWN_TOPIC_OR_PARTITION
                 metadata = p.committed_metadata or ""
                 if not code and len(metadata.encode()) > limit:
@@ -67,7 +71,9 @@ class TxnOffsets:
                     by_group = self.pending.setdefault(producer_id, {}).setdefault(group_id, {})
                     by_group[(topic.name, p.partition_index)] = value
                     out.emit(rec.OffsetCommitKey(group_id, topic.name, p.partition_index), value)
-                parts.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code)))
+                parts.append(
+                    OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
+                )
             answered.append(OffsetCommitResponseTopic(name=topic.name, partitions=parts))
         return answered
 
@@ -87,7 +93,9 @@ class TxnOffsets:
                 continue
             if isinstance(decoded.value, OffsetCommitValue):
                 k = decoded.key
-                self.pending.setdefault(producer_id, {}).setdefault(k.group, {})[(k.topic, k.partition)] = decoded.value
+                self.pending.setdefault(producer_id, {}).setdefault(k.group, {})[(k.topic, k.partition)] = (
+                    decoded.value
+                )
 
     def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
         return any((topic, partition) in groups.get(group_id, {}) for groups in self.pending.values())

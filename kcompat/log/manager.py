@@ -211,7 +211,9 @@ class LogManager:
         # Threads overlap the file I/O of different partitions (and the CRC-32C of large batches,
         # which the crc32c package computes without the GIL).
         with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
-            opened = list(pool.map(open_log, found)) if self._recovery_threads > 1 else list(map(open_log, found))
+            opened = (
+                list(pool.map(open_log, found)) if self._recovery_threads > 1 else list(map(open_log, found))
+            )
         for (_, tp), plog in zip(found, opened, strict=True):
             if tp in cleaner_offsets:
                 plog.first_dirty_offset = max(

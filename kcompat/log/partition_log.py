@@ -107,14 +107,18 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
                 cache.assign(h.partition_leader_epoch, h.base_offset)
 
         names = [] if created else os.listdir(directory)
-        segments = [] if created else load_segments(
-            directory,
-            config,
-            now_ms=now_ms,
-            recovery_point=recovery_point,
-            clean_shutdown=clean_shutdown,
-            on_batch=on_recovered,
-            names=names,
+        segments = (
+            []
+            if created
+            else load_segments(
+                directory,
+                config,
+                now_ms=now_ms,
+                recovery_point=recovery_point,
+                clean_shutdown=clean_shutdown,
+                on_batch=on_recovered,
+                names=names,
+            )
         )
         if not segments:
             segments = [LogSegment(directory, log_start_offset, config, created_ms=now_ms, active=True)]

@@ -52,10 +52,14 @@ class ReplicaAppend:
     def flush(self, *, now_ms: int | None = None) -> None:  # PartitionLog's
         raise NotImplementedError
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchSlice:  # PartitionLog's
+    def read(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+    ) -> FetchSlice:  # PartitionLog's
         raise NotImplementedError
 
-    def read_below(self, offset: int, max_bytes: int, end_offset: int, *, min_one_batch: bool = True) -> FetchSlice:
+    def read_below(
+        self, offset: int, max_bytes: int, end_offset: int, *, min_one_batch: bool = True
+    ) -> FetchSlice:
         """`read`, without the batches at and after `end_offset` (a consumer reads below the high
         watermark; the high watermark is a follower's log end, so always a batch boundary)."""
         got = self.read(offset, max_bytes, min_one_batch=min_one_batch)
@@ -71,7 +75,9 @@ class ReplicaAppend:
         for piece in got.pieces:
             if piece.file is seg.log:
                 if piece.position < stop:
-                    pieces.append(FilePiece(piece.file, piece.position, min(piece.length, stop - piece.position)))
+                    pieces.append(
+                        FilePiece(piece.file, piece.position, min(piece.length, stop - piece.position))
+                    )
                 break
             pieces.append(piece)
         return FetchSlice(tuple(pieces), got.first_offset) if pieces else EMPTY_SLICE

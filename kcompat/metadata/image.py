@@ -95,7 +95,9 @@ class PartitionRegistration:
 class TopicImage:
     name: str
     topic_id: uuid.UUID
-    partitions: MappingProxyType[int, PartitionRegistration] = field(default_factory=lambda: MappingProxyType({}))
+    partitions: MappingProxyType[int, PartitionRegistration] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,9 @@ class MetadataDelta:
             assert parts is not None
             for index, p in parts.items():
                 if p.elr or p.last_known_elr:
-                    parts[index] = replace(p, elr=(), last_known_elr=(), partition_epoch=p.partition_epoch + 1)
+                    parts[index] = replace(
+                        p, elr=(), last_known_elr=(), partition_epoch=p.partition_epoch + 1
+                    )
 
     def _config_record(self, rec: Any) -> None:
         config = self._config((rec.resource_type, rec.resource_name))
@@ -264,7 +268,9 @@ class MetadataDelta:
             epoch=rec.broker_epoch,
             incarnation_id=rec.incarnation_id,
             endpoints=_endpoints(rec),
-            features=MappingProxyType({f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features}),
+            features=MappingProxyType(
+                {f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features}
+            ),
             rack=rec.rack,
             fenced=rec.fenced,
             in_controlled_shutdown=rec.in_controlled_shutdown,
@@ -295,7 +301,9 @@ class MetadataDelta:
     def _register_controller(self, rec: Any) -> None:
         if self._controllers is None:
             self._controllers = dict(self.image.controllers)
-        self._controllers[rec.controller_id] = ControllerRegistration(rec.controller_id, rec.incarnation_id, _endpoints(rec))
+        self._controllers[rec.controller_id] = ControllerRegistration(
+            rec.controller_id, rec.incarnation_id, _endpoints(rec)
+        )
 
     def _producer_ids(self, rec: Any) -> None:
         self._next_producer_id = rec.next_producer_id
@@ -328,10 +336,14 @@ class MetadataDelta:
             topics_by_id=topics,
             topic_ids=topic_ids,
             brokers=image.brokers if self._brokers is None else MappingProxyType(self._brokers),
-            controllers=image.controllers if self._controllers is None else MappingProxyType(self._controllers),
+            controllers=image.controllers
+            if self._controllers is None
+            else MappingProxyType(self._controllers),
             configs=configs,
             features=image.features if self._features is None else MappingProxyType(self._features),
-            next_producer_id=image.next_producer_id if self._next_producer_id is None else self._next_producer_id,
+            next_producer_id=image.next_producer_id
+            if self._next_producer_id is None
+            else self._next_producer_id,
         )
 
 

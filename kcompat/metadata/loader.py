@@ -48,9 +48,13 @@ class MetadataLoader:
         """Drop fetched batches at and after `offset` (a DivergingEpoch answer); never below the image."""
         self._pending = [(h, b) for h, b in self._pending if h.last_offset < offset]
         self.next_offset = max(min(self.next_offset, offset), self.image.offset + 1)
-        self.last_fetched_epoch = self._pending[-1][0].partition_leader_epoch if self._pending else self.image.epoch
+        self.last_fetched_epoch = (
+            self._pending[-1][0].partition_leader_epoch if self._pending else self.image.epoch
+        )
 
-    def load_snapshot(self, data: bytes | bytearray | memoryview, end_offset: int, epoch: int) -> MetadataImage:
+    def load_snapshot(
+        self, data: bytes | bytearray | memoryview, end_offset: int, epoch: int
+    ) -> MetadataImage:
         """Start over from a whole snapshot (FetchSnapshot): the image of every record before
         `end_offset`; fetching resumes there. A snapshot holds no metadata transactions."""
         delta = MetadataDelta(MetadataImage())

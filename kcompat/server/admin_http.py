@@ -95,7 +95,7 @@ class AdminServer:
         if route is None:  # a route ending in "/" serves what is below it, given as query["path"]
             for prefix, candidate in self.routes.items():
                 if prefix.endswith("/") and prefix != "/" and url.path.startswith(prefix):
-                    route, query["path"] = candidate, [url.path[len(prefix):]]
+                    route, query["path"] = candidate, [url.path[len(prefix) :]]
                     break
         if method not in ("GET", "HEAD"):
             page = Page(b"only GET and HEAD\n", status=405)
@@ -110,7 +110,9 @@ class AdminServer:
         headers = [("content-type", page.content_type), ("content-length", str(len(page.body)))]
         if page.max_age:
             headers.append(("cache-control", f"max-age={page.max_age}"))
-        response = h11.Response(status_code=page.status, headers=headers, reason=HTTPStatus(page.status).phrase)
+        response = h11.Response(
+            status_code=page.status, headers=headers, reason=HTTPStatus(page.status).phrase
+        )
         out = conn.send(response) or b""
         if method != "HEAD":
             out += conn.send(h11.Data(data=page.body)) or b""

@@ -89,7 +89,9 @@ class IsrManager:
 
     def _propose(self, p: Partition, isr: tuple[int, ...], why: str) -> None:
         p.pending_isr = isr
-        log.info("%s-%d: AlterPartition isr %s -> %s (%s)", p.topic, p.index, list(p.state.isr), list(isr), why)
+        log.info(
+            "%s-%d: AlterPartition isr %s -> %s (%s)", p.topic, p.index, list(p.state.isr), list(isr), why
+        )
         self._queue.put_nowait((p, isr))
 
     # --- the controller ---
@@ -144,7 +146,9 @@ class IsrManager:
         return r
 
     def _answer(self, p: Partition, r: Any) -> None:
-        part = r.topics[0].partitions[0] if r.error_code == 0 and r.topics and r.topics[0].partitions else None
+        part = (
+            r.topics[0].partitions[0] if r.error_code == 0 and r.topics and r.topics[0].partitions else None
+        )
         error = r.error_code if part is None else part.error_code
         if error != 0:
             log.info("%s-%d: AlterPartition refused: %s", p.topic, p.index, ErrorCode.of(error).name)
@@ -152,5 +156,11 @@ class IsrManager:
             return
         assert part is not None
         if p.alter_done(part.leader_epoch, tuple(part.isr), part.partition_epoch):
-            log.info("%s-%d: isr now %s (partition epoch %d)", p.topic, p.index, list(part.isr), part.partition_epoch)
+            log.info(
+                "%s-%d: isr now %s (partition epoch %d)",
+                p.topic,
+                p.index,
+                list(part.isr),
+                part.partition_epoch,
+            )
             self._waiters.notify((p.topic, p.index))  # the HW may have moved

@@ -1,21 +1,21 @@
 """`kcompat serve`: the event loop, the broker and the listeners, from start-up to a clean exit.
 
-    serve(config) -> exit code
-      1. event loop: uvloop when importable, else asyncio's own (said once in the log)
-      2. lock every log dir (<dir>/.lock, held until exit): another process's lock stops start-up
-         here, before anything reads or writes the dir
-      3. bind every listener (a port in use fails here, before any log is recovered); a client may
-         connect from now on, but is answered only from step 5
-      4. await broker.start()        recovery of the logs, topics, producer state, group replay
-      5. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
-      6. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
-         most; a second signal cuts it short), close connections, await broker.close(), return 0
-    SIGTERM or SIGINT during step 4 (recovery of thousands of partitions, group replay) stops it
-    within a second: the log loading stops between two partitions, nothing is marked cleanly shut
-    down (the next start recovers from the checkpointed recovery points), and the process exits 0
-    without waiting for worker threads still reading.
-    A filesystem error in steps 2-4 (a read-only dir, a file where a dir should be) is one line
-    naming the path and the OS's reason, and exit code 1.
+serve(config) -> exit code
+  1. event loop: uvloop when importable, else asyncio's own (said once in the log)
+  2. lock every log dir (<dir>/.lock, held until exit): another process's lock stops start-up
+     here, before anything reads or writes the dir
+  3. bind every listener (a port in use fails here, before any log is recovered); a client may
+     connect from now on, but is answered only from step 5
+  4. await broker.start()        recovery of the logs, topics, producer state, group replay
+  5. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
+  6. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
+     most; a second signal cuts it short), close connections, await broker.close(), return 0
+SIGTERM or SIGINT during step 4 (recovery of thousands of partitions, group replay) stops it
+within a second: the log loading stops between two partitions, nothing is marked cleanly shut
+down (the next start recovers from the checkpointed recovery points), and the process exits 0
+without waiting for worker threads still reading.
+A filesystem error in steps 2-4 (a read-only dir, a file where a dir should be) is one line
+naming the path and the OS's reason, and exit code 1.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ ABORT_START_WAIT_S = 0.5  # how long an interrupted start-up may take to wind do
 
 class _Halt(int):
     """Exit code of a start-up cut short: exit at once, without joining worker threads."""
+
+
 _LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 
 
@@ -91,7 +93,9 @@ def raise_open_file_limit() -> None:
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard)
+            )
     except (ValueError, OSError) as e:
         log.info("open file limit left as it is: %s", e)
 
@@ -162,7 +166,9 @@ def os_error_line(e: OSError) -> str:
     return f"cannot use {where}: {reason}" if where else reason
 
 
-async def _serve(config: BrokerConfig, entered: float, scram_users: Sequence[tuple[str, str, ScramCredential]]) -> int:
+async def _serve(
+    config: BrokerConfig, entered: float, scram_users: Sequence[tuple[str, str, ScramCredential]]
+) -> int:
     for listener in config.controller_listeners:
         log.info("not opening controller listener %s (kcompat runs no KRaft quorum)", listener.url())
 
@@ -213,7 +219,9 @@ def _log_started(config: BrokerConfig, bound: list[tuple[Listener, int]], admin:
     )
 
 
-def _bind(config: BrokerConfig, reactor: Reactor, listeners: list[Listener]) -> tuple[list[tuple[Listener, int]], Any] | None:
+def _bind(
+    config: BrokerConfig, reactor: Reactor, listeners: list[Listener]
+) -> tuple[list[tuple[Listener, int]], Any] | None:
     """Bind the Kafka listeners, then the admin listener (None, once said why, when either fails)."""
     try:
         bound = reactor.bind(listeners, config.socket_listen_backlog_size)
@@ -237,7 +245,10 @@ def _bind(config: BrokerConfig, reactor: Reactor, listeners: list[Listener]) -> 
 
 
 async def _serve_locked(
-    config: BrokerConfig, entered: float, listeners: list[Listener], scram_users: Sequence[tuple[str, str, ScramCredential]]
+    config: BrokerConfig,
+    entered: float,
+    listeners: list[Listener],
+    scram_users: Sequence[tuple[str, str, ScramCredential]],
 ) -> int:
     from kcompat.server.broker import Broker, is_cluster_member
     from kcompat.server.dispatcher import CloseConnection
@@ -314,14 +325,18 @@ async def _start(broker: Any, stop: asyncio.Event, received: list[str]) -> int |
     """Start the broker: None once it has, else the exit code (start-up failed, or was stopped)."""
     try:
         if not await _start_unless_stopped(broker, stop):
-            log.info("stopped during start-up (%s): the logs are left for the next start to recover", received[0])
+            log.info(
+                "stopped during start-up (%s): the logs are left for the next start to recover", received[0]
+            )
             return _Halt(0)
     except (ConfigError, InconsistentClusterId):
         raise  # _serve refuses InconsistentClusterId, once the dir locks can be undone
     except OSError as e:  # a data dir that cannot be written, a file where a dir should be, ...
         log.error("start-up failed: %s", os_error_line(e))
         return 1
-    except KafkaStorageError as e:  # a log that cannot be opened (too many open files for the partitions, ...)
+    except (
+        KafkaStorageError
+    ) as e:  # a log that cannot be opened (too many open files for the partitions, ...)
         log.error("start-up failed: %s", e)
         return 1
     except Exception:

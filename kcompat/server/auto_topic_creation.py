@@ -50,7 +50,11 @@ class AutoTopicCreationManager:
             configs = {"cleanup.policy": "compact", "compression.type": "producer",
                        "segment.bytes": str(self._setting("offsets.topic.segment.bytes"))}  # fmt: skip
         else:
-            partitions, rf, configs = int(self._setting("num.partitions")), int(self._setting("default.replication.factor")), {}
+            partitions, rf, configs = (
+                int(self._setting("num.partitions")),
+                int(self._setting("default.replication.factor")),
+                {},
+            )
         return {
             "name": name,
             "num_partitions": partitions,
@@ -75,7 +79,11 @@ class AutoTopicCreationManager:
                 log.warning("auto-creation of topic %s refused by the controller: error %d %s",
                             name, result.error_code, result.error_message or "")  # fmt: skip
             elif result.error_code == 0:
-                log.info("auto-created topic %s through the controller (%d partitions)", name, result.num_partitions)
+                log.info(
+                    "auto-created topic %s through the controller (%d partitions)",
+                    name,
+                    result.num_partitions,
+                )
         finally:
             self._in_flight.discard(name)
 
@@ -83,4 +91,3 @@ class AutoTopicCreationManager:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-

@@ -87,7 +87,9 @@ class RequestContext:
 
 def is_cluster_member(config: BrokerConfig) -> bool:
     """Cluster mode: a broker under Kafka's KRaft controllers (process.roles=broker and a quorum)."""
-    return bool(config.get("process.roles") == ["broker"] and config.get("controller.quorum.bootstrap.servers"))
+    return bool(
+        config.get("process.roles") == ["broker"] and config.get("controller.quorum.bootstrap.servers")
+    )
 
 
 class Broker:
@@ -101,7 +103,9 @@ class Broker:
         self.advertised_host: str = listener.host
         self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
         # Metadata names the endpoint of the listener a request came in on, as Kafka does.
-        self.endpoints: dict[str, tuple[str, int]] = {x.name: (x.host, x.port) for x in config.advertised_listeners}
+        self.endpoints: dict[str, tuple[str, int]] = {
+            x.name: (x.host, x.port) for x in config.advertised_listeners
+        }
         # SCRAM credentials (salted keys, never passwords); --add-scram users are stored at start.
         self.scram = ScramCredentialStore(self.log_dirs[0])
         self.initial_scram_users: list[tuple[str, str, ScramCredential]] = []
@@ -121,7 +125,9 @@ class Broker:
             # The partition logs and the fetches parked on them; one append path wakes those fetches.
             self.replicas = ReplicaManager(topic=local.topic, log_config=local.log_config)
             local.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
-        self.fetch_sessions = FetchManager(FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots"))))
+        self.fetch_sessions = FetchManager(
+            FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))
+        )
         # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
         self.group_service = GroupService(
             now_ms=self.now_ms,
@@ -152,7 +158,9 @@ class Broker:
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
         self.stats = BrokerStats()
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
-        self.dispatcher = RequestDispatcher(lambda client, request: RequestContext(self, client, request), self.stats)
+        self.dispatcher = RequestDispatcher(
+            lambda client, request: RequestContext(self, client, request), self.stats
+        )
         self.handle = self.dispatcher.handle
 
     def now_ms(self) -> int:
@@ -174,8 +182,11 @@ class Broker:
     def endpoint(self, client: Any) -> tuple[str, int]:
         """(host, port) clients of `client`'s listener are told to use."""
         name = getattr(client, "listener", None)
-        return self.endpoints.get(name, (self.advertised_host, self.advertised_port)) if name else (
-            self.advertised_host, self.advertised_port)
+        return (
+            self.endpoints.get(name, (self.advertised_host, self.advertised_port))
+            if name
+            else (self.advertised_host, self.advertised_port)
+        )
 
     @property
     def config(self) -> BrokerConfig:
@@ -220,7 +231,10 @@ class Broker:
         await self.group_service.start()  # replays __consumer_offsets
         await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
         log.info(
-            "broker %d of cluster %s started with %d topic(s)", self.node_id, self.cluster_id, len(self.metadata.topics)
+            "broker %d of cluster %s started with %d topic(s)",
+            self.node_id,
+            self.cluster_id,
+            len(self.metadata.topics),
         )
 
     def _load_cluster_id(self) -> str:

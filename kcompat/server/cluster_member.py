@@ -19,6 +19,8 @@ from kcompat.server.replica_delta import ReplicaDeltaApplier
 from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 
 log = logging.getLogger("kcompat.cluster")
+
+
 def _names(value: Any) -> list[str]:
     if value is None:
         return []
@@ -61,7 +63,9 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
     member.replica_fetchers = fetchers
     broker.replicas.isr_manager = member.isr_manager = IsrManager(
         node_id=broker.node_id,
-        channel=ControllerChannel(member.bootstrap, client_id=f"kcompat-broker-{broker.node_id}-alter-partition"),
+        channel=ControllerChannel(
+            member.bootstrap, client_id=f"kcompat-broker-{broker.node_id}-alter-partition"
+        ),
         broker_epoch=lambda: member.lifecycle.broker_epoch,
         image=lambda: member.image,
         quorum_leader=lambda: member.raft_leader,
@@ -71,7 +75,9 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         now_ms=broker.now_ms,
     )
     member.isr_manager.start()
-    applier = ReplicaDeltaApplier(broker.node_id, broker.metadata, broker.replicas, fetchers, str(inter_broker), broker.now_ms)
+    applier = ReplicaDeltaApplier(
+        broker.node_id, broker.metadata, broker.replicas, fetchers, str(inter_broker), broker.now_ms
+    )
     image_log = ImageLog(member.node_id)
 
     def publish(image: MetadataImage) -> None:
@@ -98,11 +104,15 @@ def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str,
     forwarding = ForwardingManager(bootstrap, node_id=member.node_id, leader=leader)
     producer_ids = ControllerProducerIds(bootstrap, node_id=member.node_id, leader=leader,
                                          broker_epoch=lambda: member.lifecycle.broker_epoch)  # fmt: skip
-    auto_create = AutoTopicCreationManager(forwarding, lambda key: broker.config.get(key))  # the config in force now
+    auto_create = AutoTopicCreationManager(
+        forwarding, lambda key: broker.config.get(key)
+    )  # the config in force now
     broker.dispatcher.forwarder = forwarding
     broker.metadata.use_controller(producer_ids, auto_create.create)
     member.services = [forwarding, producer_ids, auto_create]
-    member.service_tasks.append(asyncio.create_task(forwarding.learn_controller_versions(), name="controller-api-versions"))
+    member.service_tasks.append(
+        asyncio.create_task(forwarding.learn_controller_versions(), name="controller-api-versions")
+    )
 
 
 CONFIG_KINDS = {2: "topic", 4: "broker"}  # ConfigResource.Type codes
@@ -118,13 +128,20 @@ class ImageLog:
     def publish(self, image: MetadataImage) -> None:
         old, new = self.previous.brokers.get(self.node_id), image.brokers.get(self.node_id)
         if new is not None and (old is None or old.fenced != new.fenced):
-            log.info("metadata: broker %d is %s (epoch %d)", self.node_id, "fenced" if new.fenced else "unfenced", new.epoch)
+            log.info(
+                "metadata: broker %d is %s (epoch %d)",
+                self.node_id,
+                "fenced" if new.fenced else "unfenced",
+                new.epoch,
+            )
         for topic_id, topic in image.topics_by_id.items():
             before = self.previous.topics_by_id.get(topic_id)
             if before is topic:
                 continue
             for index, p in sorted(topic.partitions.items()):
-                if self.node_id not in p.replicas or (before is not None and before.partitions.get(index) == p):
+                if self.node_id not in p.replicas or (
+                    before is not None and before.partitions.get(index) == p
+                ):
                     continue
                 role = "leader" if p.leader == self.node_id else "follower"
                 log.info("metadata: %s-%d %s: leader %d epoch %d, replicas %s, isr %s (offset %d)",

@@ -263,10 +263,7 @@ class Connection:
 
     def _update_reading(self) -> None:
         want = (
-            not self.closed
-            and not self._stopping
-            and not self._write_blocked
-            and self._room_for_requests()
+            not self.closed and not self._stopping and not self._write_blocked and self._room_for_requests()
         )
         if want != self._reading:
             if want:
@@ -494,4 +491,3 @@ class Connection:
 
 def _is_disconnect(e: OSError) -> bool:
     return isinstance(e, BrokenPipeError | ConnectionResetError | ConnectionAbortedError)
-

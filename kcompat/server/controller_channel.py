@@ -36,7 +36,9 @@ def parse_bootstrap(servers: list[str]) -> list[tuple[str, int]]:
 
 
 class ControllerChannel:
-    def __init__(self, bootstrap: list[tuple[str, int]], *, client_id: str, request_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, bootstrap: list[tuple[str, int]], *, client_id: str, request_timeout_s: float = 10.0
+    ) -> None:
         if not bootstrap:
             raise ValueError("no controller to connect to")
         self.bootstrap = list(bootstrap)
@@ -62,10 +64,14 @@ class ControllerChannel:
 
     async def call(self, api_key: int, version: int, body: Any, timeout_s: float | None = None) -> Any:
         try:
-            return await asyncio.wait_for(self._call(api_key, version, body), timeout_s or self.request_timeout_s)
+            return await asyncio.wait_for(
+                self._call(api_key, version, body), timeout_s or self.request_timeout_s
+            )
         except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, DecodeError, ValueError) as e:
             self.close()
-            raise ControllerUnavailable(f"{self.target[0]}:{self.target[1]}: {type(e).__name__} {e}") from None
+            raise ControllerUnavailable(
+                f"{self.target[0]}:{self.target[1]}: {type(e).__name__} {e}"
+            ) from None
 
     async def _call(self, api_key: int, version: int, body: Any) -> Any:
         if self._writer is None:

@@ -63,7 +63,9 @@ class Forwarder(Protocol):
     """Where cluster mode sends the requests the controller answers (versions: what to advertise)."""
 
     def versions(self) -> dict[int, tuple[int, int]]: ...
-    async def forward(self, frame: bytes, request: Request, client_host: str, principal: str = ...) -> list[Chunk]: ...
+    async def forward(
+        self, frame: bytes, request: Request, client_host: str, principal: str = ...
+    ) -> list[Chunk]: ...
 
 
 class RequestDispatcher:
@@ -93,7 +95,10 @@ class RequestDispatcher:
             if not low <= request.api_version <= high:
                 raise CloseConnection(f"API key {request.api_key} v{request.api_version} is not supported")
             return await self.forwarder.forward(
-                bytes(frame), request, getattr(client, "host", ""), getattr(client, "principal", "User:ANONYMOUS")
+                bytes(frame),
+                request,
+                getattr(client, "host", ""),
+                getattr(client, "principal", "User:ANONYMOUS"),
             )
         reg = HANDLERS.get(request.api_key)
         if reg is None or not reg.min_version <= request.api_version <= reg.max_version:

@@ -162,7 +162,9 @@ class FetchSessionCacheShard:
     def maybe_create_session(self, now: int, privileged: bool, size: int, uses_topic_ids: bool,
                              create_partitions: Callable[[], dict[PartitionKey, CachedPartition]]) -> int:  # fmt: skip
         """A new session's id (its epoch is 1), or INVALID_SESSION_ID when there is no slot for it."""
-        if len(self.sessions) >= self.max_entries and not self._try_evict(privileged, (privileged, size, 0), now):
+        if len(self.sessions) >= self.max_entries and not self._try_evict(
+            privileged, (privileged, size, 0), now
+        ):
             return INVALID_SESSION_ID
         session = FetchSession(self.new_session_id(), privileged, create_partitions(), uses_topic_ids, now, now,
                                next_epoch(INITIAL_EPOCH))  # fmt: skip
@@ -222,7 +224,10 @@ class FetchSessionCache:
                  shards: int = NUM_SHARDS, rng: random.Random | None = None) -> None:  # fmt: skip
         rng = rng or random.Random()
         self.id_range = INT32_MAX // shards
-        self.shards = [FetchSessionCacheShard(max_slots // shards, eviction_ms, self.id_range, n, rng) for n in range(shards)]
+        self.shards = [
+            FetchSessionCacheShard(max_slots // shards, eviction_ms, self.id_range, n, rng)
+            for n in range(shards)
+        ]
         self._next = 0
 
     def shard_of(self, session_id: int) -> FetchSessionCacheShard | None:

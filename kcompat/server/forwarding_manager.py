@@ -77,7 +77,9 @@ _PRINCIPAL_VERSION = 0
 # --- sans-IO: the Envelope and what goes back to the client ---
 
 
-def serialize_principal(principal_type: str = "User", name: str = "ANONYMOUS", token_authenticated: bool = False) -> bytes:
+def serialize_principal(
+    principal_type: str = "User", name: str = "ANONYMOUS", token_authenticated: bool = False
+) -> bytes:
     """DefaultKafkaPrincipalBuilder.serialize: an int16 version, then DefaultPrincipalData.
 
     The one place a principal enters a forwarded request: the connection's (ANONYMOUS on
@@ -116,7 +118,9 @@ def unwrap_response(request: Request[Any], response_data: bytes) -> Any:
     DecodeError when it does not decode or answers another request."""
     correlation, body = decode_response(request.api_key, request.api_version, response_data)
     if correlation != request.correlation_id:
-        raise DecodeError(f"forwarded answer has correlation id {correlation}, not {request.correlation_id}", "Envelope")
+        raise DecodeError(
+            f"forwarded answer has correlation id {correlation}, not {request.correlation_id}", "Envelope"
+        )
     return body
 
 
@@ -125,15 +129,24 @@ def error_response(request: Request[Any], error: ErrorCode, message: str | None 
     b, v, code = request.body, request.api_version, int(error)
     key = request.api_key
     if key == CREATE_TOPICS.key:
-        return {"throttle_time_ms": 0, "topics": [{"name": t.name, "error_code": code, "error_message": message} for t in b.topics]}
+        return {
+            "throttle_time_ms": 0,
+            "topics": [{"name": t.name, "error_code": code, "error_message": message} for t in b.topics],
+        }
     if key == DELETE_TOPICS.key:
         if v >= 6:
-            topics = [{"name": t.name, "topic_id": t.topic_id, "error_code": code, "error_message": message} for t in b.topics]
+            topics = [
+                {"name": t.name, "topic_id": t.topic_id, "error_code": code, "error_message": message}
+                for t in b.topics
+            ]
         else:
             topics = [{"name": name, "error_code": code, "error_message": message} for name in b.topic_names]
         return {"throttle_time_ms": 0, "responses": topics}
     if key == CREATE_PARTITIONS.key:
-        return {"throttle_time_ms": 0, "results": [{"name": t.name, "error_code": code, "error_message": message} for t in b.topics]}
+        return {
+            "throttle_time_ms": 0,
+            "results": [{"name": t.name, "error_code": code, "error_message": message} for t in b.topics],
+        }
     if key in (ALTER_CONFIGS.key, INCREMENTAL_ALTER_CONFIGS.key):
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": code, "error_message": message, "resource_type": r.resource_type, "resource_name": r.resource_name}
@@ -152,7 +165,11 @@ def error_response(request: Request[Any], error: ErrorCode, message: str | None 
         ]  # fmt: skip
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": responses}
     if key == UPDATE_FEATURES.key:
-        results = [{"feature": f.feature, "error_code": code, "error_message": message} for f in b.feature_updates] if v < 2 else []
+        results = (
+            [{"feature": f.feature, "error_code": code, "error_message": message} for f in b.feature_updates]
+            if v < 2
+            else []
+        )
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "results": results}
     if key == LIST_PARTITION_REASSIGNMENTS.key:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": []}
@@ -206,12 +223,20 @@ class ForwardingManager:
         while True:
             try:
                 async with self._lock:
-                    r = await self._channel.call(API_VERSIONS.key, 3, {"client_software_name": "kcompat", "client_software_version": "1"})
+                    r = await self._channel.call(
+                        API_VERSIONS.key,
+                        3,
+                        {"client_software_name": "kcompat", "client_software_version": "1"},
+                    )
             except ControllerUnavailable:
                 self._rediscover()
                 r = None
             if r is not None and r.error_code == 0:
-                self.controller_versions = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys if k.api_key in FORWARDED_APIS}
+                self.controller_versions = {
+                    k.api_key: (k.min_version, k.max_version)
+                    for k in r.api_keys
+                    if k.api_key in FORWARDED_APIS
+                }
                 return
             await asyncio.sleep(1.0)
 
@@ -222,12 +247,20 @@ class ForwardingManager:
 
         `principal` is the connection's KafkaPrincipal as one string (`User:alice`)."""
         principal_type, _, name = principal.partition(":")
-        outcome = await self._exchange(envelope_body(frame, client_host, serialize_principal(principal_type, name)))
+        outcome = await self._exchange(
+            envelope_body(frame, client_host, serialize_principal(principal_type, name))
+        )
         if isinstance(outcome, ErrorCode):
             if outcome == ErrorCode.UNSUPPORTED_VERSION:
-                raise CloseConnection("the controller does not support this request's version (the client will ask ApiVersions again)")
+                raise CloseConnection(
+                    "the controller does not support this request's version (the client will ask ApiVersions again)"
+                )
             if outcome == ErrorCode.REQUEST_TIMED_OUT:
-                log.info("forwarding %s to the controller timed out after %d ms", api(request.api_key).name, self._timeout_ms)
+                log.info(
+                    "forwarding %s to the controller timed out after %d ms",
+                    api(request.api_key).name,
+                    self._timeout_ms,
+                )
             body = error_response(request, outcome)
         else:
             try:
@@ -261,7 +294,9 @@ class ForwardingManager:
                     r = await self._channel.call(ENVELOPE.key, ENVELOPE_VERSION, envelope,
                                                  timeout_s=min(remaining, CONTROLLER_REQUEST_TIMEOUT_S))  # fmt: skip
             except ControllerUnavailable as e:
-                self._throttle.log(logging.WARNING, "unreachable", "cannot forward to the controller (%s); retrying", e)
+                self._throttle.log(
+                    logging.WARNING, "unreachable", "cannot forward to the controller (%s); retrying", e
+                )
                 r = None
             if r is not None and r.error_code == ErrorCode.NOT_CONTROLLER:
                 self._throttle.log(logging.INFO, "not-controller", "forwarding: %s:%d is not the active controller; looking for it",
@@ -286,4 +321,3 @@ class ForwardingManager:
 
     def close(self) -> None:
         self._channel.close()
-

@@ -101,7 +101,9 @@ class GroupService:
 
     async def start(self) -> None:
         # Built here, once: with the settings as they stand after the broker loaded its stored dynamic configs.
-        self._coordinator = GroupCoordinator(coordinator_config(self._setting), topic_metadata=self._topic_metadata)
+        self._coordinator = GroupCoordinator(
+            coordinator_config(self._setting), topic_metadata=self._topic_metadata
+        )
         if self.offsets_topic.exists():
             now = self.now_ms()
             pairs = await asyncio.to_thread(self.offsets_topic.read_all)
@@ -168,7 +170,10 @@ class GroupService:
             self._waiting.pop(result.token, None)
 
     def _apply(
-        self, records: list[Record], completions: Iterable[Completion], producer: tuple[int, int] | None = None
+        self,
+        records: list[Record],
+        completions: Iterable[Completion],
+        producer: tuple[int, int] | None = None,
     ) -> None:
         if records:
             self.offsets_topic.append(records, self.now_ms(), producer)

@@ -203,7 +203,9 @@ class KRaftBroker:
             return []
         mine = image.brokers.get(self.node_id)
         if mine is None or mine.incarnation_id != self.incarnation_id:
-            log.warning("the controller's metadata no longer holds this broker's registration; registering again")
+            log.warning(
+                "the controller's metadata no longer holds this broker's registration; registering again"
+            )
             return lm.registration_lost(now)
         if not lm.ready_to_unfence and lm.state in (BrokerState.RECOVERY, BrokerState.STARTING):
             return lm.set_ready_to_unfence(now)
@@ -226,12 +228,17 @@ class KRaftBroker:
                     self._to_active_controller()
                 was = lm.state
                 out = lm.on_heartbeat_response(
-                    _now_ms(), HeartbeatResponse(r.error_code, r.is_caught_up, r.is_fenced, r.should_shut_down)
+                    _now_ms(),
+                    HeartbeatResponse(r.error_code, r.is_caught_up, r.is_fenced, r.should_shut_down),
                 )
                 if lm.state != was:
                     log.info("broker %d: %s -> %s", self.node_id, was.name, lm.state.name)
                 return out
-            r = await self._lifecycle_channel.call(BROKER_REGISTRATION.key, REGISTRATION_VERSION, self._registration(request.previous_broker_epoch))
+            r = await self._lifecycle_channel.call(
+                BROKER_REGISTRATION.key,
+                REGISTRATION_VERSION,
+                self._registration(request.previous_broker_epoch),
+            )
             if r.error_code == 0:
                 log.info("broker %d registered with broker epoch %d", self.node_id, r.broker_epoch)
             elif r.error_code == NOT_CONTROLLER:
@@ -239,7 +246,11 @@ class KRaftBroker:
                          self.node_id, *self._lifecycle_channel.target)  # fmt: skip
                 self._to_active_controller()
             else:
-                log.warning("broker %d registration refused with error %d (the controller log says why)", self.node_id, r.error_code)
+                log.warning(
+                    "broker %d registration refused with error %d (the controller log says why)",
+                    self.node_id,
+                    r.error_code,
+                )
             return lm.on_registration_response(_now_ms(), r.error_code, r.broker_epoch)
         except ControllerUnavailable as e:
             self._unreachable(e)
@@ -248,7 +259,9 @@ class KRaftBroker:
 
     def _unreachable(self, e: ControllerUnavailable) -> None:
         """Controllers down or not yet up: keep trying (as Kafka does), saying so every 10 s."""
-        self._throttle.log(logging.WARNING, "unreachable", "cannot reach the controllers (%s); still trying", e)
+        self._throttle.log(
+            logging.WARNING, "unreachable", "cannot reach the controllers (%s); still trying", e
+        )
 
     def _to_active_controller(self) -> None:
         """The active controller is the Raft leader: go there when the observer knows it, else try the next."""
@@ -262,7 +275,9 @@ class KRaftBroker:
             "broker_id": self.node_id,
             "cluster_id": self.cluster_id,
             "incarnation_id": self.incarnation_id,
-            "listeners": [{"name": n, "host": h, "port": p, "security_protocol": 0} for n, h, p in self.listeners],
+            "listeners": [
+                {"name": n, "host": h, "port": p, "security_protocol": 0} for n, h, p in self.listeners
+            ],
             "features": [
                 {"name": name, "min_supported_version": lo, "max_supported_version": hi}
                 for name, (lo, hi) in SUPPORTED_FEATURES.items()
@@ -305,7 +320,12 @@ class KRaftBroker:
                 if self._snapshot_wanted is not None:
                     progressed = await self._fetch_snapshot(*self._snapshot_wanted)
                 else:
-                    r = await self._raft_channel.call(FETCH.key, FETCH_VERSION, self._fetch_request(), timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5)
+                    r = await self._raft_channel.call(
+                        FETCH.key,
+                        FETCH_VERSION,
+                        self._fetch_request(),
+                        timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5,
+                    )
                     progressed = self._handle_fetch(r)
             except ControllerUnavailable as e:
                 self._unreachable(e)

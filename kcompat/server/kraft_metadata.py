@@ -77,7 +77,9 @@ class ImageTopics:
 
 class _NoProducerIds:
     def next_id(self) -> int:
-        raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer id blocks from the controller are not yet fetched")
+        raise ApiError(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer id blocks from the controller are not yet fetched"
+        )
 
 
 class KRaftMetadata:
@@ -207,9 +209,16 @@ class KRaftMetadata:
         return None if name == "producer" else COMPRESSION_CODECS[name]
 
     def describe_topic_configs(
-        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
+        self,
+        t: TopicInfo,
+        names: list[str] | None = None,
+        *,
+        synonyms: bool = False,
+        documentation: bool = False,
     ) -> list[ConfigEntry]:
-        return self.topic_config(t).describe(names, include_synonyms=synonyms, include_documentation=documentation)
+        return self.topic_config(t).describe(
+            names, include_synonyms=synonyms, include_documentation=documentation
+        )
 
     @property
     def producer_ids(self) -> ProducerIds:
@@ -222,7 +231,12 @@ class KRaftMetadata:
                        "(send it with --bootstrap-controller)")  # fmt: skip
 
     async def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
         internal_ok: bool = False,
     ) -> TopicInfo:
         self._controllers_only("CreateTopics")
@@ -236,7 +250,9 @@ class KRaftMetadata:
         if existing is not None:
             return existing
         if self._auto_create is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "cluster mode: topics are created by the controller")
+            raise ApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "cluster mode: topics are created by the controller"
+            )
         self._auto_create(name)
         raise ApiError(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {name} is being created by the controller")
 

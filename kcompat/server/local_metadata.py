@@ -116,17 +116,28 @@ class MetadataView(Protocol):
     def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription: ...
     def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
         """Every broker a client may use (None: this broker alone, as it advertises itself)."""
+
     def controller_id(self, listener: str) -> int | None: ...
     def topic_config(self, t: TopicInfo) -> TopicConfig: ...
     def log_config(self, t: TopicInfo) -> LogConfig: ...
     def topic_compression(self, t: TopicInfo) -> int | None: ...
     def describe_topic_configs(
-        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
+        self,
+        t: TopicInfo,
+        names: list[str] | None = None,
+        *,
+        synonyms: bool = False,
+        documentation: bool = False,
     ) -> list[ConfigEntry]: ...
     @property
     def producer_ids(self) -> ProducerIds: ...
     async def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
         internal_ok: bool = False,
     ) -> TopicInfo: ...
     async def auto_create_topic(self, name: str) -> TopicInfo: ...
@@ -241,9 +252,16 @@ class LocalMetadata:
         return None if name == "producer" else COMPRESSION_CODECS[name]
 
     def describe_topic_configs(
-        self, t: TopicInfo, names: list[str] | None = None, *, synonyms: bool = False, documentation: bool = False
+        self,
+        t: TopicInfo,
+        names: list[str] | None = None,
+        *,
+        synonyms: bool = False,
+        documentation: bool = False,
     ) -> list[ConfigEntry]:
-        return self.topic_config(t).describe(names, include_synonyms=synonyms, include_documentation=documentation)
+        return self.topic_config(t).describe(
+            names, include_synonyms=synonyms, include_documentation=documentation
+        )
 
     @property
     def producer_ids(self) -> ProducerIds:
@@ -261,10 +279,17 @@ class LocalMetadata:
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         other = self._topics.colliding(name)
         if other is not None:
-            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
+            raise ApiError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}"
+            )
 
     async def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
         internal_ok: bool = False,
     ) -> TopicInfo:
         """Create a topic and its partition logs (or only check that it could be, with validate_only)."""
@@ -283,7 +308,12 @@ class LocalMetadata:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record topic {name}: {e}") from None
         self._set_topic_config(name, topic_config(self._config, overrides))
         await self._open_logs(t, range(partitions))
-        log.info("created topic %s with %d partition(s)%s", name, partitions, f", configs {overrides}" if overrides else "")
+        log.info(
+            "created topic %s with %d partition(s)%s",
+            name,
+            partitions,
+            f", configs {overrides}" if overrides else "",
+        )
         return t
 
     @contextlib.asynccontextmanager
@@ -342,7 +372,9 @@ class LocalMetadata:
         try:
             self._topics.delete(name)
         except OSError as e:
-            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the deletion of {name}: {e}") from None
+            raise ApiError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the deletion of {name}: {e}"
+            ) from None
         self._topic_configs.pop(name, None)
         self._log_configs.pop(name, None)
         await self._logs.delete_partitions(name, t.partitions)
@@ -356,7 +388,9 @@ class LocalMetadata:
         try:
             self._topics.set_partitions(name, count)
         except OSError as e:
-            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}") from None
+            raise ApiError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}"
+            ) from None
         await self._open_logs(t, range(old, count))
         log.info("topic %s now has %d partitions", name, count)
 

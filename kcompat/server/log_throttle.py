@@ -12,7 +12,9 @@ from collections.abc import Callable
 
 
 class LogThrottle:
-    def __init__(self, logger: logging.Logger, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, logger: logging.Logger, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._log = logger
         self._interval = interval_s
         self._clock = clock

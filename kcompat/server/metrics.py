@@ -64,11 +64,15 @@ class BrokerCollector:
     def _topic_counters(self) -> Iterator[Metric]:
         prefix = "kafka_server_brokertopicmetrics_"
         families = {
-            "messages_in": CounterMetricFamily(prefix + "messagesin", "Records produced to the topic.", labels=["topic"]),
-            "bytes_in": CounterMetricFamily(prefix + "bytesin", "Record batch bytes produced to the topic.",
-                                            labels=["topic"]),
-            "bytes_out": CounterMetricFamily(prefix + "bytesout", "Record batch bytes fetched from the topic.",
-                                             labels=["topic"]),
+            "messages_in": CounterMetricFamily(
+                prefix + "messagesin", "Records produced to the topic.", labels=["topic"]
+            ),
+            "bytes_in": CounterMetricFamily(
+                prefix + "bytesin", "Record batch bytes produced to the topic.", labels=["topic"]
+            ),
+            "bytes_out": CounterMetricFamily(
+                prefix + "bytesout", "Record batch bytes fetched from the topic.", labels=["topic"]
+            ),
         }
         exists = self.broker.metadata.topic
         for name, stats in sorted(self.broker.stats.topics.items()):
@@ -101,9 +105,15 @@ class BrokerCollector:
     def _logs(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on disk.", labels=labels)
-        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "The partition's log start offset.", labels=labels)
-        end = GaugeMetricFamily("kafka_log_log_logendoffset", "The partition's log end offset.", labels=labels)
-        segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log.", labels=labels)
+        start = GaugeMetricFamily(
+            "kafka_log_log_logstartoffset", "The partition's log start offset.", labels=labels
+        )
+        end = GaugeMetricFamily(
+            "kafka_log_log_logendoffset", "The partition's log end offset.", labels=labels
+        )
+        segments = GaugeMetricFamily(
+            "kafka_log_log_numlogsegments", "Segments of the partition's log.", labels=labels
+        )
         current = GaugeMetricFamily("kafka_topic_partition_current_offset", "The partition's high watermark.",
                                     labels=labels)  # fmt: skip
         oldest = GaugeMetricFamily("kafka_topic_partition_oldest_offset", "The partition's log start offset.",
@@ -131,7 +141,9 @@ class BrokerCollector:
                                 labels=labels)  # fmt: skip
         lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "The group's lag summed over the topic's partitions.",
                                     labels=["consumergroup", "topic"])  # fmt: skip
-        members = GaugeMetricFamily("kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"])
+        members = GaugeMetricFamily(
+            "kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"]
+        )
         coordinator = self.broker.group_service._coordinator
         if coordinator is not None:
             for group_id, group in sorted(coordinator.groups.items()):

@@ -116,8 +116,13 @@ class OffsetsTopic:
                     try:
                         _, records = decode_batch(data[pos : pos + size])
                     except DecodeError as e:
-                        log.error("skipping an unreadable batch at %s-%d offset %d: %s", CONSUMER_OFFSETS, p,
-                                  h.base_offset, e)
+                        log.error(
+                            "skipping an unreadable batch at %s-%d offset %d: %s",
+                            CONSUMER_OFFSETS,
+                            p,
+                            h.base_offset,
+                            e,
+                        )
                         continue
                     for r in records:
                         if r.key is None:

@@ -55,7 +55,11 @@ class Partition:
     def alter_done(self, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int) -> bool:
         """The controller's answer to our AlterPartition: the ISR it committed (True when applied)."""
         self.pending_isr = None
-        if not self.is_leader or leader_epoch != self.state.leader_epoch or partition_epoch < self.state.partition_epoch:
+        if (
+            not self.is_leader
+            or leader_epoch != self.state.leader_epoch
+            or partition_epoch < self.state.partition_epoch
+        ):
             return False
         self.state = Registration(self.state.leader, leader_epoch, partition_epoch, self.state.replicas, isr)
         self.maybe_increment_hw()
@@ -97,7 +101,9 @@ class Partition:
 
     def make_follower(self, reg: Registration) -> bool:
         """Follow `reg.leader` (True when the leader or its epoch changed: the fetcher starts over)."""
-        changed = self.is_leader or reg.leader != self.state.leader or reg.leader_epoch != self.state.leader_epoch
+        changed = (
+            self.is_leader or reg.leader != self.state.leader or reg.leader_epoch != self.state.leader_epoch
+        )
         self.state = reg
         self.followers = {}
         self.pending_isr = None

@@ -46,9 +46,13 @@ class ControllerProducerIds:
     def next_id(self) -> int:
         pid, send = self.blocks.next_id(_now_ms())
         if send:
-            self._task = asyncio.get_running_loop().create_task(self._allocate(), name="allocate-producer-ids")
+            self._task = asyncio.get_running_loop().create_task(
+                self._allocate(), name="allocate-producer-ids"
+            )
         if pid is None:
-            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "Producer ID block is full. Waiting for next block")
+            raise ApiError(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "Producer ID block is full. Waiting for next block"
+            )
         return pid
 
     async def _allocate(self) -> None:
@@ -61,11 +65,20 @@ class ControllerProducerIds:
             self.blocks.on_failure(_now_ms())
             return
         if r.error_code == 0 and self.blocks.on_block(r.producer_id_start, r.producer_id_len):
-            log.info("producer id block [%d, %d) from the controller", r.producer_id_start, r.producer_id_start + r.producer_id_len)
+            log.info(
+                "producer id block [%d, %d) from the controller",
+                r.producer_id_start,
+                r.producer_id_start + r.producer_id_len,
+            )
             return
         if r.error_code == ErrorCode.NOT_CONTROLLER:
             self._rediscover()
-        log.info("AllocateProducerIds answered error %d (start %d, length %d)", r.error_code, r.producer_id_start, r.producer_id_len)
+        log.info(
+            "AllocateProducerIds answered error %d (start %d, length %d)",
+            r.error_code,
+            r.producer_id_start,
+            r.producer_id_len,
+        )
         self.blocks.on_failure(_now_ms())
 
     def _rediscover(self) -> None:

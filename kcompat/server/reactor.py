@@ -127,7 +127,9 @@ class Reactor:
                 return
             except OSError as e:
                 # Out of descriptors (EMFILE/ENFILE) or memory: wait, the clients stay in the backlog.
-                log.error("accepting on %s failed: %s; retrying in %.1f s", listener.url(), e, _ACCEPT_RETRY_S)
+                log.error(
+                    "accepting on %s failed: %s; retrying in %.1f s", listener.url(), e, _ACCEPT_RETRY_S
+                )
                 self._pause_accepting()
                 assert self._loop is not None
                 self._loop.call_later(_ACCEPT_RETRY_S, self._resume_accepting)
@@ -140,7 +142,9 @@ class Reactor:
             self._refuse(sock, f"max.connections ({self.max_connections()}) reached", host, port)
             return
         if self._per_ip[host] >= self.max_connections_per_ip():
-            self._refuse(sock, f"max.connections.per.ip ({self.max_connections_per_ip()}) reached", host, port)
+            self._refuse(
+                sock, f"max.connections.per.ip ({self.max_connections_per_ip()}) reached", host, port
+            )
             return
         try:
             if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -155,7 +159,10 @@ class Reactor:
             sock.close()  # the peer is already gone
             return
         client = Client(
-            f"{local_host}:{local_port}-{host}:{port}-{next(self._ids)}", host, port, listener.name,
+            f"{local_host}:{local_port}-{host}:{port}-{next(self._ids)}",
+            host,
+            port,
+            listener.name,
             listener.security_protocol,
         )
         transport = self._transports.get(listener.name)
@@ -164,20 +171,34 @@ class Reactor:
             if transport.ssl_context is not None:
                 # the handshake runs later, step by step on readiness (Connection._handshake)
                 try:
-                    sock = transport.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                    sock = transport.ssl_context.wrap_socket(
+                        sock, server_side=True, do_handshake_on_connect=False
+                    )
                 except OSError:
                     sock.close()  # the peer is already gone
                     return
             tls_principal = transport.tls_principal
             authenticator = transport.authenticator() if transport.authenticator is not None else None
         conn = Connection(
-            sock, client, self._handle, limits=self.limits, close_errors=self._close_errors,
-            on_closed=self._closed, loop=self._loop, tls_principal=tls_principal, authenticator=authenticator,
+            sock,
+            client,
+            self._handle,
+            limits=self.limits,
+            close_errors=self._close_errors,
+            on_closed=self._closed,
+            loop=self._loop,
+            tls_principal=tls_principal,
+            authenticator=authenticator,
         )
         self.connections.add(conn)
         self._per_ip[host] += 1
         self.accepted += 1
-        log.debug("connection %s accepted on %s (%d open)", client.connection_id, listener.name, len(self.connections))
+        log.debug(
+            "connection %s accepted on %s (%d open)",
+            client.connection_id,
+            listener.name,
+            len(self.connections),
+        )
         conn.start()
 
     def _refuse(self, sock: socket.socket, why: str, host: str, port: int) -> None:
@@ -187,7 +208,9 @@ class Reactor:
         now = self._loop.time()
         if now - self._last_refusal_log >= _REFUSAL_LOG_INTERVAL_S:
             self._last_refusal_log = now
-            log.warning("refused connection from %s:%d: %s (%d refused so far)", host, port, why, self.refused)
+            log.warning(
+                "refused connection from %s:%d: %s (%d refused so far)", host, port, why, self.refused
+            )
 
     def _closed(self, conn: Connection) -> None:
         if conn in self.connections:
@@ -214,7 +237,8 @@ class Reactor:
         now = self._loop.time()
         for conn in [c for c in self.connections if c.idle_for(now) > self.idle_s]:
             conn.close(
-                f"idle for more than connections.max.idle.ms ({self.idle_s * 1000:.0f} ms)", level=logging.INFO
+                f"idle for more than connections.max.idle.ms ({self.idle_s * 1000:.0f} ms)",
+                level=logging.INFO,
             )
         for conn in self.connections:
             if conn.idle_for(now) > _QUIET_S:
@@ -241,7 +265,9 @@ class Reactor:
             pending: set[asyncio.Future[Any]] = set(waits)
             while pending and loop.time() < deadline:
                 watch = pending | {forced} if forced is not None else pending
-                done, _ = await asyncio.wait(watch, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    watch, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED
+                )
                 if forced is not None and forced in done:
                     break
                 pending -= done

@@ -65,8 +65,17 @@ def check_records(batch: bytes | bytearray | memoryview, h: BatchHeader, conf: L
     bad_time = False
     for index, record in enumerate(records):
         if conf.compact and record.key is None:
-            errors.append((index, f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"))
-        elif create_time and record.timestamp != NO_TIMESTAMP and _outside(record.timestamp, now, before, after):
+            errors.append(
+                (
+                    index,
+                    f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}",
+                )
+            )
+        elif (
+            create_time
+            and record.timestamp != NO_TIMESTAMP
+            and _outside(record.timestamp, now, before, after)
+        ):
             bad_time = True
             errors.append((index, f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
                                   f"range. The timestamp should be within [{_java_long(now - before)}, "
@@ -74,7 +83,11 @@ def check_records(batch: bytes | bytearray | memoryview, h: BatchHeader, conf: L
     if not errors:
         return None
     if bad_time:
-        return RecordErrors(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp", errors)
+        return RecordErrors(
+            ErrorCode.INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp",
+            errors,
+        )
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
     return RecordErrors(
         ErrorCode.INVALID_RECORD,

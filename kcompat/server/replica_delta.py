@@ -45,15 +45,23 @@ class ReplicaDeltaApplier:
         seen: set[tuple[str, int]] = set()
         for topic_id, topic in image.topics_by_id.items():
             key = (TOPIC_RESOURCE, topic.name)
-            if previous.topics_by_id.get(topic_id) is topic and previous.configs.get(key) is image.configs.get(key):
+            if previous.topics_by_id.get(topic_id) is topic and previous.configs.get(
+                key
+            ) is image.configs.get(key):
                 # unchanged since the last image (min.insync.replicas is a topic config)
-                seen.update((topic.name, i) for i, p in topic.partitions.items() if self.node_id in p.replicas)
+                seen.update(
+                    (topic.name, i) for i, p in topic.partitions.items() if self.node_id in p.replicas
+                )
                 continue
             info = self.metadata.topic(topic.name)
             assert info is not None
             min_isr = int(self.metadata.topic_config(info).get("min.insync.replicas"))
-            if previous.configs.get(key) is not image.configs.get(key) and any(tp[0] == topic.name for tp in hosted):
-                self.replicas.set_config(topic.name, self.metadata.log_config(info))  # retention, segments, ...
+            if previous.configs.get(key) is not image.configs.get(key) and any(
+                tp[0] == topic.name for tp in hosted
+            ):
+                self.replicas.set_config(
+                    topic.name, self.metadata.log_config(info)
+                )  # retention, segments, ...
             for index, reg in topic.partitions.items():
                 if self.node_id not in reg.replicas:
                     continue
@@ -63,7 +71,9 @@ class ReplicaDeltaApplier:
                 p = hosted.get(tp)
                 if p is None:
                     plog = self.replicas.open_log(topic.name, index, self.metadata.log_config(info))
-                    p = hosted[tp] = Partition(topic.name, index, self.node_id, plog, Registration(-1, -1, -1, (), ()))
+                    p = hosted[tp] = Partition(
+                        topic.name, index, self.node_id, plog, Registration(-1, -1, -1, (), ())
+                    )
                 elif p.state == state and p.min_isr == min_isr:
                     continue
                 p.min_isr = min_isr
@@ -79,7 +89,9 @@ class ReplicaDeltaApplier:
             log.info("%s-%d: no longer a replica here", *tp)
         for topic_id, topic in previous.topics_by_id.items():
             if topic_id not in image.topics_by_id:
-                task = asyncio.ensure_future(self.replicas.delete_partitions(topic.name, len(topic.partitions)))
+                task = asyncio.ensure_future(
+                    self.replicas.delete_partitions(topic.name, len(topic.partitions))
+                )
                 self._deletions.add(task)
                 task.add_done_callback(self._deletions.discard)
 
@@ -90,7 +102,9 @@ class ReplicaDeltaApplier:
             if p.make_leader(state, self.now_ms()):
                 log.info("%s-%d: leader at epoch %d from offset %d (isr %s)", p.topic, p.index, state.leader_epoch,
                          p.log.log_end_offset, list(state.isr))  # fmt: skip
-            self.replicas.fetch_waiters.notify(tp)  # parked requests see the new state (the HW may have moved)
+            self.replicas.fetch_waiters.notify(
+                tp
+            )  # parked requests see the new state (the HW may have moved)
             return
         if not p.make_follower(state):
             return

@@ -62,7 +62,9 @@ class ReplicaFetcher:
         self._topic_id = topic_id
         self._now_ms = now_ms
         self._on_append = on_append
-        self._channel = ControllerChannel([endpoint], client_id=f"kcompat-replica-fetcher-{settings.node_id}-{leader_id}")
+        self._channel = ControllerChannel(
+            [endpoint], client_id=f"kcompat-replica-fetcher-{settings.node_id}-{leader_id}"
+        )
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -140,7 +142,9 @@ class ReplicaFetcher:
         timeout = self.settings.max_wait_ms / 1000 + 10
         r = await self._channel.call(FETCH.key, FETCH_VERSION, self._request(sent), timeout_s=timeout)
         if r.error_code != 0:
-            log.info("replica fetch from broker %d: error %s", self.leader_id, ErrorCode.of(r.error_code).name)
+            log.info(
+                "replica fetch from broker %d: error %s", self.leader_id, ErrorCode.of(r.error_code).name
+            )
             return False
         ok = True
         for rt in r.responses:
@@ -152,7 +156,11 @@ class ReplicaFetcher:
 
     def _apply(self, got: tuple[Partition, int, int], rp: Any) -> bool:
         p, epoch, offset = got
-        if self.partitions.get((p.topic, p.index)) is not p or p.leader_epoch != epoch or p.log.log_end_offset != offset:
+        if (
+            self.partitions.get((p.topic, p.index)) is not p
+            or p.leader_epoch != epoch
+            or p.log.log_end_offset != offset
+        ):
             return True  # the partition moved on while the fetch was out
         if rp.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and rp.log_start_offset > offset:
             # The leader no longer holds where this log ends (retention, DeleteRecords): start over
@@ -173,7 +181,9 @@ class ReplicaFetcher:
                 p.log.append_as_follower(rp.records, now_ms=self._now_ms())
                 self._on_append(p)
         except LogError as e:
-            log.error("replica fetch %s-%d from broker %d: cannot append: %s", p.topic, p.index, self.leader_id, e)
+            log.error(
+                "replica fetch %s-%d from broker %d: cannot append: %s", p.topic, p.index, self.leader_id, e
+            )
             return False
         p.update_follower_hw(rp.high_watermark)
         return True
@@ -211,7 +221,13 @@ class ReplicaFetcherManager:
         f = self.fetchers.get(leader_id)
         if f is None:
             f = self.fetchers[leader_id] = ReplicaFetcher(
-                leader_id, endpoint, self.settings, self._broker_epoch, self._topic_id, self._now_ms, self._on_append
+                leader_id,
+                endpoint,
+                self.settings,
+                self._broker_epoch,
+                self._topic_id,
+                self._now_ms,
+                self._on_append,
             )
             f.start()
         else:

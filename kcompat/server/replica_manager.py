@@ -35,7 +35,9 @@ log = logging.getLogger("kcompat.server")
 
 
 class ReplicaManager:
-    def __init__(self, *, topic: Callable[[str], TopicInfo | None], log_config: Callable[[TopicInfo], LogConfig]) -> None:
+    def __init__(
+        self, *, topic: Callable[[str], TopicInfo | None], log_config: Callable[[TopicInfo], LogConfig]
+    ) -> None:
         self._topic = topic
         self._log_config = log_config
         self.logs: LogManager | None = None
@@ -50,8 +52,15 @@ class ReplicaManager:
         self._maintenance_errors = LogThrottle(log, interval_s=60)
 
     async def start(
-        self, log_dirs: list[Path], default_config: LogConfig, *, cluster_id: str, node_id: int,
-        topic_configs: dict[str, LogConfig], clock: Callable[[], int], topics: list[TopicInfo],
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        *,
+        cluster_id: str,
+        node_id: int,
+        topic_configs: dict[str, LogConfig],
+        clock: Callable[[], int],
+        topics: list[TopicInfo],
         recovery_threads: int = 1,
     ) -> None:
         """Open (and recover) the logs, then every partition of `topics`, in a worker thread.
@@ -180,7 +189,10 @@ class ReplicaManager:
             except asyncio.CancelledError:
                 await asyncio.wait([work])
                 raise
-            except (OSError, KafkaStorageError) as e:  # a full or failing disk: said once in a while, without a traceback
+            except (
+                OSError,
+                KafkaStorageError,
+            ) as e:  # a full or failing disk: said once in a while, without a traceback
                 self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
             except Exception:
                 log.exception("log maintenance failed")

@@ -88,7 +88,9 @@ class _Plain:
         if not user or not password:
             raise AuthenticationFailed("Authentication failed: username or password not specified")
         if authzid and authzid != user:
-            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is different from username")
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username"
+            )
         expected = self._users.get(user)
         if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
             raise AuthenticationFailed("Authentication failed: Invalid username or password")
@@ -170,7 +172,9 @@ class _OAuthBearer:
         if len(pieces) != 3 or pieces[2]:
             raise ValueError("an unsecured JWS has three parts and an empty signature")
         try:
-            header, claims = (json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4))) for p in pieces[:2])
+            header, claims = (
+                json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4))) for p in pieces[:2]
+            )
         except (binascii.Error, ValueError):
             raise ValueError("the token's header or claims are not base64url JSON") from None
         if not isinstance(header, dict) or header.get("alg") != "none" or not isinstance(claims, dict):
@@ -232,7 +236,9 @@ class SaslAuthenticator:
                     return AuthStep(close="re-authentication needs SaslHandshake v1 or later")
                 return self._handshake(frame, now)
             if self.session_expires is not None and now >= self.session_expires:
-                return AuthStep(close=f"the SASL session of {self.principal} expired (connections.max.reauth.ms)")
+                return AuthStep(
+                    close=f"the SASL session of {self.principal} expired (connections.max.reauth.ms)"
+                )
             return AuthStep(to_broker=True)
         if self.state is State.HANDSHAKE:
             if key == API_VERSIONS_KEY:
@@ -241,7 +247,9 @@ class SaslAuthenticator:
                 return self._handshake(frame, now)
         elif key == SASL_AUTHENTICATE_KEY:
             return self._authenticate(frame, version, correlation, now)
-        return AuthStep(close=f"unexpected request (API key {key} v{version}) in SASL state {self.state.value}")
+        return AuthStep(
+            close=f"unexpected request (API key {key} v{version}) in SASL state {self.state.value}"
+        )
 
     def _handshake(self, frame: memoryview, now: float) -> AuthStep:
         try:
@@ -249,12 +257,16 @@ class SaslAuthenticator:
         except (DecodeError, UnsupportedRequest) as e:
             return AuthStep(close=f"SaslHandshake does not decode: {e}")
         mechanism = request.body.mechanism
-        ok = mechanism in self._mechanisms and (self.state is not State.COMPLETE or mechanism == self._mechanism_name)
+        ok = mechanism in self._mechanisms and (
+            self.state is not State.COMPLETE or mechanism == self._mechanism_name
+        )
         error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM
         body = SaslHandshakeResponse(error_code=int(error), mechanisms=list(self._mechanisms))
         chunks = encode_response(SASL_HANDSHAKE_KEY, request.api_version, request.correlation_id, body)
         if not ok:
-            return AuthStep(chunks=chunks, close=f"SASL mechanism {mechanism!r} is not enabled on this listener")
+            return AuthStep(
+                chunks=chunks, close=f"SASL mechanism {mechanism!r} is not enabled on this listener"
+            )
         self._mechanism_name = mechanism
         if mechanism == "PLAIN":
             self._mechanism = _Plain(self._plain_users)
@@ -273,15 +285,20 @@ class SaslAuthenticator:
         try:
             answer = self._token(request.body.auth_bytes, now)
         except AuthenticationFailed as e:
-            body = SaslAuthenticateResponse(error_code=int(ErrorCode.SASL_AUTHENTICATION_FAILED), error_message=str(e))
+            body = SaslAuthenticateResponse(
+                error_code=int(ErrorCode.SASL_AUTHENTICATION_FAILED), error_message=str(e)
+            )
             return AuthStep(
                 chunks=encode_response(SASL_AUTHENTICATE_KEY, version, correlation, body),
-                close=self._failure(e), delay_s=self._settings.failed_auth_delay_ms / 1000,
+                close=self._failure(e),
+                delay_s=self._settings.failed_auth_delay_ms / 1000,
             )
         lifetime = 0
         if self.complete and self.session_expires is not None:
             lifetime = max(1, round((self.session_expires - now) * 1000))
-        body = SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer or b"", session_lifetime_ms=lifetime)
+        body = SaslAuthenticateResponse(
+            error_code=0, error_message=None, auth_bytes=answer or b"", session_lifetime_ms=lifetime
+        )
         return AuthStep(chunks=encode_response(SASL_AUTHENTICATE_KEY, version, correlation, body))
 
     def _raw_token(self, token: bytes, now: float) -> AuthStep:
@@ -305,7 +322,9 @@ class SaslAuthenticator:
             self.principal = principal
             self.state = State.COMPLETE
             # KIP-368: the session ends at connections.max.reauth.ms or when the credential expires
-            limits = [ms for ms in (self._settings.reauth_ms or None, getattr(mechanism, "lifetime_ms", None)) if ms]
+            limits = [
+                ms for ms in (self._settings.reauth_ms or None, getattr(mechanism, "lifetime_ms", None)) if ms
+            ]
             self.session_expires = now + min(limits) / 1000 if limits else None
         return answer
 

@@ -61,7 +61,9 @@ def _keystore_pem(s: SslSettings) -> tuple[bytes, bytes | None]:
 
     if s.keystore_certificate_chain is not None:
         assert s.keystore_key is not None
-        return (s.keystore_key + "\n" + s.keystore_certificate_chain + "\n").encode(), _password(s.key_password)
+        return (s.keystore_key + "\n" + s.keystore_certificate_chain + "\n").encode(), _password(
+            s.key_password
+        )
     assert s.keystore_location is not None
     data = _read(s.keystore_location, "ssl.keystore.location")
     kind = s.keystore_type or ("PEM" if _is_pem(data) else "PKCS12")
@@ -75,9 +77,13 @@ def _keystore_pem(s: SslSettings) -> tuple[bytes, bytes | None]:
             key="ssl.keystore.location",
         ) from None
     if key is None or cert is None:
-        raise ConfigError(f"ssl.keystore.location={s.keystore_location!r} holds no private key and certificate",
-                          key="ssl.keystore.location")
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        raise ConfigError(
+            f"ssl.keystore.location={s.keystore_location!r} holds no private key and certificate",
+            key="ssl.keystore.location",
+        )
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     for c in (cert, *extra):
         pem += c.public_bytes(serialization.Encoding.PEM)
     return pem, None
@@ -97,15 +103,19 @@ def _truststore_pem(s: SslSettings) -> str | None:
     try:
         certs = pkcs12.load_pkcs12(data, _password(s.truststore_password))
     except ValueError as e:
-        raise ConfigError(f"ssl.truststore.location={s.truststore_location!r} cannot be opened: {e}",
-                          key="ssl.truststore.location") from None
+        raise ConfigError(
+            f"ssl.truststore.location={s.truststore_location!r} cannot be opened: {e}",
+            key="ssl.truststore.location",
+        ) from None
     found = [c.certificate for c in certs.additional_certs] + ([certs.cert.certificate] if certs.cert else [])
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in found)
 
 
 def _openssl_cipher(name: str) -> str:
     """Kafka's (IANA/JSSE) suite names to OpenSSL's; OpenSSL names pass through unchanged."""
-    m = re.fullmatch(r"TLS_(ECDHE|DHE)_(RSA|ECDSA)_WITH_(AES_128|AES_256|CHACHA20)_(GCM|POLY1305)_(SHA256|SHA384)", name)
+    m = re.fullmatch(
+        r"TLS_(ECDHE|DHE)_(RSA|ECDSA)_WITH_(AES_128|AES_256|CHACHA20)_(GCM|POLY1305)_(SHA256|SHA384)", name
+    )
     if m is None:
         return name
     kx, auth, enc, _mode, mac = m.groups()
@@ -124,8 +134,10 @@ def server_context(s: SslSettings) -> ssl.SSLContext:
         try:
             ctx.load_cert_chain(path, password=key_password)
         except ssl.SSLError as e:
-            raise ConfigError(f"the listener's keystore cannot be used: {e.reason or e} (check ssl.key.password)",
-                              key="ssl.keystore.location") from None
+            raise ConfigError(
+                f"the listener's keystore cannot be used: {e.reason or e} (check ssl.key.password)",
+                key="ssl.keystore.location",
+            ) from None
     ctx.verify_mode = _CLIENT_AUTH[s.client_auth]
     trusted = _truststore_pem(s)
     try:
@@ -134,13 +146,17 @@ def server_context(s: SslSettings) -> ssl.SSLContext:
         elif s.client_auth != "none":
             ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     except ssl.SSLError as e:
-        raise ConfigError(f"the listener's truststore cannot be used: {e.reason or e}", key="ssl.truststore.location") from None
+        raise ConfigError(
+            f"the listener's truststore cannot be used: {e.reason or e}", key="ssl.truststore.location"
+        ) from None
     if s.cipher_suites:
         try:
             ctx.set_ciphers(":".join(_openssl_cipher(c) for c in s.cipher_suites))
         except ssl.SSLError:
-            raise ConfigError(f"ssl.cipher.suites names no suite OpenSSL offers: {', '.join(s.cipher_suites)}",
-                              key="ssl.cipher.suites") from None
+            raise ConfigError(
+                f"ssl.cipher.suites names no suite OpenSSL offers: {', '.join(s.cipher_suites)}",
+                key="ssl.cipher.suites",
+            ) from None
     ctx.options |= ssl.OP_NO_RENEGOTIATION
     return ctx
 
@@ -174,16 +190,21 @@ class PrincipalMapper:
         while pos < len(text):
             m = _RULE.match(text, pos)
             if m is None or m.end() == pos:
-                raise ConfigError(f"ssl.principal.mapping.rules is invalid near {text[pos:pos + 30]!r}",
-                                  key="ssl.principal.mapping.rules", value=rules)
+                raise ConfigError(
+                    f"ssl.principal.mapping.rules is invalid near {text[pos : pos + 30]!r}",
+                    key="ssl.principal.mapping.rules",
+                    value=rules,
+                )
             if m.group(1):
                 self._rules.append(None)
             else:
                 try:
                     pattern = re.compile(m.group(2))
                 except re.error as e:
-                    raise ConfigError(f"ssl.principal.mapping.rules: bad pattern {m.group(2)!r}: {e}",
-                                      key="ssl.principal.mapping.rules") from None
+                    raise ConfigError(
+                        f"ssl.principal.mapping.rules: bad pattern {m.group(2)!r}: {e}",
+                        key="ssl.principal.mapping.rules",
+                    ) from None
                 # Java's $1 becomes Python's \g<1>
                 replacement = re.sub(r"\$(\d+)", r"\\g<\1>", m.group(3))
                 self._rules.append((pattern, replacement, m.group(4)))

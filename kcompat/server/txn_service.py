@@ -106,7 +106,9 @@ class TransactionService:
             for job in self.coordinator.pending_markers():
                 self._write_markers(job)
             if pairs:
-                log.info("loaded %d transactional id(s) from %s", len(self.coordinator.txns), TRANSACTION_STATE)
+                log.info(
+                    "loaded %d transactional id(s) from %s", len(self.coordinator.txns), TRANSACTION_STATE
+                )
         abort_every = int(self._setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         expire_every = int(self._setting("transaction.remove.expired.transaction.cleanup.interval.ms"))
         self._timers = [
@@ -157,11 +159,16 @@ class TransactionService:
     def new_producer_id(self) -> int:
         return self._new_producer_id()
 
-    def verify_produce(self, txn_id: str | None, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+    def verify_produce(
+        self, txn_id: str | None, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> None:
         """A transactional batch may be appended only inside its producer's open transaction on
         that partition (KIP-890 part 1, in process); ApiError otherwise."""
         if txn_id is None:
-            raise ApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "a transactional batch needs a transactional id")
+            raise ApiError(
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "a transactional batch needs a transactional id",
+            )
         if self._coordinator is None:
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not self._setting("transaction.partition.verification.enable"):
@@ -170,7 +177,10 @@ class TransactionService:
         if error == ErrorCode.INVALID_PRODUCER_EPOCH:
             raise ApiError(error, f"producer {producer_id} epoch {epoch} is fenced")
         if error:
-            raise ApiError(ErrorCode.INVALID_TXN_STATE, f"{topic}-{partition} is not in the transaction of producer {producer_id}")
+            raise ApiError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"{topic}-{partition} is not in the transaction of producer {producer_id}",
+            )
 
     def offsets_partition_of(self, group_id: str) -> int:
         t = self._lookup(CONSUMER_OFFSETS)
@@ -215,7 +225,13 @@ class TransactionService:
             part.append(Record(len(part), now, key, value))
         for p, recs in by_partition.items():
             try:
-                self._append(TRANSACTION_STATE, p, bytearray(build_batch(recs)), leader_epoch=t.leader_epoch, now_ms=now)
+                self._append(
+                    TRANSACTION_STATE,
+                    p,
+                    bytearray(build_batch(recs)),
+                    leader_epoch=t.leader_epoch,
+                    now_ms=now,
+                )
             except LogError as e:
                 log.error("cannot store %d record(s) in %s-%d: %s", len(recs), TRANSACTION_STATE, p, e)
 
@@ -255,7 +271,9 @@ class TransactionService:
         if entry is not None and epoch < entry.epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
         now = self.now_ms()
-        marker = end_txn_marker(producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch, timestamp_ms=now)
+        marker = end_txn_marker(
+            producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch, timestamp_ms=now
+        )
         try:
             self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
         except LogError as e:

@@ -46,7 +46,9 @@ def derive(mechanism: str, salted_password: bytes, salt: bytes, iterations: int)
     return ScramCredential(salt, stored_key, server_key, iterations)
 
 
-def from_password(mechanism: str, password: str, iterations: int = MIN_ITERATIONS, salt: bytes | None = None) -> ScramCredential:
+def from_password(
+    mechanism: str, password: str, iterations: int = MIN_ITERATIONS, salt: bytes | None = None
+) -> ScramCredential:
     salt = salt if salt is not None else os.urandom(32)
     salted = hashlib.pbkdf2_hmac(_HASH[mechanism], password.encode(), salt, iterations)  # Hi() of RFC 5802
     return derive(mechanism, salted, salt, iterations)
@@ -66,8 +68,10 @@ class ScramCredentialStore:
         self._users = {
             user: {
                 mech: ScramCredential(
-                    base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
-                    base64.b64decode(c["server_key"]), int(c["iterations"]),
+                    base64.b64decode(c["salt"]),
+                    base64.b64decode(c["stored_key"]),
+                    base64.b64decode(c["server_key"]),
+                    int(c["iterations"]),
                 )
                 for mech, c in mechs.items()
             }
@@ -101,8 +105,12 @@ class ScramCredentialStore:
 
         data = {
             user: {
-                mech: {"salt": enc(c.salt), "stored_key": enc(c.stored_key), "server_key": enc(c.server_key),
-                       "iterations": c.iterations}
+                mech: {
+                    "salt": enc(c.salt),
+                    "stored_key": enc(c.stored_key),
+                    "server_key": enc(c.server_key),
+                    "iterations": c.iterations,
+                }
                 for mech, c in mechs.items()
             }
             for user, mechs in self._users.items()
@@ -119,7 +127,9 @@ def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
     """(user, mechanism, credential) from one --add-scram value; ValueError says what is wrong."""
     m = _ADD_SCRAM.fullmatch(text)
     if m is None:
-        raise ValueError(f"--add-scram {text!r} is invalid: expected SCRAM-SHA-512=[name=alice,password=secret]")
+        raise ValueError(
+            f"--add-scram {text!r} is invalid: expected SCRAM-SHA-512=[name=alice,password=secret]"
+        )
     fields: dict[str, str] = {}
     for item in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|[^,]*)', m.group(2)):
         key, value = item

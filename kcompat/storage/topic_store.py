@@ -50,9 +50,11 @@ def validate_name(name: str) -> None:
     if not name:
         raise InvalidTopic("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise InvalidTopic("Topic name cannot be \".\" or \"..\"")
+        raise InvalidTopic('Topic name cannot be "." or ".."')
     if len(name) > MAX_NAME_LENGTH:
-        raise InvalidTopic(f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}")
+        raise InvalidTopic(
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
+        )
     if not _LEGAL.match(name):
         raise InvalidTopic(
             f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"

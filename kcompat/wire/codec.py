@@ -47,7 +47,9 @@ def _typed_structs(message: Message) -> dict[str, type[Struct]] | None:
     module = MODULES.get(message.name)
     if module is None:
         return None
-    structs: dict[str, dict[str, type[Struct]]] = importlib.import_module(f"kcompat.wire.types.{module}").STRUCTS
+    structs: dict[str, dict[str, type[Struct]]] = importlib.import_module(
+        f"kcompat.wire.types.{module}"
+    ).STRUCTS
     return structs.get(message.name)
 
 
@@ -177,7 +179,9 @@ class MessageCodec:
         got = self._compiled.get(key)
         if got is None:
             if version not in self.message.versions:
-                raise KeyError(f"{self.message.name} has no version {version} (declared {self.message.versions})")
+                raise KeyError(
+                    f"{self.message.name} has no version {version} (declared {self.message.versions})"
+                )
             got = self._struct(self.cls, self.message.fields, version)
             self._compiled[key] = got
         return got
@@ -193,14 +197,25 @@ class MessageCodec:
         if not self.generated:
             return decode, encode, min_size
         fast_decode, fast_encode = generate(
-            cls, fields, version, flexible, steps, absent, tagged, read_tagged, write_tagged, decode, encode,
-            coerce, lambda f: self._sub(f, version),
+            cls,
+            fields,
+            version,
+            flexible,
+            steps,
+            absent,
+            tagged,
+            read_tagged,
+            write_tagged,
+            decode,
+            encode,
+            coerce,
+            lambda f: self._sub(f, version),
         )
         return fast_decode, fast_encode, min_size
 
-    def _plan(self, fields: tuple[F, ...], factories: Factories, version: int, flexible: bool) -> tuple[
-        list[Step], dict[int, Tagged], list[tuple[str, Callable[[], Any]]], int
-    ]:
+    def _plan(
+        self, fields: tuple[F, ...], factories: Factories, version: int, flexible: bool
+    ) -> tuple[list[Step], dict[int, Tagged], list[tuple[str, Callable[[], Any]]], int]:
         """Sort a version's fields into in-order steps, tagged fields and absent ones (defaults only)."""
         steps: list[Step] = []
         tagged: dict[int, Tagged] = {}
@@ -295,9 +310,9 @@ class MessageCodec:
         raise AssertionError(f"unknown type {t}")
 
 
-def _tagged_coders(name: str, tagged: dict[int, Tagged]) -> tuple[
-    Callable[[Reader, Any], None], Callable[[Writer, Any], None]
-]:
+def _tagged_coders(
+    name: str, tagged: dict[int, Tagged]
+) -> tuple[Callable[[Reader, Any], None], Callable[[Writer, Any], None]]:
     """Reader and writer of a struct's tagged-field section (flexible versions)."""
 
     def read_tagged(r: Reader, o: Any) -> None:
@@ -326,7 +341,9 @@ def _tagged_coders(name: str, tagged: dict[int, Tagged]) -> tuple[
         out: list[tuple[int, bytes]] = list((value if is_dict else value_tags(value)).get(UNKNOWN_TAGS) or ())
         for tag, (fname, _, write, make) in tagged.items():
             v = value.get(fname, _MISSING) if is_dict else getattr(value, fname)
-            if v is _MISSING or v == make():  # Kafka writes a tagged field only when it differs from its default
+            if (
+                v is _MISSING or v == make()
+            ):  # Kafka writes a tagged field only when it differs from its default
                 continue
             sub = Writer()
             write(sub, v)

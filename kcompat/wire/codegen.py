@@ -66,7 +66,11 @@ class _Inline:
     """
 
     def __init__(
-        self, ns: dict[str, Any], version: int, flexible: bool, sub: Callable[[F], tuple[Decoder, Encoder, int]]
+        self,
+        ns: dict[str, Any],
+        version: int,
+        flexible: bool,
+        sub: Callable[[F], tuple[Decoder, Encoder, int]],
     ) -> None:
         self.ns = ns
         self.version = version
@@ -90,7 +94,10 @@ class _Inline:
             elements = ["r.pos = pos", f"{target} = [{self._name(dec)}(r) for _ in range(n)]", "pos = r.pos"]
         elif t in _STRUCT_CODES:
             size = _FIXED_SIZE[t]
-            elements = [f"{target} = list(unpack_from(f'>{{n}}{_STRUCT_CODES[t]}', buf, pos))", f"pos += n * {size}"]
+            elements = [
+                f"{target} = list(unpack_from(f'>{{n}}{_STRUCT_CODES[t]}', buf, pos))",
+                f"pos += n * {size}",
+            ]
         elif t == "string":
             each = self._read_one(f, compact, False, "x")
             assert each is not None
@@ -111,8 +118,16 @@ class _Inline:
             return ["if pos >= end: raise FB", "if buf[pos] > 127:", f"    {target} = None", "    pos += 1", "else:",
                     "    r.pos = pos + 1", f"    {target} = {dec}(r)", "    pos = r.pos"]  # fmt: skip
         if t == "uuid":
-            return ["if pos + 16 > end: raise FB", f"{target} = UUID(bytes=bytes(buf[pos:pos + 16]))", "pos += 16"]
-        value = {"string": "str(buf[pos:e], 'utf-8')", "bytes": "bytes(buf[pos:e])", "records": "buf[pos:e]"}.get(t)
+            return [
+                "if pos + 16 > end: raise FB",
+                f"{target} = UUID(bytes=bytes(buf[pos:pos + 16]))",
+                "pos += 16",
+            ]
+        value = {
+            "string": "str(buf[pos:e], 'utf-8')",
+            "bytes": "bytes(buf[pos:e])",
+            "records": "buf[pos:e]",
+        }.get(t)
         if value is None:
             return None  # fixed widths: read in runs by generate
         body = ["e = pos + n", "if n < 0 or e > end: raise FB", f"{target} = {value}", "pos = e"]
@@ -159,7 +174,12 @@ class _Inline:
             enc = self._name(self.sub(f)[1])
             if not nullable:
                 return [f"{enc}(w, {var})"]
-            return [f"if {var} is None: w.buf.append(255)", "else:", "    w.buf.append(1)", f"    {enc}(w, {var})"]
+            return [
+                f"if {var} is None: w.buf.append(255)",
+                "else:",
+                "    w.buf.append(1)",
+                f"    {enc}(w, {var})",
+            ]
         if t == "uuid":
             return [f"w.buf += {var}.bytes"]
         if t == "string":
@@ -281,12 +301,22 @@ def generate(
             key_checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag})")
         for body, checks in ((by_attr, attr_checks), (by_key, key_checks)):
             if checks:
-                body += [f"if {' or '.join(checks)}:", "    write_tagged(w, value)", "else:", "    w.buf.append(0)"]
+                body += [
+                    f"if {' or '.join(checks)}:",
+                    "    write_tagged(w, value)",
+                    "else:",
+                    "    w.buf.append(0)",
+                ]
             else:
                 body.append("w.buf.append(0)")
     else:
         dec.append("        r.pos = pos")
-    dec += ["        return o", "    except Exception:", "        r.pos = start", "        return ref_decode(r)"]
+    dec += [
+        "        return o",
+        "    except Exception:",
+        "        r.pos = start",
+        "        return ref_decode(r)",
+    ]
     ns["KNOWN"] = frozenset(by_name)
     enc = ["def encode(w, value):", "    n0 = len(w.buf)", "    c0 = len(w.chunks)",
            "    if type(value) is dict and value.keys() <= KNOWN:", "        get = value.get", "        try:",

@@ -66,7 +66,9 @@ def read_end_txn_marker(record: Record) -> EndTxnMarker | None:
         return None
     value = record.value
     if value is None or len(value) < _MARKER_VALUE.size:
-        raise DecodeError(f"end transaction marker value needs {_MARKER_VALUE.size} bytes", "control_record.value")
+        raise DecodeError(
+            f"end transaction marker value needs {_MARKER_VALUE.size} bytes", "control_record.value"
+        )
     version, epoch = _MARKER_VALUE.unpack_from(value)
     if version < 0:
         raise DecodeError(f"negative marker version {version}", "control_record.value.version")

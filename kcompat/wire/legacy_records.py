@@ -94,7 +94,9 @@ def _unwrap(m: _Message, codec: int, verify_crc: bool, max_size: int) -> tuple[l
         if im.attributes & 0x07:
             raise DecodeError("inner message is compressed again", f"inner[{j}].attributes")
         if im.magic != m.magic:
-            raise DecodeError(f"inner magic {im.magic} differs from wrapper magic {m.magic}", f"inner[{j}].magic")
+            raise DecodeError(
+                f"inner magic {im.magic} differs from wrapper magic {m.magic}", f"inner[{j}].magic"
+            )
         ts = m.timestamp if log_append else im.timestamp
         out.append(_record(im, base + im.offset, ts, log_append))
     return out, len(data)
@@ -119,7 +121,9 @@ def _messages(view: memoryview, verify_crc: bool, allow_truncated_tail: bool) ->
         if size > end - pos - LOG_OVERHEAD:
             if allow_truncated_tail:
                 break
-            raise DecodeError(f"message of {size} bytes exceeds the {end - pos - LOG_OVERHEAD} left", "message_set")
+            raise DecodeError(
+                f"message of {size} bytes exceeds the {end - pos - LOG_OVERHEAD} left", "message_set"
+            )
         try:
             out.append(_message(view[pos + LOG_OVERHEAD : pos + LOG_OVERHEAD + size], offset, verify_crc))
         except DecodeError as e:

@@ -143,7 +143,12 @@ def encode_request(
     hv = request_header_version(api_key, api_version)
     _request_header.write(
         w,
-        {"request_api_key": api_key, "request_api_version": api_version, "correlation_id": correlation_id, "client_id": client_id},
+        {
+            "request_api_key": api_key,
+            "request_api_version": api_version,
+            "correlation_id": correlation_id,
+            "client_id": client_id,
+        },
         hv,
     )
     request_codec(api_key).write(w, body, api_version)

@@ -108,7 +108,9 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     if h.magic != 2:
         raise DecodeError(f"magic {h.magic} is not a v2 record batch", "record_batch.magic")
     if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-        raise DecodeError(f"batch length {h.batch_length} is shorter than a header", "record_batch.batch_length")
+        raise DecodeError(
+            f"batch length {h.batch_length} is shorter than a header", "record_batch.batch_length"
+        )
     return h
 
 
@@ -208,7 +210,9 @@ def validate_batch(buf: bytes | bytearray | memoryview, *, allow_control: bool =
     n = len(buf)
     if n < HEADER_SIZE:
         raise RecordBatchError(
-            ErrorCode.CORRUPT_MESSAGE, f"{n} bytes cannot hold a {HEADER_SIZE}-byte batch header", "record_batch"
+            ErrorCode.CORRUPT_MESSAGE,
+            f"{n} bytes cannot hold a {HEADER_SIZE}-byte batch header",
+            "record_batch",
         )
     h = BatchHeader._make(_HEADER.unpack_from(buf, 0))
     if LOG_OVERHEAD + h.batch_length < n and _whole_batch_follows(buf, LOG_OVERHEAD + h.batch_length):
@@ -223,7 +227,9 @@ def validate_batch(buf: bytes | bytearray | memoryview, *, allow_control: bool =
         )
     if h.magic != 2:
         raise RecordBatchError(
-            ErrorCode.INVALID_RECORD, f"magic {h.magic}: only v2 batches may be produced", "record_batch.magic"
+            ErrorCode.INVALID_RECORD,
+            f"magic {h.magic}: only v2 batches may be produced",
+            "record_batch.magic",
         )
     crc = compute_crc(buf)
     if crc != h.crc:
@@ -244,7 +250,9 @@ def validate_batch(buf: bytes | bytearray | memoryview, *, allow_control: bool =
         )
     if h.records_count <= 0:
         raise RecordBatchError(
-            ErrorCode.INVALID_RECORD, f"record count {h.records_count} is not positive", "record_batch.records_count"
+            ErrorCode.INVALID_RECORD,
+            f"record count {h.records_count} is not positive",
+            "record_batch.records_count",
         )
     if h.last_offset_delta != h.records_count - 1:
         raise RecordBatchError(

@@ -175,7 +175,9 @@ def decode_batch(
         )
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     if verify_crc and compute_crc(view) != h.crc:
-        raise DecodeError(f"CRC-32C {compute_crc(view):#010x} does not match stored {h.crc:#010x}", "record_batch.crc")
+        raise DecodeError(
+            f"CRC-32C {compute_crc(view):#010x} does not match stored {h.crc:#010x}", "record_batch.crc"
+        )
     if h.records_count < 0:
         raise DecodeError(f"negative record count {h.records_count}", "record_batch.records_count")
     codec = codecs.codec(h.attributes)
@@ -190,9 +192,7 @@ def decode_records(body: memoryview, h: BatchHeader) -> list[Record]:
     """The records of an already decompressed batch body, checked to fill it exactly."""
     count = h.records_count
     if count * MIN_RECORD_SIZE > len(body):
-        raise DecodeError(
-            f"{count} records cannot fit in {len(body)} bytes", "record_batch.records_count"
-        )
+        raise DecodeError(f"{count} records cannot fit in {len(body)} bytes", "record_batch.records_count")
     r = Reader(body)
     out: list[Record] = []
     base_offset = h.base_offset

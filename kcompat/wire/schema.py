@@ -27,7 +27,20 @@ from typing import Any
 from kcompat.kafka_uuid import ZERO_UUID
 
 PRIMITIVES = frozenset(
-    {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "uuid", "string", "bytes", "records"}
+    {
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint16",
+        "uint32",
+        "float64",
+        "bool",
+        "uuid",
+        "string",
+        "bytes",
+        "records",
+    }
 )
 
 _NO_DEFAULT: Any = object()
@@ -142,7 +155,6 @@ def _implicit_default(type_: str) -> Any:
         "bytes": b"",
         "records": None,
     }.get(type_)  # a struct's default is built by the codec
-
 
 
 @dataclass(frozen=True, slots=True)

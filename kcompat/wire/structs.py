@@ -35,7 +35,17 @@ MISSING: Any = object()  # a key absent from a dict being encoded
 Decoder = Callable[[Reader], Any]
 Encoder = Callable[[Writer, Any], None]
 
-FIXED_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4, "float64": 8, "bool": 1, "uuid": 16}
+FIXED_SIZE = {
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "uint16": 2,
+    "uint32": 4,
+    "float64": 8,
+    "bool": 1,
+    "uuid": 16,
+}
 
 
 class Struct:

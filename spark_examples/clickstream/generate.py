@@ -123,7 +123,10 @@ def main() -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    _ensure_topic(AdminClient({"bootstrap.servers": args.bootstrap}), NewTopic(args.topic, num_partitions=args.partitions))
+    _ensure_topic(
+        AdminClient({"bootstrap.servers": args.bootstrap}),
+        NewTopic(args.topic, num_partitions=args.partitions),
+    )
     producer = Producer(
         {
             "bootstrap.servers": args.bootstrap,

@@ -49,20 +49,59 @@ class Server:
         return self.answers.get(result.token)
 
     # -- classic helpers
-    def join(self, group: str, member_id: str = "", *, protos: list[JoinGroupProtocol] | None = None,
-             session: int = 10_000, rebalance: int = 30_000, instance: str | None = None,
-             client_id: str = "client", protocol_type: str = "consumer", v4: bool = False) -> CoordinatorResult[Any]:
-        return self.call("join_group", group_id=group, member_id=member_id, protocol_type=protocol_type,
-                         protocols=protos if protos is not None else protocols("range"),
-                         session_timeout_ms=session, rebalance_timeout_ms=rebalance,
-                         group_instance_id=instance, client_id=client_id, require_known_member_id=v4)
+    def join(
+        self,
+        group: str,
+        member_id: str = "",
+        *,
+        protos: list[JoinGroupProtocol] | None = None,
+        session: int = 10_000,
+        rebalance: int = 30_000,
+        instance: str | None = None,
+        client_id: str = "client",
+        protocol_type: str = "consumer",
+        v4: bool = False,
+    ) -> CoordinatorResult[Any]:
+        return self.call(
+            "join_group",
+            group_id=group,
+            member_id=member_id,
+            protocol_type=protocol_type,
+            protocols=protos if protos is not None else protocols("range"),
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            group_instance_id=instance,
+            client_id=client_id,
+            require_known_member_id=v4,
+        )
 
-    def sync(self, group: str, member_id: str, generation: int, assignments: dict[str, dict[str, list[int]]] | None = None,
-             **kw: Any) -> CoordinatorResult[Any]:
+    def sync(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, dict[str, list[int]]] | None = None,
+        **kw: Any,
+    ) -> CoordinatorResult[Any]:
         from kcompat.coordinator import SyncGroupAssignment
+
         given = [SyncGroupAssignment(m, encode_assignment(a)) for m, a in (assignments or {}).items()]
-        return self.call("sync_group", group_id=group, member_id=member_id, generation_id=generation, assignments=given, **kw)
+        return self.call(
+            "sync_group",
+            group_id=group,
+            member_id=member_id,
+            generation_id=generation,
+            assignments=given,
+            **kw,
+        )
 
     def heartbeat(self, group: str, member_id: str, generation: int, instance: str | None = None) -> int:
-        return int(self.call("heartbeat", group_id=group, member_id=member_id, generation_id=generation,
-                             group_instance_id=instance).response.error_code)
+        return int(
+            self.call(
+                "heartbeat",
+                group_id=group,
+                member_id=member_id,
+                generation_id=generation,
+                group_instance_id=instance,
+            ).response.error_code
+        )

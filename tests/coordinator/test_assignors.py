@@ -25,10 +25,14 @@ def groups(draw: st.DrawFn, identical: bool = False) -> tuple[dict[str, MemberSu
     if identical:
         subs = frozenset(draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))
         return {m: MemberSubscription(subs) for m in ids}, topics
-    return {m: MemberSubscription(frozenset(draw(st.lists(st.sampled_from(names), unique=True)))) for m in ids}, topics
+    return {
+        m: MemberSubscription(frozenset(draw(st.lists(st.sampled_from(names), unique=True)))) for m in ids
+    }, topics
 
 
-def check_valid(members: Mapping[str, MemberSubscription], topics: Mapping[str, int], out: GroupAssignment) -> None:
+def check_valid(
+    members: Mapping[str, MemberSubscription], topics: Mapping[str, int], out: GroupAssignment
+) -> None:
     assert set(out) == set(members)
     seen: set[tuple[str, int]] = set()
     for m, tps in out.items():
@@ -38,7 +42,9 @@ def check_valid(members: Mapping[str, MemberSubscription], topics: Mapping[str, 
                 assert 0 <= p < topics[t]
                 assert (t, p) not in seen, "assigned twice"
                 seen.add((t, p))
-    wanted = {(t, p) for t, n in topics.items() for p in range(n) if any(t in s.topics for s in members.values())}
+    wanted = {
+        (t, p) for t, n in topics.items() for p in range(n) if any(t in s.topics for s in members.values())
+    }
     assert seen == wanted, "every subscribed partition exactly once"
 
 
@@ -72,12 +78,18 @@ def test_range_is_balanced_per_topic_and_co_partitioned(g: tuple) -> None:
         per_member = [len(out[m].get(t, [])) for m in members if t in members[m].topics]
         if per_member:
             assert max(per_member) - min(per_member) <= 1
-    same_size = [t for t in topics if topics[t] == max(topics.values()) and t in next(iter(members.values())).topics]
+    same_size = [
+        t for t in topics if topics[t] == max(topics.values()) and t in next(iter(members.values())).topics
+    ]
     for m in members:
-        assert len({tuple(out[m].get(t, [])) for t in same_size}) <= 1, "partition k of equal topics goes to one member"
+        assert len({tuple(out[m].get(t, [])) for t in same_size}) <= 1, (
+            "partition k of equal topics goes to one member"
+        )
 
 
-def with_owned(members: Mapping[str, MemberSubscription], out: GroupAssignment) -> dict[str, MemberSubscription]:
+def with_owned(
+    members: Mapping[str, MemberSubscription], out: GroupAssignment
+) -> dict[str, MemberSubscription]:
     return {
         m: MemberSubscription(s.topics, {t: frozenset(ps) for t, ps in out.get(m, {}).items()}, s.rack)
         for m, s in members.items()
@@ -86,8 +98,9 @@ def with_owned(members: Mapping[str, MemberSubscription], out: GroupAssignment) 
 
 def moved(before: GroupAssignment, after: GroupAssignment) -> int:
     owner_before = {(t, p): m for m, tps in before.items() for t, ps in tps.items() for p in ps}
-    return sum(1 for m, tps in after.items() for t, ps in tps.items() for p in ps
-               if owner_before.get((t, p), m) != m)
+    return sum(
+        1 for m, tps in after.items() for t, ps in tps.items() for p in ps if owner_before.get((t, p), m) != m
+    )
 
 
 @settings(max_examples=150)
@@ -136,5 +149,9 @@ def test_uniform_moves_only_the_leavers_partitions(g: tuple) -> None:
 def test_examples() -> None:
     subs = {m: MemberSubscription(frozenset({"t"})) for m in ("m1", "m2", "m3")}
     assert range_assign(subs, {"t": 6}) == {"m1": {"t": [0, 1]}, "m2": {"t": [2, 3]}, "m3": {"t": [4, 5]}}
-    assert ASSIGNORS["roundrobin"](subs, {"t": 6}) == {"m1": {"t": [0, 3]}, "m2": {"t": [1, 4]}, "m3": {"t": [2, 5]}}
+    assert ASSIGNORS["roundrobin"](subs, {"t": 6}) == {
+        "m1": {"t": [0, 3]},
+        "m2": {"t": [1, 4]},
+        "m3": {"t": [2, 5]},
+    }
     assert sorted(loads(uniform_assign(subs, {"t": 7})).values()) == [2, 2, 3]

@@ -133,7 +133,9 @@ def test_member_id_required_then_join() -> None:
     first = srv.answer(r)
     assert first.error_code == E.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
     again = srv.answer(srv.join("g", first.member_id, v4=True))
-    assert again.error_code == E.NONE and again.member_id == first.member_id and again.leader == first.member_id
+    assert (
+        again.error_code == E.NONE and again.member_id == first.member_id and again.leader == first.member_id
+    )
 
 
 def test_pending_member_that_never_returns_expires() -> None:
@@ -179,7 +181,14 @@ def test_sync_checks_protocol_type_and_name() -> None:
     assert srv.answer(r).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     r = srv.sync("g", a.member_id, a.generation_id, protocol_name="roundrobin")
     assert srv.answer(r).error_code == E.INCONSISTENT_GROUP_PROTOCOL
-    r = srv.sync("g", a.member_id, a.generation_id, {a.member_id: {"t": [0]}}, protocol_type="consumer", protocol_name="range")
+    r = srv.sync(
+        "g",
+        a.member_id,
+        a.generation_id,
+        {a.member_id: {"t": [0]}},
+        protocol_type="consumer",
+        protocol_name="range",
+    )
     assert srv.answer(r).error_code == E.NONE
 
 
@@ -290,17 +299,28 @@ def test_leave_group_batch_with_static_and_unknown_members() -> None:
     srv = Server()
     a = srv.answer(srv.join("g", instance="i-a"))
     srv.sync("g", a.member_id, a.generation_id, {}, group_instance_id="i-a")
-    resp = srv.call("leave_group", group_id="g", members=[
-        MemberIdentity("nobody"),
-        MemberIdentity("wrong-id", "i-a"),
-        MemberIdentity("", "i-zzz"),
-        MemberIdentity("", "i-a"),
-    ]).response
+    resp = srv.call(
+        "leave_group",
+        group_id="g",
+        members=[
+            MemberIdentity("nobody"),
+            MemberIdentity("wrong-id", "i-a"),
+            MemberIdentity("", "i-zzz"),
+            MemberIdentity("", "i-a"),
+        ],
+    ).response
     assert [m.error_code for m in resp.members] == [
-        E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID, E.NONE]
+        E.UNKNOWN_MEMBER_ID,
+        E.FENCED_INSTANCE_ID,
+        E.UNKNOWN_MEMBER_ID,
+        E.NONE,
+    ]
     assert resp.legacy_error_code == E.UNKNOWN_MEMBER_ID
     assert srv.c.groups["g"].members == {}
-    assert srv.call("leave_group", group_id="nope", members=[MemberIdentity("x")]).response.error_code == E.UNKNOWN_MEMBER_ID
+    assert (
+        srv.call("leave_group", group_id="nope", members=[MemberIdentity("x")]).response.error_code
+        == E.UNKNOWN_MEMBER_ID
+    )
 
 
 def test_group_max_size() -> None:
@@ -344,7 +364,9 @@ def test_describe_list_delete() -> None:
     srv.sync("g", a.member_id, a.generation_id, {a.member_id: {"t": [0]}})
     d = srv.call("describe_groups", ["g", "nope"]).response
     assert d[0].group_state == "Stable" and d[0].protocol_type == "consumer" and d[0].protocol_data == "range"
-    assert d[0].members[0].member_id == a.member_id and decode_assignment(d[0].members[0].member_assignment) == {"t": [0]}
+    assert d[0].members[0].member_id == a.member_id and decode_assignment(
+        d[0].members[0].member_assignment
+    ) == {"t": [0]}
     assert d[1].group_state == "Dead" and d[1].error_code == E.NONE
     srv.join("h")  # with no initial delay its join phase ends at once: CompletingRebalance
     listed = srv.call("list_groups").response

@@ -31,8 +31,11 @@ class ClassicGroupMachine(RuleBasedStateMachine):
         from dataclasses import replace
 
         from .harness import FAST
-        self.srv = Server(replace(FAST, group_initial_rebalance_delay_ms=50, new_member_join_timeout_ms=40_000))
-        self.known: list[str] = []        # member ids a client has been told
+
+        self.srv = Server(
+            replace(FAST, group_initial_rebalance_delay_ms=50, new_member_join_timeout_ms=40_000)
+        )
+        self.known: list[str] = []  # member ids a client has been told
         self.max_generation = 0
 
     @property
@@ -50,9 +53,15 @@ class ClassicGroupMachine(RuleBasedStateMachine):
             self.known.append(member_id)
 
     # ------------------------------------------------------------------------------- rules
-    @rule(v4=st.booleans(), static=st.sampled_from([None, "i-1", "i-2"]), proto=st.sampled_from(["range", "roundrobin"]))
+    @rule(
+        v4=st.booleans(),
+        static=st.sampled_from([None, "i-1", "i-2"]),
+        proto=st.sampled_from(["range", "roundrobin"]),
+    )
     def join_new(self, v4: bool, static: str | None, proto: str) -> None:
-        r = self.srv.join(G, v4=v4, instance=static, protos=protocols(proto, "range"), session=5000, rebalance=8000)
+        r = self.srv.join(
+            G, v4=v4, instance=static, protos=protocols(proto, "range"), session=5000, rebalance=8000
+        )
         a = self.srv.answer(r)
         if a is not None:
             assert a.error_code in (E.NONE, E.MEMBER_ID_REQUIRED), a
@@ -81,8 +90,14 @@ class ClassicGroupMachine(RuleBasedStateMachine):
         m = data.draw(st.sampled_from(list(g.members)))
         gen = g.generation_id
         given = [SyncGroupAssignment(x, generation_bytes(gen)) for x in g.members] if m == g.leader_id else []
-        r = self.srv.call("sync_group", group_id=G, member_id=m, generation_id=gen, assignments=given,
-                          group_instance_id=g.members[m].group_instance_id)
+        r = self.srv.call(
+            "sync_group",
+            group_id=G,
+            member_id=m,
+            generation_id=gen,
+            assignments=given,
+            group_instance_id=g.members[m].group_instance_id,
+        )
         a = self.srv.answer(r)
         if a is not None:
             assert a.error_code in (E.NONE, E.REBALANCE_IN_PROGRESS), a
@@ -117,8 +132,14 @@ class ClassicGroupMachine(RuleBasedStateMachine):
             return
         m = data.draw(st.sampled_from(list(g.members)))
         topics = [OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, 1)])]
-        r = self.srv.call("commit_offsets", group_id=G, topics=topics, generation_id_or_member_epoch=g.generation_id,
-                          member_id=m, group_instance_id=g.members[m].group_instance_id)
+        r = self.srv.call(
+            "commit_offsets",
+            group_id=G,
+            topics=topics,
+            generation_id_or_member_epoch=g.generation_id,
+            member_id=m,
+            group_instance_id=g.members[m].group_instance_id,
+        )
         assert r.response[0].partitions[0].error_code in (E.NONE, E.REBALANCE_IN_PROGRESS)
 
     @rule(kind=st.sampled_from(["unknown member", "stale generation", "fenced instance", "sync stranger"]))
@@ -131,12 +152,18 @@ class ClassicGroupMachine(RuleBasedStateMachine):
         if kind == "unknown member":
             assert self.srv.heartbeat(G, "stranger", g.generation_id) == E.UNKNOWN_MEMBER_ID
         elif kind == "stale generation":
-            assert self.srv.heartbeat(G, some, g.generation_id + 1, g.members[some].group_instance_id) == E.ILLEGAL_GENERATION
+            assert (
+                self.srv.heartbeat(G, some, g.generation_id + 1, g.members[some].group_instance_id)
+                == E.ILLEGAL_GENERATION
+            )
         elif kind == "fenced instance":
             static = [mm for mm in g.members.values() if mm.group_instance_id is not None]
             if not static:
                 return
-            assert self.srv.heartbeat(G, "impostor", g.generation_id, static[0].group_instance_id) == E.FENCED_INSTANCE_ID
+            assert (
+                self.srv.heartbeat(G, "impostor", g.generation_id, static[0].group_instance_id)
+                == E.FENCED_INSTANCE_ID
+            )
         else:
             r = self.srv.call("sync_group", group_id=G, member_id="stranger", generation_id=g.generation_id)
             assert r.response.error_code == E.UNKNOWN_MEMBER_ID
@@ -173,9 +200,15 @@ class ClassicGroupMachine(RuleBasedStateMachine):
         assert all(k == m.member_id for k, m in g.members.items())
         instances = [m.group_instance_id for m in g.members.values() if m.group_instance_id is not None]
         assert len(instances) == len(set(instances)), "one member per group.instance.id"
-        assert {i: g.members[m].group_instance_id for i, m in g.static_members.items()} == {i: i for i in g.static_members}
+        assert {i: g.members[m].group_instance_id for i, m in g.static_members.items()} == {
+            i: i for i in g.static_members
+        }
         assert set(instances) == set(g.static_members)
-        assert (g.leader_id in g.members) if g.members else g.leader_id is None or g.state is ClassicGroupState.EMPTY
+        assert (
+            (g.leader_id in g.members)
+            if g.members
+            else g.leader_id is None or g.state is ClassicGroupState.EMPTY
+        )
         assert g.pending_sync <= set(g.members)
         assert not set(g.pending_members) & set(g.members)
         if g.state is ClassicGroupState.EMPTY:

@@ -29,18 +29,38 @@ def server(**cfg: object) -> Server:
     return Server(replace(FAST, **cfg), topic_metadata=lambda: METADATA)  # type: ignore[arg-type]
 
 
-def hb(srv: Server, member: str, epoch: int, owned: dict[uuid.UUID, list[int]] | None = None, *,
-       topics: list[str] | None = None, regex: str | None = None, assignor: str | None = None,
-       instance: str | None = None, version: int = 1, group: str = "cg"):
+def hb(
+    srv: Server,
+    member: str,
+    epoch: int,
+    owned: dict[uuid.UUID, list[int]] | None = None,
+    *,
+    topics: list[str] | None = None,
+    regex: str | None = None,
+    assignor: str | None = None,
+    instance: str | None = None,
+    version: int = 1,
+    group: str = "cg",
+):
     joining = epoch == 0
     req = ConsumerGroupHeartbeatRequest(
-        group, member, epoch, instance_id=instance,
+        group,
+        member,
+        epoch,
+        instance_id=instance,
         rebalance_timeout_ms=30_000 if joining else -1,
-        subscribed_topic_names=(topics if topics is not None else (["t"] if joining and regex is None else None)),
-        subscribed_topic_regex=regex, server_assignor=assignor,
-        topic_partitions=[TopicPartitions(t, ps) for t, ps in (owned or {}).items()] if (owned is not None or joining) else None,
+        subscribed_topic_names=(
+            topics if topics is not None else (["t"] if joining and regex is None else None)
+        ),
+        subscribed_topic_regex=regex,
+        server_assignor=assignor,
+        topic_partitions=[TopicPartitions(t, ps) for t, ps in (owned or {}).items()]
+        if (owned is not None or joining)
+        else None,
     )
-    return srv.call("consumer_group_heartbeat", req, api_version=version, client_id="c", client_host="/h").response
+    return srv.call(
+        "consumer_group_heartbeat", req, api_version=version, client_id="c", client_host="/h"
+    ).response
 
 
 def partitions(resp) -> dict[uuid.UUID, list[int]]:
@@ -109,7 +129,9 @@ def test_request_validation() -> None:
     assert hb(srv, "", 0).error_code == E.INVALID_REQUEST
     assert hb(srv, "A", 0, assignor="sticky").error_code == E.UNSUPPORTED_ASSIGNOR
     assert hb(srv, "A", 0, regex="(").error_code == E.INVALID_REGULAR_EXPRESSION
-    bad = ConsumerGroupHeartbeatRequest("cg", "A", 0, rebalance_timeout_ms=-1, subscribed_topic_names=["t"], topic_partitions=[])
+    bad = ConsumerGroupHeartbeatRequest(
+        "cg", "A", 0, rebalance_timeout_ms=-1, subscribed_topic_names=["t"], topic_partitions=[]
+    )
     assert srv.call("consumer_group_heartbeat", bad).response.error_code == E.INVALID_REQUEST
     assert "cg" not in srv.c.groups
     v0 = hb(srv, "", 0, version=0)
@@ -164,8 +186,14 @@ def test_offset_commit_and_fetch_with_member_epochs() -> None:
     part = [OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, 5)])]
 
     def commit(member: str, epoch: int, version: int = 9) -> int:
-        r = srv.call("commit_offsets", group_id="cg", topics=part, generation_id_or_member_epoch=epoch,
-                     member_id=member, api_version=version)
+        r = srv.call(
+            "commit_offsets",
+            group_id="cg",
+            topics=part,
+            generation_id_or_member_epoch=epoch,
+            member_id=member,
+            api_version=version,
+        )
         return r.response[0].partitions[0].error_code
 
     assert commit("A", 1) == E.NONE
@@ -183,14 +211,22 @@ def test_describe_list_and_cross_protocol_errors() -> None:
     srv = server()
     hb(srv, "A", 0)
     [d] = srv.call("consumer_group_describe", ["cg"]).response
-    assert d.error_code == E.NONE and d.group_state == "Stable" and d.group_epoch == 1 and d.assignor_name == "uniform"
+    assert (
+        d.error_code == E.NONE
+        and d.group_state == "Stable"
+        and d.group_epoch == 1
+        and d.assignor_name == "uniform"
+    )
     assert d.members[0].assignment[0].topic_name == "t"
     [missing] = srv.call("consumer_group_describe", ["nope"]).response
     assert missing.error_code == E.GROUP_ID_NOT_FOUND
     listed = srv.call("list_groups", types_filter=["Consumer"]).response
     assert [(g.group_id, g.protocol_type, g.group_state) for g in listed] == [("cg", "consumer", "Stable")]
     # Classic requests against a consumer group.
-    assert srv.call("heartbeat", group_id="cg", member_id="A", generation_id=1).response.error_code == E.UNKNOWN_MEMBER_ID
+    assert (
+        srv.call("heartbeat", group_id="cg", member_id="A", generation_id=1).response.error_code
+        == E.UNKNOWN_MEMBER_ID
+    )
     assert srv.answer(srv.join("cg")).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert srv.call("describe_groups", ["cg"]).response[0].group_state == "Dead"
     # ... and a consumer heartbeat against a classic group with members.
@@ -215,11 +251,29 @@ def test_replay_restores_epochs_and_assignments(cut: float) -> None:
         assert fresh.groups["cg"].group_epoch >= 1
         return
     old, new = srv.c.groups["cg"], fresh.groups["cg"]
-    assert (new.group_epoch, new.assignment_epoch, new.target, new.subscription_metadata, new.static_members) == (
-        old.group_epoch, old.assignment_epoch, old.target, old.subscription_metadata, old.static_members)
+    assert (
+        new.group_epoch,
+        new.assignment_epoch,
+        new.target,
+        new.subscription_metadata,
+        new.static_members,
+    ) == (old.group_epoch, old.assignment_epoch, old.target, old.subscription_metadata, old.static_members)
     for mid, m in old.members.items():
         n = new.members[mid]
-        assert (n.member_epoch, n.previous_member_epoch, n.state, n.assigned, n.pending_revocation,
-                n.subscribed_topic_names, n.instance_id) == (
-            m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation,
-            m.subscribed_topic_names, m.instance_id)
+        assert (
+            n.member_epoch,
+            n.previous_member_epoch,
+            n.state,
+            n.assigned,
+            n.pending_revocation,
+            n.subscribed_topic_names,
+            n.instance_id,
+        ) == (
+            m.member_epoch,
+            m.previous_member_epoch,
+            m.state,
+            m.assigned,
+            m.pending_revocation,
+            m.subscribed_topic_names,
+            m.instance_id,
+        )

@@ -29,18 +29,31 @@ def topics(**offsets: dict[int, int]) -> list[OffsetCommitRequestTopic]:
 
 
 def commit(srv: Server, group: str, gen: int = -1, member: str = "", **kw: object) -> list[int]:
-    r = srv.call("commit_offsets", group_id=group, topics=kw.pop("topics", topics(t={0: 10, 1: 20})),
-                 generation_id_or_member_epoch=gen, member_id=member, **kw)
+    r = srv.call(
+        "commit_offsets",
+        group_id=group,
+        topics=kw.pop("topics", topics(t={0: 10, 1: 20})),
+        generation_id_or_member_epoch=gen,
+        member_id=member,
+        **kw,
+    )
     return [p.error_code for t in r.response for p in t.partitions]
 
 
-def fetch(srv: Server | GroupCoordinator, group: str, wanted: dict[str, list[int]] | None = None, now: int = 0) -> dict:
-    req = OffsetFetchRequestGroup(group, None if wanted is None else [OffsetFetchRequestTopic(t, ps) for t, ps in wanted.items()])
+def fetch(
+    srv: Server | GroupCoordinator, group: str, wanted: dict[str, list[int]] | None = None, now: int = 0
+) -> dict:
+    req = OffsetFetchRequestGroup(
+        group, None if wanted is None else [OffsetFetchRequestTopic(t, ps) for t, ps in wanted.items()]
+    )
     c = srv.c if isinstance(srv, Server) else srv
     [g] = c.fetch_offsets(srv.now if isinstance(srv, Server) else now, [req]).response
     assert g.error_code == E.NONE
-    return {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
-            for t in g.topics for p in t.partitions}
+    return {
+        (t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
+        for t in g.topics
+        for p in t.partitions
+    }
 
 
 def stable_member(srv: Server, group: str, topic_list: tuple[str, ...] = ("t",)) -> tuple[str, int]:
@@ -55,8 +68,10 @@ def test_simple_commit_and_fetch() -> None:
     assert commit(srv, "g") == [E.NONE, E.NONE]
     got = fetch(srv, "g", {"t": [0, 1, 2], "other": [0]})
     assert got == {
-        ("t", 0): (10, 3, "m0", E.NONE), ("t", 1): (20, 3, "m1", E.NONE),
-        ("t", 2): (-1, -1, "", E.NONE), ("other", 0): (-1, -1, "", E.NONE),
+        ("t", 0): (10, 3, "m0", E.NONE),
+        ("t", 1): (20, 3, "m1", E.NONE),
+        ("t", 2): (-1, -1, "", E.NONE),
+        ("other", 0): (-1, -1, "", E.NONE),
     }
     assert fetch(srv, "g") == {("t", 0): (10, 3, "m0", E.NONE), ("t", 1): (20, 3, "m1", E.NONE)}
     assert fetch(srv, "unknown-group", {"t": [0]}) == {("t", 0): (-1, -1, "", E.NONE)}
@@ -67,7 +82,9 @@ def test_fetch_several_groups_at_once() -> None:
     srv = Server()
     commit(srv, "a")
     commit(srv, "b", topics=topics(u={0: 5}))
-    res = srv.call("fetch_offsets", [OffsetFetchRequestGroup("a", None), OffsetFetchRequestGroup("b", None)]).response
+    res = srv.call(
+        "fetch_offsets", [OffsetFetchRequestGroup("a", None), OffsetFetchRequestGroup("b", None)]
+    ).response
     assert [(g.group_id, [t.name for t in g.topics]) for g in res] == [("a", ["t"]), ("b", ["u"])]
 
 
@@ -95,8 +112,13 @@ def test_commit_during_completing_rebalance_is_rebalance_in_progress() -> None:
 
 def test_unknown_partitions_and_oversized_metadata() -> None:
     srv = Server(replace(FAST, offset_metadata_max_bytes=4))
-    req = [OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, 1, -1, "12345"), OffsetCommitRequestPartition(1, 1, -1, None)]),
-           OffsetCommitRequestTopic("missing", [OffsetCommitRequestPartition(0, 1)])]
+    req = [
+        OffsetCommitRequestTopic(
+            "t",
+            [OffsetCommitRequestPartition(0, 1, -1, "12345"), OffsetCommitRequestPartition(1, 1, -1, None)],
+        ),
+        OffsetCommitRequestTopic("missing", [OffsetCommitRequestPartition(0, 1)]),
+    ]
     codes = commit(srv, "g", topics=req, partition_exists=lambda t, p: t == "t")
     assert codes == [E.OFFSET_METADATA_TOO_LARGE, E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION]
     assert fetch(srv, "g") == {("t", 1): (1, -1, "", E.NONE)}
@@ -106,10 +128,16 @@ def test_offset_delete() -> None:
     srv = Server()
     member, gen = stable_member(srv, "g", ("t",))
     commit(srv, "g", gen, member, topics=topics(t={0: 1}, u={0: 2, 1: 3}))
-    r = srv.call("delete_offsets", group_id="g", topics=[OffsetDeleteRequestTopic("t", [0]), OffsetDeleteRequestTopic("u", [0, 9])]).response
+    r = srv.call(
+        "delete_offsets",
+        group_id="g",
+        topics=[OffsetDeleteRequestTopic("t", [0]), OffsetDeleteRequestTopic("u", [0, 9])],
+    ).response
     assert r.error_code == E.NONE
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
-        ("t", [(0, E.GROUP_SUBSCRIBED_TO_TOPIC)]), ("u", [(0, E.NONE), (9, E.NONE)])]
+        ("t", [(0, E.GROUP_SUBSCRIBED_TO_TOPIC)]),
+        ("u", [(0, E.NONE), (9, E.NONE)]),
+    ]
     assert fetch(srv, "g") == {("t", 0): (1, 3, "m0", E.NONE), ("u", 1): (3, 3, "m1", E.NONE)}
     assert srv.call("delete_offsets", group_id="nope", topics=[]).response.error_code == E.GROUP_ID_NOT_FOUND
 
@@ -170,7 +198,9 @@ def test_replay_after_restart_gives_the_same_answers() -> None:
     restarted.load([(r.key, r.value) for r in srv.log], now_ms=srv.now)
     for g in ("g", "simple", "gone", "never"):
         assert fetch(restarted, g, now=srv.now) == fetch(srv, g)
-        assert fetch(restarted, g, {"t": [0, 1], "x": [0], "y": [3]}, now=srv.now) == fetch(srv, g, {"t": [0, 1], "x": [0], "y": [3]})
+        assert fetch(restarted, g, {"t": [0, 1], "x": [0], "y": [3]}, now=srv.now) == fetch(
+            srv, g, {"t": [0, 1], "x": [0], "y": [3]}
+        )
     group = restarted.groups["g"]
     assert group.state is ClassicGroupState.STABLE and group.generation_id == gen
     assert list(group.members) == [member] and group.leader_id == member
@@ -188,7 +218,12 @@ def test_empty_group_id_is_invalid_everywhere() -> None:
     stable_member(srv, "g")
     [g] = srv.call("fetch_offsets", [OffsetFetchRequestGroup("", None)]).response
     assert (g.error_code, g.topics) == (E.INVALID_GROUP_ID, [])
-    assert srv.call("delete_offsets", group_id="", topics=[OffsetDeleteRequestTopic("t", [0])]).response.error_code == E.INVALID_GROUP_ID
+    assert (
+        srv.call(
+            "delete_offsets", group_id="", topics=[OffsetDeleteRequestTopic("t", [0])]
+        ).response.error_code
+        == E.INVALID_GROUP_ID
+    )
     assert srv.heartbeat("", "m", 1) == E.INVALID_GROUP_ID
     assert srv.sync("", "m", 1).response.error_code == E.INVALID_GROUP_ID
     leave = srv.call("leave_group", group_id="", members=[MemberIdentity("m")]).response

@@ -29,9 +29,9 @@ TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 # Declared fields the typed records leave out (read past on decode, written with their defaults).
 NOT_KEPT = {
     "ConsumerGroupPartitionMetadataValue.topics": {"partition_metadata"},  # racks: unused since Kafka 4.0
-    "ConsumerGroupMemberMetadataValue": {"classic_member_metadata"},       # classic members of a consumer group
+    "ConsumerGroupMemberMetadataValue": {"classic_member_metadata"},  # classic members of a consumer group
     # Added by Kafka 4.1-4.3's specs; kcompat writes their defaults and reads past them for now.
-    "ConsumerGroupMetadataValue": {"metadata_hash"},                        # KIP-1101 subscription hash
+    "ConsumerGroupMetadataValue": {"metadata_hash"},  # KIP-1101 subscription hash
     "ConsumerGroupTargetAssignmentMetadataValue": {"assignment_timestamp"},
     "OffsetCommitValue": {"topic_id"},
 }
@@ -61,7 +61,7 @@ def test_typed_records_name_the_declared_fields(name: str) -> None:
 def test_offset_commit_key_golden() -> None:
     key = rec.encode_key(rec.OffsetCommitKey("g1", "t", 3))
     # int16 type 1 | STRING "g1" | STRING "t" | int32 3
-    assert key == bytes.fromhex("0001" "0002" "6731" "0001" "74" "00000003")
+    assert key == bytes.fromhex("00010002673100017400000003")
     assert rec.decode_key(key) == rec.OffsetCommitKey("g1", "t", 3)
 
 
@@ -69,7 +69,7 @@ def test_offset_commit_value_v3_golden() -> None:
     value = rec.OffsetCommitValue(offset=42, metadata="m", commit_timestamp=1000, leader_epoch=5)
     data = rec.encode_value(value)
     # int16 version 3 | int64 offset | int32 leader epoch | STRING metadata | int64 commit timestamp
-    assert data == bytes.fromhex("0003" "000000000000002a" "00000005" "0001" "6d" "00000000000003e8")
+    assert data == bytes.fromhex("0003000000000000002a0000000500016d00000000000003e8")
     assert rec.decode_value(rec.OffsetCommitKey("g1", "t", 3), data) == value
 
 
@@ -77,16 +77,16 @@ def test_offset_commit_value_with_expiry_is_v1() -> None:
     value = rec.OffsetCommitValue(7, "", 1000, -1, 5000)
     data = rec.encode_value(value)
     # v1: offset, metadata, commit timestamp, expire timestamp (no leader epoch)
-    assert data == bytes.fromhex("0001" "0000000000000007" "0000" "00000000000003e8" "0000000000001388")
+    assert data == bytes.fromhex("00010000000000000007000000000000000003e80000000000001388")
     assert rec.decode_value(rec.OffsetCommitKey("g", "t", 0), data) == value
 
 
 def test_old_offset_commit_values_decode() -> None:
     key = rec.OffsetCommitKey("g", "t", 0)
-    v0 = bytes.fromhex("0000" "0000000000000009" "0002" "6869" "0000000000000064")
+    v0 = bytes.fromhex("00000000000000000009000268690000000000000064")
     assert rec.decode_value(key, v0) == rec.OffsetCommitValue(9, "hi", 100)
     # v4 (flexible): compact metadata, then an empty tagged-field section
-    v4 = bytes.fromhex("0004" "0000000000000009" "00000002" "03" "6869" "0000000000000064" "00")
+    v4 = bytes.fromhex("0004000000000000000900000002036869000000000000006400")
     assert rec.decode_value(key, v4) == rec.OffsetCommitValue(9, "hi", 100, 2)
 
 
@@ -95,32 +95,38 @@ def test_group_metadata_v3_golden() -> None:
     value = rec.GroupMetadataValue("consumer", 4, "range", "m", (member,), 77)
     data = rec.encode_value(value)
     expected = bytes.fromhex(
-        "0003"                       # version
-        "0008" + b"consumer".hex() +  # protocol_type
-        "00000004"                   # generation
-        "0005" + b"range".hex() +    # protocol
-        "0001" "6d"                  # leader "m"
-        "000000000000004d"           # current_state_timestamp 77
-        "00000001"                   # one member
-        "0001" "6d"                  # member_id
-        "0001" "69"                  # group_instance_id
-        "0001" "63"                  # client_id
-        "0001" "68"                  # client_host
-        "00004e20"                   # rebalance_timeout 20000
-        "00002710"                   # session_timeout 10000
-        "00000001" "01"              # subscription
-        "00000001" "02"              # assignment
+        "0003"  # version
+        "0008"
+        + b"consumer".hex()  # protocol_type
+        + "00000004"  # generation
+        "0005"
+        + b"range".hex()  # protocol
+        + "0001"
+        "6d"  # leader "m"
+        "000000000000004d"  # current_state_timestamp 77
+        "00000001"  # one member
+        "0001"
+        "6d"  # member_id
+        "0001"
+        "69"  # group_instance_id
+        "0001"
+        "63"  # client_id
+        "0001"
+        "68"  # client_host
+        "00004e20"  # rebalance_timeout 20000
+        "00002710"  # session_timeout 10000
+        "00000001"
+        "01"  # subscription
+        "00000001"
+        "02"  # assignment
     )
     assert data == expected
-    assert rec.encode_key(rec.GroupMetadataKey("g")) == bytes.fromhex("0002" "0001" "67")
+    assert rec.encode_key(rec.GroupMetadataKey("g")) == bytes.fromhex("0002000167")
     assert rec.decode_value(rec.GroupMetadataKey("g"), data) == value
 
 
 def test_group_metadata_v0_decodes_with_defaults() -> None:
-    data = bytes.fromhex(
-        "0000" "0001" "61" "00000001" "ffff" "ffff" "00000001"
-        "0001" "6d" "0001" "63" "0001" "68" "00001388" "00000000" "00000000"
-    )
+    data = bytes.fromhex("000000016100000001ffffffff0000000100016d000163000168000013880000000000000000")
     v = rec.decode_value(rec.GroupMetadataKey("g"), data)
     assert v == rec.GroupMetadataValue(
         "a", 1, None, None, (rec.GroupMemberMetadata("m", "c", "h", 5000, b"", b""),), -1
@@ -128,40 +134,60 @@ def test_group_metadata_v0_decodes_with_defaults() -> None:
 
 
 def test_consumer_group_metadata_golden() -> None:
-    assert rec.encode_key(rec.ConsumerGroupMetadataKey("g")) == bytes.fromhex("0003" "0001" "67")
+    assert rec.encode_key(rec.ConsumerGroupMetadataKey("g")) == bytes.fromhex("0003000167")
     # v0 flexible: int32 epoch, empty tagged fields
-    assert rec.encode_value(rec.ConsumerGroupMetadataValue(7)) == bytes.fromhex("0000" "00000007" "00")
+    assert rec.encode_value(rec.ConsumerGroupMetadataValue(7)) == bytes.fromhex("00000000000700")
 
 
 def test_target_assignment_member_golden() -> None:
     value = rec.ConsumerGroupTargetAssignmentMemberValue(((TOPIC_ID, (0, 2)),))
     data = rec.encode_value(value)
     # compact array of 1 | uuid | compact array of 2 | 0 | 2 | tags | tags
-    assert data == bytes.fromhex("0000" "02" + TOPIC_ID.hex + "03" "00000000" "00000002" "00" "00")
-    assert rec.encode_key(rec.ConsumerGroupTargetAssignmentMemberKey("g", "m")) == bytes.fromhex("0007" "0001" "67" "0001" "6d")
+    assert data == bytes.fromhex("000002" + TOPIC_ID.hex + "0300000000000000020000")
+    assert rec.encode_key(rec.ConsumerGroupTargetAssignmentMemberKey("g", "m")) == bytes.fromhex(
+        "000700016700016d"
+    )
 
 
 ALL_RECORDS: list[tuple[rec.RecordKey, rec.RecordValue | None]] = [
     (rec.OffsetCommitKey("grp", "topic-a", 5), rec.OffsetCommitValue(123, "meta", 1700000000000, 3)),
     (rec.OffsetCommitKey("grp", "topic-a", 6), rec.OffsetCommitValue(9, "", 1000, -1, 2000)),
     (rec.OffsetCommitKey("grp", "topic-a", 7), None),
-    (rec.GroupMetadataKey("grp"), rec.GroupMetadataValue(
-        "consumer", 3, "range", "m1",
-        (rec.GroupMemberMetadata("m1", "cid", "/10.0.0.1", 45000, b"sub", b"asg", 300000, None),
-         rec.GroupMemberMetadata("m2", "cid", "/10.0.0.2", 45000, b"", b"", 300000, "inst-2")),
-        1700000000001,
-    )),
+    (
+        rec.GroupMetadataKey("grp"),
+        rec.GroupMetadataValue(
+            "consumer",
+            3,
+            "range",
+            "m1",
+            (
+                rec.GroupMemberMetadata("m1", "cid", "/10.0.0.1", 45000, b"sub", b"asg", 300000, None),
+                rec.GroupMemberMetadata("m2", "cid", "/10.0.0.2", 45000, b"", b"", 300000, "inst-2"),
+            ),
+            1700000000001,
+        ),
+    ),
     (rec.GroupMetadataKey("empty"), rec.GroupMetadataValue("", 0, None, None, (), 5)),
     (rec.ConsumerGroupMetadataKey("cg"), rec.ConsumerGroupMetadataValue(11)),
-    (rec.ConsumerGroupPartitionMetadataKey("cg"), rec.ConsumerGroupPartitionMetadataValue(
-        (rec.TopicMetadata(TOPIC_ID, "orders", 6),))),
-    (rec.ConsumerGroupMemberMetadataKey("cg", "mem"), rec.ConsumerGroupMemberMetadataValue(
-        "client", "/1.2.3.4", ("a", "b"), "inst", "rack-1", "ord.*", 60000, "uniform")),
+    (
+        rec.ConsumerGroupPartitionMetadataKey("cg"),
+        rec.ConsumerGroupPartitionMetadataValue((rec.TopicMetadata(TOPIC_ID, "orders", 6),)),
+    ),
+    (
+        rec.ConsumerGroupMemberMetadataKey("cg", "mem"),
+        rec.ConsumerGroupMemberMetadataValue(
+            "client", "/1.2.3.4", ("a", "b"), "inst", "rack-1", "ord.*", 60000, "uniform"
+        ),
+    ),
     (rec.ConsumerGroupTargetAssignmentMetadataKey("cg"), rec.ConsumerGroupTargetAssignmentMetadataValue(10)),
-    (rec.ConsumerGroupTargetAssignmentMemberKey("cg", "mem"), rec.ConsumerGroupTargetAssignmentMemberValue(
-        ((TOPIC_ID, (0, 1, 2)),))),
-    (rec.ConsumerGroupCurrentMemberAssignmentKey("cg", "mem"), rec.ConsumerGroupCurrentMemberAssignmentValue(
-        10, 9, 1, ((TOPIC_ID, (0, 1)),), ((TOPIC_ID, (2,)),))),
+    (
+        rec.ConsumerGroupTargetAssignmentMemberKey("cg", "mem"),
+        rec.ConsumerGroupTargetAssignmentMemberValue(((TOPIC_ID, (0, 1, 2)),)),
+    ),
+    (
+        rec.ConsumerGroupCurrentMemberAssignmentKey("cg", "mem"),
+        rec.ConsumerGroupCurrentMemberAssignmentValue(10, 9, 1, ((TOPIC_ID, (0, 1)),), ((TOPIC_ID, (2,)),)),
+    ),
     (rec.ConsumerGroupMemberMetadataKey("cg", "gone"), None),
 ]
 
@@ -172,11 +198,15 @@ def test_round_trip(key: rec.RecordKey, value: rec.RecordValue | None) -> None:
     decoded = rec.decode(record)
     assert decoded is not None
     assert decoded.key == key and decoded.value == value
-    assert rec.group_of(key) == ("empty" if key == rec.GroupMetadataKey("empty") else key.__dict__.get("group", key.__dict__.get("group_id")))
+    assert rec.group_of(key) == (
+        "empty"
+        if key == rec.GroupMetadataKey("empty")
+        else key.__dict__.get("group", key.__dict__.get("group_id"))
+    )
 
 
 def test_unknown_record_types_are_skipped() -> None:
-    assert rec.decode_key(bytes.fromhex("000a" "0001" "67")) is None  # a share-group key
+    assert rec.decode_key(bytes.fromhex("000a000167")) is None  # a share-group key
 
 
 @pytest.mark.parametrize(("key", "value"), [kv for kv in ALL_RECORDS if kv[1] is not None])
@@ -199,9 +229,17 @@ def test_garbage_raises_only_decode_error(k: bytes, v: bytes) -> None:
         rec.decode((k, v))
 
 
-@given(st.text(max_size=20), st.text(max_size=20), st.integers(0, 2**31 - 1),
-       st.integers(-(2**63), 2**63 - 1), st.text(max_size=30), st.integers(-1, 2**31 - 1))
-def test_offset_commit_round_trip_property(group: str, topic: str, partition: int, offset: int, meta: str, epoch: int) -> None:
+@given(
+    st.text(max_size=20),
+    st.text(max_size=20),
+    st.integers(0, 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.text(max_size=30),
+    st.integers(-1, 2**31 - 1),
+)
+def test_offset_commit_round_trip_property(
+    group: str, topic: str, partition: int, offset: int, meta: str, epoch: int
+) -> None:
     key = rec.OffsetCommitKey(group, topic, partition)
     value = rec.OffsetCommitValue(offset, meta, 1, epoch)
     decoded = rec.decode(rec.make(key, value))
@@ -250,29 +288,65 @@ def test_kafka_own_decoder_reads_our_records(tmp_path: Path) -> None:
         k, v = rec.make(key, value)
         lines.append(f"{k.hex()} {'-' if v is None else v.hex()}")
     out = subprocess.run(
-        ["java", "-cp", f"{JARS}/*", str(src)], input="\n".join(lines) + "\n",
-        capture_output=True, text=True, timeout=120, check=True,
+        ["java", "-cp", f"{JARS}/*", str(src)],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     ).stdout.splitlines()
     assert len(out) == len(ALL_RECORDS)
     expect = [
-        ["OffsetCommitKey(group='grp', topic='topic-a', partition=5)", "offset=123", "leaderEpoch=3",
-         "metadata='meta'", "commitTimestamp=1700000000000", "at version 3"],
+        [
+            "OffsetCommitKey(group='grp', topic='topic-a', partition=5)",
+            "offset=123",
+            "leaderEpoch=3",
+            "metadata='meta'",
+            "commitTimestamp=1700000000000",
+            "at version 3",
+        ],
         ["partition=6", "offset=9", "commitTimestamp=1000", "expireTimestamp=2000", "at version 1"],
         ["partition=7", "=> null"],
-        ["GroupMetadataKey(group='grp')", "protocolType='consumer'", "generation=3", "protocol='range'",
-         "leader='m1'", "currentStateTimestamp=1700000000001", "memberId='m1'", "groupInstanceId=null",
-         "clientHost='/10.0.0.1'", "rebalanceTimeout=300000", "sessionTimeout=45000", "subscription=[115, 117, 98]",
-         "memberId='m2'", "groupInstanceId='inst-2'", "at version 3"],
+        [
+            "GroupMetadataKey(group='grp')",
+            "protocolType='consumer'",
+            "generation=3",
+            "protocol='range'",
+            "leader='m1'",
+            "currentStateTimestamp=1700000000001",
+            "memberId='m1'",
+            "groupInstanceId=null",
+            "clientHost='/10.0.0.1'",
+            "rebalanceTimeout=300000",
+            "sessionTimeout=45000",
+            "subscription=[115, 117, 98]",
+            "memberId='m2'",
+            "groupInstanceId='inst-2'",
+            "at version 3",
+        ],
         ["GroupMetadataKey(group='empty')", "protocolType=''", "generation=0", "protocol=null", "members=[]"],
         ["ConsumerGroupMetadataKey(groupId='cg')", "epoch=11"],
         ["ConsumerGroupPartitionMetadataKey(groupId='cg')", "topicName='orders'", "numPartitions=6"],
-        ["ConsumerGroupMemberMetadataKey(groupId='cg', memberId='mem')", "instanceId='inst'", "rackId='rack-1'",
-         "clientId='client'", "subscribedTopicNames=[a, b]", "subscribedTopicRegex='ord.*'",
-         "rebalanceTimeoutMs=60000", "serverAssignor='uniform'"],
+        [
+            "ConsumerGroupMemberMetadataKey(groupId='cg', memberId='mem')",
+            "instanceId='inst'",
+            "rackId='rack-1'",
+            "clientId='client'",
+            "subscribedTopicNames=[a, b]",
+            "subscribedTopicRegex='ord.*'",
+            "rebalanceTimeoutMs=60000",
+            "serverAssignor='uniform'",
+        ],
         ["ConsumerGroupTargetAssignmentMetadataKey(groupId='cg')", "assignmentEpoch=10"],
         ["ConsumerGroupTargetAssignmentMemberKey(groupId='cg', memberId='mem')", "partitions=[0, 1, 2]"],
-        ["ConsumerGroupCurrentMemberAssignmentKey(groupId='cg', memberId='mem')", "memberEpoch=10",
-         "previousMemberEpoch=9", "state=1", "partitions=[0, 1]", "partitions=[2]"],
+        [
+            "ConsumerGroupCurrentMemberAssignmentKey(groupId='cg', memberId='mem')",
+            "memberEpoch=10",
+            "previousMemberEpoch=9",
+            "state=1",
+            "partitions=[0, 1]",
+            "partitions=[2]",
+        ],
         ["ConsumerGroupMemberMetadataKey(groupId='cg', memberId='gone')", "=> null"],
     ]
     for line, fragments in zip(out, expect, strict=True):

@@ -51,7 +51,9 @@ def test_transition_table(frm, to):
 
 
 def test_log_record_bytes_are_kafkas_v0_layout():
-    m = TransactionMetadata("tx", 5, 1, 60000, S.ONGOING, {("a", 3), ("a", 0)}, txn_start_ms=10, txn_last_update_ms=20)
+    m = TransactionMetadata(
+        "tx", 5, 1, 60000, S.ONGOING, {("a", 3), ("a", 0)}, txn_start_ms=10, txn_last_update_ms=20
+    )
     assert encode_key("tx") == struct.pack(">hh", 0, 2) + b"tx"
     expected = (
         struct.pack(">hqhib", 0, 5, 1, 60000, 1)  # version, producerId, epoch, timeout, status
@@ -67,7 +69,9 @@ def test_log_record_bytes_are_kafkas_v0_layout():
 
 def make(max_timeout=900_000, expiration=10_000):
     ids = itertools.count(1000)
-    return TransactionCoordinator(TxnConfig(max_timeout_ms=max_timeout, id_expiration_ms=expiration)), lambda: next(ids)
+    return TransactionCoordinator(
+        TxnConfig(max_timeout_ms=max_timeout, id_expiration_ms=expiration)
+    ), lambda: next(ids)
 
 
 def test_commit_round_and_retries():

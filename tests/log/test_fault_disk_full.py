@@ -71,9 +71,13 @@ CHILD = textwrap.dedent(
 def tiny_fs(tmp_path: Path):
     mnt = tmp_path / "fs"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if r.returncode != 0:
-        pytest.fail(f"cannot mount a tmpfs ({r.stderr.strip()}): run as root to test a full disk", pytrace=False)
+        pytest.fail(
+            f"cannot mount a tmpfs ({r.stderr.strip()}): run as root to test a full disk", pytrace=False
+        )
     try:
         yield mnt
     finally:
@@ -86,13 +90,17 @@ def test_full_tmpfs_refuses_appends_without_killing_the_process(tiny_fs: Path) -
         [sys.executable, "-c", CHILD, str(tiny_fs)], cwd=tiny_fs.parent, capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)},
     )  # fmt: skip
-    assert child.returncode == 0, f"child died with {child.returncode} (-7 is SIGBUS):\n{child.stderr[-3000:]}"
+    assert child.returncode == 0, (
+        f"child died with {child.returncode} (-7 is SIGBUS):\n{child.stderr[-3000:]}"
+    )
     ok, refused = (int(part.split("=")[1]) for part in child.stdout.split())
     assert ok > 0 and refused > 0
 
 
 def fresh(tmp_path: Path) -> LogManager:
-    return LogManager([tmp_path], LogConfig(index_interval_bytes=100), cluster_id="c", node_id=1, clock=lambda: 0)
+    return LogManager(
+        [tmp_path], LogConfig(index_interval_bytes=100), cluster_id="c", node_id=1, clock=lambda: 0
+    )
 
 
 def enospc(*_args: object, **_kw: object) -> None:

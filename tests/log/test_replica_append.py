@@ -19,7 +19,9 @@ def leader_batches(tmp_path, epochs):
     """Batches as a leader wrote them: (bytes, base offset, epoch) appended with the given epochs."""
     leader = open_log(tmp_path, "leader-0")
     for i, epoch in enumerate(epochs):
-        leader.append(batch(2, producer_id=7, producer_epoch=0, base_sequence=2 * i), leader_epoch=epoch, now_ms=0)
+        leader.append(
+            batch(2, producer_id=7, producer_epoch=0, base_sequence=2 * i), leader_epoch=epoch, now_ms=0
+        )
     return leader
 
 
@@ -31,7 +33,9 @@ def test_follower_keeps_offsets_epochs_and_producer_state(tmp_path):
     assert follower.read(0, 1 << 20).read_bytes() == data  # byte for byte as the leader stored them
     assert follower.leader_epoch_cache.entries() == [(0, 0), (3, 4)]
     # Once leader, a retry of the last batch is answered with its original offsets, not appended again.
-    again = follower.append(batch(2, producer_id=7, producer_epoch=0, base_sequence=6), leader_epoch=4, now_ms=0)
+    again = follower.append(
+        batch(2, producer_id=7, producer_epoch=0, base_sequence=6), leader_epoch=4, now_ms=0
+    )
     assert again.duplicate and (again.base_offset, again.last_offset) == (6, 7)
 
 

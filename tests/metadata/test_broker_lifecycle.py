@@ -21,7 +21,9 @@ REG = SendRegistration("inc-1", -1)
 
 
 def hb(epoch: int = 10, offset: int = -1, fence: bool = True, shut: bool = False) -> SendHeartbeat:
-    return SendHeartbeat(broker_epoch=epoch, current_metadata_offset=offset, want_fence=fence, want_shut_down=shut)
+    return SendHeartbeat(
+        broker_epoch=epoch, current_metadata_offset=offset, want_fence=fence, want_shut_down=shut
+    )
 
 
 def ok(caught_up: bool = False, fenced: bool = True, shut: bool = False) -> HeartbeatResponse:

@@ -21,7 +21,10 @@ D1, D2, D3 = (uuid.UUID(int=n) for n in (0xD1, 0xD2, 0xD3))
 
 def batch(base: int, *recs: tuple[int, int, dict[str, Any]], epoch: int = 1) -> bytes:
     return build_batch(
-        [Record(base + i, 1_700_000_000_000, None, r.encode_record(k, v, body)) for i, (k, v, body) in enumerate(recs)],
+        [
+            Record(base + i, 1_700_000_000_000, None, r.encode_record(k, v, body))
+            for i, (k, v, body) in enumerate(recs)
+        ],
         base_offset=base,
         partition_leader_epoch=epoch,
     )
@@ -31,7 +34,9 @@ def topic(name: str, tid: uuid.UUID) -> tuple[int, int, dict[str, Any]]:
     return (r.TOPIC, 0, {"name": name, "topic_id": tid})
 
 
-def partition(tid: uuid.UUID, p: int, replicas: list[int], leader: int, dirs: list[uuid.UUID]) -> tuple[int, int, dict[str, Any]]:
+def partition(
+    tid: uuid.UUID, p: int, replicas: list[int], leader: int, dirs: list[uuid.UUID]
+) -> tuple[int, int, dict[str, Any]]:
     body = {"partition_id": p, "topic_id": tid, "replicas": replicas, "isr": replicas, "removing_replicas": [],
             "adding_replicas": [], "leader": leader, "leader_epoch": 0, "partition_epoch": 0, "directories": dirs}  # fmt: skip
     return (r.PARTITION, 2, body)
@@ -59,7 +64,12 @@ def test_record_frame_round_trip_and_rejections() -> None:
     assert value[:3] == bytes([1, r.FEATURE_LEVEL, 0])
     key, version, body = r.decode_record(value)
     assert (key, version, body.name, body.feature_level) == (r.FEATURE_LEVEL, 0, "metadata.version", 30)
-    for bad in (bytes([0]) + value[1:], bytes([1, 99, 0]), bytes([1, r.FEATURE_LEVEL, 9]) + value[3:], value + b"x"):
+    for bad in (
+        bytes([0]) + value[1:],
+        bytes([1, 99, 0]),
+        bytes([1, r.FEATURE_LEVEL, 9]) + value[3:],
+        value + b"x",
+    ):
         with pytest.raises(DecodeError):
             r.decode_record(bad)
 
@@ -93,7 +103,11 @@ def test_partition_change_absent_fields_mean_unchanged() -> None:
     p = loader.image.partition("a", 0)
     assert p is not None and (p.leader, p.leader_epoch, p.partition_epoch, p.isr) == (-1, 1, 2, (1, 2))
     # New replicas without Directories keep the directories of kept replicas, unassigned for new ones.
-    loader.append(batch(4, (r.PARTITION_CHANGE, 0, {"partition_id": 0, "topic_id": T1, "replicas": [2, 4], "leader": 2})))
+    loader.append(
+        batch(
+            4, (r.PARTITION_CHANGE, 0, {"partition_id": 0, "topic_id": T1, "replicas": [2, 4], "leader": 2})
+        )
+    )
     loader.advance(5)
     p = loader.image.partition("a", 0)
     assert p is not None
@@ -126,15 +140,25 @@ def test_control_batches_are_skipped_but_move_the_offset() -> None:
 def test_brokers_fence_unfence_shutdown_unregister() -> None:
     loader = MetadataLoader()
     loader.append(batch(0, register(1, 10), register(2, 11, fenced=False)))
-    loader.append(batch(2, (r.BROKER_REGISTRATION_CHANGE, 2, {"broker_id": 1, "broker_epoch": 10, "fenced": -1})))
+    loader.append(
+        batch(2, (r.BROKER_REGISTRATION_CHANGE, 2, {"broker_id": 1, "broker_epoch": 10, "fenced": -1}))
+    )
     loader.append(batch(3, (r.BROKER_REGISTRATION_CHANGE, 1, {"broker_id": 2, "broker_epoch": 11, "fenced": 0,
                                                              "in_controlled_shutdown": 1})))  # fmt: skip
-    loader.append(batch(4, (r.BROKER_REGISTRATION_CHANGE, 0, {"broker_id": 1, "broker_epoch": 9, "fenced": 1})))
+    loader.append(
+        batch(4, (r.BROKER_REGISTRATION_CHANGE, 0, {"broker_id": 1, "broker_epoch": 9, "fenced": 1}))
+    )
     loader.advance(5)
     b1, b2 = loader.image.brokers[1], loader.image.brokers[2]
     assert not b1.fenced  # the stale epoch 9 did not fence it again
     assert not b2.fenced and b2.in_controlled_shutdown
-    loader.append(batch(5, (r.FENCE_BROKER, 0, {"id": 1, "epoch": 10}), (r.UNREGISTER_BROKER, 0, {"broker_id": 2, "broker_epoch": 11})))
+    loader.append(
+        batch(
+            5,
+            (r.FENCE_BROKER, 0, {"id": 1, "epoch": 10}),
+            (r.UNREGISTER_BROKER, 0, {"broker_id": 2, "broker_epoch": 11}),
+        )
+    )
     loader.advance(7)
     assert loader.image.brokers[1].fenced and set(loader.image.brokers) == {1}
 
@@ -162,8 +186,25 @@ def test_configs_features_producer_ids_and_topic_removal() -> None:
 
 def test_clear_elr_and_unchanged_topics_are_shared() -> None:
     loader = MetadataLoader()
-    loader.append(batch(0, topic("a", T1), partition(T1, 0, [1, 2], 1, [D1, D2]), topic("b", T2), partition(T2, 0, [1], 1, [D1])))
-    loader.append(batch(4, (r.PARTITION_CHANGE, 2, {"partition_id": 0, "topic_id": T1, "isr": [1], "eligible_leader_replicas": [2]})))
+    loader.append(
+        batch(
+            0,
+            topic("a", T1),
+            partition(T1, 0, [1, 2], 1, [D1, D2]),
+            topic("b", T2),
+            partition(T2, 0, [1], 1, [D1]),
+        )
+    )
+    loader.append(
+        batch(
+            4,
+            (
+                r.PARTITION_CHANGE,
+                2,
+                {"partition_id": 0, "topic_id": T1, "isr": [1], "eligible_leader_replicas": [2]},
+            ),
+        )
+    )
     first = loader.advance(5)
     assert first is not None
     p = first.partition("a", 0)
@@ -196,7 +237,9 @@ def test_a_snapshot_replaces_the_image_and_fetching_resumes_at_its_end() -> None
     assert loader.in_transaction
     header = build_batch([Record(0, 0, control_key(ControlType.SNAPSHOT_HEADER), b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")],
                          base_offset=0, control=True, partition_leader_epoch=3)  # fmt: skip
-    snapshot = header + batch(1, feature("metadata.version", 30), topic("a", T1), partition(T1, 0, [1], 1, [D1]), epoch=3)
+    snapshot = header + batch(
+        1, feature("metadata.version", 30), topic("a", T1), partition(T1, 0, [1], 1, [D1]), epoch=3
+    )
     image = loader.load_snapshot(snapshot, end_offset=120, epoch=3)
     assert (image.offset, image.epoch, loader.next_offset, loader.last_fetched_epoch) == (119, 3, 120, 3)
     assert set(image.topic_ids) == {"a"} and not loader.in_transaction

@@ -21,7 +21,9 @@ def test_prefetch_at_ninety_percent_then_switch_without_a_gap() -> None:
     blocks.on_block(0, 10)
     got = [blocks.next_id(0) for _ in range(10)]
     assert [pid for pid, _ in got] == list(range(10))
-    assert [send for _, send in got] == [False] * 9 + [True]  # id 9 = start + 0.9 * 10: ask for the next block
+    assert [send for _, send in got] == [False] * 9 + [
+        True
+    ]  # id 9 = start + 0.9 * 10: ask for the next block
     blocks.on_block(1000, 10)
     assert blocks.next_id(0) == (1000, False)  # the prefetched block follows at once
     assert blocks.current == ProducerIdBlock(1000, 10) and blocks.next_block is None

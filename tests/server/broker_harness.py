@@ -1,8 +1,8 @@
 """An in-process Broker on a private event loop, driven with real request frames (no sockets).
 
-    h = BrokerHarness(tmp_path, {"auto.create.topics.enable": "false"})
-    resp = h.call(METADATA, 12, {"topics": None})      # encode_request -> Broker.handle -> decode
-    h.restart()                                        # close cleanly and start again on the same dirs
+h = BrokerHarness(tmp_path, {"auto.create.topics.enable": "false"})
+resp = h.call(METADATA, 12, {"topics": None})      # encode_request -> Broker.handle -> decode
+h.restart()                                        # close cleanly and start again on the same dirs
 """
 
 from __future__ import annotations
@@ -47,7 +47,11 @@ async def until(condition: Callable[[], object]) -> None:
 
 class BrokerHarness:
     def __init__(self, tmp_path: Path, props: Mapping[str, str] | None = None, *, clock: Any = None) -> None:
-        self.props = {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:19092", **(props or {})}
+        self.props = {
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": "PLAINTEXT://127.0.0.1:19092",
+            **(props or {}),
+        }
         self.clock = clock
         self.loop = asyncio.new_event_loop()
         self.correlation = 0

@@ -1,8 +1,8 @@
 """Helpers for the group tests: a BrokerHarness with a settable clock and concurrent requests.
 
-    h = GroupHarness(tmp_path)                      # fake clock at FakeClock.start, initial delay 0
-    a, b = h.together(join(h, "g"), join(h, "g"))  # requests in flight at once, as from two connections
-    h.advance(10_000)                               # move the clock and fire the coordinator's timers
+h = GroupHarness(tmp_path)                      # fake clock at FakeClock.start, initial delay 0
+a, b = h.together(join(h, "g"), join(h, "g"))  # requests in flight at once, as from two connections
+h.advance(10_000)                               # move the clock and fire the coordinator's timers
 """
 
 from __future__ import annotations
@@ -63,7 +63,10 @@ class GroupHarness(BrokerHarness):
         self.run(asyncio.sleep(0.01))
 
     def create_topic(self, name: str, partitions: int) -> None:
-        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}], "timeout_ms": 100}
+        body = {
+            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+            "timeout_ms": 100,
+        }
         assert self.call(CREATE_TOPICS, 7, body).topics[0].error_code == 0
 
 
@@ -82,7 +85,9 @@ def join_new(h: BrokerHarness, group: str, version: int = 9, **kw: Any) -> str:
     return str(r.member_id)
 
 
-def sync_body(group: str, member_id: str, generation: int, assignments: Mapping[str, bytes] | None = None) -> dict[str, Any]:
+def sync_body(
+    group: str, member_id: str, generation: int, assignments: Mapping[str, bytes] | None = None
+) -> dict[str, Any]:
     return {"group_id": group, "generation_id": generation, "member_id": member_id,
             "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()]}  # fmt: skip
 

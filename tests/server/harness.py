@@ -101,7 +101,11 @@ class ServerThread:
     """A Reactor bound to 127.0.0.1:<free port>, running an event loop in a background thread."""
 
     def __init__(
-        self, loop_kind: str, broker: FakeBroker | None = None, listener: Listener | None = None, **reactor_kw: Any
+        self,
+        loop_kind: str,
+        broker: FakeBroker | None = None,
+        listener: Listener | None = None,
+        **reactor_kw: Any,
     ) -> None:
         self.broker = broker or FakeBroker()
         self.loop = uvloop.new_event_loop() if loop_kind == "uvloop" else asyncio.new_event_loop()

@@ -37,8 +37,12 @@ def test_api_versions_lists_the_handler_table(h: BrokerHarness, version: int) ->
     got = ranges(resp)
     assert got == {key: (r.advertised_min, r.max_version) for key, r in HANDLERS.items()}
     if version >= 3:  # only group.version: KIP-848 works; no transaction.version (no transactions)
-        assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == [("group.version", 0, 1)]
-        assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == [("group.version", 1, 1)]
+        assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == [
+            ("group.version", 0, 1)
+        ]
+        assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == [
+            ("group.version", 1, 1)
+        ]
         assert resp.finalized_features_epoch == 0
 
 
@@ -61,13 +65,21 @@ def test_advertised_ranges_cover_the_client_matrix(h: BrokerHarness) -> None:
 
     assert covers(0, 0, 3, 7, 8)  # Produce: librdkafka < 2.11.1 needs 0, 3 and 7
     assert got[0][1] == 13  # topic ids; v12's transactions v2 stays off: no finalized transaction.version
-    assert covers(1, 4, 10, 11, 12, 13, 16, 17, 18)  # Fetch: 4 and 10 for old librdkafka, up to Kafka 4.3's 18
+    assert covers(
+        1, 4, 10, 11, 12, 13, 16, 17, 18
+    )  # Fetch: 4 and 10 for old librdkafka, up to Kafka 4.3's 18
     assert covers(2, 1, 5, 7)  # ListOffsets
     assert covers(3, 4, 5, 8)  # Metadata (aiokafka <= 5)
     assert covers(18, 0, 3, 4)
     assert covers(22, 0, 3)  # InitProducerId: 0 for aiokafka / old librdkafka, 3 for KIP-360
     assert covers(23, 2, 3)
-    assert covers(19, 2, 3, 4) and covers(20, 1, 3) and covers(32, 1, 2, 3) and covers(44, 0) and covers(21, 0, 1)
+    assert (
+        covers(19, 2, 3, 4)
+        and covers(20, 1, 3)
+        and covers(32, 1, 2, 3)
+        and covers(44, 0)
+        and covers(21, 0, 1)
+    )
 
 
 def test_unknown_api_versions_version_gets_a_v0_error_with_our_range(h: BrokerHarness) -> None:
@@ -124,8 +136,15 @@ def test_state_survives_a_restart(h: BrokerHarness, tmp_path: Path) -> None:
     topic_id = md.topics[0].topic_id
     cluster_id = md.cluster_id
     pid1 = h.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 1000}).producer_id
-    h.call(PRODUCE, 9, {"acks": -1, "timeout_ms": 100,
-                        "topic_data": [{"name": "keep", "partition_data": [{"index": 0, "records": batch(b"x")}]}]})
+    h.call(
+        PRODUCE,
+        9,
+        {
+            "acks": -1,
+            "timeout_ms": 100,
+            "topic_data": [{"name": "keep", "partition_data": [{"index": 0, "records": batch(b"x")}]}],
+        },
+    )
     h.restart()
     md2 = h.call(METADATA, 12, {"topics": None})
     assert md2.cluster_id == cluster_id
@@ -155,7 +174,12 @@ def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
         h.run(h.broker.run_maintenance())  # nothing past retention.ms yet
         assert plog.log_start_offset == 0
         now[0] = time.time()  # the records are now long past retention.ms
-        h.run(until(lambda: plog.log_start_offset == 3))  # the maintenance loop, not a direct call, deletes them
-        assert (plog.log_start_offset, plog.log_end_offset) == (3, 3)  # all expired: Kafka rolls, then deletes all
+        h.run(
+            until(lambda: plog.log_start_offset == 3)
+        )  # the maintenance loop, not a direct call, deletes them
+        assert (plog.log_start_offset, plog.log_end_offset) == (
+            3,
+            3,
+        )  # all expired: Kafka rolls, then deletes all
     finally:
         h.close()

@@ -122,7 +122,11 @@ def test_bad_size_prefix_closes_only_that_connection(
     start: Any, caplog: pytest.LogCaptureFixture, prefix: bytes, expect: str
 ) -> None:
     server = start(limits=Limits(max_request_bytes=1000))
-    with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as good, server.connect() as bad:
+    with (
+        caplog.at_level(logging.INFO, logger="kcompat.server"),
+        server.connect() as good,
+        server.connect() as bad,
+    ):
         bad_port = bad.getsockname()[1]
         assert server.connection_count(2) == 2
         good.sendall(request(1, "echo:before"))
@@ -156,7 +160,11 @@ def test_close_errors_close_with_one_line(
     start: Any, caplog: pytest.LogCaptureFixture, command: str, expect: str
 ) -> None:
     server = start()
-    with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as s, server.connect() as other:
+    with (
+        caplog.at_level(logging.INFO, logger="kcompat.server"),
+        server.connect() as s,
+        server.connect() as other,
+    ):
         port = s.getsockname()[1]
         s.sendall(request(5, command) + request(6, "echo:never"))
         assert closed_by_peer(s)
@@ -168,9 +176,15 @@ def test_close_errors_close_with_one_line(
     assert 6 not in server.broker.handled
 
 
-def test_unexpected_exception_is_logged_with_traceback_once(start: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_unexpected_exception_is_logged_with_traceback_once(
+    start: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     server = start()
-    with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as s, server.connect() as other:
+    with (
+        caplog.at_level(logging.INFO, logger="kcompat.server"),
+        server.connect() as s,
+        server.connect() as other,
+    ):
         s.sendall(request(9, "boom"))
         assert closed_by_peer(s)
         other.sendall(request(1, "echo:fine"))
@@ -300,13 +314,20 @@ def test_graceful_shutdown_finishes_received_requests(start: Any) -> None:
         assert recv_response(s) == (1, b"first")
         assert recv_response(s) == (2, b"second")
         assert closed_by_peer(s)
-    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", server.port), timeout=1):
+    with (
+        pytest.raises(ConnectionRefusedError),
+        socket.create_connection(("127.0.0.1", server.port), timeout=1),
+    ):
         pass
 
 
 def test_shutdown_grace_period_is_bounded(start: Any, caplog: pytest.LogCaptureFixture) -> None:
     server = start()
-    with caplog.at_level(logging.INFO, logger="kcompat.server"), server.connect() as s, server.connect() as idle:
+    with (
+        caplog.at_level(logging.INFO, logger="kcompat.server"),
+        server.connect() as s,
+        server.connect() as idle,
+    ):
         s.sendall(request(1, "sleep:30:never"))
         server.wait_for(lambda: sum(server.broker.active.values()) == 1)
         t0 = time.monotonic()
@@ -346,8 +367,10 @@ def test_read_ahead_is_bounded_in_bytes(start: Any) -> None:
     server = start(limits=limits)
     size = 300_000
     with server.connect() as s:
-        payload = b"".join(request(i, "sleep:0.5:" + "p" * size) if i == 0 else request(i, "echo:" + "p" * size)
-                           for i in range(30))
+        payload = b"".join(
+            request(i, "sleep:0.5:" + "p" * size) if i == 0 else request(i, "echo:" + "p" * size)
+            for i in range(30)
+        )
         s.setblocking(False)
         sent = 0
         conn = server.connection()

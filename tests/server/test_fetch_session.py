@@ -186,7 +186,9 @@ def test_zero_slots_means_no_sessions() -> None:
     assert m.new_context(12, 0, 0, False, data(0), [], 0).kind == "full"  # still a full fetch
 
 
-def shard_with(*sessions: tuple[bool, int, int], max_entries: int | None = None) -> tuple[FetchSessionCacheShard, list[int]]:
+def shard_with(
+    *sessions: tuple[bool, int, int], max_entries: int | None = None
+) -> tuple[FetchSessionCacheShard, list[int]]:
     """A shard holding sessions given as (privileged, partition count, creation ms)."""
     shard = FetchSessionCacheShard(max_entries or len(sessions), EVICT, rng=random.Random(3))
     ids = []
@@ -212,7 +214,13 @@ EVICTIONS = [
     # sessions older than the eviction time (at their last use) are evictable by everyone, the
     # smallest first, and only by a bigger newcomer
     ([(False, 5, 0), (False, 3, 0)], [EVICT + 10, EVICT + 10], EVICT + 20, (False, 4), 1),
-    ([(False, 5, 0), (False, 3, 0)], [EVICT + 10, EVICT + 10], EVICT + 20, (False, 3), None),  # a tie is not enough
+    (
+        [(False, 5, 0), (False, 3, 0)],
+        [EVICT + 10, EVICT + 10],
+        EVICT + 20,
+        (False, 3),
+        None,
+    ),  # a tie is not enough
     ([(False, 5, 0), (False, 3, 0)], [EVICT + 10, EVICT + 10], EVICT + 20, (False, 2), None),
     # an unprivileged newcomer never evicts a privileged session, a privileged one beats any unprivileged
     ([(True, 1, 0)], [EVICT + 10], EVICT + 20, (False, 100), None),
@@ -231,7 +239,9 @@ def test_eviction_rules(sessions: list[tuple[bool, int, int]], used: list[int], 
         assert session is not None
         shard.touch(session, t)
     privileged, size = newcomer
-    new = shard.maybe_create_session(now, privileged, size, False, lambda: {("t", p): CachedPartition(fp()) for p in range(size)})
+    new = shard.maybe_create_session(
+        now, privileged, size, False, lambda: {("t", p): CachedPartition(fp()) for p in range(size)}
+    )
     if evicted is None:
         assert new == 0 and sorted(shard.sessions) == sorted(ids) and shard.evictions == 0
     else:

@@ -65,12 +65,20 @@ def test_envelope_carries_the_request_as_sent() -> None:
     assert bytes(decoded.client_host_address) == bytes([10, 1, 2, 3])
     assert deserialize_principal(bytes(decoded.request_principal)) == ("User", "ANONYMOUS", False)
     inner = decode_request(bytes(decoded.request_data))
-    assert (inner.api_key, inner.api_version, inner.correlation_id, inner.client_id) == (CREATE_TOPICS, 7, 42, "client-1")
+    assert (inner.api_key, inner.api_version, inner.correlation_id, inner.client_id) == (
+        CREATE_TOPICS,
+        7,
+        42,
+        "client-1",
+    )
 
 
 def test_unwrap_checks_the_correlation_id() -> None:
     request = decode_request(frame_of(CREATE_TOPICS, 7, 42, CREATE))
-    answer = {"throttle_time_ms": 0, "topics": [{"name": "t", "topic_id": uuid.uuid4(), "error_code": 0, "num_partitions": 3}]}
+    answer = {
+        "throttle_time_ms": 0,
+        "topics": [{"name": "t", "topic_id": uuid.uuid4(), "error_code": 0, "num_partitions": 3}],
+    }
     data = joined(encode_response(CREATE_TOPICS, 7, 42, answer))[4:]
     assert unwrap_response(request, data).topics[0].num_partitions == 3
     other = joined(encode_response(CREATE_TOPICS, 7, 43, answer))[4:]
@@ -81,13 +89,35 @@ def test_unwrap_checks_the_correlation_id() -> None:
 REQUESTS: dict[int, tuple[int, dict[str, Any]]] = {
     19: (7, CREATE),
     20: (6, {"topics": [{"name": "t", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 1}),
-    37: (3, {"topics": [{"name": "t", "count": 4, "assignments": None}], "timeout_ms": 1, "validate_only": False}),
-    33: (2, {"resources": [{"resource_type": 2, "resource_name": "t", "configs": []}], "validate_only": False}),
-    44: (1, {"resources": [{"resource_type": 4, "resource_name": "1", "configs": []}], "validate_only": False}),
-    43: (2, {"election_type": 0, "topic_partitions": [{"topic": "t", "partitions": [0, 1]}], "timeout_ms": 1}),
-    45: (0, {"timeout_ms": 1, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [1]}]}]}),
+    37: (
+        3,
+        {"topics": [{"name": "t", "count": 4, "assignments": None}], "timeout_ms": 1, "validate_only": False},
+    ),
+    33: (
+        2,
+        {"resources": [{"resource_type": 2, "resource_name": "t", "configs": []}], "validate_only": False},
+    ),
+    44: (
+        1,
+        {"resources": [{"resource_type": 4, "resource_name": "1", "configs": []}], "validate_only": False},
+    ),
+    43: (
+        2,
+        {"election_type": 0, "topic_partitions": [{"topic": "t", "partitions": [0, 1]}], "timeout_ms": 1},
+    ),
+    45: (
+        0,
+        {"timeout_ms": 1, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [1]}]}]},
+    ),
     46: (0, {"timeout_ms": 1, "topics": None}),
-    57: (1, {"timeout_ms": 1, "feature_updates": [{"feature": "group.version", "max_version_level": 1, "upgrade_type": 1}], "validate_only": False}),
+    57: (
+        1,
+        {
+            "timeout_ms": 1,
+            "feature_updates": [{"feature": "group.version", "max_version_level": 1, "upgrade_type": 1}],
+            "validate_only": False,
+        },
+    ),
     55: (2, {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}),
 }
 
@@ -123,13 +153,18 @@ class StandInController:
                 assert envelope.api_key == ENVELOPE
                 self.seen.append(envelope.body)
                 if len(self.seen) <= self.refuse:
-                    body: dict[str, Any] = {"response_data": None, "error_code": int(ErrorCode.NOT_CONTROLLER)}
+                    body: dict[str, Any] = {
+                        "response_data": None,
+                        "error_code": int(ErrorCode.NOT_CONTROLLER),
+                    }
                 else:
                     inner = decode_request(bytes(envelope.body.request_data))
                     who = deserialize_principal(bytes(envelope.body.request_principal))[1]
                     answer = {"throttle_time_ms": 0, "topics": [{"name": t.name, "error_code": 0, "error_message": who}
                                                                 for t in inner.body.topics]}  # fmt: skip
-                    data = joined(encode_response(inner.api_key, inner.api_version, inner.correlation_id, answer))[4:]
+                    data = joined(
+                        encode_response(inner.api_key, inner.api_version, inner.correlation_id, answer)
+                    )[4:]
                     body = {"response_data": data, "error_code": 0}
                 writer.write(joined(encode_response(ENVELOPE, 0, envelope.correlation_id, body)))
                 await writer.drain()
@@ -213,7 +248,10 @@ def test_unsupported_version_closes_the_clients_connection() -> None:
 def test_advertised_versions_are_cut_to_the_controllers() -> None:
     fm = ForwardingManager([("127.0.0.1", 1)], node_id=1)
     own = fm.versions()
-    assert set(own) == FORWARDED_APIS and own[CREATE_TOPICS] == (2, 7)  # what kcompat decodes, until the controller says
+    assert set(own) == FORWARDED_APIS and own[CREATE_TOPICS] == (
+        2,
+        7,
+    )  # what kcompat decodes, until the controller says
     fm.controller_versions = {key: (0, 99) for key in FORWARDED_APIS if key != 55} | {CREATE_TOPICS: (4, 5)}
     cut = fm.versions()
     assert cut[CREATE_TOPICS] == (4, 5)

@@ -86,8 +86,19 @@ def test_find_coordinator_creates_consumer_offsets(h: GroupHarness) -> None:
     assert (r.error_code, r.node_id, r.host, r.port) == (0, 1, "127.0.0.1", 19092)
     t = h.broker.metadata.topic(CONSUMER_OFFSETS)
     assert t is not None and t.partitions == 3 and t.internal
-    configs = h.call(DESCRIBE_CONFIGS, 4, {"resources": [
-        {"resource_type": 2, "resource_name": CONSUMER_OFFSETS, "configuration_keys": ["cleanup.policy"]}]})
+    configs = h.call(
+        DESCRIBE_CONFIGS,
+        4,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": CONSUMER_OFFSETS,
+                    "configuration_keys": ["cleanup.policy"],
+                }
+            ]
+        },
+    )
     assert configs.results[0].configs[0].value == "compact"
     md = h.call(METADATA, 12, {"topics": None})
     assert [x.is_internal for x in md.topics if x.name == CONSUMER_OFFSETS] == [True]
@@ -98,7 +109,9 @@ def test_find_coordinator_versions_and_key_types(h: GroupHarness) -> None:
     assert (r.error_code, r.error_message, r.node_id) == (0, None, 1)
     r = h.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
     assert [(c.key, c.node_id, c.host, c.port, c.error_code) for c in r.coordinators] == [
-        ("a", 1, "127.0.0.1", 19092, 0), ("b", 1, "127.0.0.1", 19092, 0)]
+        ("a", 1, "127.0.0.1", 19092, 0),
+        ("b", 1, "127.0.0.1", 19092, 0),
+    ]
     txn = h.call(FIND_COORDINATOR, 6, {"key_type": 1, "coordinator_keys": ["tx"]}).coordinators[0]
     assert (txn.error_code, txn.node_id, txn.port) == (0, 1, 19092)  # this node coordinates transactions too
     assert h.call(FIND_COORDINATOR, 1, {"key": "tx", "key_type": 1}).node_id == 1
@@ -245,11 +258,17 @@ def test_leave_group_versions(h: GroupHarness) -> None:
     ids, gen = form_group(h, "g", 3)
     assert h.call(LEAVE_GROUP, 0, {"group_id": "g", "member_id": ids[0]}).error_code == 0
     assert h.call(LEAVE_GROUP, 2, {"group_id": "g", "member_id": ids[0]}).error_code == E.UNKNOWN_MEMBER_ID
-    r = h.call(LEAVE_GROUP, 5, {"group_id": "g", "members": [
-        {"member_id": ids[1], "reason": "bye"}, {"member_id": "ghost"}]})
+    r = h.call(
+        LEAVE_GROUP,
+        5,
+        {"group_id": "g", "members": [{"member_id": ids[1], "reason": "bye"}, {"member_id": "ghost"}]},
+    )
     assert r.error_code == 0
     assert [(m.member_id, m.error_code) for m in r.members] == [(ids[1], 0), ("ghost", E.UNKNOWN_MEMBER_ID)]
-    assert h.call(LEAVE_GROUP, 3, {"group_id": "nope", "members": [{"member_id": "x"}]}).error_code == E.UNKNOWN_MEMBER_ID
+    assert (
+        h.call(LEAVE_GROUP, 3, {"group_id": "nope", "members": [{"member_id": "x"}]}).error_code
+        == E.UNKNOWN_MEMBER_ID
+    )
     # The one left is asked to rejoin, and is alone in the next generation.
     assert heartbeat(h, "g", ids[2], gen) == E.REBALANCE_IN_PROGRESS
     assert [m.member_id for m in h.call(JOIN_GROUP, 9, join_body("g", ids[2])).members] == [ids[2]]
@@ -277,7 +296,10 @@ def test_bad_input_gets_kafkas_errors_and_leaves_the_group_intact(h: GroupHarnes
 
 def test_heartbeat_for_a_group_it_left(h: GroupHarness) -> None:
     ids, gen = form_group(h, "g", 1)
-    assert h.call(LEAVE_GROUP, 4, {"group_id": "g", "members": [{"member_id": ids[0]}]}).members[0].error_code == 0
+    assert (
+        h.call(LEAVE_GROUP, 4, {"group_id": "g", "members": [{"member_id": ids[0]}]}).members[0].error_code
+        == 0
+    )
     assert heartbeat(h, "g", ids[0], gen) == E.UNKNOWN_MEMBER_ID
     assert heartbeat(h, "g", ids[0], gen, version=0) == E.UNKNOWN_MEMBER_ID
     assert h.call(DESCRIBE_GROUPS, 5, {"groups": ["g"]}).groups[0].group_state == "Empty"
@@ -290,7 +312,12 @@ def test_describe_groups(h: GroupHarness) -> None:
     ids, _gen = form_group(h, "g", 2)
     r = h.call(DESCRIBE_GROUPS, 5, {"groups": ["g", "missing"], "include_authorized_operations": True})
     g, missing = r.groups
-    assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (0, "Stable", "consumer", "range")
+    assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (
+        0,
+        "Stable",
+        "consumer",
+        "range",
+    )
     assert sorted(m.member_id for m in g.members) == sorted(ids)
     assert {m.client_id for m in g.members} == {"test"}
     assert all(decode_assignment(m.member_assignment)["t"] for m in g.members)
@@ -312,7 +339,11 @@ def test_list_groups_with_filters(h: GroupHarness) -> None:
     everything = h.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     assert everything.error_code == 0
     listed = {g.group_id: (g.protocol_type, g.group_state, g.group_type) for g in everything.groups}
-    assert listed["stable"] == ("consumer", "Stable", "classic") and listed["empty"] == ("consumer", "Empty", "classic")
+    assert listed["stable"] == ("consumer", "Stable", "classic") and listed["empty"] == (
+        "consumer",
+        "Empty",
+        "classic",
+    )
     only = h.call(LIST_GROUPS, 4, {"states_filter": ["stable"]})
     assert [g.group_id for g in only.groups] == ["stable"]
     assert h.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]}).groups == []
@@ -331,7 +362,11 @@ def test_delete_groups(h: GroupHarness) -> None:
     h.call(LEAVE_GROUP, 5, {"group_id": "done", "members": [{"member_id": empty_ids[0]}]})
     r = h.call(DELETE_GROUPS, 2, {"groups_names": ["busy", "done", "never", ""]})
     assert [(x.group_id, x.error_code) for x in r.results] == [
-        ("busy", E.NON_EMPTY_GROUP), ("done", 0), ("never", E.GROUP_ID_NOT_FOUND), ("", E.INVALID_GROUP_ID)]
+        ("busy", E.NON_EMPTY_GROUP),
+        ("done", 0),
+        ("never", E.GROUP_ID_NOT_FOUND),
+        ("", E.INVALID_GROUP_ID),
+    ]
     assert h.call(DELETE_GROUPS, 0, {"groups_names": ["done"]}).results[0].error_code == E.GROUP_ID_NOT_FOUND
     assert h.call(DESCRIBE_GROUPS, 5, {"groups": ["done"]}).groups[0].group_state == "Dead"
     part = rec.offsets_partition("done", 3)

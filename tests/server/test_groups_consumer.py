@@ -31,7 +31,9 @@ def h(tmp_path: Path):
 class Member:
     """A KIP-848 consumer as the Java client runs it: heartbeat, own what it was given, ack it."""
 
-    def __init__(self, h: GroupHarness, group: str, assignor: str | None = "uniform", version: int = 1) -> None:
+    def __init__(
+        self, h: GroupHarness, group: str, assignor: str | None = "uniform", version: int = 1
+    ) -> None:
         self.h, self.group, self.assignor, self.version = h, group, assignor, version
         self.member_id = str(uuid.uuid4()) if version >= 1 else ""
         self.epoch = 0
@@ -41,7 +43,9 @@ class Member:
         body: dict[str, Any] = {"group_id": self.group, "member_id": self.member_id, "member_epoch": self.epoch,
                                 "topic_partitions": [{"topic_id": t, "partitions": p} for t, p in self.owned.items()]}  # fmt: skip
         if self.epoch == 0:
-            body.update(rebalance_timeout_ms=10_000, subscribed_topic_names=["t"], server_assignor=self.assignor)
+            body.update(
+                rebalance_timeout_ms=10_000, subscribed_topic_names=["t"], server_assignor=self.assignor
+            )
         body.update(override)
         r = self.h.call(CONSUMER_GROUP_HEARTBEAT, self.version, body)
         if r.error_code == 0:
@@ -100,7 +104,9 @@ def test_consumer_group_describe_and_the_classic_apis(h: GroupHarness) -> None:
     classic = join_new(h, "classic")
     gen = h.call(JOIN_GROUP, 9, join_body("classic", classic)).generation_id
     sync(h, "classic", classic, gen)
-    r = h.call(CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["g", "classic"], "include_authorized_operations": False})
+    r = h.call(
+        CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["g", "classic"], "include_authorized_operations": False}
+    )
     g, c = r.groups
     assert [m.member_type for m in g.members] == [1, 1]  # v1 (KIP-1099): consumer members
     assert (g.error_code, g.group_state, g.assignor_name) == (0, "Stable", "uniform")
@@ -115,7 +121,9 @@ def test_consumer_group_describe_and_the_classic_apis(h: GroupHarness) -> None:
     assert (dg.error_code, dg.group_state) == (0, "Dead")
     dg = h.call(DESCRIBE_GROUPS, 6, {"groups": ["g"]}).groups[0]  # KIP-1043
     assert (dg.error_code, dg.error_message) == (E.GROUP_ID_NOT_FOUND, "Group g is not a classic group.")
-    listed = {x.group_id: (x.group_type, x.group_state) for x in h.call(LIST_GROUPS, 5, {"types_filter": []}).groups}
+    listed = {
+        x.group_id: (x.group_type, x.group_state) for x in h.call(LIST_GROUPS, 5, {"types_filter": []}).groups
+    }
     assert listed == {"g": ("consumer", "Stable"), "classic": ("classic", "Stable")}
 
 

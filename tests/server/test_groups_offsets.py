@@ -24,7 +24,9 @@ from tests.server.groups_harness import GroupHarness, join_body, join_new, sync
 
 @pytest.fixture
 def h(tmp_path: Path):
-    harness = GroupHarness(tmp_path, {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"})
+    harness = GroupHarness(
+        tmp_path, {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
+    )
     harness.create_topic("t", 6)
     harness.create_topic("u", 2)
     yield harness
@@ -37,7 +39,13 @@ def commit(h: GroupHarness, group: str, offsets: dict[tuple[str, int], int], ver
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, p), off in offsets.items():
         by_topic.setdefault(topic, []).append(
-            {"partition_index": p, "committed_offset": off, "committed_leader_epoch": 0, "committed_metadata": f"m{off}"})
+            {
+                "partition_index": p,
+                "committed_offset": off,
+                "committed_leader_epoch": 0,
+                "committed_metadata": f"m{off}",
+            }
+        )
     body = {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": member,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()], **extra}  # fmt: skip
     r = h.call(OFFSET_COMMIT, version, body)
@@ -71,10 +79,19 @@ def test_commit_and_fetch_every_version(h: GroupHarness, version: int) -> None:
 
 
 def test_v10_names_topics_by_id(h: GroupHarness) -> None:
-    t_id, u_id, nowhere = h.broker.metadata.topic("t").topic_id, h.broker.metadata.topic("u").topic_id, uuid.uuid4()
+    t_id, u_id, nowhere = (
+        h.broker.metadata.topic("t").topic_id,
+        h.broker.metadata.topic("u").topic_id,
+        uuid.uuid4(),
+    )
 
     def part(p: int, off: int) -> dict[str, Any]:
-        return {"partition_index": p, "committed_offset": off, "committed_leader_epoch": 0, "committed_metadata": "x"}
+        return {
+            "partition_index": p,
+            "committed_offset": off,
+            "committed_leader_epoch": 0,
+            "committed_metadata": "x",
+        }
 
     body = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
             "topics": [{"topic_id": t_id, "partitions": [part(0, 5), part(9, 1)]},
@@ -88,9 +105,16 @@ def test_v10_names_topics_by_id(h: GroupHarness) -> None:
     def fetch10(topics: Any) -> dict[tuple[Any, int], tuple[int, int]]:
         (g,) = h.call(OFFSET_FETCH, 10, {"groups": [{"group_id": "g", "topics": topics}]}).groups
         assert g.error_code == 0
-        return {(t.topic_id, p.partition_index): (p.committed_offset, p.error_code) for t in g.topics for p in t.partitions}
+        return {
+            (t.topic_id, p.partition_index): (p.committed_offset, p.error_code)
+            for t in g.topics
+            for p in t.partitions
+        }
 
-    wanted = [{"topic_id": t_id, "partition_indexes": [0, 1]}, {"topic_id": nowhere, "partition_indexes": [2]}]
+    wanted = [
+        {"topic_id": t_id, "partition_indexes": [0, 1]},
+        {"topic_id": nowhere, "partition_indexes": [2]},
+    ]
     assert fetch10(wanted) == {(t_id, 0): (5, 0), (t_id, 1): (-1, 0), (nowhere, 2): (-1, E.UNKNOWN_TOPIC_ID)}
     assert fetch10(None) == {(t_id, 0): (5, 0), (u_id, 1): (7, 0)}
 
@@ -100,9 +124,18 @@ def test_fetch_all_committed_and_several_groups(h: GroupHarness) -> None:
     commit(h, "b", {("t", 2): 20})
     assert fetch(h, "a", None, version=2)[1] == {("t", 1): (10, -1, "m10", 0), ("u", 0): (3, -1, "m3", 0)}
     assert fetch(h, "a", None, version=7)[1] == {("t", 1): (10, 0, "m10", 0), ("u", 0): (3, 0, "m3", 0)}
-    r = h.call(OFFSET_FETCH, 8, {"groups": [{"group_id": "a", "topics": [{"name": "t", "partition_indexes": [1]}]},
-                                            {"group_id": "b", "topics": None},
-                                            {"group_id": "none", "topics": None}], "require_stable": True})
+    r = h.call(
+        OFFSET_FETCH,
+        8,
+        {
+            "groups": [
+                {"group_id": "a", "topics": [{"name": "t", "partition_indexes": [1]}]},
+                {"group_id": "b", "topics": None},
+                {"group_id": "none", "topics": None},
+            ],
+            "require_stable": True,
+        },
+    )
     got = {g.group_id: [(t.name, p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions]
            for g in r.groups}  # fmt: skip
     assert got == {"a": [("t", 1, 10)], "b": [("t", 2, 20)], "none": []}
@@ -110,7 +143,11 @@ def test_fetch_all_committed_and_several_groups(h: GroupHarness) -> None:
 
 def test_commit_for_a_topic_that_does_not_exist(h: GroupHarness) -> None:
     result = commit(h, "g", {("nope", 0): 1, ("t", 0): 4, ("t", 6): 9})
-    assert result == {("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION, ("t", 0): 0, ("t", 6): E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert result == {
+        ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
+        ("t", 0): 0,
+        ("t", 6): E.UNKNOWN_TOPIC_OR_PARTITION,
+    }
     assert h.broker.metadata.topic("nope") is None  # a commit never creates a topic
     assert fetch(h, "g", None)[1] == {("t", 0): (4, 0, "m4", 0)}
 
@@ -125,25 +162,42 @@ def test_member_commits_are_checked(h: GroupHarness) -> None:
     assert commit(h, "g", {("t", 0): 1}, generation=gen, member=mid) == {("t", 0): 0}
     assert commit(h, "g", {("t", 0): 2}, generation=gen, member="stranger") == {("t", 0): E.UNKNOWN_MEMBER_ID}
     assert commit(h, "g", {("t", 0): 2}, generation=gen - 1, member=mid) == {("t", 0): E.ILLEGAL_GENERATION}
-    assert commit(h, "g", {("t", 0): 2}, version=2, generation=gen + 1, member=mid) == {("t", 0): E.ILLEGAL_GENERATION}
+    assert commit(h, "g", {("t", 0): 2}, version=2, generation=gen + 1, member=mid) == {
+        ("t", 0): E.ILLEGAL_GENERATION
+    }
     # A simple commit (no generation, no member) into a group with members is refused.
     assert commit(h, "g", {("t", 0): 2}, version=2) == {("t", 0): E.UNKNOWN_MEMBER_ID}
     assert commit(h, "nogroup", {("t", 0): 2}, generation=3, member="m") == {("t", 0): E.GROUP_ID_NOT_FOUND}
-    assert commit(h, "nogroup", {("t", 0): 2}, version=8, generation=3, member="m") == {("t", 0): E.ILLEGAL_GENERATION}
+    assert commit(h, "nogroup", {("t", 0): 2}, version=8, generation=3, member="m") == {
+        ("t", 0): E.ILLEGAL_GENERATION
+    }
     assert fetch(h, "g", {"t": [0]})[1][("t", 0)][0] == 1
 
 
 def test_old_fetch_puts_the_group_error_on_each_partition(h: GroupHarness) -> None:
     r = h.call(OFFSET_FETCH, 1, {"group_id": "", "topics": [{"name": "t", "partition_indexes": [0, 1]}]})
     assert [(p.partition_index, p.committed_offset, p.error_code) for p in r.topics[0].partitions] == [
-        (0, -1, E.INVALID_GROUP_ID), (1, -1, E.INVALID_GROUP_ID)]
+        (0, -1, E.INVALID_GROUP_ID),
+        (1, -1, E.INVALID_GROUP_ID),
+    ]
     v2 = h.call(OFFSET_FETCH, 2, {"group_id": "", "topics": [{"name": "t", "partition_indexes": [0]}]})
     assert (v2.error_code, v2.topics) == (E.INVALID_GROUP_ID, [])
 
 
 def test_offset_metadata_too_large(h: GroupHarness) -> None:
-    body = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
-        {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": "x" * 5000}]}]}
+    body = {
+        "group_id": "g",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": "x" * 5000}
+                ],
+            }
+        ],
+    }
     r = h.call(OFFSET_COMMIT, 8, body)
     assert r.topics[0].partitions[0].error_code == E.OFFSET_METADATA_TOO_LARGE
 
@@ -159,12 +213,27 @@ def test_offsets_survive_a_restart(h: GroupHarness) -> None:
 
 def test_offset_delete(h: GroupHarness) -> None:
     commit(h, "g", {("t", 0): 1, ("t", 1): 2, ("u", 0): 3})
-    r = h.call(OFFSET_DELETE, 0, {"group_id": "g", "topics": [
-        {"name": "t", "partitions": [{"partition_index": 0}]}, {"name": "nope", "partitions": [{"partition_index": 0}]}]})
+    r = h.call(
+        OFFSET_DELETE,
+        0,
+        {
+            "group_id": "g",
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0}]},
+                {"name": "nope", "partitions": [{"partition_index": 0}]},
+            ],
+        },
+    )
     assert r.error_code == 0
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
-        ("t", [(0, 0)]), ("nope", [(0, E.UNKNOWN_TOPIC_OR_PARTITION)])]
-    missing = h.call(OFFSET_DELETE, 0, {"group_id": "other", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]})
+        ("t", [(0, 0)]),
+        ("nope", [(0, E.UNKNOWN_TOPIC_OR_PARTITION)]),
+    ]
+    missing = h.call(
+        OFFSET_DELETE,
+        0,
+        {"group_id": "other", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+    )
     assert missing.error_code == E.GROUP_ID_NOT_FOUND
     h.restart()  # the tombstone is replayed too
     assert set(fetch(h, "g", None)[1]) == {("t", 1), ("u", 0)}
@@ -175,8 +244,17 @@ def test_offset_delete_of_a_subscribed_topic(h: GroupHarness) -> None:
     gen = h.call(JOIN_GROUP, 9, join_body("g", mid, topics=("t",))).generation_id
     sync(h, "g", mid, gen)
     commit(h, "g", {("t", 0): 1, ("u", 0): 1}, generation=gen, member=mid)
-    r = h.call(OFFSET_DELETE, 0, {"group_id": "g", "topics": [
-        {"name": "t", "partitions": [{"partition_index": 0}]}, {"name": "u", "partitions": [{"partition_index": 0}]}]})
+    r = h.call(
+        OFFSET_DELETE,
+        0,
+        {
+            "group_id": "g",
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0}]},
+                {"name": "u", "partitions": [{"partition_index": 0}]},
+            ],
+        },
+    )
     assert [t.partitions[0].error_code for t in r.topics] == [E.GROUP_SUBSCRIBED_TO_TOPIC, 0]
 
 
@@ -213,8 +291,18 @@ def test_a_commit_wakes_a_fetch_parked_on_the_offsets_partition(h: GroupHarness)
     assert commit(h, "g", {("t", 0): 1}) == {("t", 0): E.NONE}  # creates __consumer_offsets
     p = offsets_partition("g", 3)
     end = h.broker.replicas.partition_log(CONSUMER_OFFSETS, p).log_end_offset
-    body = {"replica_id": -1, "max_wait_ms": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
-        {"topic": CONSUMER_OFFSETS, "partitions": [{"partition": p, "fetch_offset": end, "partition_max_bytes": 1 << 20}]}]}
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 5000,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": CONSUMER_OFFSETS,
+                "partitions": [{"partition": p, "fetch_offset": end, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
 
     async def scenario() -> tuple[Any, float]:
         t0 = time.monotonic()

@@ -31,9 +31,13 @@ def h(tmp_path: Path):
     harness.close()
 
 
-def create(h: BrokerHarness, *topics: dict[str, Any], version: int = 7, validate_only: bool = False) -> list[Any]:
+def create(
+    h: BrokerHarness, *topics: dict[str, Any], version: int = 7, validate_only: bool = False
+) -> list[Any]:
     full = [{"num_partitions": -1, "replication_factor": -1, **t} for t in topics]
-    return h.call(CREATE_TOPICS, version, {"topics": full, "timeout_ms": 100, "validate_only": validate_only}).topics
+    return h.call(
+        CREATE_TOPICS, version, {"topics": full, "timeout_ms": 100, "validate_only": validate_only}
+    ).topics
 
 
 def test_create_topics_defaults_and_answer(h: BrokerHarness) -> None:
@@ -60,7 +64,10 @@ def test_create_topics_defaults_and_answer(h: BrokerHarness) -> None:
         ({"name": "c2", "configs": [{"name": "retention.ms", "value": "soon"}]}, ErrorCode.INVALID_CONFIG),
         ({"name": "c3", "configs": [{"name": "cleanup.policy", "value": "shred"}]}, ErrorCode.INVALID_CONFIG),
         ({"name": "__consumer_offsets"}, ErrorCode.INVALID_REQUEST),
-        ({"name": "m", "assignments": [{"partition_index": 0, "broker_ids": [5]}]}, ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        (
+            {"name": "m", "assignments": [{"partition_index": 0, "broker_ids": [5]}]},
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ),
     ],
 )
 def test_create_topics_validation(h: BrokerHarness, topic: dict[str, Any], error: ErrorCode) -> None:
@@ -80,7 +87,9 @@ def test_create_topics_conflicts(h: BrokerHarness) -> None:
 
 def test_create_topics_manual_assignment(h: BrokerHarness) -> None:
     node = h.broker.node_id
-    (r,) = create(h, {"name": "m", "assignments": [{"partition_index": i, "broker_ids": [node]} for i in range(3)]})
+    (r,) = create(
+        h, {"name": "m", "assignments": [{"partition_index": i, "broker_ids": [node]} for i in range(3)]}
+    )
     assert (r.error_code, r.num_partitions) == (0, 3)
 
 
@@ -98,7 +107,15 @@ def test_create_topics_every_version(h: BrokerHarness, version: int) -> None:
 
 def test_delete_topics_by_name_and_id(h: BrokerHarness, tmp_path: Path) -> None:
     create(h, {"name": "a"}, {"name": "b"})
-    h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100, "topic_data": [{"name": "a", "partition_data": [{"index": 0, "records": batch(b"x")}]}]})
+    h.call(
+        PRODUCE,
+        9,
+        {
+            "acks": 1,
+            "timeout_ms": 100,
+            "topic_data": [{"name": "a", "partition_data": [{"index": 0, "records": batch(b"x")}]}],
+        },
+    )
     r = h.call(DELETE_TOPICS, 5, {"topic_names": ["a", "nope"], "timeout_ms": 100}).responses
     assert [(x.name, x.error_code) for x in r] == [("a", 0), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     assert not (tmp_path / "data" / "a-0").exists()
@@ -126,7 +143,11 @@ def test_create_partitions(h: BrokerHarness) -> None:
     create(h, {"name": "a"})
 
     def grow(count: int, validate_only: bool = False, assignments: Any = None, name: str = "a") -> Any:
-        body = {"topics": [{"name": name, "count": count, "assignments": assignments}], "timeout_ms": 100, "validate_only": validate_only}
+        body = {
+            "topics": [{"name": name, "count": count, "assignments": assignments}],
+            "timeout_ms": 100,
+            "validate_only": validate_only,
+        }
         return h.call(CREATE_PARTITIONS, 3, body).results[0]
 
     assert grow(5, validate_only=True).error_code == 0
@@ -134,11 +155,22 @@ def test_create_partitions(h: BrokerHarness) -> None:
     assert grow(4).error_code == 0 and h.broker.metadata.topic("a").partitions == 4
     assert grow(4).error_code == ErrorCode.INVALID_PARTITIONS
     assert grow(3).error_code == ErrorCode.INVALID_PARTITIONS
-    assert grow(6, assignments=[{"broker_ids": [h.broker.node_id]}]).error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert (
+        grow(6, assignments=[{"broker_ids": [h.broker.node_id]}]).error_code
+        == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    )
     assert grow(2, name="nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     md = h.call(METADATA, 12, {"topics": [{"name": "a"}]}).topics[0]
     assert [p.partition_index for p in md.partitions] == [0, 1, 2, 3]
-    r = h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100, "topic_data": [{"name": "a", "partition_data": [{"index": 3, "records": batch(b"x")}]}]})
+    r = h.call(
+        PRODUCE,
+        9,
+        {
+            "acks": 1,
+            "timeout_ms": 100,
+            "topic_data": [{"name": "a", "partition_data": [{"index": 3, "records": batch(b"x")}]}],
+        },
+    )
     assert r.responses[0].partition_responses[0].error_code == 0
 
 
@@ -162,7 +194,9 @@ def test_describe_topic_configs_with_synonyms(h: BrokerHarness) -> None:
     assert ret.value == str(48 * 3600 * 1000) and (ret.config_source, ret.synonyms) == (5, [])
     assert seg.documentation and seg.config_type == 3
     only = describe(h, TOPIC, "a", ["cleanup.policy", "nonsense"], version=1, synonyms=False, docs=False)
-    assert [(c.name, c.value, c.config_source) for c in only.configs] == [("cleanup.policy", "delete", 5)]  # DEFAULT_CONFIG
+    assert [(c.name, c.value, c.config_source) for c in only.configs] == [
+        ("cleanup.policy", "delete", 5)
+    ]  # DEFAULT_CONFIG
     assert describe(h, TOPIC, "nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -219,8 +253,16 @@ def test_alter_configs_replaces_all_overrides(h: BrokerHarness) -> None:
 def test_alter_dynamic_broker_config(h: BrokerHarness) -> None:
     create(h, {"name": "a"})
     node = str(h.broker.node_id)
-    body = {"resources": [{"resource_type": BROKER, "resource_name": node, "configs": [
-        {"name": "log.retention.ms", "config_operation": 0, "value": "12345"}]}], "validate_only": False}
+    body = {
+        "resources": [
+            {
+                "resource_type": BROKER,
+                "resource_name": node,
+                "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "12345"}],
+            }
+        ],
+        "validate_only": False,
+    }
     assert h.call(INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0].error_code == 0
     ret = {c.name: c for c in describe(h, TOPIC, "a").configs}["retention.ms"]
     assert (ret.value, ret.config_source) == ("12345", 2)
@@ -243,14 +285,27 @@ def test_describe_cluster(h: BrokerHarness) -> None:
 
 def test_metadata_v13_has_a_top_level_error_code(h: BrokerHarness) -> None:
     create(h, {"name": "a"})
-    r = h.call(METADATA, 13, {"topics": [{"name": "a"}, {"name": "nope"}], "allow_auto_topic_creation": False})
+    r = h.call(
+        METADATA, 13, {"topics": [{"name": "a"}, {"name": "nope"}], "allow_auto_topic_creation": False}
+    )
     assert r.error_code == 0
-    assert [(t.name, t.error_code) for t in r.topics] == [("a", 0), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert [(t.name, t.error_code) for t in r.topics] == [
+        ("a", 0),
+        ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
 
 
 def test_describe_log_dirs(h: BrokerHarness, tmp_path: Path) -> None:
     create(h, {"name": "a"}, {"name": "b"})
-    h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100, "topic_data": [{"name": "a", "partition_data": [{"index": 1, "records": batch(b"x" * 100)}]}]})
+    h.call(
+        PRODUCE,
+        9,
+        {
+            "acks": 1,
+            "timeout_ms": 100,
+            "topic_data": [{"name": "a", "partition_data": [{"index": 1, "records": batch(b"x" * 100)}]}],
+        },
+    )
     r = h.call(DESCRIBE_LOG_DIRS, 5, {"topics": None})
     (d,) = r.results
     assert d.log_dir == str(tmp_path / "data") and d.total_bytes > 0 and d.usable_bytes > 0
@@ -269,6 +324,10 @@ def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(
     assert h.broker.metadata.topic("a") is None and h.broker.metadata.topic("b") is None
     (c,) = create(h, {"name": "c", "num_partitions": 1})
     assert c.error_code == 0
-    body = {"topics": [{"name": "c", "count": 10_002, "assignments": None}], "timeout_ms": 100, "validate_only": False}
+    body = {
+        "topics": [{"name": "c", "count": 10_002, "assignments": None}],
+        "timeout_ms": 100,
+        "validate_only": False,
+    }
     assert h.call(CREATE_PARTITIONS, 3, body).results[0].error_code == ErrorCode.POLICY_VIOLATION
     assert h.broker.metadata.topic("c").partitions == 1

@@ -30,7 +30,11 @@ def h(tmp_path: Path):
 
 
 def produce(h: BrokerHarness, records: bytes, partition: int = 0, topic: str = "t") -> int:
-    body = {"acks": 1, "timeout_ms": 1000, "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+    body = {
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    }
     r = h.call(PRODUCE, 9, body).responses[0].partition_responses[0]
     assert r.error_code == 0
     return r.base_offset
@@ -42,8 +46,16 @@ def fetch_body(parts: list[tuple[str, int, int]], *, max_wait: int = 0, min_byte
     for topic, p, offset in parts:
         if not topics or topics[-1]["topic"] != topic:
             topics.append({"topic": topic, "partitions": []})
-        topics[-1]["partitions"].append({"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max})
-    return {"max_wait_ms": max_wait, "min_bytes": min_bytes, "max_bytes": max_bytes, "topics": topics, **extra}
+        topics[-1]["partitions"].append(
+            {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max}
+        )
+    return {
+        "max_wait_ms": max_wait,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "topics": topics,
+        **extra,
+    }
 
 
 def topic_id(h: BrokerHarness, name: str) -> uuid.UUID:
@@ -135,11 +147,20 @@ def test_long_poll_times_out_empty(h: BrokerHarness) -> None:
 def test_long_poll_is_woken_by_an_append(h: BrokerHarness) -> None:
     async def scenario() -> tuple[Any, float]:
         t0 = time.monotonic()
-        fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 0), ("t", 2, 0)], max_wait=5000)))
+        fetching = asyncio.ensure_future(
+            h.call_async(FETCH, 12, fetch_body([("t", 0, 0), ("t", 2, 0)], max_wait=5000))
+        )
         await until(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
         assert not fetching.done()
-        await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
-            {"name": "t", "partition_data": [{"index": 2, "records": batch(b"wake")}]}]})
+        await h.call_async(
+            PRODUCE,
+            9,
+            {
+                "acks": 1,
+                "timeout_ms": 1000,
+                "topic_data": [{"name": "t", "partition_data": [{"index": 2, "records": batch(b"wake")}]}],
+            },
+        )
         resp = await asyncio.wait_for(fetching, 2)
         return resp, time.monotonic() - t0
 
@@ -152,12 +173,26 @@ def test_long_poll_is_woken_by_an_append(h: BrokerHarness) -> None:
 
 def test_long_poll_waits_for_min_bytes(h: BrokerHarness) -> None:
     async def scenario() -> Any:
-        fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=5000, min_bytes=300)))
+        fetching = asyncio.ensure_future(
+            h.call_async(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=5000, min_bytes=300))
+        )
         for i in range(3):
             await until(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
             assert not fetching.done()
-            await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
-                {"name": "t", "partition_data": [{"index": 0, "records": batch(b"v" * 60, b"%d" % i)}]}]})
+            await h.call_async(
+                PRODUCE,
+                9,
+                {
+                    "acks": 1,
+                    "timeout_ms": 1000,
+                    "topic_data": [
+                        {
+                            "name": "t",
+                            "partition_data": [{"index": 0, "records": batch(b"v" * 60, b"%d" % i)}],
+                        }
+                    ],
+                },
+            )
         return await asyncio.wait_for(fetching, 2)
 
     resp = h.run(scenario())
@@ -198,13 +233,31 @@ def test_topic_ids_unknown_id_and_known_id_bad_partition(h: BrokerHarness) -> No
     produce(h, batch(b"a"))
     tid = topic_id(h, "t")
     unknown = uuid.uuid4()
-    body = {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
-        {"topic_id": tid, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20},
-                                         {"partition": 7, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]},
-        {"topic_id": unknown, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    body = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic_id": tid,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20},
+                    {"partition": 7, "fetch_offset": 0, "partition_max_bytes": 1 << 20},
+                ],
+            },
+            {
+                "topic_id": unknown,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            },
+        ],
+    }
     resp = h.call(FETCH, 18, body)
     got = [(t.topic_id, p.partition_index, p.error_code) for t in resp.responses for p in t.partitions]
-    assert got == [(tid, 0, 0), (tid, 7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), (unknown, 0, ErrorCode.UNKNOWN_TOPIC_ID)]
+    assert got == [
+        (tid, 0, 0),
+        (tid, 7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (unknown, 0, ErrorCode.UNKNOWN_TOPIC_ID),
+    ]
     assert len(resp.responses[0].partitions[0].records) > 0
 
 
@@ -216,7 +269,9 @@ def test_topic_ids_unknown_id_and_known_id_bad_partition(h: BrokerHarness) -> No
     (16, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
     (18, 0, ErrorCode.UNKNOWN_LEADER_EPOCH),
 ])  # fmt: skip
-def test_replica_fetch_is_refused_per_partition(h: BrokerHarness, version: int, leader_epoch: int, error: int) -> None:
+def test_replica_fetch_is_refused_per_partition(
+    h: BrokerHarness, version: int, leader_epoch: int, error: int
+) -> None:
     produce(h, batch(b"a"))
     body = fetch_body([("t", 0, 0)])
     body["topics"][0]["partitions"][0]["current_leader_epoch"] = leader_epoch
@@ -231,7 +286,9 @@ def test_replica_fetch_is_refused_per_partition(h: BrokerHarness, version: int, 
     assert (p.error_code, len(p.records)) == (error, 0)
     hinted = version >= 16 and error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == ((1, 0) if hinted else (-1, -1))
-    assert [(n.node_id, n.host, n.port) for n in resp.node_endpoints] == ([(1, "127.0.0.1", 19092)] if hinted else [])
+    assert [(n.node_id, n.host, n.port) for n in resp.node_endpoints] == (
+        [(1, "127.0.0.1", 19092)] if hinted else []
+    )
 
 
 @pytest.mark.parametrize("version", [15, 16])

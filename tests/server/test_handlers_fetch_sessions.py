@@ -54,8 +54,11 @@ def test_full_then_incremental_then_close(h: BrokerHarness, version: int) -> Non
     assert [p[:3] for p in parts(inc)] == [(2, 0, 1)] and parts(inc)[0][3] > 0
     # The client moves partition 2 on and forgets partition 1.
     b = body([("t", 2, 1)], session_id=sid, session_epoch=3)
-    b["forgotten_topics_data"] = [{"topic": "t", "partitions": [1]}] if version < 13 else \
-        [{"topic_id": b["topics"][0]["topic_id"], "partitions": [1]}]
+    b["forgotten_topics_data"] = (
+        [{"topic": "t", "partitions": [1]}]
+        if version < 13
+        else [{"topic_id": b["topics"][0]["topic_id"], "partitions": [1]}]
+    )
     inc = h.call(FETCH, version, b)
     assert (inc.error_code, parts(inc)) == (0, [])
     session = h.broker.fetch_sessions.cache.get(sid)
@@ -81,8 +84,15 @@ def test_incremental_long_poll_wakes_on_any_partition_of_the_session(h: BrokerHa
                                                                             max_wait=5000)))  # fmt: skip
         await asyncio.sleep(0.05)
         assert not fetching.done() and h.broker.replicas.fetch_waiters.parked() == 1
-        await h.call_async(PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
-            {"name": "t", "partition_data": [{"index": 1, "records": batch(b"wake")}]}]})
+        await h.call_async(
+            PRODUCE,
+            9,
+            {
+                "acks": 1,
+                "timeout_ms": 1000,
+                "topic_data": [{"name": "t", "partition_data": [{"index": 1, "records": batch(b"wake")}]}],
+            },
+        )
         return await asyncio.wait_for(fetching, 2), time.monotonic() - t0
 
     resp, elapsed = h.run(scenario())
@@ -96,7 +106,9 @@ def test_sessionless_fetches_and_a_full_cache(tmp_path: Path) -> None:
         h.call(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
         assert h.call(FETCH, 12, fetch_body([("t", 0, 0)])).session_id == 0  # epoch -1: no session
         ids = [h.call(FETCH, 12, fetch_body([("t", 0, 0)], session_epoch=0)).session_id for _ in range(9)]
-        assert all(ids[:8]) and ids[8] == 0  # one slot per shard: the ninth finds none, a full answer all the same
+        assert (
+            all(ids[:8]) and ids[8] == 0
+        )  # one slot per shard: the ninth finds none, a full answer all the same
         assert len(h.broker.fetch_sessions.cache) == 8
     finally:
         h.close()

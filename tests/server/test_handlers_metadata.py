@@ -22,7 +22,10 @@ def h(tmp_path: Path):
 
 
 def create(h: BrokerHarness, name: str, partitions: int = 1) -> None:
-    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}], "timeout_ms": 100}
+    body = {
+        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+        "timeout_ms": 100,
+    }
     assert h.call(CREATE_TOPICS, 7, body).topics[0].error_code == 0
 
 
@@ -58,7 +61,9 @@ def test_auto_creation_rules(tmp_path: Path) -> None:
         assert r.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         r = h.call(METADATA, 8, {"topics": [{"name": "new"}], "allow_auto_topic_creation": True})
         assert r.topics[0].error_code == 0 and len(r.topics[0].partitions) == 1
-        r = h.call(METADATA, 3, {"topics": [{"name": "old-client"}]})  # before v4 the request always allows it
+        r = h.call(
+            METADATA, 3, {"topics": [{"name": "old-client"}]}
+        )  # before v4 the request always allows it
         assert r.topics[0].error_code == 0
         r = h.call(METADATA, 8, {"topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})
         assert r.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -116,7 +121,9 @@ def test_describe_topic_partitions_pages_with_a_cursor(h: BrokerHarness) -> None
     cursor = None
     pages = 0
     while True:
-        r = h.call(DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [], "response_partition_limit": 2, "cursor": cursor})
+        r = h.call(
+            DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [], "response_partition_limit": 2, "cursor": cursor}
+        )
         pages += 1
         seen += [(t.name, p.partition_index) for t in r.topics for p in t.partitions]
         if r.next_cursor is None:
@@ -130,4 +137,6 @@ def test_describe_topic_partitions_pages_with_a_cursor(h: BrokerHarness) -> None
     assert pages == 3
     r = h.call(DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [{"name": "zz"}, {"name": "b"}]})
     assert [(t.name, t.error_code, len(t.partitions)) for t in r.topics] == [
-        ("b", 0, 2), ("zz", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0)]
+        ("b", 0, 2),
+        ("zz", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0),
+    ]

@@ -26,7 +26,11 @@ def h(tmp_path: Path):
 
 
 def produce(h: BrokerHarness, records: bytes, topic: str = "t") -> int:
-    body = {"acks": 1, "timeout_ms": 1000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+    body = {
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
     r = h.call(PRODUCE, 9, body).responses[0].partition_responses[0]
     assert r.error_code == 0
     return r.base_offset
@@ -81,8 +85,18 @@ def test_list_offsets_errors(h: BrokerHarness) -> None:
     produce(h, batch(b"a"))
     assert list_offset(h, -1, topic="nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert list_offset(h, -1, current_leader_epoch=3).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
-    body = {"replica_id": -1, "topics": [{"name": "t", "partitions": [
-        {"partition_index": 0, "timestamp": -1}, {"partition_index": 0, "timestamp": -2}]}]}
+    body = {
+        "replica_id": -1,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {"partition_index": 0, "timestamp": -1},
+                    {"partition_index": 0, "timestamp": -2},
+                ],
+            }
+        ],
+    }
     parts = h.call(LIST_OFFSETS, 5, body).topics[0].partitions
     assert [p.error_code for p in parts] == [ErrorCode.INVALID_REQUEST] * 2
 
@@ -98,8 +112,15 @@ def test_offset_for_leader_epoch(h: BrokerHarness) -> None:
     produce(h, batch(b"a", b"b"))
 
     def ask(epoch: int, current: int = -1, topic: str = "t") -> Any:
-        body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
-            {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]}
+        body = {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [{"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}],
+                }
+            ],
+        }
         return h.call(OFFSET_FOR_LEADER_EPOCH, 4, body).topics[0].partitions[0]
 
     r = ask(0, current=0)
@@ -112,7 +133,10 @@ def test_offset_for_leader_epoch(h: BrokerHarness) -> None:
 
 def test_offset_for_leader_epoch_of_an_empty_partition(h: BrokerHarness) -> None:
     create(h, "empty")
-    body = {"replica_id": -1, "topics": [{"topic": "empty", "partitions": [{"partition": 0, "leader_epoch": 0}]}]}
+    body = {
+        "replica_id": -1,
+        "topics": [{"topic": "empty", "partitions": [{"partition": 0, "leader_epoch": 0}]}],
+    }
     r = h.call(OFFSET_FOR_LEADER_EPOCH, 2, body).topics[0].partitions[0]
     assert (r.error_code, r.leader_epoch, r.end_offset) == (0, 0, 0)
 
@@ -122,14 +146,22 @@ def test_delete_records_moves_the_log_start(h: BrokerHarness) -> None:
         produce(h, batch(b"%d" % i))
 
     def delete(offset: int, topic: str = "t") -> Any:
-        body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}], "timeout_ms": 100}
+        body = {
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}],
+            "timeout_ms": 100,
+        }
         return h.call(DELETE_RECORDS, 2, body).topics[0].partitions[0]
 
     r = delete(3)
     assert (r.error_code, r.low_watermark) == (0, 3)
     assert list_offset(h, -2).offset == 3
-    fetch = {"max_wait_ms": 0, "min_bytes": 1, "topics": [{"topic": "t", "partitions": [
-        {"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1000}]}]}
+    fetch = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "topics": [
+            {"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1000}]}
+        ],
+    }
     p = h.call(FETCH, 12, fetch).responses[0].partitions[0]
     assert (p.error_code, p.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, 3)
     assert delete(1).low_watermark == 3  # never backwards
@@ -141,7 +173,9 @@ def test_delete_records_moves_the_log_start(h: BrokerHarness) -> None:
 
 
 def init_pid(h: BrokerHarness, version: int = 4, **body: Any) -> Any:
-    return h.call(INIT_PRODUCER_ID, version, {"transactional_id": None, "transaction_timeout_ms": 60000, **body})
+    return h.call(
+        INIT_PRODUCER_ID, version, {"transactional_id": None, "transaction_timeout_ms": 60000, **body}
+    )
 
 
 def test_init_producer_id(h: BrokerHarness) -> None:
@@ -152,7 +186,9 @@ def test_init_producer_id(h: BrokerHarness) -> None:
     bumped = init_pid(h, 3, producer_id=a.producer_id, producer_epoch=0)
     assert bumped.error_code == 0 and bumped.producer_epoch == 0
     assert bumped.producer_id not in (a.producer_id, b.producer_id)
-    assert init_pid(h, 3, producer_id=a.producer_id, producer_epoch=-1).error_code == ErrorCode.INVALID_REQUEST
+    assert (
+        init_pid(h, 3, producer_id=a.producer_id, producer_epoch=-1).error_code == ErrorCode.INVALID_REQUEST
+    )
     assert init_pid(h, 5, producer_id=-1, producer_epoch=4).error_code == ErrorCode.INVALID_REQUEST
     stranger = init_pid(h, 5, producer_id=10**12, producer_epoch=3)
     assert stranger.error_code == 0 and stranger.producer_epoch == 0

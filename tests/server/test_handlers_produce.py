@@ -26,7 +26,9 @@ def h(tmp_path: Path):
     harness.close()
 
 
-def produce(h: BrokerHarness, topic: str, records: Any, *, partition: int = 0, acks: int = -1, version: int = 9) -> Any:
+def produce(
+    h: BrokerHarness, topic: str, records: Any, *, partition: int = 0, acks: int = -1, version: int = 9
+) -> Any:
     body = {"acks": acks, "timeout_ms": 1000,
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}  # fmt: skip
     return h.call(PRODUCE, version, body).responses[0].partition_responses[0]
@@ -40,8 +42,22 @@ def create(h: BrokerHarness, name: str, configs: dict[str, str] | None = None, p
 
 
 def fetched(h: BrokerHarness, topic: str, offset: int = 0, partition: int = 0) -> bytes:
-    resp = h.call(FETCH, 12, {"max_wait_ms": 0, "min_bytes": 1, "topics": [
-        {"topic": topic, "partitions": [{"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]})
+    resp = h.call(
+        FETCH,
+        12,
+        {
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+                    ],
+                }
+            ],
+        },
+    )
     p = resp.responses[0].partitions[0]
     assert p.error_code == 0
     return bytes(p.records)
@@ -67,7 +83,10 @@ def test_v12_and_v13(h: BrokerHarness, version: int) -> None:
     data = [{"name": "t", "topic_id": topic_id, "partition_data": [{"index": 0, "records": batch(b"a")}]},
             {"name": "u", "topic_id": nowhere, "partition_data": [{"index": 0, "records": batch(b"b")}]}]  # fmt: skip
     r = h.call(PRODUCE, version, {"acks": -1, "timeout_ms": 1000, "topic_data": data})
-    got = [(t.name, t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses]) for t in r.responses]
+    got = [
+        (t.name, t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses])
+        for t in r.responses
+    ]
     if version == 13:
         assert got == [("", topic_id, [(0, 0)]), ("", nowhere, [(ErrorCode.UNKNOWN_TOPIC_ID, -1)])]
         assert h.broker.metadata.topic("u") is None
@@ -133,8 +152,16 @@ def test_invalid_acks(h: BrokerHarness) -> None:
 
 
 def test_acks_zero_sends_no_response(h: BrokerHarness) -> None:
-    frame = encode_request(0, 9, 1, {"acks": 0, "timeout_ms": 100,
-                                     "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch(b"a")}]}]})
+    frame = encode_request(
+        0,
+        9,
+        1,
+        {
+            "acks": 0,
+            "timeout_ms": 100,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch(b"a")}]}],
+        },
+    )
     assert h.raw(frame) is None
     assert h.broker.replicas.partition_log("t", 0).log_end_offset == 1
 
@@ -142,8 +169,16 @@ def test_acks_zero_sends_no_response(h: BrokerHarness) -> None:
 def test_acks_zero_error_closes_the_connection(h: BrokerHarness) -> None:
     bad = bytearray(batch(b"a"))
     bad[-1] ^= 1
-    frame = encode_request(0, 9, 1, {"acks": 0, "timeout_ms": 100,
-                                     "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": bytes(bad)}]}]})
+    frame = encode_request(
+        0,
+        9,
+        1,
+        {
+            "acks": 0,
+            "timeout_ms": 100,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": bytes(bad)}]}],
+        },
+    )
     with pytest.raises(CloseConnection):
         h.raw(frame)
 
@@ -162,10 +197,20 @@ def test_log_append_time(tmp_path: Path) -> None:
         h.close()
 
 
-@pytest.mark.parametrize(("codec_name", "codec_id"), [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4), ("uncompressed", 0)])
+@pytest.mark.parametrize(
+    ("codec_name", "codec_id"), [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4), ("uncompressed", 0)]
+)
 def test_topic_compression_recompresses(h: BrokerHarness, codec_name: str, codec_id: int) -> None:
     create(h, "c", {"compression.type": codec_name})
-    original = batch(b"v1", b"v2", key=b"k", compression=0 if codec_id else 1, producer_id=7, producer_epoch=0, base_sequence=0)
+    original = batch(
+        b"v1",
+        b"v2",
+        key=b"k",
+        compression=0 if codec_id else 1,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+    )
     assert produce(h, "c", original).error_code == 0
     header, recs = decode_batch(fetched(h, "c"))
     assert header.compression == codec_id
@@ -261,18 +306,26 @@ def test_compacted_topic_refuses_records_without_key(hc: BrokerHarness) -> None:
     r = produce(hc, "c", keyed(b"a", None, b"b", None))
     no_key = "Compacted topic cannot accept message without key in topic partition c-0"
     assert r.error_code == ErrorCode.INVALID_RECORD and r.base_offset == -1
-    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [(1, no_key), (3, no_key)]
+    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [
+        (1, no_key),
+        (3, no_key),
+    ]
     assert r.error_message == (
         "One or more records have been rejected due to 2 record errors in total, and only showing the first "
         f"three errors at most: [RecordError(batchIndex=1, message='{no_key}'), "
         f"RecordError(batchIndex=3, message='{no_key}')]"
     )
     assert hc.broker.replicas.partition_log("c", 0).log_end_offset == 0  # the whole batch is refused
-    assert produce(hc, "c", keyed(b"a", None), version=7).error_code == ErrorCode.INVALID_RECORD  # no record_errors
+    assert (
+        produce(hc, "c", keyed(b"a", None), version=7).error_code == ErrorCode.INVALID_RECORD
+    )  # no record_errors
     # Keys are found inside compressed batches too; a fully keyed batch (tombstones included) goes in.
     assert produce(hc, "c", keyed(None, compression=1)).record_errors[0].batch_index == 0
     ok = build_batch([Record(0, NOW, b"a", None), Record(1, NOW, b"b", b"x")], compression=1)
-    assert (produce(hc, "c", ok).error_code, produce(hc, "delete-topic", keyed(None, None)).error_code) == (0, 0)
+    assert (produce(hc, "c", ok).error_code, produce(hc, "delete-topic", keyed(None, None)).error_code) == (
+        0,
+        0,
+    )
 
 
 def test_create_time_outside_the_window_is_invalid_timestamp(hc: BrokerHarness) -> None:
@@ -300,16 +353,24 @@ def test_timestamp_window_from_topic_overrides_and_broker_defaults(tmp_path: Pat
         assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0]
         assert f"within [{NOW - 60_000}, {NOW + 1000}]" in r.record_errors[0].batch_index_error_message
         assert produce(h, "b", keyed(b"a", ts=NOW + 1001)).error_code == ErrorCode.INVALID_TIMESTAMP
-        create(h, "o", {"message.timestamp.before.max.ms": "5000", "message.timestamp.after.max.ms": "86400000"})
+        create(
+            h, "o", {"message.timestamp.before.max.ms": "5000", "message.timestamp.after.max.ms": "86400000"}
+        )
         assert produce(h, "o", keyed(b"a", ts=NOW + 80_000_000)).error_code == 0
-        assert produce(h, "o", keyed(b"a", ts=NOW - 5001, compression=1)).error_code == ErrorCode.INVALID_TIMESTAMP
+        assert (
+            produce(h, "o", keyed(b"a", ts=NOW - 5001, compression=1)).error_code
+            == ErrorCode.INVALID_TIMESTAMP
+        )
         # LogAppendTime topics take any producer timestamp: the broker's replaces it.
         create(h, "l", {"message.timestamp.type": "LogAppendTime"})
         assert produce(h, "l", keyed(b"a", ts=NOW + 10**9)).error_code == 0
         # A key error and a timestamp error together: INVALID_TIMESTAMP, both records named.
         create(h, "ck", {"cleanup.policy": "compact"})
         r = produce(h, "ck", build_batch([Record(0, NOW, None, b"x"), Record(1, NOW + 10**7, b"k", b"y")]))
-        assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0, 1]
+        assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [
+            0,
+            1,
+        ]
         assert h.broker.replicas.partition_log("ck", 0).log_end_offset == 0
     finally:
         h.close()

@@ -35,7 +35,9 @@ def test_caught_up_time_follows_kafkas_rule():
     assert (f.last_caught_up_ms, f.log_end_offset) == (100, 10)
     caught_up(f, leader_leo=20, fetch_offset=15, now_ms=200)  # behind, but past what the leader had at 100
     assert f.last_caught_up_ms == 100
-    caught_up(f, leader_leo=30, fetch_offset=20, now_ms=300)  # reached the leader's end of the last fetch (200)
+    caught_up(
+        f, leader_leo=30, fetch_offset=20, now_ms=300
+    )  # reached the leader's end of the last fetch (200)
     assert f.last_caught_up_ms == 200
     caught_up(f, leader_leo=40, fetch_offset=25, now_ms=400)  # still behind the end of last time (30)
     assert f.last_caught_up_ms == 200

@@ -31,7 +31,10 @@ def test_brokers_partitions_and_configs_from_the_image() -> None:
     assert image is not None
     md = KRaftMetadata(BrokerConfig({"node.id": "1", "process.roles": "broker"}))
     md.set_image(image)
-    assert [(b.node_id, b.port) for b in md.live_brokers("PLAINTEXT")] == [(1, 9001), (2, 9002)]  # 3 is fenced
+    assert [(b.node_id, b.port) for b in md.live_brokers("PLAINTEXT")] == [
+        (1, 9001),
+        (2, 9002),
+    ]  # 3 is fenced
     assert md.live_brokers("OTHER") == []
     t = md.topic("t")
     assert t is not None and t.partitions == 2 and t.topic_id == T1 and md.topics.by_id(T1) == t

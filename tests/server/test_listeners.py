@@ -46,7 +46,9 @@ REJECTED = [
 
 
 @pytest.mark.parametrize(("entry", "old_config", "old_server", "expected"), ACCEPTED)
-def test_every_accepted_form(entry: str, old_config: bool, old_server: bool, expected: tuple[str, str, int]) -> None:
+def test_every_accepted_form(
+    entry: str, old_config: bool, old_server: bool, expected: tuple[str, str, int]
+) -> None:
     assert old_config or old_server
     listener = parse_listener("listeners", entry)
     assert (listener.name, listener.host, listener.port) == expected
@@ -63,7 +65,9 @@ def test_every_refused_form(entry: str, old_config: bool, old_server: bool, mess
 
 def test_the_security_protocol_comes_from_the_map_or_the_name() -> None:
     parsed = parse_listeners(
-        "listeners", ["PLAINTEXT://:1", "CLIENT://:2", "SSL://:3", "OTHER://:4"], {"CLIENT": "PLAINTEXT", "SSL": "SSL"}
+        "listeners",
+        ["PLAINTEXT://:1", "CLIENT://:2", "SSL://:3", "OTHER://:4"],
+        {"CLIENT": "PLAINTEXT", "SSL": "SSL"},
     )
     assert [(x.name, x.security_protocol) for x in parsed] == [
         ("PLAINTEXT", "PLAINTEXT"), ("CLIENT", "PLAINTEXT"), ("SSL", "SSL"), ("OTHER", ""),
@@ -81,7 +85,11 @@ def test_kafka_combined_mode_listeners_open_the_broker_listener_only() -> None:
     assert cfg.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")]
     assert cfg.controller_listeners == [Listener("CONTROLLER", "", 9093, "PLAINTEXT")]
     assert cfg.controller_listener_names == ("CONTROLLER",)
-    assert cfg.listener_security_protocol_map == {"CONTROLLER": "PLAINTEXT", "PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
+    assert cfg.listener_security_protocol_map == {
+        "CONTROLLER": "PLAINTEXT",
+        "PLAINTEXT": "PLAINTEXT",
+        "SSL": "SSL",
+    }
 
 
 def test_an_unmapped_controller_listener_is_skipped_not_refused() -> None:
@@ -95,7 +103,9 @@ def test_an_unmapped_controller_listener_is_skipped_not_refused() -> None:
     assert cfg.controller_listeners == [Listener("CONTROLLER", "", 9093, "PLAINTEXT")]
     # a broker listener with no protocol is still an error
     with pytest.raises(ConfigError, match="listeners entry INTERNAL://:9094 has no security protocol"):
-        BrokerConfig({"listeners": "PLAINTEXT://:9092,INTERNAL://:9094", "controller.listener.names": "CONTROLLER"})
+        BrokerConfig(
+            {"listeners": "PLAINTEXT://:9092,INTERNAL://:9094", "controller.listener.names": "CONTROLLER"}
+        )
 
 
 def test_a_served_listener_binds() -> None:

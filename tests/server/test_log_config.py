@@ -18,7 +18,9 @@ MIB = 1024 * 1024
 
 @pytest.fixture
 def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path, {"log.segment.bytes": str(3 * MIB), "producer.id.expiration.ms": "90000"})
+    harness = BrokerHarness(
+        tmp_path, {"log.segment.bytes": str(3 * MIB), "producer.id.expiration.ms": "90000"}
+    )
     yield harness
     harness.close()
 
@@ -50,7 +52,9 @@ def test_log_segment_bytes_reaches_the_partition_logs(h: BrokerHarness) -> None:
 
     assert alter_broker(h, "log.segment.bytes", str(7 * MIB)).error_code == 0
     assert segment_bytes(h, "plain") == [7 * MIB, 7 * MIB]  # live logs, at once
-    assert all(s.config.segment_bytes == 7 * MIB for s in h.broker.replicas.partition_log("plain", 1).segments)
+    assert all(
+        s.config.segment_bytes == 7 * MIB for s in h.broker.replicas.partition_log("plain", 1).segments
+    )
     assert segment_bytes(h, "own") == [5 * MIB, 5 * MIB]
     create(h, "later")
     assert segment_bytes(h, "later") == [7 * MIB, 7 * MIB]

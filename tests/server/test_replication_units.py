@@ -75,7 +75,9 @@ def test_follower_below_the_leaders_log_start_starts_over_there(tmp_path):
     p.update_follower_hw(2)
     f = fetcher()
     f.add(p)
-    answer = SimpleNamespace(error_code=1, log_start_offset=50, high_watermark=60, diverging_epoch=None, records=None)
+    answer = SimpleNamespace(
+        error_code=1, log_start_offset=50, high_watermark=60, diverging_epoch=None, records=None
+    )
     assert f._apply((p, 0, 2), answer)  # OFFSET_OUT_OF_RANGE: the leader's log starts at 50
     assert (follower.log_start_offset, follower.log_end_offset, follower.high_watermark) == (50, 50, 50)
     follower.append_as_follower(batch(1, base_offset=50), now_ms=0)

@@ -25,8 +25,12 @@ from kcompat.wire.protocol import decode_response, encode_request
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="x" user_alice="alice-pw" user_bob="b\\"q";'
 
 
-def security(reauth_ms: int = 0, mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")) -> ListenerSecurity:
-    return ListenerSecurity("SASL_SSL", "SASL_SSL", None, SaslSettings(mechanisms, {"PLAIN": JAAS}), reauth_ms, 100)
+def security(
+    reauth_ms: int = 0, mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+) -> ListenerSecurity:
+    return ListenerSecurity(
+        "SASL_SSL", "SASL_SSL", None, SaslSettings(mechanisms, {"PLAIN": JAAS}), reauth_ms, 100
+    )
 
 
 @pytest.fixture
@@ -92,7 +96,9 @@ def test_plain_success_session_lifetime_and_expiry() -> None:
     assert expired.close is not None and "expired" in expired.close
 
 
-@pytest.mark.parametrize("token", [b"\0alice\0wrong", b"\0nobody\0alice-pw", b"bob\0alice\0alice-pw", b"alice-pw"])
+@pytest.mark.parametrize(
+    "token", [b"\0alice\0wrong", b"\0nobody\0alice-pw", b"bob\0alice\0alice-pw", b"alice-pw"]
+)
 def test_plain_failures(token: bytes) -> None:
     a = auth()
     handshake(a, "PLAIN")
@@ -105,7 +111,7 @@ def test_plain_failures(token: bytes) -> None:
 def test_plain_v0_handshake_means_bare_tokens() -> None:
     a = auth()
     handshake(a, "PLAIN", version=0)
-    step = a.step(memoryview(b"\0bob\0b\"q"), 0)  # the JAAS value's escaped quote
+    step = a.step(memoryview(b'\0bob\0b"q'), 0)  # the JAAS value's escaped quote
     assert step.chunks == [b"\0\0\0\0"] and a.principal == "User:bob"
 
 
@@ -145,8 +151,10 @@ def test_reauthentication_keeps_the_principal() -> None:
     assert body.error_code == 0 and body.session_lifetime_ms == 1000
     assert a.step(frame(3, 12, {"topics": None}), 1.5).to_broker  # the new session runs from 0.9
     handshake(a, "PLAIN", now=1.6)
-    _, body = authenticate(a, b"\0bob\0b\"q", now=1.6)
-    assert body.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and "principals" in (body.error_message or "")
+    _, body = authenticate(a, b'\0bob\0b"q', now=1.6)
+    assert body.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and "principals" in (
+        body.error_message or ""
+    )
 
 
 def test_credential_store_keeps_no_password(tmp_path: Path, store: ScramCredentialStore) -> None:
@@ -160,14 +168,22 @@ def test_credential_store_keeps_no_password(tmp_path: Path, store: ScramCredenti
     assert c is not None
     # the same keys scramp derives from the password and salt
     assert ScramMechanism("SCRAM-SHA-256").make_auth_info("carol-pw", 4096, c.salt) == (
-        c.salt, c.stored_key, c.server_key, 4096)
+        c.salt,
+        c.stored_key,
+        c.server_key,
+        4096,
+    )
 
 
 def test_add_scram_syntax() -> None:
     user, mechanism, c = parse_add_scram("SCRAM-SHA-512=[name=alice,password=a,b,iterations=8192]")
     assert (user, mechanism, c.iterations) == ("alice", "SCRAM-SHA-512", 8192)
     assert parse_add_scram('SCRAM-SHA-256=[name=bob,password="x,y=z"]')[0] == "bob"
-    for bad in ("SCRAM-SHA-1=[name=a,password=b]", "SCRAM-SHA-256=[name=a]", "SCRAM-SHA-256=[name=a,password=b,iterations=10]"):
+    for bad in (
+        "SCRAM-SHA-1=[name=a,password=b]",
+        "SCRAM-SHA-256=[name=a]",
+        "SCRAM-SHA-256=[name=a,password=b,iterations=10]",
+    ):
         with pytest.raises(ValueError, match="--add-scram"):
             parse_add_scram(bad)
 
@@ -182,18 +198,22 @@ def test_jaas_parsing() -> None:
 
 
 def test_listener_prefixed_settings_override_the_broker_wide_ones() -> None:
-    cfg = BrokerConfig({
-        "listeners": "PLAINTEXT://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2,INTERNAL://127.0.0.1:3",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.internal.plain.sasl.jaas.config": JAAS,
-        "connections.max.reauth.ms": "5000",
-        "listener.name.sasl_plaintext.connections.max.reauth.ms": "7000",
-    })
+    cfg = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2,INTERNAL://127.0.0.1:3",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": JAAS,
+            "connections.max.reauth.ms": "5000",
+            "listener.name.sasl_plaintext.connections.max.reauth.ms": "7000",
+        }
+    )
     sec = cfg.listener_security
     assert sec["PLAINTEXT"].sasl is None and sec["PLAINTEXT"].ssl is None
-    assert sec["SASL_PLAINTEXT"].sasl is not None and sec["SASL_PLAINTEXT"].sasl.mechanisms == ("SCRAM-SHA-512",)
+    assert sec["SASL_PLAINTEXT"].sasl is not None and sec["SASL_PLAINTEXT"].sasl.mechanisms == (
+        "SCRAM-SHA-512",
+    )
     assert sec["SASL_PLAINTEXT"].reauth_ms == 7000 and sec["INTERNAL"].reauth_ms == 5000
     assert sec["INTERNAL"].sasl is not None and sec["INTERNAL"].sasl.jaas == {"PLAIN": JAAS}
 
@@ -202,18 +222,43 @@ def test_listener_prefixed_settings_override_the_broker_wide_ones() -> None:
     ("props", "message"),
     [
         ({"listeners": "SSL://127.0.0.1:1"}, "listener SSL uses TLS and needs a certificate"),
-        ({"listeners": "SSL://127.0.0.1:1", "ssl.keystore.location": "/k", "ssl.keystore.type": "JKS"},
-         "JKS is not supported"),
-        ({"listeners": "SSL://127.0.0.1:1", "ssl.keystore.location": "/k", "ssl.client.auth": "always"},
-         "ssl.client.auth='always' is invalid"),
-        ({"listeners": "SSL://127.0.0.1:1", "ssl.keystore.location": "/k", "ssl.enabled.protocols": "TLSv1.1"},
-         "kcompat offers TLSv1.2, TLSv1.3"),
+        (
+            {"listeners": "SSL://127.0.0.1:1", "ssl.keystore.location": "/k", "ssl.keystore.type": "JKS"},
+            "JKS is not supported",
+        ),
+        (
+            {"listeners": "SSL://127.0.0.1:1", "ssl.keystore.location": "/k", "ssl.client.auth": "always"},
+            "ssl.client.auth='always' is invalid",
+        ),
+        (
+            {
+                "listeners": "SSL://127.0.0.1:1",
+                "ssl.keystore.location": "/k",
+                "ssl.enabled.protocols": "TLSv1.1",
+            },
+            "kcompat offers TLSv1.2, TLSv1.3",
+        ),
         ({"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "GSSAPI"}, "names GSSAPI"),
-        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "PLAIN"}, "enables PLAIN but has no users"),
-        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": "x"},
-         "sasl.jaas.config of PLAIN is invalid"),
-        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-          "connections.max.reauth.ms": "-1"}, "connections.max.reauth.ms='-1' is invalid"),
+        (
+            {"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "PLAIN"},
+            "enables PLAIN but has no users",
+        ),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:1",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.jaas.config": "x",
+            },
+            "sasl.jaas.config of PLAIN is invalid",
+        ),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:1",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "connections.max.reauth.ms": "-1",
+            },
+            "connections.max.reauth.ms='-1' is invalid",
+        ),
     ],
 )
 def test_unusable_listener_settings(props: dict[str, str], message: str) -> None:
@@ -230,9 +275,14 @@ def jws(claims: dict[str, Any], alg: str = "none") -> str:
 
 
 def oauth_auth(**options: str) -> SaslAuthenticator:
-    jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required " + " ".join(
-        f'{k}="{v}"' for k, v in options.items()) + ";"
-    sec = ListenerSecurity("SASL_SSL", "SASL_SSL", None, SaslSettings(("OAUTHBEARER",), {"OAUTHBEARER": jaas}), 3_600_000, 0)
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        + " ".join(f'{k}="{v}"' for k, v in options.items())
+        + ";"
+    )
+    sec = ListenerSecurity(
+        "SASL_SSL", "SASL_SSL", None, SaslSettings(("OAUTHBEARER",), {"OAUTHBEARER": jaas}), 3_600_000, 0
+    )
     return SaslAuthenticator(sec, lambda u, m: None)
 
 
@@ -259,28 +309,45 @@ def test_oauthbearer_refusals(claims: dict[str, Any], alg: str, options: dict[st
     a = oauth_auth(**options)
     handshake(a, "OAUTHBEARER")
     step, body = authenticate(a, f"n,,\x01auth=Bearer {jws(claims, alg)}\x01\x01".encode())
-    assert body.error_code == 0 and json.loads(body.auth_bytes) == {"status": "invalid_token"} and step.close is None
+    assert (
+        body.error_code == 0
+        and json.loads(body.auth_bytes) == {"status": "invalid_token"}
+        and step.close is None
+    )
     step, body = authenticate(a, b"\x01")  # the client acknowledges the challenge: then it fails
     assert body.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and step.close is not None
 
 
 def test_oauthbearer_other_validators_are_refused() -> None:
     with pytest.raises(ConfigError, match="kcompat validates only unsecured JWS"):
-        BrokerConfig({
-            "listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "OAUTHBEARER",
-            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
-                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
-        })
+        BrokerConfig(
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:1",
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            }
+        )
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(
-    st.binary(max_size=64),
-    st.sampled_from([17, 36, 18, 3]).flatmap(
-        lambda key: st.tuples(st.integers(-2, 4), st.binary(max_size=40)).map(
-            lambda vb: struct.pack(">hhi", key, vb[0], 1) + b"\0\x05kcomp" + vb[1])),
-), max_size=6), st.sampled_from(["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"]), st.integers(0, 1))
-def test_any_frames_give_an_answer_or_a_close_never_an_exception(frames: list[bytes], mechanism: str, v: int) -> None:
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=64),
+            st.sampled_from([17, 36, 18, 3]).flatmap(
+                lambda key: st.tuples(st.integers(-2, 4), st.binary(max_size=40)).map(
+                    lambda vb: struct.pack(">hhi", key, vb[0], 1) + b"\0\x05kcomp" + vb[1]
+                )
+            ),
+        ),
+        max_size=6,
+    ),
+    st.sampled_from(["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"]),
+    st.integers(0, 1),
+)
+def test_any_frames_give_an_answer_or_a_close_never_an_exception(
+    frames: list[bytes], mechanism: str, v: int
+) -> None:
     a = SaslAuthenticator(
         ListenerSecurity("X", "SASL_PLAINTEXT", None, SaslSettings((mechanism,), {"PLAIN": JAAS}), 0, 0),
         lambda u, m: None,

@@ -125,7 +125,10 @@ def test_copying_fallback_when_sendfile_is_missing(
     data = pattern(1 << 20)
     f = log_file(tmp_path, "a.log", data)
     expect = b"<" + data[10:] + b">"
-    assert send_all(server, client, [b"<", FetchSlice((FilePiece(f, 10, len(data) - 10),)), b">"], len(expect)) == expect
+    assert (
+        send_all(server, client, [b"<", FetchSlice((FilePiece(f, 10, len(data) - 10),)), b">"], len(expect))
+        == expect
+    )
     assert STATS.sendfile_calls == 0
     assert STATS.fallback_pieces == 1 and STATS.fallback_bytes == len(data) - 10
 
@@ -175,7 +178,9 @@ def test_a_deleted_segment_stays_readable_through_the_slice(
     assert finish(server, client, writer, len(data)) == data
 
 
-def test_a_truncated_file_cannot_honour_the_slice(pair: tuple[socket.socket, socket.socket], tmp_path: Path) -> None:
+def test_a_truncated_file_cannot_honour_the_slice(
+    pair: tuple[socket.socket, socket.socket], tmp_path: Path
+) -> None:
     server, _ = pair
     f = log_file(tmp_path, "a.log", b"x" * 1000)
     writer = ChunkWriter(server)

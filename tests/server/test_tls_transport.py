@@ -43,7 +43,9 @@ def server_cert(ca: trustme.CA) -> trustme.LeafCert:
 
 
 @pytest.fixture(scope="module")
-def pem_files(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA, server_cert: trustme.LeafCert) -> Path:
+def pem_files(
+    tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA, server_cert: trustme.LeafCert
+) -> Path:
     d = tmp_path_factory.mktemp("tls")
     ca.cert_pem.write_to_path(str(d / "ca.pem"))
     server_cert.private_key_and_cert_chain_pem.write_to_path(str(d / "server.pem"))
@@ -52,10 +54,20 @@ def pem_files(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA, server_c
 
 def settings(**kw: Any) -> SslSettings:
     base: dict[str, Any] = dict(
-        keystore_type=None, keystore_location=None, keystore_password=None, key_password=None,
-        keystore_certificate_chain=None, keystore_key=None, truststore_type=None, truststore_location=None,
-        truststore_password=None, truststore_certificates=None, client_auth="none",
-        enabled_protocols=("TLSv1.2", "TLSv1.3"), cipher_suites=(), principal_mapping_rules="DEFAULT",
+        keystore_type=None,
+        keystore_location=None,
+        keystore_password=None,
+        key_password=None,
+        keystore_certificate_chain=None,
+        keystore_key=None,
+        truststore_type=None,
+        truststore_location=None,
+        truststore_password=None,
+        truststore_certificates=None,
+        client_auth="none",
+        enabled_protocols=("TLSv1.2", "TLSv1.3"),
+        cipher_suites=(),
+        principal_mapping_rules="DEFAULT",
     )
     base.update(kw)
     return SslSettings(**base)
@@ -66,9 +78,17 @@ def start(request: pytest.FixtureRequest, pem_files: Path) -> Iterator[Any]:
     servers: list[ServerThread] = []
 
     def factory(**ssl_kw: Any) -> ServerThread:
-        s = settings(keystore_location=str(pem_files / "server.pem"), truststore_location=str(pem_files / "ca.pem"), **ssl_kw)
-        transport = ListenerTransport(server_context(s), certificate_principal(PrincipalMapper(s.principal_mapping_rules)))
-        server = ServerThread(request.param, listener=Listener("SSL", "127.0.0.1", 0, "SSL"), transports={"SSL": transport})
+        s = settings(
+            keystore_location=str(pem_files / "server.pem"),
+            truststore_location=str(pem_files / "ca.pem"),
+            **ssl_kw,
+        )
+        transport = ListenerTransport(
+            server_context(s), certificate_principal(PrincipalMapper(s.principal_mapping_rules))
+        )
+        server = ServerThread(
+            request.param, listener=Listener("SSL", "127.0.0.1", 0, "SSL"), transports={"SSL": transport}
+        )
         servers.append(server)
         return server
 
@@ -174,12 +194,17 @@ def test_stalled_handshake_and_garbage_cost_nobody_else(
     assert len(lines) == 1, lines  # the garbage connection: one line
 
 
-def test_keystore_forms(pem_files: Path, ca: trustme.CA, server_cert: trustme.LeafCert, tmp_path: Path) -> None:
+def test_keystore_forms(
+    pem_files: Path, ca: trustme.CA, server_cert: trustme.LeafCert, tmp_path: Path
+) -> None:
     key = serialization.load_pem_private_key(server_cert.private_key_pem.bytes(), None)
     cert = x509.load_pem_x509_certificate(server_cert.cert_chain_pems[0].bytes())
     p12 = tmp_path / "server.p12"
-    p12.write_bytes(pkcs12.serialize_key_and_certificates(
-        b"k", key, cert, None, serialization.BestAvailableEncryption(b"storepw")))  # type: ignore[arg-type]
+    p12.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"k", key, cert, None, serialization.BestAvailableEncryption(b"storepw")
+        )
+    )  # type: ignore[arg-type]
     server_context(settings(keystore_location=str(p12), keystore_password="storepw"))
     server_context(settings(keystore_location=str(p12), keystore_type="PKCS12", keystore_password="storepw"))
     with pytest.raises(ConfigError, match="not a PKCS12 keystore this password opens"):
@@ -187,15 +212,22 @@ def test_keystore_forms(pem_files: Path, ca: trustme.CA, server_cert: trustme.Le
     inline = settings(
         keystore_certificate_chain=server_cert.cert_chain_pems[0].bytes().decode(),
         keystore_key=server_cert.private_key_pem.bytes().decode(),
-        truststore_certificates=ca.cert_pem.bytes().decode(), client_auth="requested",
+        truststore_certificates=ca.cert_pem.bytes().decode(),
+        client_auth="requested",
     )
     assert server_context(inline).verify_mode == ssl.CERT_OPTIONAL
     with pytest.raises(ConfigError, match=r"ssl\.keystore\.location='/nope\.pem' cannot be read"):
         server_context(settings(keystore_location="/nope.pem"))
-    only13 = server_context(settings(keystore_location=str(pem_files / "server.pem"), enabled_protocols=("TLSv1.3",)))
+    only13 = server_context(
+        settings(keystore_location=str(pem_files / "server.pem"), enabled_protocols=("TLSv1.3",))
+    )
     assert only13.minimum_version == ssl.TLSVersion.TLSv1_3
-    suites = server_context(settings(keystore_location=str(pem_files / "server.pem"),
-                                     cipher_suites=("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",)))
+    suites = server_context(
+        settings(
+            keystore_location=str(pem_files / "server.pem"),
+            cipher_suites=("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",),
+        )
+    )
     assert "ECDHE-ECDSA-AES256-GCM-SHA384" in {c["name"] for c in suites.get_ciphers()}
     with pytest.raises(ConfigError, match=r"ssl\.cipher\.suites names no suite"):
         server_context(settings(keystore_location=str(pem_files / "server.pem"), cipher_suites=("NO_SUCH",)))

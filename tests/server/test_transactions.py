@@ -60,10 +60,14 @@ def h(tmp_path: Path, clock: Clock):
 
 
 def init(h: BrokerHarness, txn_id: str = "tx", timeout: int = 10_000, version: int = 4, **kw: Any) -> Any:
-    return h.call(INIT_PRODUCER_ID, version, {"transactional_id": txn_id, "transaction_timeout_ms": timeout, **kw})
+    return h.call(
+        INIT_PRODUCER_ID, version, {"transactional_id": txn_id, "transaction_timeout_ms": timeout, **kw}
+    )
 
 
-def add(h: BrokerHarness, pid: int, epoch: int, parts: list[int], txn_id: str = "tx", version: int = 3) -> list[int]:
+def add(
+    h: BrokerHarness, pid: int, epoch: int, parts: list[int], txn_id: str = "tx", version: int = 3
+) -> list[int]:
     r = h.call(ADD_PARTITIONS_TO_TXN, version, {
         "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
         "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": "t", "partitions": parts}]})  # fmt: skip
@@ -84,7 +88,9 @@ def end(h: BrokerHarness, pid: int, epoch: int, commit: bool, txn_id: str = "tx"
     return int(r.error_code)
 
 
-def fetch(h: BrokerHarness, isolation: int, offset: int = 0, partition: int = 0) -> tuple[Any, list[tuple[int, bytes]]]:
+def fetch(
+    h: BrokerHarness, isolation: int, offset: int = 0, partition: int = 0
+) -> tuple[Any, list[tuple[int, bytes]]]:
     resp = h.call(FETCH, 12, {"max_wait_ms": 0, "min_bytes": 1, "isolation_level": isolation, "topics": [
         {"topic": "t", "partitions": [{"partition": partition, "fetch_offset": offset,
                                        "partition_max_bytes": 1 << 20}]}]})  # fmt: skip
@@ -172,7 +178,10 @@ def test_a_new_instance_fences_the_old_and_aborts_its_transaction(h: BrokerHarne
     # VerifyOnly (AddPartitionsToTxn v4, KIP-890): nothing is open for the new epoch
     r = h.call(ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{"transactional_id": "tx", "producer_id": pid,
                "producer_epoch": 2, "verify_only": True, "topics": [{"name": "t", "partitions": [0]}]}]})  # fmt: skip
-    assert r.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == E.INVALID_TXN_STATE
+    assert (
+        r.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code
+        == E.INVALID_TXN_STATE
+    )
 
 
 def test_timeout_aborts_the_open_transaction(h: BrokerHarness, clock: Clock) -> None:
@@ -182,7 +191,9 @@ def test_timeout_aborts_the_open_transaction(h: BrokerHarness, clock: Clock) -> 
     clock.t += 6
     h.broker.txn_service.abort_timed_out()  # what the timer does every 10 s
     p, seen = fetch(h, 1)
-    assert seen == [] and p.last_stable_offset == 2 and [a.first_offset for a in p.aborted_transactions] == [0]
+    assert (
+        seen == [] and p.last_stable_offset == 2 and [a.first_offset for a in p.aborted_transactions] == [0]
+    )
     assert end(h, pid, 0, True) == E.PRODUCER_FENCED
 
 
@@ -202,8 +213,13 @@ def test_txn_offset_commit_pends_until_the_commit_and_survives_a_restart(h: Brok
     assert r.topics[0].partitions[0].error_code == E.INVALID_TXN_STATE  # AddOffsetsToTxn first
     add_offsets = {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0, "group_id": "g"}
     assert h.call(ADD_OFFSETS_TO_TXN, 3, add_offsets).error_code == 0
-    assert h.call(TXN_OFFSET_COMMIT, 3, {**body, "generation_id": 3, "member_id": "m"}).topics[0].partitions[
-        0].error_code == E.ILLEGAL_GENERATION  # KIP-447: a member of a group that does not exist
+    assert (
+        h.call(TXN_OFFSET_COMMIT, 3, {**body, "generation_id": 3, "member_id": "m"})
+        .topics[0]
+        .partitions[0]
+        .error_code
+        == E.ILLEGAL_GENERATION
+    )  # KIP-447: a member of a group that does not exist
     assert h.call(TXN_OFFSET_COMMIT, 3, body).topics[0].partitions[0].error_code == 0
     assert offsets(h, stable=True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
     assert offsets(h, stable=False) == (0, -1)  # pending offsets are invisible
@@ -275,17 +291,35 @@ def test_read_committed_long_poll_waits_for_committed_bytes_and_wakes_on_the_mar
     assert add(h, pid, 0, [0]) == [0]
 
     async def scenario() -> Any:
-        body = {"max_wait_ms": 4000, "min_bytes": 1, "isolation_level": 1, "topics": [
-            {"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+        body = {
+            "max_wait_ms": 4000,
+            "min_bytes": 1,
+            "isolation_level": 1,
+            "topics": [
+                {
+                    "topic": "t",
+                    "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+                }
+            ],
+        }
         parked = asyncio.ensure_future(h.call_async(FETCH, 12, body))
         records = batch(b"v", producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
-        await h.call_async(PRODUCE, 9, {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000, "topic_data": [
-            {"name": "t", "partition_data": [{"index": 0, "records": records}]}]})
+        await h.call_async(
+            PRODUCE,
+            9,
+            {
+                "transactional_id": "tx",
+                "acks": -1,
+                "timeout_ms": 1000,
+                "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+            },
+        )
         await asyncio.sleep(0.2)
         assert not parked.done()  # uncommitted bytes do not count for min_bytes
         started = time.monotonic()
-        await h.call_async(END_TXN, 3, {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0,
-                                        "committed": True})
+        await h.call_async(
+            END_TXN, 3, {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0, "committed": True}
+        )
         resp = await asyncio.wait_for(parked, 5)
         return resp, time.monotonic() - started
 

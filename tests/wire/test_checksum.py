@@ -23,5 +23,7 @@ def test_same_as_the_package_on_bytes_and_views() -> None:
 
 def test_start_up_does_not_import_importlib_metadata() -> None:
     code = "import sys, kcompat.wire.checksum as c; print('importlib.metadata' in sys.modules, 'crc32c' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["False", "False"]

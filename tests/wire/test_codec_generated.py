@@ -73,7 +73,9 @@ def test_generated_is_in_use() -> None:
 
 
 @pytest.mark.parametrize(("message", "version"), CASES, ids=[f"{m.name}-v{v}" for m, v in CASES])
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data())
 def test_generated_matches_reference(message: Message, version: int, data: st.DataObject) -> None:
     fast, ref = _fast(message.name, version), CODECS[message.name][1]
@@ -98,7 +100,9 @@ def test_failed_encode_raises_and_leaves_the_writer_as_the_reference_does() -> N
         for bad in ("not a number", None):
             w = Writer()
             w.int32(7)
-            value = {"responses": [{"topic": "t", "partitions": [{"partition_index": 1, "high_watermark": bad}]}]}
+            value = {
+                "responses": [{"topic": "t", "partitions": [{"partition_index": 1, "high_watermark": bad}]}]
+            }
             with pytest.raises(Exception) as info:  # whatever the reference raises
                 codec.write(w, value, 12)
             outcomes.append((type(info.value), str(info.value), bytes(w.buf), len(w.chunks)))
@@ -152,7 +156,10 @@ def test_lengths_and_counts_at_the_uvarint_boundaries(n: int) -> None:
 _ASSIGNED = [{"topic_id": UUID(int=2**128 - 1), "partitions": list(range(-5, 200))}] * 130
 _RESOURCES = [{"resource_name": NAME, "configuration_keys": [NAME] * 130}, {"configuration_keys": None}]
 _ABORTED = [{"producer_id": 1, "first_offset": 2}] * 130
-_FETCHED = [{"aborted_transactions": None, "records": None}, {"aborted_transactions": _ABORTED, "records": b"r" * 1000}]
+_FETCHED = [
+    {"aborted_transactions": None, "records": None},
+    {"aborted_transactions": _ABORTED, "records": b"r" * 1000},
+]
 
 
 @pytest.mark.parametrize(
@@ -178,7 +185,9 @@ def test_nulls_scalar_and_string_arrays_uuids_nullable_structs(name: str, versio
 
 
 def test_records_are_views_of_the_input_and_bytes_are_copies() -> None:
-    data = _same("ProduceRequest", {"topic_data": [{"name": "t", "partition_data": [{"records": b"x" * 5000}]}]}, 9)
+    data = _same(
+        "ProduceRequest", {"topic_data": [{"name": "t", "partition_data": [{"records": b"x" * 5000}]}]}, 9
+    )
     records = _fast("ProduceRequest", 9).decode(data, 9).topic_data[0].partition_data[0].records
     assert isinstance(records, memoryview) and records.obj is data and bytes(records) == b"x" * 5000
     data = _same("ConsumerProtocolAssignment", {"user_data": b"u" * 200}, 1)
@@ -198,7 +207,11 @@ def test_pass_through_records_stay_chunks_and_failed_encodes_rewind_them(version
     fast, ref = _fast("FetchResponse", version), CODECS["FetchResponse"][1]
     piece = FileSlice()
     for bad in (5, "not a number"):  # the second fails after the pass-through chunk was written
-        partitions = [{"records": piece}, {"records": memoryview(b"m" * 400)}, {"high_watermark": bad, "records": piece}]
+        partitions = [
+            {"records": piece},
+            {"records": memoryview(b"m" * 400)},
+            {"high_watermark": bad, "records": piece},
+        ]
         value = {"responses": [{"topic": "t", "partitions": partitions}]}
         outcomes = []
         for codec in (fast, ref):
@@ -215,7 +228,9 @@ def test_pass_through_records_stay_chunks_and_failed_encodes_rewind_them(version
         assert outcomes[0][1].count(True) == (2 if bad == 5 else 1)
 
 
-_HEAD9 = b"\x00" + b"\x00\x01" + b"\x00\x00\x03\xe8"  # ProduceRequest v9: null transactional_id, acks, timeout
+_HEAD9 = (
+    b"\x00" + b"\x00\x01" + b"\x00\x00\x03\xe8"
+)  # ProduceRequest v9: null transactional_id, acks, timeout
 _HEAD8 = b"\xff\xff" + b"\x00\x01" + b"\x00\x00\x03\xe8"  # the same in v8 (non-compact)
 _P9 = b"\x02" + b"\x00\x00\x00\x00" + b"\x04abc" + b"\x00"  # one PartitionProduceData v9, records b"abc"
 _P8 = b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x03abc"

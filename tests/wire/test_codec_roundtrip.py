@@ -66,7 +66,9 @@ def test_round_trip(message: Any, version: int, data: st.DataObject) -> None:
 @pytest.mark.parametrize(("message", "version"), CASES[::3], ids=lambda x: getattr(x, "name", str(x)))
 @settings(max_examples=10, deadline=None)
 @given(data=st.data())
-def test_truncation_and_garbage_raise_only_decode_error(message: Any, version: int, data: st.DataObject) -> None:
+def test_truncation_and_garbage_raise_only_decode_error(
+    message: Any, version: int, data: st.DataObject
+) -> None:
     codec = CODECS[message.name]
     encoded = codec.encode(data.draw(message_values(message, version)), version)
     cut = data.draw(st.integers(0, max(len(encoded) - 1, 0)))

@@ -27,13 +27,10 @@ CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZST
 PAYLOAD = b"".join(b"record %d with some repetition; " % i for i in range(5000))  # ~170 KB, > 2 lz4 blocks
 
 
-
 @given(st.binary(max_size=70_000), st.sampled_from(CODECS))
 @settings(max_examples=40, deadline=None)
 def test_round_trip(data: bytes, cid: Compression) -> None:
     assert decompress(cid, compress(cid, data)) == data
-
-
 
 
 def test_snappy_is_written_in_xerial_framing_with_32k_blocks() -> None:

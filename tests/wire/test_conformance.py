@@ -30,12 +30,61 @@ from .schema_reference import (
 )
 
 MESSAGES: list[Message] = [m for a in APIS.values() for m in (a.request, a.response)]
-for module in (headers, consumer_protocol, group_records, txn_records, metadata_records, raft_records, raft_control_records):
+for module in (
+    headers,
+    consumer_protocol,
+    group_records,
+    txn_records,
+    metadata_records,
+    raft_records,
+    raft_control_records,
+):
     MESSAGES += [v for v in vars(module).values() if isinstance(v, Message)]
 
 REQUIRED_APIS = {
-    0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
-    29, 30, 31, 32, 33, 35, 36, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69, 75,
+    0,
+    1,
+    2,
+    3,
+    8,
+    9,
+    10,
+    11,
+    12,
+    13,
+    14,
+    15,
+    16,
+    17,
+    18,
+    19,
+    20,
+    21,
+    22,
+    23,
+    24,
+    25,
+    26,
+    27,
+    28,
+    29,
+    30,
+    31,
+    32,
+    33,
+    35,
+    36,
+    37,
+    42,
+    44,
+    47,
+    60,
+    61,
+    65,
+    66,
+    68,
+    69,
+    75,
 }  # the APIs issue 2 lists by name
 
 
@@ -67,7 +116,9 @@ def test_matches_official_specs(message: Message) -> None:
     assert str(message.versions) == str(VersionRange.parse(spec["validVersions"]))
     assert str(message.flexible) == str(VersionRange.parse(spec["flexibleVersions"]))
     assert _compare(message, path, _versions(message.versions)) == len(_versions(message.versions))
-    assert defaults_of_ours(message.fields) | defaults_of_spec(spec["fields"]) == defaults_of_ours(message.fields)
+    assert defaults_of_ours(message.fields) | defaults_of_spec(spec["fields"]) == defaults_of_ours(
+        message.fields
+    )
 
 
 def test_matches_kafka_python_specs() -> None:

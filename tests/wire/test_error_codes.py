@@ -39,12 +39,8 @@ def test_every_code_in_protocol_html() -> None:
     rows = _html_rows(html)
     if not rows:
         # Kafka's docs pull the table in at build time; this copy carries only the include.
-        assert 'generated/protocol_errors.html' in html
+        assert "generated/protocol_errors.html" in html
         return
     for name, code, retriable in rows:
         assert ErrorCode[name] == code
         assert ErrorCode[name].retriable is retriable
-
-
-
-

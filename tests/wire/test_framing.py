@@ -165,7 +165,9 @@ def test_any_chunking_gives_the_same_frames(
 
 @settings(max_examples=200, deadline=None)
 @given(stream_and_cuts(), st.integers(1, 700))
-def test_receiving_into_get_buffer_in_short_reads(case: tuple[list[bytes], bytes, list[int]], most: int) -> None:
+def test_receiving_into_get_buffer_in_short_reads(
+    case: tuple[list[bytes], bytes, list[int]], most: int
+) -> None:
     """The recv_into path: each read fills at most `most` bytes of what get_buffer offers."""
     frames, data, _ = case
     r = FrameReader(1000, buffer_size=64)
@@ -208,7 +210,9 @@ def test_take_stops_at_count_and_at_the_frame_that_crosses_nbytes() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(stream_and_cuts(), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 400)), min_size=1, max_size=10))
+@given(
+    stream_and_cuts(), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 400)), min_size=1, max_size=10)
+)
 def test_take_in_any_batches_gives_the_same_frames(
     case: tuple[list[bytes], bytes, list[int]], batches: list[tuple[int, int]]
 ) -> None:

@@ -55,8 +55,12 @@ def test_captured_produce_batches_are_valid_v2_batches() -> None:
     for path in produces:
         req = protocol.decode_request(bytes.fromhex(path.read_text().strip()))
         records = req.body.topic_data[0].partition_data[0].records
-        (pos, size), = split_batches(records)
+        ((pos, size),) = split_batches(records)
         header = read_header(records)
         assert size == len(records) and pos == 0
-        assert header.compression in (1, 2, 3)  # gzip from kafka-python, snappy from Java, lz4 from librdkafka
+        assert header.compression in (
+            1,
+            2,
+            3,
+        )  # gzip from kafka-python, snappy from Java, lz4 from librdkafka
         assert crc_ok(records, header)

@@ -23,7 +23,8 @@ def test_unsigned_varint(value: int, golden: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "golden"), [(0, "00"), (-1, "01"), (1, "02"), (-2, "03"), (2**31 - 1, "feffffff0f"), (-(2**31), "ffffffff0f")]
+    ("value", "golden"),
+    [(0, "00"), (-1, "01"), (1, "02"), (-2, "03"), (2**31 - 1, "feffffff0f"), (-(2**31), "ffffffff0f")],
 )
 def test_zigzag_varint(value: int, golden: str) -> None:
     assert encode_varint(value).hex() == golden
@@ -44,7 +45,7 @@ def test_strings_bytes_and_nulls() -> None:
     w.bytes_(b"\x01")
     w.compact_bytes(None)
     w.uuid(uuid.UUID(int=1))
-    assert w.getvalue().hex() == "00026162" "ffff" "036162" "00" "0000000101" "00" + "00" * 15 + "01"
+    assert w.getvalue().hex() == "00026162ffff03616200000000010100" + "00" * 15 + "01"
     r = Reader(w.getvalue())
     assert [r.string(), r.string(), r.compact_string(), r.compact_string()] == ["ab", None, "ab", None]
     assert bytes(r.bytes_() or b"") == b"\x01" and r.compact_bytes() is None and r.uuid() == uuid.UUID(int=1)
@@ -70,13 +71,17 @@ def test_lengths_are_checked_before_allocation(data: str, call: str) -> None:
 
 
 def test_api_versions_response_header_is_v0_even_when_flexible() -> None:
-    chunks = protocol.encode_response(18, 3, 7, {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]})
+    chunks = protocol.encode_response(
+        18, 3, 7, {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]}
+    )
     frame = b"".join(c for c in chunks if isinstance(c, bytes))
     # size | correlation id (no tagged fields: header v0) | error 0 | compact array of 1 | key 18 0-4 | tags | throttle | tags
-    assert frame.hex() == "00000013" "00000007" "0000" "02" "0012" "0000" "0004" "00" "00000000" "00"
+    assert frame.hex() == "0000001300000007000002001200000004000000000000"
 
 
 def test_request_header_v2_keeps_int16_client_id() -> None:
-    frame = protocol.encode_request(18, 3, 1, {"client_software_name": "a", "client_software_version": "1"}, "cli")
+    frame = protocol.encode_request(
+        18, 3, 1, {"client_software_name": "a", "client_software_version": "1"}, "cli"
+    )
     # size | key 18 | v3 | correlation 1 | client_id "cli" with int16 length | header tags | body
-    assert frame.hex() == "00000013" "0012" "0003" "00000001" "0003636c69" "00" "0261" "0231" "00"
+    assert frame.hex() == "0000001300120003000000010003636c69000261023100"

@@ -42,8 +42,6 @@ def _with_crc(data: bytearray) -> bytearray:
     return data
 
 
-
-
 def test_patches_at_a_position_inside_a_larger_buffer() -> None:
     blob = bytearray(build_batch(_records(2)) + build_batch(_records(3)))
     (p0, s0), (p1, s1) = split_batches(blob)
@@ -54,8 +52,6 @@ def test_patches_at_a_position_inside_a_larger_buffer() -> None:
     assert (h.base_offset, h.partition_leader_epoch, h.max_timestamp) == (50, 4, BASE_TS + 999)
     assert [r.offset for r in recs] == [50, 51, 52]
     assert decode_batch(memoryview(blob)[p0 : p0 + s0])[1] == _records(2)  # neighbour untouched
-
-
 
 
 def test_log_append_time_on_a_memoryview() -> None:
@@ -123,9 +119,11 @@ def test_structural_header_problems_are_invalid_record() -> None:
     for count in (0, -1, 4, 6):
         d = bytearray(clean)
         struct.pack_into(">i", d, 57, count)
-        _rejects(_with_crc(d), ErrorCode.INVALID_RECORD, "record_batch." + (
-            "records_count" if count <= 0 else "last_offset_delta"
-        ))
+        _rejects(
+            _with_crc(d),
+            ErrorCode.INVALID_RECORD,
+            "record_batch." + ("records_count" if count <= 0 else "last_offset_delta"),
+        )
 
     d = bytearray(clean)
     struct.pack_into(">i", d, 23, -1)

@@ -47,8 +47,6 @@ def _sample(n: int = 8) -> list[Record]:
     ]
 
 
-
-
 @given(record_lists(), st.sampled_from(CODECS), st.booleans())
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_round_trip(records: list[Record], codec: Compression, transactional: bool) -> None:
@@ -65,14 +63,6 @@ def test_round_trip(records: list[Record], codec: Compression, transactional: bo
     assert h.max_timestamp == max(r.timestamp for r in records)
     assert h.base_timestamp == records[0].timestamp
     assert crc_ok(data)
-
-
-
-
-
-
-
-
 
 
 def test_empty_batch_round_trips() -> None:

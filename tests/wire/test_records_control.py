@@ -18,9 +18,9 @@ def test_unknown_and_malformed_control_records() -> None:
     other = Record(0, 0, b"\x00\x00\x00\x02", b"")
     assert parse_control_key(other.key) == ControlType.LEADER_CHANGE
     assert read_end_txn_marker(other) is None
-    assert read_end_txn_marker(Record(0, 0, b"\x00\x00\x00\x01", b"\x00\x01\x00\x00\x00\x05xyz")) == EndTxnMarker(
-        True, 5
-    )  # a newer value version with extra fields
+    assert read_end_txn_marker(
+        Record(0, 0, b"\x00\x00\x00\x01", b"\x00\x01\x00\x00\x00\x05xyz")
+    ) == EndTxnMarker(True, 5)  # a newer value version with extra fields
     for key in (None, b"\x00", b"\xff\xff\x00\x00"):
         with pytest.raises(DecodeError):
             parse_control_key(key)

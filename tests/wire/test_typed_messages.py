@@ -36,11 +36,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _structs(m: Message) -> dict[str, type[Struct]]:
-    structs: dict[str, type[Struct]] = importlib.import_module(f"kcompat.wire.types.{MODULES[m.name]}").STRUCTS[m.name]
+    structs: dict[str, type[Struct]] = importlib.import_module(
+        f"kcompat.wire.types.{MODULES[m.name]}"
+    ).STRUCTS[m.name]
     return structs
 
 
-def _typed(structs: dict[str, type[Struct]], name: str, fields: tuple[F, ...], value: dict[str, Any]) -> Struct:
+def _typed(
+    structs: dict[str, type[Struct]], name: str, fields: tuple[F, ...], value: dict[str, Any]
+) -> Struct:
     """The strategies' plain dict as an instance of the generated class, nested structs included."""
     kwargs: dict[str, Any] = {}
     for f in fields:
@@ -76,30 +80,44 @@ def test_misspelt_dict_key_raises_on_encode() -> None:
     with pytest.raises(TypeError, match=r"HeartbeatResponse has no field\(s\) \['eror_code'\]"):
         protocol.encode_response(12, 4, 7, {"eror_code": 27})
     # nested, in the generated coder and in the reference alike
-    body = {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "low_watermak": 1}]}]}
+    body = {
+        "throttle_time_ms": 0,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "low_watermak": 1}]}],
+    }
     with pytest.raises(TypeError, match="low_watermak"):
         protocol.encode_response(21, 2, 7, body)
     with pytest.raises(TypeError, match="low_watermak"):
         MessageCodec(DELETE_RECORDS.response, generated=False).encode(body, 2)
     # a dict inside a typed instance is checked the same way
-    typed = DeleteRecordsResponse(topics=[DeleteRecordsTopicResult(name="t", partitions=[{"partition_indx": 0}])])  # type: ignore[list-item]
+    typed = DeleteRecordsResponse(
+        topics=[DeleteRecordsTopicResult(name="t", partitions=[{"partition_indx": 0}])]
+    )  # type: ignore[list-item]
     with pytest.raises(TypeError, match="partition_indx"):
         protocol.encode_response(21, 1, 7, typed)
 
 
 def test_field_of_another_version_is_accepted() -> None:
     """Version-less: a field the encoded version lacks is left out, not an error (throttle_time_ms is v1+)."""
-    v0 = protocol.encode_response(18, 0, 1, ApiVersionsResponse(throttle_time_ms=5, api_keys=[ApiVersion(api_key=1)]))
+    v0 = protocol.encode_response(
+        18, 0, 1, ApiVersionsResponse(throttle_time_ms=5, api_keys=[ApiVersion(api_key=1)])
+    )
     _, back = protocol.decode_response(18, 0, b"".join(bytes(c) for c in v0)[4:])
     assert type(back) is ApiVersionsResponse
     assert back.throttle_time_ms == 0 and back.api_keys == [ApiVersion(api_key=1)]
 
 
 def test_dict_and_instance_encode_alike() -> None:
-    as_dict = {"throttle_time_ms": 3, "topics": [{"name": "t", "partitions": [{"partition_index": 2, "low_watermark": 9}]}]}
+    as_dict = {
+        "throttle_time_ms": 3,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 2, "low_watermark": 9}]}],
+    }
     as_typed = DeleteRecordsResponse(
         throttle_time_ms=3,
-        topics=[DeleteRecordsTopicResult(name="t", partitions=[DeleteRecordsPartitionResult(partition_index=2, low_watermark=9)])],
+        topics=[
+            DeleteRecordsTopicResult(
+                name="t", partitions=[DeleteRecordsPartitionResult(partition_index=2, low_watermark=9)]
+            )
+        ],
     )
     for v in (0, 1, 2):
         assert protocol.encode_response(21, v, 1, as_dict) == protocol.encode_response(21, v, 1, as_typed)
@@ -107,7 +125,9 @@ def test_dict_and_instance_encode_alike() -> None:
 
 def test_stale_generated_classes_are_reported() -> None:
     """A declaration whose fields no longer match its generated class fails loudly, naming the tool."""
-    changed = message("HeartbeatResponse", "0-4", flexible="4+", fields=(F("error_code", "int16"), F("new_field", "int32")))
+    changed = message(
+        "HeartbeatResponse", "0-4", flexible="4+", fields=(F("error_code", "int16"), F("new_field", "int32"))
+    )
     with pytest.raises(RuntimeError, match="gen_messages"):
         MessageCodec(changed)
 
@@ -147,11 +167,15 @@ def test_typed_round_trip(message: Message, version: int, data: st.DataObject) -
 
 
 def test_generator_check_passes() -> None:
-    done = subprocess.run([sys.executable, "tools/gen_messages.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "tools/gen_messages.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_generator_check_reports_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_generator_check_reports_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     sys.path.insert(0, str(ROOT))
     try:
         gen = importlib.import_module("tools.gen_messages")

@@ -62,9 +62,7 @@ def _balance(
     while moved:
         moved = False
         for receiver in sorted(order, key=lambda m: (load[m], m)):
-            donors = sorted(
-                (m for m in order if load[m] >= load[receiver] + 2), key=lambda m: (-load[m], m)
-            )
+            donors = sorted((m for m in order if load[m] >= load[receiver] + 2), key=lambda m: (-load[m], m))
             for donor in donors:
                 movable = sorted(t for t, ps in held[donor].items() if ps and t in members[receiver].topics)
                 if not movable:

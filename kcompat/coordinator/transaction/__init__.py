@@ -15,4 +15,11 @@ from kcompat.coordinator.transaction.coordinator import (
 )
 from kcompat.coordinator.transaction.state import TransactionMetadata, TransactionState
 
-__all__ = ["MarkerJob", "TransactionCoordinator", "TransactionMetadata", "TransactionState", "TxnConfig", "TxnResult"]
+__all__ = [
+    "MarkerJob",
+    "TransactionCoordinator",
+    "TransactionMetadata",
+    "TransactionState",
+    "TxnConfig",
+    "TxnResult",
+]

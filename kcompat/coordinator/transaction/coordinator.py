@@ -176,7 +176,9 @@ class TransactionCoordinator:
         m, error = self._check(txn_id, producer_id, epoch)
         if m is None:
             return TxnResult(error)
-        done, preparing = (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        done, preparing = (
+            (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        )
         if m.state is S.ONGOING:
             m.transition(preparing, now_ms)
             return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)], self._job(m))
@@ -189,7 +191,11 @@ class TransactionCoordinator:
     def complete(self, job: MarkerJob, now_ms: int) -> TxnResult:
         """Every marker of `job` is written: Prepare* -> Complete*."""
         m = self.txns.get(job.transactional_id)
-        if m is None or m.producer_id != job.producer_id or m.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        if (
+            m is None
+            or m.producer_id != job.producer_id
+            or m.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+        ):
             return TxnResult()
         m.transition(S.COMPLETE_COMMIT if m.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT, now_ms)
         m.partitions.clear()
@@ -219,7 +225,9 @@ class TransactionCoordinator:
 
     # --- helpers ---
 
-    def _check(self, txn_id: str, producer_id: int, epoch: int) -> tuple[TransactionMetadata | None, ErrorCode]:
+    def _check(
+        self, txn_id: str, producer_id: int, epoch: int
+    ) -> tuple[TransactionMetadata | None, ErrorCode]:
         m = self.txns.get(txn_id)
         if m is None or m.producer_id != producer_id:
             return None, ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -240,7 +248,9 @@ class TransactionCoordinator:
         self, m: TransactionMetadata, now_ms: int, new_producer_id: Callable[[], int]
     ) -> TxnResult:
         m.transition(S.PREPARE_EPOCH_FENCE, now_ms)
-        if m.producer_epoch < MAX_EPOCH:  # at the limit the abort keeps the epoch; the next init takes a new id
+        if (
+            m.producer_epoch < MAX_EPOCH
+        ):  # at the limit the abort keeps the epoch; the next init takes a new id
             m.last_producer_epoch = m.producer_epoch
             m.producer_epoch += 1
         m.transition(S.PREPARE_ABORT, now_ms)
@@ -248,5 +258,9 @@ class TransactionCoordinator:
 
     def _job(self, m: TransactionMetadata) -> MarkerJob:
         return MarkerJob(
-            m.transactional_id, m.producer_id, m.producer_epoch, m.state is S.PREPARE_COMMIT, tuple(sorted(m.partitions))
+            m.transactional_id,
+            m.producer_id,
+            m.producer_epoch,
+            m.state is S.PREPARE_COMMIT,
+            tuple(sorted(m.partitions)),
         )

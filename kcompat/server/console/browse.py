@@ -57,7 +57,9 @@ def show(data: bytes | None, form: str) -> Shown | None:
     return Shown(text, len(data), cut)
 
 
-def start_offset(broker: Broker, topic: str, partition: int, offset: int | None, timestamp: int | None) -> int:
+def start_offset(
+    broker: Broker, topic: str, partition: int, offset: int | None, timestamp: int | None
+) -> int:
     """Where to read from: an offset (clamped to the log), the first at/after a time, else the log start."""
     plog = broker.replicas.partition_log(topic, partition)
     if timestamp is not None:
@@ -70,7 +72,9 @@ def start_offset(broker: Broker, topic: str, partition: int, offset: int | None,
     return min(max(offset, plog.log_start_offset), plog.high_watermark)
 
 
-def browse(broker: Broker, topic: str, partition: int, start: int, limit: int, form: str) -> list[BrowsedRecord]:
+def browse(
+    broker: Broker, topic: str, partition: int, start: int, limit: int, form: str
+) -> list[BrowsedRecord]:
     plog = broker.replicas.partition_log(topic, partition)
     out: list[BrowsedRecord] = []
     position = start
@@ -88,7 +92,9 @@ def browse(broker: Broker, topic: str, partition: int, start: int, limit: int, f
             for r in records:
                 if r.offset >= position and len(out) < limit:
                     headers = [(k, show(v, form)) for k, v in r.headers]
-                    out.append(BrowsedRecord(r.offset, r.timestamp, show(r.key, form), show(r.value, form), headers))
+                    out.append(
+                        BrowsedRecord(r.offset, r.timestamp, show(r.key, form), show(r.value, form), headers)
+                    )
         if next_position <= position:
             break
         position = next_position

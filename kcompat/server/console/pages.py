@@ -101,9 +101,13 @@ class Console:
         form = _one(query, "format") or "text"
         if t is None or not 0 <= partition < t.partitions or form not in browse.FORMATS:
             return Page(b"<p class=error>no such topic, partition or format</p>", HTML, 400)
-        start = browse.start_offset(self.broker, name, partition, _int(query, "offset"), _int(query, "timestamp"))
+        start = browse.start_offset(
+            self.broker, name, partition, _int(query, "offset"), _int(query, "timestamp")
+        )
         records = browse.browse(self.broker, name, partition, start, _int(query, "limit") or 20, form)
-        return self._page("messages.html", records=records, start=start, partition=partition, show_bytes=browse.SHOW_BYTES)
+        return self._page(
+            "messages.html", records=records, start=start, partition=partition, show_bytes=browse.SHOW_BYTES
+        )
 
     def groups(self, query: Query) -> Page:
         return self._page("groups.html", page="groups", groups=views.groups(self.broker))

@@ -89,7 +89,9 @@ def _partitions(broker: Broker, name: str, count: int) -> list[PartitionRow]:
         if plog is None:
             rows.append(PartitionRow(p, 0, 0, 0, 0))
         else:
-            rows.append(PartitionRow(p, plog.log_start_offset, plog.high_watermark, plog.size, len(plog.segments)))
+            rows.append(
+                PartitionRow(p, plog.log_start_offset, plog.high_watermark, plog.size, len(plog.segments))
+            )
     return rows
 
 
@@ -102,12 +104,16 @@ def topics(broker: Broker) -> list[TopicRow]:
     return out
 
 
-def topic(broker: Broker, name: str) -> tuple[TopicRow, list[PartitionRow], list[tuple[str, str, str]]] | None:
+def topic(
+    broker: Broker, name: str
+) -> tuple[TopicRow, list[PartitionRow], list[tuple[str, str, str]]] | None:
     t = broker.metadata.topic(name)
     if t is None:
         return None
     parts = _partitions(broker, t.name, t.partitions)
-    row = TopicRow(t.name, t.partitions, sum(p.end - p.start for p in parts), sum(p.size for p in parts), t.internal)
+    row = TopicRow(
+        t.name, t.partitions, sum(p.end - p.start for p in parts), sum(p.size for p in parts), t.internal
+    )
     configs = [(e.name, "" if e.sensitive else (e.value or ""), e.source.name)
                for e in broker.metadata.describe_topic_configs(t)]  # fmt: skip
     return row, parts, configs
@@ -142,11 +148,15 @@ def _members(broker: Broker, group: Group) -> list[MemberRow]:
     return rows
 
 
-def _row(broker: Broker, group_id: str, group: Group | None, committed: dict[tuple[str, int], int]) -> GroupRow:
+def _row(
+    broker: Broker, group_id: str, group: Group | None, committed: dict[tuple[str, int], int]
+) -> GroupRow:
     if group is None:  # only committed offsets are left (a simple consumer's, or an emptied group's)
         row = GroupRow(group_id, "classic", "EMPTY", "")
     elif isinstance(group, ClassicGroup):
-        row = GroupRow(group_id, "classic", group.state.name, f"{group.protocol_type or ''}/{group.protocol_name or ''}")
+        row = GroupRow(
+            group_id, "classic", group.state.name, f"{group.protocol_type or ''}/{group.protocol_name or ''}"
+        )
     else:
         row = GroupRow(group_id, "consumer", group.state().name, "consumer")
     if group is not None:
@@ -167,7 +177,9 @@ def _row(broker: Broker, group_id: str, group: Group | None, committed: dict[tup
 
 def groups(broker: Broker) -> list[GroupRow]:
     all_groups, offsets = _coordinator_groups(broker)
-    return [_row(broker, g, all_groups.get(g), offsets.get(g, {})) for g in sorted(set(all_groups) | set(offsets))]
+    return [
+        _row(broker, g, all_groups.get(g), offsets.get(g, {})) for g in sorted(set(all_groups) | set(offsets))
+    ]
 
 
 def group(broker: Broker, group_id: str) -> GroupRow | None:

@@ -39,7 +39,9 @@ from kcompat.wire.types.api_versions import (
 def advertised(forwarded: dict[int, tuple[int, int]] | None = None) -> list[ApiVersion]:
     """The handlers' ranges; in cluster mode, the forwarded APIs' ranges replace or add to them."""
     ranges = {key: (reg.advertised_min, reg.max_version) for key, reg in HANDLERS.items()} | (forwarded or {})
-    return [ApiVersion(api_key=key, min_version=lo, max_version=hi) for key, (lo, hi) in sorted(ranges.items())]
+    return [
+        ApiVersion(api_key=key, min_version=lo, max_version=hi) for key, (lo, hi) in sorted(ranges.items())
+    ]
 
 
 GROUP_VERSION = "group.version"
@@ -53,13 +55,17 @@ async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVer
     finalized = []
     if "consumer" in ctx.broker.config.get("group.coordinator.rebalance.protocols"):
         finalized.append(
-            FinalizedFeatureKey(name=GROUP_VERSION, max_version_level=GROUP_VERSION_MAX, min_version_level=GROUP_VERSION_MAX)
+            FinalizedFeatureKey(
+                name=GROUP_VERSION, max_version_level=GROUP_VERSION_MAX, min_version_level=GROUP_VERSION_MAX
+            )
         )
     return ApiVersionsResponse(
         error_code=0,
         api_keys=advertised(forwarder.versions() if (forwarder := ctx.broker.dispatcher.forwarder) else None),
         throttle_time_ms=0,
-        supported_features=[SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX)],
+        supported_features=[
+            SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX)
+        ],
         finalized_features_epoch=FEATURES_EPOCH,
         finalized_features=finalized,
     )

@@ -47,7 +47,9 @@ BROKERS_ENDPOINT = 1
 
 
 @handles(DESCRIBE_CLUSTER, "0-2")
-async def describe_cluster(ctx: RequestContext, request: Request[DescribeClusterRequest]) -> DescribeClusterResponse:
+async def describe_cluster(
+    ctx: RequestContext, request: Request[DescribeClusterRequest]
+) -> DescribeClusterResponse:
     body = request.body
     broker = ctx.broker
     if body.endpoint_type != BROKERS_ENDPOINT:
@@ -73,7 +75,9 @@ async def describe_cluster(ctx: RequestContext, request: Request[DescribeCluster
 
 
 @handles(DESCRIBE_LOG_DIRS, "1-5")
-async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDirsRequest]) -> DescribeLogDirsResponse:
+async def describe_log_dirs(
+    ctx: RequestContext, request: Request[DescribeLogDirsRequest]
+) -> DescribeLogDirsResponse:
     broker = ctx.broker
     logs = ctx.replicas.logs
     assert logs is not None
@@ -91,7 +95,9 @@ async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDir
             continue
         d = str(plog.directory.parent)
         by_dir.setdefault(d, {}).setdefault(topic, []).append(
-            DescribeLogDirsPartition(partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False)
+            DescribeLogDirsPartition(
+                partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False
+            )
         )
     results = []
     for d, topics in by_dir.items():
@@ -106,7 +112,10 @@ async def describe_log_dirs(ctx: RequestContext, request: Request[DescribeLogDir
             DescribeLogDirsResult(
                 error_code=error,
                 log_dir=d,
-                topics=[DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in sorted(topics.items())],
+                topics=[
+                    DescribeLogDirsTopic(name=name, partitions=parts)
+                    for name, parts in sorted(topics.items())
+                ],
                 total_bytes=total,
                 usable_bytes=usable,
                 is_cordoned=False,

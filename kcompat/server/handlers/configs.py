@@ -62,7 +62,9 @@ def _broker_layer(ctx: RequestContext, name: str) -> bool:
     try:
         node = int(name)
     except ValueError:
-        raise ApiError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        ) from None
     if node != ctx.broker.node_id:
         raise ApiError(
             ErrorCode.INVALID_REQUEST,
@@ -71,7 +73,9 @@ def _broker_layer(ctx: RequestContext, name: str) -> bool:
     return False
 
 
-def _entries(ctx: RequestContext, res: DescribeConfigsResource, synonyms: bool, documentation: bool) -> list[ConfigEntry]:
+def _entries(
+    ctx: RequestContext, res: DescribeConfigsResource, synonyms: bool, documentation: bool
+) -> list[ConfigEntry]:
     broker = ctx.broker
     names = list(res.configuration_keys) if res.configuration_keys is not None else None
     if res.resource_type == TOPIC:
@@ -88,7 +92,9 @@ def _entries(ctx: RequestContext, res: DescribeConfigsResource, synonyms: bool, 
 
 
 @handles(DESCRIBE_CONFIGS, "1-4")
-async def describe_configs(ctx: RequestContext, request: Request[DescribeConfigsRequest]) -> DescribeConfigsResponse:
+async def describe_configs(
+    ctx: RequestContext, request: Request[DescribeConfigsRequest]
+) -> DescribeConfigsResponse:
     body = request.body
     v = request.api_version
     results = []
@@ -108,7 +114,10 @@ async def describe_configs(ctx: RequestContext, request: Request[DescribeConfigs
                 read_only=e.read_only,
                 config_source=int(e.source),
                 is_sensitive=e.sensitive,
-                synonyms=[DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source)) for s in e.synonyms]
+                synonyms=[
+                    DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
+                    for s in e.synonyms
+                ]
                 if v >= 1 and body.include_synonyms
                 else [],
                 config_type=int(e.type),
@@ -144,7 +153,9 @@ def _alter_each(body: Any, alter: Callable[[Any], None]) -> list[tuple[Any, int,
 
 
 @handles(ALTER_CONFIGS, "0-2")
-async def alter_configs(ctx: RequestContext, request: Request[ac.AlterConfigsRequest]) -> ac.AlterConfigsResponse:
+async def alter_configs(
+    ctx: RequestContext, request: Request[ac.AlterConfigsRequest]
+) -> ac.AlterConfigsResponse:
     body = request.body
 
     def alter(res: ac.AlterConfigsResource) -> None:
@@ -164,7 +175,10 @@ async def alter_configs(ctx: RequestContext, request: Request[ac.AlterConfigsReq
         throttle_time_ms=0,
         responses=[
             ac.AlterConfigsResourceResponse(
-                error_code=error, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
             )
             for res, error, message in _alter_each(body, alter)
         ],
@@ -196,7 +210,10 @@ async def incremental_alter_configs(
         throttle_time_ms=0,
         responses=[
             iac.AlterConfigsResourceResponse(
-                error_code=error, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
             )
             for res, error, message in _alter_each(body, alter)
         ],
@@ -206,7 +223,9 @@ async def incremental_alter_configs(
 def _check_unique_keys(names: list[str]) -> None:
     repeated = sorted(n for n, c in Counter(names).items() if c > 1)
     if repeated:
-        raise ApiError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(repeated)}")
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(repeated)}"
+        )
 
 
 def _topic(ctx: RequestContext, name: str) -> Any:
@@ -244,18 +263,31 @@ def _broker_incremental(
             changes[name] = value
         else:
             if definition.type is not ConfigType.LIST:
-                raise ApiError(ErrorCode.INVALID_CONFIG, f"Config value {AlterOp(op).name.lower()} is not allowed for config key: {name}")
+                raise ApiError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Config value {AlterOp(op).name.lower()} is not allowed for config key: {name}",
+                )
             base = current.get(name)
             if base is None:
                 base = format_value(definition.type, ctx.broker.config.get(name)) or ""
             items = [i.strip() for i in base.split(",") if i.strip()]
             delta = [i.strip() for i in value.split(",") if i.strip()]
-            items = items + [d for d in delta if d not in items] if op == AlterOp.APPEND else [i for i in items if i not in delta]
+            items = (
+                items + [d for d in delta if d not in items]
+                if op == AlterOp.APPEND
+                else [i for i in items if i not in delta]
+            )
             changes[name] = ",".join(items)
     return changes
 
 
-def _alter_broker(ctx: RequestContext, changes: dict[str, str | None], cluster_default: bool, validate_only: bool) -> None:
-    new = _config_call(ctx.broker.config.with_dynamic, changes, cluster_default=cluster_default) if changes else None
+def _alter_broker(
+    ctx: RequestContext, changes: dict[str, str | None], cluster_default: bool, validate_only: bool
+) -> None:
+    new = (
+        _config_call(ctx.broker.config.with_dynamic, changes, cluster_default=cluster_default)
+        if changes
+        else None
+    )
     if new is not None and not validate_only:
         ctx.metadata.alter_broker_config(new)

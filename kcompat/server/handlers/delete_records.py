@@ -27,12 +27,16 @@ from kcompat.wire.types.delete_records import (
 
 
 @handles(DELETE_RECORDS, "0-2")
-async def delete_records(ctx: RequestContext, request: Request[DeleteRecordsRequest]) -> DeleteRecordsResponse:
+async def delete_records(
+    ctx: RequestContext, request: Request[DeleteRecordsRequest]
+) -> DeleteRecordsResponse:
     topics = []
     for rt in request.body.topics:
         parts = []
         for rp in rt.partitions:
-            out = DeleteRecordsPartitionResult(partition_index=rp.partition_index, low_watermark=-1, error_code=0)
+            out = DeleteRecordsPartitionResult(
+                partition_index=rp.partition_index, low_watermark=-1, error_code=0
+            )
             parts.append(out)
             t = ctx.metadata.topic(rt.name)
             if t is None or not 0 <= rp.partition_index < t.partitions:

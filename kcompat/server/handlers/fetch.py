@@ -82,7 +82,9 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         tkey = ft.topic_id if by_id else ft.topic
         for fp in ft.partitions:
             fetch_data.setdefault((tkey, fp.partition), fp)
-    forgotten = [(ft.topic_id if by_id else ft.topic, p) for ft in body.forgotten_topics_data for p in ft.partitions]
+    forgotten = [
+        (ft.topic_id if by_id else ft.topic, p) for ft in body.forgotten_topics_data for p in ft.partitions
+    ]
     context = broker.fetch_sessions.new_context(version, body.session_id, body.session_epoch, replica_id >= 0,
                                                 fetch_data, forgotten, broker.now_ms())  # fmt: skip
     if context.kind == "error":
@@ -116,7 +118,9 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         for (_, name, _, _), out in zip(reads, results, strict=True):
             if name is not None and out["records"]:
                 stats.bytes_out(name, len(out["records"]))
-    error, session_id, sent = context.respond(list(zip([r[0] for r in reads], results, strict=True)), broker.now_ms())
+    error, session_id, sent = context.respond(
+        list(zip([r[0] for r in reads], results, strict=True)), broker.now_ms()
+    )
     if log.isEnabledFor(logging.DEBUG):
         log.debug("Fetch v%d session %d epoch %d (%s): %d partition(s) in the request, %d read, %d in the response "
                   "(session %d)", version, body.session_id, body.session_epoch, context.kind, len(fetch_data),
@@ -128,14 +132,23 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     for (tkey, _), part in sent:
         if not topics or tkey != last:
             last = tkey
-            topics.append({"topic": "" if by_id else tkey, "topic_id": tkey if by_id else None, "partitions": []})
+            topics.append(
+                {"topic": "" if by_id else tkey, "topic_id": tkey if by_id else None, "partitions": []}
+            )
         topics[-1]["partitions"].append(part)
-    response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": topics}
+    response: dict[str, Any] = {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "session_id": session_id,
+        "responses": topics,
+    }
     if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
         known = ctx.metadata.live_brokers(ctx.listener)
         if known is None:
             host, port = broker.endpoint(ctx.client)
-            response["node_endpoints"] = [{"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}]
+            response["node_endpoints"] = [
+                {"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}
+            ]
         else:
             response["node_endpoints"] = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                                           for b in known if b.node_id in hinted]  # fmt: skip
@@ -200,10 +213,17 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
                 errors = True  # answered at once: the follower truncates first
                 continue
             if p.update_follower(replica_id, fp.fetch_offset, replica[1], broker.now_ms()):
-                ctx.replicas.fetch_waiters.notify((topic, partition))  # acks=all and consumers waiting on the HW
+                ctx.replicas.fetch_waiters.notify(
+                    (topic, partition)
+                )  # acks=all and consumers waiting on the HW
             if ctx.replicas.isr_manager is not None:
                 ctx.replicas.isr_manager.maybe_expand(p, replica_id)
-        start, hwm, leo, lso = plog.log_start_offset, plog.high_watermark, plog.log_end_offset, plog.last_stable_offset
+        start, hwm, leo, lso = (
+            plog.log_start_offset,
+            plog.high_watermark,
+            plog.log_end_offset,
+            plog.last_stable_offset,
+        )
         # followers read to the log end, consumers below the HW (read_committed: below the LSO)
         end = leo if replica_id >= 0 else (lso if committed else hwm)
         out.update(high_watermark=hwm, last_stable_offset=lso, log_start_offset=start)

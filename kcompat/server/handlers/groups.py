@@ -112,7 +112,9 @@ TRANSACTION_KEY = 1
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
-async def coordinate(ctx: RequestContext, call: Callable[[int], CoordinatorResult[T]], *, creates: bool = True) -> T:
+async def coordinate(
+    ctx: RequestContext, call: Callable[[int], CoordinatorResult[T]], *, creates: bool = True
+) -> T:
     """The coordinator's answer to `call` (stored first, awaited when deferred)."""
     try:
         answer: T = await ctx.broker.group_service.run(call, creates=creates)
@@ -147,10 +149,19 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
     broker = ctx.broker
 
     def fail(error: ErrorCode, message: str) -> dict[str, Any]:
-        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(error), "error_message": message}
+        return {
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": int(error),
+            "error_message": message,
+        }
 
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
-        return fail(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
+        return fail(
+            ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request"
+        )
     if ctx.replicas.cluster_mode:
         # Coordinators do not yet load and unload with the leadership of __consumer_offsets and
         # __transaction_state partitions: answering this node would write to partitions it may
@@ -163,7 +174,9 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
         else:
             await broker.txn_service.ensure_topic()
     except ApiError as e:
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {topic}: {e.message or e.error.name}")
+        return fail(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {topic}: {e.message or e.error.name}"
+        )
     host, port = broker.endpoint(ctx.client)
     return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
             "error_code": 0, "error_message": None}  # fmt: skip
@@ -195,7 +208,9 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
         skip_assignment=resp.skip_assignment,
         member_id=resp.member_id,
         members=[
-            jg.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+            jg.JoinGroupResponseMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
             for m in members
         ],
     )
@@ -238,18 +253,24 @@ async def leave_group(ctx: RequestContext, request: Request[lg.LeaveGroupRequest
         throttle_time_ms=0,
         error_code=int(resp.error_code),
         members=[
-            lg.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=int(m.error_code))
+            lg.MemberResponse(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=int(m.error_code)
+            )
             for m in resp.members
         ],
     )
 
 
 @handles(DESCRIBE_GROUPS, "0-6")
-async def describe_groups(ctx: RequestContext, request: Request[dg.DescribeGroupsRequest]) -> dg.DescribeGroupsResponse:
+async def describe_groups(
+    ctx: RequestContext, request: Request[dg.DescribeGroupsRequest]
+) -> dg.DescribeGroupsResponse:
     body = request.body
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     coordinator = ctx.broker.group_service.coordinator
-    groups = await coordinate(ctx, lambda now: coordinator.describe_groups(now, list(body.groups)), creates=False)
+    groups = await coordinate(
+        ctx, lambda now: coordinator.describe_groups(now, list(body.groups)), creates=False
+    )
     for g in groups:
         g.authorized_operations = ops
     return dg.DescribeGroupsResponse(
@@ -267,7 +288,9 @@ def _not_found(group_id: str, exists: bool) -> dg.DescribedGroup:
     """DescribeGroups v6+ (KIP-1043): what older versions describe as a Dead group."""
     reason = "is not a classic group" if exists else "not found"
     return dg.DescribedGroup(
-        error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=f"Group {group_id} {reason}.", group_id=group_id
+        error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
+        error_message=f"Group {group_id} {reason}.",
+        group_id=group_id,
     )
 
 
@@ -284,7 +307,9 @@ async def list_groups(ctx: RequestContext, request: Request[lsg.ListGroupsReques
 
 
 @handles(DELETE_GROUPS, "0-2")
-async def delete_groups(ctx: RequestContext, request: Request[dlg.DeleteGroupsRequest]) -> dlg.DeleteGroupsResponse:
+async def delete_groups(
+    ctx: RequestContext, request: Request[dlg.DeleteGroupsRequest]
+) -> dlg.DeleteGroupsResponse:
     names = list(request.body.groups_names)
     results = await coordinate(
         ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, names), creates=False
@@ -319,7 +344,9 @@ async def consumer_group_heartbeat(
         instance_id=body.instance_id,
         rack_id=body.rack_id,
         rebalance_timeout_ms=body.rebalance_timeout_ms,
-        subscribed_topic_names=None if body.subscribed_topic_names is None else list(body.subscribed_topic_names),
+        subscribed_topic_names=None
+        if body.subscribed_topic_names is None
+        else list(body.subscribed_topic_names),
         subscribed_topic_regex=body.subscribed_topic_regex,
         server_assignor=body.server_assignor,
         topic_partitions=owned,
@@ -332,7 +359,8 @@ async def consumer_group_heartbeat(
     if resp.assignment is not None:
         assignment = cgh.Assignment(
             topic_partitions=[
-                cgh.TopicPartitions(topic_id=tp.topic_id, partitions=list(tp.partitions)) for tp in resp.assignment
+                cgh.TopicPartitions(topic_id=tp.topic_id, partitions=list(tp.partitions))
+                for tp in resp.assignment
             ]
         )
     return cgh.ConsumerGroupHeartbeatResponse(
@@ -349,7 +377,9 @@ async def consumer_group_heartbeat(
 def _assignment(tps: list[TopicPartitions]) -> cgd.Assignment:
     return cgd.Assignment(
         topic_partitions=[
-            cgd.TopicPartitions(topic_id=tp.topic_id, topic_name=tp.topic_name, partitions=list(tp.partitions))
+            cgd.TopicPartitions(
+                topic_id=tp.topic_id, topic_name=tp.topic_name, partitions=list(tp.partitions)
+            )
             for tp in tps
         ]
     )
@@ -362,7 +392,8 @@ async def consumer_group_describe(
     body = request.body
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     groups = await coordinate(
-        ctx, lambda now: ctx.broker.group_service.coordinator.consumer_group_describe(now, list(body.group_ids)),
+        ctx,
+        lambda now: ctx.broker.group_service.coordinator.consumer_group_describe(now, list(body.group_ids)),
         creates=False,
     )
     return cgd.ConsumerGroupDescribeResponse(

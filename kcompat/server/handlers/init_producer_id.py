@@ -30,13 +30,17 @@ FENCED_CODE_VERSION = 4  # the first InitProducerId version that knows PRODUCER_
 
 
 @handles(INIT_PRODUCER_ID, "0-5")
-async def init_producer_id(ctx: RequestContext, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
+async def init_producer_id(
+    ctx: RequestContext, request: Request[InitProducerIdRequest]
+) -> InitProducerIdResponse:
     body = request.body
     ids = ctx.metadata.producer_ids
     assert ids is not None
 
     def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=int(error), producer_id=pid, producer_epoch=epoch)
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=int(error), producer_id=pid, producer_epoch=epoch
+        )
 
     if (body.producer_id == -1) != (body.producer_epoch == -1):
         return answer(ErrorCode.INVALID_REQUEST)

@@ -54,7 +54,9 @@ async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]
     for rt in body.topics:
         parts = []
         for rp in rt.partitions:
-            out = ListOffsetsPartitionResponse(partition_index=rp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
+            out = ListOffsetsPartitionResponse(
+                partition_index=rp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1
+            )
             parts.append(out)
             if counts[(rt.name, rp.partition_index)] > 1:
                 out.error_code = int(ErrorCode.INVALID_REQUEST)
@@ -70,7 +72,11 @@ async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]
 
 
 def _lookup(
-    ctx: RequestContext, topic: str, rp: ListOffsetsPartition, out: ListOffsetsPartitionResponse, committed: bool
+    ctx: RequestContext,
+    topic: str,
+    rp: ListOffsetsPartition,
+    out: ListOffsetsPartitionResponse,
+    committed: bool,
 ) -> ErrorCode | None:
     t = ctx.metadata.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:

@@ -58,7 +58,9 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..AL
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
 
 
-def partitions_of(ctx: RequestContext, t: TopicInfo, indexes: range | None = None) -> list[MetadataResponsePartition]:
+def partitions_of(
+    ctx: RequestContext, t: TopicInfo, indexes: range | None = None
+) -> list[MetadataResponsePartition]:
     """Each partition's leader, epoch, replicas and ISR, as Metadata and DescribeTopicPartitions give them
     (from the MetadataView: this node for everything on a single node, the KRaft image in a cluster)."""
     listener = ctx.listener
@@ -84,8 +86,12 @@ def brokers_of(ctx: RequestContext) -> tuple[list[BrokerEndpoint], int]:
     return brokers, broker.node_id if controller is None else controller
 
 
-def unknown_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> MetadataResponseTopic:
-    return MetadataResponseTopic(error_code=int(error), name=name, topic_id=topic_id, is_internal=False, partitions=[])
+def unknown_topic(
+    name: str | None, error: ErrorCode, topic_id: uuid.UUID = ZERO_UUID
+) -> MetadataResponseTopic:
+    return MetadataResponseTopic(
+        error_code=int(error), name=name, topic_id=topic_id, is_internal=False, partitions=[]
+    )
 
 
 @handles(METADATA, "0-13")
@@ -96,7 +102,9 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
     topics = ctx.metadata.topics
     assert topics is not None
     all_topics = body.topics is None or (v == 0 and not body.topics)
-    allow_auto = ctx.metadata.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
+    allow_auto = (
+        ctx.metadata.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
+    )
     ops = TOPIC_OPERATIONS if body.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
 
     def described(t: TopicInfo) -> MetadataResponseTopic:
@@ -122,7 +130,9 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
                     continue
                 seen.add(rt.topic_id)
                 t = topics.by_id(rt.topic_id)
-                out.append(described(t) if t else unknown_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id))
+                out.append(
+                    described(t) if t else unknown_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id)
+                )
                 continue
             if rt.name in seen:
                 continue
@@ -139,7 +149,9 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
     return MetadataResponse(
         throttle_time_ms=0,
         error_code=0,
-        brokers=[MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in brokers],
+        brokers=[
+            MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in brokers
+        ],
         cluster_id=broker.cluster_id,
         controller_id=controller_id,
         topics=out,

@@ -41,7 +41,9 @@ async def offset_for_leader_epoch(
                 out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             leader, epoch = ctx.metadata.leader_and_epoch(t, rp.partition)
-            if (refused := leader_error(rp.current_leader_epoch, leader, epoch, ctx.broker.node_id)) is not None:
+            if (
+                refused := leader_error(rp.current_leader_epoch, leader, epoch, ctx.broker.node_id)
+            ) is not None:
                 out.error_code = int(refused)
                 continue
             plog = ctx.replicas.partition_log(rt.topic, rp.partition)

@@ -70,7 +70,9 @@ def _commit_topic(t: oc.OffsetCommitRequestTopic) -> OffsetCommitRequestTopic:
 
 
 @handles(OFFSET_COMMIT, "2-10")
-async def offset_commit(ctx: RequestContext, request: Request[oc.OffsetCommitRequest]) -> oc.OffsetCommitResponse:
+async def offset_commit(
+    ctx: RequestContext, request: Request[oc.OffsetCommitRequest]
+) -> oc.OffsetCommitResponse:
     body = request.body
     v = request.api_version
     service = ctx.broker.group_service
@@ -87,7 +89,9 @@ async def offset_commit(ctx: RequestContext, request: Request[oc.OffsetCommitReq
     return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result)
 
 
-async def _offset_commit_by_id(ctx: RequestContext, request: Request[oc.OffsetCommitRequest]) -> oc.OffsetCommitResponse:
+async def _offset_commit_by_id(
+    ctx: RequestContext, request: Request[oc.OffsetCommitRequest]
+) -> oc.OffsetCommitResponse:
     """v10+: resolve topic ids to names first; unknown ids are answered without the coordinator."""
     body = request.body
     service = ctx.broker.group_service
@@ -118,7 +122,9 @@ async def _offset_commit_by_id(ctx: RequestContext, request: Request[oc.OffsetCo
     return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result + unknown)
 
 
-def _topics(topics: list[of.OffsetFetchRequestTopic] | list[of.OffsetFetchRequestTopics] | None) -> list[OffsetFetchRequestTopic] | None:
+def _topics(
+    topics: list[of.OffsetFetchRequestTopic] | list[of.OffsetFetchRequestTopics] | None,
+) -> list[OffsetFetchRequestTopic] | None:
     if topics is None:
         return None
     return [OffsetFetchRequestTopic(t.name, list(t.partition_indexes)) for t in topics]
@@ -144,7 +150,9 @@ def _partitions(
 
 
 @handles(OFFSET_FETCH, "1-10")
-async def offset_fetch(ctx: RequestContext, request: Request[of.OffsetFetchRequest]) -> of.OffsetFetchResponse:
+async def offset_fetch(
+    ctx: RequestContext, request: Request[of.OffsetFetchRequest]
+) -> of.OffsetFetchResponse:
     body = request.body
     v = request.api_version
     coordinator = ctx.broker.group_service.coordinator
@@ -153,7 +161,8 @@ async def offset_fetch(ctx: RequestContext, request: Request[of.OffsetFetchReque
         return await _offset_fetch_by_id(ctx, request)
     if v >= 8:
         wanted = [
-            OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch) for g in body.groups
+            OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch)
+            for g in body.groups
         ]
         groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
         return of.OffsetFetchResponse(
@@ -162,14 +171,25 @@ async def offset_fetch(ctx: RequestContext, request: Request[of.OffsetFetchReque
                 of.OffsetFetchResponseGroup(
                     group_id=g.group_id,
                     error_code=int(g.error_code),
-                    topics=[of.OffsetFetchResponseTopics(name=t.name, partitions=_partitions(t, of.OffsetFetchResponsePartitions, stable, g.group_id)) for t in g.topics],
+                    topics=[
+                        of.OffsetFetchResponseTopics(
+                            name=t.name,
+                            partitions=_partitions(t, of.OffsetFetchResponsePartitions, stable, g.group_id),
+                        )
+                        for t in g.topics
+                    ],
                 )
                 for g in groups
             ],
         )
     one = OffsetFetchRequestGroup(body.group_id, _topics(body.topics))
     got = (await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, [one]), creates=False))[0]
-    topics = [of.OffsetFetchResponseTopic(name=t.name, partitions=_partitions(t, of.OffsetFetchResponsePartition, stable, body.group_id)) for t in got.topics]
+    topics = [
+        of.OffsetFetchResponseTopic(
+            name=t.name, partitions=_partitions(t, of.OffsetFetchResponsePartition, stable, body.group_id)
+        )
+        for t in got.topics
+    ]
     if v < 2 and got.error_code != ErrorCode.NONE:
         # No top-level error before v2: every requested partition carries the group's error.
         topics = [
@@ -184,7 +204,9 @@ async def offset_fetch(ctx: RequestContext, request: Request[of.OffsetFetchReque
     return of.OffsetFetchResponse(throttle_time_ms=0, error_code=int(got.error_code), topics=topics)
 
 
-async def _offset_fetch_by_id(ctx: RequestContext, request: Request[of.OffsetFetchRequest]) -> of.OffsetFetchResponse:
+async def _offset_fetch_by_id(
+    ctx: RequestContext, request: Request[of.OffsetFetchRequest]
+) -> of.OffsetFetchResponse:
     """v10+: topics by id in and out; unknown ids get UNKNOWN_TOPIC_ID without asking the coordinator."""
     coordinator = ctx.broker.group_service.coordinator
     stable = ctx if request.body.require_stable else None
@@ -215,14 +237,21 @@ async def _offset_fetch_by_id(ctx: RequestContext, request: Request[of.OffsetFet
         for t in g.topics:
             info = topics.get(t.name)
             if info is not None:  # a committed topic deleted since has no id to answer with
-                answered.append(of.OffsetFetchResponseTopics(topic_id=info.topic_id, partitions=_partitions(t, of.OffsetFetchResponsePartitions, stable, g.group_id)))
+                answered.append(
+                    of.OffsetFetchResponseTopics(
+                        topic_id=info.topic_id,
+                        partitions=_partitions(t, of.OffsetFetchResponsePartitions, stable, g.group_id),
+                    )
+                )
         out.append(of.OffsetFetchResponseGroup(group_id=g.group_id, error_code=int(g.error_code),
                                                topics=answered + unknown.get(g.group_id, [])))  # fmt: skip
     return of.OffsetFetchResponse(throttle_time_ms=0, groups=out)
 
 
 @handles(OFFSET_DELETE, "0-0")
-async def offset_delete(ctx: RequestContext, request: Request[od.OffsetDeleteRequest]) -> od.OffsetDeleteResponse:
+async def offset_delete(
+    ctx: RequestContext, request: Request[od.OffsetDeleteRequest]
+) -> od.OffsetDeleteResponse:
     body = request.body
     broker = ctx.broker
     known = [

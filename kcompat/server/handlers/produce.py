@@ -84,7 +84,9 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
     failed = False
     responses = []
     leaders: set[int] = set()  # KIP-951: the endpoints of leaders named in NOT_LEADER_OR_FOLLOWER hints
-    pending: list[tuple[dict[str, Any], str, int, int]] = []  # acks=all: (response, topic, partition, last offset)
+    pending: list[
+        tuple[dict[str, Any], str, int, int]
+    ] = []  # acks=all: (response, topic, partition, last offset)
     for td in body.topic_data:
         parts = []
         name = td.name
@@ -93,7 +95,12 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
             t = ctx.metadata.topics.by_id(td.topic_id) if ctx.metadata.topics is not None else None
             name, missing_id = (t.name, False) if t is not None else ("", True)
         for pd in td.partition_data:
-            resp: dict[str, Any] = {"index": pd.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+            resp: dict[str, Any] = {
+                "index": pd.index,
+                "base_offset": -1,
+                "log_append_time_ms": -1,
+                "log_start_offset": -1,
+            }
             try:
                 if acks not in (-1, 0, 1):
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
@@ -110,7 +117,9 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                 resp["error_code"] = int(e.error)
                 resp["error_message"] = e.message
                 if e.records:
-                    resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
+                    resp["record_errors"] = [
+                        {"batch_index": i, "batch_index_error_message": m} for i, m in e.records
+                    ]
                 if isinstance(e, NotLeader) and v >= LEADER_HINTS and e.leader >= 0:
                     resp["current_leader"] = {"leader_id": e.leader, "leader_epoch": e.leader_epoch}
                     leaders.add(e.leader)
@@ -132,7 +141,9 @@ class NotLeader(ApiError):
     """NOT_LEADER_OR_FOLLOWER, with the leader this broker knows of (KIP-951 hints)."""
 
     def __init__(self, leader: int, leader_epoch: int) -> None:
-        super().__init__(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.")
+        super().__init__(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition."
+        )
         self.leader = leader
         self.leader_epoch = leader_epoch
 
@@ -235,7 +246,9 @@ async def _produce_partition(
 def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:
     """The one batch's header, once it passes the checks Kafka makes before looking at records."""
     if records is None or len(records) == 0:
-        raise ApiError(ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch")
+        raise ApiError(
+            ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch"
+        )
     try:
         h = validate_batch(records)
     except RecordBatchError as e:
@@ -247,7 +260,9 @@ def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:
             f"The record batch of {size} bytes is larger than max.message.bytes={conf.max_message_bytes}",
         )
     if size > conf.segment_bytes:
-        raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}")
+        raise ApiError(
+            ErrorCode.RECORD_LIST_TOO_LARGE, f"{size} bytes exceed segment.bytes={conf.segment_bytes}"
+        )
     if h.compression == codecs.ZSTD and v < 7:
         raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
     return h

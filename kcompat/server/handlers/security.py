@@ -48,12 +48,16 @@ from kcompat.wire.types.sasl_handshake import SaslHandshakeRequest, SaslHandshak
 
 
 @handles(SASL_HANDSHAKE, "0-1")
-async def sasl_handshake(ctx: RequestContext, request: Request[SaslHandshakeRequest]) -> SaslHandshakeResponse:
+async def sasl_handshake(
+    ctx: RequestContext, request: Request[SaslHandshakeRequest]
+) -> SaslHandshakeResponse:
     return SaslHandshakeResponse(error_code=int(ErrorCode.ILLEGAL_SASL_STATE), mechanisms=[])
 
 
 @handles(SASL_AUTHENTICATE, "0-2")
-async def sasl_authenticate(ctx: RequestContext, request: Request[SaslAuthenticateRequest]) -> SaslAuthenticateResponse:
+async def sasl_authenticate(
+    ctx: RequestContext, request: Request[SaslAuthenticateRequest]
+) -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(
         error_code=int(ErrorCode.ILLEGAL_SASL_STATE),
         error_message="SaslAuthenticate request received after successful authentication",
@@ -71,20 +75,33 @@ async def describe_user_scram_credentials(
     results = []
     for name in dict.fromkeys(names):
         if counts[name] > 1:
-            results.append(DescribeUserScramCredentialsResult(
-                user=name, error_code=int(ErrorCode.DUPLICATE_RESOURCE),
-                error_message="Cannot describe SCRAM credentials for the same user twice in a single request",
-            ))
+            results.append(
+                DescribeUserScramCredentialsResult(
+                    user=name,
+                    error_code=int(ErrorCode.DUPLICATE_RESOURCE),
+                    error_message="Cannot describe SCRAM credentials for the same user twice in a single request",
+                )
+            )
             continue
         mechs = store.mechanisms_of(name)
         if not mechs:
-            results.append(DescribeUserScramCredentialsResult(
-                user=name, error_code=int(ErrorCode.RESOURCE_NOT_FOUND),
-                error_message=f"Attempt to describe a user credential that does not exist: {name}",
-            ))
+            results.append(
+                DescribeUserScramCredentialsResult(
+                    user=name,
+                    error_code=int(ErrorCode.RESOURCE_NOT_FOUND),
+                    error_message=f"Attempt to describe a user credential that does not exist: {name}",
+                )
+            )
             continue
-        infos = [CredentialInfo(mechanism=MECHANISM_IDS[m], iterations=c.iterations) for m, c in sorted(mechs.items())]
-        results.append(DescribeUserScramCredentialsResult(user=name, error_code=0, error_message=None, credential_infos=infos))
+        infos = [
+            CredentialInfo(mechanism=MECHANISM_IDS[m], iterations=c.iterations)
+            for m, c in sorted(mechs.items())
+        ]
+        results.append(
+            DescribeUserScramCredentialsResult(
+                user=name, error_code=0, error_message=None, credential_infos=infos
+            )
+        )
     return DescribeUserScramCredentialsResponse(error_code=0, error_message=None, results=results)
 
 
@@ -104,18 +121,25 @@ async def alter_user_scram_credentials(
             store.upsert(u.name, name, derive(name, u.salted_password, u.salt, u.iterations))
     store.save()
     users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
-    return AlterUserScramCredentialsResponse(results=[
-        AlterUserScramCredentialsResult(
-            user=user, error_code=int(errors[user][0]) if user in errors else 0,
-            error_message=errors[user][1] if user in errors else None,
-        )
-        for user in users
-    ])
+    return AlterUserScramCredentialsResponse(
+        results=[
+            AlterUserScramCredentialsResult(
+                user=user,
+                error_code=int(errors[user][0]) if user in errors else 0,
+                error_message=errors[user][1] if user in errors else None,
+            )
+            for user in users
+        ]
+    )
 
 
-def _alter_errors(body: AlterUserScramCredentialsRequest, store: ScramCredentialStore) -> dict[str, tuple[ErrorCode, str]]:
+def _alter_errors(
+    body: AlterUserScramCredentialsRequest, store: ScramCredentialStore
+) -> dict[str, tuple[ErrorCode, str]]:
     """The first error of each user the request names (a user with one changes nothing)."""
-    pairs = Counter((d.name, d.mechanism) for d in body.deletions) + Counter((u.name, u.mechanism) for u in body.upsertions)
+    pairs = Counter((d.name, d.mechanism) for d in body.deletions) + Counter(
+        (u.name, u.mechanism) for u in body.upsertions
+    )
     errors: dict[str, tuple[ErrorCode, str]] = {}
 
     def fail(user: str, error: ErrorCode, message: str) -> None:
@@ -123,14 +147,22 @@ def _alter_errors(body: AlterUserScramCredentialsRequest, store: ScramCredential
 
     for (user, mechanism), n in pairs.items():
         if n > 1:
-            fail(user, ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
+            fail(
+                user,
+                ErrorCode.DUPLICATE_RESOURCE,
+                "A user credential cannot be altered twice in the same request",
+            )
         if not user:
             fail(user, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
         if mechanism not in MECHANISMS:
             fail(user, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
     for d in body.deletions:
         if d.name not in errors and store.get(d.name, MECHANISMS[d.mechanism]) is None:
-            fail(d.name, ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
+            fail(
+                d.name,
+                ErrorCode.RESOURCE_NOT_FOUND,
+                "Attempt to delete a user credential that does not exist",
+            )
     for u in body.upsertions:
         if u.iterations < MIN_ITERATIONS:
             fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")

@@ -56,6 +56,8 @@ from kcompat.wire.types.create_topics import (
 from kcompat.wire.types.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
 
 MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
 def _too_many_partitions() -> ApiError:
     return ApiError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
 
@@ -80,7 +82,12 @@ async def create_topics(ctx: RequestContext, request: Request[CreateTopicsReques
     except ApiError as e:  # the batch could not be recorded: none of its topics exists
         for res in results:
             if res.error_code == 0:
-                res.topic_id, res.num_partitions, res.replication_factor, res.configs = ZERO_UUID, -1, -1, None
+                res.topic_id, res.num_partitions, res.replication_factor, res.configs = (
+                    ZERO_UUID,
+                    -1,
+                    -1,
+                    None,
+                )
                 res.error_code, res.error_message = int(e.error), e.message
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -106,7 +113,11 @@ async def _create_one(
         res.topic_id = t.topic_id
     res.configs = [
         CreatableTopicConfigs(
-            name=e.name, value=e.value, read_only=e.read_only, config_source=int(e.source), is_sensitive=e.sensitive
+            name=e.name,
+            value=e.value,
+            read_only=e.read_only,
+            config_source=int(e.source),
+            is_sensitive=e.sensitive,
         )
         for e in ctx.metadata.describe_topic_configs(t)
     ]
@@ -123,20 +134,28 @@ def _layout(ctx: RequestContext, ct: CreatableTopic) -> tuple[int, int]:
             )
         indexes = sorted(a.partition_index for a in ct.assignments)
         if indexes != list(range(len(indexes))):
-            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered 0 to N-1 without gaps.")
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered 0 to N-1 without gaps."
+            )
         rf = len(ct.assignments[0].broker_ids)
         for a in ct.assignments:
             _check_replicas(ctx, a.broker_ids, a.partition_index)
             if len(a.broker_ids) != rf:
-                raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same number of replicas.")
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "All partitions must have the same number of replicas.",
+                )
         return len(indexes), rf
     partitions = ctx.metadata.default_partitions if ct.num_partitions == -1 else ct.num_partitions
     if partitions <= 0:
-        raise ApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+        raise ApiError(
+            ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+        )
     rf = ctx.metadata.default_replication_factor if ct.replication_factor == -1 else ct.replication_factor
     if rf <= 0:
         raise ApiError(
-            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value."
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
         )
     if rf > 1:
         raise ApiError(
@@ -150,9 +169,15 @@ def _layout(ctx: RequestContext, ct: CreatableTopic) -> tuple[int, int]:
 def _check_replicas(ctx: RequestContext, broker_ids: list[int], partition: int) -> None:
     node = ctx.broker.node_id
     if not broker_ids:
-        raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment for partition {partition} is empty.")
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment for partition {partition} is empty.",
+        )
     if len(set(broker_ids)) != len(broker_ids):
-        raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment for partition {partition} contains duplicates.")
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment for partition {partition} contains duplicates.",
+        )
     for b in broker_ids:
         if b != node:
             raise ApiError(
@@ -185,7 +210,10 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
             else:
                 t = topics.get(name)
                 if t is None or (topic_id != ZERO_UUID and t.topic_id != topic_id):
-                    raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+                    raise ApiError(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "This server does not host this topic-partition.",
+                    )
             res.name, res.topic_id = t.name, t.topic_id
             await ctx.metadata.delete_topic(t.name)
             ctx.broker.stats.forget_topic(t.name)  # a topic made again under the name starts from 0
@@ -195,7 +223,9 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
 
 
 @handles(CREATE_PARTITIONS, "0-3")
-async def create_partitions(ctx: RequestContext, request: Request[CreatePartitionsRequest]) -> CreatePartitionsResponse:
+async def create_partitions(
+    ctx: RequestContext, request: Request[CreatePartitionsRequest]
+) -> CreatePartitionsResponse:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     added = 0
@@ -208,14 +238,18 @@ async def create_partitions(ctx: RequestContext, request: Request[CreatePartitio
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
             t = ctx.metadata.topic(ct.name)
             if t is None:
-                raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+                raise ApiError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+                )
             if ct.count < t.partitions:
                 raise ApiError(
                     ErrorCode.INVALID_PARTITIONS,
                     f"The topic {t.name} currently has {t.partitions} partition(s); {ct.count} would not be an increase.",
                 )
             if ct.count == t.partitions:
-                raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.partitions} partition(s).")
+                raise ApiError(
+                    ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.partitions} partition(s)."
+                )
             if added + ct.count - t.partitions > MAX_PARTITIONS_PER_REQUEST:
                 raise _too_many_partitions()
             added += ct.count - t.partitions

@@ -77,7 +77,12 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
             continue
         out.append({"transactional_id": m.transactional_id, "producer_id": m.producer_id,
                     "transaction_state": m.state.kafka_name})  # fmt: skip
-    return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown, "transaction_states": out}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "unknown_state_filters": unknown,
+        "transaction_states": out,
+    }
 
 
 @handles(DESCRIBE_PRODUCERS, "0")

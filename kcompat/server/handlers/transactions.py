@@ -88,7 +88,9 @@ async def _add_partitions(
     elif unknown:
         # Kafka adds nothing when a partition is unknown: those get the error, the others OPERATION_NOT_ATTEMPTED.
         for tp in wanted:
-            codes[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED)
+            codes[tp] = int(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+            )
     else:
         r = await svc.run(lambda now: svc.coordinator.add_partitions(txn_id, pid, epoch, wanted, now))
         codes = dict.fromkeys(wanted, fenced_as(r.error, v))
@@ -113,7 +115,9 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
     await ctx.broker.group_service.ensure_topic()
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
     r = await svc.run(
-        lambda now: svc.coordinator.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch, [tp], now)
+        lambda now: svc.coordinator.add_partitions(
+            body.transactional_id, body.producer_id, body.producer_epoch, [tp], now
+        )
     )
     return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version)}
 

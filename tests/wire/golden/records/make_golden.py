@@ -33,7 +33,9 @@ def records() -> list[dict[str, object]]:
     ]
 
 
-def _args(r: dict[str, object]) -> tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+def _args(
+    r: dict[str, object],
+) -> tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
     key = None if r["key"] is None else bytes.fromhex(str(r["key"]))
     value = None if r["value"] is None else bytes.fromhex(str(r["value"]))
     headers = [(k, None if v is None else bytes.fromhex(v)) for k, v in r["headers"]]  # type: ignore[attr-defined]
