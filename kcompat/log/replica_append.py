@@ -13,13 +13,11 @@ appendAsFollower and its high watermark), kept apart from PartitionLog for size.
 
 from __future__ import annotations
 
-import bisect
 import threading
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import CorruptRecord, RecordBatchTooLarge
 from kcompat.log.leader_epoch import LeaderEpochCache
-from kcompat.log.log_file import EMPTY_SLICE, FetchSlice, FilePiece
 from kcompat.log.producer_state import ProducerStateManager
 from kcompat.log.segment import BatchPlacement, LogSegment
 from kcompat.wire.record_batch import NO_PRODUCER_ID, BatchHeader
@@ -51,36 +49,6 @@ class ReplicaAppend:
 
     def flush(self, *, now_ms: int | None = None) -> None:  # PartitionLog's
         raise NotImplementedError
-
-    def read(
-        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
-    ) -> FetchSlice:  # PartitionLog's
-        raise NotImplementedError
-
-    def read_below(
-        self, offset: int, max_bytes: int, end_offset: int, *, min_one_batch: bool = True
-    ) -> FetchSlice:
-        """`read`, without the batches at and after `end_offset` (a consumer reads below the high
-        watermark; the high watermark is a follower's log end, so always a batch boundary)."""
-        got = self.read(offset, max_bytes, min_one_batch=min_one_batch)
-        if not got.pieces or end_offset >= self._leo:
-            return got
-        if offset >= end_offset:
-            return EMPTY_SLICE
-        segments, bases = self._view
-        seg = segments[max(bisect.bisect_right(bases, end_offset) - 1, 0)]
-        found = seg.translate_offset(end_offset)
-        stop = seg.size if found is None else found[0]
-        pieces: list[FilePiece] = []
-        for piece in got.pieces:
-            if piece.file is seg.log:
-                if piece.position < stop:
-                    pieces.append(
-                        FilePiece(piece.file, piece.position, min(piece.length, stop - piece.position))
-                    )
-                break
-            pieces.append(piece)
-        return FetchSlice(tuple(pieces), got.first_offset) if pieces else EMPTY_SLICE
 
     def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:  # LogRemoval's
         raise NotImplementedError

@@ -59,10 +59,10 @@ def test_high_watermark_is_bounded_and_reads_stop_below_it(tmp_path):
     assert plog.high_watermark == 6  # a single node: the log end
     assert plog.set_high_watermark(4) == 4
     assert plog.high_watermark == 4
-    below = plog.read_below(0, 1 << 20, 4).read_bytes()
+    below = plog.read(0, 1 << 20, max_offset=4).read_bytes()
     assert below == plog.read(0, 1 << 20).read_bytes()[: len(below)]
     assert len(below) * 3 == len(plog.read(0, 1 << 20).read_bytes()) * 2  # two of the three equal batches
-    assert len(plog.read_below(4, 1 << 20, 4)) == 0
+    assert len(plog.read(4, 1 << 20, max_offset=4)) == 0
     assert plog.set_high_watermark(99) == 6  # never past the log end
     plog.truncate_to(2)
     assert plog.high_watermark == 2
