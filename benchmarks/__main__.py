@@ -1,7 +1,7 @@
 """`python -m benchmarks` (`make bench`): kcompat and Apache Kafka side by side on this machine.
 
     python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
-                         [--suites produce,consume,latency] [--out DIR] [--profile] [--scale]
+                         [--suites produce,consume,latency,txn] [--out DIR] [--profile] [--scale]
 
 Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
 workload against each broker in turn, started fresh on its own empty log dir under one work
@@ -49,7 +49,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-java", action="store_true", help="skip Kafka's perf-test tools (confluent clients only)"
     )
     p.add_argument(
-        "--suites", default="produce,consume,latency", help="comma-separated: produce, consume, latency"
+        "--suites",
+        default="produce,consume,latency,txn",
+        help="comma-separated: produce, consume, latency, txn (transactional rows: benchmarks/txn.py)",
     )
     p.add_argument("--out", type=Path, help="results folder (default benchmarks/results/<timestamp>)")
     p.add_argument("--workdir", type=Path, help="where the brokers' log dirs go (default: a new temp dir)")

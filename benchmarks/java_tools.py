@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.brokers import KAFKA_JARS
@@ -60,9 +61,10 @@ class ProducerPerf:
 
 
 def producer_perf(bootstrap: str, topic: str, count: int, size: int, acks: str, compression: str,
-                  timeout: float = 180.0) -> ProducerPerf:  # fmt: skip
+                  timeout: float = 180.0, extra: Sequence[str] = ()) -> ProducerPerf:  # fmt: skip
+    """`extra`: more ProducerPerformance options, e.g. --transactional-id (benchmarks/txn.py)."""
     out = _run(PRODUCER_PERF, [
-        "--topic", topic, "--num-records", str(count), "--record-size", str(size), "--throughput", "-1",
+        "--topic", topic, "--num-records", str(count), "--record-size", str(size), "--throughput", "-1", *extra,
         "--command-property", f"bootstrap.servers={bootstrap}", f"acks={acks}", f"compression.type={compression}",
     ], timeout)  # fmt: skip
     matches = _PRODUCER_SUMMARY.findall(out)
@@ -83,9 +85,13 @@ class ConsumerPerf:
     rebalance_ms: float
 
 
-def consumer_perf(bootstrap: str, topic: str, count: int, timeout: float = 180.0) -> ConsumerPerf:
+def consumer_perf(
+    bootstrap: str, topic: str, count: int, timeout: float = 180.0, properties: Sequence[str] = ()
+) -> ConsumerPerf:
+    """`properties`: consumer settings (key=value), e.g. isolation.level=read_committed."""
+    props = [arg for prop in properties for arg in ("--command-property", prop)]
     out = _run(CONSUMER_PERF, [
-        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(count), "--timeout", "30000",
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(count), "--timeout", "30000", *props,
     ], timeout)  # fmt: skip
     lines = [line for line in out.splitlines() if line.strip()]
     header_at = next((i for i, line in enumerate(lines) if line.startswith("start.time")), None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import txn
 from benchmarks.plan import Plan, consume_key, figures, produce_key, size_label
 
 KCOMPAT, KAFKA = "kcompat", "kafka"
@@ -128,6 +129,17 @@ def targets(agg: dict[str, dict[str, Stat]], plan: Plan, machine: dict[str, Stat
     return out
 
 
+def txn_section(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
+    throughput = [(label, f"{key}/records_per_s", True) for label, key in txn.rows(plan)]
+    mbs = [(label, f"{key}/mb_per_s", True) for label, key in txn.rows(plan)]
+    return [
+        f"## Transactions, records/s (benchmarks/txn.py: confluent commits every {txn.TXN_RECORDS:,} records, "
+        f"ProducerPerformance every {txn.TXN_DURATION_MS} ms; acks=all, uncompressed)",
+        "", *_table(agg, throughput, "workload, record size"), "",
+        "## Transactions, MB/s", "", *_table(agg, mbs, "workload, record size"), "",
+    ]  # fmt: skip
+
+
 def markdown(data: dict[str, Any], plan: Plan) -> str:
     agg = aggregate(data["runs"])
     machine = {k: stat([m[k] for m in data["machine"] if k in m]) for k in ("sendfile_mbs", "write_mbs")}
@@ -208,6 +220,8 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
             f"linger.ms=0) to an assigned confluent consumer, {plan.e2e_seconds:g} s",
             "", *_table(agg, lat, "percentile"), "",
         ]  # fmt: skip
+    if "txn" in plan.suites:
+        lines += txn_section(agg, plan)
     res = [
         ("cold start to first Metadata answer, s", "start/cold_s", False),
         ("resident memory idle after start, MB", "memory/idle_rss_mb", False),
@@ -225,6 +239,8 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
         cpu_rows += [(f"produce {label}", key, hib) for label, key, hib in rows(produce, "cpu_s_per_gb")]
     if "consume" in plan.suites:
         cpu_rows += [(f"consume {label}", key, hib) for label, key, hib in rows(consume, "cpu_s_per_gb")]
+    if "txn" in plan.suites:
+        cpu_rows += [(f"transactions {label}", f"{key}/cpu_s_per_gb", False) for label, key in txn.rows(plan)]
     if cpu_rows:
         lines += ["## Broker CPU seconds per GB moved (record bytes; all threads; lower is better)", "",
                   *_table(agg, cpu_rows, "workload"), ""]  # fmt: skip

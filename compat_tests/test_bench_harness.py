@@ -11,7 +11,7 @@ import sys
 
 from conftest import ROOT
 
-from benchmarks import fetch_path, metadata_probe
+from benchmarks import fetch_path, metadata_probe, txn
 from benchmarks.plan import QUICK, consume_key, produce_key
 from benchmarks.suite import percentile
 from kcompat.wire import protocol
@@ -43,6 +43,9 @@ def test_quick_run_against_kcompat_writes_every_figure(tmp_path):
                 f"{consume_key(reader, size)}/records_per_s",
                 f"{consume_key(reader, size)}/mb_per_s",
             ]
+        # benchmarks/txn.py: the confluent transactional loop and its read_committed catch-up.
+        for key in (txn.produce_key("confluent", size), txn.consume_key("confluent", size)):
+            expected += [f"{key}/records_per_s", f"{key}/mb_per_s"]
     missing = [k for k in expected if k not in values]
     assert not missing, missing
     assert all(values[k] > 0 for k in expected)
@@ -52,6 +55,7 @@ def test_quick_run_against_kcompat_writes_every_figure(tmp_path):
     report = (out / "report.md").read_text()
     assert "## Produce throughput, records/s" in report and "| confluent 1 KiB acks=all lz4 |" in report
     assert "## Targets" in report and "## Failures" not in report
+    assert "| consume read_committed confluent 1 KiB |" in report
     for plot in ("throughput.png", "latency.png", "memory.png"):
         assert (out / plot).read_bytes()[:8] == PNG_MAGIC
 
