@@ -33,6 +33,7 @@ from compat_tests.cluster.test_failover_rounds import (
 )
 from compat_tests.cluster.test_replication import BROKER_IDS, LAG_MAX_MS, Cluster, wait_for
 from compat_tests.crash.wire_client import WireClient, produce_body
+from kcompat.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from kcompat.testing import Broker
 from kcompat.testing_cluster import HOST, ControllerQuorum
 
@@ -214,3 +215,47 @@ def test_leader_cut_off_from_the_controller(cluster: ProxiedCluster) -> None:
         measure="longest pause in acknowledged writes",
     )
     assert b"to-the-isolated" not in seen
+
+
+def test_a_restarted_leader_alone_in_its_isr_serves_what_was_committed(cluster: ProxiedCluster) -> None:
+    """The high-watermark checkpoint: a leader restarted alone in its ISR (below min.insync.replicas,
+    so its high watermark cannot move) starts from the checkpointed high watermark, not the log start,
+    and consumers see every record acknowledged before."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = "hw-checkpoint"
+    cluster.create_topic(topic, 1, 2, {"min.insync.replicas": "2"})
+    leader, _epoch, replicas, _isr = cluster.partitions(topic)[0]
+    follower = next(r for r in replicas if r != leader)
+    witness = next(i for i in BROKER_IDS if i not in replicas)  # answers Metadata throughout
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                                         "enable.idempotence": True, "log_level": 0})  # fmt: skip
+    for i in range(100):
+        producer.produce(topic, f"r-{i}".encode())
+    assert producer.flush(30) == 0
+    tp = confluent_kafka.TopicPartition(topic, 0)
+
+    def high_watermark() -> int:
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.brokers[witness].bootstrap,
+                                             "group.id": "unused", "log_level": 0})  # fmt: skip
+        try:
+            return int(consumer.get_watermark_offsets(tp, timeout=10)[1])
+        except confluent_kafka.KafkaException:
+            return -1
+        finally:
+            consumer.close()
+
+    assert high_watermark() == 100
+    cluster.brokers[follower].kill()
+    wait_for(lambda: cluster.isr(topic, witness) == [leader], "the ISR shrunk to the leader", timeout=30)
+    checkpoint = cluster.brokers[leader].data_dir / REPLICATION_OFFSET_CHECKPOINT
+    wait_for(
+        lambda: (read_offsets(checkpoint) or {}).get((topic, 0)) == 100, "the high watermark checkpointed"
+    )
+    cluster.brokers[leader].kill()
+    cluster.start(leader)
+    wait_for(lambda: "RECOVERY -> RUNNING" in cluster.brokers[leader].logs().split("kcompat-testing: starting")[-1],
+             "the leader restarted")  # fmt: skip
+    wait_for(lambda: high_watermark() == 100, "every acknowledged record served by the restarted leader")
+    assert cluster.isr(topic, witness) == [leader]  # alone in its ISR: nothing but the checkpoint set it
+    cluster.start(follower)
+    wait_for(lambda: cluster.isr(topic, witness) == sorted(replicas), "the ISR whole again", timeout=60)
