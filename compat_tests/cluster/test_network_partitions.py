@@ -12,6 +12,9 @@ min.insync.replicas=2. After each cut heals, every acknowledged record is read b
   controller elects a follower; the old leader, not hearing of it, must not acknowledge an acks=all
   write (nobody fetches from it); healed, it learns it follows, truncates what it alone had, and
   rejoins the ISR.
+
+The same cluster pins the high-watermark checkpoint: a leader restarted alone in its ISR serves
+every record acknowledged before (replica.high.watermark.checkpoint.interval.ms is 1 s here).
 """
 
 from __future__ import annotations
