@@ -252,15 +252,26 @@ class ControllerQuorum:
                 f"kafka-storage format (broker) failed:\n{result.stdout}\n{result.stderr}"
             )
 
+    def launch(self, c: Controller) -> None:
+        """Start controller `c`'s process (formatted already), without waiting for it: also a restart
+        after `kill`, as a fault test does."""
+        jvm = [*CONTROLLER_JVM, f"-Dlog4j2.configurationFile={c.workdir / 'log4j2.properties'}"]
+        with (c.workdir / "stdout.log").open("ab") as out:  # the child has its own copy of the fd
+            c.process = subprocess.Popen(
+                self._java(jvm, "kafka.Kafka", str(c.workdir / "controller.properties")),
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+
+    def kill(self, c: Controller) -> None:
+        """kill -9 of controller `c` (a fault test's)."""
+        if c.process is not None and c.process.poll() is None:
+            os.killpg(c.process.pid, signal.SIGKILL)
+            c.process.wait()
+
     def start(self) -> None:
         self.format()
         for c in self.controllers:
-            jvm = [*CONTROLLER_JVM, f"-Dlog4j2.configurationFile={c.workdir / 'log4j2.properties'}"]
-            with (c.workdir / "stdout.log").open("wb") as out:  # the child has its own copy of the fd
-                c.process = subprocess.Popen(
-                    self._java(jvm, "kafka.Kafka", str(c.workdir / "controller.properties")),
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                )  # fmt: skip
+            self.launch(c)
         deadline = time.monotonic() + self.start_timeout
         for c in self.controllers:
             while not answers_api_versions(HOST, c.port, timeout=1.0):

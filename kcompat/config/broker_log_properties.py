@@ -404,6 +404,15 @@ RECORD_PROPERTIES: list[ConfigDef] = [
         ignored=ONE_NODE,
     ),
     prop(
+        "replica.high.watermark.checkpoint.interval.ms",
+        LONG,
+        5000,
+        "How often high watermarks are checkpointed.",
+        HIGH,
+        at_least(1),
+        ignored=ONE_NODE,
+    ),
+    prop(
         "min.insync.replicas",
         INT,
         1,

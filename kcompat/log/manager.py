@@ -8,11 +8,18 @@ A log dir, as Kafka 3.x/4.x lays it out:
         recovery-point-offset-checkpoint   topic partition offset   (checkpoints.py)
         log-start-offset-checkpoint        topic partition offset
         cleaner-offset-checkpoint          topic partition offset   (compacted logs only)
+        replication-offset-checkpoint      topic partition high watermark   (replicated logs only)
         <topic>-<partition>/               one PartitionLog each
 
 Start-up loads every partition directory; without the clean-shutdown marker, logs are recovered
 from their checkpointed recovery points. The marker is then removed, so a crash from here on is
 seen as unclean. `close()` flushes and closes every log, writes the checkpoints, then the marker.
+
+High watermarks (cluster mode): a log's checkpointed one is kept as `checkpointed_hw` until the
+image makes it a replica (partition.py starts its high watermark there rather than at the log
+start, so a restarted leader under strict min-ISR does not hide what was committed, nor a follower
+report less). Only replicated logs are written: a single node's high watermark is its log end.
+`checkpoint_high_watermarks()` is called every replica.high.watermark.checkpoint.interval.ms.
 
 The server calls `run_maintenance(now_ms)` periodically from a worker thread: retention, flushes
 due by flush.ms or rolls, compaction, producer-id expiry, checkpoints.
@@ -36,6 +43,7 @@ from kcompat.log.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     read_offsets,
     write_offsets,
 )
@@ -178,6 +186,7 @@ class LogManager:
         recovery_points = read_offsets(d / RECOVERY_POINT_CHECKPOINT) or {}
         log_starts = read_offsets(d / LOG_START_OFFSET_CHECKPOINT) or {}
         cleaner_offsets = read_offsets(d / CLEANER_OFFSET_CHECKPOINT) or {}
+        high_watermarks = read_offsets(d / REPLICATION_OFFSET_CHECKPOINT) or {}
         entries = sorted(os.listdir(d))
         if not clean and any(parse_partition_dir(e) for e in entries):
             log.info("%s was not shut down cleanly: recovering its logs from their recovery points", d)
@@ -219,6 +228,8 @@ class LogManager:
                 plog.first_dirty_offset = max(
                     plog.log_start_offset, min(cleaner_offsets[tp], plog.log_end_offset)
                 )
+            if tp in high_watermarks:
+                plog.checkpointed_hw = high_watermarks[tp]
             self._logs[tp] = plog
             self._dir_of[tp] = d
             self._partition_counts[d] += 1
@@ -341,6 +352,24 @@ class LogManager:
             d / CLEANER_OFFSET_CHECKPOINT,
             {tp: p.first_dirty_offset for tp, p in mine.items() if p.config.compact},
         )
+        self._write_high_watermarks(d, mine)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write replication-offset-checkpoint in every log dir (Kafka's checkpointHighWatermarks)."""
+        for d in self.log_dirs:
+            self._write_high_watermarks(
+                d, {tp: p for tp, p in list(self._logs.items()) if self._dir_of.get(tp) == d}
+            )
+
+    @staticmethod
+    def _write_high_watermarks(d: Path, mine: dict[tuple[str, int], PartitionLog]) -> None:
+        hws = {}
+        for tp, p in mine.items():
+            # A log the image has not made a replica yet keeps what was checkpointed before.
+            hw = p.high_watermark if p.replicated_hw is not None else p.checkpointed_hw
+            if hw is not None:
+                hws[tp] = hw
+        write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, hws)
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, write checkpoints, leave the clean-shutdown marker."""

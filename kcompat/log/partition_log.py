@@ -95,6 +95,7 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
         self.config = config
         self.lock = threading.RLock()
         self.replicated_hw: int | None = None  # set in cluster mode (replica_append.py)
+        self.checkpointed_hw: int | None = None  # from replication-offset-checkpoint (manager.py)
         created = make_dir(directory)  # a new partition has nothing to load: its dir and one file
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager(

@@ -8,7 +8,8 @@ appendAsFollower and its high watermark), kept apart from PartitionLog for size.
   an idempotent retry as the old leader would have. No duplicate check: the leader made it.
 * the high watermark: a single node's is its log end offset (`replicated_hw` None). A replicated
   partition's comes from its leader (or, on the leader, from the ISR) through
-  `set_high_watermark`, and never exceeds the log end offset.
+  `set_high_watermark`, and never exceeds the log end offset. It starts (`start_replicated`)
+  where the last run checkpointed it, else at the log start (Kafka's createLogIfNotExists).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ReplicaAppend:
     leader_epoch_cache: LeaderEpochCache
     producer_state: ProducerStateManager
     replicated_hw: int | None
+    checkpointed_hw: int | None
     truncations: int
     _view: tuple[tuple[LogSegment, ...], tuple[int, ...]]
     _leo: int
@@ -67,6 +69,12 @@ class ReplicaAppend:
         hw = max(min(offset, self._leo), self._log_start_offset)
         self.replicated_hw = hw
         return hw
+
+    def start_replicated(self) -> None:
+        """Become a replicated log, if not yet: its high watermark where it was checkpointed."""
+        if self.replicated_hw is None:
+            hw = self.checkpointed_hw
+            self.set_high_watermark(self._log_start_offset if hw is None else hw)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> int:
         """Append whole batches fetched from the leader as they are; the new log end offset.

@@ -87,9 +87,20 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
     member.on_image = publish
     _use_controller(member, broker, bootstrap)
     member.start()
+    interval_s = int(config.get("replica.high.watermark.checkpoint.interval.ms")) / 1000
+    member.service_tasks.append(
+        asyncio.create_task(_checkpoint_high_watermarks(broker.replicas, interval_s), name="hw-checkpoint")
+    )
     log.info("cluster mode: broker %d of cluster %s joining the controllers at %s",
              member.node_id, member.cluster_id, ",".join(_names(config.get("controller.quorum.bootstrap.servers"))))  # fmt: skip
     return member
+
+
+async def _checkpoint_high_watermarks(replicas: Any, interval_s: float) -> None:
+    """Kafka's highwatermark-checkpoint task; the last one is written by the logs' close."""
+    while True:
+        await asyncio.sleep(interval_s)
+        await replicas.checkpoint_high_watermarks()
 
 
 def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str, int]]) -> None:

@@ -84,8 +84,7 @@ class Partition:
             return False  # an AlterPartition answer already gave us a newer state
         self.state = reg
         self.pending_isr = None
-        if self.log.replicated_hw is None:
-            self.log.set_high_watermark(self.log.log_start_offset)
+        self.log.start_replicated()
         if new_term:
             self.leader_epoch_start = self.log.log_end_offset
             self.log.leader_epoch_cache.assign(reg.leader_epoch, self.log.log_end_offset)
@@ -107,8 +106,7 @@ class Partition:
         self.state = reg
         self.followers = {}
         self.pending_isr = None
-        if self.log.replicated_hw is None:
-            self.log.set_high_watermark(self.log.log_start_offset)
+        self.log.start_replicated()
         return changed
 
     def update_follower(self, replica_id: int, fetch_offset: int, broker_epoch: int, now_ms: int) -> bool:

@@ -197,6 +197,23 @@ class ReplicaManager:
             except Exception:
                 log.exception("log maintenance failed")
 
+    async def checkpoint_high_watermarks(self) -> None:
+        """replication-offset-checkpoint in every log dir (worker thread; never beside close or maintenance)."""
+        async with self._maintenance_lock:
+            logs = self.logs
+            if logs is None:
+                return
+            work = asyncio.ensure_future(asyncio.to_thread(logs.checkpoint_high_watermarks))
+            try:
+                await asyncio.shield(work)  # cancelled: the lock is held until the thread is done
+            except asyncio.CancelledError:
+                await asyncio.wait([work])
+                raise
+            except OSError as e:
+                self._maintenance_errors.log(
+                    logging.ERROR, "hw-checkpoint", "high watermark checkpoint failed: %s", e
+                )
+
     async def close(self) -> None:
         """Flush and close every log (in a worker thread), after any maintenance under way."""
         async with self._maintenance_lock:

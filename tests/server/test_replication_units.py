@@ -82,3 +82,39 @@ def test_follower_below_the_leaders_log_start_starts_over_there(tmp_path):
     assert (follower.log_start_offset, follower.log_end_offset, follower.high_watermark) == (50, 50, 50)
     follower.append_as_follower(batch(1, base_offset=50), now_ms=0)
     assert follower.log_end_offset == 51
+
+
+def test_high_watermark_checkpoint_survives_a_restart(tmp_path):
+    """replication-offset-checkpoint (Kafka's format) is written for replicated logs only, and a
+    reopened log starts its high watermark there: a leader whose ISR is below min.insync.replicas
+    (strict min-ISR holds the high watermark) still serves what was committed before the restart,
+    and a follower's is bounded by its log end."""
+    from kcompat.log import LogManager
+
+    logs = LogManager([tmp_path], CONFIG, cluster_id="c", node_id=1)
+    for topic in ("rep", "single"):
+        plog = logs.get_or_create(topic, 0)
+        for _ in range(5):
+            plog.append(batch(1), leader_epoch=0, now_ms=0)
+    logs.get("rep", 0).set_high_watermark(3)
+    logs.checkpoint_high_watermarks()
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n1\nrep 0 3\n"
+    logs.get("rep", 0).set_high_watermark(4)
+    logs.close()  # a clean shutdown writes the latest
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n1\nrep 0 4\n"
+
+    logs = LogManager([tmp_path], CONFIG, cluster_id="c", node_id=1)
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n1\nrep 0 4\n"  # kept until hosted
+    leader = Partition("t", 0, 1, logs.get("rep", 0), Registration(-1, -1, -1, (), ()), min_isr=2)
+    leader.make_leader(Registration(1, 1, 0, (1, 2), (1,)), now_ms=0)
+    assert leader.high_watermark == 4 and not leader.maybe_increment_hw()
+    assert logs.get("single", 0).high_watermark == 5  # never replicated: its log end
+    logs.close()
+
+    logs = LogManager([tmp_path], CONFIG, cluster_id="c", node_id=1)
+    follower = logs.get("rep", 0)
+    follower.truncate_to(2)  # e.g. a divergence found before the image made it a replica
+    p = Partition("t", 0, 1, follower, Registration(-1, -1, -1, (), ()))
+    p.make_follower(Registration(2, 2, 1, (1, 2), (1, 2)))
+    assert p.high_watermark == 2
+    logs.close()
