@@ -1,5 +1,6 @@
-"""Transactions (v1) with real clients against `kcompat serve`: the Java client 4.x (commit, abort,
-read_committed vs read_uncommitted, fencing by a second instance), confluent-kafka and kafka-python
+"""Transactions with real clients against `kcompat serve`: the Java client 4.x (transactions v2,
+proved by the epoch bumps) and 3.9 (v1): commit, abort, offsets, read_committed vs
+read_uncommitted, fencing by a second instance, confluent-kafka and kafka-python
 (consume-transform-produce with send_offsets_to_transaction, an aborted round re-done), and a
 kill -9 in the middle of a transaction (aborted by its timeout after the restart, never visible to
 read_committed), with a ledger of committed transactions across kill -9 rounds (slow layer)."""
@@ -80,6 +81,11 @@ def test_java_commit_abort_read_committed_and_fencing(
     committed = [f"c{i}" for i in range(5)] + [f"d{i}" for i in range(5)]
     assert got["committed"] == committed
     assert got["uncommitted"] == [f"{p}{i}" for p in "cad" for i in range(5)]
+    # Transactions v2 (Java 4.x: transaction.version 2 is finalized): EndTxn v5 bumped the epoch at
+    # each of the 4 ends (3 rounds + the offsets-only one, whose TxnOffsetCommit v5 added the group
+    # implicitly); v1 (Java 3.9) keeps epoch 0.
+    assert got["epoch"] == (4 if jars == KAFKA_JARS else 0)
+    assert got["group_offset"] == 7
     assert got["fenced"] == "ProducerFencedException"
     assert got["after_fence"] == [*committed, "second"]  # the zombie's record was aborted
 
