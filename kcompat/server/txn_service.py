@@ -202,9 +202,13 @@ class TransactionService:
             )
         )
         if r.error == ErrorCode.PRODUCER_FENCED:
-            raise ApiError(ErrorCode.INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {epoch} is fenced")
+            raise ApiError(
+                ErrorCode.INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {epoch} is fenced"
+            )
         if r.error:
-            raise ApiError(r.error, f"{topic}-{partition} cannot join the transaction of producer {producer_id}")
+            raise ApiError(
+                r.error, f"{topic}-{partition} cannot join the transaction of producer {producer_id}"
+            )
 
     def offsets_partition_of(self, group_id: str) -> int:
         t = self._lookup(CONSUMER_OFFSETS)

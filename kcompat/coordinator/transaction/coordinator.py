@@ -226,7 +226,9 @@ class TransactionCoordinator:
                 return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
             if m.state is preparing:
                 return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
-            return TxnResult(ErrorCode.PRODUCER_FENCED if m.state is S.ONGOING else ErrorCode.INVALID_TXN_STATE)
+            return TxnResult(
+                ErrorCode.PRODUCER_FENCED if m.state is S.ONGOING else ErrorCode.INVALID_TXN_STATE
+            )
         if epoch != m.producer_epoch:
             return TxnResult(ErrorCode.PRODUCER_FENCED)
         if m.state is preparing or m.state is S.DEAD or m.state is S.PREPARE_EPOCH_FENCE:
@@ -241,7 +243,9 @@ class TransactionCoordinator:
                 self._bump_for_end(m, new_producer_id)
             m.client_transaction_version = client_transaction_version
             m.transition(preparing, now_ms)
-            pid, pepoch = (m.next_producer_id, 0) if m.next_producer_id != -1 else (m.producer_id, m.producer_epoch)
+            pid, pepoch = (
+                (m.next_producer_id, 0) if m.next_producer_id != -1 else (m.producer_id, m.producer_epoch)
+            )
             return TxnResult(ErrorCode.NONE, pid, pepoch, [self._record(m)], self._job(m))
         if m.state is done and not v2:
             return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)  # a v1 retry

@@ -65,7 +65,9 @@ async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVer
         )
     tv = ctx.broker.txn_service.transaction_version
     if tv:
-        finalized.append(FinalizedFeatureKey(name=TRANSACTION_VERSION, max_version_level=tv, min_version_level=tv))
+        finalized.append(
+            FinalizedFeatureKey(name=TRANSACTION_VERSION, max_version_level=tv, min_version_level=tv)
+        )
     return ApiVersionsResponse(
         error_code=0,
         api_keys=advertised(forwarder.versions() if (forwarder := ctx.broker.dispatcher.forwarder) else None),
