@@ -19,8 +19,11 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import ROOT, java_classpath, java_executable, kafka_tool
 
+from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
 from kcompat.testing import Broker, BrokerFactory
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.records import Record, build_batch
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -181,6 +184,47 @@ def test_kafka_python_commit_abort_and_send_offsets(kcompat_broker: Broker) -> N
     check = Consumer({"bootstrap.servers": bs, "group.id": "kp"})
     assert [t.offset for t in check.committed([TopicPartition("kp-in", 0)], 10)] == [6]
     check.close()
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def test_bad_transactional_input_gets_kafkas_codes_and_a_real_producer_is_unaffected(
+    kcompat_broker: Broker,
+) -> None:
+    """Raw frames a client library would never send, in the middle of a confluent-kafka transaction:
+    each answered with Kafka's code, and the transaction commits exactly its own records."""
+    bs = kcompat_broker.bootstrap
+    create(bs, "bad-tx")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "good-tx"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("bad-tx", value=b"good-%d" % i, partition=0)
+    p.flush(10)
+    host, port = bs.rsplit(":", 1)
+    c = WireClient(host, int(port))
+    try:
+        r = c.call(22, 4, {"transactional_id": "bad", "transaction_timeout_ms": 900_001})  # InitProducerId
+        assert r.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT  # above transaction.max.timeout.ms
+        stray = build_batch([Record(0, int(time.time() * 1000), None, b"stray")], producer_id=77_777,
+                            producer_epoch=0, base_sequence=0, transactional=True)  # fmt: skip
+        body = {"transactional_id": "bad", "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": "bad-tx", "partition_data": [{"index": 0, "records": stray}]}]}  # fmt: skip
+        for version, code in ((9, ErrorCode.INVALID_TXN_STATE), (12, ErrorCode.INVALID_PRODUCER_ID_MAPPING)):
+            got = c.call(0, version, body).responses[0].partition_responses[0].error_code  # Produce
+            assert got == code, (version, got)  # a producer the coordinator never registered
+        r = c.call(
+            26, 3, {"transactional_id": "bad", "producer_id": 77_777, "producer_epoch": 0, "committed": True}
+        )  # EndTxn of a transaction that does not exist
+        assert r.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        r = c.call(27, 1, {"markers": [{"producer_id": 66_666, "producer_epoch": 0, "transaction_result": True,
+                   "coordinator_epoch": 0, "topics": [{"name": "bad-tx", "partition_indexes": [0]}]}]})  # fmt: skip
+        assert r.markers[0].topics[0].partitions[0].error_code == 0  # a marker for nobody: harmless
+    finally:
+        c.close()
+    p.commit_transaction(20)
+    assert read_values(bs, "bad-tx", "read_committed", expect=3) == [b"good-%d" % i for i in range(3)]
 
 
 # --- kill -9 ------------------------------------------------------------------------------------
