@@ -22,7 +22,9 @@ from conftest import ROOT, java_classpath, java_executable, kafka_tool
 from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
 from kcompat.testing import Broker, BrokerFactory
+from kcompat.wire.control_batch import control_type_in_batch
 from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import Record, build_batch
 
 pytestmark = pytest.mark.timeout(240)
@@ -225,6 +227,60 @@ def test_bad_transactional_input_gets_kafkas_codes_and_a_real_producer_is_unaffe
         c.close()
     p.commit_transaction(20)
     assert read_values(bs, "bad-tx", "read_committed", expect=3) == [b"good-%d" % i for i in range(3)]
+
+
+# --- compaction ---------------------------------------------------------------------------------
+
+
+def _control_batches(directory: Path) -> list[tuple[int, int]]:
+    """(offset, control type: 0 ABORT, 1 COMMIT) of every marker in a partition's segment files."""
+    out = []
+    for f in sorted(directory.glob("*.log")):
+        data = f.read_bytes()
+        for pos, size in split_batches(data):
+            h = read_header(data, pos)
+            if h.is_control:
+                out.append((h.base_offset, control_type_in_batch(memoryview(data)[pos : pos + size], h)))
+    return out
+
+
+def test_compaction_drops_aborted_data_and_its_marker_and_read_committed_sees_the_same(
+    kcompat_broker_factory: BrokerFactory,
+) -> None:
+    """A compacted topic with committed and aborted transactions: the cleaner (every 200 ms, every
+    segment sealed at once by segment.ms=1) drops the aborted records, then their ABORT marker
+    (delete.retention.ms=0); a read_committed reader sees the same records before and after."""
+    broker = kcompat_broker_factory({"log.retention.check.interval.ms": "200"})
+    bs = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    cfg = {"cleanup.policy": "compact", "segment.ms": "1", "delete.retention.ms": "0",
+           "min.cleanable.dirty.ratio": "0.01"}  # fmt: skip
+    admin.create_topics([NewTopic("ctx", 1, 1, config=cfg)])["ctx"].result(10)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "ctx-tx"})
+    p.init_transactions(20)
+    for prefix, commit in (("c", True), ("a", False), ("d", True)):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(
+                "ctx", key=b"%s%d" % (prefix.encode(), i), value=b"%s%d" % (prefix.encode(), i), partition=0
+            )
+        p.flush(10)
+        if commit:
+            p.commit_transaction(20)
+        else:
+            p.abort_transaction(20)
+    tail = Producer({"bootstrap.servers": bs})
+    tail.produce("ctx", key=b"end", value=b"end", partition=0)  # seals the last marker's segment
+    tail.flush(10)
+    committed = [b"c0", b"c1", b"c2", b"d0", b"d1", b"d2", b"end"]
+    assert read_values(bs, "ctx", "read_committed", expect=7) == committed
+    directory = broker.data_dir / "ctx-0"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and [k for _, k in _control_batches(directory)] != [1, 1]:
+        time.sleep(0.1)  # the cleaner's passes: on the broker's timer
+    assert [k for _, k in _control_batches(directory)] == [1, 1]  # the ABORT marker is gone
+    assert read_values(bs, "ctx", "read_uncommitted", expect=7) == committed  # so is the aborted data
+    assert read_values(bs, "ctx", "read_committed", expect=7) == committed
 
 
 # --- kill -9 ------------------------------------------------------------------------------------

@@ -20,10 +20,11 @@ One pass over a PartitionLog:
      or `.swap` files (completed on restart, see recovery.py).
 Transactions: the cleanable range ends at the first open transaction; batches of aborted
 transactions (the `.txnindex` ranges) are dropped and never enter the offset map. A COMMIT/ABORT
-marker goes once no batch of its transaction is left (Kafka's CleanedTransactionMetadata: the
-pass that reads none of its batches finds it empty), in two passes as a tombstone does: the
-first gives it a delete horizon (now + delete.retention.ms, so a reader that saw its data also
-sees it end), a pass after that time removes it and its `.txnindex` entry. While any batch of
+marker goes once no batch of its transaction is left (as Kafka's CleanedTransactionMetadata,
+though Kafka waits for a pass that reads none; here the pass that drops the last one counts), in
+two steps as a tombstone does: that pass gives it a delete horizon (now + delete.retention.ms,
+so a reader that saw its data also sees it end), a pass after that time removes it and its
+`.txnindex` entry. While any batch of
 the transaction remains (an empty one kept as its producer's last included), the marker stays,
 so a log rebuilt from scratch never finds a transaction without its end.
 
@@ -97,19 +98,19 @@ def build_batch(h: BatchHeader, records: list[RecordView], *, base_timestamp: in
 
 
 class MarkerTracker:
-    """Within one pass, in offset order: which producers' transactions still have batches, so
-    their markers must stay (Kafka's ongoingCommittedTxns / ongoingAbortedTxns)."""
+    """Within one pass, in offset order: which producers' transactions keep batches, so their
+    markers must stay (Kafka's ongoingCommittedTxns / ongoingAbortedTxns)."""
 
     def __init__(self) -> None:
-        self.with_batches: set[int] = set()  # producers with a batch read since their last marker
+        self.with_batches: set[int] = set()  # producers with a batch kept since their last marker
         self.removed_aborts: set[tuple[int, int]] = set()  # (producer id, marker offset) dropped
 
-    def on_batch(self, h: BatchHeader) -> None:
-        if h.is_transactional:
+    def on_batch(self, h: BatchHeader, kept: bool) -> None:
+        if kept and h.is_transactional:
             self.with_batches.add(h.producer_id)
 
     def marker_is_empty(self, h: BatchHeader) -> bool:
-        """A marker read: True when no batch of its transaction was read in this pass."""
+        """A marker read: True when this pass keeps no batch of its transaction."""
         if h.producer_id not in self.with_batches:
             return True
         self.with_batches.discard(h.producer_id)
@@ -282,11 +283,12 @@ class LogCleaner:
                     if kept_marker is not None:
                         emit(kept_marker, read_header(kept_marker) if kept_marker is not data else h)
                     continue
-                markers.on_batch(h)
                 if _is_aborted(h, aborted):
                     # Aborted data goes (as in Kafka); an empty batch stays if it is its producer's last.
                     stats.records_removed += h.records_count
-                    if last_offsets.get(h.producer_id) == h.last_offset:
+                    last = last_offsets.get(h.producer_id) == h.last_offset
+                    markers.on_batch(h, kept=last)
+                    if last:
                         empty = build_batch(h, [], base_timestamp=h.max_timestamp, horizon=False)
                         emit(empty, read_header(empty))
                     continue
@@ -294,6 +296,7 @@ class LogCleaner:
                     data, h, offset_map, last_offsets, now_ms, horizon_after, stats
                 )
                 earliest_horizon = _earlier(earliest_horizon, h_ms)
+                markers.on_batch(h, kept=kept is not None)
                 if kept is not None:
                     emit(kept, kept_h or h)
         flush_out()

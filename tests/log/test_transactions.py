@@ -229,13 +229,14 @@ def test_compaction_removes_markers_of_emptied_transactions_after_delete_retenti
         return [(h.base_offset, bool(h.attributes & 0x40)) for h in hs if h.is_control]  # 0x40: horizon
 
     cleaner = LogCleaner()
-    cleaner.clean(plog, now_ms=0)  # the overwritten and the aborted batches go; their markers stay
+    # the overwritten and the aborted batches go; their (now empty) transactions' markers get a horizon
+    cleaner.clean(plog, now_ms=10)
     assert visible(plog, committed=True) == expected
-    assert controls() == [(1, False), (3, False), (5, False), (7, False)]
-    assert [(t.producer_id, t.last_offset) for t in _entries(plog)] == [(2, 3)]
-    cleaner.clean(plog, now_ms=10)  # markers of now empty transactions: a horizon, still there
     assert controls() == [(1, True), (3, True), (5, False), (7, False)]
+    assert [(t.producer_id, t.last_offset) for t in _entries(plog)] == [(2, 3)]
     assert plog.tombstone_horizon_ms == 1010 and not cleaner.needs_cleaning(plog, now_ms=1009)
+    cleaner.clean(plog, now_ms=1009)  # before the horizon: nothing moves
+    assert controls() == [(1, True), (3, True), (5, False), (7, False)]
     assert visible(plog, committed=True) == expected
     assert cleaner.needs_cleaning(plog, now_ms=1010)
     cleaner.clean(plog, now_ms=1010)
