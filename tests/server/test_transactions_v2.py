@@ -112,3 +112,56 @@ def test_bad_transactional_batches_get_kafkas_codes_and_leave_others_alone(h: Br
     assert end5(h, pid, 0, True)[0] == 0
     p, seen = fetch(h, 1)
     assert [v for _, v in seen] == [b"open", b"open2"] and p.last_stable_offset == p.high_watermark
+
+
+# --- crash points: after the Prepare* record, and between markers ---------------------------------
+
+
+def crash_between_markers(h: BrokerHarness, commit: bool, marked: int, tv: int) -> int:
+    """A transaction on t-0, t-1 and the group's offsets partition, ended; the broker "dies" after
+    storing Prepare* and writing `marked` of its markers (the state a kill -9 leaves), restarts."""
+    from kcompat.wire.control_batch import end_txn_marker
+
+    r = init(h, version=5)
+    pid, epoch = r.producer_id, r.producer_epoch
+    svc = h.broker.txn_service
+    assert add(h, pid, epoch, [0, 1]) == [0, 0]
+    assert produce(h, pid, epoch, 0, b"p0").error_code == 0
+    assert produce(h, pid, epoch, 0, b"p1", partition=1).error_code == 0
+    body = {"transactional_id": "tx", "group_id": "g", "producer_id": pid, "producer_epoch": epoch,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                    "committed_metadata": ""}]}]}  # fmt: skip
+    assert h.call(TXN_OFFSET_COMMIT, 5, body).topics[0].partitions[0].error_code == 0
+    result = svc.coordinator.end_txn("tx", pid, epoch, commit, svc.now_ms(), tv, svc.new_producer_id)
+    svc._store(result.records)  # Prepare* is stored ...
+    assert result.markers is not None and len(result.markers.partitions) == 3
+    for topic, partition in result.markers.partitions[:marked]:  # ... and only some markers written
+        marker = end_txn_marker(pid, result.markers.producer_epoch, commit=commit, coordinator_epoch=0,
+                                timestamp_ms=svc.now_ms())  # fmt: skip
+        svc._append(topic, partition, bytearray(marker), leader_epoch=0, now_ms=svc.now_ms())
+    h.restart()
+    return pid
+
+
+def test_restart_between_markers_completes_the_commit(h: BrokerHarness) -> None:
+    for marked in (1, 2):
+        pid = crash_between_markers(h, True, marked, tv=2)
+        m = h.broker.txn_service.coordinator.txns["tx"]
+        assert m.state.kafka_name == "CompleteCommit" and m.producer_id == pid
+        for partition, value in ((0, b"p0"), (1, b"p1")):
+            p, seen = fetch(h, 1, partition=partition)
+            assert [v for _, v in seen][-1:] == [value] and p.last_stable_offset == p.high_watermark
+        assert offsets(h, stable=True) == (0, 42)
+        assert end5(h, pid, m.producer_epoch, False)[0] == 0  # the producer goes on (an empty abort)
+        h.restart()
+
+
+def test_restart_after_prepare_abort_or_between_its_markers_aborts(h: BrokerHarness) -> None:
+    for marked in (0, 1):
+        crash_between_markers(h, False, marked, tv=0)
+        assert h.broker.txn_service.coordinator.txns["tx"].state.kafka_name == "CompleteAbort"
+        for partition in (0, 1):
+            p, seen = fetch(h, 1, partition=partition)
+            assert seen == [] and p.last_stable_offset == p.high_watermark  # the LSO moved past it
+        assert offsets(h, stable=True) == (0, -1)
+        assert init(h, version=5).error_code == 0  # the next instance starts cleanly
