@@ -21,11 +21,13 @@ from conftest import ROOT, java_classpath, java_executable, kafka_tool
 
 from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
+from kcompat.coordinator.transaction import TransactionCoordinator, TxnConfig
+from kcompat.log import LogConfig, LogManager
 from kcompat.testing import Broker, BrokerFactory
-from kcompat.wire.control_batch import control_type_in_batch
+from kcompat.wire.control_batch import control_type_in_batch, end_txn_marker
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.record_batch import read_header, split_batches
-from kcompat.wire.records import Record, build_batch
+from kcompat.wire.records import Record, build_batch, decode_batch
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -40,13 +42,13 @@ def create(bootstrap: str, *topics: str, partitions: int = 1) -> None:
 
 
 def read_values(
-    bootstrap: str, topic: str, isolation: str, *, expect: int, timeout: float = 20.0
+    bootstrap: str, topic: str, isolation: str, *, expect: int, timeout: float = 20.0, partition: int = 0
 ) -> list[bytes]:
-    """Every value of partition 0 of `topic` a consumer with `isolation` sees, up to its end offset."""
+    """Every value of a partition of `topic` a consumer with `isolation` sees, up to its end offset."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                   "isolation.level": isolation, "enable.auto.commit": False})  # fmt: skip
     try:
-        tp = TopicPartition(topic, 0, 0)
+        tp = TopicPartition(topic, partition, 0)
         c.assign([tp])
         out: list[bytes] = []
         deadline = time.monotonic() + timeout
@@ -311,6 +313,68 @@ def test_kill9_mid_transaction_is_aborted_at_timeout(kcompat_broker_factory: Bro
     assert b"never-0" in read_values(bs, "k9", "read_uncommitted", expect=6)
     with pytest.raises(KafkaException):
         open_txn.commit_transaction(10)  # fenced by the timeout's epoch bump
+
+
+def _prepare_commit_offline(data_dir: Path, txn_id: str, marked: list[tuple[str, int]]) -> None:
+    """On a killed broker's data dir, with kcompat's own log and coordinator code: store the
+    transaction's PrepareCommit and write its COMMIT marker into `marked` only, the state a kill -9
+    leaves between the coordinator's decision and its last marker."""
+    props = dict(line.split("=", 1) for line in (data_dir / "meta.properties").read_text().splitlines()
+                 if "=" in line and not line.startswith("#"))  # fmt: skip
+    logs = LogManager([data_dir], LogConfig(), cluster_id=props["cluster.id"], node_id=int(props["node.id"]))
+    try:
+        state = logs.get("__transaction_state", 0)
+        assert state is not None
+        coordinator = TransactionCoordinator(TxnConfig(num_partitions=1))
+        data = state.read(state.log_start_offset, 1 << 30).read_bytes()
+        for pos, size in split_batches(data):
+            if not read_header(data, pos).is_control:
+                for r in decode_batch(data[pos : pos + size])[1]:
+                    coordinator.replay(r.key, r.value)
+        m = coordinator.txns[txn_id]
+        now = int(time.time() * 1000)
+        result = coordinator.end_txn(txn_id, m.producer_id, m.producer_epoch, True, now)
+        assert result.error == ErrorCode.NONE and result.markers is not None
+        ((_, key, value),) = result.records
+        state.append(build_batch([Record(0, now, key, value)]), leader_epoch=0, now_ms=now)
+        for topic, partition in marked:
+            plog = logs.get(topic, partition)
+            assert plog is not None
+            marker = end_txn_marker(m.producer_id, m.producer_epoch, commit=True, coordinator_epoch=0,
+                                    timestamp_ms=now)  # fmt: skip
+            plog.append(marker, leader_epoch=0, now_ms=now)
+    finally:
+        logs.close()
+
+
+def test_kill9_between_prepare_commit_and_its_markers_commits_after_restart(
+    kcompat_broker_factory: BrokerFactory,
+) -> None:
+    """kill -9 with a transaction on two partitions open, then its PrepareCommit and the marker of
+    one partition put on disk (as a kill between markers leaves them): the restarted broker writes
+    the other marker, both partitions' LSOs move, and read_committed sees every record once."""
+    broker = kcompat_broker_factory()
+    bs = broker.bootstrap
+    create(bs, "k9m", partitions=2)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "k9m-tx"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    for part in (0, 1):
+        for i in range(3):
+            p.produce("k9m", value=b"m%d-%d" % (part, i), partition=part)
+    p.flush(10)
+    broker.kill()
+    _prepare_commit_offline(broker.data_dir, "k9m-tx", marked=[("k9m", 0)])
+    broker.start()
+    for part in (0, 1):
+        got = read_values(bs, "k9m", "read_committed", expect=3, partition=part, timeout=30)
+        assert got == [b"m%d-%d" % (part, i) for i in range(3)], part
+    again = Producer({"bootstrap.servers": bs, "transactional.id": "k9m-tx"})
+    again.init_transactions(20)  # the transaction is complete: a new instance starts at once
+    again.begin_transaction()
+    again.produce("k9m", value=b"after", partition=1)
+    again.commit_transaction(20)
+    assert read_values(bs, "k9m", "read_committed", expect=4, partition=1)[-1] == b"after"
 
 
 @pytest.mark.slow
