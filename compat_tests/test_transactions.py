@@ -1,9 +1,12 @@
 """Transactions with real clients against `kcompat serve`: the Java client 4.x (transactions v2,
 proved by the epoch bumps) and 3.9 (v1): commit, abort, offsets, read_committed vs
 read_uncommitted, fencing by a second instance, confluent-kafka and kafka-python
-(consume-transform-produce with send_offsets_to_transaction, an aborted round re-done), and a
-kill -9 in the middle of a transaction (aborted by its timeout after the restart, never visible to
-read_committed), with a ledger of committed transactions across kill -9 rounds (slow layer)."""
+(consume-transform-produce with send_offsets_to_transaction, an aborted round re-done); bad input
+in raw frames beside a real transaction; compaction of a topic with transactions (aborted data
+and its marker go, read_committed sees the same); kill -9 in the middle of a transaction (aborted
+by its timeout after the restart, never visible to read_committed) and between PrepareCommit and
+its markers (completed after the restart), with a ledger of committed transactions across kill -9
+rounds (slow layer)."""
 
 from __future__ import annotations
 
