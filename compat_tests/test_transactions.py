@@ -1,8 +1,12 @@
-"""Transactions (v1) with real clients against `kcompat serve`: the Java client 4.x (commit, abort,
-read_committed vs read_uncommitted, fencing by a second instance), confluent-kafka and kafka-python
-(consume-transform-produce with send_offsets_to_transaction, an aborted round re-done), and a
-kill -9 in the middle of a transaction (aborted by its timeout after the restart, never visible to
-read_committed), with a ledger of committed transactions across kill -9 rounds (slow layer)."""
+"""Transactions with real clients against `kcompat serve`: the Java client 4.x (transactions v2,
+proved by the epoch bumps) and 3.9 (v1): commit, abort, offsets, read_committed vs
+read_uncommitted, fencing by a second instance, confluent-kafka and kafka-python
+(consume-transform-produce with send_offsets_to_transaction, an aborted round re-done); bad input
+in raw frames beside a real transaction; compaction of a topic with transactions (aborted data
+and its marker go, read_committed sees the same); kill -9 in the middle of a transaction (aborted
+by its timeout after the restart, never visible to read_committed) and between PrepareCommit and
+its markers (completed after the restart), with a ledger of committed transactions across kill -9
+rounds (slow layer)."""
 
 from __future__ import annotations
 
@@ -18,8 +22,15 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import ROOT, java_classpath, java_executable, kafka_tool
 
+from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
+from kcompat.coordinator.transaction import TransactionCoordinator, TxnConfig
+from kcompat.log import LogConfig, LogManager
 from kcompat.testing import Broker, BrokerFactory
+from kcompat.wire.control_batch import control_type_in_batch, end_txn_marker
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.record_batch import read_header, split_batches
+from kcompat.wire.records import Record, build_batch, decode_batch
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -34,13 +45,13 @@ def create(bootstrap: str, *topics: str, partitions: int = 1) -> None:
 
 
 def read_values(
-    bootstrap: str, topic: str, isolation: str, *, expect: int, timeout: float = 20.0
+    bootstrap: str, topic: str, isolation: str, *, expect: int, timeout: float = 20.0, partition: int = 0
 ) -> list[bytes]:
-    """Every value of partition 0 of `topic` a consumer with `isolation` sees, up to its end offset."""
+    """Every value of a partition of `topic` a consumer with `isolation` sees, up to its end offset."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                   "isolation.level": isolation, "enable.auto.commit": False})  # fmt: skip
     try:
-        tp = TopicPartition(topic, 0, 0)
+        tp = TopicPartition(topic, partition, 0)
         c.assign([tp])
         out: list[bytes] = []
         deadline = time.monotonic() + timeout
@@ -80,6 +91,11 @@ def test_java_commit_abort_read_committed_and_fencing(
     committed = [f"c{i}" for i in range(5)] + [f"d{i}" for i in range(5)]
     assert got["committed"] == committed
     assert got["uncommitted"] == [f"{p}{i}" for p in "cad" for i in range(5)]
+    # Transactions v2 (Java 4.x: transaction.version 2 is finalized): EndTxn v5 bumped the epoch at
+    # each of the 4 ends (3 rounds + the offsets-only one, whose TxnOffsetCommit v5 added the group
+    # implicitly); v1 (Java 3.9) keeps epoch 0.
+    assert got["epoch"] == (4 if jars == KAFKA_JARS else 0)
+    assert got["group_offset"] == 7
     assert got["fenced"] == "ProducerFencedException"
     assert got["after_fence"] == [*committed, "second"]  # the zombie's record was aborted
 
@@ -177,6 +193,101 @@ def test_kafka_python_commit_abort_and_send_offsets(kcompat_broker: Broker) -> N
     check.close()
 
 
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def test_bad_transactional_input_gets_kafkas_codes_and_a_real_producer_is_unaffected(
+    kcompat_broker: Broker,
+) -> None:
+    """Raw frames a client library would never send, in the middle of a confluent-kafka transaction:
+    each answered with Kafka's code, and the transaction commits exactly its own records."""
+    bs = kcompat_broker.bootstrap
+    create(bs, "bad-tx")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "good-tx"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("bad-tx", value=b"good-%d" % i, partition=0)
+    p.flush(10)
+    host, port = bs.rsplit(":", 1)
+    c = WireClient(host, int(port))
+    try:
+        r = c.call(22, 4, {"transactional_id": "bad", "transaction_timeout_ms": 900_001})  # InitProducerId
+        assert r.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT  # above transaction.max.timeout.ms
+        stray = build_batch([Record(0, int(time.time() * 1000), None, b"stray")], producer_id=77_777,
+                            producer_epoch=0, base_sequence=0, transactional=True)  # fmt: skip
+        body = {"transactional_id": "bad", "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": "bad-tx", "partition_data": [{"index": 0, "records": stray}]}]}  # fmt: skip
+        for version, code in ((9, ErrorCode.INVALID_TXN_STATE), (12, ErrorCode.INVALID_PRODUCER_ID_MAPPING)):
+            got = c.call(0, version, body).responses[0].partition_responses[0].error_code  # Produce
+            assert got == code, (version, got)  # a producer the coordinator never registered
+        r = c.call(
+            26, 3, {"transactional_id": "bad", "producer_id": 77_777, "producer_epoch": 0, "committed": True}
+        )  # EndTxn of a transaction that does not exist
+        assert r.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        r = c.call(27, 1, {"markers": [{"producer_id": 66_666, "producer_epoch": 0, "transaction_result": True,
+                   "coordinator_epoch": 0, "topics": [{"name": "bad-tx", "partition_indexes": [0]}]}]})  # fmt: skip
+        assert r.markers[0].topics[0].partitions[0].error_code == 0  # a marker for nobody: harmless
+    finally:
+        c.close()
+    p.commit_transaction(20)
+    assert read_values(bs, "bad-tx", "read_committed", expect=3) == [b"good-%d" % i for i in range(3)]
+
+
+# --- compaction ---------------------------------------------------------------------------------
+
+
+def _control_batches(directory: Path) -> list[tuple[int, int]]:
+    """(offset, control type: 0 ABORT, 1 COMMIT) of every marker in a partition's segment files."""
+    out = []
+    for f in sorted(directory.glob("*.log")):
+        data = f.read_bytes()
+        for pos, size in split_batches(data):
+            h = read_header(data, pos)
+            if h.is_control:
+                out.append((h.base_offset, control_type_in_batch(memoryview(data)[pos : pos + size], h)))
+    return out
+
+
+def test_compaction_drops_aborted_data_and_its_marker_and_read_committed_sees_the_same(
+    kcompat_broker_factory: BrokerFactory,
+) -> None:
+    """A compacted topic with committed and aborted transactions: the cleaner (every 200 ms, every
+    segment sealed at once by segment.ms=1) drops the aborted records, then their ABORT marker
+    (delete.retention.ms=0); a read_committed reader sees the same records before and after."""
+    broker = kcompat_broker_factory({"log.retention.check.interval.ms": "200"})
+    bs = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    cfg = {"cleanup.policy": "compact", "segment.ms": "1", "delete.retention.ms": "0",
+           "min.cleanable.dirty.ratio": "0.01"}  # fmt: skip
+    admin.create_topics([NewTopic("ctx", 1, 1, config=cfg)])["ctx"].result(10)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "ctx-tx"})
+    p.init_transactions(20)
+    for prefix, commit in (("c", True), ("a", False), ("d", True)):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(
+                "ctx", key=b"%s%d" % (prefix.encode(), i), value=b"%s%d" % (prefix.encode(), i), partition=0
+            )
+        p.flush(10)
+        if commit:
+            p.commit_transaction(20)
+        else:
+            p.abort_transaction(20)
+    tail = Producer({"bootstrap.servers": bs})
+    tail.produce("ctx", key=b"end", value=b"end", partition=0)  # seals the last marker's segment
+    tail.flush(10)
+    committed = [b"c0", b"c1", b"c2", b"d0", b"d1", b"d2", b"end"]
+    assert read_values(bs, "ctx", "read_committed", expect=7) == committed
+    directory = broker.data_dir / "ctx-0"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and [k for _, k in _control_batches(directory)] != [1, 1]:
+        time.sleep(0.1)  # the cleaner's passes: on the broker's timer
+    assert [k for _, k in _control_batches(directory)] == [1, 1]  # the ABORT marker is gone
+    assert read_values(bs, "ctx", "read_uncommitted", expect=7) == committed  # so is the aborted data
+    assert read_values(bs, "ctx", "read_committed", expect=7) == committed
+
+
 # --- kill -9 ------------------------------------------------------------------------------------
 
 
@@ -205,6 +316,68 @@ def test_kill9_mid_transaction_is_aborted_at_timeout(kcompat_broker_factory: Bro
     assert b"never-0" in read_values(bs, "k9", "read_uncommitted", expect=6)
     with pytest.raises(KafkaException):
         open_txn.commit_transaction(10)  # fenced by the timeout's epoch bump
+
+
+def _prepare_commit_offline(data_dir: Path, txn_id: str, marked: list[tuple[str, int]]) -> None:
+    """On a killed broker's data dir, with kcompat's own log and coordinator code: store the
+    transaction's PrepareCommit and write its COMMIT marker into `marked` only, the state a kill -9
+    leaves between the coordinator's decision and its last marker."""
+    props = dict(line.split("=", 1) for line in (data_dir / "meta.properties").read_text().splitlines()
+                 if "=" in line and not line.startswith("#"))  # fmt: skip
+    logs = LogManager([data_dir], LogConfig(), cluster_id=props["cluster.id"], node_id=int(props["node.id"]))
+    try:
+        state = logs.get("__transaction_state", 0)
+        assert state is not None
+        coordinator = TransactionCoordinator(TxnConfig(num_partitions=1))
+        data = state.read(state.log_start_offset, 1 << 30).read_bytes()
+        for pos, size in split_batches(data):
+            if not read_header(data, pos).is_control:
+                for r in decode_batch(data[pos : pos + size])[1]:
+                    coordinator.replay(r.key, r.value)
+        m = coordinator.txns[txn_id]
+        now = int(time.time() * 1000)
+        result = coordinator.end_txn(txn_id, m.producer_id, m.producer_epoch, True, now)
+        assert result.error == ErrorCode.NONE and result.markers is not None
+        ((_, key, value),) = result.records
+        state.append(build_batch([Record(0, now, key, value)]), leader_epoch=0, now_ms=now)
+        for topic, partition in marked:
+            plog = logs.get(topic, partition)
+            assert plog is not None
+            marker = end_txn_marker(m.producer_id, m.producer_epoch, commit=True, coordinator_epoch=0,
+                                    timestamp_ms=now)  # fmt: skip
+            plog.append(marker, leader_epoch=0, now_ms=now)
+    finally:
+        logs.close()
+
+
+def test_kill9_between_prepare_commit_and_its_markers_commits_after_restart(
+    kcompat_broker_factory: BrokerFactory,
+) -> None:
+    """kill -9 with a transaction on two partitions open, then its PrepareCommit and the marker of
+    one partition put on disk (as a kill between markers leaves them): the restarted broker writes
+    the other marker, both partitions' LSOs move, and read_committed sees every record once."""
+    broker = kcompat_broker_factory()
+    bs = broker.bootstrap
+    create(bs, "k9m", partitions=2)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "k9m-tx"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    for part in (0, 1):
+        for i in range(3):
+            p.produce("k9m", value=b"m%d-%d" % (part, i), partition=part)
+    p.flush(10)
+    broker.kill()
+    _prepare_commit_offline(broker.data_dir, "k9m-tx", marked=[("k9m", 0)])
+    broker.start()
+    for part in (0, 1):
+        got = read_values(bs, "k9m", "read_committed", expect=3, partition=part, timeout=30)
+        assert got == [b"m%d-%d" % (part, i) for i in range(3)], part
+    again = Producer({"bootstrap.servers": bs, "transactional.id": "k9m-tx"})
+    again.init_transactions(20)  # the transaction is complete: a new instance starts at once
+    again.begin_transaction()
+    again.produce("k9m", value=b"after", partition=1)
+    again.commit_transaction(20)
+    assert read_values(bs, "k9m", "read_committed", expect=4, partition=1)[-1] == b"after"
 
 
 @pytest.mark.slow

@@ -4,7 +4,11 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Properties;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -15,7 +19,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /**
  * The Java client's transactions against a broker: Transactions BOOTSTRAP TOPIC.
  * Commits "c0".."c4", aborts "a0".."a4", commits "d0".."d4"; then one producer fences another with
- * the same transactional.id. Prints one JSON line per step for the test to check.
+ * the same transactional.id. Between them, a transaction of offsets only (sendOffsetsToTransaction
+ * for group "jtx-group"), and the producer epoch DescribeTransactions then reports: it tells
+ * whether the client used transactions v2 (an epoch bump on every EndTxn) or v1.
+ * Prints one JSON line per step for the test to check.
  */
 public class Transactions {
     static KafkaProducer<String, String> producer(String bootstrap, String txnId) {
@@ -79,6 +86,20 @@ public class Transactions {
                     p.commitTransaction();
                 }
             }
+            p.beginTransaction();
+            p.sendOffsetsToTransaction(
+                Collections.singletonMap(new TopicPartition(topic, 0), new OffsetAndMetadata(7)),
+                new ConsumerGroupMetadata("jtx-group"));
+            p.commitTransaction();
+        }
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            int epoch = admin.describeTransactions(Collections.singletonList("java-txn"))
+                .description("java-txn").get().producerEpoch();
+            long offset = admin.listConsumerGroupOffsets("jtx-group").partitionsToOffsetAndMetadata().get()
+                .get(new TopicPartition(topic, 0)).offset();
+            System.out.println("{\"epoch\": " + epoch + ", \"group_offset\": " + offset + "}");
         }
         System.out.println("{\"committed\": " + json(read(bootstrap, topic, "read_committed", 10)) + "}");
         System.out.println("{\"uncommitted\": " + json(read(bootstrap, topic, "read_uncommitted", 15)) + "}");

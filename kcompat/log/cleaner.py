@@ -19,8 +19,14 @@ One pass over a PartitionLog:
      place and the old files unlinked. A crash leaves either `.cleaned` files (dropped on restart)
      or `.swap` files (completed on restart, see recovery.py).
 Transactions: the cleanable range ends at the first open transaction; batches of aborted
-transactions (the `.txnindex` ranges) are dropped and never enter the offset map; markers and
-the `.txnindex` entries are kept (Kafka also removes markers once their data is gone; not yet).
+transactions (the `.txnindex` ranges) are dropped and never enter the offset map. A COMMIT/ABORT
+marker goes once no batch of its transaction is left (as Kafka's CleanedTransactionMetadata,
+though Kafka waits for a pass that reads none; here the pass that drops the last one counts), in
+two steps as a tombstone does: that pass gives it a delete horizon (now + delete.retention.ms,
+so a reader that saw its data also sees it end), a pass after that time removes it and its
+`.txnindex` entry. While any batch of
+the transaction remains (an empty one kept as its producer's last included), the marker stays,
+so a log rebuilt from scratch never finds a transaction without its end.
 
 Readers are never blocked: they hold the old segment list and descriptors, which stay valid.
 """
@@ -33,12 +39,15 @@ import struct
 from dataclasses import dataclass
 
 from kcompat.log.batch_scan import iter_whole_batches
+from kcompat.log.errors import LogError
 from kcompat.log.log_files import CLEANED_SUFFIX, SWAP_SUFFIX, fsync_dir
 from kcompat.log.partition_log import PartitionLog
 from kcompat.log.record_view import RecordView, iter_records
 from kcompat.log.segment import BatchPlacement, LogSegment
+from kcompat.log.txn_index import marker_kind
 from kcompat.wire.checksum import crc32c
 from kcompat.wire.compression import compress
+from kcompat.wire.control_batch import ABORT
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import (
     CRC_START,
@@ -86,6 +95,26 @@ def build_batch(h: BatchHeader, records: list[RecordView], *, base_timestamp: in
     buf[HEADER_SIZE:] = payload
     struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[CRC_START:]))
     return bytes(buf)
+
+
+class MarkerTracker:
+    """Within one pass, in offset order: which producers' transactions keep batches, so their
+    markers must stay (Kafka's ongoingCommittedTxns / ongoingAbortedTxns)."""
+
+    def __init__(self) -> None:
+        self.with_batches: set[int] = set()  # producers with a batch kept since their last marker
+        self.removed_aborts: set[tuple[int, int]] = set()  # (producer id, marker offset) dropped
+
+    def on_batch(self, h: BatchHeader, kept: bool) -> None:
+        if kept and h.is_transactional:
+            self.with_batches.add(h.producer_id)
+
+    def marker_is_empty(self, h: BatchHeader) -> bool:
+        """A marker read: True when this pass keeps no batch of its transaction."""
+        if h.producer_id not in self.with_batches:
+            return True
+        self.with_batches.discard(h.producer_id)
+        return False
 
 
 class LogCleaner:
@@ -152,9 +181,10 @@ class LogCleaner:
         offset_map = self._build_offset_map(cleanable, first_dirty, aborted)
         horizon_after = now_ms + plog.config.delete_retention_ms
         earliest_horizon: int | None = None
+        markers = MarkerTracker()
         for group in self._group(cleanable, plog):
             cleaned, horizon = self._clean_group(
-                plog, group, offset_map, last_offsets, now_ms, horizon_after, stats, aborted
+                plog, group, offset_map, last_offsets, now_ms, horizon_after, stats, aborted, markers
             )
             if horizon is not None:
                 earliest_horizon = horizon if earliest_horizon is None else min(earliest_horizon, horizon)
@@ -211,8 +241,10 @@ class LogCleaner:
         horizon_after: int,
         stats: CleanStats,
         aborted: AbortedRanges | None = None,
+        markers: MarkerTracker | None = None,
     ) -> tuple[LogSegment, int | None]:
         aborted = aborted or {}
+        markers = markers or MarkerTracker()
         base = group[0].base_offset
         cleaned = LogSegment(
             plog.directory, base, plog.config, created_ms=now_ms, suffix=CLEANED_SUFFIX, active=True
@@ -220,7 +252,6 @@ class LogCleaner:
         if cleaned.size:  # a leftover from a crashed pass
             cleaned.log.truncate(0)
             cleaned.reset_indexes()
-        _copy_aborts(group, cleaned)
         out = bytearray()
         placements: list[BatchPlacement] = []
         earliest_horizon: int | None = None
@@ -247,23 +278,29 @@ class LogCleaner:
                 if h is None:
                     break
                 if h.is_control:
-                    emit(data, h)
+                    kept_marker, h_ms = _clean_marker(data, h, markers, now_ms, horizon_after, stats)
+                    earliest_horizon = _earlier(earliest_horizon, h_ms)
+                    if kept_marker is not None:
+                        emit(kept_marker, read_header(kept_marker) if kept_marker is not data else h)
                     continue
                 if _is_aborted(h, aborted):
                     # Aborted data goes (as in Kafka); an empty batch stays if it is its producer's last.
                     stats.records_removed += h.records_count
-                    if last_offsets.get(h.producer_id) == h.last_offset:
+                    last = last_offsets.get(h.producer_id) == h.last_offset
+                    markers.on_batch(h, kept=last)
+                    if last:
                         empty = build_batch(h, [], base_timestamp=h.max_timestamp, horizon=False)
                         emit(empty, read_header(empty))
                     continue
                 kept, kept_h, h_ms = _clean_batch(
                     data, h, offset_map, last_offsets, now_ms, horizon_after, stats
                 )
-                if h_ms is not None:
-                    earliest_horizon = h_ms if earliest_horizon is None else min(earliest_horizon, h_ms)
+                earliest_horizon = _earlier(earliest_horizon, h_ms)
+                markers.on_batch(h, kept=kept is not None)
                 if kept is not None:
                     emit(kept, kept_h or h)
         flush_out()
+        _copy_aborts(group, cleaned, markers.removed_aborts)
         cleaned.on_become_inactive()
         cleaned.flush()
         return cleaned, earliest_horizon
@@ -302,12 +339,47 @@ def _aborted_ranges(segments: list[LogSegment]) -> AbortedRanges:
     return out
 
 
-def _copy_aborts(group: list[LogSegment], cleaned: LogSegment) -> None:
-    """Markers are kept, so are the aborts they record."""
+def _copy_aborts(group: list[LogSegment], cleaned: LogSegment, removed: set[tuple[int, int]]) -> None:
+    """The aborts whose markers are kept (an entry names its marker's offset as last_offset)."""
     cleaned.txn_index.reset()
     for seg in group:
         for t in seg.txn_index.entries:
-            cleaned.txn_index.append(t)
+            if (t.producer_id, t.last_offset) not in removed:
+                cleaned.txn_index.append(t)
+
+
+def _clean_marker(
+    data: memoryview,
+    h: BatchHeader,
+    markers: MarkerTracker,
+    now_ms: int,
+    horizon_after: int,
+    stats: CleanStats,
+) -> tuple[bytes | memoryview | None, int | None]:
+    """What the cleaned log keeps of a COMMIT/ABORT marker (None: nothing), and its delete horizon
+    while it waits for one (None: it stays for good, or goes now)."""
+    if not markers.marker_is_empty(h):
+        return data, None
+    horizon = delete_horizon(h)
+    if horizon is None:  # its transaction is empty: it goes after delete.retention.ms
+        try:
+            records = iter_records(data, h)
+        except DecodeError:
+            return data, None
+        return build_batch(h, list(records), base_timestamp=horizon_after, horizon=True), horizon_after
+    if now_ms < horizon:
+        return data, horizon
+    try:
+        if marker_kind(data, h) == ABORT:
+            markers.removed_aborts.add((h.producer_id, h.base_offset))
+    except LogError:
+        return data, None
+    stats.records_removed += h.records_count
+    return None, None
+
+
+def _earlier(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _is_aborted(h: BatchHeader, aborted: AbortedRanges) -> bool:

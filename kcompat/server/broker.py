@@ -152,6 +152,8 @@ class Broker:
             append=self.replicas.append,
             new_producer_id=self._new_producer_id,
             groups=self.group_service,
+            # transactions v2 on one node; cluster mode's transaction.version is the controller's (0)
+            transaction_version=0 if is_cluster_member(config) else 2,
         )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False

@@ -66,12 +66,14 @@ UNKNOWN_LEADER_EPOCH = 76
 
 # What this broker claims (BrokerRegistration.Features). Claiming a level means implementing it:
 # metadata.version 7-30 (3.3-IV3 to 4.3-IV0: every record version the image decodes),
-# group.version 1 (KIP-848); transactions v2, ELR, share and streams groups are not implemented.
+# group.version 1 (KIP-848), transaction.version 2 (KIP-890 part 2: the coordinator's code; a
+# cluster-mode broker still advertises no transaction.version to clients, see txn_service);
+# ELR, share and streams groups are not implemented.
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, 30),
     "kraft.version": (0, 1),
     "group.version": (0, 1),
-    "transaction.version": (0, 0),
+    "transaction.version": (0, 2),
     "eligible.leader.replicas.version": (0, 0),
     "share.version": (0, 0),
     "streams.version": (0, 0),

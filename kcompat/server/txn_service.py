@@ -31,7 +31,7 @@ from typing import Any
 
 from kcompat.coordinator.records import offsets_partition
 from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult
-from kcompat.coordinator.transaction.coordinator import TxnRecord
+from kcompat.coordinator.transaction.coordinator import TV2, TxnRecord
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server.errors import ApiError
@@ -63,8 +63,10 @@ class TransactionService:
         append: Callable[..., Any],
         new_producer_id: Callable[[], int],
         groups: GroupService,
+        transaction_version: int = 2,
     ) -> None:
         self.now_ms = now_ms
+        self.transaction_version = transaction_version  # finalized: ApiVersions reports it
         self._setting = setting
         self._lookup = lookup
         self._create = create
@@ -94,6 +96,7 @@ class TransactionService:
                 num_partitions=existing.partitions
                 if existing is not None
                 else int(self._setting("transaction.state.log.num.partitions")),
+                transaction_version=self.transaction_version,
             )
         )
         if self._lookup(TRANSACTION_STATE) is not None:
@@ -180,6 +183,31 @@ class TransactionService:
             raise ApiError(
                 ErrorCode.INVALID_TXN_STATE,
                 f"{topic}-{partition} is not in the transaction of producer {producer_id}",
+            )
+
+    async def add_implicitly(
+        self, txn_id: str | None, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> None:
+        """Transactions v2 (Produce v12+): a transactional batch adds its partition to the
+        producer's transaction, as Kafka's leader does through AddPartitionsToTxn for the client;
+        ApiError (Produce's codes: a fenced epoch is INVALID_PRODUCER_EPOCH) when it may not."""
+        if txn_id is None:
+            raise ApiError(
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "a transactional batch needs a transactional id",
+            )
+        r = await self.run(
+            lambda now: self.coordinator.add_partitions(
+                txn_id, producer_id, epoch, [(topic, partition)], now, client_transaction_version=TV2
+            )
+        )
+        if r.error == ErrorCode.PRODUCER_FENCED:
+            raise ApiError(
+                ErrorCode.INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {epoch} is fenced"
+            )
+        if r.error:
+            raise ApiError(
+                r.error, f"{topic}-{partition} cannot join the transaction of producer {producer_id}"
             )
 
     def offsets_partition_of(self, group_id: str) -> int:

@@ -60,11 +60,26 @@ def test_log_record_bytes_are_kafkas_v0_layout():
         + struct.pack(">i", 1) + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 3)  # [{a,[0,3]}]
         + struct.pack(">qq", 20, 10)  # last update, start
     )  # fmt: skip
-    assert encode_value(m) == expected
+    assert encode_value(m, 0) == expected
     assert decode(encode_key("tx"), expected) == ("tx", m)
     empty = TransactionMetadata("tx", 5, 1, 60000)
-    assert encode_value(empty)[17:21] == struct.pack(">i", -1)  # Empty: TransactionPartitions is null
+    assert encode_value(empty, 0)[17:21] == struct.pack(">i", -1)  # Empty: TransactionPartitions is null
     assert decode(encode_key("tx"), None) == ("tx", None)
+
+
+def test_log_record_v1_layout_carries_the_tv2_tagged_fields():
+    """v1 (flexible): compact strings/arrays (+1 lengths), then the tagged fields in tag order:
+    PreviousProducerId (0), NextProducerId (1), ClientTransactionVersion (2); defaults left out."""
+    m = TransactionMetadata("tx", 5, 1, 60000, S.ONGOING, {("a", 3)}, txn_start_ms=10, txn_last_update_ms=20,
+                            client_transaction_version=2, previous_producer_id=4)  # fmt: skip
+    expected = (
+        struct.pack(">hqhib", 1, 5, 1, 60000, 1)
+        + bytes([2, 2]) + b"a" + bytes([2]) + struct.pack(">i", 3) + bytes([0])  # [{a,[3]}], no tags
+        + struct.pack(">qq", 20, 10)
+        + bytes([2, 0, 8]) + struct.pack(">q", 4) + bytes([2, 2]) + struct.pack(">h", 2)
+    )  # fmt: skip
+    assert encode_value(m) == expected
+    assert decode(encode_key("tx"), expected) == ("tx", m)
 
 
 def make(max_timeout=900_000, expiration=10_000):
@@ -150,3 +165,61 @@ def test_replay_restores_state_and_pending_markers():
     assert c2.txns["t"].state is S.PREPARE_ABORT
     assert c2.pending_markers() == [r.markers]
     assert c2.transactional_id_of(1000) == "t"
+
+
+# --- transactions v2 (KIP-890 part 2) ----------------------------------------------------------
+
+
+def tv2_round(c, ids, epoch, pid=1000, commit=True, now=10):
+    assert c.add_partitions("t", pid, epoch, [("a", 0)], now, client_transaction_version=2).error == E.NONE
+    r = c.end_txn("t", pid, epoch, commit, now + 1, client_transaction_version=2, new_producer_id=ids)
+    assert r.error == E.NONE and r.markers is not None
+    c.complete(r.markers, now + 2)
+    return r
+
+
+def test_tv2_end_txn_bumps_the_epoch_and_the_markers_carry_it():
+    c, ids = make()
+    c.init_producer_id("t", 60000, 0, ids)
+    r = tv2_round(c, ids, 0)
+    assert (r.producer_id, r.producer_epoch, r.markers.producer_epoch) == (1000, 1, 1)
+    m = c.txns["t"]
+    assert (m.state, m.producer_epoch, m.client_transaction_version) == (S.COMPLETE_COMMIT, 1, 2)
+    assert decode(*r.records[0][1:])[1].client_transaction_version == 2  # stored in the record
+    # a retry of that EndTxn (the epoch before the bump) gets the current pair; the new epoch goes on
+    assert (c.end_txn("t", 1000, 0, True, 20, 2, ids).error, c.txns["t"].producer_epoch) == (E.NONE, 1)
+    assert c.end_txn("t", 1000, 0, False, 20, 2, ids).error == E.INVALID_TXN_STATE
+    assert c.add_partitions("t", 1000, 0, [("a", 0)], 21, 2).error == E.PRODUCER_FENCED  # the old epoch
+    r = tv2_round(c, ids, 1, commit=False, now=30)
+    assert (r.producer_epoch, r.markers.commit, c.txns["t"].state) == (2, False, S.COMPLETE_ABORT)
+    assert c.end_txn("t", 1000, 0, True, 40, 2, ids).error == E.PRODUCER_FENCED  # two bumps ago
+
+
+def test_tv2_abort_with_nothing_added_bumps_and_marks_nothing():
+    c, ids = make()
+    c.init_producer_id("t", 60000, 0, ids)
+    r = c.end_txn("t", 1000, 0, False, 5, 2, ids)
+    assert (r.error, r.producer_epoch, r.markers.partitions) == (E.NONE, 1, ())
+    c.complete(r.markers, 6)
+    assert c.end_txn("t", 1000, 1, True, 7, 2, ids).error == E.INVALID_TXN_STATE  # commit of nothing
+
+
+def test_tv2_epoch_exhausted_takes_a_new_producer_id_after_the_markers():
+    c, ids = make()
+    c.init_producer_id("t", 60000, 0, ids)
+    c.txns["t"].producer_epoch = 32766  # Short.MaxValue - 1
+    c.add_partitions("t", 1000, 32766, [("a", 0)], 1, 2)
+    r = c.end_txn("t", 1000, 32766, True, 2, 2, ids)
+    assert (r.producer_id, r.producer_epoch) == (1001, 0)  # what EndTxn v5 answers
+    assert (r.markers.producer_id, r.markers.producer_epoch) == (1000, 32767)  # what the markers carry
+    assert c.transactional_id_of(1000) == "t" and c.in_transaction(1000, 32766, ("a", 0)) != E.NONE
+    c.complete(r.markers, 3)
+    m = c.txns["t"]
+    assert (m.producer_id, m.producer_epoch, m.previous_producer_id) == (1001, 0, 1000)
+    assert c.transactional_id_of(1001) == "t" and c.transactional_id_of(1000) is None
+    assert c.end_txn("t", 1000, 32766, True, 4, 2, ids).producer_id == 1001  # the retry names the old id
+    tv2_round(c, ids, 0, pid=1001, now=5)
+    c2, _ = make()  # the new id survives a replay
+    for rec in c.txns.values():
+        c2.replay(*c._record(rec)[1:])
+    assert c2.txns["t"].producer_id == 1001 and c2.txns["t"].previous_producer_id == 1000

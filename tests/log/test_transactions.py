@@ -197,3 +197,56 @@ def test_compaction_drops_aborted_records_and_keeps_markers_and_index(tmp_path):
     data = plog.read(0, 1 << 30).read_bytes()
     controls = [read_header(data, p) for p, _ in split_batches(data) if read_header(data, p).is_control]
     assert [h.base_offset for h in controls] == [1, 3]
+
+
+def test_compaction_removes_markers_of_emptied_transactions_after_delete_retention(tmp_path):
+    """Kafka's LogCleaner: a marker whose transaction has no batch left gets a delete horizon in one
+    pass and goes (with its `.txnindex` entry) in a pass after it; markers of transactions with
+    batches stay. read_committed sees the same latest records after every pass, and after a restart that
+    rebuilds producer state from the log alone (no snapshot) no transaction is left open."""
+    cfg = LogConfig(segment_bytes=1500, index_interval_bytes=200, cleanup_policy=("compact",),
+                    min_cleanable_dirty_ratio=0.0, delete_retention_ms=1000)  # fmt: skip
+    m = open_manager(tmp_path, cfg)
+    plog = m.get_or_create("t", 0)
+    history = [
+        txn_batch(1, 0, keys=[b"a"]), marker(1, 0, commit=True),  # 0, 1: "a" is overwritten at 8
+        txn_batch(2, 0, keys=[b"k"]), marker(2, 0, commit=False),  # 2, 3: aborted
+        txn_batch(1, 1, keys=[b"b"]), marker(1, 0, commit=True),  # 4, 5
+        txn_batch(2, 1, keys=[b"c"]), marker(2, 0, commit=True),  # 6, 7
+        batch([(b"a", b"new")]),  # 8
+    ]  # fmt: skip
+    for b in history:
+        plog.append(b, leader_epoch=0, now_ms=0)
+    for i in range(30):
+        plog.append(batch([(b"f%d" % i, b"x" * 40)]), leader_epoch=0, now_ms=0)
+    before = visible(plog, committed=True)
+    assert [v for o, v in before if o < 9] == [b"p1-0", b"p1-1", b"p2-1", b"new"]
+    expected = [r for r in before if r[0] != 0]  # compaction drops only the overwritten "a"
+
+    def controls() -> list[tuple[int, bool]]:
+        data = plog.read(0, 1 << 30).read_bytes()
+        hs = [read_header(data, p) for p, _ in split_batches(data)]
+        return [(h.base_offset, bool(h.attributes & 0x40)) for h in hs if h.is_control]  # 0x40: horizon
+
+    cleaner = LogCleaner()
+    # the overwritten and the aborted batches go; their (now empty) transactions' markers get a horizon
+    cleaner.clean(plog, now_ms=10)
+    assert visible(plog, committed=True) == expected
+    assert controls() == [(1, True), (3, True), (5, False), (7, False)]
+    assert [(t.producer_id, t.last_offset) for t in _entries(plog)] == [(2, 3)]
+    assert plog.tombstone_horizon_ms == 1010 and not cleaner.needs_cleaning(plog, now_ms=1009)
+    cleaner.clean(plog, now_ms=1009)  # before the horizon: nothing moves
+    assert controls() == [(1, True), (3, True), (5, False), (7, False)]
+    assert visible(plog, committed=True) == expected
+    assert cleaner.needs_cleaning(plog, now_ms=1010)
+    cleaner.clean(plog, now_ms=1010)
+    assert controls() == [(5, False), (7, False)]
+    assert _entries(plog) == []
+    assert visible(plog, committed=True) == expected
+    m.close()
+    for name in os.listdir(plog.directory):
+        if name.endswith(".snapshot"):
+            os.unlink(plog.directory / name)
+    plog2 = open_manager(tmp_path, cfg).get_or_create("t", 0)
+    assert plog2.last_stable_offset == plog2.high_watermark == plog2.log_end_offset
+    assert visible(plog2, committed=True) == expected

@@ -36,13 +36,13 @@ def test_api_versions_lists_the_handler_table(h: BrokerHarness, version: int) ->
     assert resp.error_code == 0
     got = ranges(resp)
     assert got == {key: (r.advertised_min, r.max_version) for key, r in HANDLERS.items()}
-    if version >= 3:  # only group.version: KIP-848 works; no transaction.version (no transactions)
+    if version >= 3:  # group.version (KIP-848) and transaction.version (transactions v2, KIP-890)
         assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == [
-            ("group.version", 0, 1)
-        ]
+            ("group.version", 0, 1), ("transaction.version", 0, 2)
+        ]  # fmt: skip
         assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == [
-            ("group.version", 1, 1)
-        ]
+            ("group.version", 1, 1), ("transaction.version", 2, 2)
+        ]  # fmt: skip
         assert resp.finalized_features_epoch == 0
 
 
@@ -50,8 +50,8 @@ def test_group_version_is_not_finalized_without_the_consumer_protocol(tmp_path: 
     h = BrokerHarness(tmp_path, {"group.coordinator.rebalance.protocols": "classic"})
     try:
         resp = h.call(API_VERSIONS, 4, {"client_software_name": "x", "client_software_version": "1"})
-        assert [f.name for f in resp.supported_features] == ["group.version"]
-        assert resp.finalized_features == []
+        assert [f.name for f in resp.supported_features] == ["group.version", "transaction.version"]
+        assert [f.name for f in resp.finalized_features] == ["transaction.version"]
     finally:
         h.close()
 

@@ -1,4 +1,4 @@
-"""TransactionCoordinator: Kafka's transaction decisions (TransactionCoordinator.scala, TV1), pure.
+"""TransactionCoordinator: Kafka's transaction decisions (TransactionCoordinator.scala), pure.
 
 Every operation takes the time and returns a TxnResult: the error (or producer id and epoch) to
 answer, the `__transaction_state` records to append BEFORE answering, and the markers to write
@@ -17,6 +17,15 @@ Errors, as Kafka's coordinator answers them:
                   INVALID_PRODUCER_ID_MAPPING; another epoch: PRODUCER_FENCED; markers pending:
                   CONCURRENT_TRANSACTIONS; EndTxn without a transaction (or the opposite of the
                   one completing): INVALID_TXN_STATE; a retried EndTxn of a completed one: NONE.
+
+Transactions v2 (KIP-890 part 2; `client_transaction_version` 2, from EndTxn v5, TxnOffsetCommit
+v5 and Produce v12's implicit adds): EndTxn bumps the epoch, so the markers carry an epoch above
+every batch of the transaction and the producer goes on with the new one (EndTxn v5 answers it).
+At the last epoch (Short.MaxValue - 1) the bump takes a new producer id, in force once the markers
+are written (the markers carry the old id with epoch Short.MaxValue). A retried EndTxn names the
+epoch before the bump (or the id before the new one) and is answered with the current pair; any
+other epoch is PRODUCER_FENCED. An abort with nothing added (the producer's record never reached
+a partition) is allowed from Empty and Complete*: the epoch is bumped and nothing is marked.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kcompat.coordinator.transaction.log_records import (
+    VALUE_VERSION,
     decode,
     encode_key,
     encode_value,
@@ -40,6 +50,7 @@ from kcompat.coordinator.transaction.state import TransactionState as S
 from kcompat.wire.error_codes import ErrorCode
 
 MAX_EPOCH = 0x7FFF - 1  # Short.MaxValue - 1: a bump past it takes a new producer id
+TV2 = 2  # transaction.version 2: the epoch bump on every EndTxn
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,7 @@ class TxnConfig:
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
     num_partitions: int = 50  # transaction.state.log.num.partitions
+    transaction_version: int = 2  # the finalized transaction.version (its record format: 0 -> v0)
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,8 @@ class TransactionCoordinator:
 
     def _record(self, m: TransactionMetadata) -> TxnRecord:
         p = transaction_partition(m.transactional_id, self.config.num_partitions)
-        return p, encode_key(m.transactional_id), encode_value(m)
+        version = VALUE_VERSION if self.config.transaction_version >= 1 else 0
+        return p, encode_key(m.transactional_id), encode_value(m, version)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one `__transaction_state` record at load (DecodeError for bytes that are not one)."""
@@ -141,7 +154,9 @@ class TransactionCoordinator:
             if expected_producer_id == m.producer_id and expected_epoch == m.last_producer_epoch != -1:
                 if m.state in COMPLETED:  # a retry of the bump that already happened
                     return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
-            elif (expected_producer_id, expected_epoch) != (m.producer_id, m.producer_epoch):
+            elif (expected_producer_id, expected_epoch) != (m.producer_id, m.producer_epoch) and not (
+                expected_producer_id == m.previous_producer_id and expected_epoch >= MAX_EPOCH
+            ):  # (the second: a TV2 producer whose last EndTxn took the new id never learnt it)
                 return TxnResult(ErrorCode.PRODUCER_FENCED)
         if m.state is S.ONGOING:
             # A new instance: fence the old one with a new epoch and abort what it left open.
@@ -156,8 +171,16 @@ class TransactionCoordinator:
         return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
 
     def add_partitions(
-        self, txn_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition], now_ms: int
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        now_ms: int,
+        client_transaction_version: int = 0,
     ) -> TxnResult:
+        """AddPartitionsToTxn / AddOffsetsToTxn (v1 clients), or the implicit add of a TV2 producer's
+        Produce or TxnOffsetCommit (client_transaction_version 2)."""
         m, error = self._check(txn_id, producer_id, epoch)
         if m is None:
             return TxnResult(error)
@@ -169,27 +192,67 @@ class TransactionCoordinator:
         if m.state in COMPLETED:
             m.partitions.clear()
         m.partitions |= new
+        m.client_transaction_version = client_transaction_version
         m.transition(S.ONGOING, now_ms)
         return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
 
-    def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> TxnResult:
-        m, error = self._check(txn_id, producer_id, epoch)
+    def end_txn(
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        now_ms: int,
+        client_transaction_version: int = 0,
+        new_producer_id: Callable[[], int] | None = None,
+    ) -> TxnResult:
+        """EndTxn; with client_transaction_version 2 (EndTxn v5) the epoch is bumped (module doc)."""
+        m = self.txns.get(txn_id)
         if m is None:
-            return TxnResult(error)
+            return TxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        bumps = client_transaction_version >= TV2
+        v2 = m.client_transaction_version >= TV2  # the transaction's own version judges retries
+        retry_bump = v2 and m.producer_id == producer_id and m.producer_epoch == epoch + 1
+        retry_overflow = (
+            v2 and m.previous_producer_id == producer_id and epoch == MAX_EPOCH and m.producer_epoch == 0
+        )
+        if m.producer_id != producer_id and not retry_overflow:
+            return TxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         done, preparing = (
             (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
         )
-        if m.state is S.ONGOING:
-            m.transition(preparing, now_ms)
-            return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)], self._job(m))
-        if m.state is done:
-            return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)  # a retry
+        if retry_bump or retry_overflow:
+            if m.state is done:
+                return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
+            if m.state is preparing:
+                return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+            return TxnResult(
+                ErrorCode.PRODUCER_FENCED if m.state is S.ONGOING else ErrorCode.INVALID_TXN_STATE
+            )
+        if epoch != m.producer_epoch:
+            return TxnResult(ErrorCode.PRODUCER_FENCED)
         if m.state is preparing or m.state is S.DEAD or m.state is S.PREPARE_EPOCH_FENCE:
             return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if m.state in PREPARING:  # completing the opposite way
+            return TxnResult(ErrorCode.INVALID_TXN_STATE)
+        if m.state is S.ONGOING or (bumps and not commit):  # (the second: an abort with nothing added)
+            if m.state is not S.ONGOING:
+                m.partitions.clear()
+                m.txn_start_ms = now_ms
+            if bumps:
+                self._bump_for_end(m, new_producer_id)
+            m.client_transaction_version = client_transaction_version
+            m.transition(preparing, now_ms)
+            pid, pepoch = (
+                (m.next_producer_id, 0) if m.next_producer_id != -1 else (m.producer_id, m.producer_epoch)
+            )
+            return TxnResult(ErrorCode.NONE, pid, pepoch, [self._record(m)], self._job(m))
+        if m.state is done and not v2:
+            return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)  # a v1 retry
         return TxnResult(ErrorCode.INVALID_TXN_STATE)
 
     def complete(self, job: MarkerJob, now_ms: int) -> TxnResult:
-        """Every marker of `job` is written: Prepare* -> Complete*."""
+        """Every marker of `job` is written: Prepare* -> Complete* (and a new producer id in force)."""
         m = self.txns.get(job.transactional_id)
         if (
             m is None
@@ -199,6 +262,11 @@ class TransactionCoordinator:
             return TxnResult()
         m.transition(S.COMPLETE_COMMIT if m.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT, now_ms)
         m.partitions.clear()
+        if m.next_producer_id != -1:
+            self._by_producer.pop(m.producer_id, None)
+            m.previous_producer_id, m.producer_id = m.producer_id, m.next_producer_id
+            m.producer_epoch, m.last_producer_epoch, m.next_producer_id = 0, -1, -1
+            self._by_producer[m.producer_id] = m.transactional_id
         return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
 
     # --- time ---
@@ -243,6 +311,15 @@ class TransactionCoordinator:
         else:
             m.last_producer_epoch = m.producer_epoch
             m.producer_epoch += 1
+
+    def _bump_for_end(self, m: TransactionMetadata, new_producer_id: Callable[[], int] | None) -> None:
+        """The TV2 bump of EndTxn: the markers take epoch + 1; at the last epoch, a new id follows."""
+        if m.producer_epoch >= MAX_EPOCH:
+            if new_producer_id is None:
+                raise ValueError("an exhausted epoch needs a new producer id")
+            m.next_producer_id = new_producer_id()
+        m.last_producer_epoch = m.producer_epoch
+        m.producer_epoch += 1
 
     def _fence_and_abort(
         self, m: TransactionMetadata, now_ms: int, new_producer_id: Callable[[], int]

@@ -1,8 +1,9 @@
 """`__transaction_state` records, in Kafka's formats (transaction-coordinator-records/*.json).
 
     key    int16 version 0, TransactionLogKey v0 {TransactionalId}
-    value  int16 version, TransactionLogValue: v0 as Kafka writes it for TV1 transactions
-           (v1, flexible, adds tagged fields for TV2); null = tombstone (the id expired)
+    value  int16 version, TransactionLogValue: v1 (flexible, with the tagged fields of
+           transactions v2: PreviousProducerId, NextProducerId, ClientTransactionVersion) while
+           transaction.version >= 1 is finalized, else v0, as Kafka chooses; null = tombstone
 A transactional id lives in partition abs(javaHashCode(id)) % transaction.state.log.num.partitions,
 as a group does in `__consumer_offsets`. TransactionPartitions is null in the Empty state.
 """
@@ -18,7 +19,7 @@ from kcompat.wire.primitives import Reader, Writer
 from kcompat.wire.types.txn_records import PartitionsSchema, TransactionLogKey, TransactionLogValue
 
 KEY_VERSION = 0
-VALUE_VERSION = 0  # TV1
+VALUE_VERSION = 1  # transaction.version >= 1 (0 below it)
 _KEY = MessageCodec(TRANSACTION_LOG_KEY)
 _VALUE = MessageCodec(TRANSACTION_LOG_VALUE)
 
@@ -34,7 +35,7 @@ def encode_key(transactional_id: str) -> bytes:
     return w.getvalue()
 
 
-def encode_value(m: TransactionMetadata) -> bytes:
+def encode_value(m: TransactionMetadata, version: int = VALUE_VERSION) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, p in sorted(m.partitions):
         by_topic.setdefault(topic, []).append(p)
@@ -48,10 +49,13 @@ def encode_value(m: TransactionMetadata) -> bytes:
         else [PartitionsSchema(topic=t, partition_ids=ps) for t, ps in by_topic.items()],
         transaction_last_update_timestamp_ms=m.txn_last_update_ms,
         transaction_start_timestamp_ms=m.txn_start_ms,
+        previous_producer_id=m.previous_producer_id,
+        next_producer_id=m.next_producer_id,
+        client_transaction_version=m.client_transaction_version,
     )
     w = Writer()
-    w.int16(VALUE_VERSION)
-    _VALUE.write(w, value, VALUE_VERSION)
+    w.int16(version)
+    _VALUE.write(w, value, version)
     return w.getvalue()
 
 
@@ -82,5 +86,8 @@ def decode(key: bytes, value: bytes | None) -> tuple[str, TransactionMetadata | 
         partitions={(t.topic, p) for t in v.transaction_partitions or () for p in t.partition_ids},
         txn_start_ms=v.transaction_start_timestamp_ms,
         txn_last_update_ms=v.transaction_last_update_timestamp_ms,
+        client_transaction_version=v.client_transaction_version,
+        next_producer_id=v.next_producer_id,
+        previous_producer_id=v.previous_producer_id,
     )
     return k.transactional_id, m

@@ -7,6 +7,8 @@ from the states listed for it. TV1 paths:
     Ongoing --EndTxn(commit)--> PrepareCommit --all markers written--> CompleteCommit
     Ongoing --EndTxn(abort)--> PrepareAbort  --all markers written--> CompleteAbort
     Ongoing --InitProducerId of a new instance, or timeout--> PrepareEpochFence --> PrepareAbort
+Transactions v2 add: EndTxn bumps the epoch on every commit and abort (the markers carry the new
+one), and an abort with nothing added goes Empty / Complete* --> PrepareAbort.
     Empty / CompleteCommit / CompleteAbort --transactional.id.expiration.ms--> Dead (tombstone)
 """
 
@@ -69,6 +71,12 @@ class TransactionMetadata:
     txn_start_ms: int = -1
     txn_last_update_ms: int = -1
     last_producer_epoch: int = -1  # the epoch before the last bump (a retried InitProducerId matches it)
+    # Transactions v2 (KIP-890 part 2): the client's transaction.version (0 for v1 clients), and
+    # the producer id that replaces this one once the epoch is exhausted (taken at EndTxn, in
+    # force once the markers are written), and the one it replaced (a retried EndTxn names it).
+    client_transaction_version: int = 0
+    next_producer_id: int = -1
+    previous_producer_id: int = -1
 
     def transition(self, to: TransactionState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS[to]:

@@ -13,8 +13,10 @@ Broker.handle answers them with a v0 body, UNSUPPORTED_VERSION and our ApiVersio
 Features (v3+), only those whose behaviour kcompat has, as `kafka-features describe` shows them:
 * group.version: supported 0-1; finalized 1 (KIP-848 consumer groups) while
   group.coordinator.rebalance.protocols includes "consumer", else not finalized
-Left out on purpose: transaction.version (transactions v1 only; a finalized level >= 2 would
-switch Java 4.x producers to transactions v2, KIP-890 part 2, which is not implemented), metadata.version and kraft.version (no KRaft metadata log
+* transaction.version: supported 0-2; finalized 2 (transactions v2, KIP-890 part 2: Java 4.x
+  producers then bump the epoch on every EndTxn and add partitions through Produce) on a single
+  node; not finalized in cluster mode (transactions are single-node there)
+Left out on purpose: metadata.version and kraft.version (no KRaft metadata log
 or quorum: their levels name __cluster_metadata record formats and quorum features kcompat does
 not have; Kafka 4.3.1 single-node reports metadata.version 3.3-IV3..4.3-IV0), share.version,
 streams.version and eligible.leader.replicas.version (not implemented). zk_migration_ready: never.
@@ -46,6 +48,8 @@ def advertised(forwarded: dict[int, tuple[int, int]] | None = None) -> list[ApiV
 
 GROUP_VERSION = "group.version"
 GROUP_VERSION_MAX = 1  # 1: the KIP-848 consumer group protocol
+TRANSACTION_VERSION = "transaction.version"
+TRANSACTION_VERSION_MAX = 2  # 2: transactions v2 (KIP-890 part 2)
 FEATURES_EPOCH = 0  # constant: the finalized levels follow the configuration, fixed while running
 
 
@@ -59,12 +63,18 @@ async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVer
                 name=GROUP_VERSION, max_version_level=GROUP_VERSION_MAX, min_version_level=GROUP_VERSION_MAX
             )
         )
+    tv = ctx.broker.txn_service.transaction_version
+    if tv:
+        finalized.append(
+            FinalizedFeatureKey(name=TRANSACTION_VERSION, max_version_level=tv, min_version_level=tv)
+        )
     return ApiVersionsResponse(
         error_code=0,
         api_keys=advertised(forwarder.versions() if (forwarder := ctx.broker.dispatcher.forwarder) else None),
         throttle_time_ms=0,
         supported_features=[
-            SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX)
+            SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX),
+            SupportedFeatureKey(name=TRANSACTION_VERSION, min_version=0, max_version=TRANSACTION_VERSION_MAX),
         ],
         finalized_features_epoch=FEATURES_EPOCH,
         finalized_features=finalized,

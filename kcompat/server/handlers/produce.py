@@ -14,8 +14,9 @@ Version notes:
 * v9: flexible
 * v10: current_leader / node_endpoints tagged fields: sent with NOT_LEADER_OR_FOLLOWER (cluster mode)
 * v11: no change (KIP-951)
-* v12: no change without transactions (KIP-890 part 2 adds the implicit AddPartitionsToTxn of
-  transactions v2, which needs a finalized transaction.version >= 2 that we never report)
+* v12: transactions v2 (KIP-890 part 2): a transactional batch adds its partition to the
+  producer's transaction (Kafka's leader sends AddPartitionsToTxn for it; in process here). Java
+  clients send v12 with transactional batches only when transaction.version >= 2 is finalized
 * v13: topics by topic_id instead of name (KIP-516): an unknown id gets UNKNOWN_TOPIC_ID for each
   of its partitions (never auto-created: an id names a topic that exists)
 KIP-951 leader hints (current_leader/node_endpoints) go with NOT_LEADER_OR_FOLLOWER, which only a
@@ -23,11 +24,11 @@ cluster-mode broker answers (a single node leads every partition). In cluster mo
 stamped with the partition's leader epoch from the image, and acks=all first needs an ISR of at
 least min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing appended), then waits for the high
 watermark to pass the append (REQUEST_TIMED_OUT after the request's timeout_ms).
-Transactions (v1): a transactional batch needs the request's transactional_id, and its partition
-must be in the producer's open transaction (KIP-890 part 1, checked in process on one node):
-INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE for a partition not added
-(txn_service.py). v12's implicit add (transactions v2) is not implemented; nor are transactions in
-cluster mode.
+Transactions: a transactional batch needs the request's transactional_id. Below v12 (v1 clients)
+its partition must be in the producer's open transaction (KIP-890 part 1, checked in process on
+one node): INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE otherwise. From v12 it is
+added (INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING or CONCURRENT_TRANSACTIONS when it may
+not be; txn_service.py). Transactions in cluster mode are not implemented here.
 
 Per partition, in Kafka's order: topic and partition known (an unknown topic is auto-created when
 auto.create.topics.enable is on), one whole valid batch (validate_batch: size, magic, CRC,
@@ -74,6 +75,7 @@ _storage_errors = LogThrottle(log)  # a full disk fails every append: one line e
 
 TOPIC_IDS = 13  # the first Produce version that names topics by id
 LEADER_HINTS = 10  # current_leader / node_endpoints (KIP-951)
+IMPLICIT_ADD = 12  # transactions v2: a transactional batch adds its partition (KIP-890 part 2)
 
 
 @handles(PRODUCE, "3-13", advertised_min=0)
@@ -213,8 +215,11 @@ async def _produce_partition(
     leader_epoch, replica = _leadership(ctx, t, partition, acks)
     conf = ctx.metadata.log_config(t)
     h = _check_batch(records, conf, v)
-    if h.is_transactional:
-        ctx.broker.txn_service.verify_produce(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
+    txns = ctx.broker.txn_service
+    if h.is_transactional and v >= IMPLICIT_ADD and txns.transaction_version >= 2:  # joins its txn
+        await txns.add_implicitly(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
+    elif h.is_transactional:
+        txns.verify_produce(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
     now = ctx.now_ms
     refused = check_records(records, h, conf, now, t.name, partition)
     if refused is not None:

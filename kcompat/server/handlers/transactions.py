@@ -1,5 +1,5 @@
-"""Transactions (v1): AddPartitionsToTxn (24) v0-5, AddOffsetsToTxn (25) v0-4, EndTxn (26) v0-4,
-TxnOffsetCommit (28) v0-4; InitProducerId with a transactional id is in init_producer_id.py and
+"""Transactions: AddPartitionsToTxn (24) v0-5, AddOffsetsToTxn (25) v0-4, EndTxn (26) v0-5,
+TxnOffsetCommit (28) v0-5; InitProducerId with a transactional id is in init_producer_id.py and
 FindCoordinator key type 1 in groups.py. The decisions are the TransactionCoordinator's
 (kcompat.coordinator.transaction), applied by txn_service.py.
 
@@ -10,11 +10,13 @@ Version notes:
   part 1: the answer says, per partition, whether it is in the open transaction; nothing changes),
   with a top-level error code;  v5: TRANSACTION_ABORTABLE may be returned (never here)
 * AddOffsetsToTxn v3: flexible;  v4: TRANSACTION_ABORTABLE may be returned (never here)
-* EndTxn v3: flexible;  v4: TRANSACTION_ABORTABLE. v5 (transactions v2, an epoch bump on every
-  end) is not served: `transaction.version` is never finalized, so clients stay on v1
+* EndTxn v3: flexible;  v4: TRANSACTION_ABORTABLE;  v5: transactions v2 (KIP-890 part 2): the
+  epoch is bumped on every commit and abort, and the answer carries the producer id and epoch to
+  go on with (a new id once the epoch is exhausted)
 * TxnOffsetCommit v2: committed_leader_epoch;  v3: generation_id/member_id/group_instance_id
-  (KIP-447: a zombie's commit is refused as OffsetCommit's would be);  v4: TRANSACTION_ABORTABLE.
-  v5 (the implicit AddOffsetsToTxn of transactions v2) is not served
+  (KIP-447: a zombie's commit is refused as OffsetCommit's would be);  v4: TRANSACTION_ABORTABLE;
+  v5: transactions v2: the group's `__consumer_offsets` partition is added to the transaction
+  first (the implicit AddOffsetsToTxn; Kafka's broker sends AddPartitionsToTxn for it)
 * WriteTxnMarkers (27) v1-2 (v0 is gone in Kafka 4): markers written straight into the partitions,
   as AdminClient.abortTransaction does for a hanging transaction (the coordinator writes its own
   markers in process). A marker older than the partition's producer epoch: INVALID_PRODUCER_EPOCH;
@@ -26,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from kcompat.coordinator import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from kcompat.coordinator.transaction.coordinator import TV2
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.group_service import CoordinatorUnavailable
@@ -41,6 +44,8 @@ from kcompat.wire.protocol import Request
 
 FENCED_CODE_VERSION = 2  # the first version of these APIs that knows PRODUCER_FENCED
 BATCHED = 4  # AddPartitionsToTxn: several transactions, VerifyOnly
+TV2_END_TXN = 5  # EndTxn of transactions v2: the epoch bump
+TV2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit of transactions v2: the implicit AddOffsetsToTxn
 
 
 def fenced_as(error: ErrorCode, version: int, since: int = FENCED_CODE_VERSION) -> int:
@@ -125,22 +130,26 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
 # --- EndTxn ------------------------------------------------------------------------------------
 
 
-@handles(END_TXN, "0-4")
+@handles(END_TXN, "0-5")
 async def end_txn(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     svc = ctx.broker.txn_service
+    tv = TV2 if request.api_version >= TV2_END_TXN else 0
     r = await svc.run(
         lambda now: svc.coordinator.end_txn(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.committed, now
+            body.transactional_id, body.producer_id, body.producer_epoch, body.committed, now,
+            client_transaction_version=tv, new_producer_id=svc.new_producer_id,
         )
-    )
-    return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version)}
+    )  # fmt: skip
+    ok = r.error == ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version),
+            "producer_id": r.producer_id if ok else -1, "producer_epoch": r.producer_epoch if ok else -1}  # fmt: skip
 
 
 # --- TxnOffsetCommit ---------------------------------------------------------------------------
 
 
-@handles(TXN_OFFSET_COMMIT, "0-4")
+@handles(TXN_OFFSET_COMMIT, "0-5")
 async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
@@ -156,6 +165,12 @@ async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
         return answer(int(ErrorCode.INVALID_GROUP_ID))
     await groups.ensure_topic()
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
+    if v >= TV2_TXN_OFFSET_COMMIT:  # transactions v2: the implicit AddOffsetsToTxn
+        r = await svc.run(lambda now: svc.coordinator.add_partitions(
+            body.transactional_id, body.producer_id, body.producer_epoch, [tp], now, client_transaction_version=TV2
+        ))  # fmt: skip
+        if r.error:
+            return answer(int(r.error))
     m = svc.coordinator.txns.get(body.transactional_id)
     if m is None or m.producer_id != body.producer_id:
         return answer(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
