@@ -141,10 +141,10 @@ class Latencies:
 
 
 def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, size: int,
-               warmup_s: float = 0.5) -> Latencies:  # fmt: skip
+               warmup_s: float = 0.5, acks: str = "1") -> Latencies:  # fmt: skip
     consumer = _consumer(bootstrap, {"fetch.wait.max.ms": 500, "socket.nagle.disable": True})
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0, "socket.nagle.disable": True}
+        {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "socket.nagle.disable": True}
     )
     producer.list_topics(topic, timeout=10)
     consumer.assign([TopicPartition(topic, 0, 0)])
