@@ -10,7 +10,12 @@ and two followers), producers with acks=all:
   produce/{client}/{size}      records/s and MB/s: confluent-kafka (benchmarks/confluent_clients)
                                and Kafka's ProducerPerformance, 100 B and 1 KiB, uncompressed
   consume/confluent/{size}     catch-up read of the confluent topic from the leader
-  e2e p50/p99                  produce() to consume() at 1,000 records/s, acks=all, 100 B
+  e2e p50/p99                  produce() to consume() at 1,000 records/s, acks=all, 100 B, at most 5
+                               requests in flight (the Java client's default: with librdkafka's
+                               default of 1,000,000 and linger.ms=0 every record is a request of its
+                               own, and a broker answers one connection's requests in order, each
+                               after a replication round trip: the queue, and the latency, grow
+                               without bound at 1,000 records/s, seconds within the run for both)
   rss per broker               idle after start, and peak over the workloads (MB)
   (each cluster is first warmed up, unmeasured: 50,000 1 KiB records produced with acks=all and read)
   failover_s                   kill -9 of a partition leader while an idempotent acks=all producer
@@ -171,7 +176,10 @@ class Run:
                 self.values[f"consume/confluent/{size}/mb_per_s"] = r.mb_per_s
         if self._try("create e2e", create_topic, c.bootstrap, "e2e", 1, 3, rf3):
             lat = self._try(
-                "e2e", lambda: cc.end_to_end(c.bootstrap, "e2e", 1000, plan.e2e_seconds, 100, acks="all")
+                "e2e",
+                lambda: cc.end_to_end(
+                    c.bootstrap, "e2e", 1000, plan.e2e_seconds, 100, acks="all", max_in_flight=5
+                ),
             )
             if lat is not None and lat.seconds_each:
                 ms = [s * 1000 for s in lat.seconds_each]
