@@ -24,7 +24,9 @@ and two followers), producers with acks=all:
                                9000, heartbeats every 500 ms)
 Scale on cores (kcompat only): 1 and then 2 brokers, one 4-partition RF=1 topic spread over them,
 aggregate produce (confluent, acks=1, 1 KiB, librdkafka's partitioner) and catch-up consume (one
-consumer assigned every partition); the goal is 2 brokers >= 1.6x one.
+consumer assigned every partition); the goal is 2 brokers >= 1.6x one. Beside each, the CPU
+seconds per second each broker and the client (this process) used: on a 2-core machine the
+clients compete with the brokers for the same cores.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import struct
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +49,7 @@ from benchmarks import confluent_clients as cc
 from benchmarks import java_tools
 from benchmarks.clusters import SESSION_TIMEOUT_MS, Cluster, KafkaCluster, KcompatCluster
 from benchmarks.payloads import letter_values
-from benchmarks.proc_stats import PeakRss, rss_bytes
+from benchmarks.proc_stats import PeakRss, cpu_seconds, rss_bytes
 from benchmarks.suite import percentile
 
 log = logging.getLogger("benchmarks")
@@ -90,7 +93,12 @@ def wait_for_brokers(bootstrap: str, count: int, timeout: float = 60.0) -> None:
     """Until Metadata lists `count` brokers: a broker answers before the controller unfences it."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout
-    while len(admin.list_topics(timeout=timeout).brokers) < count:
+    while True:
+        try:
+            if len(admin.list_topics(timeout=timeout).brokers) >= count:
+                return
+        except KafkaException as e:  # a broker still starting may answer in part
+            log.info("waiting for %d brokers: %s", count, e)
         if time.monotonic() > deadline:
             raise TimeoutError(f"fewer than {count} brokers after {timeout} s")
         time.sleep(0.1)
@@ -268,6 +276,8 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout
 
 
 def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dict[str, Any]:
+    """Aggregate throughput of 1 and 2 brokers, and where the CPU went meanwhile: each broker's
+    CPU seconds and the client's (this process: librdkafka's threads included) per wall second."""
     out: dict[str, Any] = {}
     for n in (1, 2):
         cluster = KcompatCluster(workdir / f"scale-{n}", brokers=n)
@@ -276,13 +286,20 @@ def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dic
             wait_for_brokers(cluster.bootstrap, n)
             warm_up(cluster.bootstrap, 1)
             create_topic(cluster.bootstrap, "scale", partitions, 1, {})
-            p = produce_spread(cluster.bootstrap, "scale", plan.scale_records, 1024, plan.timeout)
-            c = consume_all(cluster.bootstrap, "scale", partitions, plan.scale_records, plan.timeout)
-            out[f"{n}/produce_mb_per_s"] = p.mb_per_s
-            out[f"{n}/consume_mb_per_s"] = c.mb_per_s
-            log.info(
-                "scale: %d kcompat broker(s): produce %.0f MB/s, consume %.0f MB/s", n, p.mb_per_s, c.mb_per_s
-            )
+            pids, bootstrap = cluster.pids(), cluster.bootstrap
+            for what, work in (
+                ("produce", partial(produce_spread, bootstrap, "scale", plan.scale_records, 1024, plan.timeout)),
+                ("consume", partial(consume_all, bootstrap, "scale", partitions, plan.scale_records, plan.timeout)),
+            ):  # fmt: skip
+                brokers0 = {i: cpu_seconds(p) for i, p in pids.items()}
+                client0 = time.process_time()
+                r = work()
+                busy = [(cpu_seconds(p) - brokers0[i]) / r.seconds for i, p in pids.items()]
+                out[f"{n}/{what}_mb_per_s"] = r.mb_per_s
+                out[f"{n}/{what}_broker_cpu"] = busy
+                out[f"{n}/{what}_client_cpu"] = (time.process_time() - client0) / r.seconds
+                log.info("scale: %d broker(s) %s %.0f MB/s, broker CPU %s, client CPU %.2f", n, what, r.mb_per_s,
+                         " ".join(f"{b:.2f}" for b in busy), out[f"{n}/{what}_client_cpu"])  # fmt: skip
         finally:
             cluster.stop()
     for what in ("produce", "consume"):
@@ -350,6 +367,11 @@ def table(results: dict[str, Any]) -> str:
         for what in ("produce", "consume"):
             lines.append(f"| {what} (MB/s) | {_f(scale.get(f'1/{what}_mb_per_s'))} | "
                          f"{_f(scale.get(f'2/{what}_mb_per_s'))} | {_f(scale.get(f'{what}_speedup'))}x |")  # fmt: skip
+            cpu = [" + ".join(f"{c:.2f}" for c in scale.get(f"{n}/{what}_broker_cpu", [])) for n in (1, 2)]
+            client = [_f(scale.get(f"{n}/{what}_client_cpu")) for n in (1, 2)]
+            lines.append(
+                f"| {what}: CPU per second, brokers; client | {cpu[0]}; {client[0]} | {cpu[1]}; {client[1]} | |"
+            )
         if "error" in scale:
             lines.append(f"\nscale: {scale['error']}")
     for k in kinds:
