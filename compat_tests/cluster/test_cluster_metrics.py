@@ -5,7 +5,7 @@ and the console lists every broker and the controller, and each partition's lead
 
 Broker 3 follows every partition of a 4-partition topic (explicit assignment; brokers 1 and 2
 lead two each). Killed, each leader shrinks its two ISRs through AlterPartition after
-replica.lag.time.max.ms (3 s, well within the controller's 15 s session timeout, so the leaders'
+replica.lag.time.max.ms (4 s, well within the controller's 15 s session timeout, so the leaders'
 own shrinks, which the meter counts, come before the controller's fencing): the under-replicated
 gauges then read exactly 2 and 2; restarted, broker 3 catches up and both gauges are back to 0.
 """
@@ -51,7 +51,7 @@ def brokers(
     base: Path = tmp_path_factory.mktemp("metrics")
     made = {
         i: cluster_broker(quorum, base, i, **{"admin.listener": f"127.0.0.1:{free_port()}",
-                                               "replica.lag.time.max.ms": "3000",
+                                               "replica.lag.time.max.ms": "4000",
                                                "replica.fetch.backoff.ms": "200"})
         for i in (1, 2, 3)
     }  # fmt: skip
