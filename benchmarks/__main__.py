@@ -2,6 +2,7 @@
 
     python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
                          [--suites produce,consume,latency,txn] [--out DIR] [--profile] [--scale]
+                         [--cluster]
 
 Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
 workload against each broker in turn, started fresh on its own empty log dir under one work
@@ -13,6 +14,8 @@ throughput.png, latency.png, memory.png (and py-spy flame graphs of kcompat with
 --scale adds the scale suite (benchmarks/scale.py: 5,000 partitions, create, restart after a clean
 stop and after kill -9, descriptors, memory, Metadata, 1,000-partition produce/consume) once, after
 the rounds, into scale.md: opt-in, as it takes several minutes per broker.
+--cluster adds the cluster suite (benchmarks/cluster.py: 3 kcompat against 3 Kafka brokers, RF=3,
+acks=all, failover, and kcompat's 1 vs 2 brokers) once, after the rounds, into cluster.md: opt-in.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import machine_limits, report, scale
+from benchmarks import cluster, machine_limits, report, scale
 from benchmarks.brokers import KAFKA_JARS, BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.plan import FULL, QUICK, Plan
 from benchmarks.suite import Suite
@@ -60,6 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--scale", action="store_true", help="also run the scale suite (several minutes per broker)"
     )
+    p.add_argument("--cluster", action="store_true", help="also run the cluster suite (about 10 minutes)")
     return p.parse_args(argv)
 
 
@@ -159,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         scale_table = scale.table(scale.run(names, 100, 50, 1000, args.workdir))
         (out / "scale.md").write_text(f"# Scale: 100 topics x 50 partitions\n\n{scale_table}\n")
         print(scale_table)
+    if args.cluster:
+        settle()
+        cluster_plan = cluster.QUICK if args.quick else cluster.FULL
+        cluster_table = cluster.table(cluster.run(names, cluster_plan, args.workdir, java=not args.no_java))
+        (out / "cluster.md").write_text(f"# Cluster: 3 brokers, RF=3, acks=all\n\n{cluster_table}\n")
+        print(cluster_table)
     log.info("results in %s (%.0f s)", out, data["meta"]["seconds"])
     failed = [r for r in data["runs"] if r["errors"]]
     return 1 if failed else 0

@@ -141,10 +141,16 @@ class Latencies:
 
 
 def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, size: int,
-               warmup_s: float = 0.5) -> Latencies:  # fmt: skip
+               warmup_s: float = 0.5, acks: str = "1", max_in_flight: int = 1_000_000) -> Latencies:  # fmt: skip
     consumer = _consumer(bootstrap, {"fetch.wait.max.ms": 500, "socket.nagle.disable": True})
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0, "socket.nagle.disable": True}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 0,
+            "socket.nagle.disable": True,
+            "max.in.flight.requests.per.connection": max_in_flight,
+        }
     )
     producer.list_topics(topic, timeout=10)
     consumer.assign([TopicPartition(topic, 0, 0)])

@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 from benchmarks import fetch_path, metadata_probe, txn
@@ -97,3 +98,28 @@ def test_percentile_is_nearest_rank():
     values = [float(v) for v in range(1, 1001)]
     assert (percentile(values, 50), percentile(values, 99), percentile(values, 99.9)) == (500.0, 990.0, 999.0)
     assert percentile([5.0], 99.9) == 5.0
+
+
+@pytest.mark.slow
+def test_cluster_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
+    """The cluster suite (benchmarks/cluster.py) on a real controller and three kcompat brokers,
+    then 1 and 2 brokers for scale on cores: every figure there, none failed (a minute or two)."""
+    from benchmarks import cluster
+
+    results = cluster.run(["kcompat"], cluster.QUICK, tmp_path, java=False)
+    run = results["kcompat"]
+    assert run["errors"] == {}, run["errors"]
+    values = run["values"]
+    for size in (100, 1024):
+        for key in (f"produce/confluent/{size}", f"consume/confluent/{size}"):
+            assert values[f"{key}/records_per_s"] > 0 and values[f"{key}/mb_per_s"] > 0
+    assert 0 < values["e2e/p50_ms"] <= values["e2e/p99_ms"]
+    # The controller fences the killed leader after broker.session.timeout.ms (9 s) at the earliest.
+    assert cluster.SESSION_TIMEOUT_MS / 1000 - 1 < values["failover_s"] < 60
+    assert sorted(values["rss_idle_mb"]) == sorted(values["rss_peak_mb"]) == [1, 2, 3]
+    assert all(v > 0 for v in values["rss_peak_mb"].values())
+    scale = results["scale"]
+    assert "error" not in scale, scale
+    assert scale["produce_speedup"] > 0 and scale["consume_speedup"] > 0
+    table = cluster.table(results)
+    assert "| produce confluent 1 KiB (records/s) |" in table and "| failover after kill -9" in table

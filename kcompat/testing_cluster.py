@@ -335,6 +335,7 @@ class BrokerProcess:
     data_dir: Path
     log_file: Path
     process: subprocess.Popen[bytes] | None = None
+    admin_port: int = 0  # its admin listener (console and /metrics): brokers side by side need one each
 
     @property
     def endpoint(self) -> str:
@@ -364,7 +365,11 @@ class DevCluster:
         self.overrides = {"offsets.topic.replication.factor": str(min(3, brokers)), **(overrides or {})}
         self.brokers = [
             BrokerProcess(
-                i, _free_port(), self.workdir / f"broker-{i}" / "data", self.workdir / f"broker-{i}.log"
+                i,
+                _free_port(),
+                self.workdir / f"broker-{i}" / "data",
+                self.workdir / f"broker-{i}.log",
+                admin_port=_free_port(),
             )
             for i in range(1, brokers + 1)
         ]
@@ -379,8 +384,19 @@ class DevCluster:
         procs = [c.process for c in self.quorum.controllers] + [b.process for b in self.brokers]
         return [p.pid for p in procs if p is not None]
 
+    @property
+    def console_urls(self) -> list[str]:
+        """Each broker's web console and /metrics (unless admin.listener was overridden)."""
+        if "admin.listener" in self.overrides:
+            return []
+        return [f"http://{HOST}:{b.admin_port}" for b in self.brokers]
+
     def command(self, b: BrokerProcess) -> list[str]:
-        props = {**broker_properties(self.quorum, b.node_id, b.data_dir, b.port), **self.overrides}
+        props = {
+            **broker_properties(self.quorum, b.node_id, b.data_dir, b.port),
+            "admin.listener": f"{HOST}:{b.admin_port}",
+            **self.overrides,
+        }
         return [
             self.python,
             "-m",

@@ -246,3 +246,35 @@ def test_leader_election_reassignments_and_features_are_answered_by_the_controll
     features = kafka_tool("kafka-features", "--bootstrap-server", bootstrap, "upgrade", "--feature", "group.version=1",
                           "--dry-run", check=False)  # fmt: skip
     assert "group.version can be upgraded to 1." in features.stdout, features
+
+
+def test_each_dev_cluster_broker_serves_a_console_listing_the_cluster(kcompat_cluster: DevCluster) -> None:
+    """`kcompat dev-cluster` gives every broker its own admin listener: each console's Brokers page
+    lists both brokers from the image and the controller, marked active once the broker knows it."""
+    import http.client
+
+    urls = kcompat_cluster.console_urls
+    assert len(urls) == 2
+    controller_port = kcompat_cluster.quorum.controllers[0].port
+
+    def brokers_page(url: str) -> str:
+        conn = http.client.HTTPConnection(url.removeprefix("http://"), timeout=10)
+        conn.request("GET", "/brokers")
+        body = conn.getresponse().read().decode()
+        conn.close()
+        return body
+
+    for url in urls:
+        wait_for(
+            lambda url=url: "active controller (quorum leader)" in brokers_page(url), "the active controller"
+        )
+        html = brokers_page(url)
+        for b in kcompat_cluster.brokers:
+            assert (
+                f'<tr data-node="{b.node_id}"><td class="num">{b.node_id}</td><td>127.0.0.1</td><td class="num">{b.port}</td>'
+                in html
+            )
+        assert html.count('<td class="state">unfenced</td>') == 2, html
+        assert f'<td class="num">{controller_port}</td><td>active controller (quorum leader)</td>' in html, (
+            html
+        )

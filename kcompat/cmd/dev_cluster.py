@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+        if cluster.console_urls:
+            print(f"consoles and /metrics: {' '.join(cluster.console_urls)}", flush=True)
         print(f"processes: {' '.join(str(pid) for pid in cluster.pids)}", flush=True)
         print(f"logs and data in {workdir}; Ctrl-C stops everything", flush=True)
         stop.wait()

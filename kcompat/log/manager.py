@@ -304,17 +304,19 @@ class LogManager:
                     for s in plog.segments:
                         s.config = config
 
-    def delete(self, topic: str) -> int:
-        """Delete every partition of `topic`; returns how many were deleted."""
+    def delete(self, topic: str, partition: int | None = None) -> int:
+        """Delete every partition of `topic` (or only `partition`: a replica moved away from this
+        broker); returns how many were deleted."""
         with self._lock:
-            doomed = [tp for tp in self._logs if tp[0] == topic]
+            doomed = [tp for tp in self._logs if tp[0] == topic and partition in (None, tp[1])]
             for tp in doomed:
                 plog = self._logs.pop(tp)
                 d = self._dir_of.pop(tp, None)
                 if d is not None:
                     self._partition_counts[d] -= 1
                 plog.delete_files()
-            self.topic_configs.pop(topic, None)
+            if not any(t == topic for t, _ in self._logs):
+                self.topic_configs.pop(topic, None)
         for d in self.log_dirs:
             self._write_checkpoints(d)
         return len(doomed)

@@ -51,6 +51,10 @@ class IsrManager:
         self._now_ms = now_ms
         self._queue: asyncio.Queue[tuple[Partition, tuple[int, ...]]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
+        # ISR changes this leader committed (Kafka's IsrShrinksPerSec / IsrExpandsPerSec meters);
+        # the controller's own (fencing a broker) reach us through the image and are not counted.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._send_loop(), name="alter-partition"),
@@ -106,6 +110,7 @@ class IsrManager:
             p, isr = await self._queue.get()
             if p.pending_isr != isr or self._partitions.get((p.topic, p.index)) is not p:
                 continue  # superseded meanwhile
+            base = set(p.state.isr)  # the image may bring the committed ISR before our answer does
             try:
                 r = await self._send(p, isr)
             except ControllerUnavailable as e:
@@ -118,7 +123,7 @@ class IsrManager:
                 log.exception("%s-%d: AlterPartition", p.topic, p.index)
                 p.pending_isr = None
                 continue
-            self._answer(p, r)
+            self._answer(p, r, base)
 
     async def _send(self, p: Partition, isr: tuple[int, ...]) -> Any:
         topic_id = self._image().topic_ids.get(p.topic)
@@ -145,7 +150,7 @@ class IsrManager:
             r = await self._channel.call(ALTER_PARTITION.key, ALTER_PARTITION_VERSION, body)
         return r
 
-    def _answer(self, p: Partition, r: Any) -> None:
+    def _answer(self, p: Partition, r: Any, base: set[int]) -> None:
         part = (
             r.topics[0].partitions[0] if r.error_code == 0 and r.topics and r.topics[0].partitions else None
         )
@@ -155,6 +160,9 @@ class IsrManager:
             p.pending_isr = None
             return
         assert part is not None
+        committed = set(part.isr)
+        self.isr_shrinks += bool(base - committed)
+        self.isr_expands += bool(committed - base)
         if p.alter_done(part.leader_epoch, tuple(part.isr), part.partition_epoch):
             log.info(
                 "%s-%d: isr now %s (partition epoch %d)",

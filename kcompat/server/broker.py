@@ -110,6 +110,8 @@ class Broker:
         self.scram = ScramCredentialStore(self.log_dirs[0])
         self.initial_scram_users: list[tuple[str, str, ScramCredential]] = []
         self.metadata: MetadataView
+        # Cluster mode: (host, port) of the KRaft quorum leader once known (set by cluster_member.py).
+        self.quorum_leader: Callable[[], tuple[str, int] | None] = lambda: None
         if is_cluster_member(config):
             # Cluster mode: the MetadataView is the KRaft image (imported only then); the image's
             # deltas reach the replica manager through cluster_member.start_cluster_member.

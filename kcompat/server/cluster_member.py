@@ -85,6 +85,7 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         applier.apply(image)
 
     member.on_image = publish
+    broker.quorum_leader = lambda: member.raft_leader
     _use_controller(member, broker, bootstrap)
     member.start()
     interval_s = int(config.get("replica.high.watermark.checkpoint.interval.ms")) / 1000

@@ -17,6 +17,12 @@ Names are the ones a Kafka operator already graphs:
       kafka_consumergroup_lag{consumergroup,topic,partition}, kafka_consumergroup_lag_sum{consumergroup,topic}
       kafka_consumergroup_members{consumergroup}
       kafka_topic_partitions{topic}, kafka_topic_partition_{current,oldest}_offset{topic,partition}
+  * cluster mode only, Kafka's ReplicaManager gauges and meters for the replicas this broker hosts:
+      kafka_server_replicamanager_{partitioncount,leadercount,underreplicatedpartitions,
+        underminisrpartitioncount,atminisrpartitioncount,offlinereplicacount}
+      kafka_server_replicamanager_{isrshrinks,isrexpands}_total   ISR changes this leader committed
+      kafka_controller_kafkacontroller_offlinepartitionscount     partitions without a leader in the
+        metadata image (the controller's gauge, as every broker's image shows it)
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from kcompat.metadata.image import MetadataImage
 from kcompat.server.broker_stats import LATENCY_BUCKETS_S
+from kcompat.server.kraft_metadata import KRaftMetadata
 from kcompat.server.registry import HANDLERS
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 
@@ -60,6 +68,8 @@ class BrokerCollector:
         yield created
         yield from self._logs()
         yield from self._groups()
+        if self.broker.replicas.cluster_mode:
+            yield from replica_manager_metrics(self.broker)
 
     def _topic_counters(self) -> Iterator[Metric]:
         prefix = "kafka_server_brokertopicmetrics_"
@@ -166,6 +176,48 @@ class BrokerCollector:
         logs = self.broker.replicas.logs
         plog = logs.get(topic, partition) if logs is not None else None
         return plog.high_watermark if plog is not None else None
+
+
+def replica_manager_metrics(broker: Broker) -> Iterator[Metric]:
+    """Kafka's ReplicaManager metrics: under-replicated = led here with an ISR shorter than the
+    replicas; offline replicas = hosted here on an offline log dir (kcompat stops on a failed dir, so
+    a running broker has none)."""
+    replicas = broker.replicas
+    led = [p for p in replicas.partitions.values() if p.is_leader]
+    prefix = "kafka_server_replicamanager_"
+    gauges = {
+        "partitioncount": ("Replicas this broker hosts.", len(replicas.partitions)),
+        "leadercount": ("Partitions this broker leads.", len(led)),
+        "underreplicatedpartitions": ("Partitions led here whose ISR is smaller than their replicas.",
+                                      sum(len(p.state.isr) < len(p.state.replicas) for p in led)),
+        "underminisrpartitioncount": ("Partitions led here whose ISR is below min.insync.replicas.",
+                                      sum(len(p.state.isr) < p.min_isr for p in led)),
+        "atminisrpartitioncount": ("Partitions led here whose ISR is exactly min.insync.replicas.",
+                                   sum(len(p.state.isr) == p.min_isr for p in led)),
+        "offlinereplicacount": ("Replicas hosted here on an offline log dir.", 0),
+    }  # fmt: skip
+    for name, (doc, value) in gauges.items():
+        g = GaugeMetricFamily(prefix + name, doc)
+        g.add_metric([], value)
+        yield g
+    isr = replicas.isr_manager
+    for name, doc, value in (
+        ("isrshrinks", "ISR shrinks this leader committed.", 0 if isr is None else isr.isr_shrinks),
+        ("isrexpands", "ISR expands this leader committed.", 0 if isr is None else isr.isr_expands),
+    ):
+        c = CounterMetricFamily(prefix + name, doc)
+        c.add_metric([], value)
+        yield c
+    offline = GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
+                                "Partitions without a leader, as the metadata image shows them.")  # fmt: skip
+    metadata = broker.metadata
+    image = metadata.image if isinstance(metadata, KRaftMetadata) else None
+    offline.add_metric([], 0 if image is None else offline_partitions(image))
+    yield offline
+
+
+def offline_partitions(image: MetadataImage) -> int:
+    return sum(p.leader < 0 for t in image.topics_by_id.values() for p in t.partitions.values())
 
 
 def metrics_page(collector: BrokerCollector) -> Callable[[dict[str, list[str]]], tuple[bytes, str]]:

@@ -5,8 +5,9 @@ On every published image, in the event loop and before any request sees the imag
 * each partition that names this broker among its replicas gets a Partition (its log opened or
   created); where the image makes this broker leader it becomes leader (the epoch recorded at the
   log end), elsewhere a follower fetching from the leader's endpoint on the inter-broker listener;
-* a partition that no longer names this broker stops (its fetcher forgets it); when its topic is
-  gone from the image its logs are deleted, as Kafka deletes a removed topic's logs;
+* a partition that no longer names this broker stops (its fetcher forgets it) and its log is
+  deleted (a reassignment moved it away: Kafka's StopReplica with delete); when its topic is gone
+  from the image all its logs are deleted, as Kafka deletes a removed topic's logs;
 * requests parked on a partition whose leadership changed are woken, so they answer
   NOT_LEADER_OR_FOLLOWER rather than wait out their timeout.
 """
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage
 from kcompat.server.kraft_metadata import KRaftMetadata
@@ -86,14 +88,19 @@ class ReplicaDeltaApplier:
             self.fetchers.remove(tp)
             del hosted[tp]
             self.replicas.fetch_waiters.notify(tp)
-            log.info("%s-%d: no longer a replica here", *tp)
+            if image.topic(tp[0]) is not None:  # moved away; a deleted topic goes whole, below
+                log.info("%s-%d: no longer a replica here: deleting its log", *tp)
+                self._background(self.replicas.delete_replica(*tp))
+            else:
+                log.info("%s-%d: no longer a replica here", *tp)
         for topic_id, topic in previous.topics_by_id.items():
             if topic_id not in image.topics_by_id:
-                task = asyncio.ensure_future(
-                    self.replicas.delete_partitions(topic.name, len(topic.partitions))
-                )
-                self._deletions.add(task)
-                task.add_done_callback(self._deletions.discard)
+                self._background(self.replicas.delete_partitions(topic.name, len(topic.partitions)))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._deletions.add(task)
+        task.add_done_callback(self._deletions.discard)
 
     def _transition(self, p: Partition, state: Registration) -> None:
         tp = (p.topic, p.index)

@@ -163,6 +163,17 @@ class ReplicaManager:
         async with self._maintenance_lock:
             await asyncio.to_thread(logs.delete, topic)
 
+    async def delete_replica(self, topic: str, partition: int) -> None:
+        """Drop one partition's log: this broker is no longer among its replicas (Kafka's
+        StopReplica with delete); its parked fetches answer first."""
+        self.fetch_waiters.notify((topic, partition))
+        logs = self.logs
+        assert logs is not None
+        async with self._maintenance_lock:
+            if (topic, partition) in self.partitions:
+                return  # assigned here again meanwhile: the log is in use
+            await asyncio.to_thread(logs.delete, topic, partition)
+
     def set_config(self, topic: str, config: LogConfig) -> None:
         assert self.logs is not None
         self.logs.set_config(topic, config)

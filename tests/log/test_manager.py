@@ -56,6 +56,19 @@ def test_delete_topic_removes_its_directories(tmp_path):
     assert "gone" not in (tmp_path / "recovery-point-offset-checkpoint").read_text()
 
 
+def test_delete_one_partition_of_a_topic_keeps_the_others_and_the_topic_config(tmp_path):
+    """A replica moved off this broker: only its directory goes (the topic lives on elsewhere)."""
+    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    config = LogConfig(retention_ms=1234)
+    for p in range(2):
+        m.get_or_create("moved", p, config).append(batch(1), leader_epoch=0, now_ms=0)
+    assert m.delete("moved", 1) == 1
+    assert sorted(x.name for x in tmp_path.iterdir() if x.is_dir()) == ["moved-0"]
+    assert m.partitions() == [("moved", 0)] and m.config_for("moved") == config
+    assert "moved 1" not in (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    assert m.delete("moved", 0) == 1 and m.config_for("moved") == LogConfig()
+
+
 def test_maintenance_applies_retention_with_topic_config(tmp_path):
     m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
     plog = m.get_or_create("short", 0, LogConfig(retention_ms=100, segment_bytes=500))

@@ -9,7 +9,7 @@ uPlot for the lag chart, every file served from this package (nothing from a CDN
     /group?id=G        members and their partitions, per-partition lag (refreshed), the lag chart
     /group/lag         the per-partition table alone (htmx fragment, every 2 s)
     /group/lag.json    the lag history the chart draws
-    /brokers           the brokers (this node; cluster mode's others once it serves partitions)
+    /brokers           the brokers (this node; in cluster mode every registered broker) and controllers
     /static/...        htmx, uPlot, the console's css and js
 
 Every page is computed from memory on the event loop in well under a millisecond for a few
@@ -80,7 +80,8 @@ class Console:
                           topics=views.topics(self.broker), groups=views.groups(self.broker))  # fmt: skip
 
     def brokers(self, query: Query) -> Page:
-        return self._page("brokers.html", page="brokers", brokers=views.brokers(self.broker))
+        return self._page("brokers.html", page="brokers", brokers=views.brokers(self.broker),
+                          controllers=views.controllers(self.broker))  # fmt: skip
 
     def topics(self, query: Query) -> Page:
         return self._page("topics.html", page="topics", topics=views.topics(self.broker))

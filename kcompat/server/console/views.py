@@ -1,8 +1,12 @@
 """What the console shows, read from the running broker as plain data (no HTML here).
 
-    brokers(broker)          this node: id, endpoint, rack, cluster id
+    brokers(broker)          this node: id, endpoint, rack, cluster id; in cluster mode every
+                             registered broker from the metadata image, with its state
+    controllers(broker)      cluster mode: the KRaft controllers (registered in the image, else the
+                             controller.quorum.bootstrap.servers), the active one marked
     topics(broker)           every topic: partitions, records (end - start summed), bytes on disk
-    topic(broker, name)      its partitions (start, end, size, segments) and configs with their source
+    topic(broker, name)      its partitions (start, end, size, segments; in cluster mode leader,
+                             replicas and ISR from the image) and configs with their source
     groups(broker)           every group: type, state, members, total lag
     group(broker, id)        its members with their partitions, and every assigned or committed
                              partition with committed offset, log start/end and lag (end - committed)
@@ -18,6 +22,8 @@ from typing import TYPE_CHECKING
 
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.consumer_protocol import decode_assignment
+from kcompat.metadata.image import MetadataImage
+from kcompat.server.kraft_metadata import KRaftMetadata
 from kcompat.wire.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -32,6 +38,9 @@ class PartitionRow:
     end: int
     size: int
     segments: int
+    leader: int | None = None  # cluster mode: from the image's PartitionRegistration
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -76,22 +85,64 @@ class GroupRow:
         return sum(r.lag for r in self.partitions if r.lag is not None)
 
 
+def _image(broker: Broker) -> MetadataImage | None:
+    """The KRaft metadata image in cluster mode; None on a single node."""
+    metadata = broker.metadata
+    return metadata.image if isinstance(metadata, KRaftMetadata) else None
+
+
 def brokers(broker: Broker) -> list[dict[str, object]]:
-    return [{"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
-             "rack": broker.rack or "", "cluster_id": broker.cluster_id}]  # fmt: skip
+    image = _image(broker)
+    if image is None:
+        return [{"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
+                 "rack": broker.rack or "", "cluster_id": broker.cluster_id, "state": "running",
+                 "this": True}]  # fmt: skip
+    out: list[dict[str, object]] = []
+    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        ep = next(
+            (e for e in b.endpoints if e.name in broker.endpoints), b.endpoints[0] if b.endpoints else None
+        )
+        state = "controlled shutdown" if b.in_controlled_shutdown else "fenced" if b.fenced else "unfenced"
+        out.append({"node_id": b.broker_id, "host": ep.host if ep else "", "port": ep.port if ep else 0,
+                    "rack": b.rack or "", "cluster_id": broker.cluster_id, "state": state, "epoch": b.epoch,
+                    "this": b.broker_id == broker.node_id})  # fmt: skip
+    return out
+
+
+def controllers(broker: Broker) -> list[dict[str, object]]:
+    image = _image(broker)
+    if image is None:
+        return []
+    active = broker.quorum_leader()
+    rows: list[dict[str, object]] = [
+        {"node_id": c.controller_id, "host": e.host, "port": e.port, "active": active == (e.host, e.port)}
+        for c in sorted(image.controllers.values(), key=lambda c: c.controller_id)
+        for e in c.endpoints[:1]
+    ]
+    if not rows:  # a static quorum (kraft.version 0) registers no controllers: the configured ones
+        bootstrap = str(broker.config.get("controller.quorum.bootstrap.servers") or "")
+        for item in filter(None, (x.strip() for x in bootstrap.split(","))):
+            host, _, port = item.rpartition(":")
+            rows.append({"node_id": "?", "host": host, "port": int(port) if port.isdigit() else 0,
+                         "active": active == (host, int(port) if port.isdigit() else 0)})  # fmt: skip
+    return rows
 
 
 def _partitions(broker: Broker, name: str, count: int) -> list[PartitionRow]:
     logs = broker.replicas.logs
+    image = _image(broker)
+    t = image.topic(name) if image is not None else None
     rows = []
     for p in range(count):
         plog = logs.get(name, p) if logs is not None else None
         if plog is None:
-            rows.append(PartitionRow(p, 0, 0, 0, 0))
+            row = PartitionRow(p, 0, 0, 0, 0)
         else:
-            rows.append(
-                PartitionRow(p, plog.log_start_offset, plog.high_watermark, plog.size, len(plog.segments))
-            )
+            row = PartitionRow(p, plog.log_start_offset, plog.high_watermark, plog.size, len(plog.segments))
+        reg = t.partitions.get(p) if t is not None else None
+        if reg is not None:
+            row.leader, row.replicas, row.isr = reg.leader, tuple(reg.replicas), tuple(reg.isr)
+        rows.append(row)
     return rows
 
 

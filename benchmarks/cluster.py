@@ -1,0 +1,398 @@
+"""The cluster suite: 3 kcompat brokers against 3 Apache Kafka 4.3.1 brokers, each cluster on one
+KRaft controller of its own (benchmarks/clusters.py), then kcompat's scale on cores.
+
+    python -m benchmarks --cluster        (after the single-node rounds; or alone:)
+    python -m benchmarks.cluster [--quick] [--kinds kafka,kcompat] [--no-java] [--workdir DIR]
+
+Per cluster, started fresh, topics RF=3 with min.insync.replicas=2, one partition each (a leader
+and two followers), producers with acks=all:
+  start_s                      controller format + start to every broker answering
+  produce/{client}/{size}      records/s and MB/s: confluent-kafka (benchmarks/confluent_clients)
+                               and Kafka's ProducerPerformance, 100 B and 1 KiB, uncompressed
+  consume/confluent/{size}     catch-up read of the confluent topic from the leader
+  e2e p50/p99                  produce() to consume() at 1,000 records/s, acks=all, 100 B, at most 5
+                               requests in flight (the Java client's default: with librdkafka's
+                               default of 1,000,000 and linger.ms=0 every record is a request of its
+                               own, and a broker answers one connection's requests in order, each
+                               after a replication round trip: the queue, and the latency, grow
+                               without bound at 1,000 records/s, seconds within the run for both)
+  rss per broker               idle after start, and peak over the workloads (MB)
+  (each cluster is first warmed up, unmeasured: 50,000 1 KiB records produced with acks=all and read)
+  failover_s                   kill -9 of a partition leader while an idempotent acks=all producer
+                               sends every 5 ms: seconds from the kill to the first acknowledgement
+                               of a record sent after it (both clusters: broker.session.timeout.ms
+                               9000, heartbeats every 500 ms)
+Scale on cores (kcompat only): 1 and then 2 brokers, one 4-partition RF=1 topic spread over them,
+aggregate produce (confluent, acks=1, 1 KiB, librdkafka's partitioner) and catch-up consume (one
+consumer assigned every partition); the goal is 2 brokers >= 1.6x one. Beside each, the CPU
+seconds per second each broker and the client (this process) used: on a 2-core machine the
+clients compete with the brokers for the same cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import struct
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from benchmarks import confluent_clients as cc
+from benchmarks import java_tools
+from benchmarks.clusters import SESSION_TIMEOUT_MS, Cluster, KafkaCluster, KcompatCluster
+from benchmarks.payloads import letter_values
+from benchmarks.proc_stats import PeakRss, cpu_seconds, rss_bytes
+from benchmarks.suite import percentile
+
+log = logging.getLogger("benchmarks")
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    records: dict[int, int]  # per produce run, by record size (both clients)
+    e2e_seconds: float
+    scale_records: int  # 1 KiB records per scale run
+    timeout: float
+
+
+FULL = ClusterPlan(records={100: 500_000, 1024: 100_000}, e2e_seconds=5.0, scale_records=300_000, timeout=300)
+QUICK = ClusterPlan(records={100: 20_000, 1024: 4_000}, e2e_seconds=1.5, scale_records=20_000, timeout=60)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, rf: int, configs: dict[str, str],
+                 timeout: float = 60.0) -> bool:  # fmt: skip
+    """Create, then wait until every partition has a leader and a full ISR."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(topic, partitions, rf, config=configs)], operation_timeout=timeout
+    )
+    futures[topic].result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if (
+            md is not None
+            and md.error is None
+            and len(md.partitions) == partitions
+            and all(p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values())
+        ):
+            return True
+        time.sleep(0.1)
+    raise TimeoutError(f"{topic}: no leader or a short ISR after {timeout} s")
+
+
+def wait_for_brokers(bootstrap: str, count: int, timeout: float = 60.0) -> None:
+    """Until Metadata lists `count` brokers: a broker answers before the controller unfences it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if len(admin.list_topics(timeout=timeout).brokers) >= count:
+                return
+        except KafkaException as e:  # a broker still starting may answer in part
+            log.info("waiting for %d brokers: %s", count, e)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {count} brokers after {timeout} s")
+        time.sleep(0.1)
+
+
+def warm_up(bootstrap: str, rf: int) -> None:
+    """JIT and page cache warmed, as the single-node suite does; not measured."""
+    create_topic(bootstrap, "warm-up", 1, rf, {})
+    cc.produce(bootstrap, "warm-up", 50_000, 1024, "all", "none")
+    cc.consume(bootstrap, "warm-up", 50_000)
+
+
+def leader_of(bootstrap: str, topic: str) -> int:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic]
+    return int(md.partitions[0].leader)
+
+
+class Run:
+    """One cluster through the workloads; figures in `values`, failures in `errors`."""
+
+    def __init__(self, cluster: Cluster, plan: ClusterPlan, java: bool) -> None:
+        self.cluster, self.plan, self.java = cluster, plan, java
+        self.values: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+
+    def _try(self, key: str, fn: Any, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            result = fn(*args)
+        except Exception as e:
+            self.errors[key] = f"{type(e).__name__}: {e}"
+            log.warning("%s %s failed: %s", self.cluster.name, key, str(e).splitlines()[0] if str(e) else e)
+            return None
+        log.info("%-8s %-32s %6.1f s", self.cluster.name, key, time.perf_counter() - t0)
+        return result
+
+    def run(self) -> dict[str, Any]:
+        c = self.cluster
+        self.values["start_s"] = c.start()
+        try:
+            wait_for_brokers(c.bootstrap, c.size)
+            time.sleep(1.0)
+            self.values["rss_idle_mb"] = {n: rss_bytes(p) / 1e6 for n, p in sorted(c.pids().items())}
+            samplers = {n: PeakRss(p) for n, p in c.pids().items()}
+            for s in samplers.values():
+                s.__enter__()
+            try:
+                warm_up(c.bootstrap, 3)
+                self._workloads()
+            finally:
+                for s in samplers.values():
+                    s.__exit__()
+            self.values["rss_peak_mb"] = {n: s.peak / 1e6 for n, s in sorted(samplers.items())}
+            failover = self._try("failover", failover_seconds, c)
+            if failover is not None:
+                self.values["failover_s"] = failover
+        finally:
+            c.stop()
+        return {"values": self.values, "errors": self.errors}
+
+    def _workloads(self) -> None:
+        c, plan = self.cluster, self.plan
+        rf3 = {"min.insync.replicas": "2"}
+        clients = ("confluent", "java") if self.java else ("confluent",)
+        for client in clients:
+            for size, count in plan.records.items():
+                topic = f"produce-{client}-{size}"
+                if not self._try(f"create {topic}", create_topic, c.bootstrap, topic, 1, 3, rf3):
+                    continue
+                produce = cc.produce if client == "confluent" else java_tools.producer_perf
+                r = self._try(f"produce/{client}/{size}", produce, c.bootstrap, topic, count, size, "all", "none",
+                              plan.timeout)  # fmt: skip
+                if r is not None:
+                    self.values[f"produce/{client}/{size}/records_per_s"] = r.records_per_s
+                    self.values[f"produce/{client}/{size}/mb_per_s"] = r.mb_per_s
+        for size, count in plan.records.items():
+            if f"produce/confluent/{size}/records_per_s" not in self.values:
+                continue
+            r = self._try(f"consume/confluent/{size}", cc.consume, c.bootstrap, f"produce-confluent-{size}", count,
+                          plan.timeout)  # fmt: skip
+            if r is not None:
+                self.values[f"consume/confluent/{size}/records_per_s"] = r.records_per_s
+                self.values[f"consume/confluent/{size}/mb_per_s"] = r.mb_per_s
+        if self._try("create e2e", create_topic, c.bootstrap, "e2e", 1, 3, rf3):
+            lat = self._try(
+                "e2e",
+                lambda: cc.end_to_end(
+                    c.bootstrap, "e2e", 1000, plan.e2e_seconds, 100, acks="all", max_in_flight=5
+                ),
+            )
+            if lat is not None and lat.seconds_each:
+                ms = [s * 1000 for s in lat.seconds_each]
+                self.values["e2e/p50_ms"] = percentile(ms, 50)
+                self.values["e2e/p99_ms"] = percentile(ms, 99)
+
+
+def failover_seconds(cluster: Cluster, timeout: float = 120.0) -> float:
+    """kill -9 of the leader of an RF=3 topic under a steady idempotent acks=all producer."""
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "failover", 1, 3, {"min.insync.replicas": "2"})
+    leader = leader_of(bootstrap, "failover")
+    stamp = struct.Struct(">d")
+    acked: list[tuple[float, float]] = []  # (sent at, acknowledged at), perf_counter seconds
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append((stamp.unpack(msg.value())[0], time.perf_counter()))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 0, "message.timeout.ms": int(timeout * 1000),
+                         "socket.nagle.disable": True})  # fmt: skip
+    killed_at: float | None = None
+    t0 = time.perf_counter()
+    try:
+        while True:
+            now = time.perf_counter()
+            producer.produce("failover", stamp.pack(now), partition=0, on_delivery=delivered)
+            producer.poll(0.005)
+            if killed_at is None and now - t0 > 2.0:
+                if not acked:
+                    raise RuntimeError("no acknowledgement before the kill")
+                killed_at = time.perf_counter()
+                cluster.kill(leader)
+            if killed_at is not None:
+                after = [a for s, a in acked if s > killed_at]
+                if after:
+                    return min(after) - killed_at
+                if now - killed_at > timeout:
+                    raise TimeoutError(f"no acknowledgement {timeout} s after killing broker {leader}")
+    finally:
+        producer.flush(5)
+
+
+def produce_spread(bootstrap: str, topic: str, count: int, size: int, timeout: float) -> cc.Throughput:
+    """One producer, acks=1, librdkafka's partitioner choosing among the topic's partitions."""
+    errors: list[str] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "delivery.report.only.error": True,
+                         "on_delivery": lambda err, msg: errors.append(str(err))})  # fmt: skip
+    producer.list_topics(topic, timeout=10)
+    values = letter_values(size)
+    t0 = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, values[i % len(values)])
+                break
+            except BufferError:
+                producer.poll(0.001)
+        if i & 0x3FFF == 0:
+            producer.poll(0)
+    if producer.flush(timeout) or errors:
+        raise RuntimeError(f"produce to {topic}: {len(errors)} errors, unacknowledged records left")
+    return cc.Throughput(count, count * size, time.perf_counter() - t0)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout: float) -> cc.Throughput:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-scale", "enable.auto.commit": False,
+                         "fetch.queue.backoff.ms": 10})  # fmt: skip
+    try:
+        consumer.list_topics(topic, timeout=10)
+        t0 = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got = nbytes = 0
+        while got < count:
+            if time.perf_counter() - t0 > timeout:
+                raise TimeoutError(f"consumed {got} of {count} records of {topic}")
+            for msg in consumer.consume(10000, 1.0):
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                got += 1
+                nbytes += len(msg)
+        return cc.Throughput(got, nbytes, time.perf_counter() - t0)
+    finally:
+        consumer.close()
+
+
+def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dict[str, Any]:
+    """Aggregate throughput of 1 and 2 brokers, and where the CPU went meanwhile: each broker's
+    CPU seconds and the client's (this process: librdkafka's threads included) per wall second."""
+    out: dict[str, Any] = {}
+    for n in (1, 2):
+        cluster = KcompatCluster(workdir / f"scale-{n}", brokers=n)
+        cluster.start()
+        try:
+            wait_for_brokers(cluster.bootstrap, n)
+            warm_up(cluster.bootstrap, 1)
+            create_topic(cluster.bootstrap, "scale", partitions, 1, {})
+            pids, bootstrap = cluster.pids(), cluster.bootstrap
+            for what, work in (
+                ("produce", partial(produce_spread, bootstrap, "scale", plan.scale_records, 1024, plan.timeout)),
+                ("consume", partial(consume_all, bootstrap, "scale", partitions, plan.scale_records, plan.timeout)),
+            ):  # fmt: skip
+                brokers0 = {i: cpu_seconds(p) for i, p in pids.items()}
+                client0 = time.process_time()
+                r = work()
+                busy = [(cpu_seconds(p) - brokers0[i]) / r.seconds for i, p in pids.items()]
+                out[f"{n}/{what}_mb_per_s"] = r.mb_per_s
+                out[f"{n}/{what}_broker_cpu"] = busy
+                out[f"{n}/{what}_client_cpu"] = (time.process_time() - client0) / r.seconds
+                log.info("scale: %d broker(s) %s %.0f MB/s, broker CPU %s, client CPU %.2f", n, what, r.mb_per_s,
+                         " ".join(f"{b:.2f}" for b in busy), out[f"{n}/{what}_client_cpu"])  # fmt: skip
+        finally:
+            cluster.stop()
+    for what in ("produce", "consume"):
+        if out.get(f"1/{what}_mb_per_s"):
+            out[f"{what}_speedup"] = out[f"2/{what}_mb_per_s"] / out[f"1/{what}_mb_per_s"]
+    return out
+
+
+def run(kinds: list[str], plan: ClusterPlan, workdir: Path | None, java: bool = True) -> dict[str, Any]:
+    base = Path(tempfile.mkdtemp(prefix="kcompat-cluster-bench-", dir=workdir))
+    results: dict[str, Any] = {}
+    try:
+        for kind in kinds:
+            cluster: Cluster = KafkaCluster(base / kind) if kind == "kafka" else KcompatCluster(base / kind)
+            log.info("cluster suite: 3 %s brokers", kind)
+            try:
+                results[kind] = Run(cluster, plan, java).run()
+            except Exception as e:
+                log.warning("%s cluster failed: %s", kind, e)
+                results[kind] = {"values": {}, "errors": {"suite": f"{type(e).__name__}: {e}"}}
+        if "kcompat" in kinds:
+            try:
+                results["scale"] = scale_on_cores(base, plan)
+            except Exception as e:
+                results["scale"] = {"error": f"{type(e).__name__}: {e}"}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return results
+
+
+def _f(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def table(results: dict[str, Any]) -> str:
+    kinds = [k for k in ("kafka", "kcompat") if k in results]
+    rows: list[tuple[str, str, bool]] = [("start_s", "start: controller + 3 brokers (s)", False)]
+    for key, label in (("produce/confluent", "produce confluent"), ("produce/java", "produce ProducerPerformance"),
+                       ("consume/confluent", "catch-up consume confluent")):  # fmt: skip
+        for size in (100, 1024):
+            name = "1 KiB" if size == 1024 else "100 B"
+            rows.append((f"{key}/{size}/records_per_s", f"{label} {name} (records/s)", True))
+            rows.append((f"{key}/{size}/mb_per_s", f"{label} {name} (MB/s)", True))
+    rows += [("e2e/p50_ms", "end-to-end p50, acks=all (ms)", False), ("e2e/p99_ms", "end-to-end p99, acks=all (ms)", False),
+             ("failover_s", f"failover after kill -9 of the leader (s; session timeout {SESSION_TIMEOUT_MS} ms)", False)]  # fmt: skip
+    lines = ["| figure | " + " | ".join(kinds) + " | kcompat/kafka |", "|---|" + "---:|" * (len(kinds) + 1)]
+    for key, label, _higher in rows:
+        vals = [results[k]["values"].get(key) for k in kinds]
+        r = vals[-1] / vals[0] if len(vals) == 2 and vals[0] and vals[1] is not None else None
+        lines.append(
+            f"| {label} | " + " | ".join(_f(v) for v in vals) + f" | {'—' if r is None else f'{r:.2f}x'} |"
+        )
+    for key, label in (
+        ("rss_idle_mb", "RSS per broker, idle (MB)"),
+        ("rss_peak_mb", "RSS per broker, peak (MB)"),
+    ):
+        cells = [" / ".join(_f(v) for v in results[k]["values"].get(key, {}).values()) or "—" for k in kinds]
+        lines.append(f"| {label} | " + " | ".join(cells) + " | |")
+    scale = results.get("scale", {})
+    if scale:
+        lines += ["", "| kcompat scale on cores (RF=1, 4 partitions, 1 KiB) | 1 broker | 2 brokers | 2 / 1 |",
+                  "|---|---:|---:|---:|"]  # fmt: skip
+        for what in ("produce", "consume"):
+            lines.append(f"| {what} (MB/s) | {_f(scale.get(f'1/{what}_mb_per_s'))} | "
+                         f"{_f(scale.get(f'2/{what}_mb_per_s'))} | {_f(scale.get(f'{what}_speedup'))}x |")  # fmt: skip
+            cpu = [" + ".join(f"{c:.2f}" for c in scale.get(f"{n}/{what}_broker_cpu", [])) for n in (1, 2)]
+            client = [_f(scale.get(f"{n}/{what}_client_cpu")) for n in (1, 2)]
+            lines.append(
+                f"| {what}: CPU per second, brokers; client | {cpu[0]}; {client[0]} | {cpu[1]}; {client[1]} | |"
+            )
+        if "error" in scale:
+            lines.append(f"\nscale: {scale['error']}")
+    for k in kinds:
+        for key, err in results[k]["errors"].items():
+            lines.append(f"\n{k} {key}: {err.splitlines()[0] if err else err}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.cluster", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--kinds", default="kafka,kcompat")
+    ap.add_argument(
+        "--no-java", action="store_true", help="skip ProducerPerformance (confluent clients only)"
+    )
+    ap.add_argument("--workdir", type=Path)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    results = run(args.kinds.split(","), QUICK if args.quick else FULL, args.workdir, java=not args.no_java)
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Mixed cluster, moves: Kafka's own `kafka-reassign-partitions` moves a partition from an Apache
+Kafka 4.3.1 broker onto kcompat brokers and back, while an idempotent acks=all producer writes
+without pause, and `kafka-leader-election --election-type preferred` hands leadership back after
+the move. Under one REAL Kafka controller: kcompat brokers 1 and 2, Java broker 4.
+
+    [4, 1]  (Java leads, kcompat follows)
+      --reassign--> [1, 2]  (adding 2, removing 4: the Java replica is stopped and deleted)
+      --reassign--> [4, 1]  (adding 4 back: the Java broker follows the kcompat leader)
+      --preferred election--> leader 4
+
+Proven: every acknowledged record (a ledger of what the producer was told) is read back exactly
+once and in order; the replica left on each broker is byte-identical to the leader's; the removed
+replica's directory is deleted; the tool's own --verify reports each move done.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from compat_tests.cluster.test_replication import CREATE_TOPICS, Cluster, JavaBroker
+from compat_tests.conftest import kafka_tool
+from compat_tests.crash.wire_client import WireClient
+from kcompat.testing_cluster import HOST, ControllerQuorum
+
+pytestmark = pytest.mark.timeout(240)
+
+TOPIC = "moving"
+JAVA = 4
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def mixed(
+    kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Cluster, JavaBroker]]:
+    c = Cluster(kraft_quorum, tmp_path_factory.mktemp("reassign"))
+    java = JavaBroker(kraft_quorum, c.root, JAVA)
+    try:
+        for node_id in (1, 2):
+            c.start(node_id)
+        java.start()
+        wait_for(lambda: sorted(b.node_id for b in c.metadata(c.brokers[1], "none").brokers) == [1, 2, JAVA],  # type: ignore[attr-defined]
+                 "both kcompat brokers and the Java broker unfenced", timeout=90)  # fmt: skip
+        yield c, java
+    finally:
+        java.stop()
+        for b in c.brokers.values():
+            if b.running:
+                b.stop()
+
+
+class Ledger:
+    """An idempotent acks=all producer writing `seq-N` values without pause; `acked` in order."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 2, "message.timeout.ms": 120000})  # fmt: skip
+        self.acked: list[bytes] = []
+        self.failed: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="ledger", daemon=True)
+
+    def _delivered(self, err: object, msg: object) -> None:
+        if err is None:
+            self.acked.append(msg.value())  # type: ignore[attr-defined]
+        else:
+            self.failed.append(str(err))
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            self.producer.produce(TOPIC, f"seq-{n}".encode(), partition=0, on_delivery=self._delivered)
+            n += 1
+            self.producer.poll(0.004)
+        self.producer.flush(120)
+
+    def wait_acked(self, more: int, timeout: float = 60.0) -> None:
+        target = len(self.acked) + more
+        wait_for(lambda: len(self.acked) >= target, f"{more} more records acknowledged", timeout)
+
+
+def reassign(c: Cluster, bootstrap: str, replicas: list[int]) -> None:
+    plan = c.root / f"move-{'-'.join(map(str, replicas))}.json"
+    plan.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": replicas}]})
+    )
+    out = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
+                     "--reassignment-json-file", str(plan), "--execute").stdout  # fmt: skip
+    assert "Successfully started partition reassignment" in out, out
+
+    # The move is done when the image's replicas are the target (adding and removing ones gone);
+    # then the tool's own --verify must say so too.
+    wait_for(lambda: c.partitions(TOPIC)[0][2] == replicas, f"the move to {replicas}", timeout=90)
+    verify = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
+                        "--reassignment-json-file", str(plan), "--verify").stdout  # fmt: skip
+    assert f"Reassignment of partition {TOPIC}-0 is completed" in verify, verify
+
+
+def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[Cluster, JavaBroker]) -> None:
+    c, java = mixed
+    client = WireClient(HOST, c.quorum.controllers[0].port)
+    try:
+        r = client.call(CREATE_TOPICS, 7, {
+            "topics": [{"name": TOPIC, "num_partitions": -1, "replication_factor": -1, "configs": [],
+                        "assignments": [{"partition_index": 0, "broker_ids": [JAVA, 1]}]}],
+            "timeout_ms": 10000, "validate_only": False,
+        })  # fmt: skip
+    finally:
+        client.close()
+    assert r.topics[0].error_code == 0, r.topics[0]
+    wait_for(lambda: c.partitions(TOPIC)[0][0] == JAVA and sorted(c.partitions(TOPIC)[0][3]) == [1, JAVA],
+             "the Java broker leading with kcompat in the ISR")  # fmt: skip
+
+    bootstrap = f"{c.bootstrap},{HOST}:{java.port}"
+    ledger = Ledger(bootstrap)
+    ledger.thread.start()
+    try:
+        ledger.wait_acked(150)
+        # Off the Java broker: kcompat 2 is added (fetches from the Java leader), the Java replica removed.
+        reassign(c, bootstrap, [1, 2])
+        leader, _epoch, replicas, isr = c.partitions(TOPIC)[0]
+        assert (leader, replicas, sorted(isr)) == (1, [1, 2], [1, 2])
+        wait_for(lambda: not (java.data / f"{TOPIC}-0").exists(), "the removed Java replica deleted")
+        ledger.wait_acked(150)
+        # And back: the Java broker follows the kcompat leader, then leads again as preferred replica.
+        reassign(c, bootstrap, [JAVA, 1])
+        leader, _epoch, replicas, isr = c.partitions(TOPIC)[0]
+        assert (leader, replicas, sorted(isr)) == (1, [JAVA, 1], [1, JAVA])
+        wait_for(lambda: not any((c.root / "broker-2" / f"{TOPIC}-0").glob("*.log")),
+                 "the removed kcompat replica deleted")  # fmt: skip
+        ledger.wait_acked(150)
+        out = kafka_tool("kafka-leader-election", "--bootstrap-server", bootstrap, "--election-type", "preferred",
+                         "--topic", TOPIC, "--partition", "0").stdout  # fmt: skip
+        assert f"Successfully completed leader election (PREFERRED) for partitions {TOPIC}-0" in out, out
+        wait_for(lambda: c.partitions(TOPIC)[0][0] == JAVA, "the preferred Java replica leading")
+        ledger.wait_acked(150)
+    finally:
+        ledger.stop.set()
+        ledger.thread.join(150)
+    assert not ledger.failed, ledger.failed[:3]
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "ledger-check", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < len(ledger.acked) and time.monotonic() < deadline:
+        m = consumer.poll(1)
+        if m is not None and m.error() is None:
+            seen.append(m.value())
+    consumer.close()
+    assert set(ledger.acked) - set(seen) == set(), "acknowledged records lost"
+    assert len(seen) == len(set(seen)), "duplicates"
+    assert seen == sorted(seen, key=lambda v: int(v.split(b"-")[1])), "out of order"
+    print(f"moves: {len(ledger.acked)} records acknowledged, all read back once and in order")
+
+    described = kafka_tool(
+        "kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--topic", TOPIC
+    ).stdout
+    assert f"Leader: {JAVA}" in described and f"Replicas: {JAVA},1" in described, described
+    wait_for(lambda: bool(java.segment(TOPIC, 0)) and java.segment(TOPIC, 0) == c.segment(1, TOPIC, 0),
+             "the Java and the kcompat replica byte-identical")  # fmt: skip
