@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kcompat.server.authorizer import (
+from kcompat.security.authorizer import (
     AclBinding,
     AclFilter,
     AclOperation,
