@@ -9,6 +9,8 @@ one attribute test and True, so the hot paths pay nothing for ACLs they do not u
 
 from __future__ import annotations
 
+from typing import Protocol, TypeVar
+
 from kcompat.security.authorizer import CLUSTER_NAME as CLUSTER_NAME
 from kcompat.security.authorizer import AclOperation, ResourceType
 from kcompat.server.broker import RequestContext
@@ -28,6 +30,15 @@ CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = (
     AclOperation.ALTER_CONFIGS,
     AclOperation.IDEMPOTENT_WRITE,
 )
+
+
+class _Group(Protocol):
+    @property
+    def group_id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Group)
+
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
     ResourceType.TOPIC,
     ResourceType.GROUP,
@@ -146,3 +157,80 @@ def cluster_operations(ctx: RequestContext, all_bits: int) -> int:
 
 def group_operations(ctx: RequestContext, group: str, all_bits: int) -> int:
     return all_bits if all_bits < 0 else _operation_bits(ctx, GROUP, group, all_bits)
+
+
+def coordinator_key_error(ctx: RequestContext, is_group: bool, key: str) -> ErrorCode | None:
+    """FindCoordinator: DESCRIBE on the group, or on the transactional id."""
+    if ctx.broker.authorizer is None:
+        return None
+    if is_group:
+        return group_error(ctx, DESCRIBE, key)
+    return transactional_id_error(ctx, DESCRIBE, key)
+
+
+def groups_denied(ctx: RequestContext, operation: int, groups: list[str]) -> dict[str, ErrorCode]:
+    """The groups of `groups` the principal may not `operation`, with GROUP_AUTHORIZATION_FAILED."""
+    if ctx.broker.authorizer is None:
+        return {}
+    return {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in groups if not allowed(ctx, operation, GROUP, g)}
+
+
+def describable_groups(ctx: RequestContext, groups: list[T]) -> list[T]:
+    """ListGroups: all of them with DESCRIBE on the cluster, else those the principal may describe."""
+    if ctx.broker.authorizer is None or allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return groups
+    return [g for g in groups if allowed(ctx, DESCRIBE, GROUP, g.group_id)]
+
+
+def create_topic_error(ctx: RequestContext, topic: str) -> ErrorCode | None:
+    """CreateTopics: CREATE on the cluster or on the topic."""
+    if ctx.broker.authorizer is None or allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME):
+        return None
+    return topic_error(ctx, CREATE, topic)
+
+
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = 2, 4, 8, 32  # ConfigResource.Type
+
+
+def config_error(ctx: RequestContext, operation: int, config_type: int, name: str) -> ErrorCode | None:
+    """Describe/AlterConfigs: the operation on the topic or group, or on the cluster for a broker."""
+    if ctx.broker.authorizer is None:
+        return None
+    if config_type == _CONFIG_TOPIC:
+        return topic_error(ctx, operation, name)
+    if config_type == _CONFIG_GROUP:
+        return group_error(ctx, operation, name)
+    return cluster_error(ctx, operation)
+
+
+def init_producer_id_error(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    """InitProducerId: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE
+    on the cluster or WRITE on some topic (Kafka 3+'s rule, KIP-679)."""
+    if ctx.broker.authorizer is None:
+        return None
+    if transactional_id is not None:
+        return transactional_id_error(ctx, WRITE, transactional_id)
+    if allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME) or allowed_any(ctx, WRITE, TOPIC):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def txn_partitions_denied(
+    ctx: RequestContext, transactional_id: str, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], ErrorCode]:
+    """AddPartitionsToTxn: WRITE on the transactional id (else every partition fails), then
+    WRITE on each topic; an empty dict when all may be added."""
+    if ctx.broker.authorizer is None:
+        return {}
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return {
+        tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if not allowed(ctx, WRITE, TOPIC, tp[0])
+    }
+
+
+def txn_group_error(ctx: RequestContext, transactional_id: str, group: str) -> ErrorCode | None:
+    """AddOffsetsToTxn, TxnOffsetCommit: WRITE on the transactional id, READ on the group."""
+    if ctx.broker.authorizer is None:
+        return None
+    return transactional_id_error(ctx, WRITE, transactional_id) or group_error(ctx, READ, group)

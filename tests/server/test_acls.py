@@ -143,3 +143,48 @@ def test_produce_fetch_metadata_checks(h: BrokerHarness) -> None:
     ops = as_client(h, ALICE, METADATA, 12, {"topics": [{"name": "orders"}], "allow_auto_topic_creation": False,
                                               "include_topic_authorized_operations": True}).topics[0]  # fmt: skip
     assert ops.topic_authorized_operations == (1 << READ) | (1 << DESCRIBE)
+
+
+def test_group_topic_admin_and_producer_id_checks(h: BrokerHarness) -> None:
+    from kcompat.wire.messages.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
+    from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
+    from kcompat.wire.messages.join_group import JOIN_GROUP
+    from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
+
+    h.call(CREATE_TOPICS, 7, {"topics": [{"name": "orders", "num_partitions": 1, "replication_factor": -1}],
+                              "timeout_ms": 1000})  # fmt: skip
+    join = {"group_id": "g1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}  # fmt: skip
+    assert as_client(h, ALICE, JOIN_GROUP, 9, join).error_code == int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    create = {"topics": [{"name": "new", "num_partitions": 1, "replication_factor": -1}], "timeout_ms": 1000}
+    assert as_client(h, ALICE, CREATE_TOPICS, 7, create).topics[0].error_code == int(
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
+    idempotent = {
+        "transactional_id": None,
+        "transaction_timeout_ms": 60000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    assert as_client(h, ALICE, INIT_PRODUCER_ID, 4, idempotent).error_code == int(
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
+    scram = as_client(h, ALICE, DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+    assert scram.error_code == int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    h.call(CREATE_ACLS, 3, {"creations": [creation("g", READ, rt=GROUP, pattern=PREFIXED), creation("new", 5),
+                                          creation("other", WRITE)]})  # fmt: skip
+    assert as_client(h, ALICE, CREATE_TOPICS, 7, create).topics[0].error_code == 0  # CREATE on the topic
+    assert as_client(h, ALICE, INIT_PRODUCER_ID, 4, idempotent).error_code == 0  # WRITE on some topic
+    commit = {"group_id": "g1", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+              "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                            "committed_leader_epoch": -1, "committed_metadata": ""}]}]}  # fmt: skip
+    (t,) = as_client(h, ALICE, OFFSET_COMMIT, 8, commit).topics
+    assert t.partitions[0].error_code == int(
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )  # the group is allowed, not the topic
+    h.call(CREATE_ACLS, 3, {"creations": [creation("orders", READ)]})
+    (t,) = as_client(h, ALICE, OFFSET_COMMIT, 8, commit).topics
+    assert t.partitions[0].error_code == 0
+    assert as_client(h, ALICE, JOIN_GROUP, 9, join).error_code == int(
+        ErrorCode.MEMBER_ID_REQUIRED
+    )  # past the ACLs

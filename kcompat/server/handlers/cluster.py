@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, brokers_of
 from kcompat.server.registry import handles
@@ -79,6 +80,8 @@ async def describe_log_dirs(
     ctx: RequestContext, request: Request[DescribeLogDirsRequest]
 ) -> DescribeLogDirsResponse:
     broker = ctx.broker
+    if (denied := access.cluster_error(ctx, access.DESCRIBE)) is not None:
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=int(denied), results=[])
     logs = ctx.replicas.logs
     assert logs is not None
     wanted: set[tuple[str, int]] | None = None

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from kcompat.coordinator import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.group_service import CoordinatorUnavailable
@@ -78,7 +79,9 @@ async def _add_partitions(
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], int] = {}
     unknown = [tp for tp in wanted if not _partition_exists(ctx, *tp)]
-    if verify_only:
+    if denied := access.txn_partitions_denied(ctx, txn_id, wanted):
+        codes = {tp: int(denied.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED)) for tp in wanted}
+    elif verify_only:
         for tp in wanted:
             m = svc.coordinator.txns.get(txn_id)
             if m is None or m.producer_id != pid:
@@ -112,6 +115,8 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     svc = ctx.broker.txn_service
+    if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
+        return {"throttle_time_ms": 0, "error_code": int(denied)}
     await ctx.broker.group_service.ensure_topic()
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
     r = await svc.run(
@@ -129,6 +134,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
 async def end_txn(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     svc = ctx.broker.txn_service
+    if (denied := access.transactional_id_error(ctx, access.WRITE, body.transactional_id)) is not None:
+        return {"throttle_time_ms": 0, "error_code": int(denied)}
     r = await svc.run(
         lambda now: svc.coordinator.end_txn(
             body.transactional_id, body.producer_id, body.producer_epoch, body.committed, now
@@ -152,6 +159,8 @@ async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
             {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
                                             for p in t.partitions]} for t in body.topics]}  # fmt: skip
 
+    if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
+        return answer(int(denied))
     if not body.group_id:
         return answer(int(ErrorCode.INVALID_GROUP_ID))
     await groups.ensure_topic()
