@@ -291,7 +291,10 @@ AUTHORIZER_PROPERTIES: list[ConfigDef] = [
         "Empty: no ACLs (every principal may do everything; the ACL APIs answer SECURITY_DISABLED). "
         "org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs are checked on every request.",
         LOW,
-        OneOf(("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")),
+        Check(
+            lambda v: v in ("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+            "empty (no ACLs) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (Kafka's KRaft authorizer)",
+        ),
     ),
     prop(
         "super.users",
