@@ -9,7 +9,8 @@ one attribute test and True, so the hot paths pay nothing for ACLs they do not u
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
 
 from kcompat.security.authorizer import CLUSTER_NAME as CLUSTER_NAME
 from kcompat.security.authorizer import AclOperation, ResourceType
@@ -111,11 +112,15 @@ def produce_error(ctx: RequestContext, topic: str, transactional_id: str | None)
 _NONE: frozenset[str] = frozenset()
 
 
-def fetch_denied(ctx: RequestContext, topics: set[str], from_replica: bool) -> frozenset[str]:
-    """Fetch: the topics to answer TOPIC_AUTHORIZATION_FAILED (a consumer needs READ on each; a
-    replica needs CLUSTER_ACTION on the cluster, or is refused every topic)."""
+def fetch_denied(
+    ctx: RequestContext, reads: Sequence[tuple[Any, str | None, int, Any]], from_replica: bool
+) -> frozenset[str]:
+    """Fetch: the topics of `reads` (key, topic or None, partition, request) to answer
+    TOPIC_AUTHORIZATION_FAILED (a consumer needs READ on each; a replica needs CLUSTER_ACTION on
+    the cluster, or is refused every topic)."""
     if ctx.broker.authorizer is None:
         return _NONE
+    topics = {name for _, name, _, _ in reads if name is not None}
     if from_replica:
         return _NONE if allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME) else frozenset(topics)
     return frozenset(t for t in topics if not allowed(ctx, READ, TOPIC, t))

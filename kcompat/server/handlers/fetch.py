@@ -97,7 +97,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     # (key, topic name or None, partition, request partition) for what the context reads.
     reads = [(key, _topic_name(broker, key[0], by_id), key[1], fp) for key, fp in context.partitions]
     # Topics the principal may not read (all of them for a replica without CLUSTER_ACTION).
-    denied = access.fetch_denied(ctx, {name for _, name, _, _ in reads if name is not None}, replica_id >= 0)
+    denied = access.fetch_denied(ctx, reads, replica_id >= 0)
     tps = [(name, p) for _, name, p, _ in reads if name is not None and name not in denied]
     clock = broker.clock
     deadline = clock() + max(body.max_wait_ms, 0) / 1000
