@@ -5,11 +5,15 @@ listener (SCRAM-SHA-512 users admin, a super user, and alice):
     confluent-kafka (librdkafka) as alice: TOPIC_AUTHORIZATION_FAILED on produce without WRITE and
     on fetch without READ, GROUP_AUTHORIZATION_FAILED on join without READ on the group; a prefixed
     ACL matches; a DENY beats an ALLOW; admin does everything; the ACLs survive a restart.
+The console (admin.listener) asks for an HTTP Basic login against the same SCRAM users.
 """
 
 from __future__ import annotations
 
+import base64
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         "authorizer.class.name": STANDARD_AUTHORIZER,
         # the readiness probe connects on PLAINTEXT, as User:ANONYMOUS
         "super.users": "User:admin;User:ANONYMOUS",
+        "admin.listener": f"127.0.0.1:{free_port()}",  # the console asks for a login: SASL is on
     }
     scram = [a for u, pw in USERS.items() for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={pw}]")]
     b = Broker(
@@ -180,3 +185,26 @@ def test_acls_with_kafka_acls_and_confluent_kafka(broker: Broker, admin_config: 
     assert produce_error(broker, "alice", "acl-pre-eu") is None  # still allowed
     listed = acls(broker, admin_config, "--list", "--topic", "acl-read")
     assert "User:alice" not in listed
+
+
+def test_console_login_with_the_brokers_users(broker: Broker) -> None:
+    assert broker.admin_url is not None
+
+    def status(user: str | None, password: str = "") -> int:
+        request = urllib.request.Request(broker.admin_url + "/topics")
+        if user is not None:
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as e:
+            if e.code == 401:
+                assert e.headers["WWW-Authenticate"].startswith("Basic")
+            return int(e.code)
+
+    assert status(None) == 401
+    assert status("alice", "wrong") == 401
+    assert status("nobody", "x") == 401
+    assert status("alice", "alice-secret") == 200
+    assert status("admin", "admin-secret") == 200
