@@ -282,7 +282,7 @@ NETWORK_PROPERTIES: list[ConfigDef] = [
     ),
 ]
 
-# ACLs (kcompat.server.authorizer): on when authorizer.class.name names Kafka's StandardAuthorizer.
+# ACLs (kcompat.security.authorizer): on when authorizer.class.name names Kafka's StandardAuthorizer.
 AUTHORIZER_PROPERTIES: list[ConfigDef] = [
     prop(
         "authorizer.class.name",

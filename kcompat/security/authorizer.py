@@ -228,6 +228,14 @@ class Authorizer:
             self._prefixed[acl.resource_type].remove(acl)
         return True
 
+    def replace(self, acls: Iterable[AclBinding]) -> None:
+        """Take `acls` as the whole set (cluster mode: each new ACL set of the metadata image)."""
+        self._acls.clear()
+        self._literal.clear()
+        self._prefixed.clear()
+        for acl in acls:
+            self.add(acl)
+
     def matching(self, f: AclFilter) -> list[AclBinding]:
         return [acl for acl in self._acls if f.matches(acl)]
 

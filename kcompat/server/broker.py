@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcompat.config import BrokerConfig, ConfigError, new_cluster_id
+from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, read_properties
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
@@ -115,12 +115,6 @@ class Broker:
         self.authorizer: Authorizer | None = None
         self.acl_store = AclStore(self.log_dirs[0])
         if config.get("authorizer.class.name"):
-            if is_cluster_member(config):
-                raise ConfigError(
-                    "authorizer.class.name: ACLs are not supported in cluster mode yet "
-                    "(they would come from the metadata log); leave it empty there",
-                    key="authorizer.class.name",
-                )
             super_users = [u.strip() for u in str(config.get("super.users") or "").split(";") if u.strip()]
             self.authorizer = Authorizer(super_users, bool(config.get("allow.everyone.if.no.acl.found")))
         self.metadata: MetadataView
@@ -130,6 +124,8 @@ class Broker:
             from kcompat.server.kraft_metadata import KRaftMetadata
 
             self.metadata = KRaftMetadata(config)
+            if self.authorizer is not None:  # the ACLs are the image's (AccessControlEntryRecords)
+                self.metadata.on_acls = self.authorizer.replace
             self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
             self.replicas.cluster_mode = True
         else:
@@ -231,7 +227,7 @@ class Broker:
             check_meta_properties(d, self.cluster_id, self.node_id)
         self.metadata.load()
         self.scram.load()
-        if self.authorizer is not None:
+        if self.authorizer is not None and not is_cluster_member(self.config):
             for acl in self.acl_store.load():
                 self.authorizer.add(acl)
         if self.initial_scram_users:

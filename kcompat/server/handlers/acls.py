@@ -7,8 +7,9 @@ DescribeAcls needs DESCRIBE on the cluster, Create/DeleteAcls ALTER on the clust
 nothing; a binding Kafka would refuse (UNKNOWN/ANY values, an empty name, a CLUSTER resource not
 named kafka-cluster, a principal without "Type:") gets INVALID_REQUEST and the others are applied.
 The ACL set is saved (kcompat.storage.acl_store) before the answer.
-In cluster mode Create/DeleteAcls are forwarded to the controller and the ACLs come from the
-metadata image (not yet: the ACL APIs answer SECURITY_DISABLED there).
+In cluster mode Create/DeleteAcls are forwarded to the controller (forwarding_manager) and never
+reach these handlers; the ACLs are the metadata image's (AccessControlEntryRecord), which
+DescribeAcls reads through the same authorizer.
 """
 
 from __future__ import annotations
