@@ -188,3 +188,29 @@ def test_group_topic_admin_and_producer_id_checks(h: BrokerHarness) -> None:
     assert as_client(h, ALICE, JOIN_GROUP, 9, join).error_code == int(
         ErrorCode.MEMBER_ID_REQUIRED
     )  # past the ACLs
+
+
+def test_transaction_admin_and_markers_checks(h: BrokerHarness) -> None:
+    from kcompat.wire.messages.describe_producers import DESCRIBE_PRODUCERS
+    from kcompat.wire.messages.describe_transactions import DESCRIBE_TRANSACTIONS
+    from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
+
+    h.call(CREATE_TOPICS, 7, {"topics": [{"name": "orders", "num_partitions": 1, "replication_factor": -1}],
+                              "timeout_ms": 1000})  # fmt: skip
+    producers = as_client(
+        h, ALICE, DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "orders", "partition_indexes": [0]}]}
+    )
+    assert producers.topics[0].partitions[0].error_code == int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    assert (
+        h.call(DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "orders", "partition_indexes": [0]}]})
+        .topics[0]
+        .partitions[0]
+        .error_code
+        == 0
+    )
+    txn = as_client(h, ALICE, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]}).transaction_states[0]
+    assert txn.error_code == int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    markers = {"markers": [{"producer_id": 5, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+                            "topics": [{"name": "orders", "partition_indexes": [0]}]}]}  # fmt: skip
+    answer = as_client(h, ALICE, WRITE_TXN_MARKERS, 1, markers).markers[0].topics[0].partitions[0]
+    assert answer.error_code == int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -69,7 +69,7 @@ async def describe_cluster(
             DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
             for b in brokers
         ],
-        cluster_authorized_operations=CLUSTER_OPERATIONS
+        cluster_authorized_operations=access.cluster_operations(ctx, CLUSTER_OPERATIONS)
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,
     )

@@ -201,13 +201,14 @@ async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
 @handles(WRITE_TXN_MARKERS, "1-2")
 async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
     svc = ctx.broker.txn_service
+    denied = access.cluster_error(ctx, access.CLUSTER_ACTION)  # a broker's (or an admin's abort) right
     out = []
     for m in request.body.markers:
         topics = []
         for t in m.topics:
             parts = []
             for p in t.partition_indexes:
-                error = svc.write_marker(t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
+                error = denied or svc.write_marker(t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
                                          m.coordinator_epoch)  # fmt: skip
                 parts.append({"partition_index": p, "error_code": int(error)})
             topics.append({"name": t.name, "partitions": parts})
