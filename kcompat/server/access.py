@@ -9,13 +9,18 @@ one attribute test and True, so the hot paths pay nothing for ACLs they do not u
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from kcompat.security.authorizer import CLUSTER_NAME as CLUSTER_NAME
 from kcompat.security.authorizer import AclOperation, ResourceType
 from kcompat.server.broker import RequestContext
+from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.registry import HANDLERS
 from kcompat.wire.error_codes import ErrorCode
+
+_denials = LogThrottle(logging.getLogger("kcompat.authorizer"))
 
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (
     AclOperation.READ,
@@ -55,16 +60,33 @@ def _who(ctx: RequestContext) -> tuple[str, str]:
     return client.principal, client.host
 
 
+def _api_name(api_key: int) -> str:
+    reg = HANDLERS.get(api_key)
+    return reg.api.name if reg is not None else f"API key {api_key}"
+
+
 def enabled(ctx: RequestContext) -> bool:
     return ctx.broker.authorizer is not None
 
 
-def allowed(ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
+def allowed(
+    ctx: RequestContext, operation: int, resource_type: int, name: str, *, quiet: bool = False
+) -> bool:
+    """`quiet`: a check that filters (listing all topics, authorized operations, an alternative
+    right) is not logged when denied, as Kafka's logIfDenied=false."""
     auth = ctx.broker.authorizer
     if auth is None:
         return True
     principal, host = _who(ctx)
-    return auth.authorize(principal, host, operation, resource_type, name)
+    if auth.authorize(principal, host, operation, resource_type, name):
+        return True
+    if not quiet:
+        # Kafka's kafka.authorizer.logger line, at most once per principal and operation per 10 s
+        _denials.log(logging.INFO, f"{principal} {operation}",
+                     "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for request = %s",
+                     principal, AclOperation(operation).name, host, ResourceType(resource_type).name, name,
+                     _api_name(ctx.request.api_key))  # fmt: skip
+    return False
 
 
 def allowed_any(ctx: RequestContext, operation: int, resource_type: int) -> bool:
@@ -134,7 +156,7 @@ def metadata_topic_error(ctx: RequestContext, topic: str, would_create: bool) ->
     if not allowed(ctx, DESCRIBE, TOPIC, topic):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     if would_create and not (
-        allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) or allowed(ctx, CREATE, TOPIC, topic)
+        allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME, quiet=True) or allowed(ctx, CREATE, TOPIC, topic)
     ):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return None
@@ -148,7 +170,7 @@ def _operation_bits(ctx: RequestContext, resource_type: int, name: str, all_bits
     return sum(
         1 << op
         for op in range(all_bits.bit_length())
-        if all_bits >> op & 1 and allowed(ctx, op, resource_type, name)
+        if all_bits >> op & 1 and allowed(ctx, op, resource_type, name, quiet=True)
     )
 
 
@@ -182,14 +204,14 @@ def groups_denied(ctx: RequestContext, operation: int, groups: list[str]) -> dic
 
 def describable_groups(ctx: RequestContext, groups: list[T]) -> list[T]:
     """ListGroups: all of them with DESCRIBE on the cluster, else those the principal may describe."""
-    if ctx.broker.authorizer is None or allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
+    if ctx.broker.authorizer is None or allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME, quiet=True):
         return groups
-    return [g for g in groups if allowed(ctx, DESCRIBE, GROUP, g.group_id)]
+    return [g for g in groups if allowed(ctx, DESCRIBE, GROUP, g.group_id, quiet=True)]
 
 
 def create_topic_error(ctx: RequestContext, topic: str) -> ErrorCode | None:
     """CreateTopics: CREATE on the cluster or on the topic."""
-    if ctx.broker.authorizer is None or allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME):
+    if ctx.broker.authorizer is None or allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME, quiet=True):
         return None
     return topic_error(ctx, CREATE, topic)
 
@@ -215,7 +237,7 @@ def init_producer_id_error(ctx: RequestContext, transactional_id: str | None) ->
         return None
     if transactional_id is not None:
         return transactional_id_error(ctx, WRITE, transactional_id)
-    if allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME) or allowed_any(ctx, WRITE, TOPIC):
+    if allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, quiet=True) or allowed_any(ctx, WRITE, TOPIC):
         return None
     return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 

@@ -65,7 +65,7 @@ def _filter_topics(ctx: RequestContext, topics: list[Any], named: bool, by_id: b
     kept = []
     for t in topics:
         name = _name(ctx, t, by_id)
-        if name is None or access.allowed(ctx, access.DESCRIBE, access.TOPIC, name):
+        if name is None or access.allowed(ctx, access.DESCRIBE, access.TOPIC, name, quiet=not named):
             kept.append(t)
         elif named:
             for p in t.partitions:

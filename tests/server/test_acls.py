@@ -214,3 +214,28 @@ def test_transaction_admin_and_markers_checks(h: BrokerHarness) -> None:
                             "topics": [{"name": "orders", "partition_indexes": [0]}]}]}  # fmt: skip
     answer = as_client(h, ALICE, WRITE_TXN_MARKERS, 1, markers).markers[0].topics[0].partitions[0]
     assert answer.error_code == int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+
+def test_denials_are_logged_once_per_principal_and_operation(
+    h: BrokerHarness, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    from kcompat.server import access
+    from kcompat.server.log_throttle import LogThrottle
+
+    # a fresh 10 s window: the earlier tests' denials of alice are in the module's one
+    monkeypatch.setattr(access, "_denials", LogThrottle(logging.getLogger("kcompat.authorizer")))
+    caplog.set_level(logging.INFO, logger="kcompat.authorizer")
+    h.call(CREATE_TOPICS, 7, {"topics": [{"name": "orders", "num_partitions": 1, "replication_factor": -1}],
+                              "timeout_ms": 1000})  # fmt: skip
+    for _ in range(3):
+        assert produce_error(h, ALICE, "orders") == int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    as_client(
+        h, ALICE, METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}
+    )  # filtering: quiet
+    lines = [r.getMessage() for r in caplog.records if r.name == "kcompat.authorizer"]
+    assert lines == [
+        "Principal = User:alice is Denied operation = WRITE from host = 10.0.0.7 on resource = TOPIC:orders "
+        "for request = Produce"
+    ]

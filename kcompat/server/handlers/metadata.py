@@ -127,7 +127,9 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
     out: list[MetadataResponseTopic] = []
     if all_topics:
         out = [
-            described(t) for t in topics.all() if access.allowed(ctx, access.DESCRIBE, access.TOPIC, t.name)
+            described(t)
+            for t in topics.all()
+            if access.allowed(ctx, access.DESCRIBE, access.TOPIC, t.name, quiet=True)
         ]
     else:
         seen: set[str | uuid.UUID] = set()
@@ -189,7 +191,7 @@ async def describe_topic_partitions(
     assert topics is not None
     names = sorted({t.name for t in body.topics}) if body.topics else topics.names()
     if not body.topics:  # listing all: only what the principal may describe
-        names = [n for n in names if access.allowed(ctx, access.DESCRIBE, access.TOPIC, n)]
+        names = [n for n in names if access.allowed(ctx, access.DESCRIBE, access.TOPIC, n, quiet=True)]
     cursor = body.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]

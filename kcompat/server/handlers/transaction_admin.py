@@ -77,7 +77,7 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
             continue
         if pattern is not None and not pattern.fullmatch(m.transactional_id):
             continue
-        if not access.allowed(ctx, access.DESCRIBE, access.TRANSACTIONAL_ID, m.transactional_id):
+        if not access.allowed(ctx, access.DESCRIBE, access.TRANSACTIONAL_ID, m.transactional_id, quiet=True):
             continue
         out.append({"transactional_id": m.transactional_id, "producer_id": m.producer_id,
                     "transaction_state": m.state.kafka_name})  # fmt: skip
