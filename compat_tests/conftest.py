@@ -32,6 +32,7 @@ SETUP_HINT = "run `bash tools/setup-test-deps.sh` (make test does) to install it
 # to org.apache.kafka.tools.* over the 3.x/4.x releases).
 KAFKA_TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-configs": "kafka.admin.ConfigCommand",

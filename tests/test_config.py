@@ -194,13 +194,13 @@ def test_override_value_may_contain_equals() -> None:
 
 def test_unknown_keys_warn_once_each(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="kcompat.config")
-    cfg = load("no.such.thing=1", "retention.ms=5", "num.network.threads=4", "authorizer.class.name=x")
+    cfg = load("no.such.thing=1", "retention.ms=5", "num.network.threads=4", "zookeeper.connect=x")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
     assert "no.such.thing" in warnings[0].getMessage()
     assert "log.retention.ms" in warnings[1].getMessage()  # a topic config named at broker level gets a hint
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
-    assert any("num.network.threads" in m for m in infos) and any("authorizer.class.name" in m for m in infos)
+    assert any("num.network.threads" in m for m in infos) and any("zookeeper.connect" in m for m in infos)
     assert cfg.unknown == {"no.such.thing": "1", "retention.ms": "5"}
     assert cfg.num_network_threads == 4
 

@@ -118,3 +118,36 @@ def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
         assert len(again) == 2 and again[1] > again[0]
     finally:
         broker.stop()
+
+
+def test_secured_listeners_are_registered_with_their_protocol(
+    kraft_quorum: ControllerQuorum, cluster_broker_factory: ClusterBrokerFactory
+) -> None:
+    """Every advertised listener is registered with its security protocol, so a client that
+    bootstraps on the SASL_PLAINTEXT listener is told the brokers' SASL_PLAINTEXT endpoints
+    (before, only the first listener was registered, as PLAINTEXT, and Metadata there named no broker)."""
+    from confluent_kafka.admin import AdminClient
+
+    from kcompat.testing import free_port
+
+    node_id = 3
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="bob-secret";'
+    broker = cluster_broker_factory(
+        kraft_quorum,
+        node_id,
+        **{
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        },
+    )
+    broker.listeners["SASL_PLAINTEXT"] = sasl_port = free_port()
+    broker.start()
+    wait_for(lambda: log_has(broker, f"metadata: broker {node_id} is unfenced"), "the unfencing record")
+    admin = AdminClient({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanisms": "PLAIN", "sasl.username": "bob", "sasl.password": "bob-secret"})  # fmt: skip
+    md = admin.list_topics(timeout=30)
+    assert node_id in md.brokers, md.brokers
+    assert (md.brokers[node_id].host, md.brokers[node_id].port) == (HOST, sasl_port)
+    plain = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)
+    assert (plain.brokers[node_id].host, plain.brokers[node_id].port) == (HOST, broker.port)

@@ -22,6 +22,7 @@ from kcompat.config.broker_group_properties import GROUP_PROPERTIES, TRANSACTION
 from kcompat.config.broker_log_properties import RECORD_PROPERTIES, STORAGE_PROPERTIES
 from kcompat.config.definition import INT_MAX, Check, ConfigDef, ListOf, OneOf, at_least, table
 from kcompat.config.shorthand import (
+    BOOLEAN,
     HIGH,
     INT,
     LIST,
@@ -281,9 +282,40 @@ NETWORK_PROPERTIES: list[ConfigDef] = [
     ),
 ]
 
+# ACLs (kcompat.security.authorizer): on when authorizer.class.name names Kafka's StandardAuthorizer.
+AUTHORIZER_PROPERTIES: list[ConfigDef] = [
+    prop(
+        "authorizer.class.name",
+        STRING,
+        "",
+        "Empty: no ACLs (every principal may do everything; the ACL APIs answer SECURITY_DISABLED). "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs are checked on every request.",
+        LOW,
+        Check(
+            lambda v: v in ("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+            "empty (no ACLs) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (Kafka's KRaft authorizer)",
+        ),
+    ),
+    prop(
+        "super.users",
+        STRING,
+        "",
+        "Principals allowed everything whatever the ACLs say, separated by semicolons: User:admin;User:ops.",
+        LOW,
+    ),
+    prop(
+        "allow.everyone.if.no.acl.found",
+        BOOLEAN,
+        False,
+        "Allow every principal an action on a resource that has no ACL at all (of anyone).",
+        LOW,
+    ),
+]
+
 BROKER_CONFIGS: dict[str, ConfigDef] = table(
     [
         *NETWORK_PROPERTIES,
+        *AUTHORIZER_PROPERTIES,
         *STORAGE_PROPERTIES,
         *RECORD_PROPERTIES,
         *GROUP_PROPERTIES,
@@ -297,8 +329,6 @@ RESTART_ONLY = frozenset({"listeners", "listener.security.protocol.map"})
 # Families of properties (security, metrics, quotas ...) accepted without effect: Kafka files and
 # container environments routinely carry them.
 IGNORED_PREFIXES: dict[str, str] = {
-    "authorizer.": "kcompat has no ACLs.",
-    "super.users": "kcompat has no ACLs.",
     "metric.": NO_JMX,
     "metrics.": NO_JMX,
     "kafka.metrics.": NO_JMX,

@@ -3,8 +3,9 @@ metadata/.../image/*).
 
 An image is never changed in place: a MetadataDelta collects records on top of one and `apply()`
 makes the next image, sharing every topic and broker the records did not touch. Kept so far:
-topics and partitions, brokers and controllers, configs, feature levels and the producer-id block.
-ACL, SCRAM, delegation-token and quota records are decoded and skipped.
+topics and partitions, brokers and controllers, configs, feature levels, the producer-id block and
+the ACLs (by record id, as Kafka's AclsImage). SCRAM, delegation-token and quota records are
+decoded and skipped.
 
 Record semantics (metadata/.../PartitionRegistration.java#merge and the *Delta classes):
 * PartitionChangeRecord: an absent tagged field leaves the value unchanged; Leader -2 means "no
@@ -25,6 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kcompat.metadata import records as r
+from kcompat.security.authorizer import AclBinding
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -145,6 +147,7 @@ class MetadataImage:
     configs: MappingProxyType[tuple[int, str], MappingProxyType[str, str]] = field(default_factory=_empty)
     features: MappingProxyType[str, int] = field(default_factory=_empty)
     next_producer_id: int = 0
+    acls: MappingProxyType[uuid.UUID, AclBinding] = field(default_factory=_empty)
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -172,6 +175,7 @@ class MetadataDelta:
         self._removed_configs: set[tuple[int, str]] = set()
         self._features: dict[str, int] | None = None
         self._next_producer_id: int | None = None
+        self._acls: dict[uuid.UUID, AclBinding] | None = None
         self.records = 0
 
     # --- copy on first write ---
@@ -209,6 +213,18 @@ class MetadataDelta:
         handler = _REPLAY.get(api_key)
         if handler is not None:
             handler(self, rec)
+
+    def _acl_map(self) -> dict[uuid.UUID, AclBinding]:
+        if self._acls is None:
+            self._acls = dict(self.image.acls)
+        return self._acls
+
+    def _acl(self, rec: Any) -> None:
+        self._acl_map()[rec.id] = AclBinding(rec.resource_type, rec.resource_name, rec.pattern_type,
+                                             rec.principal, rec.host, rec.operation, rec.permission_type)  # fmt: skip
+
+    def _remove_acl(self, rec: Any) -> None:
+        self._acl_map().pop(rec.id, None)
 
     def _topic(self, rec: Any) -> None:
         self._topic_map()[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
@@ -344,6 +360,7 @@ class MetadataDelta:
             next_producer_id=image.next_producer_id
             if self._next_producer_id is None
             else self._next_producer_id,
+            acls=image.acls if self._acls is None else MappingProxyType(self._acls),
         )
 
 
@@ -362,4 +379,6 @@ _REPLAY = {
     r.UNFENCE_BROKER: lambda d, rec: d._change_broker(rec.id, rec.epoch, fenced=False),
     r.REGISTER_CONTROLLER: MetadataDelta._register_controller,
     r.PRODUCER_IDS: MetadataDelta._producer_ids,
+    r.ACCESS_CONTROL_ENTRY: MetadataDelta._acl,
+    r.REMOVE_ACCESS_CONTROL_ENTRY: MetadataDelta._remove_acl,
 }

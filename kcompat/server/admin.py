@@ -81,7 +81,10 @@ class AdminListener:
 
         self.history = lag_history.LagHistory(broker)
         self.history.start()
-        self.server = http.AdminServer({path: lazy(path) for path in ROUTES})
+        from kcompat.server.admin_login import login_for
+
+        login = login_for(broker.config, broker.scram.get)
+        self.server = http.AdminServer({path: lazy(path) for path in ROUTES}, login.check if login else None)
         await self.server.start(self.sock)
 
     async def close(self) -> None:

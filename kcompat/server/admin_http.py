@@ -9,7 +9,8 @@ hundred partitions), so a request costs the Kafka clients one short turn of the 
     AdminServer(routes).start(sock)   serves GET/HEAD on a bound socket; routes map a path to a Page
     AdminServer.close()               stops accepting and closes the connections
 
-Only GET and HEAD are answered (405 otherwise); a request h11 cannot parse closes the connection
+With `login` (a Kafka listener uses SASL) every request needs an Authorization header it accepts
+(401 with a Basic challenge otherwise). Only GET and HEAD are answered (405 otherwise); a request h11 cannot parse closes the connection
 (logged at DEBUG); a connection idle for IDLE_S is closed.
 """
 
@@ -43,8 +44,12 @@ Route = Callable[[dict[str, list[str]]], Page]
 
 
 class AdminServer:
-    def __init__(self, routes: dict[str, Route]) -> None:
+    def __init__(
+        self, routes: dict[str, Route], login: Callable[[str | None], str | None] | None = None
+    ) -> None:
         self.routes = routes
+        # with SASL on: HTTP Basic against the broker's users (admin_login.BasicLogin.check)
+        self.login = login
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -97,7 +102,9 @@ class AdminServer:
                 if prefix.endswith("/") and prefix != "/" and url.path.startswith(prefix):
                     route, query["path"] = candidate, [url.path[len(prefix) :]]
                     break
-        if method not in ("GET", "HEAD"):
+        if self.login is not None and self.login(_header(request, b"authorization")) is None:
+            page = Page(b"login required\n", status=401)
+        elif method not in ("GET", "HEAD"):
             page = Page(b"only GET and HEAD\n", status=405)
         elif route is None:
             page = Page(b"not found\n", status=404)
@@ -110,6 +117,8 @@ class AdminServer:
         headers = [("content-type", page.content_type), ("content-length", str(len(page.body)))]
         if page.max_age:
             headers.append(("cache-control", f"max-age={page.max_age}"))
+        if page.status == 401:
+            headers.append(("www-authenticate", 'Basic realm="kcompat", charset="UTF-8"'))
         response = h11.Response(
             status_code=page.status, headers=headers, reason=HTTPStatus(page.status).phrase
         )
@@ -119,3 +128,10 @@ class AdminServer:
         out += conn.send(h11.EndOfMessage()) or b""
         writer.write(out)
         await writer.drain()  # a request body (none for GET) is read and dropped by _exchange's loop
+
+
+def _header(request: h11.Request, name: bytes) -> str | None:
+    for key, value in request.headers:
+        if key == name:  # h11 gives names in lower case
+            return value.decode("latin-1")
+    return None

@@ -29,6 +29,7 @@ from typing import Any
 
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, read_properties
+from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.dispatcher import RequestDispatcher
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
@@ -37,6 +38,7 @@ from kcompat.server.local_metadata import LocalMetadata, MetadataView
 from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.txn_service import TransactionService
+from kcompat.storage.acl_store import AclStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
 from kcompat.wire.protocol import Request
 
@@ -109,6 +111,12 @@ class Broker:
         # SCRAM credentials (salted keys, never passwords); --add-scram users are stored at start.
         self.scram = ScramCredentialStore(self.log_dirs[0])
         self.initial_scram_users: list[tuple[str, str, ScramCredential]] = []
+        # ACLs: None without authorizer.class.name (then every check is one `is None` test).
+        self.authorizer: Authorizer | None = None
+        self.acl_store = AclStore(self.log_dirs[0])
+        if config.get("authorizer.class.name"):
+            super_users = [u.strip() for u in str(config.get("super.users") or "").split(";") if u.strip()]
+            self.authorizer = Authorizer(super_users, bool(config.get("allow.everyone.if.no.acl.found")))
         self.metadata: MetadataView
         # Cluster mode: (host, port) of the KRaft quorum leader once known (set by cluster_member.py).
         self.quorum_leader: Callable[[], tuple[str, int] | None] = lambda: None
@@ -118,6 +126,8 @@ class Broker:
             from kcompat.server.kraft_metadata import KRaftMetadata
 
             self.metadata = KRaftMetadata(config)
+            if self.authorizer is not None:  # the ACLs are the image's (AccessControlEntryRecords)
+                self.metadata.on_acls = self.authorizer.replace
             self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
             self.replicas.cluster_mode = True
         else:
@@ -175,6 +185,11 @@ class Broker:
         assert ids is not None
         return ids.next_id()
 
+    def save_acls(self) -> None:
+        """Persist the ACL set after CreateAcls/DeleteAcls changed it (atomic; before the answer)."""
+        if self.authorizer is not None:
+            self.acl_store.save(self.authorizer.acls())
+
     def bound(self, listener: str, port: int) -> None:
         """The transport bound `listener` to `port`: an advertised port 0 becomes that port."""
         host, advertised = self.endpoints.get(listener, ("", -1))
@@ -216,6 +231,9 @@ class Broker:
             check_meta_properties(d, self.cluster_id, self.node_id)
         self.metadata.load()
         self.scram.load()
+        if self.authorizer is not None and not is_cluster_member(self.config):
+            for acl in self.acl_store.load():
+                self.authorizer.add(acl)
         if self.initial_scram_users:
             for user, mechanism, credential in self.initial_scram_users:
                 self.scram.upsert(user, mechanism, credential)

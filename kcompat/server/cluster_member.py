@@ -43,7 +43,11 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         node_id=broker.node_id,
         cluster_id=broker.cluster_id,
         directory_id=directory_id,
-        listeners=[(listener.name, broker.advertised_host, broker.advertised_port)],
+        # Every advertised listener with its security protocol (the bound port where 0 was advertised).
+        listeners=[
+            (x.name, *broker.endpoints.get(x.name, (x.host, x.port)), x.security_protocol)
+            for x in config.advertised_listeners
+        ],
         bootstrap=(bootstrap := parse_bootstrap(_names(config.get("controller.quorum.bootstrap.servers")))),
         rack=config.get("broker.rack"),
         heartbeat_interval_ms=int(config.get("broker.heartbeat.interval.ms")),

@@ -42,8 +42,10 @@ from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
 from kcompat.wire.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
 from kcompat.wire.messages.api_versions import API_VERSIONS
+from kcompat.wire.messages.create_acls import CREATE_ACLS
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
+from kcompat.wire.messages.delete_acls import DELETE_ACLS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.describe_quorum import DESCRIBE_QUORUM
 from kcompat.wire.messages.elect_leaders import ELECT_LEADERS
@@ -67,7 +69,7 @@ RETRY_BACKOFF_S = 0.1
 FORWARDED_APIS = frozenset({
     CREATE_TOPICS.key, DELETE_TOPICS.key, CREATE_PARTITIONS.key, ALTER_CONFIGS.key,
     INCREMENTAL_ALTER_CONFIGS.key, ELECT_LEADERS.key, ALTER_PARTITION_REASSIGNMENTS.key,
-    LIST_PARTITION_REASSIGNMENTS.key, UPDATE_FEATURES.key, DESCRIBE_QUORUM.key,
+    LIST_PARTITION_REASSIGNMENTS.key, UPDATE_FEATURES.key, DESCRIBE_QUORUM.key, CREATE_ACLS.key, DELETE_ACLS.key,
 })  # fmt: skip
 
 _principal_codec = MessageCodec(DEFAULT_PRINCIPAL_DATA)
@@ -175,6 +177,14 @@ def error_response(request: Request[Any], error: ErrorCode, message: str | None 
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": []}
     if key == DESCRIBE_QUORUM.key:
         return {"error_code": code, "error_message": message, "topics": []}
+    if key == CREATE_ACLS.key:
+        return {
+            "throttle_time_ms": 0,
+            "results": [{"error_code": code, "error_message": message} for _ in b.creations],
+        }
+    if key == DELETE_ACLS.key:
+        return {"throttle_time_ms": 0, "filter_results": [
+            {"error_code": code, "error_message": message, "matching_acls": []} for _ in b.filters]}  # fmt: skip
     raise ValueError(f"API key {key} is not forwarded")
 
 

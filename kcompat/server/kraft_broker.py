@@ -84,6 +84,10 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+# Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
 class KRaftBroker:
     """Registration, heartbeats and the metadata image of one cluster-mode broker."""
 
@@ -93,7 +97,7 @@ class KRaftBroker:
         node_id: int,
         cluster_id: str,
         directory_id: uuid.UUID,
-        listeners: list[tuple[str, str, int]],
+        listeners: list[tuple[str, str, int, str]],  # name, host, port, security protocol
         bootstrap: list[tuple[str, int]],
         rack: str | None = None,
         heartbeat_interval_ms: int = 2000,
@@ -278,7 +282,8 @@ class KRaftBroker:
             "cluster_id": self.cluster_id,
             "incarnation_id": self.incarnation_id,
             "listeners": [
-                {"name": n, "host": h, "port": p, "security_protocol": 0} for n, h, p in self.listeners
+                {"name": n, "host": h, "port": p, "security_protocol": SECURITY_PROTOCOL_IDS[protocol]}
+                for n, h, p, protocol in self.listeners
             ],
             "features": [
                 {"name": name, "min_supported_version": lo, "max_supported_version": hi}

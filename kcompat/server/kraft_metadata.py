@@ -26,6 +26,7 @@ from typing import NoReturn
 from kcompat.config import BrokerConfig, ConfigEntry, ConfigError, TopicConfig, topic_config
 from kcompat.log.config import LogConfig
 from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
+from kcompat.security.authorizer import AclBinding
 from kcompat.server.errors import ApiError
 from kcompat.server.local_metadata import (
     COMPRESSION_CODECS,
@@ -89,6 +90,8 @@ class KRaftMetadata:
         self.image = MetadataImage()
         self._topics: dict[str, _Topic] = {}
         self._view = ImageTopics(self)
+        # Given each new ACL set of the image (the broker's authorizer, when one is configured).
+        self.on_acls: Callable[[list[AclBinding]], None] | None = None
         self._producer_ids: ProducerIds = _NoProducerIds()
         self._auto_create: Callable[[str], None] | None = None
 
@@ -104,6 +107,8 @@ class KRaftMetadata:
 
     def set_image(self, image: MetadataImage) -> None:
         previous, self.image = self.image, image
+        if image.acls is not previous.acls and self.on_acls is not None:
+            self.on_acls(list(image.acls.values()))  # the broker's authorizer takes the new set
         stale = [n for n, t in self._topics.items() if image.topics_by_id.get(t.info.topic_id) is not t.image
                  or image.configs.get((TOPIC_RESOURCE, n)) is not previous.configs.get((TOPIC_RESOURCE, n))]  # fmt: skip
         for name in stale:

@@ -248,3 +248,26 @@ def test_a_snapshot_replaces_the_image_and_fetching_resumes_at_its_end() -> None
     loader.append(batch(120, topic("b", T2), epoch=3))
     image = loader.advance(121)
     assert image is not None and set(image.topic_ids) == {"a", "b"} and image.offset == 120
+
+
+def test_acl_records_add_and_remove_by_id() -> None:
+    from kcompat.security.authorizer import AclBinding
+
+    a1, a2 = uuid.UUID(int=0xA1), uuid.UUID(int=0xA2)
+
+    def acl(i: uuid.UUID, name: str, op: int) -> tuple[int, int, dict[str, Any]]:
+        return (r.ACCESS_CONTROL_ENTRY, 0, {"id": i, "resource_type": 2, "resource_name": name, "pattern_type": 3,
+                                            "principal": "User:alice", "host": "*", "operation": op, "permission_type": 3})  # fmt: skip
+
+    loader = MetadataLoader()
+    loader.append(batch(0, acl(a1, "orders", 3), acl(a2, "pay-", 4)))
+    image = loader.advance(2)
+    assert image is not None
+    assert image.acls[a1] == AclBinding(2, "orders", 3, "User:alice", "*", 3, 3) and len(image.acls) == 2
+    before = image
+    loader.append(batch(2, (r.REMOVE_ACCESS_CONTROL_ENTRY, 0, {"id": a1}), feature("group.version", 1)))
+    image = loader.advance(4)
+    assert image is not None and list(image.acls) == [a2] and len(before.acls) == 2
+    loader.append(batch(4, feature("group.version", 0)))
+    later = loader.advance(5)
+    assert later is not None and later.acls is image.acls  # unchanged ACLs are shared

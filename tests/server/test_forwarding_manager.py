@@ -119,6 +119,38 @@ REQUESTS: dict[int, tuple[int, dict[str, Any]]] = {
         },
     ),
     55: (2, {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}),
+    30: (
+        3,
+        {
+            "creations": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "t",
+                    "resource_pattern_type": 3,
+                    "principal": "User:a",
+                    "host": "*",
+                    "operation": 3,
+                    "permission_type": 3,
+                }
+            ]
+        },
+    ),
+    31: (
+        3,
+        {
+            "filters": [
+                {
+                    "resource_type_filter": 1,
+                    "resource_name_filter": None,
+                    "pattern_type_filter": 1,
+                    "principal_filter": None,
+                    "host_filter": None,
+                    "operation": 1,
+                    "permission_type": 1,
+                }
+            ]
+        },
+    ),
 }
 
 

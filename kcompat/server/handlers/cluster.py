@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, brokers_of
 from kcompat.server.registry import handles
@@ -68,7 +69,7 @@ async def describe_cluster(
             DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
             for b in brokers
         ],
-        cluster_authorized_operations=CLUSTER_OPERATIONS
+        cluster_authorized_operations=access.cluster_operations(ctx, CLUSTER_OPERATIONS)
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,
     )
@@ -79,6 +80,8 @@ async def describe_log_dirs(
     ctx: RequestContext, request: Request[DescribeLogDirsRequest]
 ) -> DescribeLogDirsResponse:
     broker = ctx.broker
+    if (denied := access.cluster_error(ctx, access.DESCRIBE)) is not None:
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=int(denied), results=[])
     logs = ctx.replicas.logs
     assert logs is not None
     wanted: set[tuple[str, int]] | None = None

@@ -32,6 +32,7 @@ from typing import Any
 from kcompat.config import ConfigEntry, ConfigError, ConfigType, format_value
 from kcompat.config.broker_properties import BROKER_CONFIGS
 from kcompat.config.topic_config import AlterOp, apply_incremental, validate_topic_configs
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
@@ -77,6 +78,10 @@ def _entries(
     ctx: RequestContext, res: DescribeConfigsResource, synonyms: bool, documentation: bool
 ) -> list[ConfigEntry]:
     broker = ctx.broker
+    if (
+        denied := access.config_error(ctx, access.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+    ) is not None:
+        raise ApiError(denied)
     names = list(res.configuration_keys) if res.configuration_keys is not None else None
     if res.resource_type == TOPIC:
         t = ctx.metadata.topic(res.resource_name)
@@ -132,7 +137,9 @@ def _duplicates(resources: list[Any]) -> Counter[tuple[int, str]]:
     return Counter((r.resource_type, r.resource_name) for r in resources)
 
 
-def _alter_each(body: Any, alter: Callable[[Any], None]) -> list[tuple[Any, int, str | None]]:
+def _alter_each(
+    ctx: RequestContext, body: Any, alter: Callable[[Any], None]
+) -> list[tuple[Any, int, str | None]]:
     """The checks AlterConfigs and IncrementalAlterConfigs share, then `alter(resource)` for each;
     an ApiError becomes that resource's error and the others go on: (resource, error code, message)."""
     dupes = _duplicates(body.resources)
@@ -145,6 +152,10 @@ def _alter_each(body: Any, alter: Callable[[Any], None]) -> list[tuple[Any, int,
             _check_unique_keys([c.name for c in res.configs])
             if res.resource_type not in (TOPIC, BROKER):
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+            if (
+                denied := access.config_error(ctx, access.ALTER_CONFIGS, res.resource_type, res.resource_name)
+            ) is not None:
+                raise ApiError(denied)
             alter(res)
         except ApiError as e:
             error, message = int(e.error), e.message
@@ -180,7 +191,7 @@ async def alter_configs(
                 resource_type=res.resource_type,
                 resource_name=res.resource_name,
             )
-            for res, error, message in _alter_each(body, alter)
+            for res, error, message in _alter_each(ctx, body, alter)
         ],
     )
 
@@ -215,7 +226,7 @@ async def incremental_alter_configs(
                 resource_type=res.resource_type,
                 resource_name=res.resource_name,
             )
-            for res, error, message in _alter_each(body, alter)
+            for res, error, message in _alter_each(ctx, body, alter)
         ],
     )
 

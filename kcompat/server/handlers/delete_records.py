@@ -12,6 +12,7 @@ offset leaves it where it is (the answer carries the current low watermark), as 
 from __future__ import annotations
 
 from kcompat.log.errors import LogError
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
@@ -38,6 +39,9 @@ async def delete_records(
                 partition_index=rp.partition_index, low_watermark=-1, error_code=0
             )
             parts.append(out)
+            if (denied := access.topic_error(ctx, access.DELETE, rt.name)) is not None:
+                out.error_code = int(denied)
+                continue
             t = ctx.metadata.topic(rt.name)
             if t is None or not 0 <= rp.partition_index < t.partitions:
                 out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -52,6 +52,7 @@ import logging
 import uuid
 from typing import Any
 
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
@@ -65,6 +66,7 @@ TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
 LEADER_HINTS_VERSION = 16
 NO_LEADER_EPOCH = -1
+_UNKNOWN_ID, _DENIED = ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 @handles(FETCH, "4-18")
@@ -94,7 +96,9 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
 
     # (key, topic name or None, partition, request partition) for what the context reads.
     reads = [(key, _topic_name(broker, key[0], by_id), key[1], fp) for key, fp in context.partitions]
-    tps = [(name, p) for _, name, p, _ in reads if name is not None]
+    # Topics the principal may not read (all of them for a replica without CLUSTER_ACTION).
+    denied = access.fetch_denied(ctx, reads, replica_id >= 0)
+    tps = [(name, p) for _, name, p, _ in reads if name is not None and name not in denied]
     clock = broker.clock
     deadline = clock() + max(body.max_wait_ms, 0) / 1000
     max_bytes = min(body.max_bytes, broker.fetch_max_bytes)
@@ -102,7 +106,14 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     first = True
     while True:
         results, total, errors, hinted = _read_all(
-            ctx, reads, max_bytes, (replica_id, replica_epoch), hints, first, body.isolation_level == 1
+            ctx,
+            reads,
+            max_bytes,
+            (replica_id, replica_epoch),
+            hints,
+            first,
+            body.isolation_level == 1,
+            denied,
         )
         first = False
         remaining = deadline - clock()
@@ -163,7 +174,7 @@ def _topic_name(broker: Any, tkey: Any, by_id: bool) -> str | None:
 
 
 def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]], max_bytes: int, replica: tuple[int, int],
-              hints: bool, first: bool, committed: bool) -> tuple[list[dict[str, Any]], int, bool, set[int]]:  # fmt: skip
+              hints: bool, first: bool, committed: bool, denied: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int, bool, set[int]]:  # fmt: skip
     """Each partition's answer, the record bytes read, whether any failed, the leaders named in hints.
     A follower's fetch state is taken when its request arrives (`first`), not again when a parked
     fetch wakes, as Kafka's DelayedFetch does: a stalled follower's old fetch cannot rejoin the ISR.
@@ -188,8 +199,8 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             "records": b"",
         }
         results.append(out)
-        if topic is None:
-            out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_ID)
+        if topic is None or topic in denied:
+            out["error_code"] = int(_UNKNOWN_ID if topic is None else _DENIED)
             errors = True
             continue
         t = ctx.metadata.topic(topic)

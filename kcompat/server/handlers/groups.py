@@ -72,6 +72,7 @@ from kcompat.coordinator import (
     SyncGroupAssignment,
     TopicPartitions,
 )
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
@@ -167,6 +168,8 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
         # __transaction_state partitions: answering this node would write to partitions it may
         # not lead (and auto-create the topic on the controller). Retriable for the client.
         return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "cluster mode: coordinators are not available yet")
+    if (denied := access.coordinator_key_error(ctx, key_type == GROUP_KEY, key)) is not None:
+        return fail(denied, f"Not authorized to find the coordinator of {key}")
     topic = CONSUMER_OFFSETS if key_type == GROUP_KEY else TRANSACTION_STATE
     try:
         if key_type == GROUP_KEY:
@@ -189,6 +192,8 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
 async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest]) -> jg.JoinGroupResponse:
     body = request.body
     v = request.api_version
+    if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
+        return jg.JoinGroupResponse(error_code=int(denied), member_id=body.member_id)
     protocols = [JoinGroupProtocol(p.name, bytes(p.metadata)) for p in body.protocols]
     host = client_host(ctx)
     resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.join_group(
@@ -219,6 +224,8 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
 @handles(SYNC_GROUP, "0-5")
 async def sync_group(ctx: RequestContext, request: Request[sg.SyncGroupRequest]) -> sg.SyncGroupResponse:
     body = request.body
+    if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
+        return sg.SyncGroupResponse(error_code=int(denied))
     assignments = [SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments]
     return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.sync_group(
         now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
@@ -230,6 +237,8 @@ async def sync_group(ctx: RequestContext, request: Request[sg.SyncGroupRequest])
 @handles(HEARTBEAT, "0-4")
 async def heartbeat(ctx: RequestContext, request: Request[hb.HeartbeatRequest]) -> hb.HeartbeatResponse:
     body = request.body
+    if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
+        return hb.HeartbeatResponse(error_code=int(denied))
     return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.heartbeat(
         now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
         group_instance_id=body.group_instance_id,
@@ -240,6 +249,8 @@ async def heartbeat(ctx: RequestContext, request: Request[hb.HeartbeatRequest]) 
 async def leave_group(ctx: RequestContext, request: Request[lg.LeaveGroupRequest]) -> lg.LeaveGroupResponse:
     body = request.body
     v = request.api_version
+    if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
+        return lg.LeaveGroupResponse(error_code=int(denied))
     if v < 3:
         members = [MemberIdentity(body.member_id)]
     else:
@@ -272,7 +283,9 @@ async def describe_groups(
         ctx, lambda now: coordinator.describe_groups(now, list(body.groups)), creates=False
     )
     for g in groups:
-        g.authorized_operations = ops
+        g.authorized_operations = access.group_operations(ctx, g.group_id, ops)
+        if (denied := access.group_error(ctx, access.DESCRIBE, g.group_id)) is not None:
+            groups[groups.index(g)] = dg.DescribedGroup(error_code=int(denied), group_id=g.group_id)
     return dg.DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
@@ -303,6 +316,7 @@ async def list_groups(ctx: RequestContext, request: Request[lsg.ListGroupsReques
     groups = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.list_groups(
         now, states_filter=states, types_filter=types,
     ), creates=False)  # fmt: skip
+    groups = access.describable_groups(ctx, groups)
     return lsg.ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
@@ -311,9 +325,15 @@ async def delete_groups(
     ctx: RequestContext, request: Request[dlg.DeleteGroupsRequest]
 ) -> dlg.DeleteGroupsResponse:
     names = list(request.body.groups_names)
+    denied = access.groups_denied(ctx, access.DELETE, names)
     results = await coordinate(
-        ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, names), creates=False
+        ctx,
+        lambda now: ctx.broker.group_service.coordinator.delete_groups(
+            now, [n for n in names if n not in denied]
+        ),
+        creates=False,
     )
+    results += [dlg.DeletableGroupResult(group_id=n, error_code=int(e)) for n, e in denied.items()]
     return dlg.DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
@@ -334,6 +354,8 @@ async def consumer_group_heartbeat(
             heartbeat_interval_ms=0,
             error_message="The consumer group protocol is not enabled.",
         )  # assignment stays the generated default, an empty struct, as before (the schema says null)
+    if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
+        return cgh.ConsumerGroupHeartbeatResponse(error_code=int(denied), assignment=None)
     owned = None
     if body.topic_partitions is not None:
         owned = [TopicPartitions(tp.topic_id, list(tp.partitions)) for tp in body.topic_partitions]
@@ -423,8 +445,10 @@ async def consumer_group_describe(
                     )
                     for m in g.members
                 ],
-                authorized_operations=ops,
+                authorized_operations=access.group_operations(ctx, g.group_id, ops),
             )
+            if access.group_error(ctx, access.DESCRIBE, g.group_id) is None
+            else cgd.DescribedGroup(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=g.group_id)
             for g in groups
         ],
     )

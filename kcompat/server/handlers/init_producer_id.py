@@ -18,6 +18,7 @@ INVALID_PRODUCER_EPOCH below v4. An empty transactional_id is INVALID_REQUEST.
 
 from __future__ import annotations
 
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
@@ -45,6 +46,8 @@ async def init_producer_id(
     if (body.producer_id == -1) != (body.producer_epoch == -1):
         return answer(ErrorCode.INVALID_REQUEST)
     txn_id = body.transactional_id
+    if (denied := access.init_producer_id_error(ctx, txn_id)) is not None:
+        return answer(denied)
     if txn_id is not None:
         if not txn_id:
             return answer(ErrorCode.INVALID_REQUEST)

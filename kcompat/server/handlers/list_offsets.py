@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.registry import handles
@@ -78,6 +79,8 @@ def _lookup(
     out: ListOffsetsPartitionResponse,
     committed: bool,
 ) -> ErrorCode | None:
+    if (denied := access.topic_error(ctx, access.DESCRIBE, topic)) is not None:
+        return denied
     t = ctx.metadata.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -9,12 +9,17 @@ Metadata version notes:
 * v5: offline_replicas (empty on a single node; in cluster mode replicas on brokers that are not live)
 * v6: no change
 * v7: leader_epoch per partition (constant per partition, never decreasing, see storage/topic_store.py)
-* v8: authorized operations, INT32_MIN unless asked for; when asked, everything is allowed (no ACLs)
+* v8: authorized operations, INT32_MIN unless asked for; when asked, what the ACLs allow (all
+  without an authorizer)
 * v9: flexible
 * v10: topic ids, in the response and as an alternative to names in the request
 * v11: cluster authorized operations removed
 * v12: topic name nullable in the response (answer for an unknown topic id)
-* v13: top-level error_code: always 0 (Kafka sets it only for an authorization failure; no ACLs)
+* v13: top-level error_code: always 0
+With an authorizer (KafkaApis.handleTopicMetadataRequest): listing all topics lists those the
+principal may DESCRIBE; a named topic it may not describe is TOPIC_AUTHORIZATION_FAILED (an id:
+UNKNOWN_TOPIC_ID, so that ids do not reveal names); auto-creation needs CREATE on the cluster or
+the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Auto-creation (Kafka's rule): only when auto.create.topics.enable is on, the request allows it
 (always before v4), the request names topics (never for "all topics"), and the name is valid.
@@ -27,6 +32,7 @@ from __future__ import annotations
 import uuid
 
 from kcompat.kafka_uuid import ZERO_UUID
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
@@ -106,6 +112,7 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
         ctx.metadata.auto_create_topics and (v < 4 or body.allow_auto_topic_creation) and not all_topics
     )
     ops = TOPIC_OPERATIONS if body.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    secured = access.enabled(ctx)
 
     def described(t: TopicInfo) -> MetadataResponseTopic:
         return MetadataResponseTopic(
@@ -114,12 +121,16 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
             topic_id=t.topic_id,
             is_internal=t.internal,
             partitions=partitions_of(ctx, t),
-            topic_authorized_operations=ops,
+            topic_authorized_operations=access.topic_operations(ctx, t.name, ops) if secured else ops,
         )
 
     out: list[MetadataResponseTopic] = []
     if all_topics:
-        out = [described(t) for t in topics.all()]
+        out = [
+            described(t)
+            for t in topics.all()
+            if access.allowed(ctx, access.DESCRIBE, access.TOPIC, t.name, quiet=True)
+        ]
     else:
         seen: set[str | uuid.UUID] = set()
         for rt in body.topics or ():
@@ -130,6 +141,8 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
                     continue
                 seen.add(rt.topic_id)
                 t = topics.by_id(rt.topic_id)
+                if t is not None and not access.allowed(ctx, access.DESCRIBE, access.TOPIC, t.name):
+                    t = None  # an id the principal may not describe is not told apart from an unknown one
                 out.append(
                     described(t) if t else unknown_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id)
                 )
@@ -138,6 +151,9 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
                 continue
             seen.add(rt.name)
             t = topics.get(rt.name)
+            if (denied := access.metadata_topic_error(ctx, rt.name, t is None and allow_auto)) is not None:
+                out.append(unknown_topic(rt.name, denied))
+                continue
             if t is None and allow_auto:
                 try:
                     t = await ctx.metadata.auto_create_topic(rt.name)
@@ -155,7 +171,7 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
         cluster_id=broker.cluster_id,
         controller_id=controller_id,
         topics=out,
-        cluster_authorized_operations=CLUSTER_OPERATIONS
+        cluster_authorized_operations=access.cluster_operations(ctx, CLUSTER_OPERATIONS)
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,
     )
@@ -174,6 +190,8 @@ async def describe_topic_partitions(
     topics = ctx.metadata.topics
     assert topics is not None
     names = sorted({t.name for t in body.topics}) if body.topics else topics.names()
+    if not body.topics:  # listing all: only what the principal may describe
+        names = [n for n in names if access.allowed(ctx, access.DESCRIBE, access.TOPIC, n, quiet=True)]
     cursor = body.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -182,12 +200,13 @@ async def describe_topic_partitions(
     next_cursor = None
     budget = limit
     for name in names:
-        t = topics.get(name)
+        denied = access.topic_error(ctx, access.DESCRIBE, name)
+        t = topics.get(name) if denied is None else None
         if t is None:
             if cursor is None or name != cursor.topic_name:
                 out.append(
                     DescribeTopicPartitionsResponseTopic(
-                        error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                        error_code=int(denied or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                         name=name,
                         is_internal=False,
                         partitions=[],
@@ -222,7 +241,7 @@ async def describe_topic_partitions(
                 topic_id=t.topic_id,
                 is_internal=t.internal,
                 partitions=parts,
-                topic_authorized_operations=TOPIC_OPERATIONS,
+                topic_authorized_operations=access.topic_operations(ctx, t.name, TOPIC_OPERATIONS),
             )
         )
         if end < t.partitions:

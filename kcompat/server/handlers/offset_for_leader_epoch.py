@@ -12,6 +12,7 @@ gets -1/-1 (UNDEFINED). Every batch kcompat writes carries the topic's constant 
 
 from __future__ import annotations
 
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.registry import handles
@@ -36,6 +37,9 @@ async def offset_for_leader_epoch(
         for rp in rt.partitions:
             out = EpochEndOffset(error_code=0, partition=rp.partition, leader_epoch=-1, end_offset=-1)
             parts.append(out)
+            if (denied := access.topic_error(ctx, access.DESCRIBE, rt.topic)) is not None:
+                out.error_code = int(denied)
+                continue
             t = ctx.metadata.topic(rt.topic)
             if t is None or not 0 <= rp.partition < t.partitions:
                 out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -45,6 +45,7 @@ from kcompat.coordinator import (
     OffsetFetchRequestTopic,
 )
 from kcompat.coordinator.messages import OffsetFetchResponseTopic
+from kcompat.server import access, offset_acl
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.groups import coordinate
 from kcompat.server.registry import handles
@@ -76,8 +77,15 @@ async def offset_commit(
     body = request.body
     v = request.api_version
     service = ctx.broker.group_service
+    refused: list[oc.OffsetCommitResponseTopic] = []
+    if access.enabled(ctx):  # READ on the group, then on each topic (KafkaApis.handleOffsetCommitRequest)
+        refused = offset_acl.commit_refusals(ctx, body, by_id=v >= TOPIC_IDS)
+        if not body.topics:
+            return oc.OffsetCommitResponse(throttle_time_ms=0, topics=refused)
     if v >= TOPIC_IDS:
-        return await _offset_commit_by_id(ctx, request)
+        answer = await _offset_commit_by_id(ctx, request)
+        answer.topics += refused
+        return answer
     topics = [_commit_topic(t) for t in body.topics]
     result = await coordinate(ctx, lambda now: service.coordinator.commit_offsets(
         now, group_id=body.group_id, topics=topics,
@@ -86,7 +94,7 @@ async def offset_commit(
         retention_time_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
         partition_exists=service.partition_exists,
     ))  # fmt: skip
-    return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result)
+    return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result + refused)
 
 
 async def _offset_commit_by_id(
@@ -151,6 +159,15 @@ def _partitions(
 
 @handles(OFFSET_FETCH, "1-10")
 async def offset_fetch(
+    ctx: RequestContext, request: Request[of.OffsetFetchRequest]
+) -> of.OffsetFetchResponse:
+    answer = await _offset_fetch(ctx, request)
+    if access.enabled(ctx):  # DESCRIBE on each group and on each topic
+        offset_acl.filter_fetched(ctx, request, answer)
+    return answer
+
+
+async def _offset_fetch(
     ctx: RequestContext, request: Request[of.OffsetFetchRequest]
 ) -> of.OffsetFetchResponse:
     body = request.body
@@ -254,6 +271,8 @@ async def offset_delete(
 ) -> od.OffsetDeleteResponse:
     body = request.body
     broker = ctx.broker
+    if (denied := access.group_error(ctx, access.DELETE, body.group_id)) is not None:
+        return od.OffsetDeleteResponse(error_code=int(denied), throttle_time_ms=0, topics=[])
     known = [
         OffsetDeleteRequestTopic(t.name, [p.partition_index for p in t.partitions])
         for t in body.topics

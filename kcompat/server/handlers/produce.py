@@ -49,6 +49,7 @@ from typing import Any
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
@@ -96,6 +97,7 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
         if v >= TOPIC_IDS:
             t = ctx.metadata.topics.by_id(td.topic_id) if ctx.metadata.topics is not None else None
             name, missing_id = (t.name, False) if t is not None else ("", True)
+        denied = access.produce_error(ctx, name, body.transactional_id)
         for pd in td.partition_data:
             resp: dict[str, Any] = {
                 "index": pd.index,
@@ -108,6 +110,8 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if missing_id:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
+                if denied is not None:
+                    raise ApiError(denied)
                 answer, last_offset = await _produce_partition(
                     ctx, name, pd.index, pd.records, v, acks, body.transactional_id
                 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.registry import handles
 from kcompat.storage.scram_credentials import (
@@ -69,6 +70,8 @@ async def describe_user_scram_credentials(
     ctx: RequestContext, request: Request[DescribeUserScramCredentialsRequest]
 ) -> DescribeUserScramCredentialsResponse:
     store = ctx.broker.scram
+    if (denied := access.cluster_error(ctx, access.DESCRIBE)) is not None:
+        return DescribeUserScramCredentialsResponse(error_code=int(denied), error_message=None, results=[])
     asked = request.body.users
     names = [u.name for u in asked] if asked else store.users()
     counts = Counter(names)
@@ -111,6 +114,14 @@ async def alter_user_scram_credentials(
 ) -> AlterUserScramCredentialsResponse:
     body = request.body
     store = ctx.broker.scram
+    if (denied := access.cluster_error(ctx, access.ALTER)) is not None:
+        users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+        return AlterUserScramCredentialsResponse(
+            results=[
+                AlterUserScramCredentialsResult(user=u, error_code=int(denied), error_message=None)
+                for u in users
+            ]
+        )
     errors = _alter_errors(body, store)
     for d in body.deletions:
         if d.name not in errors:

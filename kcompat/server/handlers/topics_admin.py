@@ -33,6 +33,7 @@ import uuid
 from collections import Counter
 
 from kcompat.kafka_uuid import ZERO_UUID
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
@@ -100,6 +101,8 @@ async def _create_one(
     try:
         if duplicate:
             raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+        if (denied := access.create_topic_error(ctx, ct.name)) is not None:
+            raise ApiError(denied, "Authorization failed.")
         if too_many:
             raise _too_many_partitions()
         partitions, rf = _layout(ctx, ct)
@@ -214,6 +217,8 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         "This server does not host this topic-partition.",
                     )
+            if (denied := access.topic_error(ctx, access.DELETE, t.name)) is not None:
+                raise ApiError(denied, "Authorization failed.")
             res.name, res.topic_id = t.name, t.topic_id
             await ctx.metadata.delete_topic(t.name)
             ctx.broker.stats.forget_topic(t.name)  # a topic made again under the name starts from 0
@@ -236,6 +241,8 @@ async def create_partitions(
         try:
             if counts[ct.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            if (denied := access.topic_error(ctx, access.ALTER, ct.name)) is not None:
+                raise ApiError(denied, "Authorization failed.")
             t = ctx.metadata.topic(ct.name)
             if t is None:
                 raise ApiError(

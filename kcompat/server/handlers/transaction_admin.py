@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from kcompat.coordinator.transaction.state import TransactionState
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
@@ -35,9 +36,10 @@ async def describe_transactions(ctx: RequestContext, request: Request) -> Any:
     txns = ctx.broker.txn_service.coordinator.txns
     out = []
     for txn_id in request.body.transactional_ids:
-        m = txns.get(txn_id)
+        denied = access.transactional_id_error(ctx, access.DESCRIBE, txn_id)
+        m = txns.get(txn_id) if denied is None else None
         if m is None:
-            out.append({"error_code": int(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND), "transactional_id": txn_id,
+            out.append({"error_code": int(denied or ErrorCode.TRANSACTIONAL_ID_NOT_FOUND), "transactional_id": txn_id,
                         "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
                         "producer_id": -1, "producer_epoch": -1, "topics": []})  # fmt: skip
             continue
@@ -75,6 +77,8 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
             continue
         if pattern is not None and not pattern.fullmatch(m.transactional_id):
             continue
+        if not access.allowed(ctx, access.DESCRIBE, access.TRANSACTIONAL_ID, m.transactional_id, quiet=True):
+            continue
         out.append({"transactional_id": m.transactional_id, "producer_id": m.producer_id,
                     "transaction_state": m.state.kafka_name})  # fmt: skip
     return {
@@ -89,11 +93,12 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
 async def describe_producers(ctx: RequestContext, request: Request) -> Any:
     topics = []
     for t in request.body.topics:
-        info = ctx.metadata.topic(t.name)
+        denied = access.topic_error(ctx, access.READ, t.name)
+        info = ctx.metadata.topic(t.name) if denied is None else None
         parts = []
         for p in t.partition_indexes:
             if info is None or not 0 <= p < info.partitions:
-                parts.append({"partition_index": p, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                parts.append({"partition_index": p, "error_code": int(denied or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                               "active_producers": []})  # fmt: skip
                 continue
             producers = ctx.replicas.partition_log(t.name, p).producer_state.producers

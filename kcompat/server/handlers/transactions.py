@@ -29,6 +29,7 @@ from typing import Any
 
 from kcompat.coordinator import OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from kcompat.coordinator.transaction.coordinator import TV2
+from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.group_service import CoordinatorUnavailable
@@ -83,7 +84,9 @@ async def _add_partitions(
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], int] = {}
     unknown = [tp for tp in wanted if not _partition_exists(ctx, *tp)]
-    if verify_only:
+    if denied := access.txn_partitions_denied(ctx, txn_id, wanted):
+        codes = {tp: int(denied.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED)) for tp in wanted}
+    elif verify_only:
         for tp in wanted:
             m = svc.coordinator.txns.get(txn_id)
             if m is None or m.producer_id != pid:
@@ -117,6 +120,8 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     svc = ctx.broker.txn_service
+    if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
+        return {"throttle_time_ms": 0, "error_code": int(denied)}
     await ctx.broker.group_service.ensure_topic()
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
     r = await svc.run(
@@ -134,6 +139,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
 async def end_txn(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     svc = ctx.broker.txn_service
+    if (denied := access.transactional_id_error(ctx, access.WRITE, body.transactional_id)) is not None:
+        return {"throttle_time_ms": 0, "error_code": int(denied)}
     tv = TV2 if request.api_version >= TV2_END_TXN else 0
     r = await svc.run(
         lambda now: svc.coordinator.end_txn(
@@ -161,6 +168,8 @@ async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
             {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
                                             for p in t.partitions]} for t in body.topics]}  # fmt: skip
 
+    if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
+        return answer(int(denied))
     if not body.group_id:
         return answer(int(ErrorCode.INVALID_GROUP_ID))
     await groups.ensure_topic()
@@ -207,13 +216,14 @@ async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
 @handles(WRITE_TXN_MARKERS, "1-2")
 async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
     svc = ctx.broker.txn_service
+    denied = access.cluster_error(ctx, access.CLUSTER_ACTION)  # a broker's (or an admin's abort) right
     out = []
     for m in request.body.markers:
         topics = []
         for t in m.topics:
             parts = []
             for p in t.partition_indexes:
-                error = svc.write_marker(t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
+                error = denied or svc.write_marker(t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
                                          m.coordinator_epoch)  # fmt: skip
                 parts.append({"partition_index": p, "error_code": int(error)})
             topics.append({"name": t.name, "partitions": parts})

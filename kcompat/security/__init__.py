@@ -1,0 +1,1 @@
+"""Authorization: ACLs and the decision on them (pure: no I/O, no clock)."""

@@ -1,0 +1,44 @@
+"""The console's HTTP Basic login against PLAIN's JAAS users and the SCRAM store."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from kcompat.config import BrokerConfig
+from kcompat.server.admin_login import BasicLogin, login_for
+from kcompat.storage.scram_credentials import ScramCredentialStore, from_password
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_plain_and_scram_users(tmp_path: Path) -> None:
+    store = ScramCredentialStore(tmp_path)
+    store.upsert("alice", "SCRAM-SHA-256", from_password("SCRAM-SHA-256", "alice-secret"))
+    login = BasicLogin({"bob": "bob-secret"}, store.get)
+    assert login.check(basic("bob", "bob-secret")) == "bob"
+    assert login.check(basic("alice", "alice-secret")) == "alice"
+    assert login.check(basic("alice", "alice-secret")) == "alice"  # remembered
+    for bad in (
+        basic("bob", "nope"),
+        basic("alice", "bob-secret"),
+        basic("eve", ""),
+        "Basic !!!",
+        "Bearer x",
+        None,
+    ):
+        assert login.check(bad) is None
+
+
+def test_only_with_a_sasl_listener(tmp_path: Path) -> None:
+    store = ScramCredentialStore(tmp_path)
+    assert login_for(BrokerConfig({"log.dirs": str(tmp_path)}), store.get) is None
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="bob-secret";'
+    config = BrokerConfig({
+        "log.dirs": str(tmp_path), "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+        "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": jaas,
+    })  # fmt: skip
+    login = login_for(config, store.get)
+    assert login is not None and login.check(basic("bob", "bob-secret")) == "bob"
