@@ -303,6 +303,9 @@ async def describe_groups(
     )
     for g in groups:
         g.authorized_operations = ops
+    elsewhere = _not_here(ctx, body.groups)
+    groups = [dg.DescribedGroup(error_code=int(elsewhere[g.group_id]), group_id=g.group_id)
+              if g.group_id in elsewhere else g for g in groups]  # fmt: skip
     return dg.DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
@@ -312,6 +315,16 @@ async def describe_groups(
             for g in groups
         ],
     )
+
+
+def _not_here(ctx: RequestContext, group_ids: list[str]) -> dict[str, ErrorCode]:
+    """Cluster mode: the groups of a batched request this broker does not coordinate now, with the
+    error each gets (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS); empty on a single node."""
+    shards = ctx.broker.group_service.shards
+    if shards is None:
+        return {}
+    errors = {g: shards.error(g) for g in group_ids}
+    return {g: e for g, e in errors.items() if e != ErrorCode.NONE}
 
 
 def _not_found(group_id: str, exists: bool) -> dg.DescribedGroup:
@@ -341,9 +354,12 @@ async def delete_groups(
     ctx: RequestContext, request: Request[dlg.DeleteGroupsRequest]
 ) -> dlg.DeleteGroupsResponse:
     names = list(request.body.groups_names)
+    elsewhere = _not_here(ctx, names)
+    here = [g for g in names if g not in elsewhere]
     results = await coordinate(
-        ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, names), creates=False
+        ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, here), creates=False
     )
+    results += [dlg.DeletableGroupResult(group_id=g, error_code=int(e)) for g, e in elsewhere.items()]
     return dlg.DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
