@@ -219,6 +219,19 @@ class GroupService:
     ) -> ErrorCode:
         """Store `records`, then (cluster mode: once they are replicated) hand the completions over."""
         code = ErrorCode.NONE
+        if (
+            records
+            and self.shards is not None
+            and (short := self.shards.below_min_isr(self._partitions(records)))
+        ):
+            # Kafka's coordinator appends with acks=all: NOT_ENOUGH_REPLICAS, which it answers as
+            # COORDINATOR_NOT_AVAILABLE, nothing stored; the state the call changed is rolled back
+            # by loading the shard again (its JoinGroup/SyncGroup waiting get NOT_COORDINATOR).
+            log.warning("%s partition(s) %s: ISR below min.insync.replicas; %d group record(s) refused",
+                        CONSUMER_OFFSETS, short, len(records))  # fmt: skip
+            for p in short:
+                self.shards.reload(p)
+            records, code = [], ErrorCode.COORDINATOR_NOT_AVAILABLE
         if records:
             try:
                 written = self.offsets_topic.append(records, self.now_ms(), producer)
@@ -252,10 +265,15 @@ class GroupService:
         """Cluster mode, after an append failed: the shards of `records` start over from their log."""
         if self.shards is None:
             return
+        for p in self._partitions(records):
+            self.shards.reload(p)
+
+    def _partitions(self, records: list[Record]) -> set[int]:
+        """Cluster mode: the __consumer_offsets partitions `records` go to."""
+        assert self.shards is not None
         table = self.shards.table
         keys = [k for k in (rec.decode_key(key) for key, _ in records) if k is not None]
-        for p in {table.partition(rec.group_of(k)) for k in keys}:
-            self.shards.reload(p)
+        return {table.partition(rec.group_of(k)) for k in keys}
 
     # --- time ----------------------------------------------------------------------------------
 

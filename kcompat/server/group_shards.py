@@ -150,6 +150,12 @@ class GroupShards:
     def error(self, group_id: str) -> ErrorCode:
         return self.table.error(group_id)
 
+    def below_min_isr(self, partitions: set[int]) -> list[int]:
+        """Those of `partitions` whose ISR is smaller than min.insync.replicas (acks=all would fail)."""
+        return sorted(
+            p for p in partitions if (part := self._led(p)) is not None and len(part.state.isr) < part.min_isr
+        )
+
     async def replicated(self, written: dict[int, int]) -> ErrorCode:
         """Wait until each partition's high watermark passes the last offset written to it."""
         return await self._await_hw(written)

@@ -92,6 +92,14 @@ def test_shards_follow_leadership_and_answer_only_replicated_writes(tmp_path: Pa
         # Not replicated within offsets.commit.timeout.ms: COORDINATOR_NOT_AVAILABLE, as Kafka maps it.
         assert commit(h, group, {("t", 1): 10}) == {("t", 1): E.COORDINATOR_NOT_AVAILABLE}
 
+        # The ISR shrinks below min.insync.replicas: refused as Kafka's acks=all append is
+        # (COORDINATOR_NOT_AVAILABLE), and the shard reloaded, so the refused commit is not kept.
+        leader.min_isr = 2
+        leader.make_leader(Registration(node, 1, 2, (node, FOLLOWER), (node,)), now_ms=broker.now_ms())
+        assert commit(h, group, {("t", 1): 11}) == {("t", 1): E.COORDINATOR_NOT_AVAILABLE}
+        wait_until(h, lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the reload")
+        assert svc.coordinator.offsets[group][("t", 1)].offset == 10  # the timed-out one is in the log
+
         # Resigned: the shard's state goes, and the group's requests get NOT_COORDINATOR.
         leader.make_follower(Registration(FOLLOWER, 2, 2, (node, FOLLOWER), (node, FOLLOWER)))
         publish(h, shards)
