@@ -189,17 +189,39 @@ class GroupCoordinator:
         same state. Members' session timers start afresh at `now_ms`, as in Kafka after a reload.
         Raises DecodeError on a corrupt record.
         """
+        touched: set[str] = set()
         for raw in records:
             decoded = rec.decode((raw[0], raw[1]))
             if decoded is None:
                 continue
+            touched.add(rec.group_of(decoded.key))
             if isinstance(decoded.key, rec.OffsetCommitKey):
                 assert decoded.value is None or isinstance(decoded.value, OffsetCommitValue)
                 self.offset_manager.replay(decoded.key, decoded.value, now_ms)
             else:
                 self.group_manager.replay(decoded.key, decoded.value, now_ms)
-        self.group_manager.restart_timers(now_ms)
+        # Only the groups loaded now: a shard loaded beside others leaves their timers alone.
+        self.group_manager.restart_timers(now_ms, touched)
         self._next_expiry_check = now_ms + self.config.offsets_retention_check_interval_ms
+
+    def unload(self, owned: Callable[[str], bool]) -> list[int]:
+        """Kafka's shard unload (onResignation): forget every group, committed offset and pending
+        transactional offset of the groups `owned` names. Returns the tokens of the JoinGroup and
+        SyncGroup calls still waiting in those groups: the server answers them NOT_COORDINATOR."""
+        tokens: list[int] = []
+        groups = self.group_manager.groups
+        for gid in [g for g in groups if owned(g)]:
+            group = groups.pop(gid)
+            if isinstance(group, ClassicGroup):
+                for m in group.members.values():
+                    tokens.extend(t for t in (m.join_token, m.sync_token) if t is not None)
+        offsets = self.offset_manager.offsets
+        for gid in [g for g in offsets if owned(g)]:
+            del offsets[gid]
+        for by_group in self.txn_offsets.pending.values():
+            for gid in [g for g in by_group if owned(g)]:
+                del by_group[gid]
+        return tokens
 
 
 __all__ = ["GroupCoordinator"]

@@ -13,7 +13,7 @@ CoordinatorResult. Committed offsets are the OffsetMetadataManager's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import kcompat.coordinator.group_admin as group_admin
 import kcompat.coordinator.records as rec
@@ -68,5 +68,8 @@ class GroupMetadataManager:
     def replay(self, key: rec.RecordKey, value: rec.RecordValue | None, now: int) -> None:
         replay_group_record(self.store.groups, key, value, now)
 
-    def restart_timers(self, now: int) -> None:
-        restart_timers(self.store.groups.values(), self.store.config.consumer_session_timeout_ms, now)
+    def restart_timers(self, now: int, group_ids: Collection[str] | None = None) -> None:
+        """Of every group, or of those named."""
+        groups = self.store.groups
+        chosen = groups.values() if group_ids is None else [groups[g] for g in group_ids if g in groups]
+        restart_timers(chosen, self.store.config.consumer_session_timeout_ms, now)

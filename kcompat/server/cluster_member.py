@@ -14,6 +14,7 @@ from typing import Any
 from kcompat.metadata.image import MetadataImage
 from kcompat.server.alter_partition import IsrManager
 from kcompat.server.controller_channel import ControllerChannel, parse_bootstrap
+from kcompat.server.group_shards import GroupShards
 from kcompat.server.kraft_broker import KRaftBroker
 from kcompat.server.replica_delta import ReplicaDeltaApplier
 from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
@@ -83,10 +84,19 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         broker.node_id, broker.metadata, broker.replicas, fetchers, str(inter_broker), broker.now_ms
     )
     image_log = ImageLog(member.node_id)
+    groups = broker.group_service
+    groups.shards = shards = GroupShards(
+        groups,
+        partitions=broker.replicas.partitions,
+        waiters=broker.replicas.fetch_waiters,
+        topic=broker.metadata.topic,
+        timeout_ms=lambda: int(broker.config.get("offsets.commit.timeout.ms")),
+    )
 
     def publish(image: MetadataImage) -> None:
         image_log.publish(image)
         applier.apply(image)
+        shards.on_image()  # group coordinators load and unload with __consumer_offsets leadership
 
     member.on_image = publish
     broker.quorum_leader = lambda: member.raft_leader

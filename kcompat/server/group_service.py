@@ -27,20 +27,36 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import kcompat.coordinator.records as rec
 from kcompat.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kcompat.coordinator.records import Record
 from kcompat.coordinator.result import Completion
+from kcompat.log.errors import LogError
 from kcompat.server.group_log import log_rebalances
 from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
+from kcompat.wire.error_codes import ErrorCode
+
+if TYPE_CHECKING:  # cluster mode only
+    from kcompat.server.group_shards import GroupShards
 
 log = logging.getLogger("kcompat.server.groups")
 
 
 class CoordinatorUnavailable(Exception):
     """The broker is closing: a deferred JoinGroup/SyncGroup will not be answered by the coordinator."""
+
+
+class NotCoordinator(Exception):
+    """Cluster mode: the shard of a waiting JoinGroup/SyncGroup was unloaded (group_shards.py)."""
+
+
+def _refused(refuse: Callable[[ErrorCode], Any] | None, code: ErrorCode) -> Any:
+    if refuse is None:
+        raise CoordinatorUnavailable()
+    return refuse(code)
 
 
 def coordinator_config(get: Callable[[str], Any]) -> CoordinatorConfig:
@@ -91,6 +107,9 @@ class GroupService:
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
+        # Cluster mode: the shards this broker serves (group_shards.py, set by cluster_member.py).
+        # None on a single node, which serves every group of every partition.
+        self.shards: GroupShards | None = None
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -118,6 +137,8 @@ class GroupService:
 
     async def close(self) -> None:
         self._closed = True
+        if self.shards is not None:
+            await self.shards.close()
         if self._timer is not None:
             self._timer.cancel()
             try:
@@ -144,6 +165,9 @@ class GroupService:
         *,
         creates: bool = True,
         producer: tuple[int, int] | None = None,
+        group: str | None = None,
+        refuse: Callable[[ErrorCode], Any] | None = None,
+        committed: bool = False,
     ) -> Any:
         """Call the coordinator with the current time, store and deliver what it did, and return the
         answer (waiting for it when the call was deferred). Raises CoordinatorUnavailable when the
@@ -153,37 +177,103 @@ class GroupService:
         create __consumer_offsets); they can still fire timers, but only of groups that exist,
         and a group exists only after a call that created the topic. `producer` (id, epoch): the
         records go in that producer's transactional batches (TxnOffsetCommit).
+
+        Cluster mode: `group` is the one group the call acts on; when this broker does not serve it
+        (now), `refuse(error)` is the answer (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), as it
+        is when the call's records fail to replicate. `committed`: the call reads committed offsets,
+        so what was written before it is replicated first. Without `refuse`, a failure closes the
+        connection (CoordinatorUnavailable).
         """
         if self._closed:
             raise CoordinatorUnavailable()
-        if creates or self._has_state():
-            await self.ensure_topic()
+        shards = self.shards
+        if shards is None:
+            if creates or self._has_state():
+                await self.ensure_topic()
+        elif group is not None:
+            code = shards.error(group)
+            if code == ErrorCode.NONE and committed:
+                code = await shards.settled(group)
+            if code != ErrorCode.NONE:
+                return _refused(refuse, code)
         result = call(self.now_ms())
-        self._apply(result.records, result.completions, producer)
+        code = await self._apply(result.records, result.completions, producer)
+        if code != ErrorCode.NONE:
+            return _refused(refuse, code)
         if result.response is not None or result.token is None:
             return result.response
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[result.token] = fut
         try:
             return await fut
+        except NotCoordinator:
+            return _refused(refuse, ErrorCode.NOT_COORDINATOR)
         finally:
             self._waiting.pop(result.token, None)
 
-    def _apply(
+    async def _apply(
         self,
         records: list[Record],
         completions: Iterable[Completion],
         producer: tuple[int, int] | None = None,
-    ) -> None:
+    ) -> ErrorCode:
+        """Store `records`, then (cluster mode: once they are replicated) hand the completions over."""
+        code = ErrorCode.NONE
+        if (
+            records
+            and self.shards is not None
+            and (short := self.shards.below_min_isr(self._partitions(records)))
+        ):
+            # Kafka's coordinator appends with acks=all: NOT_ENOUGH_REPLICAS, which it answers as
+            # COORDINATOR_NOT_AVAILABLE, nothing stored; the state the call changed is rolled back
+            # by loading the shard again (its JoinGroup/SyncGroup waiting get NOT_COORDINATOR).
+            log.warning("%s partition(s) %s: ISR below min.insync.replicas; %d group record(s) refused",
+                        CONSUMER_OFFSETS, short, len(records))  # fmt: skip
+            for p in short:
+                self.shards.reload(p)
+            records, code = [], ErrorCode.COORDINATOR_NOT_AVAILABLE
         if records:
-            self.offsets_topic.append(records, self.now_ms(), producer)
+            try:
+                written = self.offsets_topic.append(records, self.now_ms(), producer)
+            except LogError as e:  # cluster mode only (single node logs and goes on)
+                log.error("cannot store %d group record(s) in %s: %s", len(records), CONSUMER_OFFSETS, e)
+                written, code = {}, ErrorCode.NOT_COORDINATOR
+                self._reload(records)
             log_rebalances(records)
+            if self.shards is not None and written:
+                code = await self.shards.replicated(written)
         for c in completions:
             fut = self._waiting.pop(c.token, None)
             if fut is not None and not fut.done():
                 fut.set_result(c.response)
+        self.wake()
+        return code
+
+    def wake(self) -> None:
+        """The timers may have moved: the timer task looks again."""
         if self._wake is not None:
             self._wake.set()
+
+    def fail_waiting(self, tokens: Iterable[int]) -> None:
+        """Their shard was unloaded: the JoinGroup/SyncGroup waiting under `tokens` get NOT_COORDINATOR."""
+        for token in tokens:
+            fut = self._waiting.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(NotCoordinator())
+
+    def _reload(self, records: list[Record]) -> None:
+        """Cluster mode, after an append failed: the shards of `records` start over from their log."""
+        if self.shards is None:
+            return
+        for p in self._partitions(records):
+            self.shards.reload(p)
+
+    def _partitions(self, records: list[Record]) -> set[int]:
+        """Cluster mode: the __consumer_offsets partitions `records` go to."""
+        assert self.shards is not None
+        table = self.shards.table
+        keys = [k for k in (rec.decode_key(key) for key, _ in records) if k is not None]
+        return {table.partition(rec.group_of(k)) for k in keys}
 
     # --- time ----------------------------------------------------------------------------------
 
@@ -212,10 +302,10 @@ class GroupService:
 
     async def tick(self) -> None:
         """Fire every coordinator timer that is due now (the timer task does this on its own)."""
-        if self._has_state():
+        if self.shards is None and self._has_state():
             await self.ensure_topic()
         t = self.coordinator.tick(self.now_ms())
-        self._apply(t.records, t.completions)
+        await self._apply(t.records, t.completions)
 
     def _has_state(self) -> bool:
         return self.coordinator.has_state()

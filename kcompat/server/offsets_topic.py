@@ -44,6 +44,9 @@ class OffsetsTopic:
         self._append = append  # the replica manager's: it wakes fetches parked on the partition
         self._setting = setting
         self.pending_txn: dict[int, list[tuple[bytes, bytes | None]]] = {}  # see read_all
+        # Cluster mode (group_shards.py): the leader epoch to stamp on partition p, and appends
+        # that fail raise rather than being logged, for the coordinator to fail the request.
+        self.leader_epoch: Callable[[int], int] | None = None
 
     def exists(self) -> bool:
         return self._lookup(CONSUMER_OFFSETS) is not None
@@ -55,13 +58,17 @@ class OffsetsTopic:
             t = await self._create(CONSUMER_OFFSETS)
         return t.partitions
 
-    def append(self, records: list[rec.Record], now_ms: int, producer: tuple[int, int] | None = None) -> None:
+    def append(
+        self, records: list[rec.Record], now_ms: int, producer: tuple[int, int] | None = None
+    ) -> dict[int, int]:
         """Store `records`, each in its group's partition, one v2 batch per partition, in order; with
-        `producer` (id, epoch), as that producer's transactional batches (TxnOffsetCommit)."""
+        `producer` (id, epoch), as that producer's transactional batches (TxnOffsetCommit).
+        Returns the last offset written in each partition."""
+        written: dict[int, int] = {}
         t = self._lookup(CONSUMER_OFFSETS)
         if t is None:  # deleted under us (it cannot be through the APIs); nothing to keep them in
             log.error("%s is missing; %d group record(s) not stored", CONSUMER_OFFSETS, len(records))
-            return
+            return written
         by_partition: dict[int, list[Record]] = {}
         for key, value in records:
             decoded = rec.decode_key(key)
@@ -76,13 +83,18 @@ class OffsetsTopic:
                 batch = bytearray(build_batch(
                     recs, compression=codec, producer_id=producer[0], producer_epoch=producer[1], transactional=True
                 ))  # fmt: skip
+            epoch = t.leader_epoch if self.leader_epoch is None else self.leader_epoch(p)
             try:
-                self._append(CONSUMER_OFFSETS, p, batch, leader_epoch=t.leader_epoch, now_ms=now_ms)
+                info = self._append(CONSUMER_OFFSETS, p, batch, leader_epoch=epoch, now_ms=now_ms)
+                written[p] = info.last_offset
             except LogError as e:
+                if self.leader_epoch is not None:
+                    raise
                 # Kafka would fail the request; the coordinator has applied it already, so the most
                 # useful thing left is to say loudly what a restart would lose.
                 log.error("cannot store %d group record(s) in %s-%d: %s", len(recs), CONSUMER_OFFSETS, p, e)
                 continue
+        return written
 
     def read_all(self) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) of the topic, partition by partition, oldest first (blocking: run in a thread).
@@ -93,44 +105,51 @@ class OffsetsTopic:
         """
         t = self._lookup(CONSUMER_OFFSETS)
         out: list[tuple[bytes, bytes | None]] = []
-        pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
-        self.pending_txn = pending
+        self.pending_txn = {}
         for p in range(t.partitions if t is not None else 0):
-            plog = self._partition_log(CONSUMER_OFFSETS, p)
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            while offset < end:
-                data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
-                spans = split_batches(data)
-                if not spans:
-                    break
-                for pos, size in spans:
-                    h = read_header(data, pos)
-                    offset = h.base_offset + h.last_offset_delta + 1
-                    if h.is_control:
-                        txn = pending.pop(h.producer_id, [])
-                        with contextlib.suppress(DecodeError):
-                            if control_type_in_batch(data[pos : pos + size], h) == COMMIT:
-                                out.extend(txn)
+            out.extend(self.read_partition(p))
+        return out
+
+    def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
+        """What read_all reads, of partition `p` alone (a shard's load in cluster mode); its open
+        transactions are added to `pending_txn`."""
+        out: list[tuple[bytes, bytes | None]] = []
+        pending = self.pending_txn
+        plog = self._partition_log(CONSUMER_OFFSETS, p)
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
+            spans = split_batches(data)
+            if not spans:
+                break
+            for pos, size in spans:
+                h = read_header(data, pos)
+                offset = h.base_offset + h.last_offset_delta + 1
+                if h.is_control:
+                    txn = pending.pop(h.producer_id, [])
+                    with contextlib.suppress(DecodeError):
+                        if control_type_in_batch(data[pos : pos + size], h) == COMMIT:
+                            out.extend(txn)
+                    continue
+                target = pending.setdefault(h.producer_id, []) if h.is_transactional else out
+                try:
+                    _, records = decode_batch(data[pos : pos + size])
+                except DecodeError as e:
+                    log.error(
+                        "skipping an unreadable batch at %s-%d offset %d: %s",
+                        CONSUMER_OFFSETS,
+                        p,
+                        h.base_offset,
+                        e,
+                    )
+                    continue
+                for r in records:
+                    if r.key is None:
                         continue
-                    target = pending.setdefault(h.producer_id, []) if h.is_transactional else out
                     try:
-                        _, records = decode_batch(data[pos : pos + size])
+                        rec.decode((r.key, r.value))
                     except DecodeError as e:
-                        log.error(
-                            "skipping an unreadable batch at %s-%d offset %d: %s",
-                            CONSUMER_OFFSETS,
-                            p,
-                            h.base_offset,
-                            e,
-                        )
+                        log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
                         continue
-                    for r in records:
-                        if r.key is None:
-                            continue
-                        try:
-                            rec.decode((r.key, r.value))
-                        except DecodeError as e:
-                            log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
-                            continue
-                        target.append((r.key, r.value))
+                    target.append((r.key, r.value))
         return out

@@ -72,6 +72,8 @@ from kcompat.coordinator import (
     SyncGroupAssignment,
     TopicPartitions,
 )
+from kcompat.coordinator.messages import ConsumerGroupHeartbeatResponse, JoinGroupResponse, LeaveGroupResponse
+from kcompat.coordinator.records import offsets_partition
 from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
@@ -114,11 +116,20 @@ GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
 async def coordinate(
-    ctx: RequestContext, call: Callable[[int], CoordinatorResult[T]], *, creates: bool = True
+    ctx: RequestContext,
+    call: Callable[[int], CoordinatorResult[T]],
+    *,
+    creates: bool = True,
+    group: str | None = None,
+    refuse: Callable[[ErrorCode], T] | None = None,
+    committed: bool = False,
 ) -> T:
-    """The coordinator's answer to `call` (stored first, awaited when deferred)."""
+    """The coordinator's answer to `call` (stored first, awaited when deferred). Cluster mode:
+    `refuse(error)` answers for `group` when this broker does not coordinate it (group_service.run)."""
     try:
-        answer: T = await ctx.broker.group_service.run(call, creates=creates)
+        answer: T = await ctx.broker.group_service.run(
+            call, creates=creates, group=group, refuse=refuse, committed=committed
+        )
         return answer
     except CoordinatorUnavailable:
         raise CloseConnection("the group coordinator is shutting down") from None
@@ -163,13 +174,13 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
         return fail(
             ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request"
         )
-    if ctx.replicas.cluster_mode:
-        # Coordinators do not yet load and unload with the leadership of __consumer_offsets and
-        # __transaction_state partitions: answering this node would write to partitions it may
-        # not lead (and auto-create the topic on the controller). Retriable for the client.
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "cluster mode: coordinators are not available yet")
     if (denied := access.coordinator_key_error(ctx, key_type == GROUP_KEY, key)) is not None:
         return fail(denied, f"Not authorized to find the coordinator of {key}")
+    if ctx.replicas.cluster_mode:
+        if key_type == TRANSACTION_KEY:
+            # The transaction coordinator does not yet load with __transaction_state leadership.
+            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "cluster mode: no transaction coordinator yet")
+        return await _group_coordinator_in_cluster(ctx, key, fail)
     topic = CONSUMER_OFFSETS if key_type == GROUP_KEY else TRANSACTION_STATE
     try:
         if key_type == GROUP_KEY:
@@ -182,6 +193,25 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
         )
     host, port = broker.endpoint(ctx.client)
     return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
+            "error_code": 0, "error_message": None}  # fmt: skip
+
+
+async def _group_coordinator_in_cluster(
+    ctx: RequestContext, key: str, fail: Callable[[ErrorCode, str], dict[str, Any]]
+) -> dict[str, Any]:
+    """The leader of the group's __consumer_offsets partition, on the request's listener (the
+    topic is created through the controller first: COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka)."""
+    try:
+        n = await ctx.broker.group_service.ensure_topic()
+    except ApiError as e:
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS}: {e.message or e.error.name}")
+    t = ctx.metadata.topic(CONSUMER_OFFSETS)
+    assert t is not None
+    leader, _ = ctx.metadata.leader_and_epoch(t, offsets_partition(key, n))
+    endpoint = next((b for b in ctx.metadata.live_brokers(ctx.listener) or () if b.node_id == leader), None)
+    if endpoint is None:  # no leader, or a fenced one (just killed, say): the client asks again
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+    return {"key": key, "node_id": leader, "host": endpoint.host, "port": endpoint.port,
             "error_code": 0, "error_message": None}  # fmt: skip
 
 
@@ -201,7 +231,7 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
         protocols=protocols, session_timeout_ms=body.session_timeout_ms,
         rebalance_timeout_ms=body.rebalance_timeout_ms, group_instance_id=body.group_instance_id,
         client_id=request.client_id or "", client_host=host, require_known_member_id=v >= 4,
-    ))  # fmt: skip
+    ), group=body.group_id, refuse=lambda e: JoinGroupResponse(int(e), member_id=body.member_id))  # fmt: skip
     members = [] if resp.skip_assignment and v < 9 else resp.members
     return jg.JoinGroupResponse(
         throttle_time_ms=0,
@@ -231,7 +261,7 @@ async def sync_group(ctx: RequestContext, request: Request[sg.SyncGroupRequest])
         now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
         assignments=assignments, group_instance_id=body.group_instance_id,
         protocol_type=body.protocol_type, protocol_name=body.protocol_name,
-    ))  # fmt: skip
+    ), group=body.group_id, refuse=lambda e: sg.SyncGroupResponse(error_code=int(e)))  # fmt: skip
 
 
 @handles(HEARTBEAT, "0-4")
@@ -242,7 +272,7 @@ async def heartbeat(ctx: RequestContext, request: Request[hb.HeartbeatRequest]) 
     return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.heartbeat(
         now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
         group_instance_id=body.group_instance_id,
-    ), creates=False)  # fmt: skip
+    ), creates=False, group=body.group_id, refuse=lambda e: hb.HeartbeatResponse(error_code=int(e)))  # fmt: skip
 
 
 @handles(LEAVE_GROUP, "0-5")
@@ -257,7 +287,7 @@ async def leave_group(ctx: RequestContext, request: Request[lg.LeaveGroupRequest
         members = [MemberIdentity(m.member_id, m.group_instance_id, m.reason) for m in body.members]
     resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.leave_group(
         now, group_id=body.group_id, members=members,
-    ), creates=False)  # fmt: skip
+    ), creates=False, group=body.group_id, refuse=lambda e: LeaveGroupResponse(int(e)))  # fmt: skip
     if v < 3:
         return lg.LeaveGroupResponse(throttle_time_ms=0, error_code=int(resp.legacy_error_code))
     return lg.LeaveGroupResponse(
@@ -284,8 +314,12 @@ async def describe_groups(
     )
     for g in groups:
         g.authorized_operations = access.group_operations(ctx, g.group_id, ops)
-        if (denied := access.group_error(ctx, access.DESCRIBE, g.group_id)) is not None:
-            groups[groups.index(g)] = dg.DescribedGroup(error_code=int(denied), group_id=g.group_id)
+    elsewhere = _not_here(ctx, body.groups)
+    for name in body.groups:
+        if (denied := access.group_error(ctx, access.DESCRIBE, name)) is not None:
+            elsewhere[name] = denied
+    groups = [dg.DescribedGroup(error_code=int(elsewhere[g.group_id]), group_id=g.group_id)
+              if g.group_id in elsewhere else g for g in groups]  # fmt: skip
     return dg.DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
@@ -295,6 +329,16 @@ async def describe_groups(
             for g in groups
         ],
     )
+
+
+def _not_here(ctx: RequestContext, group_ids: list[str]) -> dict[str, ErrorCode]:
+    """Cluster mode: the groups of a batched request this broker does not coordinate now, with the
+    error each gets (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS); empty on a single node."""
+    shards = ctx.broker.group_service.shards
+    if shards is None:
+        return {}
+    errors = {g: shards.error(g) for g in group_ids}
+    return {g: e for g, e in errors.items() if e != ErrorCode.NONE}
 
 
 def _not_found(group_id: str, exists: bool) -> dg.DescribedGroup:
@@ -326,13 +370,12 @@ async def delete_groups(
 ) -> dlg.DeleteGroupsResponse:
     names = list(request.body.groups_names)
     denied = access.groups_denied(ctx, access.DELETE, names)
+    elsewhere = _not_here(ctx, [n for n in names if n not in denied])
+    here = [g for g in names if g not in elsewhere and g not in denied]
     results = await coordinate(
-        ctx,
-        lambda now: ctx.broker.group_service.coordinator.delete_groups(
-            now, [n for n in names if n not in denied]
-        ),
-        creates=False,
+        ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, here), creates=False
     )
+    results += [dlg.DeletableGroupResult(group_id=g, error_code=int(e)) for g, e in elsewhere.items()]
     results += [dlg.DeletableGroupResult(group_id=n, error_code=int(e)) for n, e in denied.items()]
     return dlg.DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
@@ -376,7 +419,7 @@ async def consumer_group_heartbeat(
     host = client_host(ctx)
     resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.consumer_group_heartbeat(
         now, req, api_version=request.api_version, client_id=request.client_id or "", client_host=host,
-    ))  # fmt: skip
+    ), group=body.group_id, refuse=lambda e: ConsumerGroupHeartbeatResponse(int(e)))  # fmt: skip
     assignment = None
     if resp.assignment is not None:
         assignment = cgh.Assignment(

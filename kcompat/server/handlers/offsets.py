@@ -44,7 +44,7 @@ from kcompat.coordinator import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopic,
 )
-from kcompat.coordinator.messages import OffsetFetchResponseTopic
+from kcompat.coordinator.messages import OffsetFetchResponseGroup, OffsetFetchResponseTopic
 from kcompat.server import access, offset_acl
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.groups import coordinate
@@ -93,8 +93,17 @@ async def offset_commit(
         member_id=body.member_id if v >= 1 else "", group_instance_id=body.group_instance_id,
         retention_time_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
         partition_exists=service.partition_exists,
-    ))  # fmt: skip
+    ), group=body.group_id, refuse=lambda e: _commit_refused(topics, e))  # fmt: skip
     return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result + refused)
+
+
+def _commit_refused(
+    topics: list[OffsetCommitRequestTopic], error: ErrorCode
+) -> list[oc.OffsetCommitResponseTopic]:
+    """Cluster mode: this broker does not coordinate the group; every partition gets `error`."""
+    return [oc.OffsetCommitResponseTopic(name=t.name, partitions=[
+        oc.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(error)) for p in t.partitions
+    ]) for t in topics]  # fmt: skip
 
 
 async def _offset_commit_by_id(
@@ -124,7 +133,7 @@ async def _offset_commit_by_id(
         member_id=body.member_id, group_instance_id=body.group_instance_id,
         retention_time_ms=-1, api_version=request.api_version,
         partition_exists=service.partition_exists,
-    ))  # fmt: skip
+    ), group=body.group_id, refuse=lambda e: _commit_refused(known, e))  # fmt: skip
     for answered in result:
         answered.topic_id = ids[answered.name]  # v10 answers by id (the name is not in its layout)
     return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result + unknown)
@@ -157,6 +166,25 @@ def _partitions(
     return out
 
 
+async def _fetch_offsets(
+    ctx: RequestContext, wanted: list[OffsetFetchRequestGroup]
+) -> list[OffsetFetchResponseGroup]:
+    """The committed offsets of `wanted`; in cluster mode a group this broker does not coordinate
+    gets NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS), and only replicated offsets are shown."""
+    coordinator = ctx.broker.group_service.coordinator
+    if ctx.broker.group_service.shards is None:  # a single node coordinates every group
+        return await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
+    if len(wanted) == 1:  # the usual case: one group, refused as a whole
+        g = wanted[0]
+        return await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False,
+                                group=g.group_id, committed=True,
+                                refuse=lambda e: [OffsetFetchResponseGroup(g.group_id, [], int(e))])  # fmt: skip
+    out = []
+    for g in wanted:
+        out.extend(await _fetch_offsets(ctx, [g]))
+    return out
+
+
 @handles(OFFSET_FETCH, "1-10")
 async def offset_fetch(
     ctx: RequestContext, request: Request[of.OffsetFetchRequest]
@@ -172,7 +200,6 @@ async def _offset_fetch(
 ) -> of.OffsetFetchResponse:
     body = request.body
     v = request.api_version
-    coordinator = ctx.broker.group_service.coordinator
     stable = ctx if v >= REQUIRE_STABLE and body.require_stable else None
     if v >= TOPIC_IDS:
         return await _offset_fetch_by_id(ctx, request)
@@ -181,7 +208,7 @@ async def _offset_fetch(
             OffsetFetchRequestGroup(g.group_id, _topics(g.topics), g.member_id, g.member_epoch)
             for g in body.groups
         ]
-        groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
+        groups = await _fetch_offsets(ctx, wanted)
         return of.OffsetFetchResponse(
             throttle_time_ms=0,
             groups=[
@@ -200,7 +227,7 @@ async def _offset_fetch(
             ],
         )
     one = OffsetFetchRequestGroup(body.group_id, _topics(body.topics))
-    got = (await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, [one]), creates=False))[0]
+    got = (await _fetch_offsets(ctx, [one]))[0]
     topics = [
         of.OffsetFetchResponseTopic(
             name=t.name, partitions=_partitions(t, of.OffsetFetchResponsePartition, stable, body.group_id)
@@ -225,7 +252,6 @@ async def _offset_fetch_by_id(
     ctx: RequestContext, request: Request[of.OffsetFetchRequest]
 ) -> of.OffsetFetchResponse:
     """v10+: topics by id in and out; unknown ids get UNKNOWN_TOPIC_ID without asking the coordinator."""
-    coordinator = ctx.broker.group_service.coordinator
     stable = ctx if request.body.require_stable else None
     topics = ctx.metadata.topics
     assert topics is not None
@@ -247,7 +273,7 @@ async def _offset_fetch_by_id(
             else:
                 named.append(OffsetFetchRequestTopic(info.name, list(rt.partition_indexes)))
         wanted.append(OffsetFetchRequestGroup(rg.group_id, named, rg.member_id, rg.member_epoch))
-    groups = await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
+    groups = await _fetch_offsets(ctx, wanted)
     out = []
     for g in groups:
         answered = []
@@ -280,7 +306,7 @@ async def offset_delete(
     ]
     resp = await coordinate(ctx, lambda now: broker.group_service.coordinator.delete_offsets(
         now, group_id=body.group_id, topics=known,
-    ), creates=False)  # fmt: skip
+    ), creates=False, group=body.group_id, refuse=lambda e: od.OffsetDeleteResponse(error_code=int(e)))  # fmt: skip
     if resp.error_code != ErrorCode.NONE:
         return od.OffsetDeleteResponse(error_code=int(resp.error_code), throttle_time_ms=0, topics=[])
     answered = {t.name: t for t in resp.topics}

@@ -1,0 +1,265 @@
+"""Cluster mode, consumer groups and offsets: the group coordinator is the leader of the group's
+`__consumer_offsets` partition, loads that partition's state when it becomes leader and answers
+commits only once they are replicated. Three kcompat brokers under one Kafka 4.3.1 controller;
+`__consumer_offsets` RF=3, created through the controller on the first FindCoordinator.
+
+One test, in steps, on one cluster: a group whose coordinator is another broker than the leaders
+of its topic's partitions (asserted from FindCoordinator and Metadata); a confluent-kafka member
+commits exact offsets; a kafka-python member joins and the two partitions are split between them,
+the newcomer starting at the committed offset; kill -9 of the coordinator's broker: another broker
+becomes coordinator, the committed offsets are all there (exact), a new member resumes from them,
+and `kafka-consumer-groups --describe` through a kcompat broker shows them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from compat_tests.cluster.conftest import cluster_broker, wait_for
+from compat_tests.conftest import kafka_tool
+from compat_tests.crash.wire_client import WireClient
+from kcompat.coordinator.records import offsets_partition
+from kcompat.testing import Broker
+from kcompat.testing_cluster import HOST, ControllerQuorum
+from kcompat.wire.messages.create_topics import CREATE_TOPICS
+from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
+from kcompat.wire.messages.metadata import METADATA
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka")
+
+BROKER_IDS = (1, 2, 3)
+OFFSETS_PARTITIONS = 6
+TOPIC = "orders"
+RECORDS_PER_PARTITION = 40
+COMMITTED = {0: 17, 1: 29}  # what the first member commits, exactly
+
+
+class Cluster:
+    def __init__(self, quorum: ControllerQuorum, root: Path) -> None:
+        self.quorum = quorum
+        self.root = root
+        self.brokers: dict[int, Broker] = {}
+
+    def start(self, node_id: int) -> None:
+        data = self.root / f"data-{node_id}"
+        self.quorum.format_broker(data, node_id)
+        b = cluster_broker(self.quorum, self.root, node_id, **{
+            "offsets.topic.replication.factor": "3",
+            "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+            "group.initial.rebalance.delay.ms": "0",
+            "replica.fetch.backoff.ms": "200",
+        })  # fmt: skip
+        self.brokers[node_id] = b
+        b.start()
+
+    def live(self) -> list[Broker]:
+        return [b for b in self.brokers.values() if b.running]
+
+    def live_ids(self) -> set[int]:
+        return {i for i, b in self.brokers.items() if b.running}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.live())
+
+    def call(self, via: Broker, api_key: int, version: int, body: dict[str, object]) -> object:
+        client = WireClient(HOST, via.port)
+        try:
+            return client.call(api_key, version, body)
+        finally:
+            client.close()
+
+    def leaders(self, topic: str, partitions: int) -> dict[int, int]:
+        """partition -> leader, once every partition has a live one in some live broker's Metadata."""
+
+        def got() -> dict[int, int] | None:
+            for b in self.live():
+                r = self.call(b, METADATA.key, 12, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+                                                     "allow_auto_topic_creation": False,
+                                                     "include_topic_authorized_operations": False})  # fmt: skip
+                t = r.topics[0]  # type: ignore[attr-defined]
+                live = self.live_ids()
+                if (
+                    t.error_code == 0
+                    and len(t.partitions) == partitions
+                    and all(p.error_code == 0 and p.leader_id in live for p in t.partitions)
+                ):
+                    return {p.partition_index: p.leader_id for p in t.partitions}
+            return None
+
+        return wait_value(got, f"live leaders of {topic}")  # type: ignore[return-value]
+
+    def coordinator(self, group: str, via: Broker) -> int:
+        """FindCoordinator (key type 0) through `via`, retried while COORDINATOR_NOT_AVAILABLE."""
+
+        def got() -> int | None:
+            r = self.call(via, FIND_COORDINATOR.key, 4, {"key_type": 0, "coordinator_keys": [group]})
+            c = r.coordinators[0]  # type: ignore[attr-defined]
+            return int(c.node_id) if c.error_code == 0 else None
+
+        return wait_value(got, f"the coordinator of {group}")  # type: ignore[return-value]
+
+
+def wait_value(fn: object, what: str, timeout: float = 40.0) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()  # type: ignore[operator]
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(kraft_quorum, tmp_path_factory.mktemp("groups"))
+    try:
+        for node_id in BROKER_IDS:
+            c.start(node_id)
+        for b in c.brokers.values():
+            wait_for(lambda b=b: "RECOVERY -> RUNNING" in b.logs(), "brokers unfenced")
+        yield c
+    finally:
+        for b in c.brokers.values():
+            if b.running:
+                b.stop()
+
+
+def create_topic(cluster: Cluster) -> None:
+    client = WireClient(HOST, cluster.quorum.controllers[0].port)
+    try:
+        r = client.call(CREATE_TOPICS.key, 7, {
+            "topics": [{"name": TOPIC, "num_partitions": 2, "replication_factor": 3, "assignments": [], "configs": []}],
+            "timeout_ms": 10000, "validate_only": False,
+        })  # fmt: skip
+    finally:
+        client.close()
+    assert r.topics[0].error_code == 0, r.topics[0]
+
+
+def pick_group(cluster: Cluster, data_leaders: set[int]) -> tuple[str, int]:
+    """A group id whose coordinator is none of `data_leaders` (asserted through FindCoordinator)."""
+    first = cluster.live()[0]
+    cluster.coordinator("probe", first)  # creates __consumer_offsets through the controller
+    offsets_leaders = cluster.leaders("__consumer_offsets", OFFSETS_PARTITIONS)
+    for i in range(1000):
+        group = f"billing-{i}"
+        if offsets_leaders[offsets_partition(group, OFFSETS_PARTITIONS)] not in data_leaders:
+            coordinator = cluster.coordinator(group, first)
+            assert coordinator not in data_leaders, (group, coordinator, data_leaders)
+            return group, coordinator
+    raise AssertionError(f"every __consumer_offsets leader leads {TOPIC}: {offsets_leaders}")
+
+
+class Poller(threading.Thread):
+    """Keeps a confluent-kafka consumer polling (it must, to take part in a rebalance)."""
+
+    def __init__(self, consumer: object) -> None:
+        super().__init__(daemon=True)
+        self.consumer = consumer
+        self.stop = threading.Event()
+        self.offsets: list[tuple[int, int]] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            msg = self.consumer.poll(0.2)  # type: ignore[attr-defined]
+            if msg is not None and msg.error() is None:
+                self.offsets.append((msg.partition(), msg.offset()))
+
+
+def test_group_commits_rebalances_and_survives_kill_of_its_coordinator(cluster: Cluster) -> None:
+    TP = confluent_kafka.TopicPartition
+    create_topic(cluster)
+    data_leaders = cluster.leaders(TOPIC, 2)
+    group, coordinator = pick_group(cluster, set(data_leaders.values()))
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for p in (0, 1):
+        for i in range(RECORDS_PER_PARTITION):
+            producer.produce(TOPIC, value=f"{p}-{i}".encode(), partition=p)
+    assert producer.flush(30) == 0
+    del producer  # its threads would keep reconnecting to the killed broker
+
+    # A confluent-kafka member takes both partitions and commits exact offsets (answered only once
+    # the commit is replicated: that is what the kill below relies on).
+    a = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "session.timeout.ms": 10000})  # fmt: skip
+    assigned: list[set[int]] = [set()]  # A's partitions, from its callbacks (librdkafka is not
+    # to be asked from the test's thread while the poller thread polls)
+
+    def on_assign(_c: object, partitions: list[object]) -> None:
+        assigned[0] = {p.partition for p in partitions}  # type: ignore[attr-defined]
+
+    a.subscribe([TOPIC], on_assign=on_assign)
+    wait_value(lambda: a.poll(0.2) is not None and assigned[0] == {0, 1}, "member A assigned both partitions")
+    a.commit(offsets=[TP(TOPIC, p, off) for p, off in COMMITTED.items()], asynchronous=False)
+    got = {tp.partition: tp.offset for tp in a.committed([TP(TOPIC, 0), TP(TOPIC, 1)], timeout=10)}
+    assert got == COMMITTED
+
+    # A kafka-python member joins: the partitions are split, and the newcomer starts at the commit.
+    poller = Poller(a)
+    poller.start()
+    b = kafka.KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False,
+                            auto_offset_reset="earliest", session_timeout_ms=10000)  # fmt: skip
+    try:
+        wait_value(lambda: b.poll(timeout_ms=200) is not None and len(b.assignment()) == 1,
+                   "member B assigned one partition")  # fmt: skip
+        (b_tp,) = b.assignment()
+        wait_value(lambda: assigned[0] == {1 - b_tp.partition}, "member A down to the other partition")
+        assert b.committed(b_tp) == COMMITTED[b_tp.partition]
+    finally:
+        b.close(autocommit=False)
+        poller.stop.set()
+        poller.join(10)
+        a.close()
+
+    # kill -9 of the coordinator: another broker leads the group's partition and loads its state.
+    cluster.brokers[coordinator].kill()
+    survivor = cluster.live()[0]
+    new_coordinator = wait_value(lambda: (n := cluster.coordinator(group, survivor)) != coordinator and n,
+                                 "a new coordinator", timeout=60)  # fmt: skip
+    assert new_coordinator in cluster.live_ids()
+
+    c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+    try:
+        committed = wait_value(
+            lambda: _committed(c, TP), "the committed offsets from the new coordinator", timeout=60
+        )
+        assert committed == COMMITTED, "a committed offset was lost in the failover"
+        c.subscribe([TOPIC])
+        first: dict[int, int] = {}
+        wait_value(lambda: _first_offsets(c, first) and len(first) == 2, "records from both partitions")
+        assert first == COMMITTED, "the group did not resume from its committed offsets"
+    finally:
+        c.close()
+
+    out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", survivor.bootstrap,
+                     "--describe", "--group", group).stdout  # fmt: skip
+    rows = {int(cols[2]): int(cols[3]) for line in out.splitlines()
+            if (cols := line.split()) and cols[0] == group and cols[1] == TOPIC}  # fmt: skip
+    assert rows == COMMITTED, out
+
+
+def _committed(c: object, tp: type) -> dict[int, int] | None:
+    try:
+        got = c.committed([tp(TOPIC, 0), tp(TOPIC, 1)], timeout=5)  # type: ignore[attr-defined]
+    except confluent_kafka.KafkaException:
+        return None  # the coordinator is still moving
+    return {x.partition: x.offset for x in got}
+
+
+def _first_offsets(c: object, first: dict[int, int]) -> bool:
+    msg = c.poll(0.5)  # type: ignore[attr-defined]
+    if msg is not None and msg.error() is None:
+        first.setdefault(msg.partition(), msg.offset())
+    return True
