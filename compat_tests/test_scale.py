@@ -5,6 +5,8 @@
   connections and serving the partitions it has, and once topics are deleted new ones work again.
 * SIGTERM while thousands of partitions are being recovered after a kill -9: the process exits
   within a second, and the next start recovers every record.
+* CreateTopics answers before the partition logs are made (as Kafka's controller does); a kill -9
+  right after the answer leaves a broker that starts and serves every created partition.
 * (slow) 5,000 partitions created and filled by a real client, kill -9, restart: every
   acknowledged record is there.
 """
@@ -162,6 +164,27 @@ def test_sigterm_during_recovery_exits_within_a_second_and_the_next_start_recove
     broker.start()
     try:
         assert read_back(broker.bootstrap, acked) == acked
+    finally:
+        broker.stop()
+
+
+def test_kill_9_right_after_create_topics_leaves_every_partition_served(tmp_path: Path) -> None:
+    broker = _broker(tmp_path, "early").start()
+    names = [f"early-{i:02d}" for i in range(10)]
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert set(create(admin, names, 50).values()) == {0}
+    finally:
+        broker.kill()  # at once: most of the 500 logs are not made yet
+    made = sum(1 for d in broker.data_dir.iterdir() if d.name.startswith("early-"))
+    print(f"partition dirs on disk at the kill: {made} of 500")
+    broker.start()
+    try:
+        every = [(n, p) for n in names for p in range(50)]
+        acked = produce(broker.bootstrap, every)
+        assert acked == dict.fromkeys(every, 0)
+        assert read_back(broker.bootstrap, acked) == acked
+        assert sum(1 for d in broker.data_dir.iterdir() if d.name.startswith("early-")) == 500
     finally:
         broker.stop()
 
