@@ -21,7 +21,9 @@ def h(tmp_path: Path):
 
 
 def create(h: BrokerHarness, names: list[str], partitions: int) -> None:
-    topics = [{"name": n, "num_partitions": partitions, "replication_factor": -1, "configs": []} for n in names]
+    topics = [
+        {"name": n, "num_partitions": partitions, "replication_factor": -1, "configs": []} for n in names
+    ]
     r = h.call(CREATE_TOPICS, 7, {"topics": topics, "timeout_ms": 100, "validate_only": False}).topics
     assert [t.error_code for t in r] == [0] * len(names)
 
