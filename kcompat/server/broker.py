@@ -29,6 +29,7 @@ from typing import Any
 
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, read_properties
+from kcompat.log.sealed_files import SEALED_FILES
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.dispatcher import RequestDispatcher
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
@@ -216,6 +217,7 @@ class Broker:
             for user, mechanism, credential in self.initial_scram_users:
                 self.scram.upsert(user, mechanism, credential)
             self.scram.save()
+        SEALED_FILES.set_bound(int(self.config.get("log.segment.descriptors.max")))
         await self.replicas.start(
             self.log_dirs,
             self.metadata.default_log_config(),

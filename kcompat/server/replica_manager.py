@@ -149,6 +149,13 @@ class ReplicaManager:
         if self._creator is None or self._creator.done():
             self._creator = asyncio.get_running_loop().create_task(self._create_queued())
 
+    async def created(self) -> None:
+        """Wait until the logs admitted so far are made (DescribeLogDirs lists them all, as a Kafka
+        broker does once it applied the topic records)."""
+        creator = self._creator
+        if creator is not None and not creator.done():
+            await asyncio.shield(creator)
+
     async def _create_queued(self) -> None:
         # Under the maintenance lock: a topic deleted meanwhile waits for its logs to be made, then
         # drops them; one deleted before its turn is skipped (it is no longer in the metadata).

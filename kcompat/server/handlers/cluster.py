@@ -79,6 +79,7 @@ async def describe_log_dirs(
     ctx: RequestContext, request: Request[DescribeLogDirsRequest]
 ) -> DescribeLogDirsResponse:
     broker = ctx.broker
+    await ctx.replicas.created()  # new topics' logs are made after CreateTopics answered
     logs = ctx.replicas.logs
     assert logs is not None
     wanted: set[tuple[str, int]] | None = None
