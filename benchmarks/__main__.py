@@ -1,7 +1,7 @@
 """`python -m benchmarks` (`make bench`): kcompat and Apache Kafka side by side on this machine.
 
     python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
-                         [--suites produce,consume,latency] [--out DIR] [--profile] [--scale]
+                         [--suites produce,consume,latency] [--out DIR] [--profile] [--scale [SIZES]]
 
 Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
 workload against each broker in turn, started fresh on its own empty log dir under one work
@@ -12,7 +12,10 @@ throughput.png, latency.png, memory.png (and py-spy flame graphs of kcompat with
 --quick is the smoke run: one round, small counts, a minute or less with both brokers.
 --scale adds the scale suite (benchmarks/scale.py: 5,000 partitions, create, restart after a clean
 stop and after kill -9, descriptors, memory, Metadata, 1,000-partition produce/consume) once, after
-the rounds, into scale.md: opt-in, as it takes several minutes per broker.
+the rounds, into scale.md: opt-in, as it takes several minutes per broker. `--scale 100x50,200x100`
+runs it for each TOPICSxPARTITIONS size given (100x50 when none is). --metrics-cost adds kcompat's
+produce and consume rows with the admin listener on and scraped every second against it off
+(benchmarks/metrics_rows.py), into metrics.md.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import machine_limits, report, scale
+from benchmarks import machine_limits, metrics_rows, report, scale
 from benchmarks.brokers import KAFKA_JARS, BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.plan import FULL, QUICK, Plan
 from benchmarks.suite import Suite
@@ -56,8 +59,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true", help="py-spy flame graph of each kcompat suite")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
-        "--scale", action="store_true", help="also run the scale suite (several minutes per broker)"
-    )
+        "--scale", nargs="?", const="100x50", metavar="SIZES", type=scale.parse_sizes,
+        help="also run the scale suite (several minutes per broker): TOPICSxPARTITIONS[,...], 100x50 by default",
+    )  # fmt: skip
+    p.add_argument("--metrics-cost", action="store_true", help="also run kcompat with metrics on vs off")
     return p.parse_args(argv)
 
 
@@ -154,9 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     print((out / "report.md").read_text())
     if args.scale:
         settle()
-        scale_table = scale.table(scale.run(names, 100, 50, 1000, args.workdir))
-        (out / "scale.md").write_text(f"# Scale: 100 topics x 50 partitions\n\n{scale_table}\n")
-        print(scale_table)
+        tables = []
+        for topics, partitions in args.scale:
+            scale_table = scale.table(scale.run(names, topics, partitions, 1000, args.workdir))
+            tables.append(f"# Scale: {topics} topics x {partitions} partitions\n\n{scale_table}\n")
+            print(scale_table)
+        (out / "scale.md").write_text("\n".join(tables))
+    if args.metrics_cost:
+        settle()
+        metrics_table = metrics_rows.table(metrics_rows.run(plan, args.workdir), plan)
+        (out / "metrics.md").write_text(f"# kcompat: metrics on vs off\n\n{metrics_table}\n")
+        print(metrics_table)
     log.info("results in %s (%.0f s)", out, data["meta"]["seconds"])
     failed = [r for r in data["runs"] if r["errors"]]
     return 1 if failed else 0
