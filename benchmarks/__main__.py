@@ -2,6 +2,7 @@
 
     python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
                          [--suites produce,consume,latency] [--out DIR] [--profile] [--scale [SIZES]]
+                         [--metrics-cost] [--tls]
 
 Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
 workload against each broker in turn, started fresh on its own empty log dir under one work
@@ -15,7 +16,8 @@ stop and after kill -9, descriptors, memory, Metadata, 1,000-partition produce/c
 the rounds, into scale.md: opt-in, as it takes several minutes per broker. `--scale 100x50,200x100`
 runs it for each TOPICSxPARTITIONS size given (100x50 when none is). --metrics-cost adds kcompat's
 produce and consume rows with the admin listener on and scraped every second against it off
-(benchmarks/metrics_rows.py), into metrics.md.
+(benchmarks/metrics_rows.py), into metrics.md. --tls adds produce and catch-up consume over SSL and
+SASL_SSL for each broker, same certificate made at bench time (benchmarks/tls_rows.py), into tls.md.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import machine_limits, metrics_rows, report, scale
+from benchmarks import machine_limits, metrics_rows, report, scale, tls_rows
 from benchmarks.brokers import KAFKA_JARS, BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.plan import FULL, QUICK, Plan
 from benchmarks.suite import Suite
@@ -63,6 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also run the scale suite (several minutes per broker): TOPICSxPARTITIONS[,...], 100x50 by default",
     )  # fmt: skip
     p.add_argument("--metrics-cost", action="store_true", help="also run kcompat with metrics on vs off")
+    p.add_argument("--tls", action="store_true", help="also run produce/consume over SSL and SASL_SSL")
     return p.parse_args(argv)
 
 
@@ -170,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         metrics_table = metrics_rows.table(metrics_rows.run(plan, args.workdir), plan)
         (out / "metrics.md").write_text(f"# kcompat: metrics on vs off\n\n{metrics_table}\n")
         print(metrics_table)
+    if args.tls:
+        settle()
+        tls_table = tls_rows.table(tls_rows.run(plan, names, args.workdir), plan)
+        (out / "tls.md").write_text(f"# Produce and consume over TLS\n\n{tls_table}\n")
+        print(tls_table)
     log.info("results in %s (%.0f s)", out, data["meta"]["seconds"])
     failed = [r for r in data["runs"] if r["errors"]]
     return 1 if failed else 0
