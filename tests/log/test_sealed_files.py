@@ -27,17 +27,22 @@ def small_bound() -> Iterator[None]:
     SEALED_FILES.set_bound(before)
 
 
-def open_segment_files(d: Path) -> int:
-    """Descriptors of this process open on `.log` files under `d`."""
-    n = 0
+def open_files(d: Path) -> list[str]:
+    """Names of the files under `d` this process holds descriptors on (index maps included)."""
+    names = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if target.startswith(str(d)) and ".log" in target:
-            n += 1
-    return n
+        if target.startswith(str(d)):
+            names.append(Path(target).name)
+    return names
+
+
+def open_segment_files(d: Path) -> int:
+    """Descriptors of this process open on `.log` files under `d`."""
+    return sum(1 for n in open_files(d) if n.endswith(".log"))
 
 
 def fill(d: Path, segments: int) -> tuple[PartitionLog, list[int]]:
@@ -65,6 +70,7 @@ def test_many_segments_hold_the_active_ones_descriptor_and_the_bound(tmp_path: P
     # A start checks each sealed segment's time index against its last batch: through the cache too.
     again = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=leo, clean_shutdown=True)
     assert open_segment_files(d) <= 1 + BOUND
+    assert len(open_files(d)) == open_segment_files(d)  # small indexes are read, not mapped
     assert offsets(again.read(bases[1], 100).read_bytes())[0] == bases[1]
     again.close()
 
@@ -84,3 +90,34 @@ def test_a_piece_outlives_the_cache_letting_its_descriptor_go(tmp_path: Path) ->
     assert not (d / f"{bases[0]:020d}.log").exists()
     assert os.pread(piece.fd, piece.length, piece.position) == expected
     plog.close()
+
+
+def test_a_partition_reopened_after_a_clean_stop_holds_only_its_log(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    plog = PartitionLog(d, "t", 0, SMALL, now_ms=0)
+    plog.append(batch(3), leader_epoch=0, now_ms=1000)
+    plog.close()  # the time index gets its closing entry
+    again = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=3, clean_shutdown=True)
+    assert again.active_segment.time_index.entries == 1
+    assert open_files(d) == ["00000000000000000000.log"]  # not the time index's map as well
+    again.append(batch(2), leader_epoch=0, now_ms=2000)  # appends and reads go on as before
+    assert offsets(again.read(0, 1 << 20).read_bytes()) == [0, 3]
+    assert again.active_segment.time_index.last_entry()[1] == 2  # the closing entry, still read
+    again.close()
+
+
+def test_recovery_after_a_crash_does_not_map_a_small_index_either(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    plog = PartitionLog(d, "t", 0, SMALL, now_ms=0)
+    plog.append(batch(3), leader_epoch=0, now_ms=0)
+    plog.close()  # a time index entry on disk, then a crash after more appends
+    crashed = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=3, clean_shutdown=True)
+    crashed.append(batch(2), leader_epoch=0, now_ms=0)
+    crashed.active_segment.log.flush()
+    # No close: the next start recovers from offset 0 (re-indexing zeroes the old entries).
+    again = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=0, clean_shutdown=False)
+    assert again.log_end_offset == 5
+    assert [n for n in open_files(d) if n.startswith("0000")].count("00000000000000000000.log") >= 1
+    assert not [n for n in open_files(d) if n.endswith("index")]
+    assert offsets(again.read(0, 1 << 20).read_bytes()) == [0, 3]
+    again.close()
