@@ -1,8 +1,8 @@
 """`python -m benchmarks` (`make bench`): kcompat and Apache Kafka side by side on this machine.
 
     python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
-                         [--suites produce,consume,latency,txn] [--out DIR] [--profile] [--scale]
-                         [--cluster]
+                         [--suites produce,consume,latency,txn] [--out DIR] [--profile]
+                         [--scale [SIZES]] [--cluster] [--metrics-cost] [--tls]
 
 Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
 workload against each broker in turn, started fresh on its own empty log dir under one work
@@ -13,7 +13,11 @@ throughput.png, latency.png, memory.png (and py-spy flame graphs of kcompat with
 --quick is the smoke run: one round, small counts, a minute or less with both brokers.
 --scale adds the scale suite (benchmarks/scale.py: 5,000 partitions, create, restart after a clean
 stop and after kill -9, descriptors, memory, Metadata, 1,000-partition produce/consume) once, after
-the rounds, into scale.md: opt-in, as it takes several minutes per broker.
+the rounds, into scale.md: opt-in, as it takes several minutes per broker. `--scale 100x50,200x100`
+runs it for each TOPICSxPARTITIONS size given (100x50 when none is). --metrics-cost adds kcompat's
+produce and consume rows with the admin listener on and scraped every second against it off
+(benchmarks/metrics_rows.py), into metrics.md. --tls adds produce and catch-up consume over SSL and
+SASL_SSL for each broker, same certificate made at bench time (benchmarks/tls_rows.py), into tls.md.
 --cluster adds the cluster suite (benchmarks/cluster.py: 3 kcompat against 3 Kafka brokers, RF=3,
 acks=all, failover, and kcompat's 1 vs 2 brokers) once, after the rounds, into cluster.md: opt-in.
 """
@@ -33,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cluster, machine_limits, report, scale
+from benchmarks import cluster, machine_limits, metrics_rows, report, scale, tls_rows
 from benchmarks.brokers import KAFKA_JARS, BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.plan import FULL, QUICK, Plan
 from benchmarks.suite import Suite
@@ -61,9 +65,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true", help="py-spy flame graph of each kcompat suite")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
-        "--scale", action="store_true", help="also run the scale suite (several minutes per broker)"
-    )
+        "--scale", nargs="?", const="100x50", metavar="SIZES", type=scale.parse_sizes,
+        help="also run the scale suite (several minutes per broker): TOPICSxPARTITIONS[,...], 100x50 by default",
+    )  # fmt: skip
     p.add_argument("--cluster", action="store_true", help="also run the cluster suite (about 10 minutes)")
+    p.add_argument("--metrics-cost", action="store_true", help="also run kcompat with metrics on vs off")
+    p.add_argument("--tls", action="store_true", help="also run produce/consume over SSL and SASL_SSL")
     return p.parse_args(argv)
 
 
@@ -160,15 +167,28 @@ def main(argv: list[str] | None = None) -> int:
     print((out / "report.md").read_text())
     if args.scale:
         settle()
-        scale_table = scale.table(scale.run(names, 100, 50, 1000, args.workdir))
-        (out / "scale.md").write_text(f"# Scale: 100 topics x 50 partitions\n\n{scale_table}\n")
-        print(scale_table)
+        tables = []
+        for topics, partitions in args.scale:
+            scale_table = scale.table(scale.run(names, topics, partitions, 1000, args.workdir))
+            tables.append(f"# Scale: {topics} topics x {partitions} partitions\n\n{scale_table}\n")
+            print(scale_table)
+        (out / "scale.md").write_text("\n".join(tables))
     if args.cluster:
         settle()
         cluster_plan = cluster.QUICK if args.quick else cluster.FULL
         cluster_table = cluster.table(cluster.run(names, cluster_plan, args.workdir, java=not args.no_java))
         (out / "cluster.md").write_text(f"# Cluster: 3 brokers, RF=3, acks=all\n\n{cluster_table}\n")
         print(cluster_table)
+    if args.metrics_cost:
+        settle()
+        metrics_table = metrics_rows.table(metrics_rows.run(plan, args.workdir), plan)
+        (out / "metrics.md").write_text(f"# kcompat: metrics on vs off\n\n{metrics_table}\n")
+        print(metrics_table)
+    if args.tls:
+        settle()
+        tls_table = tls_rows.table(tls_rows.run(plan, names, args.workdir), plan)
+        (out / "tls.md").write_text(f"# Produce and consume over TLS\n\n{tls_table}\n")
+        print(tls_table)
     log.info("results in %s (%.0f s)", out, data["meta"]["seconds"])
     failed = [r for r in data["runs"] if r["errors"]]
     return 1 if failed else 0

@@ -47,8 +47,15 @@ class Throughput:
         return self.bytes / self.seconds / 1e6
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 30.0) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1,
+    timeout: float = 30.0,
+    *,
+    client: dict[str, str] | None = None,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
                                   operation_timeout=timeout)  # fmt: skip
     futures[topic].result(timeout)
@@ -67,7 +74,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float
 
 
 def produce(bootstrap: str, topic: str, count: int, size: int, acks: str, compression: str,
-            timeout: float = 120.0) -> Throughput:  # fmt: skip
+            timeout: float = 120.0, *, client: dict[str, str] | None = None) -> Throughput:  # fmt: skip
+    """`client`: more settings for the producer (security: the TLS rows)."""
     errors: list[str] = []
 
     def on_error(err: object, msg: object) -> None:
@@ -75,7 +83,7 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: str, compre
 
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression,
-        "delivery.report.only.error": True, "on_delivery": on_error,
+        "delivery.report.only.error": True, "on_delivery": on_error, **(client or {}),
     })  # fmt: skip
     producer.list_topics(topic, timeout=10)  # connected and metadata known before the clock starts
     values = letter_values(size)
@@ -111,10 +119,18 @@ def _consumer(bootstrap: str, extra: dict[str, object] | None = None) -> Consume
 
 
 def consume(
-    bootstrap: str, topic: str, count: int, timeout: float = 120.0, *, defaults: bool = False
+    bootstrap: str,
+    topic: str,
+    count: int,
+    timeout: float = 120.0,
+    *,
+    defaults: bool = False,
+    client: dict[str, str] | None = None,
 ) -> Throughput:
-    """Read `count` records of partition 0 from offset 0."""
-    consumer = _consumer(bootstrap, None if defaults else {"fetch.queue.backoff.ms": 10})
+    """Read `count` records of partition 0 from offset 0 (`client`: more consumer settings)."""
+    consumer = _consumer(
+        bootstrap, {**({} if defaults else {"fetch.queue.backoff.ms": 10}), **(client or {})}
+    )
     try:
         consumer.list_topics(topic, timeout=10)  # connected before the clock starts
         t0 = time.perf_counter()

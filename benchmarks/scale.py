@@ -5,7 +5,8 @@
     (or `python -m benchmarks --suites scale`, opt-in: it takes a few minutes per broker)
 
 Per broker, started fresh on its own log dir:
-  create_s        one CreateTopics request for TOPICS x PARTITIONS partitions, until every topic answered
+  create_s        CreateTopics for TOPICS x PARTITIONS partitions (requests of at most 5,000 partitions,
+                  within Kafka's limits, one after the other), until every topic answered
                   (create_cpu_s: the broker's CPU seconds meanwhile)
   fill_s          one 100-byte record produced to every partition (acks=all)
   fds, rss_mb     open descriptors (/proc/<pid>/fd) and resident memory once idle after the fill
@@ -43,6 +44,9 @@ log = logging.getLogger("benchmarks")
 
 RESTART_TIMEOUT_S = 300.0
 RECORD = b"x" * 100
+# Kafka refuses a CreateTopics of more than 10,000 partitions (KAFKA-17870), and its controller one
+# that makes more than 10,000 records (a record per partition, per topic, per config).
+MAX_PARTITIONS_PER_REQUEST = 5_000
 
 
 def open_fds(pid: int) -> int:
@@ -77,6 +81,17 @@ def _stop(broker: BrokerProcess) -> float:
     return time.perf_counter() - t0
 
 
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """ "100x50,200x100" -> [(100, 50), (200, 100)] (topics x partitions each)."""
+    try:
+        sizes = [tuple(int(n) for n in part.lower().split("x")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
+        raise argparse.ArgumentTypeError(f"sizes are TOPICSxPARTITIONS[,...], not {text!r}")
+    return [(s[0], s[1]) for s in sizes]
+
+
 def topic_names(topics: int) -> list[str]:
     return [f"scale-{i:04d}" for i in range(topics)]
 
@@ -84,12 +99,17 @@ def topic_names(topics: int) -> list[str]:
 def create(bootstrap: str, topics: int, partitions: int) -> float:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.list_topics(timeout=30)  # connected before the clock starts
+    names = topic_names(topics)
+    per_request = max(1, MAX_PARTITIONS_PER_REQUEST // partitions)
     t0 = time.perf_counter()
-    futures = admin.create_topics(
-        [NewTopic(n, partitions, 1) for n in topic_names(topics)], request_timeout=120, operation_timeout=120
-    )
-    for f in futures.values():
-        f.result()
+    for i in range(0, len(names), per_request):
+        futures = admin.create_topics(
+            [NewTopic(n, partitions, 1) for n in names[i : i + per_request]],
+            request_timeout=120,
+            operation_timeout=120,
+        )
+        for f in futures.values():
+            f.result()
     return time.perf_counter() - t0
 
 
@@ -187,11 +207,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--brokers", default="kafka,kcompat")
     ap.add_argument("--topics", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=50)
+    ap.add_argument(
+        "--sizes", type=parse_sizes, help="TOPICSxPARTITIONS[,...]: instead of --topics/--partitions"
+    )
     ap.add_argument("--hot", type=int, default=1000)
     ap.add_argument("--workdir", type=Path)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(table(run(args.brokers.split(","), args.topics, args.partitions, args.hot, args.workdir)))
+    for topics, partitions in args.sizes or [(args.topics, args.partitions)]:
+        print(f"{topics} topics x {partitions} partitions")
+        print(table(run(args.brokers.split(","), topics, partitions, args.hot, args.workdir)))
 
 
 def run(

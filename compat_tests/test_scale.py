@@ -5,6 +5,11 @@
   connections and serving the partitions it has, and once topics are deleted new ones work again.
 * SIGTERM while thousands of partitions are being recovered after a kill -9: the process exits
   within a second, and the next start recovers every record.
+* CreateTopics answers before the partition logs are made (as Kafka's controller does); a kill -9
+  right after the answer leaves a broker that starts and serves every created partition.
+* Sealed segments share a bounded cache of descriptors (log.segment.descriptors.max): partitions of
+  many segments each hold one descriptor beside it, and catch-up reads over every old segment
+  (sendfile) return every record while staying within it.
 * (slow) 5,000 partitions created and filled by a real client, kill -9, restart: every
   acknowledged record is there.
 """
@@ -162,6 +167,73 @@ def test_sigterm_during_recovery_exits_within_a_second_and_the_next_start_recove
     broker.start()
     try:
         assert read_back(broker.bootstrap, acked) == acked
+    finally:
+        broker.stop()
+
+
+def test_kill_9_right_after_create_topics_leaves_every_partition_served(tmp_path: Path) -> None:
+    broker = _broker(tmp_path, "early").start()
+    names = [f"early-{i:02d}" for i in range(10)]
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert set(create(admin, names, 50).values()) == {0}
+    finally:
+        broker.kill()  # at once: most of the 500 logs are not made yet
+    made = sum(1 for d in broker.data_dir.iterdir() if d.name.startswith("early-"))
+    print(f"partition dirs on disk at the kill: {made} of 500")
+    broker.start()
+    try:
+        every = [(n, p) for n in names for p in range(50)]
+        acked = produce(broker.bootstrap, every)
+        assert acked == dict.fromkeys(every, 0)
+        assert read_back(broker.bootstrap, acked) == acked
+        assert sum(1 for d in broker.data_dir.iterdir() if d.name.startswith("early-")) == 500
+    finally:
+        broker.stop()
+
+
+def log_descriptors(pid: int, data_dir: Path) -> int:
+    """Descriptors of process `pid` open on segment `.log` files under `data_dir`."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        n += target.startswith(str(data_dir)) and target.endswith(".log")
+    return n
+
+
+def test_sealed_segments_stay_within_the_descriptor_bound(tmp_path: Path) -> None:
+    bound, partitions, rounds = 4, 8, 12
+    broker = Broker(tmp_path / "seg-data", tmp_path / "seg.log",
+                    {**TEST_DEFAULTS, "log.segment.descriptors.max": str(bound)}).start()  # fmt: skip
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        futures = admin.create_topics([NewTopic("seg", partitions, 1, config={"segment.ms": "1"})])
+        futures["seg"].result(30)
+        targets = [("seg", p) for p in range(partitions)]
+        for i in range(rounds):  # each round a batch per partition, a new segment each (segment.ms=1)
+            produce(broker.bootstrap, targets, b"r%d" % i)
+            time.sleep(0.002)
+        pid = broker.process.pid  # type: ignore[union-attr]
+        segments = sum(1 for f in (broker.data_dir / "seg-0").iterdir() if f.suffix == ".log")
+        assert segments >= rounds - 1, segments
+        # One active segment per log, plus at most the bound (and the piece or two of a last answer:
+        # a piece keeps its descriptor until dropped), of the 90-odd sealed segments.
+        logs = sum(1 for d in broker.data_dir.iterdir() if d.is_dir())
+        assert log_descriptors(pid, broker.data_dir) <= logs + bound + 2
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "seg", "enable.auto.commit": False})
+        c.assign([TopicPartition("seg", p, 0) for p in range(partitions)])
+        got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + 60
+        while sum(map(len, got.values())) < partitions * rounds and time.monotonic() < deadline:
+            for m in c.consume(500, timeout=0.5):
+                if m.error() is None:
+                    got[m.partition()].append(m.value())
+        c.close()
+        assert got == {p: [b"r%d" % i for i in range(rounds)] for p in range(partitions)}
+        assert log_descriptors(pid, broker.data_dir) <= logs + bound + 2
     finally:
         broker.stop()
 

@@ -273,6 +273,16 @@ NETWORK_PROPERTIES: list[ConfigDef] = [
         Check(_is_admin_address, "host:port (an empty host: every interface), or empty to switch it off"),
     ),
     prop(
+        "log.segment.descriptors.max",
+        INT,
+        1000,
+        "Most descriptors kept open for the .log files of sealed (inactive) segments, across all "
+        "partitions: more are opened when read and the least recently used closed. The active segment "
+        "of each partition keeps its own.",
+        MEDIUM,
+        at_least(1),
+    ),
+    prop(
         "log.format",
         STRING,
         "plain",

@@ -48,7 +48,11 @@ class CommittedReads:
             if piece.file is seg.log:
                 if piece.position >= cap:
                     break
-                pieces.append(FilePiece(piece.file, piece.position, min(piece.length, cap - piece.position)))
+                pieces.append(
+                    FilePiece(
+                        piece.file, piece.position, min(piece.length, cap - piece.position), piece.handle
+                    )
+                )
                 break
             pieces.append(piece)
         return FetchSlice(tuple(pieces), got.first_offset) if pieces else EMPTY_SLICE

@@ -60,6 +60,11 @@ class MmapIndex:
         # with the first entry, so a partition with little data holds only its log's descriptor,
         # and creating thousands of partitions creates only their logs (Kafka's LazyIndex).
         self._pending = False
+        # Entries that fit in one page are read into memory and the file is mapped only when it
+        # changes: CPython's mmap (before 3.13) keeps a duplicate descriptor per map, and a start
+        # after a clean stop finds every active time index holding one closing entry, which would
+        # be a second descriptor per partition (a sealed segment's small indexes, two more).
+        self._in_memory = False
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
@@ -78,12 +83,19 @@ class MmapIndex:
             if length == 0:
                 self._pending = True
                 length = max_index_size // size * size if writable else 0
-                self._mm: mmap.mmap | None = None
+                self._mm: mmap.mmap | bytes | None = None
             else:
                 if length % size:
                     length -= length % size
                     os.ftruncate(fd, length)
-                self._mm = mmap.mmap(fd, length) if length else None
+                data_end = min(data_end, length)
+                if data_end <= mmap.PAGESIZE:
+                    # A whole page, as a map would be: a reader that took this buffer before the
+                    # first append mapped the file reads zeros past it, never out of bounds.
+                    self._mm = os.pread(fd, data_end, 0).ljust(mmap.PAGESIZE, b"\0")
+                    self._in_memory = True
+                else:
+                    self._mm = mmap.mmap(fd, length)
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -102,7 +114,16 @@ class MmapIndex:
         finally:
             os.close(fd)
         self._pending = False
+        self._in_memory = False
         self._backed = 0
+
+    def _mapped(self) -> mmap.mmap:
+        """The map, made now if the entries were only read into memory (a change is due)."""
+        if self._in_memory:
+            self._materialise()
+            self._backed = self._entries * self.ENTRY.size // mmap.PAGESIZE * mmap.PAGESIZE
+        assert isinstance(self._mm, mmap.mmap)
+        return self._mm
 
     # --- size and life cycle ---
 
@@ -153,6 +174,11 @@ class MmapIndex:
         if self._pending:  # no file yet: it gets this length when it is created
             self._length = new_length
             return
+        if self._in_memory:  # the file holds the entries: it gets this length when mapped
+            old, self._length = self._length, new_length
+            if new_length < old and os.stat(self.path).st_size > new_length:
+                os.truncate(self.path, new_length)  # a trim: the file is exactly its entries
+            return
         # No msync first: the map's dirty pages are the file's page cache, which ftruncate and a new
         # map keep; a later flush() syncs them (an msync here cost ~10 ms per index at start-up).
         fd = os.open(self.path, os.O_RDWR)
@@ -179,14 +205,23 @@ class MmapIndex:
         if n >= self._entries:
             return
         size = self.ENTRY.size
-        mm = self._mm
         old = self._entries
+        zeros = bytes((old - n) * size)
         self._entries = n
-        if mm is not None:
-            mm[n * size : old * size] = bytes((old - n) * size)
+        if self._in_memory:  # zeroed in the file too, without mapping it (a crash must not resurrect them)
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.pwrite(fd, zeros, n * size)
+            finally:
+                os.close(fd)
+            mm = bytearray(self._mm or b"")
+            mm[n * size : old * size] = zeros
+            self._mm = bytes(mm)  # a new buffer: a reader keeps the one it took
+        elif isinstance(self._mm, mmap.mmap):
+            self._mm[n * size : old * size] = zeros
 
     def flush(self) -> None:
-        if self._mm is not None:
+        if isinstance(self._mm, mmap.mmap):
             self._mm.flush()
 
     def close(self, *, sync: bool = True) -> None:
@@ -196,7 +231,7 @@ class MmapIndex:
         self.trim()
         if sync:
             self.flush()
-        if self._mm is not None:
+        if isinstance(self._mm, mmap.mmap):
             self._mm.close()
         self._mm = None
         self._closed = True
@@ -218,11 +253,11 @@ class MmapIndex:
                 self._materialise()
             except OSError as e:
                 raise IndexSpaceUnavailable(f"{self.path.name}: cannot create it: {e}") from e
-        assert self._mm is not None
+        mm = self._mapped()
         at = self._entries * self.ENTRY.size
         if at + self.ENTRY.size > self._backed:
             self._allocate(at + self.ENTRY.size)
-        self.ENTRY.pack_into(self._mm, at, *fields)
+        self.ENTRY.pack_into(mm, at, *fields)
         self._entries += 1  # after the store: a reader on another thread never sees half an entry
 
     def _allocate(self, end: int) -> None:
@@ -239,7 +274,7 @@ class MmapIndex:
             raise IndexSpaceUnavailable(f"{self.path.name}: no space for entry {self._entries}: {e}") from e
         self._backed = stop
 
-    def _entry(self, mm: mmap.mmap, i: int) -> tuple[int, ...]:
+    def _entry(self, mm: mmap.mmap | bytes, i: int) -> tuple[int, ...]:
         return self.ENTRY.unpack_from(mm, i * self.ENTRY.size)
 
     def _largest_lower_bound(self, key_field: int, target: int) -> tuple[int, ...] | None:

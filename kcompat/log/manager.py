@@ -73,6 +73,14 @@ def open_file_limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 1 << 30
 
 
+def open_descriptors() -> int | None:
+    """How many descriptors this process has open (Linux's /proc), or None where that is not known."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return None
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -282,6 +290,21 @@ class LogManager:
             self._dir_of[tp] = d
             counts[d] += 1
             return plog
+
+    def check_room(self, new_logs: int) -> None:
+        """KafkaStorageError unless `new_logs` more partition logs (one descriptor each) fit under the
+        open file limit with FD_RESERVE left over. Counted only near the limit: far below it, the
+        logs already open are enough to know."""
+        if len(self._logs) + new_logs + 8 * FD_RESERVE < self._fd_limit:
+            return
+        in_use = open_descriptors()
+        if in_use is None:
+            in_use = len(self._logs)
+        if in_use + new_logs + FD_RESERVE > self._fd_limit:
+            raise KafkaStorageError(
+                f"too many open files for {new_logs} new partition log(s): {in_use} in use of the limit "
+                f"of {self._fd_limit}, {FD_RESERVE} kept for connections"
+            )
 
     def sync_new_logs(self) -> None:
         """Make the partition directories created since the last call durable: one fsync per log dir

@@ -54,7 +54,7 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self.created_ms = created_ms
-        self.log = LogFile(log_path(directory, base_offset, suffix))
+        self.log = LogFile(log_path(directory, base_offset, suffix), sealed=not active)
         try:
             self.offset_index = OffsetIndex(
                 index_path(directory, base_offset, suffix),
@@ -207,9 +207,11 @@ class LogSegment:
                 )
         self.offset_index.trim()
         self.time_index.trim()
+        self.log.seal()
 
     def make_active(self) -> None:
         """Give a sealed segment's indexes room to grow again (after truncation re-opens it)."""
+        self.log.pin()
         self.offset_index.resize(self.config.segment_index_bytes)
         self.time_index.resize(self.config.segment_index_bytes)
 
@@ -244,6 +246,8 @@ class LogSegment:
 
     def delete(self) -> None:
         """Unlink the files. Open descriptors and maps stay valid for readers until dropped."""
+        with contextlib.suppress(KafkaStorageError):  # out of descriptors: readers get the error
+            self.log.pin()  # a reader that found the segment before reads it through to the end
         for p in self.paths():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)

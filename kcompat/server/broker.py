@@ -29,6 +29,7 @@ from typing import Any
 
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, read_properties
+from kcompat.log.sealed_files import SEALED_FILES
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.dispatcher import RequestDispatcher
@@ -171,6 +172,7 @@ class Broker:
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
         self.stats = BrokerStats()
+        self._fetch_max_bytes: tuple[BrokerConfig, int] | None = None
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
         self.dispatcher = RequestDispatcher(
             lambda client, request: RequestContext(self, client, request), self.stats
@@ -219,7 +221,13 @@ class Broker:
 
     @property
     def fetch_max_bytes(self) -> int:
-        return int(self.config.get("fetch.max.bytes"))
+        # Read on every Fetch: looked up again only when the config object changes (AlterConfigs
+        # replaces it), not through the property table each time (~0.5 us).
+        cfg = self.config
+        cached = self._fetch_max_bytes
+        if cached is None or cached[0] is not cfg:
+            cached = self._fetch_max_bytes = (cfg, int(cfg.get("fetch.max.bytes")))
+        return cached[1]
 
     # --- life cycle ----------------------------------------------------------------------------
 
@@ -238,6 +246,7 @@ class Broker:
             for user, mechanism, credential in self.initial_scram_users:
                 self.scram.upsert(user, mechanism, credential)
             self.scram.save()
+        SEALED_FILES.set_bound(int(self.config.get("log.segment.descriptors.max")))
         await self.replicas.start(
             self.log_dirs,
             self.metadata.default_log_config(),

@@ -152,7 +152,9 @@ class PartitionLogs(Protocol):
     """Where metadata changes land (the ReplicaManager), as Kafka's ReplicaManager applies a delta."""
 
     def open_partition(self, t: TopicInfo, partition: int) -> object: ...
-    async def open_partitions(self, t: TopicInfo, partitions: range) -> None: ...
+    def reserve_partitions(self, count: int) -> None: ...
+    def release_partitions(self, count: int) -> None: ...
+    def create_partitions_later(self, t: TopicInfo, partitions: range) -> None: ...
     async def delete_partitions(self, topic: str, partitions: int) -> None: ...
     def set_config(self, topic: str, config: LogConfig) -> None: ...
     def set_default_config(self, config: LogConfig) -> None: ...
@@ -169,6 +171,7 @@ class LocalMetadata:
         self._topic_configs: dict[str, TopicConfig] = {}
         self._log_configs: dict[str, LogConfig] = {}  # each topic's, built once per config change
         self.partitions: PartitionLogs | None = None  # set by the broker once its replica manager exists
+        self._unsaved: list[tuple[TopicInfo, range]] | None = None  # new logs waiting for the batch's save
 
     def load(self) -> None:
         """Read the stored topics, producer ids and dynamic broker configs."""
@@ -307,7 +310,7 @@ class LocalMetadata:
         except OSError as e:
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record topic {name}: {e}") from None
         self._set_topic_config(name, topic_config(self._config, overrides))
-        await self._open_logs(t, range(partitions))
+        self._open_logs(t, range(partitions))
         log.info(
             "created topic %s with %d partition(s)%s",
             name,
@@ -318,12 +321,20 @@ class LocalMetadata:
 
     @contextlib.asynccontextmanager
     async def topic_batch(self) -> AsyncIterator[None]:
-        """Topics created inside are recorded with one save at the end (CreateTopics). If that
-        save fails, they are undone, logs included, and ApiError KAFKA_STORAGE_ERROR is raised."""
+        """Topics created inside are recorded with one save at the end (CreateTopics), and their logs
+        made after it. If that save fails, they are undone and ApiError KAFKA_STORAGE_ERROR is raised."""
+        if self._unsaved is not None:  # nested: the outer batch saves
+            yield
+            return
+        unsaved: list[tuple[TopicInfo, range]] = []
+        self._unsaved = unsaved
         undo: list[TopicInfo] = []
         try:
             with self._topics.deferred() as created:
-                yield
+                try:
+                    yield
+                finally:
+                    self._unsaved = None
                 undo = [t for t in map(self._topics.get, created) if t is not None]
         except OSError as e:
             for t in undo:
@@ -331,6 +342,13 @@ class LocalMetadata:
                 self._log_configs.pop(t.name, None)
                 await self._logs.delete_partitions(t.name, t.partitions)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record the new topics: {e}") from None
+        finally:
+            for t, partitions in unsaved:  # made now if recorded (the body may have raised after some)
+                current = self._topics.get(t.name)
+                if current is not None and current.topic_id == t.topic_id:
+                    self._logs.create_partitions_later(t, partitions)
+                else:
+                    self._logs.release_partitions(len(partitions))
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""
@@ -391,7 +409,7 @@ class LocalMetadata:
             raise ApiError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record new partitions of {name}: {e}"
             ) from None
-        await self._open_logs(t, range(old, count))
+        self._open_logs(t, range(old, count))
         log.info("topic %s now has %d partitions", name, count)
 
     def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
@@ -417,14 +435,19 @@ class LocalMetadata:
 
     # --- internals -----------------------------------------------------------------------------
 
-    async def _open_logs(self, t: TopicInfo, partitions: range) -> None:
-        """The topic is recorded; a partition whose log cannot be created (a full disk, no file
-        descriptors left) is KAFKA_STORAGE_ERROR now and is opened again when next used."""
+    def _open_logs(self, t: TopicInfo, partitions: range) -> None:
+        """The topic is recorded (or will be, at the end of the topic_batch): its new logs are made
+        after the answer. When the descriptors would run out, KAFKA_STORAGE_ERROR now (the topic
+        stays recorded; a partition is created when next used, if it then can be)."""
         try:
-            await self._logs.open_partitions(t, partitions)
+            self._logs.reserve_partitions(len(partitions))
         except KafkaStorageError as e:
             log.warning("topic %s: %s", t.name, e)
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        if self._unsaved is not None:
+            self._unsaved.append((t, partitions))
+        else:
+            self._logs.create_partitions_later(t, partitions)
 
     @property
     def _logs(self) -> PartitionLogs:

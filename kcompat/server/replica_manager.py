@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +51,12 @@ class ReplicaManager:
         # Held by maintenance, topic deletion and close: never two of them on the files at once.
         self._maintenance_lock = asyncio.Lock()
         self._maintenance_errors = LogThrottle(log, interval_s=60)
+        # New partitions admitted by CreateTopics/CreatePartitions, created after the answer.
+        self._to_create: deque[tuple[TopicInfo, range]] = deque()
+        self._creator: asyncio.Task[None] | None = None
+        self._pending = 0  # reserved logs not created yet (descriptor accounting)
+        self._pending_lock = threading.Lock()
+        self._closing = False
 
     async def start(
         self,
@@ -120,21 +127,63 @@ class ReplicaManager:
         assert self.logs is not None
         return self.logs.get_or_create(topic, partition, config)
 
-    async def open_partitions(self, t: TopicInfo, partitions: range) -> None:
-        """Create the logs of new partitions in a worker thread (a topic of thousands of partitions
-        must not stall the event loop), then make their directories durable with one fsync.
-        KafkaStorageError (e.g. out of file descriptors) after opening as many as it could."""
-        logs = self.logs
-        assert logs is not None
+    def reserve_partitions(self, count: int) -> None:
+        """Admit `count` new partition logs, to be created by create_partitions_later (KafkaStorageError
+        when the descriptors would run out: counted with the logs still waiting to be created)."""
+        assert self.logs is not None
+        with self._pending_lock:
+            self.logs.check_room(self._pending + count)
+            self._pending += count
 
-        def work() -> None:
-            try:
-                for p in partitions:
-                    self.open_partition(t, p)
-            finally:
-                logs.sync_new_logs()
+    def release_partitions(self, count: int) -> None:
+        """Give back a reservation whose partitions will not be created (their topic was not recorded)."""
+        with self._pending_lock:
+            self._pending -= count
 
-        await asyncio.to_thread(work)
+    def create_partitions_later(self, t: TopicInfo, partitions: range) -> None:
+        """Create the reserved logs of a recorded topic's new partitions in a worker thread, after the
+        answer (as Kafka's controller answers once the records are committed, before any broker
+        made the logs). A partition used first is created then (partition_log); one never created
+        before a crash is created at the next start, which opens every recorded partition."""
+        self._to_create.append((t, partitions))
+        if self._creator is None or self._creator.done():
+            self._creator = asyncio.get_running_loop().create_task(self._create_queued())
+
+    async def created(self) -> None:
+        """Wait until the logs admitted so far are made (DescribeLogDirs lists them all, as a Kafka
+        broker does once it applied the topic records)."""
+        creator = self._creator
+        if creator is not None and not creator.done():
+            await asyncio.shield(creator)
+
+    async def _create_queued(self) -> None:
+        # Under the maintenance lock: a topic deleted meanwhile waits for its logs to be made, then
+        # drops them; one deleted before its turn is skipped (it is no longer in the metadata).
+        async with self._maintenance_lock:
+            while self._to_create and self.logs is not None:
+                t, partitions = self._to_create.popleft()
+                try:
+                    await asyncio.to_thread(self._create, self.logs, t, partitions)
+                except KafkaStorageError as e:  # used partitions say so themselves, when next used
+                    log.warning("topic %s: %s", t.name, e)
+                except Exception:
+                    log.exception("creating the logs of topic %s failed", t.name)
+
+    def _create(self, logs: LogManager, t: TopicInfo, partitions: range) -> None:
+        left = len(partitions)  # still reserved
+        try:
+            for p in partitions:
+                current = self._topic(t.name)
+                if self._closing or current is None or current.topic_id != t.topic_id:
+                    return
+                self.open_partition(current, p)
+                with self._pending_lock:
+                    self._pending -= 1
+                left -= 1
+        finally:
+            with self._pending_lock:
+                self._pending -= left
+            logs.sync_new_logs()
 
     def append(
         self, topic: str, partition: int, batch: bytearray | memoryview, *, leader_epoch: int, now_ms: int
@@ -226,7 +275,9 @@ class ReplicaManager:
                 )
 
     async def close(self) -> None:
-        """Flush and close every log (in a worker thread), after any maintenance under way."""
+        """Flush and close every log (in a worker thread), after any maintenance under way; logs
+        still waiting to be created are left to the next start."""
+        self._closing = True
         async with self._maintenance_lock:
             if self.logs is not None:
                 await asyncio.to_thread(self.logs.close)

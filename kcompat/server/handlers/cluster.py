@@ -82,6 +82,7 @@ async def describe_log_dirs(
     broker = ctx.broker
     if (denied := access.cluster_error(ctx, access.DESCRIBE)) is not None:
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=int(denied), results=[])
+    await ctx.replicas.created()  # new topics' logs are made after CreateTopics answered
     logs = ctx.replicas.logs
     assert logs is not None
     wanted: set[tuple[str, int]] | None = None

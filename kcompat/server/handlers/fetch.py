@@ -180,8 +180,9 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
     fetch wakes, as Kafka's DelayedFetch does: a stalled follower's old fetch cannot rejoin the ISR.
     `committed`: read_committed, below the last stable offset."""
     broker = ctx.broker
+    replicas, metadata = ctx.replicas, ctx.metadata  # once, not per partition
     replica_id = replica[0]
-    cluster = ctx.replicas.cluster_mode
+    cluster = replicas.cluster_mode
     results = []
     total = 0
     errors = False
@@ -203,12 +204,12 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             out["error_code"] = int(_UNKNOWN_ID if topic is None else _DENIED)
             errors = True
             continue
-        t = ctx.metadata.topic(topic)
+        t = metadata.topic(topic)
         if t is None or not 0 <= partition < t.partitions:
             out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             errors = True
             continue
-        p = ctx.replicas.partitions.get((topic, partition)) if cluster else None
+        p = replicas.partitions.get((topic, partition)) if cluster else None
         refused = _refusal(ctx, t, partition, fp.current_leader_epoch, replica_id, p)
         if refused is not None:
             error, hint = refused
@@ -218,17 +219,15 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
                 hinted.add(hint[0])
             errors = True
             continue
-        plog = ctx.replicas.partition_log(topic, partition)
+        plog = replicas.partition_log(topic, partition)
         if p is not None and replica_id >= 0 and first:
             if _diverged(plog, fp, out):
                 errors = True  # answered at once: the follower truncates first
                 continue
             if p.update_follower(replica_id, fp.fetch_offset, replica[1], broker.now_ms()):
-                ctx.replicas.fetch_waiters.notify(
-                    (topic, partition)
-                )  # acks=all and consumers waiting on the HW
-            if ctx.replicas.isr_manager is not None:
-                ctx.replicas.isr_manager.maybe_expand(p, replica_id)
+                replicas.fetch_waiters.notify((topic, partition))  # acks=all and consumers waiting on the HW
+            if replicas.isr_manager is not None:
+                replicas.isr_manager.maybe_expand(p, replica_id)
         start, hwm, leo, lso = (
             plog.log_start_offset,
             plog.high_watermark,

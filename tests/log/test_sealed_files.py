@@ -1,0 +1,123 @@
+"""Sealed segments hold no descriptor when idle: theirs come from one bounded LRU (sealed_files.py),
+while the active segment keeps its own. Reads of old segments still hand out file pieces whose
+descriptors stay open for as long as the piece lives, even after the cache let them go."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kcompat.log import LogConfig, PartitionLog
+from kcompat.log.sealed_files import SEALED_FILES
+from kcompat.wire.record_batch import read_header, split_batches
+from tests.log.batches import batch
+
+SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256, segment_index_bytes=4096)
+BOUND = 3
+
+
+@pytest.fixture(autouse=True)
+def small_bound() -> Iterator[None]:
+    before = SEALED_FILES.bound
+    SEALED_FILES.set_bound(BOUND)
+    yield
+    SEALED_FILES.set_bound(before)
+
+
+def open_files(d: Path) -> list[str]:
+    """Names of the files under `d` this process holds descriptors on (index maps included)."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(d)):
+            names.append(Path(target).name)
+    return names
+
+
+def open_segment_files(d: Path) -> int:
+    """Descriptors of this process open on `.log` files under `d`."""
+    return sum(1 for n in open_files(d) if n.endswith(".log"))
+
+
+def fill(d: Path, segments: int) -> tuple[PartitionLog, list[int]]:
+    plog = PartitionLog(d, "t", 0, SMALL, now_ms=0)
+    while len(plog.segments) < segments:
+        plog.append(batch(5), leader_epoch=0, now_ms=0)
+    return plog, [s.base_offset for s in plog.segments]
+
+
+def offsets(data: bytes) -> list[int]:
+    return [read_header(data, pos).base_offset for pos, _ in split_batches(data)]
+
+
+def test_many_segments_hold_the_active_ones_descriptor_and_the_bound(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    plog, bases = fill(d, 12)
+    assert open_segment_files(d) <= 1 + BOUND
+    for base in bases:  # every old segment read again, in turn: still at most the bound open
+        assert offsets(plog.read(base, 100).read_bytes())[0] == base
+        assert open_segment_files(d) <= 1 + BOUND
+    assert offsets(plog.read(0, 1 << 20).read_bytes()) == list(range(0, plog.log_end_offset, 5))
+    leo = plog.log_end_offset
+    plog.close()
+    assert open_segment_files(d) == 0
+    # A start checks each sealed segment's time index against its last batch: through the cache too.
+    again = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=leo, clean_shutdown=True)
+    assert open_segment_files(d) <= 1 + BOUND
+    assert len(open_files(d)) == open_segment_files(d)  # small indexes are read, not mapped
+    assert offsets(again.read(bases[1], 100).read_bytes())[0] == bases[1]
+    again.close()
+
+
+def test_a_piece_outlives_the_cache_letting_its_descriptor_go(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    plog, bases = fill(d, 8)
+    held = plog.read(bases[0], 100)  # the oldest segment: the first the cache lets go
+    expected = held.read_bytes()
+    for base in bases[1:-1]:
+        plog.read(base, 100)
+    (piece,) = held.pieces
+    assert piece.file._h is None  # let go by the cache ...
+    assert os.pread(piece.fd, piece.length, piece.position) == expected  # ... yet open for the piece
+    plog.delete_records_before(bases[2])  # and after its segment is deleted
+    plog.run_retention(0)
+    assert not (d / f"{bases[0]:020d}.log").exists()
+    assert os.pread(piece.fd, piece.length, piece.position) == expected
+    plog.close()
+
+
+def test_a_partition_reopened_after_a_clean_stop_holds_only_its_log(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    plog = PartitionLog(d, "t", 0, SMALL, now_ms=0)
+    plog.append(batch(3), leader_epoch=0, now_ms=1000)
+    plog.close()  # the time index gets its closing entry
+    again = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=3, clean_shutdown=True)
+    assert again.active_segment.time_index.entries == 1
+    assert open_files(d) == ["00000000000000000000.log"]  # not the time index's map as well
+    again.append(batch(2), leader_epoch=0, now_ms=2000)  # appends and reads go on as before
+    assert offsets(again.read(0, 1 << 20).read_bytes()) == [0, 3]
+    assert again.active_segment.time_index.last_entry()[1] == 2  # the closing entry, still read
+    again.close()
+
+
+def test_recovery_after_a_crash_does_not_map_a_small_index_either(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    plog = PartitionLog(d, "t", 0, SMALL, now_ms=0)
+    plog.append(batch(3), leader_epoch=0, now_ms=0)
+    plog.close()  # a time index entry on disk, then a crash after more appends
+    crashed = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=3, clean_shutdown=True)
+    crashed.append(batch(2), leader_epoch=0, now_ms=0)
+    crashed.active_segment.log.flush()
+    # No close: the next start recovers from offset 0 (re-indexing zeroes the old entries).
+    again = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=0, clean_shutdown=False)
+    assert again.log_end_offset == 5
+    assert [n for n in open_files(d) if n.startswith("0000")].count("00000000000000000000.log") >= 1
+    assert not [n for n in open_files(d) if n.endswith("index")]
+    assert offsets(again.read(0, 1 << 20).read_bytes()) == [0, 3]
+    again.close()
