@@ -67,6 +67,7 @@ class JwksKeys:
             ) from None
         self._refresh_s = refresh_ms / 1000
         self._wake = threading.Event()
+        self._stopped = False
         if not url.startswith("file:"):
             threading.Thread(target=self._refresher, name="kcompat-jwks", daemon=True).start()
 
@@ -80,10 +81,17 @@ class JwksKeys:
             self._wake.set()  # maybe rotated in since the last fetch: refetch, for the client's retry
         return keys
 
+    def stop(self) -> None:
+        """End the refetching (the broker's listeners keep theirs for the process's life)."""
+        self._stopped = True
+        self._wake.set()
+
     def _refresher(self) -> None:
         while True:
             self._wake.wait(self._refresh_s)
             self._wake.clear()
+            if self._stopped:
+                return
             try:
                 self._keys = _fetch(self.url)
             except (OSError, ValueError, jwt.PyJWKSetError, jwt.PyJWKError) as e:
@@ -96,7 +104,7 @@ class JwksValidator:
 
     def __init__(self, settings: OAuthSettings) -> None:
         self._settings = settings
-        self._keys = JwksKeys(settings.jwks_url, settings.refresh_ms)
+        self.keys = JwksKeys(settings.jwks_url, settings.refresh_ms)
 
     def validate(self, token: str) -> tuple[str, float]:
         s = self._settings
@@ -109,9 +117,9 @@ class JwksValidator:
         if kty is None:
             raise ValueError(f"the token's alg {alg!r} is not one of {', '.join(ALGORITHMS)}")
         kid = header.get("kid")
-        keys = self._keys.candidates(kid if isinstance(kid, str) else None, kty)
+        keys = self.keys.candidates(kid if isinstance(kid, str) else None, kty)
         if not keys:
-            raise ValueError(f"no {kty} key with kid {kid!r} in the JWKS of {self._keys.url}")
+            raise ValueError(f"no {kty} key with kid {kid!r} in the JWKS of {self.keys.url}")
         error: jwt.InvalidTokenError | None = None
         for key in keys:  # one, unless the token names no kid and the set has several of its type
             try:

@@ -190,6 +190,20 @@ def test_http_jwks_is_refetched_when_a_new_kid_appears(jwks_server: tuple[str, d
     assert served["fetches"] == 2
     with pytest.raises(ValueError, match="no RSA key with kid 'rsa-1'"):
         v.validate(token())  # the old key is gone
+    v.keys.stop()
+
+
+def test_http_jwks_is_refetched_every_refresh_ms(jwks_server: tuple[str, dict[str, Any]]) -> None:
+    url, served = jwks_server
+    v = validator(url, refresh_ms=100)
+    try:
+        deadline = time.monotonic() + 10
+        while served["fetches"] < 3:  # the first at start, then one per refresh (at most one a second)
+            assert time.monotonic() < deadline, f"{served['fetches']} fetches"
+            time.sleep(0.05)
+    finally:
+        v.keys.stop()
+    assert v.validate(token())[0] == "svc-orders"
 
 
 def test_unreadable_jwks_stops_start_up(tmp_path: Path) -> None:
