@@ -23,8 +23,14 @@ SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.")
 SECURITY_KEYS = frozenset({"connections.max.reauth.ms", "connection.failed.authentication.delay.ms"})
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-# OAUTHBEARER tokens are checked by Kafka's unsecured validator only (alg none, for development).
+# OAUTHBEARER tokens are checked by Kafka's unsecured validator (alg none, for development), the
+# default, or by its JWKS validator (signed JWTs; its 3.x name is still accepted by Kafka 4).
 _UNSECURED_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+JWKS_VALIDATORS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+)
+_JWKS_SCHEMES = ("file:", "http:", "https:")
 CLIENT_AUTH = ("none", "requested", "required")
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 KEYSTORE_TYPES = ("PEM", "PKCS12")
@@ -38,6 +44,10 @@ _DEFAULTS = {
     "connections.max.reauth.ms": "0",
     "connection.failed.authentication.delay.ms": "100",
     "sasl.server.max.receive.size": "524288",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",
+    "sasl.oauthbearer.clock.skew.seconds": "30",
+    "sasl.oauthbearer.scope.claim.name": "scope",
+    "sasl.oauthbearer.sub.claim.name": "sub",
 }
 
 
@@ -64,10 +74,24 @@ class SslSettings:
 
 
 @dataclass(frozen=True)
+class OAuthSettings:
+    """The sasl.oauthbearer.* settings of Kafka's JWKS validator (OAuthBearerValidatorCallbackHandler)."""
+
+    jwks_url: str
+    refresh_ms: int = 3600000
+    expected_audience: tuple[str, ...] = ()
+    expected_issuer: str | None = None
+    scope_claim: str = "scope"
+    sub_claim: str = "sub"
+    clock_skew_s: int = 30
+
+
+@dataclass(frozen=True)
 class SaslSettings:
     mechanisms: tuple[str, ...]
     jaas: Mapping[str, str] = field(default_factory=dict)  # mechanism -> its JAAS config text
     max_receive_size: int = 524288
+    oauth: OAuthSettings | None = None  # OAUTHBEARER with signed JWTs; None: the unsecured validator
 
 
 @dataclass(frozen=True)
@@ -222,18 +246,51 @@ def _sasl_settings(look: _Lookup, listener: str) -> SaslSettings:
             f'listener.name.{listener.lower()}.plain.sasl.jaas.config to a PlainLoginModule with user_<name>="<password>"',
             key="sasl.jaas.config",
         )
+    oauth = None
     if "OAUTHBEARER" in mechanisms:
         handler = look.get("oauthbearer.sasl.server.callback.handler.class") or look.get(
             "sasl.server.callback.handler.class"
         )
-        if handler is not None and handler != _UNSECURED_VALIDATOR:
+        if handler in JWKS_VALIDATORS:
+            oauth = _oauth_settings(look, listener)
+        elif handler is not None and handler != _UNSECURED_VALIDATOR:
             raise ConfigError(
-                f"OAUTHBEARER with {handler} is not supported: kcompat validates only unsecured JWS tokens "
-                "(Kafka's default validator, for development)",
+                f"OAUTHBEARER with {handler} is not supported: kcompat offers Kafka's "
+                f"{JWKS_VALIDATORS[0]} (signed JWTs) and its unsecured validator (the default, for development)",
                 key="sasl.server.callback.handler.class",
                 value=handler,
             )
-    return SaslSettings(mechanisms, jaas, look.int("sasl.server.max.receive.size", 1))
+    return SaslSettings(mechanisms, jaas, look.int("sasl.server.max.receive.size", 1), oauth)
+
+
+def _oauth_settings(look: _Lookup, listener: str) -> OAuthSettings:
+    """The JWKS validator's settings: listener.name.<l>.oauthbearer.<setting>, or as _Lookup finds them."""
+
+    def get(name: str) -> str | None:
+        return look.get(f"oauthbearer.{name}") or look.get(name)
+
+    def number(name: str) -> int:
+        key = f"oauthbearer.{name}" if look.get(f"oauthbearer.{name}") else name
+        return look.int(key)
+
+    url = get("sasl.oauthbearer.jwks.endpoint.url")
+    if url is None or not url.lower().startswith(_JWKS_SCHEMES):
+        raise ConfigError(
+            f"listener {listener} validates OAUTHBEARER tokens with {JWKS_VALIDATORS[0]}: set "
+            "sasl.oauthbearer.jwks.endpoint.url to the identity provider's JWKS (file://, http:// or https://)",
+            key="sasl.oauthbearer.jwks.endpoint.url",
+            value=url,
+        )
+    audience = get("sasl.oauthbearer.expected.audience") or ""
+    return OAuthSettings(
+        jwks_url=url,
+        refresh_ms=max(1, number("sasl.oauthbearer.jwks.endpoint.refresh.ms")),
+        expected_audience=tuple(a.strip() for a in audience.split(",") if a.strip()),
+        expected_issuer=get("sasl.oauthbearer.expected.issuer"),
+        scope_claim=get("sasl.oauthbearer.scope.claim.name") or "scope",
+        sub_claim=get("sasl.oauthbearer.sub.claim.name") or "sub",
+        clock_skew_s=number("sasl.oauthbearer.clock.skew.seconds"),
+    )
 
 
 def parse_security(listeners: Iterable[Listener], props: Mapping[str, str]) -> dict[str, ListenerSecurity]:

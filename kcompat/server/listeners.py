@@ -61,7 +61,12 @@ def transports(
         if settings.sasl is not None:
             from kcompat.server.sasl import SaslAuthenticator  # scramp: loaded only for SASL listeners
 
-            authenticator = partial(SaslAuthenticator, settings, scram_lookup)
+            validate = None
+            if settings.sasl.oauth is not None:
+                from kcompat.server.oauth_jwks import JwksValidator  # pyjwt: only for this validator
+
+                validate = JwksValidator(settings.sasl.oauth).validate  # one key set per listener
+            authenticator = partial(SaslAuthenticator, settings, scram_lookup, validate)
         out[name] = ListenerTransport(context, principal, authenticator)
     return out
 

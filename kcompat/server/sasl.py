@@ -3,7 +3,8 @@ SaslServerAuthenticator), settled before any other request reaches the dispatche
 
 SaslHandshake (17) v0-1, SaslAuthenticate (36) v0-2; mechanisms PLAIN (users of the listener's
 PlainLoginModule JAAS config), SCRAM-SHA-256/512 (`scramp` against the stored credentials) and
-OAUTHBEARER with Kafka's unsecured-JWS validator (KIP-255, for development: `alg: none` tokens).
+OAUTHBEARER with Kafka's unsecured-JWS validator (KIP-255, for development: `alg: none` tokens) or,
+when the listener names OAuthBearerValidatorCallbackHandler, signed JWTs (kcompat.server.oauth_jwks).
 
     state         ApiVersions  SaslHandshake          SaslAuthenticate        other request
     HANDSHAKE     broker       -> AUTHENTICATE (v1+)  close                   close
@@ -135,15 +136,12 @@ class _Scram:
 
 
 class _OAuthBearer:
-    """KIP-255's client message `n,,\x01auth=Bearer <jws>\x01...\x01` checked as Kafka's
-    OAuthBearerUnsecuredValidatorCallbackHandler does (options unsecuredValidator* of the JAAS
-    config). A bad token is answered with Kafka's JSON challenge; the client's \x01 then fails."""
+    """KIP-255's client message `n,,\x01auth=Bearer <jws>\x01...\x01`, its token checked by the
+    listener's validator (`validate(jws) -> (principal, exp)`, ValueError saying why not). A bad
+    token is answered with Kafka's JSON challenge; the client's \x01 then fails."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self._claim = options.get("unsecuredValidatorPrincipalClaimName", "sub")
-        self._scope_claim = options.get("unsecuredValidatorScopeClaimName", "scope")
-        self._required = set(options.get("unsecuredValidatorRequiredScope", "").split())
-        self._skew_s = int(options.get("unsecuredValidatorAllowableClockSkewMs", "0")) / 1000
+    def __init__(self, validate: Callable[[str], tuple[str, float]]) -> None:
+        self._validate = validate
         self.username: str | None = None
         self._user = ""
         self._failed: str | None = None
@@ -160,14 +158,26 @@ class _OAuthBearer:
         if not bearer.startswith("Bearer "):
             raise AuthenticationFailed("Invalid OAUTHBEARER client first message: no Bearer token")
         try:
-            self._validate(bearer[7:].strip())
+            principal, exp = self._validate(bearer[7:].strip())
         except ValueError as e:
             self._failed = str(e)
             return json.dumps({"status": "invalid_token"}).encode()
-        self.username = self._user
+        self.username = self._user = principal
+        self.lifetime_ms = max(1, int((exp - time.time()) * 1000))
         return b""
 
-    def _validate(self, jws: str) -> None:
+
+class UnsecuredValidator:
+    """Kafka's OAuthBearerUnsecuredValidatorCallbackHandler (options unsecuredValidator* of the
+    OAUTHBEARER JAAS config): `alg: none` tokens, for development."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._claim = options.get("unsecuredValidatorPrincipalClaimName", "sub")
+        self._scope_claim = options.get("unsecuredValidatorScopeClaimName", "scope")
+        self._required = set(options.get("unsecuredValidatorRequiredScope", "").split())
+        self._skew_s = int(options.get("unsecuredValidatorAllowableClockSkewMs", "0")) / 1000
+
+    def validate(self, jws: str) -> tuple[str, float]:
         pieces = jws.split(".")
         if len(pieces) != 3 or pieces[2]:
             raise ValueError("an unsecured JWS has three parts and an empty signature")
@@ -191,12 +201,11 @@ class _OAuthBearer:
         principal = claims.get(self._claim)
         if not isinstance(principal, str) or not principal:
             raise ValueError(f"the token has no {self._claim} claim")
-        self._user = principal
         scope = claims.get(self._scope_claim, [])
         scopes = set(scope.split() if isinstance(scope, str) else scope if isinstance(scope, list) else [])
         if not self._required <= scopes:
             raise ValueError(f"the token lacks the required scope {sorted(self._required - scopes)}")
-        self.lifetime_ms = int((exp - now) * 1000)
+        return principal, float(exp)
 
 
 class SaslAuthenticator:
@@ -204,13 +213,16 @@ class SaslAuthenticator:
         self,
         security: ListenerSecurity,
         scram_lookup: Callable[[str, str], ScramCredential | None],
+        oauth_validate: Callable[[str], tuple[str, float]] | None = None,
     ) -> None:
         assert security.sasl is not None
         self._settings = security
         self._mechanisms = security.sasl.mechanisms
         self._plain_users = plain_users(security.sasl.jaas["PLAIN"]) if "PLAIN" in self._mechanisms else {}
-        oauth = security.sasl.jaas.get("OAUTHBEARER")
-        self._oauth_options = parse_jaas(oauth).options if oauth else {}
+        if oauth_validate is None:  # the listener's JWKS validator, or Kafka's default unsecured one
+            oauth = security.sasl.jaas.get("OAUTHBEARER")
+            oauth_validate = UnsecuredValidator(parse_jaas(oauth).options if oauth else {}).validate
+        self._oauth_validate = oauth_validate
         self._scram_lookup = scram_lookup
         self.max_token_bytes = security.sasl.max_receive_size
         self.state = State.HANDSHAKE
@@ -271,7 +283,7 @@ class SaslAuthenticator:
         if mechanism == "PLAIN":
             self._mechanism = _Plain(self._plain_users)
         elif mechanism == "OAUTHBEARER":
-            self._mechanism = _OAuthBearer(self._oauth_options)
+            self._mechanism = _OAuthBearer(self._oauth_validate)
         else:
             self._mechanism = _Scram(mechanism, self._scram_lookup)
         self.state = State.RAW_TOKEN if request.api_version == 0 else State.AUTHENTICATE

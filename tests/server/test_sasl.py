@@ -319,12 +319,17 @@ def test_oauthbearer_refusals(claims: dict[str, Any], alg: str, options: dict[st
 
 
 def test_oauthbearer_other_validators_are_refused() -> None:
-    with pytest.raises(ConfigError, match="kcompat validates only unsecured JWS"):
+    base = {"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "OAUTHBEARER"}
+    handler = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"
+    with pytest.raises(ConfigError, match="is not supported: kcompat offers"):
+        BrokerConfig({**base, handler: "com.example.MyValidator"})
+    with pytest.raises(
+        ConfigError, match=r"set sasl\.oauthbearer\.jwks\.endpoint\.url"
+    ):  # JWKS needs its keys
         BrokerConfig(
             {
-                "listeners": "SASL_PLAINTEXT://127.0.0.1:1",
-                "sasl.enabled.mechanisms": "OAUTHBEARER",
-                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                **base,
+                handler: "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
             }
         )
 
