@@ -88,16 +88,25 @@ def test_consumer_group_heartbeat_and_describe_hide_refused_topics(h: BrokerHarn
 
     g = describe()
     assert (g.error_code, g.members) == (TOPIC_DENIED, [])
-    assert g.error_message == "The group has described topic(s) that the client is not authorized to describe."
+    assert (
+        g.error_message == "The group has described topic(s) that the client is not authorized to describe."
+    )
     allow(h, creation("orders", DESCRIBE))
     g = describe()
     assert g.error_code == 0 and len(g.members) == 2
-    assert {tp.topic_name for m in g.members for tp in m.target_assignment.topic_partitions} == {"orders", "audit"}
+    assert {tp.topic_name for m in g.members for tp in m.target_assignment.topic_partitions} == {
+        "orders",
+        "audit",
+    }
 
 
 @pytest.mark.parametrize("version", [1, 2, 7])
 def test_offset_fetch_refused_group_single_group_versions(h: BrokerHarness, version: int) -> None:
-    body = {"group_id": "g1", "topics": [{"name": "orders", "partition_indexes": [0, 1]}], "require_stable": False}
+    body = {
+        "group_id": "g1",
+        "topics": [{"name": "orders", "partition_indexes": [0, 1]}],
+        "require_stable": False,
+    }
     resp = as_client(h, ALICE, OFFSET_FETCH, version, body)
     if version < 2:  # no top-level error code: each requested partition carries it
         (t,) = resp.topics
@@ -123,7 +132,12 @@ def test_create_topics_hides_configs_without_describe_configs(h: BrokerHarness) 
     allow(h, creation("new-", CREATE, pattern=PREFIXED))
     t = create("new-a")
     assert t.error_code == 0 and t.topic_id != uuid.UUID(int=0)
-    assert (t.topic_config_error_code, t.num_partitions, t.replication_factor, t.configs) == (TOPIC_DENIED, -1, -1, [])
+    assert (t.topic_config_error_code, t.num_partitions, t.replication_factor, t.configs) == (
+        TOPIC_DENIED,
+        -1,
+        -1,
+        [],
+    )
     allow(h, creation("new-", DESCRIBE_CONFIGS, pattern=PREFIXED))
     t = create("new-b")
     assert (t.error_code, t.topic_config_error_code, t.num_partitions, t.replication_factor) == (0, 0, 3, 1)
