@@ -10,7 +10,7 @@ one attribute test and True, so the hot paths pay nothing for ACLs they do not u
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kcompat.security.authorizer import CLUSTER_NAME as CLUSTER_NAME
@@ -103,6 +103,16 @@ def topic_error(ctx: RequestContext, operation: int, topic: str) -> ErrorCode | 
     if ctx.broker.authorizer is None or allowed(ctx, operation, TOPIC, topic):
         return None
     return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def topic_filter(ctx: RequestContext, operation: int) -> Callable[[str], bool] | None:
+    """With an authorizer, a test of `operation` on a topic for this connection's principal that
+    outlives the request (a consumer group keeps it to resolve regexes); quiet, as a filter is."""
+    auth = ctx.broker.authorizer
+    if auth is None:
+        return None
+    principal, host = _who(ctx)
+    return lambda topic: auth.authorize(principal, host, operation, TOPIC, topic)
 
 
 def topics_denied(ctx: RequestContext, operation: int, topics: Sequence[str]) -> frozenset[str]:

@@ -3,9 +3,9 @@ a group is no way to learn of topics one may not describe (without an authorizer
 
 ConsumerGroupHeartbeat  READ on the group (else GROUP_AUTHORIZATION_FAILED), then DESCRIBE on
                         every topic of subscribed_topic_names: one refused fails the heartbeat
-                        with TOPIC_AUTHORIZATION_FAILED before the coordinator sees it. (A regex
-                        is still resolved against every topic: Kafka 4 resolves it with only
-                        the topics the heartbeating member may describe; not done here yet.)
+                        with TOPIC_AUTHORIZATION_FAILED before the coordinator sees it; a regex
+                        resolves to the topics the heartbeating principal may describe
+                        (access.topic_filter, kept by the group)
 ConsumerGroupDescribe   DESCRIBE on the group (in the handler), then DESCRIBE on every topic of
                         the members' assignments and target assignments: one refused replaces
                         the group's description by TOPIC_AUTHORIZATION_FAILED and no members

@@ -142,3 +142,28 @@ def test_create_topics_hides_configs_without_describe_configs(h: BrokerHarness) 
     t = create("new-b")
     assert (t.error_code, t.topic_config_error_code, t.num_partitions, t.replication_factor) == (0, 0, 3, 1)
     assert {c.name: c.value for c in t.configs}["retention.ms"] == "60000"
+
+
+def test_a_regex_resolves_to_the_topics_the_principal_may_describe(h: BrokerHarness) -> None:
+    allow(h, creation("g1", READ, rt=GROUP), creation("audit", DESCRIBE))
+    member = str(uuid.uuid4())
+
+    def beat(epoch: int) -> Any:
+        body = {"group_id": "g1", "member_id": member, "member_epoch": epoch, "rebalance_timeout_ms": 10_000,
+                "subscribed_topic_names": None, "subscribed_topic_regex": "orders|audit", "server_assignor": None,
+                "topic_partitions": []}  # fmt: skip
+        r = as_client(h, ALICE, CONSUMER_GROUP_HEARTBEAT, 1, body)
+        assert r.error_code == 0
+        return r.member_epoch
+
+    def target() -> set[str]:
+        (g,) = h.call(
+            CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["g1"], "include_authorized_operations": False}
+        ).groups
+        return {tp.topic_name for m in g.members for tp in m.target_assignment.topic_partitions}
+
+    epoch = beat(0)
+    assert target() == {"audit"}  # orders matches, but alice may not describe it
+    allow(h, creation("orders", DESCRIBE))
+    beat(epoch)
+    assert target() == {"orders", "audit"}

@@ -410,12 +410,11 @@ async def consumer_group_heartbeat(
         instance_id=body.instance_id,
         rack_id=body.rack_id,
         rebalance_timeout_ms=body.rebalance_timeout_ms,
-        subscribed_topic_names=None
-        if body.subscribed_topic_names is None
-        else list(body.subscribed_topic_names),
+        subscribed_topic_names=None if (names := body.subscribed_topic_names) is None else list(names),
         subscribed_topic_regex=body.subscribed_topic_regex,
         server_assignor=body.server_assignor,
         topic_partitions=owned,
+        describable=access.topic_filter(ctx, access.DESCRIBE),
     )
     host = client_host(ctx)
     resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.consumer_group_heartbeat(
