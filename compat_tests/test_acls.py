@@ -4,7 +4,8 @@ listener (SCRAM-SHA-512 users admin, a super user, and alice):
     kafka-acls (Kafka 4.3.1, --command-config with admin's SCRAM login) adds, lists and removes ACLs;
     confluent-kafka (librdkafka) as alice: TOPIC_AUTHORIZATION_FAILED on produce without WRITE and
     on fetch without READ, GROUP_AUTHORIZATION_FAILED on join without READ on the group; a prefixed
-    ACL matches; a DENY beats an ALLOW; admin does everything; the ACLs survive a restart.
+    ACL matches; a DENY beats an ALLOW; admin does everything; the ACLs survive a restart; a
+    KIP-848 consumer is refused a subscription naming a topic it may not describe.
 The console (admin.listener) asks for an HTTP Basic login against the same SCRAM users.
 """
 
@@ -185,6 +186,34 @@ def test_acls_with_kafka_acls_and_confluent_kafka(broker: Broker, admin_config: 
     assert produce_error(broker, "alice", "acl-pre-eu") is None  # still allowed
     listed = acls(broker, admin_config, "--list", "--topic", "acl-read")
     assert "User:alice" not in listed
+
+
+def test_kip848_consumer_regex_sees_only_describable_topics(broker: Broker) -> None:
+    """librdkafka's KIP-848 consumer as alice: a regex subscription ends with only the topics she
+    may describe (whether the broker's resolution or Metadata's hiding keeps the other out; the
+    broker's own regex filter is pinned in tests/server/test_acls_topics.py); a subscription
+    naming a topic she may not describe is refused by the heartbeat (TOPIC_AUTHORIZATION_FAILED)."""
+    admin = AdminClient(conf(broker, "admin"))
+    for f in admin.create_topics([NewTopic(t, 2, 1) for t in ("k848-ok", "k848-hidden")]).values():
+        f.result(30)
+    bindings = [
+        AclBinding(rt, name, ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+        for rt, name in ((ResourceType.GROUP, "k848-g"), (ResourceType.TOPIC, "k848-ok"))
+    ]  # fmt: skip
+    for f in admin.create_acls(bindings).values():
+        assert f.result(30) is None
+    c = Consumer({**conf(broker, "alice"), "group.id": "k848-g", "group.protocol": "consumer"})
+    c.subscribe(["^k848-.*"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not c.assignment():
+        c.poll(0.2)
+    assert {(tp.topic, tp.partition) for tp in c.assignment()} == {("k848-ok", 0), ("k848-ok", 1)}
+    c.close()
+    c = Consumer({**conf(broker, "alice"), "group.id": "k848-g", "group.protocol": "consumer"})
+    c.subscribe(["k848-ok", "k848-hidden"])
+    got, error = consume(c, 1, timeout=15)
+    c.close()
+    assert got == [] and error == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_console_login_with_the_brokers_users(broker: Broker) -> None:

@@ -15,7 +15,7 @@ ever assigned to two members at once.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
@@ -88,6 +88,9 @@ class ConsumerGroup:
     # topic name -> (topic id, partition count) for every topic some member subscribes to, as stored
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     resolved_regex: dict[str, frozenset[str]] = field(default_factory=dict)
+    # the last heartbeat's authorization filter for regexes (not a record: the next heartbeat's
+    # after a restart, as Kafka resolves regexes again after loading a group)
+    describable: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
 
     def state(self) -> ConsumerGroupState:
         if not self.members:

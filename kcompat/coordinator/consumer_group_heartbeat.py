@@ -249,6 +249,8 @@ class ConsumerGroupProtocol:
         if bump or _member_record_fields(updated) != _member_record_fields(member):
             emit_member_metadata(out, group.group_id, updated)
         group.members[member_id] = updated
+        if req.describable is not None:
+            group.describable = req.describable
         if updated.instance_id is not None:
             group.static_members[updated.instance_id] = member_id
         if refresh_subscription_metadata(out, group, self.store):

@@ -15,11 +15,18 @@ from kcompat.coordinator.group_store import GroupStore
 from kcompat.coordinator.result import Effects
 
 
+def _everything(topic: str) -> bool:
+    return True
+
+
 def refresh_subscription_metadata(out: Effects, group: ConsumerGroup, store: GroupStore) -> bool:
     """Resolve regexes and look the subscribed topics up; True (and a record) when that changed."""
     metadata = store.topic_metadata()
+    may = group.describable or _everything
     group.resolved_regex = {
-        m.subscribed_topic_regex: frozenset(t for t in metadata if re.fullmatch(m.subscribed_topic_regex, t))
+        m.subscribed_topic_regex: frozenset(
+            t for t in metadata if re.fullmatch(m.subscribed_topic_regex, t) and may(t)
+        )
         for m in group.members.values()
         if m.subscribed_topic_regex is not None
     }

@@ -15,6 +15,7 @@ LeaveGroup's legacy error), None meaning "unchanged", names resolved from topic 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kcompat.wire.error_codes import ErrorCode
@@ -161,6 +162,9 @@ class ConsumerGroupHeartbeatRequest:
     subscribed_topic_regex: str | None = None  # v1+
     server_assignor: str | None = None
     topic_partitions: list[TopicPartitions] | None = None
+    # With an authorizer: may the heartbeating principal describe a topic? A regex then resolves
+    # to those topics only (Kafka 4 resolves regexes with the heartbeat's request context).
+    describable: Callable[[str], bool] | None = None
 
 
 @dataclass

@@ -10,7 +10,7 @@ one attribute test and True, so the hot paths pay nothing for ACLs they do not u
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kcompat.security.authorizer import CLUSTER_NAME as CLUSTER_NAME
@@ -44,6 +44,7 @@ class _Group(Protocol):
 
 
 T = TypeVar("T", bound=_Group)
+_NONE: frozenset[str] = frozenset()
 
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
     ResourceType.TOPIC,
@@ -104,6 +105,23 @@ def topic_error(ctx: RequestContext, operation: int, topic: str) -> ErrorCode | 
     return ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
+def topic_filter(ctx: RequestContext, operation: int) -> Callable[[str], bool] | None:
+    """With an authorizer, a test of `operation` on a topic for this connection's principal that
+    outlives the request (a consumer group keeps it to resolve regexes); quiet, as a filter is."""
+    auth = ctx.broker.authorizer
+    if auth is None:
+        return None
+    principal, host = _who(ctx)
+    return lambda topic: auth.authorize(principal, host, operation, TOPIC, topic)
+
+
+def topics_denied(ctx: RequestContext, operation: int, topics: Sequence[str]) -> frozenset[str]:
+    """The names of `topics` the principal may not `operation` (Kafka's filterByAuthorized, negated)."""
+    if ctx.broker.authorizer is None:
+        return _NONE
+    return frozenset(t for t in set(topics) if not allowed(ctx, operation, TOPIC, t))
+
+
 def group_error(ctx: RequestContext, operation: int, group: str) -> ErrorCode | None:
     if ctx.broker.authorizer is None or allowed(ctx, operation, GROUP, group):
         return None
@@ -129,9 +147,6 @@ def produce_error(ctx: RequestContext, topic: str, transactional_id: str | None)
     if transactional_id is not None and not allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return topic_error(ctx, WRITE, topic)
-
-
-_NONE: frozenset[str] = frozenset()
 
 
 def fetch_denied(

@@ -76,6 +76,7 @@ from kcompat.coordinator.messages import ConsumerGroupHeartbeatResponse, JoinGro
 from kcompat.coordinator.records import offsets_partition
 from kcompat.server import access
 from kcompat.server.broker import RequestContext
+from kcompat.server.consumer_group_acl import heartbeat_error, hide_refused_topics
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
 from kcompat.server.group_service import CoordinatorUnavailable
@@ -397,7 +398,7 @@ async def consumer_group_heartbeat(
             heartbeat_interval_ms=0,
             error_message="The consumer group protocol is not enabled.",
         )  # assignment stays the generated default, an empty struct, as before (the schema says null)
-    if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
+    if (denied := heartbeat_error(ctx, body)) is not None:
         return cgh.ConsumerGroupHeartbeatResponse(error_code=int(denied), assignment=None)
     owned = None
     if body.topic_partitions is not None:
@@ -409,12 +410,11 @@ async def consumer_group_heartbeat(
         instance_id=body.instance_id,
         rack_id=body.rack_id,
         rebalance_timeout_ms=body.rebalance_timeout_ms,
-        subscribed_topic_names=None
-        if body.subscribed_topic_names is None
-        else list(body.subscribed_topic_names),
+        subscribed_topic_names=None if (names := body.subscribed_topic_names) is None else list(names),
         subscribed_topic_regex=body.subscribed_topic_regex,
         server_assignor=body.server_assignor,
         topic_partitions=owned,
+        describable=access.topic_filter(ctx, access.DESCRIBE),
     )
     host = client_host(ctx)
     resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.consumer_group_heartbeat(
@@ -461,7 +461,7 @@ async def consumer_group_describe(
         lambda now: ctx.broker.group_service.coordinator.consumer_group_describe(now, list(body.group_ids)),
         creates=False,
     )
-    return cgd.ConsumerGroupDescribeResponse(
+    described = cgd.ConsumerGroupDescribeResponse(
         throttle_time_ms=0,
         groups=[
             cgd.DescribedGroup(
@@ -495,3 +495,4 @@ async def consumer_group_describe(
             for g in groups
         ],
     )
+    return hide_refused_topics(ctx, described)

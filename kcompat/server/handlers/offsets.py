@@ -189,10 +189,30 @@ async def _fetch_offsets(
 async def offset_fetch(
     ctx: RequestContext, request: Request[of.OffsetFetchRequest]
 ) -> of.OffsetFetchResponse:
-    answer = await _offset_fetch(ctx, request)
-    if access.enabled(ctx):  # DESCRIBE on each group and on each topic
+    if access.enabled(ctx):  # DESCRIBE on the group (first, as KafkaApis) and on each topic
+        if request.api_version < 8 and (
+            denied := access.group_error(ctx, access.DESCRIBE, request.body.group_id)
+        ):
+            return _group_error(request, int(denied))
+        answer = await _offset_fetch(ctx, request)
         offset_acl.filter_fetched(ctx, request, answer)
-    return answer
+        return answer
+    return await _offset_fetch(ctx, request)
+
+
+def _group_error(request: Request[of.OffsetFetchRequest], code: int) -> of.OffsetFetchResponse:
+    """The single group's error (v1-7): at the top level from v2; v1 has no top-level error code, so
+    every requested partition carries it (OffsetFetchRequest.getErrorResponse's shape)."""
+    topics = []
+    if request.api_version < 2:
+        topics = [
+            of.OffsetFetchResponseTopic(name=t.name, partitions=[
+                of.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="", error_code=code)
+                for p in t.partition_indexes
+            ])
+            for t in request.body.topics or []
+        ]  # fmt: skip
+    return of.OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=topics)
 
 
 async def _offset_fetch(
@@ -235,16 +255,7 @@ async def _offset_fetch(
         for t in got.topics
     ]
     if v < 2 and got.error_code != ErrorCode.NONE:
-        # No top-level error before v2: every requested partition carries the group's error.
-        topics = [
-            of.OffsetFetchResponseTopic(name=t.name, partitions=[
-                of.OffsetFetchResponsePartition(
-                    partition_index=p, committed_offset=-1, metadata="", error_code=int(got.error_code)
-                )
-                for p in t.partition_indexes
-            ])
-            for t in body.topics or []
-        ]  # fmt: skip
+        return _group_error(request, int(got.error_code))
     return of.OffsetFetchResponse(throttle_time_ms=0, error_code=int(got.error_code), topics=topics)
 
 

@@ -8,6 +8,8 @@ CreateTopics version notes:
 * v2: throttle_time_ms;  v3: no change
 * v4: -1 partitions / replication factor mean num.partitions / default.replication.factor
 * v5: flexible; the answer carries partitions, replication factor and every config of the topic
+  (with an authorizer, only to a principal that may DESCRIBE_CONFIGS the topic; the others get
+  topic_config_error_code TOPIC_AUTHORIZATION_FAILED, -1/-1 and no configs, as Kafka's controller)
 * v6: no change;  v7: topic_id
 Validation as Kafka's controller: legal name, no '.'/'_' collision, not an internal topic, not a
 duplicate in the request (INVALID_REQUEST), partitions > 0 (INVALID_PARTITIONS), replication
@@ -111,9 +113,13 @@ async def _create_one(
     except ApiError as e:
         res.error_code, res.error_message = int(e.error), e.message
         return res
-    res.num_partitions, res.replication_factor = t.partitions, rf
     if not validate_only:
         res.topic_id = t.topic_id
+    if not access.allowed(ctx, access.DESCRIBE_CONFIGS, access.TOPIC, ct.name, quiet=True):
+        # the controller's rule: created, but its layout and configs are not shown
+        res.topic_config_error_code, res.configs = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), []
+        return res
+    res.num_partitions, res.replication_factor = t.partitions, rf
     res.configs = [
         CreatableTopicConfigs(
             name=e.name,

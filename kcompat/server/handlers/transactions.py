@@ -156,20 +156,40 @@ async def end_txn(ctx: RequestContext, request: Request) -> Any:
 # --- TxnOffsetCommit ---------------------------------------------------------------------------
 
 
+def _refused(topics: list[Any], code: int) -> list[dict[str, Any]]:
+    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                            for p in t.partitions]} for t in topics]  # fmt: skip
+
+
 @handles(TXN_OFFSET_COMMIT, "0-5")
 async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
+    """KafkaApis' order: WRITE on the transactional id and READ on the group refuse every
+    partition; then READ on each topic: a refused topic's partitions are answered
+    TOPIC_AUTHORIZATION_FAILED and left out of what the coordinator sees."""
+    body = request.body
+    if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
+        return {"throttle_time_ms": 0, "topics": _refused(body.topics, int(denied))}
+    names = access.topics_denied(ctx, access.READ, [t.name for t in body.topics])
+    if not names:
+        return await _txn_offset_commit(ctx, request)
+    refused = _refused([t for t in body.topics if t.name in names], int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    body.topics = [t for t in body.topics if t.name not in names]
+    if not body.topics:
+        return {"throttle_time_ms": 0, "topics": refused}
+    answer = await _txn_offset_commit(ctx, request)
+    answer["topics"].extend(refused)
+    return answer
+
+
+async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
     svc = ctx.broker.txn_service
     groups = ctx.broker.group_service
 
     def answer(code: int) -> Any:
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                            for p in t.partitions]} for t in body.topics]}  # fmt: skip
+        return {"throttle_time_ms": 0, "topics": _refused(body.topics, code)}
 
-    if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
-        return answer(int(denied))
     if not body.group_id:
         return answer(int(ErrorCode.INVALID_GROUP_ID))
     await groups.ensure_topic()
