@@ -11,6 +11,9 @@ the move. Under one REAL Kafka controller: kcompat brokers 1 and 2, Java broker 
 Proven: every acknowledged record (a ledger of what the producer was told) is read back exactly
 once and in order; the replica left on each broker is byte-identical to the leader's; the removed
 replica's directory is deleted; the tool's own --verify reports each move done.
+
+Stray logs: a replica moved away while its kcompat broker was down is moved aside as
+`<topic>-<p>.<uuid>-stray` when that broker restarts (Kafka 4.x), and one still assigned is kept.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from compat_tests.cluster.test_replication import CREATE_TOPICS, Cluster, JavaBroker
+from compat_tests.cluster.test_replication import CREATE_TOPICS, Cluster, JavaBroker, replicas_identical
 from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
 from kcompat.testing_cluster import HOST, ControllerQuorum
@@ -92,10 +95,10 @@ class Ledger:
         wait_for(lambda: len(self.acked) >= target, f"{more} more records acknowledged", timeout)
 
 
-def reassign(c: Cluster, bootstrap: str, replicas: list[int]) -> None:
-    plan = c.root / f"move-{'-'.join(map(str, replicas))}.json"
+def reassign(c: Cluster, bootstrap: str, replicas: list[int], topic: str = TOPIC) -> None:
+    plan = c.root / f"move-{topic}-{'-'.join(map(str, replicas))}.json"
     plan.write_text(
-        json.dumps({"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": replicas}]})
+        json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": replicas}]})
     )
     out = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
                      "--reassignment-json-file", str(plan), "--execute").stdout  # fmt: skip
@@ -103,10 +106,10 @@ def reassign(c: Cluster, bootstrap: str, replicas: list[int]) -> None:
 
     # The move is done when the image's replicas are the target (adding and removing ones gone);
     # then the tool's own --verify must say so too.
-    wait_for(lambda: c.partitions(TOPIC)[0][2] == replicas, f"the move to {replicas}", timeout=90)
+    wait_for(lambda: c.partitions(topic)[0][2] == replicas, f"the move to {replicas}", timeout=90)
     verify = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
                         "--reassignment-json-file", str(plan), "--verify").stdout  # fmt: skip
-    assert f"Reassignment of partition {TOPIC}-0 is completed" in verify, verify
+    assert f"Reassignment of partition {topic}-0 is completed" in verify, verify
 
 
 def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[Cluster, JavaBroker]) -> None:
@@ -174,3 +177,45 @@ def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[
     assert f"Leader: {JAVA}" in described and f"Replicas: {JAVA},1" in described, described
     wait_for(lambda: bool(java.segment(TOPIC, 0)) and java.segment(TOPIC, 0) == c.segment(1, TOPIC, 0),
              "the Java and the kcompat replica byte-identical")  # fmt: skip
+
+
+def test_replica_moved_away_while_down_is_a_stray_at_restart(mixed: tuple[Cluster, JavaBroker]) -> None:
+    c, java = mixed
+    topic = "strays"
+    client = WireClient(HOST, c.quorum.controllers[0].port)
+    try:
+        r = client.call(CREATE_TOPICS, 7, {
+            "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
+                        "assignments": [{"partition_index": 0, "broker_ids": [2, 1]},
+                                        {"partition_index": 1, "broker_ids": [1, 2]}]}],
+            "timeout_ms": 10000, "validate_only": False,
+        })  # fmt: skip
+    finally:
+        client.close()
+    assert r.topics[0].error_code == 0, r.topics[0]
+    wait_for(
+        lambda: all(sorted(p[3]) == [1, 2] for p in c.partitions(topic).values()), "both replicas in sync"
+    )
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce(topic, f"r-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    for p in (0, 1):
+        wait_for(lambda p=p: replicas_identical(c, topic, p, [1, 2]), f"{topic}-{p} replicated to broker 2")
+
+    c.brokers[2].stop()
+    bootstrap = f"{c.bootstrap},{HOST}:{java.port}"
+    reassign(c, bootstrap, [1, JAVA], topic)  # broker 2's replica of partition 0 removed while it is down
+    data = c.root / "broker-2"
+    assert (data / f"{topic}-0").is_dir()  # nobody told the stopped broker
+
+    c.start(2)
+    wait_for(lambda: not (data / f"{topic}-0").exists(), "the moved-away replica gone from its place")
+    strays = list(data.glob(f"{topic}-0.*-stray"))
+    assert len(strays) == 1 and any(strays[0].glob("*.log")), strays  # moved aside, not deleted (Kafka 4.x)
+    # The replica still assigned is kept: it rejoins the ISR, byte-identical to the leader's.
+    wait_for(lambda: sorted(c.partitions(topic)[1][3]) == [1, 2], f"{topic}-1 back in sync on broker 2")
+    wait_for(lambda: replicas_identical(c, topic, 1, [1, 2]), f"{topic}-1 identical on both brokers")
+    log_text = c.brokers[2].log_path.read_text(errors="replace")
+    assert f"{topic}-0: not a replica here in the metadata: stray log moved aside" in log_text
+    assert f"{topic}-1: not a replica" not in log_text
