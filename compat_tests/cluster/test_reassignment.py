@@ -11,6 +11,13 @@ the move. Under one REAL Kafka controller: kcompat brokers 1 and 2, Java broker 
 Proven: every acknowledged record (a ledger of what the producer was told) is read back exactly
 once and in order; the replica left on each broker is byte-identical to the leader's; the removed
 replica's directory is deleted; the tool's own --verify reports each move done.
+
+Stray logs: a replica moved away while its kcompat broker was down is moved aside as
+`<topic>-<p>.<uuid>-stray` when that broker restarts (Kafka 4.x), and one still assigned is kept.
+
+A group coordinated by the Java broker (it leads the group's `__consumer_offsets` partition) whose
+members know only the kcompat brokers: FindCoordinator through kcompat names the Java broker,
+commits are exact, a second member's join splits the partitions and it starts from the commit.
 """
 
 from __future__ import annotations
@@ -20,13 +27,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import kafka
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from compat_tests.cluster.test_replication import CREATE_TOPICS, Cluster, JavaBroker
+from compat_tests.cluster.test_replication import CREATE_TOPICS, Cluster, JavaBroker, replicas_identical
 from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
+from kcompat.coordinator.records import offsets_partition
 from kcompat.testing_cluster import HOST, ControllerQuorum
+from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -92,10 +102,10 @@ class Ledger:
         wait_for(lambda: len(self.acked) >= target, f"{more} more records acknowledged", timeout)
 
 
-def reassign(c: Cluster, bootstrap: str, replicas: list[int]) -> None:
-    plan = c.root / f"move-{'-'.join(map(str, replicas))}.json"
+def reassign(c: Cluster, bootstrap: str, replicas: list[int], topic: str = TOPIC) -> None:
+    plan = c.root / f"move-{topic}-{'-'.join(map(str, replicas))}.json"
     plan.write_text(
-        json.dumps({"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": replicas}]})
+        json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": replicas}]})
     )
     out = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
                      "--reassignment-json-file", str(plan), "--execute").stdout  # fmt: skip
@@ -103,10 +113,10 @@ def reassign(c: Cluster, bootstrap: str, replicas: list[int]) -> None:
 
     # The move is done when the image's replicas are the target (adding and removing ones gone);
     # then the tool's own --verify must say so too.
-    wait_for(lambda: c.partitions(TOPIC)[0][2] == replicas, f"the move to {replicas}", timeout=90)
+    wait_for(lambda: c.partitions(topic)[0][2] == replicas, f"the move to {replicas}", timeout=90)
     verify = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
                         "--reassignment-json-file", str(plan), "--verify").stdout  # fmt: skip
-    assert f"Reassignment of partition {TOPIC}-0 is completed" in verify, verify
+    assert f"Reassignment of partition {topic}-0 is completed" in verify, verify
 
 
 def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[Cluster, JavaBroker]) -> None:
@@ -174,3 +184,126 @@ def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[
     assert f"Leader: {JAVA}" in described and f"Replicas: {JAVA},1" in described, described
     wait_for(lambda: bool(java.segment(TOPIC, 0)) and java.segment(TOPIC, 0) == c.segment(1, TOPIC, 0),
              "the Java and the kcompat replica byte-identical")  # fmt: skip
+
+
+def test_replica_moved_away_while_down_is_a_stray_at_restart(mixed: tuple[Cluster, JavaBroker]) -> None:
+    c, java = mixed
+    topic = "strays"
+    client = WireClient(HOST, c.quorum.controllers[0].port)
+    try:
+        r = client.call(CREATE_TOPICS, 7, {
+            "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
+                        "assignments": [{"partition_index": 0, "broker_ids": [2, 1]},
+                                        {"partition_index": 1, "broker_ids": [1, 2]}]}],
+            "timeout_ms": 10000, "validate_only": False,
+        })  # fmt: skip
+    finally:
+        client.close()
+    assert r.topics[0].error_code == 0, r.topics[0]
+    wait_for(
+        lambda: all(sorted(p[3]) == [1, 2] for p in c.partitions(topic).values()), "both replicas in sync"
+    )
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce(topic, f"r-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    for p in (0, 1):
+        wait_for(lambda p=p: replicas_identical(c, topic, p, [1, 2]), f"{topic}-{p} replicated to broker 2")
+
+    c.brokers[2].stop()
+    bootstrap = f"{c.bootstrap},{HOST}:{java.port}"
+    reassign(c, bootstrap, [1, JAVA], topic)  # broker 2's replica of partition 0 removed while it is down
+    data = c.root / "broker-2"
+    assert (data / f"{topic}-0").is_dir()  # nobody told the stopped broker
+
+    c.start(2)
+    wait_for(lambda: not (data / f"{topic}-0").exists(), "the moved-away replica gone from its place")
+    strays = list(data.glob(f"{topic}-0.*-stray"))
+    assert len(strays) == 1 and any(strays[0].glob("*.log")), strays  # moved aside, not deleted (Kafka 4.x)
+    # The replica still assigned is kept: it rejoins the ISR, byte-identical to the leader's.
+    wait_for(lambda: sorted(c.partitions(topic)[1][3]) == [1, 2], f"{topic}-1 back in sync on broker 2")
+    wait_for(lambda: replicas_identical(c, topic, 1, [1, 2]), f"{topic}-1 identical on both brokers")
+    log_text = c.brokers[2].log_path.read_text(errors="replace")
+    assert f"{topic}-0: not a replica here in the metadata: stray log moved aside" in log_text
+    assert f"{topic}-1: not a replica" not in log_text
+
+
+def find_coordinator(port: int, group: str) -> int | None:
+    client = WireClient(HOST, port)
+    try:
+        r = client.call(FIND_COORDINATOR.key, 4, {"key_type": 0, "coordinator_keys": [group]})
+    finally:
+        client.close()
+    return int(r.coordinators[0].node_id) if r.coordinators[0].error_code == 0 else None
+
+
+def test_group_coordinated_by_the_java_broker_with_members_on_kcompat(
+    mixed: tuple[Cluster, JavaBroker],
+) -> None:
+    c, _java = mixed
+    topic, committed = "java-coordinated", {0: 7, 1: 11}
+    client = WireClient(HOST, c.quorum.controllers[0].port)
+    try:
+        r = client.call(CREATE_TOPICS, 7, {
+            "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
+                        "assignments": [{"partition_index": 0, "broker_ids": [1, 2]},
+                                        {"partition_index": 1, "broker_ids": [2, 1]}]}],
+            "timeout_ms": 10000, "validate_only": False,
+        })  # fmt: skip
+    finally:
+        client.close()
+    assert r.topics[0].error_code == 0, r.topics[0]
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    for i in range(40):
+        producer.produce(topic, f"g-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+    kcompat = c.brokers[1]
+    wait_for(lambda: find_coordinator(kcompat.port, "probe") is not None, "__consumer_offsets created")
+    offsets = c.partitions("__consumer_offsets")
+    group = next((g for g in (f"java-led-{i}" for i in range(1000))
+                  if offsets[offsets_partition(g, len(offsets))][0] == JAVA), None)  # fmt: skip
+    assert group is not None, f"no __consumer_offsets partition led by the Java broker: {offsets}"
+    assert find_coordinator(kcompat.port, group) == JAVA
+
+    # The members know only the kcompat brokers (data leaders 1 and 2); the coordinator is broker 4.
+    a = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000})  # fmt: skip
+    assigned: list[set[int]] = [set()]
+
+    def on_assign(_c: object, partitions: list[TopicPartition]) -> None:
+        assigned[0] = {p.partition for p in partitions}
+
+    a.subscribe([topic], on_assign=on_assign)
+    wait_for(lambda: a.poll(0.2) is not None and assigned[0] == {0, 1}, "member A assigned both partitions")
+    a.commit(offsets=[TopicPartition(topic, p, o) for p, o in committed.items()], asynchronous=False)
+    got = a.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
+    assert {tp.partition: tp.offset for tp in got} == committed
+
+    stop = threading.Event()
+
+    def keep_polling() -> None:  # A must poll to take part in the rebalance
+        while not stop.is_set():
+            a.poll(0.2)
+
+    poller = threading.Thread(target=keep_polling, daemon=True)
+    poller.start()
+    b = kafka.KafkaConsumer(topic, bootstrap_servers=c.bootstrap, group_id=group, enable_auto_commit=False,
+                            auto_offset_reset="earliest", session_timeout_ms=10000)  # fmt: skip
+    try:
+        wait_for(lambda: b.poll(timeout_ms=200) is not None and len(b.assignment()) == 1,
+                 "member B assigned one partition")  # fmt: skip
+        (b_tp,) = b.assignment()
+        wait_for(lambda: assigned[0] == {1 - b_tp.partition}, "member A down to the other partition")
+        assert b.committed(b_tp) == committed[b_tp.partition]
+    finally:
+        b.close(autocommit=False)
+        stop.set()
+        poller.join(10)
+        a.close()
+
+    out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", kcompat.bootstrap,
+                     "--describe", "--group", group).stdout  # fmt: skip
+    rows = {int(cols[2]): int(cols[3]) for line in out.splitlines()
+            if (cols := line.split()) and cols[0] == group and cols[1] == topic}  # fmt: skip
+    assert rows == committed, out

@@ -12,6 +12,7 @@ restarted, rejoins the ISR through the kcompat leader's AlterPartition.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -414,6 +415,12 @@ def test_mixed_cluster_replicates_both_ways_with_a_java_broker(cluster: Cluster)
                      and java.segment("mixed", index) == cluster.segment(kcompat, "mixed", index),
                      f"mixed-{index} byte-identical on the Java and the kcompat replica")  # fmt: skip
         assert sorted(parts[0][3]) == sorted(parts[1][3]) == sorted([kcompat, 4])
+        # The kcompat follower fetched mixed-1 from the Java leader in an incremental fetch session
+        # (KIP-227): a non-zero session id, and the Java broker never refused a request of it.
+        followed = cluster.brokers[kcompat].log_path.read_text(errors="replace")
+        sessions = [int(m) for m in re.findall(r"fetch session (\d+) with broker 4 ", followed)]
+        assert sessions and all(sessions), followed[-2000:]
+        assert "replica fetch from broker 4 (session" not in followed
         out = kafka_tool(
             "kafka-topics", "--bootstrap-server", f"{HOST}:{java.port}", "--describe", "--topic", "mixed"
         ).stdout

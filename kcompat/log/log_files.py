@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import os
 import re
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,6 +67,15 @@ def offset_from_name(name: str) -> int:
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+STRAY_DIR_SUFFIX = "-stray"
+
+
+def stray_dir_name(topic: str, partition: int) -> str:
+    """`<topic>-<partition>.<uuid>-stray`, the topic cut so the name stays within 255 bytes (as Kafka names it)."""
+    tail = f"-{partition}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+    return topic[: 255 - len(tail)] + tail
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

@@ -51,10 +51,12 @@ from kcompat.log.cleaner import LogCleaner
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import InconsistentClusterId, KafkaStorageError, LoadAborted
 from kcompat.log.log_files import (
+    STRAY_DIR_SUFFIX,
     atomic_write,
     fsync_dir,
     parse_partition_dir,
     partition_dir_name,
+    stray_dir_name,
     sync_filesystem,
 )
 from kcompat.log.partition_log import PartitionLog
@@ -206,6 +208,9 @@ class LogManager:
             if entry.endswith("-delete"):
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
+            if entry.endswith(STRAY_DIR_SUFFIX):  # moved aside at an earlier start: kept, never served
+                log.warning("loaded stray log: %s", path)
+                continue
             tp = parse_partition_dir(entry)
             if tp is not None:
                 found.append((path, tp))
@@ -343,6 +348,27 @@ class LogManager:
         for d in self.log_dirs:
             self._write_checkpoints(d)
         return len(doomed)
+
+    def mark_stray(self, topic: str, partition: int) -> Path | None:
+        """Move aside a log the metadata no longer assigns here (Kafka 4.x LogManager at start,
+        KAFKA-15355): closed and renamed `<topic>-<p>.<uuid>-stray`, never served again and never
+        deleted, so a wrong image costs no data (an operator removes it). The new path, or None."""
+        tp = (topic, partition)
+        with self._lock:
+            plog = self._logs.pop(tp, None)
+            if plog is None:
+                return None
+            d = self._dir_of.pop(tp)
+            self._partition_counts[d] -= 1
+            plog.close()
+            target = d / stray_dir_name(topic, partition)
+            try:
+                os.rename(plog.directory, target)
+                fsync_dir(d)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot move the stray log {plog.directory} aside: {e}") from e
+        self._write_checkpoints(d)
+        return target
 
     def logs(self) -> Iterator[PartitionLog]:
         return iter(list(self._logs.values()))

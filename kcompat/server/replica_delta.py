@@ -9,7 +9,10 @@ On every published image, in the event loop and before any request sees the imag
   deleted (a reassignment moved it away: Kafka's StopReplica with delete); when its topic is gone
   from the image all its logs are deleted, as Kafka deletes a removed topic's logs;
 * requests parked on a partition whose leadership changed are woken, so they answer
-  NOT_LEADER_OR_FOLLOWER rather than wait out their timeout.
+  NOT_LEADER_OR_FOLLOWER rather than wait out their timeout;
+* once, on the first image caught up with the quorum's high watermark: every local log the image
+  does not make a replica here (moved away or its topic deleted while this broker was down) is a
+  stray, moved aside as `<topic>-<p>.<uuid>-stray` as Kafka 4.x does at start (KAFKA-15355).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ log = logging.getLogger("kcompat.replication")
 
 class ReplicaDeltaApplier:
     def __init__(self, node_id: int, metadata: KRaftMetadata, replicas: ReplicaManager,
-                 fetchers: ReplicaFetcherManager, listener: str, now_ms: Callable[[], int]) -> None:  # fmt: skip
+                 fetchers: ReplicaFetcherManager, listener: str, now_ms: Callable[[], int],
+                 caught_up: Callable[[MetadataImage], bool] = lambda image: True) -> None:  # fmt: skip
         self.node_id = node_id
         self.metadata = metadata
         self.replicas = replicas
@@ -39,6 +43,8 @@ class ReplicaDeltaApplier:
         self.now_ms = now_ms
         self._deletions: set[asyncio.Task[None]] = set()
         self._no_endpoint: set[tuple[str, int]] = set()
+        self.caught_up = caught_up
+        self._strays_checked = False
 
     def apply(self, image: MetadataImage) -> None:
         previous = self.metadata.image
@@ -96,6 +102,19 @@ class ReplicaDeltaApplier:
         for topic_id, topic in previous.topics_by_id.items():
             if topic_id not in image.topics_by_id:
                 self._background(self.replicas.delete_partitions(topic.name, len(topic.partitions)))
+        if not self._strays_checked and self.caught_up(image):
+            self._move_strays_aside()
+
+    def _move_strays_aside(self) -> None:
+        # Only once caught up: an image short of the quorum's high watermark may lack topics that
+        # come later in the metadata log, and a replica still assigned here would look stray.
+        self._strays_checked = True
+        logs = self.replicas.logs
+        strays = [
+            tp for tp in (logs.partitions() if logs is not None else []) if tp not in self.replicas.partitions
+        ]
+        if strays:
+            self._background(self.replicas.mark_strays(strays))
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)

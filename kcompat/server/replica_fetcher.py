@@ -15,8 +15,10 @@ current. The answer is applied per partition:
 * OFFSET_OUT_OF_RANGE with the leader's log start above this log's end: start over there;
 * NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: wait for the image to say
   who leads now (the fetcher backs off; the ReplicaManager moves the partition).
-No fetch sessions (every request is full, session_epoch -1): few partitions per broker here.
-An answer for a partition whose leader epoch changed meanwhile is dropped.
+Each fetcher keeps an incremental fetch session with its leader (KIP-227, fetch_session_handler.py):
+a full fetch first, then only the partitions whose fetch parameters changed; a partition absent
+from an incremental answer has nothing new. An answer for a partition whose leader epoch changed
+meanwhile is dropped.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from kcompat.log.errors import LogError
 from kcompat.server.controller_channel import ControllerChannel, ControllerUnavailable
+from kcompat.server.fetch_session_handler import FetchRequestData, FetchSessionHandler, Key, PartitionFetch
 from kcompat.server.partition import Partition
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
@@ -67,6 +70,7 @@ class ReplicaFetcher:
         )
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.session = FetchSessionHandler()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -97,6 +101,7 @@ class ReplicaFetcher:
                 ok = await self._fetch_once()
             except ControllerUnavailable as e:
                 log.info("replica fetch from broker %d failed: %s", self.leader_id, e)
+                self.session.handle_error()
                 ok = False
             except Exception:
                 log.exception("replica fetcher for broker %d", self.leader_id)
@@ -104,19 +109,14 @@ class ReplicaFetcher:
             if not ok:
                 await asyncio.sleep(self.settings.backoff_ms / 1000)
 
-    def _request(self, sent: dict[tuple[uuid.UUID, int], tuple[Partition, int, int]]) -> dict[str, Any]:
+    def _request(self, data: FetchRequestData) -> dict[str, Any]:
         s = self.settings
         topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
-        for (topic_id, index), (p, epoch, offset) in sent.items():
-            topics.setdefault(topic_id, []).append({
-                "partition": index,
-                "current_leader_epoch": epoch,
-                "fetch_offset": offset,
-                "last_fetched_epoch": p.log.leader_epoch_cache.latest_epoch,
-                "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": s.partition_max_bytes,
-                "replica_directory_id": s.directory_id,
-            })  # fmt: skip
+        for (topic_id, index), pf in data.to_send.items():
+            topics.setdefault(topic_id, []).append(pf.as_request(index, s.directory_id))
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for topic_id, index in data.to_forget:
+            forgotten.setdefault(topic_id, []).append(index)
         return {
             "cluster_id": s.cluster_id,
             "replica_state": {"replica_id": s.node_id, "replica_epoch": self._broker_epoch()},
@@ -124,28 +124,43 @@ class ReplicaFetcher:
             "min_bytes": s.min_bytes,
             "max_bytes": s.max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
+            "session_id": data.session_id,
+            "session_epoch": data.session_epoch,
             "topics": [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()],
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": [{"topic_id": tid, "partitions": ps} for tid, ps in forgotten.items()],
             "rack_id": "",
         }
 
     async def _fetch_once(self) -> bool:
-        sent: dict[tuple[uuid.UUID, int], tuple[Partition, int, int]] = {}
+        sent: dict[Key, tuple[Partition, int, int]] = {}
+        wanted: dict[Key, PartitionFetch] = {}
         for (topic, index), p in self.partitions.items():
             topic_id = self._topic_id(topic)
             if topic_id is not None:
                 sent[(topic_id, index)] = (p, p.leader_epoch, p.log.log_end_offset)
+                wanted[(topic_id, index)] = PartitionFetch(
+                    p.leader_epoch, p.log.log_end_offset, p.log.leader_epoch_cache.latest_epoch,
+                    p.log.log_start_offset, self.settings.partition_max_bytes,
+                )  # fmt: skip
         if not sent:
             return False
+        data = self.session.build(wanted)
         timeout = self.settings.max_wait_ms / 1000 + 10
-        r = await self._channel.call(FETCH.key, FETCH_VERSION, self._request(sent), timeout_s=timeout)
-        if r.error_code != 0:
-            log.info(
-                "replica fetch from broker %d: error %s", self.leader_id, ErrorCode.of(r.error_code).name
+        r = await self._channel.call(FETCH.key, FETCH_VERSION, self._request(data), timeout_s=timeout)
+        answered = [(rt.topic_id, rp.partition_index) for rt in r.responses for rp in rt.partitions]
+        was = self.session.session_id
+        if not self.session.handle_response(data, r.error_code, r.session_id, answered):
+            error = ErrorCode.of(r.error_code).name if r.error_code else "a partition outside the session"
+            log.info("replica fetch from broker %d (session %d epoch %d): %s", self.leader_id, data.session_id,
+                     data.session_epoch, error)  # fmt: skip
+            # A session error is answered at once, with a full fetch; anything else backs off.
+            return r.error_code in (
+                ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                ErrorCode.INVALID_FETCH_SESSION_EPOCH,
             )
-            return False
+        if self.session.session_id != was and self.session.session_id:
+            log.info("fetch session %d with broker %d (%d partitions)", self.session.session_id, self.leader_id,
+                     len(data.session))  # fmt: skip
         ok = True
         for rt in r.responses:
             for rp in rt.partitions:

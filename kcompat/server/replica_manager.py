@@ -223,6 +223,24 @@ class ReplicaManager:
                 return  # assigned here again meanwhile: the log is in use
             await asyncio.to_thread(logs.delete, topic, partition)
 
+    async def mark_strays(self, strays: list[tuple[str, int]]) -> None:
+        """Move aside the logs the first caught-up image assigns elsewhere (Kafka's stray replicas)."""
+        logs = self.logs
+        assert logs is not None
+
+        def work() -> None:
+            for tp in strays:
+                if tp in self.partitions:
+                    continue  # assigned here again meanwhile: the log is in use
+                path = logs.mark_stray(*tp)
+                if path is not None:
+                    log.warning(
+                        "%s-%d: not a replica here in the metadata: stray log moved aside to %s", *tp, path
+                    )
+
+        async with self._maintenance_lock:
+            await asyncio.to_thread(work)
+
     def set_config(self, topic: str, config: LogConfig) -> None:
         assert self.logs is not None
         self.logs.set_config(topic, config)

@@ -69,6 +69,33 @@ def test_delete_one_partition_of_a_topic_keeps_the_others_and_the_topic_config(t
     assert m.delete("moved", 0) == 1 and m.config_for("moved") == LogConfig()
 
 
+def test_stray_log_is_moved_aside_kept_and_not_loaded_again(tmp_path, caplog):
+    """Kafka 4.x: a log the metadata assigns elsewhere is renamed `<topic>-<p>.<uuid>-stray`, never deleted."""
+    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    for p in range(2):
+        m.get_or_create("moved", p).append(batch(3), leader_epoch=0, now_ms=0)
+    stray = m.mark_stray("moved", 0)
+    assert m.mark_stray("moved", 0) is None
+    assert stray is not None and stray.parent == tmp_path
+    assert stray.name.startswith("moved-0.") and stray.name.endswith("-stray") and len(stray.name) == 46
+    assert any(stray.glob("*.log")) and not (tmp_path / "moved-0").exists()
+    assert m.partitions() == [("moved", 1)]
+    assert "moved 0" not in (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    m.close()
+    with caplog.at_level("WARNING", logger="kcompat.log"):
+        m2 = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    assert m2.partitions() == [("moved", 1)] and stray.is_dir()
+    assert f"loaded stray log: {stray}" in caplog.text
+    assert m2.get_or_create("moved", 0).log_end_offset == 0  # assigned here again: a new, empty log
+    long = "t" * 249
+    assert m2.mark_stray(long, 0) is None  # nothing hosted under that name
+    m2.get_or_create(long, 0)
+    cut = m2.mark_stray(long, 0)
+    assert (
+        cut is not None and len(cut.name) == 255 and cut.name.startswith("t" * 214 + "-0.")
+    )  # as Kafka cuts it
+
+
 def test_maintenance_applies_retention_with_topic_config(tmp_path):
     m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
     plog = m.get_or_create("short", 0, LogConfig(retention_ms=100, segment_bytes=500))
