@@ -81,7 +81,12 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
     )
     member.isr_manager.start()
     applier = ReplicaDeltaApplier(
-        broker.node_id, broker.metadata, broker.replicas, fetchers, str(inter_broker), broker.now_ms,
+        broker.node_id,
+        broker.metadata,
+        broker.replicas,
+        fetchers,
+        str(inter_broker),
+        broker.now_ms,
         caught_up=lambda image: image.offset + 1 >= member.loader.high_watermark > 0,
     )
     image_log = ImageLog(member.node_id)
