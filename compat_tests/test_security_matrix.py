@@ -158,7 +158,7 @@ def test_kcat_refuses_a_server_signed_by_another_ca(broker: Broker, certs: Certs
 
 # --- the Java client, 3.9 and 4.3 ----------------------------------------------------------------
 
-JAVA_CASES = ["MTLS", "SASL_SSL-SCRAM-SHA-256", "SASL_SSL-PLAIN"]
+JAVA_CASES = ["SSL", "MTLS", "SASL_SSL-SCRAM-SHA-256", "SASL_SSL-PLAIN"]
 
 
 def java_config(certs: Certs, case: str, truststore: Path | None = None) -> dict[str, str]:
