@@ -166,6 +166,7 @@ class Broker:
             groups=self.group_service,
             # transactions v2 on one node; cluster mode's transaction.version is the controller's (0)
             transaction_version=0 if is_cluster_member(config) else 2,
+            cluster=is_cluster_member(config),
         )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False

@@ -72,7 +72,11 @@ class CoordinatorShards:
         return -1 if part is None else part.leader_epoch
 
     def led(self, p: int) -> Partition | None:
-        part = self._partitions.get((self.topic_name, p))
+        return self.leader_of(self.topic_name, p)
+
+    def leader_of(self, topic: str, p: int) -> Partition | None:
+        """Any partition of this broker's, when this broker leads it (markers go to leaders)."""
+        part = self._partitions.get((topic, p))
         return part if part is not None and part.is_leader else None
 
     def on_image(self) -> None:
