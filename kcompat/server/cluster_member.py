@@ -107,6 +107,7 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         applier.apply(image)
         shards.on_image()  # group coordinators load and unload with __consumer_offsets leadership
         txn_shards.on_image()  # and transaction coordinators with __transaction_state's
+        txns.set_transaction_version(image.features.get("transaction.version", 0))
 
     member.on_image = publish
     broker.quorum_leader = lambda: member.raft_leader

@@ -25,6 +25,7 @@ transaction.remove.expired.transaction.cleanup.interval.ms, idle transactional i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -185,6 +186,17 @@ class TransactionService:
             self._write_markers(result.markers)
         return result
 
+    def _coordinator_here(self, txn_id: str) -> None:
+        """Cluster mode, Produce: the partition's leader checks (or adds) the partition at the
+        transaction coordinator. Not yet: asking a coordinator on another broker (Kafka's
+        AddPartitionsToTxnManager); until then such a batch is refused with the retriable code
+        Kafka's leader gives when its coordinator cannot be reached."""
+        if self.shards is not None and (code := self.shards.error(txn_id)):
+            raise ApiError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"the transaction coordinator of {txn_id} is not on this broker ({code.name})",
+            )
+
     def not_here(self, key: str) -> ErrorCode:
         """Cluster mode: NONE when this broker is the coordinator of `key` now (single node: always)."""
         return ErrorCode.NONE if self.shards is None else self.shards.error(key)
@@ -217,6 +229,14 @@ class TransactionService:
         """Cluster mode: a shard just loaded found this transaction in Prepare*; finish it."""
         self._write_markers(job)
 
+    def set_transaction_version(self, level: int) -> None:
+        """Cluster mode: the finalized transaction.version of the metadata image. ApiVersions
+        reports it, and the coordinator writes the records and allows the flows it permits."""
+        self.transaction_version = level
+        c = self._coordinator
+        if c is not None and c.config.transaction_version != level:
+            c.config = dataclasses.replace(c.config, transaction_version=level)
+
     def new_producer_id(self) -> int:
         return self._new_producer_id()
 
@@ -234,6 +254,7 @@ class TransactionService:
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not self._setting("transaction.partition.verification.enable"):
             return
+        self._coordinator_here(txn_id)
         error = self.coordinator.in_transaction(producer_id, epoch, (topic, partition))
         if error == ErrorCode.INVALID_PRODUCER_EPOCH:
             raise ApiError(error, f"producer {producer_id} epoch {epoch} is fenced")
@@ -254,6 +275,7 @@ class TransactionService:
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "a transactional batch needs a transactional id",
             )
+        self._coordinator_here(txn_id)
         r = await self.run(
             lambda now: self.coordinator.add_partitions(
                 txn_id, producer_id, epoch, [(topic, partition)], now, client_transaction_version=TV2
@@ -383,6 +405,12 @@ class TransactionService:
         t = self._lookup(topic)
         if t is None or not 0 <= partition < t.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        epoch_of_leader = t.leader_epoch
+        if self.shards is not None:  # cluster mode: only the partition's leader appends
+            part = self.shards.leader_of(topic, partition)
+            if part is None:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            epoch_of_leader = part.leader_epoch
         entry = self._partition_log(topic, partition).producer_state.producers.get(producer_id)
         if entry is not None and epoch < entry.epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
@@ -391,7 +419,7 @@ class TransactionService:
             producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch, timestamp_ms=now
         )
         try:
-            self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
+            self._append(topic, partition, bytearray(marker), leader_epoch=epoch_of_leader, now_ms=now)
         except LogError as e:
             return ErrorCode[e.error_name]
         if topic == CONSUMER_OFFSETS:

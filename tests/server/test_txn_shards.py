@@ -18,10 +18,12 @@ from kcompat.server.partition import Partition, Registration
 from kcompat.server.txn_shards import TxnShards
 from kcompat.storage.topic_store import TRANSACTION_STATE
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.end_txn import END_TXN
+from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.record_batch import read_header, split_batches
 from tests.server.groups_harness import GroupHarness
-from tests.server.test_transactions import add, end, init
+from tests.server.test_transactions import add, end, init, produce
 
 N = 3  # transaction.state.log.num.partitions
 FOLLOWER = 2
@@ -113,6 +115,13 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         assert p not in shards.table.shards and "tx" not in svc.coordinator.txns
         assert init(h).error_code == E.NOT_COORDINATOR
 
+        # WriteTxnMarkers to a partition this broker follows: NOT_LEADER_OR_FOLLOWER, nothing appended.
+        marker = {"producer_id": pid, "producer_epoch": epoch, "transaction_result": False, "coordinator_epoch": 0,
+                  "topics": [{"name": "t", "partition_indexes": [0]}]}  # fmt: skip
+        r = h.call(WRITE_TXN_MARKERS, 1, {"markers": [marker]})
+        assert r.markers[0].topics[0].partitions[0].error_code == E.NOT_LEADER_OR_FOLLOWER
+        assert control_batches(h, "t", 0) == 0
+
         # This broker now leads t-0 (alone) and is elected again for "tx": the load finds the
         # PrepareCommit and completes it, the COMMIT marker in t-0, CompleteCommit once replicated.
         data.make_leader(Registration(node, 1, 1, (node,), (node,)), now_ms=broker.now_ms())
@@ -128,5 +137,31 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         wait_until(h, lambda: not svc._writes, "CompleteCommit replicated")
         assert leader.high_watermark == leader.log.log_end_offset
         assert svc.coordinator.txns["tx"].state is TransactionState.COMPLETE_COMMIT
+
+        # Produce verification with the coordinator on another broker (asking it: not yet): the
+        # retriable NOT_ENOUGH_REPLICAS, nothing appended.
+        end_before = data.log.log_end_offset
+        leader.make_follower(Registration(FOLLOWER, 4, 4, (node, FOLLOWER), (node, FOLLOWER)))
+        h.run(publish())
+        assert produce(h, pid, epoch, 0, b"v").error_code == E.NOT_ENOUGH_REPLICAS
+        assert data.log.log_end_offset == end_before
+    finally:
+        h.close()
+
+
+def test_cluster_mode_reports_the_images_transaction_version(tmp_path: Path) -> None:
+    """ApiVersions' finalized transaction.version is what the image says (cluster_member.py sets it)."""
+    h = GroupHarness(tmp_path)
+    try:
+
+        def finalized() -> dict[str, int]:
+            r = h.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+            return {f.name: f.max_version_level for f in r.finalized_features}
+
+        svc = h.broker.txn_service
+        svc.set_transaction_version(0)
+        assert "transaction.version" not in finalized() and svc.coordinator.config.transaction_version == 0
+        svc.set_transaction_version(2)
+        assert finalized()["transaction.version"] == 2 and svc.coordinator.config.transaction_version == 2
     finally:
         h.close()
