@@ -143,6 +143,8 @@ class TransactionService:
         for w in list(self._writes):
             w.cancel()
         await asyncio.gather(*self._writes, return_exceptions=True)
+        if self.shards is not None:
+            await self.shards.close()  # loads under way
 
     async def _every(self, interval_ms: int, step: Callable[[], None]) -> None:
         while True:
