@@ -177,7 +177,10 @@ class TransactionService:
             return TxnResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if self.shards is not None and key is not None and (code := self.shards.error(key)):
             return TxnResult(code)
-        result = call(self.now_ms())
+        try:
+            result = call(self.now_ms())
+        except ApiError as e:  # cluster mode: no producer-id block from the controller yet (retriable)
+            return TxnResult(e.error)
         if self.shards is None:
             self._apply(result)
             return result
