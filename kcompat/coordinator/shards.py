@@ -1,4 +1,6 @@
-"""Which `__consumer_offsets` partitions this broker's group coordinator serves, in cluster mode.
+"""Which partitions of a coordinator's state topic this broker serves, in cluster mode (the group
+coordinator's `__consumer_offsets`, the transaction coordinator's `__transaction_state`: both place a
+key by the same hash, `abs(hash(key)) % partitions`).
 
 Kafka's CoordinatorRuntime keeps one shard per `__consumer_offsets` partition the broker leads:
 `onElection` loads it by replaying the partition's log, `onResignation` unloads it. A group is
@@ -7,7 +9,7 @@ for a group whose shard is not here gets NOT_COORDINATOR, and one whose shard is
 COORDINATOR_LOAD_IN_PROGRESS; both are retriable for clients (they ask FindCoordinator again).
 
 The table only decides; replaying records and answering the requests waiting in an unloaded shard
-is the server's (server/group_shards.py). States, per partition:
+is the server's (server/coordinator_shards.py). States, per partition:
 
     (absent) --elect(epoch)--> LOADING --loaded(epoch)--> ACTIVE
     LOADING/ACTIVE --elect(other epoch)--> LOADING      (a new leadership: unload, load again)
@@ -34,7 +36,7 @@ ANSWER = {ShardState.LOADING: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ShardState
 class ShardTable:
     def __init__(self) -> None:
         self.shards: dict[int, tuple[ShardState, int]] = {}  # partition -> (state, leader epoch)
-        self.num_partitions = 0  # of __consumer_offsets; 0 until the topic exists
+        self.num_partitions = 0  # of the state topic; 0 until it exists
 
     def elect(self, partition: int, leader_epoch: int) -> bool:
         """This broker leads `partition` at `leader_epoch`: True when a load must start (it was not

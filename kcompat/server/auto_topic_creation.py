@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kcompat.server.forwarding_manager import ForwardingManager
-from kcompat.storage.topic_store import CONSUMER_OFFSETS
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 
@@ -49,6 +49,12 @@ class AutoTopicCreationManager:
             rf = int(self._setting("offsets.topic.replication.factor"))
             configs = {"cleanup.policy": "compact", "compression.type": "producer",
                        "segment.bytes": str(self._setting("offsets.topic.segment.bytes"))}  # fmt: skip
+        elif name == TRANSACTION_STATE:  # as Kafka's TransactionStateManager creates it
+            partitions = int(self._setting("transaction.state.log.num.partitions"))
+            rf = int(self._setting("transaction.state.log.replication.factor"))
+            configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                       "min.insync.replicas": str(self._setting("transaction.state.log.min.isr")),
+                       "segment.bytes": str(self._setting("transaction.state.log.segment.bytes"))}  # fmt: skip
         else:
             partitions, rf, configs = (
                 int(self._setting("num.partitions")),

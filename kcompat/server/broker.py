@@ -165,8 +165,9 @@ class Broker:
             append=self.replicas.append,
             new_producer_id=self._new_producer_id,
             groups=self.group_service,
-            # transactions v2 on one node; cluster mode's transaction.version is the controller's (0)
+            # transactions v2 on one node; cluster mode's is the image's (set_transaction_version)
             transaction_version=0 if is_cluster_member(config) else 2,
+            cluster=is_cluster_member(config),
         )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False

@@ -18,6 +18,7 @@ from kcompat.server.group_shards import GroupShards
 from kcompat.server.kraft_broker import KRaftBroker
 from kcompat.server.replica_delta import ReplicaDeltaApplier
 from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from kcompat.server.txn_shards import TXN_LOG_APPEND_TIMEOUT_MS, TxnShards
 
 log = logging.getLogger("kcompat.cluster")
 
@@ -98,11 +99,21 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         topic=broker.metadata.topic,
         timeout_ms=lambda: int(broker.config.get("offsets.commit.timeout.ms")),
     )
+    txns = broker.txn_service
+    txns.shards = txn_shards = TxnShards(
+        txns,
+        partitions=broker.replicas.partitions,
+        waiters=broker.replicas.fetch_waiters,
+        topic=broker.metadata.topic,
+        timeout_ms=lambda: TXN_LOG_APPEND_TIMEOUT_MS,
+    )
 
     def publish(image: MetadataImage) -> None:
         image_log.publish(image)
         applier.apply(image)
         shards.on_image()  # group coordinators load and unload with __consumer_offsets leadership
+        txn_shards.on_image()  # and transaction coordinators with __transaction_state's
+        txns.set_transaction_version(image.features.get("transaction.version", 0))
 
     member.on_image = publish
     broker.quorum_leader = lambda: member.raft_leader

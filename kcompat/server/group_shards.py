@@ -20,16 +20,13 @@ OffsetFetch never shows an offset a failover could take back.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from kcompat.coordinator.shards import ShardTable
+from kcompat.server.coordinator_shards import CoordinatorShards
 from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
-from kcompat.wire.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     from kcompat.coordinator import GroupCoordinator
@@ -52,7 +49,10 @@ class GroupService(Protocol):
 log = logging.getLogger("kcompat.server.groups")
 
 
-class GroupShards:
+class GroupShards(CoordinatorShards):
+    topic_name = CONSUMER_OFFSETS
+    log = log
+
     def __init__(
         self,
         service: GroupService,
@@ -62,70 +62,15 @@ class GroupShards:
         topic: Callable[[str], TopicInfo | None],
         timeout_ms: Callable[[], int],
     ) -> None:
+        super().__init__(partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms)
         self.service = service
-        self.table = ShardTable()
-        self._partitions = partitions  # the ReplicaManager's: leader or follower, as the image says
-        self._waiters = waiters
-        self._topic = topic
-        self._timeout_ms = timeout_ms
-        self._loads: set[asyncio.Task[None]] = set()
-        service.offsets_topic.leader_epoch = self._leader_epoch
+        service.offsets_topic.leader_epoch = self.leader_epoch
 
-    def _leader_epoch(self, p: int) -> int:
-        part = self._partitions.get((CONSUMER_OFFSETS, p))
-        return -1 if part is None else part.leader_epoch
+    def _read(self, p: int) -> list[tuple[bytes, bytes | None]]:
+        return self.service.offsets_topic.read_partition(p)
 
-    def _led(self, p: int) -> Partition | None:
-        part = self._partitions.get((CONSUMER_OFFSETS, p))
-        return part if part is not None and part.is_leader else None
-
-    # --- leadership ----------------------------------------------------------------------------
-
-    def on_image(self) -> None:
-        """After the replica manager applied an image: load and unload shards to match it."""
-        t = self._topic(CONSUMER_OFFSETS)
-        n = t.partitions if t is not None else 0
-        for p in [p for p in self.table.shards if p >= n]:  # the topic went (or shrank)
-            self.table.resign(p)
-            self._unload(p)
-        self.table.num_partitions = n
-        for p in range(n):
-            part = self._led(p)
-            if part is None:
-                if self.table.resign(p):
-                    self._unload(p)
-                continue
-            had = self.table.epoch(p)
-            if self.table.elect(p, part.leader_epoch):
-                if had is not None:
-                    self._unload(p)
-                self._start_load(p, part.leader_epoch)
-
-    def reload(self, p: int) -> None:
-        """Throw shard `p`'s state away and load it again from the log (an append that failed)."""
-        epoch = self.table.epoch(p)
-        self.table.resign(p)
-        self._unload(p)
-        part = self._led(p)
-        if epoch is not None and part is not None and self.table.elect(p, part.leader_epoch):
-            self._start_load(p, part.leader_epoch)
-
-    def _start_load(self, p: int, epoch: int) -> None:
-        task = asyncio.get_running_loop().create_task(self._load(p, epoch), name=f"group-shard-load-{p}")
-        self._loads.add(task)
-        task.add_done_callback(self._loads.discard)
-
-    async def _load(self, p: int, epoch: int) -> None:
-        started = time.monotonic()
+    def _replay(self, p: int, records: list[tuple[bytes, bytes | None]]) -> str:
         topic = self.service.offsets_topic
-        try:
-            records = await asyncio.to_thread(topic.read_partition, p)
-        except Exception:
-            log.exception("cannot load the group coordinator of %s-%d", CONSUMER_OFFSETS, p)
-            self.table.resign(p)
-            return
-        if not self.table.loaded(p, epoch):
-            return  # leadership moved while reading: a newer load (or none) is wanted
         coordinator = self.service.coordinator
         before = len(coordinator.groups)
         coordinator.load(records, self.service.now_ms())
@@ -133,61 +78,10 @@ class GroupShards:
             txn = [kv for kv in topic.pending_txn.pop(producer_id)]
             coordinator.txn_offsets.replay(producer_id, txn)
         self.service.wake()
-        log.info("group coordinator for %s-%d loaded at epoch %d: %d record(s), %d group(s), in %d ms",
-                 CONSUMER_OFFSETS, p, epoch, len(records), len(coordinator.groups) - before,
-                 (time.monotonic() - started) * 1000)  # fmt: skip
+        return f"{len(records)} record(s), {len(coordinator.groups) - before} group(s)"
 
-    def _unload(self, p: int) -> None:
-        n = self.table.num_partitions
-        if n <= 0:
-            return
+    def _drop(self, p: int) -> None:
+        """Its groups and offsets leave the coordinator; JoinGroup/SyncGroup waiting in them get
+        NOT_COORDINATOR."""
         tokens = self.service.coordinator.unload(lambda g: self.table.partition(g) == p)
         self.service.fail_waiting(tokens)
-        log.info("group coordinator for %s-%d unloaded", CONSUMER_OFFSETS, p)
-
-    # --- requests ------------------------------------------------------------------------------
-
-    def error(self, group_id: str) -> ErrorCode:
-        return self.table.error(group_id)
-
-    def below_min_isr(self, partitions: set[int]) -> list[int]:
-        """Those of `partitions` whose ISR is smaller than min.insync.replicas (acks=all would fail)."""
-        return sorted(
-            p for p in partitions if (part := self._led(p)) is not None and len(part.state.isr) < part.min_isr
-        )
-
-    async def replicated(self, written: dict[int, int]) -> ErrorCode:
-        """Wait until each partition's high watermark passes the last offset written to it."""
-        return await self._await_hw(written)
-
-    async def settled(self, group_id: str) -> ErrorCode:
-        """Wait until everything written to the group's partition is replicated (committed reads)."""
-        p = self.table.partition(group_id)
-        part = self._led(p)
-        if part is None:
-            return ErrorCode.NOT_COORDINATOR
-        return await self._await_hw({p: part.log.log_end_offset - 1})
-
-    async def _await_hw(self, written: dict[int, int]) -> ErrorCode:
-        deadline = time.monotonic() + self._timeout_ms() / 1000
-        while True:
-            left = []
-            for p, last in written.items():
-                part = self._led(p)
-                if part is None:
-                    if self.table.resign(p):
-                        self._unload(p)
-                    return ErrorCode.NOT_COORDINATOR
-                if part.high_watermark <= last:
-                    left.append((CONSUMER_OFFSETS, p))
-            if not left:
-                return ErrorCode.NONE
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._waiters.closed:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-            await self._waiters.wait(left, remaining)
-
-    async def close(self) -> None:
-        for task in list(self._loads):
-            task.cancel()
-        await asyncio.gather(*self._loads, return_exceptions=True)

@@ -67,7 +67,7 @@ UNKNOWN_LEADER_EPOCH = 76
 # What this broker claims (BrokerRegistration.Features). Claiming a level means implementing it:
 # metadata.version 7-30 (3.3-IV3 to 4.3-IV0: every record version the image decodes),
 # group.version 1 (KIP-848), transaction.version 2 (KIP-890 part 2: the coordinator's code; a
-# cluster-mode broker still advertises no transaction.version to clients, see txn_service);
+# cluster-mode broker reports to clients the level the image finalized, see txn_service);
 # ELR, share and streams groups are not implemented.
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, 30),

@@ -25,9 +25,10 @@ transaction.remove.expired.transaction.cleanup.interval.ms, idle transactional i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcompat.coordinator.records import offsets_partition
 from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult
@@ -42,6 +43,9 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import Record, build_batch, decode_batch
+
+if TYPE_CHECKING:  # cluster mode only
+    from kcompat.server.txn_shards import TxnShards
 
 log = logging.getLogger("kcompat.server.transactions")
 
@@ -64,6 +68,7 @@ class TransactionService:
         new_producer_id: Callable[[], int],
         groups: GroupService,
         transaction_version: int = 2,
+        cluster: bool = False,
     ) -> None:
         self.now_ms = now_ms
         self.transaction_version = transaction_version  # finalized: ApiVersions reports it
@@ -77,6 +82,11 @@ class TransactionService:
         self._coordinator: TransactionCoordinator | None = None
         self._retry: list[MarkerJob] = []
         self._timers: list[asyncio.Task[None]] = []
+        # Cluster mode: the __transaction_state partitions this broker leads (txn_shards.py, set by
+        # cluster_member.py); they load and unload with leadership, so start() replays nothing.
+        self.cluster = cluster
+        self.shards: TxnShards | None = None
+        self._writes: set[asyncio.Task[None]] = set()
 
     @property
     def coordinator(self) -> TransactionCoordinator:
@@ -99,7 +109,7 @@ class TransactionService:
                 transaction_version=self.transaction_version,
             )
         )
-        if self._lookup(TRANSACTION_STATE) is not None:
+        if not self.cluster and self._lookup(TRANSACTION_STATE) is not None:
             pairs = await asyncio.to_thread(self._read_all)
             for key, value in pairs:
                 try:
@@ -130,6 +140,11 @@ class TransactionService:
             except Exception:
                 log.exception("transaction coordinator timer failed")
         self._timers = []
+        for w in list(self._writes):
+            w.cancel()
+        await asyncio.gather(*self._writes, return_exceptions=True)
+        if self.shards is not None:
+            await self.shards.close()  # loads under way
 
     async def _every(self, interval_ms: int, step: Callable[[], None]) -> None:
         while True:
@@ -148,16 +163,84 @@ class TransactionService:
         assert t is not None
         return t
 
-    async def run(self, call: Callable[[int], TxnResult]) -> TxnResult:
-        """Call the coordinator with the current time, store what it decided and write its markers."""
+    async def run(self, call: Callable[[int], TxnResult], key: str | None = None) -> TxnResult:
+        """Call the coordinator with the current time, store what it decided and write its markers.
+
+        Cluster mode: `key` is the transactional id the call acts on; when this broker does not
+        serve it (now) the answer is NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, and the
+        call's records are answered only once replicated (markers written after that)."""
         try:
             await self.ensure_topic()
         except ApiError as e:
-            log.error("cannot create %s: %s", TRANSACTION_STATE, e.message or e.error.name)
+            if self.shards is None:
+                log.error("cannot create %s: %s", TRANSACTION_STATE, e.message or e.error.name)
             return TxnResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        result = call(self.now_ms())
-        self._apply(result)
+        if self.shards is not None and key is not None and (code := self.shards.error(key)):
+            return TxnResult(code)
+        try:
+            result = call(self.now_ms())
+        except ApiError as e:  # cluster mode: no producer-id block from the controller yet (retriable)
+            return TxnResult(e.error)
+        if self.shards is None:
+            self._apply(result)
+            return result
+        code = await self._store_replicated(result.records)
+        if code:
+            return TxnResult(code)
+        if result.markers is not None:
+            self._write_markers(result.markers)
         return result
+
+    def _coordinator_here(self, txn_id: str) -> None:
+        """Cluster mode, Produce: the partition's leader checks (or adds) the partition at the
+        transaction coordinator. Not yet: asking a coordinator on another broker (Kafka's
+        AddPartitionsToTxnManager); until then such a batch is refused with the retriable code
+        Kafka's leader gives when its coordinator cannot be reached."""
+        if self.shards is not None and (code := self.shards.error(txn_id)):
+            raise ApiError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"the transaction coordinator of {txn_id} is not on this broker ({code.name})",
+            )
+
+    def not_here(self, key: str) -> ErrorCode:
+        """Cluster mode: NONE when this broker is the coordinator of `key` now (single node: always)."""
+        return ErrorCode.NONE if self.shards is None else self.shards.error(key)
+
+    async def _store_replicated(self, records: list[TxnRecord]) -> ErrorCode:
+        """Cluster mode: append as the partitions' leader and wait for the high watermark (Kafka's
+        acks=all append of the transaction log). A refused or unreplicated write reloads the shards
+        it went to, so no state the log does not hold stays; Kafka's codes for the client:
+        NOT_COORDINATOR (leadership lost), COORDINATOR_NOT_AVAILABLE (ISR short, timed out)."""
+        shards = self.shards
+        assert shards is not None
+        if not records:
+            return ErrorCode.NONE
+        n = shards.table.num_partitions
+        short = shards.below_min_isr({p % n for p, _, _ in records}) if n else []
+        if short:
+            log.warning("%s partition(s) %s: ISR below min.insync.replicas; %d record(s) refused",
+                        TRANSACTION_STATE, short, len(records))  # fmt: skip
+            for p in short:
+                shards.reload(p)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        written, failed = self._store(records)
+        code = ErrorCode.NOT_COORDINATOR if failed else await shards.replicated(written)
+        if code:
+            for p in {*written, *failed}:
+                shards.reload(p)
+        return code
+
+    def complete_after_load(self, job: MarkerJob) -> None:
+        """Cluster mode: a shard just loaded found this transaction in Prepare*; finish it."""
+        self._write_markers(job)
+
+    def set_transaction_version(self, level: int) -> None:
+        """Cluster mode: the finalized transaction.version of the metadata image. ApiVersions
+        reports it, and the coordinator writes the records and allows the flows it permits."""
+        self.transaction_version = level
+        c = self._coordinator
+        if c is not None and c.config.transaction_version != level:
+            c.config = dataclasses.replace(c.config, transaction_version=level)
 
     def new_producer_id(self) -> int:
         return self._new_producer_id()
@@ -176,6 +259,7 @@ class TransactionService:
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not self._setting("transaction.partition.verification.enable"):
             return
+        self._coordinator_here(txn_id)
         error = self.coordinator.in_transaction(producer_id, epoch, (topic, partition))
         if error == ErrorCode.INVALID_PRODUCER_EPOCH:
             raise ApiError(error, f"producer {producer_id} epoch {epoch} is fenced")
@@ -196,6 +280,7 @@ class TransactionService:
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "a transactional batch needs a transactional id",
             )
+        self._coordinator_here(txn_id)
         r = await self.run(
             lambda now: self.coordinator.add_partitions(
                 txn_id, producer_id, epoch, [(topic, partition)], now, client_transaction_version=TV2
@@ -235,47 +320,77 @@ class TransactionService:
     # --- effects -------------------------------------------------------------------------------
 
     def _apply(self, result: TxnResult) -> None:
+        if self.shards is not None:  # cluster mode: the markers only once the Prepare* is replicated
+            task = asyncio.get_running_loop().create_task(self._apply_replicated(result), name="txn-write")
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+            return
         self._store(result.records)
         if result.markers is not None:
             self._write_markers(result.markers)
 
-    def _store(self, records: list[TxnRecord]) -> None:
+    async def _apply_replicated(self, result: TxnResult) -> None:
+        if await self._store_replicated(result.records) == ErrorCode.NONE and result.markers is not None:
+            self._write_markers(result.markers)
+
+    def _store(self, records: list[TxnRecord]) -> tuple[dict[int, int], set[int]]:
+        """Append `records`, one batch per partition: the last offset written in each, and the
+        partitions that could not be written (cluster mode: not led here, or the log refused)."""
+        written: dict[int, int] = {}
+        failed: set[int] = set()
         if not records:
-            return
+            return written, failed
         t = self._lookup(TRANSACTION_STATE)
         if t is None:
             log.error("%s is missing; %d transaction record(s) not stored", TRANSACTION_STATE, len(records))
-            return
+            return written, failed
         now = self.now_ms()
         by_partition: dict[int, list[Record]] = {}
         for p, key, value in records:
             part = by_partition.setdefault(p % t.partitions, [])
             part.append(Record(len(part), now, key, value))
         for p, recs in by_partition.items():
+            epoch = t.leader_epoch
+            if self.shards is not None:
+                if self.shards.led(p) is None:
+                    failed.add(p)
+                    continue
+                epoch = self.shards.leader_epoch(p)
             try:
-                self._append(
-                    TRANSACTION_STATE,
-                    p,
-                    bytearray(build_batch(recs)),
-                    leader_epoch=t.leader_epoch,
-                    now_ms=now,
+                info = self._append(
+                    TRANSACTION_STATE, p, bytearray(build_batch(recs)), leader_epoch=epoch, now_ms=now
                 )
+                written[p] = info.last_offset
             except LogError as e:
                 log.error("cannot store %d record(s) in %s-%d: %s", len(recs), TRANSACTION_STATE, p, e)
+                failed.add(p)
+        return written, failed
 
     def _write_markers(self, job: MarkerJob) -> None:
         now = self.now_ms()
         failed = False
+        coordinator_epoch = COORDINATOR_EPOCH
+        if self.shards is not None:  # Kafka's coordinator epoch: the leader epoch of the id's partition
+            coordinator_epoch = self.shards.leader_epoch(self.shards.table.partition(job.transactional_id))
         for topic, partition in job.partitions:
             t = self._lookup(topic)
             if t is None or partition >= t.partitions:
                 continue  # deleted since: nothing left to mark
+            epoch = t.leader_epoch
+            if self.shards is not None:
+                # Not yet: markers to partitions led by other brokers (Kafka's
+                # TransactionMarkerChannelManager); such a transaction stays in Prepare* and is retried.
+                part = self.shards.leader_of(topic, partition)
+                if part is None:
+                    failed = True
+                    continue
+                epoch = part.leader_epoch
             marker = end_txn_marker(
-                job.producer_id, job.producer_epoch, commit=job.commit, coordinator_epoch=COORDINATOR_EPOCH,
+                job.producer_id, job.producer_epoch, commit=job.commit, coordinator_epoch=coordinator_epoch,
                 timestamp_ms=now,
             )  # fmt: skip
             try:
-                self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
+                self._append(topic, partition, bytearray(marker), leader_epoch=epoch, now_ms=now)
             except LogError as e:
                 log.error("cannot write the %s marker of %s to %s-%d: %s", "COMMIT" if job.commit else "ABORT",
                           job.transactional_id, topic, partition, e)  # fmt: skip
@@ -286,7 +401,7 @@ class TransactionService:
         if failed:
             self._retry.append(job)
             return
-        self._store(self.coordinator.complete(job, now).records)
+        self._apply(self.coordinator.complete(job, now))
 
     def write_marker(
         self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
@@ -295,6 +410,12 @@ class TransactionService:
         t = self._lookup(topic)
         if t is None or not 0 <= partition < t.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        epoch_of_leader = t.leader_epoch
+        if self.shards is not None:  # cluster mode: only the partition's leader appends
+            part = self.shards.leader_of(topic, partition)
+            if part is None:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            epoch_of_leader = part.leader_epoch
         entry = self._partition_log(topic, partition).producer_state.producers.get(producer_id)
         if entry is not None and epoch < entry.epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
@@ -303,7 +424,7 @@ class TransactionService:
             producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch, timestamp_ms=now
         )
         try:
-            self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
+            self._append(topic, partition, bytearray(marker), leader_epoch=epoch_of_leader, now_ms=now)
         except LogError as e:
             return ErrorCode[e.error_name]
         if topic == CONSUMER_OFFSETS:
@@ -317,22 +438,28 @@ class TransactionService:
         t = self._lookup(TRANSACTION_STATE)
         out: list[tuple[bytes, bytes | None]] = []
         for p in range(t.partitions if t is not None else 0):
-            plog = self._partition_log(TRANSACTION_STATE, p)
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            while offset < end:
-                data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
-                spans = split_batches(data)
-                if not spans:
-                    break
-                for pos, size in spans:
-                    h = read_header(data, pos)
-                    offset = h.base_offset + h.last_offset_delta + 1
-                    if h.is_control:
-                        continue
-                    try:
-                        _, records = decode_batch(data[pos : pos + size])
-                    except DecodeError as e:
-                        log.error("skipping an unreadable batch of %s-%d: %s", TRANSACTION_STATE, p, e)
-                        continue
-                    out.extend((r.key, r.value) for r in records if r.key is not None)
+            out.extend(self.read_partition(p))
+        return out
+
+    def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
+        """Every (key, value) of `__transaction_state` partition `p` (blocking: a thread)."""
+        out: list[tuple[bytes, bytes | None]] = []
+        plog = self._partition_log(TRANSACTION_STATE, p)
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
+            spans = split_batches(data)
+            if not spans:
+                break
+            for pos, size in spans:
+                h = read_header(data, pos)
+                offset = h.base_offset + h.last_offset_delta + 1
+                if h.is_control:
+                    continue
+                try:
+                    _, records = decode_batch(data[pos : pos + size])
+                except DecodeError as e:
+                    log.error("skipping an unreadable batch of %s-%d: %s", TRANSACTION_STATE, p, e)
+                    continue
+                out.extend((r.key, r.value) for r in records if r.key is not None)
         return out

@@ -108,9 +108,24 @@ class TransactionCoordinator:
             self.txns[txn_id] = m
             self._by_producer[m.producer_id] = txn_id
 
-    def pending_markers(self) -> list[MarkerJob]:
-        """After load: the transactions whose markers a crash may have left unwritten."""
-        return [self._job(m) for m in self.txns.values() if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
+    def pending_markers(self, owned: Callable[[str], bool] = lambda _id: True) -> list[MarkerJob]:
+        """After load: the transactions (of the ids `owned` names) whose markers a crash, or the
+        previous coordinator, may have left unwritten."""
+        return [
+            self._job(m)
+            for m in self.txns.values()
+            if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and owned(m.transactional_id)
+        ]
+
+    def unload(self, owned: Callable[[str], bool]) -> int:
+        """Kafka's shard unload (cluster mode, leadership of a `__transaction_state` partition
+        lost): forget the transactional ids `owned` names. Returns how many went."""
+        gone = [txn_id for txn_id in self.txns if owned(txn_id)]
+        for txn_id in gone:
+            m = self.txns.pop(txn_id)
+            if self._by_producer.get(m.producer_id) == txn_id:
+                del self._by_producer[m.producer_id]
+        return len(gone)
 
     # --- lookups ---
 

@@ -28,7 +28,8 @@ Transactions: a transactional batch needs the request's transactional_id. Below 
 its partition must be in the producer's open transaction (KIP-890 part 1, checked in process on
 one node): INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE otherwise. From v12 it is
 added (INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING or CONCURRENT_TRANSACTIONS when it may
-not be; txn_service.py). Transactions in cluster mode are not implemented here.
+not be; txn_service.py). In cluster mode only a leader that is also the transactional id's
+coordinator can check; otherwise NOT_ENOUGH_REPLICAS (asking the coordinator's broker: not yet).
 
 Per partition, in Kafka's order: topic and partition known (an unknown topic is auto-created when
 auto.create.topics.enable is on), one whole valid batch (validate_batch: size, magic, CRC,

@@ -86,6 +86,8 @@ async def _add_partitions(
     unknown = [tp for tp in wanted if not _partition_exists(ctx, *tp)]
     if denied := access.txn_partitions_denied(ctx, txn_id, wanted):
         codes = {tp: int(denied.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED)) for tp in wanted}
+    elif verify_only and (here := svc.not_here(txn_id)):
+        codes = dict.fromkeys(wanted, int(here))
     elif verify_only:
         for tp in wanted:
             m = svc.coordinator.txns.get(txn_id)
@@ -100,7 +102,7 @@ async def _add_partitions(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
             )
     else:
-        r = await svc.run(lambda now: svc.coordinator.add_partitions(txn_id, pid, epoch, wanted, now))
+        r = await svc.run(lambda now: svc.coordinator.add_partitions(txn_id, pid, epoch, wanted, now), txn_id)
         codes = dict.fromkeys(wanted, fenced_as(r.error, v))
     by_topic: dict[str, list[dict[str, int]]] = {}
     for (topic, p), code in codes.items():
@@ -127,7 +129,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
     r = await svc.run(
         lambda now: svc.coordinator.add_partitions(
             body.transactional_id, body.producer_id, body.producer_epoch, [tp], now
-        )
+        ),
+        body.transactional_id,
     )
     return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version)}
 
@@ -146,7 +149,7 @@ async def end_txn(ctx: RequestContext, request: Request) -> Any:
         lambda now: svc.coordinator.end_txn(
             body.transactional_id, body.producer_id, body.producer_epoch, body.committed, now,
             client_transaction_version=tv, new_producer_id=svc.new_producer_id,
-        )
+        ), body.transactional_id,
     )  # fmt: skip
     ok = r.error == ErrorCode.NONE
     return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version),
