@@ -1,9 +1,9 @@
-"""Cluster mode, client matrix: kcat, aiokafka and the Java client 3.9 and 4.3 against three kcompat
-brokers under one Kafka 4.3.1 controller. Each client gets its own topic, RF=3 with
-`min.insync.replicas=2`, three partitions led by three different brokers (explicit assignments);
-it produces with acks=all and a consumer group of that client reads everything back: the exact
-values, in order, per partition. The committed offsets are then read from the group's coordinator,
-found through FindCoordinator on a broker that is not the coordinator.
+"""Cluster mode, client matrix: kcat, aiokafka, confluent-kafka, kafka-python and the Java client
+3.9 and 4.3 against three kcompat brokers under one Kafka 4.3.1 controller. Each client gets its own
+topic, RF=3 with `min.insync.replicas=2`, three partitions led by three different brokers (explicit
+assignments); it produces with acks=all and a consumer group of that client reads everything back:
+the exact values, in order, per partition. The committed offsets are then read from the group's
+coordinator, found through FindCoordinator on a broker that is not the coordinator.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ import asyncio
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 
+import confluent_kafka
+import kafka
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -222,4 +225,58 @@ def test_java_acks_all_and_a_consumer_group(
     finally:
         members.stop()
     assert by_partition([(r["p"], r["o"], r["v"]) for r in member.records()]) == EXPECTED
+    assert committed_offsets(cluster, group, topic) == ENDS
+
+
+# --- confluent-kafka (librdkafka from its wheel) and kafka-python -------------------------------
+
+
+def test_confluent_kafka_acks_all_and_a_consumer_group(cluster: Cluster) -> None:
+    topic = create_topic(cluster, "cc-confluent")
+    group = unique("cc-confluent-group")
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for p in range(PARTITIONS):
+        for v in values(p):
+            producer.produce(topic, value=v.encode(), partition=p)
+    assert producer.flush(30) == 0
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        read: list[tuple[int, int, str]] = []
+        deadline = time.monotonic() + 40
+        while len(read) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+            msg = consumer.poll(0.3)
+            if msg is not None and msg.error() is None:
+                read.append((msg.partition(), msg.offset(), msg.value().decode()))
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert by_partition(read) == EXPECTED
+    assert committed_offsets(cluster, group, topic) == ENDS
+
+
+def test_kafka_python_acks_all_and_a_consumer_group(cluster: Cluster) -> None:
+    topic = create_topic(cluster, "cc-kafka-python")
+    group = unique("cc-kafka-python-group")
+    producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    try:
+        for p in range(PARTITIONS):
+            for i, v in enumerate(values(p)):
+                meta = producer.send(topic, value=v.encode(), partition=p).get(timeout=30)
+                assert (meta.partition, meta.offset) == (p, i)
+    finally:
+        producer.close()
+    consumer = kafka.KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
+                                   enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+    try:
+        read: list[tuple[int, int, str]] = []
+        deadline = time.monotonic() + 40
+        while len(read) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+            for tp, msgs in consumer.poll(timeout_ms=300).items():
+                read += [(tp.partition, m.offset, m.value.decode()) for m in msgs]
+        consumer.commit()
+    finally:
+        consumer.close(autocommit=False)
+    assert by_partition(read) == EXPECTED
     assert committed_offsets(cluster, group, topic) == ENDS
