@@ -423,7 +423,11 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
         """Clean close: producer state snapshot at the log end, everything trimmed and fsynced (by
         the caller with sync=False: LogManager syncs the filesystem once for thousands of logs)."""
         with self.lock:
-            self.producer_state.take_snapshot(sync=sync)
+            ps = self.producer_state
+            # Kafka's rule: a snapshot only when the state moved past the newest one (a stop after
+            # an idle restart then creates no file per partition; file creation is most of a close).
+            if ps.map_end_offset not in ps.snapshot_offsets():
+                ps.take_snapshot(sync=sync)
             self.producer_state.delete_old_snapshots(keep=3)
             for s in self.segments:
                 s.close(sync=sync)

@@ -175,6 +175,11 @@ class KRaftMetadata:
         error = 0 if p.leader in live else int(ErrorCode.LEADER_NOT_AVAILABLE)
         return PartitionDescription(error, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), offline)
 
+    def partitions_stamp(self, t: TopicInfo) -> object:
+        # Images are immutable and replaced on change: a topic's registrations and the brokers'
+        # liveness (offline replicas, LEADER_NOT_AVAILABLE) are all a description reads.
+        return (self.image.topic(t.name), self.image.brokers)
+
     def live_brokers(self, listener: str) -> list[BrokerEndpoint]:
         out = []
         for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):

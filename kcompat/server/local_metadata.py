@@ -114,6 +114,10 @@ class MetadataView(Protocol):
     def topic(self, name: str) -> TopicInfo | None: ...
     def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]: ...
     def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription: ...
+    def partitions_stamp(self, t: TopicInfo) -> object:
+        """Equal while every describe_partition of t (on any listener) is unchanged: what lets
+        Metadata reuse a topic's partition rows (it is compared with ==, identity first)."""
+
     def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
         """Every broker a client may use (None: this broker alone, as it advertises itself)."""
 
@@ -223,6 +227,9 @@ class LocalMetadata:
     def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription:
         node = self._node_id
         return PartitionDescription(0, node, t.leader_epoch, [node], [node], [])
+
+    def partitions_stamp(self, t: TopicInfo) -> object:
+        return (t.topic_id, t.partitions, t.leader_epoch)
 
     def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
         return None

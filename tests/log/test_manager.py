@@ -104,3 +104,23 @@ def test_maintenance_applies_retention_with_topic_config(tmp_path):
     m.run_maintenance(now_ms=10_000)
     assert plog.log_start_offset == plog.log_end_offset
     assert (tmp_path / "log-start-offset-checkpoint").read_text().endswith(f"short 0 {plog.log_end_offset}\n")
+
+
+def test_idle_restart_then_stop_rewrites_no_per_partition_file(tmp_path):
+    """A clean stop writes a producer snapshot only when the state moved past the newest one (Kafka's
+    takeSnapshot rule): after an idle restart, the stop leaves every partition's files as they were."""
+    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    m.get_or_create("t", 0).append(batch(3), leader_epoch=0, now_ms=0)
+    m.close()
+    part = tmp_path / "t-0"
+    files = {p.name: p.stat().st_ino for p in part.iterdir()}
+    assert "00000000000000000003.snapshot" in files and "leader-epoch-checkpoint" in files
+    m2 = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    assert m2.get("t", 0).log_end_offset == 3
+    m2.close()
+    assert {p.name: p.stat().st_ino for p in part.iterdir()} == files  # nothing re-created
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    m3 = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    m3.get("t", 0).append(batch(2), leader_epoch=0, now_ms=0)
+    m3.close()
+    assert (part / "00000000000000000005.snapshot").exists()  # the state moved: a new snapshot

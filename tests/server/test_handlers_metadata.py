@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
+from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA
 from tests.server.broker_harness import BrokerHarness
@@ -139,4 +141,37 @@ def test_describe_topic_partitions_pages_with_a_cursor(h: BrokerHarness) -> None
     assert [(t.name, t.error_code, len(t.partitions)) for t in r.topics] == [
         ("b", 0, 2),
         ("zz", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0),
+    ]
+
+
+def test_cached_partition_rows_follow_added_partitions_and_recreation(h: BrokerHarness) -> None:
+    """Metadata reuses each topic's partition rows: adding partitions, or deleting and re-creating
+    the topic with another count, must show at once (for all topics, by name and paged)."""
+
+    def counts() -> list[int]:
+        every = h.call(METADATA, 12, {"topics": None}).topics
+        named = h.call(METADATA, 12, {"topics": [{"name": "a"}]}).topics
+        paged = h.call(
+            DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [{"name": "a"}], "response_partition_limit": 2000}
+        )
+        return [len(every[0].partitions), len(named[0].partitions), len(paged.topics[0].partitions)]
+
+    create(h, "a", 2)
+    assert counts() == [2, 2, 2]
+    body = {
+        "topics": [{"name": "a", "count": 5, "assignments": None}],
+        "timeout_ms": 100,
+        "validate_only": False,
+    }
+    assert h.call(CREATE_PARTITIONS, 3, body).results[0].error_code == 0
+    assert counts() == [5, 5, 5]
+    assert (
+        h.call(DELETE_TOPICS, 6, {"topics": [{"name": "a"}], "timeout_ms": 100}).responses[0].error_code == 0
+    )
+    create(h, "a", 3)
+    assert counts() == [3, 3, 3]
+    assert [p.partition_index for p in h.call(METADATA, 12, {"topics": None}).topics[0].partitions] == [
+        0,
+        1,
+        2,
     ]

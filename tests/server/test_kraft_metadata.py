@@ -4,6 +4,7 @@ leader, ISR and offline replicas, topic configs that follow ConfigRecords)."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from kcompat.config import BrokerConfig
 from kcompat.metadata import records as r
@@ -50,3 +51,41 @@ def test_brokers_partitions_and_configs_from_the_image() -> None:
     md.set_image(image)
     assert md.topic_config(md.topic("t")).get("min.insync.replicas") == 3  # type: ignore[arg-type]
     assert md.topic("missing") is None and uuid.UUID(int=9) not in [t.topic_id for t in md.topics.all()]
+
+
+def test_cached_metadata_rows_follow_every_image_change() -> None:
+    """Metadata reuses a topic's partition rows while partitions_stamp is equal: a leader/ISR change
+    and a broker fenced (its replicas offline) must each give new rows, an unrelated change not."""
+    from types import SimpleNamespace
+
+    from kcompat.server.handlers.metadata import partitions_of
+
+    loader = MetadataLoader()
+    loader.append(batch(0, register(1, 10), register(2, 11), (UNFENCE, 0, {"id": 1, "epoch": 10}),
+                        (UNFENCE, 0, {"id": 2, "epoch": 11}), topic("t", T1), partition(0, [1, 2], [1, 2], 1)))  # fmt: skip
+    md = KRaftMetadata(BrokerConfig({"node.id": "1", "process.roles": "broker"}))
+    md.set_image(loader.advance(10))  # type: ignore[arg-type]
+    ctx: Any = SimpleNamespace(metadata=md, listener="PLAINTEXT")
+
+    def rows() -> list[tuple[int, int, int, list[int], list[int]]]:
+        t = md.topic("t")
+        assert t is not None
+        return [(p.error_code, p.leader_id, p.leader_epoch, p.isr_nodes, p.offline_replicas)
+                for p in partitions_of(ctx, t)]  # fmt: skip
+
+    assert rows() == [(0, 1, 3, [1, 2], [])]
+    first = partitions_of(ctx, md.topic("t"))  # type: ignore[arg-type]
+    loader.append(batch(10, (r.CONFIG, 0, {"resource_type": 2, "resource_name": "t", "name": "retention.ms", "value": "1"})))  # fmt: skip
+    md.set_image(loader.advance(11))  # type: ignore[arg-type]
+    assert partitions_of(ctx, md.topic("t")) is first  # type: ignore[arg-type]  # unrelated: reused
+    loader.append(
+        batch(11, (r.PARTITION_CHANGE, 0, {"partition_id": 0, "topic_id": T1, "isr": [2], "leader": 2}))
+    )
+    md.set_image(loader.advance(12))  # type: ignore[arg-type]
+    assert rows() == [(0, 2, 4, [2], [])]
+    loader.append(batch(12, (r.FENCE_BROKER, 0, {"id": 1, "epoch": 10})))
+    md.set_image(loader.advance(13))  # type: ignore[arg-type]
+    assert rows() == [(0, 2, 4, [2], [1])]
+    loader.append(batch(13, (r.FENCE_BROKER, 0, {"id": 2, "epoch": 11})))
+    md.set_image(loader.advance(14))  # type: ignore[arg-type]
+    assert rows()[0][0] == ErrorCode.LEADER_NOT_AVAILABLE

@@ -30,13 +30,14 @@ both work with every client, and the direct answer saves a round trip).
 from __future__ import annotations
 
 import uuid
+import weakref
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
-from kcompat.server.local_metadata import BrokerEndpoint
+from kcompat.server.local_metadata import BrokerEndpoint, PartitionDescription
 from kcompat.server.registry import handles
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
@@ -69,15 +70,41 @@ def partitions_of(
 ) -> list[MetadataResponsePartition]:
     """Each partition's leader, epoch, replicas and ISR, as Metadata and DescribeTopicPartitions give them
     (from the MetadataView: this node for everything on a single node, the KRaft image in a cluster)."""
-    listener = ctx.listener
-    out = []
-    for p in range(t.partitions) if indexes is None else indexes:
-        d = ctx.metadata.describe_partition(t, p, listener)
-        out.append(MetadataResponsePartition(
-            error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
-            replica_nodes=d.replicas, isr_nodes=d.isr, offline_replicas=d.offline,
-        ))  # fmt: skip
-    return out
+    rows = _cached_rows(ctx, t)
+    return rows if indexes is None else rows[indexes.start : indexes.stop]
+
+
+# A topic's rows, kept per MetadataView and listener until its partitions_stamp changes: building
+# them is a Python object per partition, most of a Metadata for all topics at thousands of
+# partitions. The rows are shared by responses and never mutated (the codec only reads them).
+_Rows = dict[
+    tuple[str, str], tuple[object, list[MetadataResponsePartition]]
+]  # (topic, listener): (stamp, rows)
+_ROWS: weakref.WeakKeyDictionary[object, _Rows] = weakref.WeakKeyDictionary()
+
+
+def _cached_rows(ctx: RequestContext, t: TopicInfo) -> list[MetadataResponsePartition]:
+    view = ctx.metadata
+    stamp = view.partitions_stamp(t)
+    by_topic = _ROWS.get(view)
+    if by_topic is None:
+        by_topic = _ROWS[view] = {}
+    key = (t.name, ctx.listener)
+    hit = by_topic.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    rows = [_row(p, view.describe_partition(t, p, ctx.listener)) for p in range(t.partitions)]
+    if len(by_topic) > 2 * len(view.topics) + 64:  # deleted topics' rows: dropped wholesale, rebuilt on use
+        by_topic.clear()
+    by_topic[key] = (stamp, rows)
+    return rows
+
+
+def _row(p: int, d: PartitionDescription) -> MetadataResponsePartition:
+    return MetadataResponsePartition(
+        error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
+        replica_nodes=d.replicas, isr_nodes=d.isr, offline_replicas=d.offline,
+    )  # fmt: skip
 
 
 def brokers_of(ctx: RequestContext) -> tuple[list[BrokerEndpoint], int]:
