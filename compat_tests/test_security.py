@@ -393,6 +393,10 @@ def test_mtls_refuses_a_client_without_certificate(broker: Broker, certs: Certs)
     while not errors and time.monotonic() < deadline:
         p.poll(0.2)
     assert errors and "certificate required" in errors[0].str()
+    # The client may read the broker's alert before the broker has written its line about it.
+    deadline = time.monotonic() + 10
+    while "PEER_DID_NOT_RETURN_A_CERTIFICATE" not in broker.logs() and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert "PEER_DID_NOT_RETURN_A_CERTIFICATE" in broker.logs()
 
 
