@@ -174,6 +174,10 @@ def test_kill_the_active_controller(cluster: QuorumCluster) -> None:
     )
 
 
+# Unstable: a CI rehearsal saw the idempotent producer get no acknowledgement for 120 s after the
+# third all-at-once restart (ISR whole again, no error logged); the helper's runs passed. Until the
+# cause is found it runs by hand: `pytest compat_tests/cluster/test_quorum_faults.py -m unstable`.
+@pytest.mark.unstable
 def test_kill_every_broker_at_once(cluster: QuorumCluster) -> None:
     topic = "all-brokers-kill"
     cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
