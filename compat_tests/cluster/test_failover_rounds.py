@@ -37,19 +37,8 @@ TOPIC = "ledger"
 @pytest.fixture(scope="module")
 def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(kraft_quorum, tmp_path_factory.mktemp("failover"))
-    try:
-        for node_id in BROKER_IDS:
-            c.start(node_id)
-        for b in c.brokers.values():
-            wait_for(
-                lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"),
-                "brokers unfenced",
-            )
+    with c.running(BROKER_IDS):
         yield c
-    finally:
-        for b in c.brokers.values():
-            if b.running:
-                b.stop()
 
 
 class LedgerProducer(threading.Thread):

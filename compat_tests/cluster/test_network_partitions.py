@@ -108,18 +108,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedCluster
     c.controller_proxy = controller_proxy  # type: ignore[attr-defined]
     with quorum:
         try:
-            for node_id in BROKER_IDS:
-                c.start(node_id)
-            for b in c.brokers.values():
-                wait_for(
-                    lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"),
-                    "brokers unfenced",
-                )
-            yield c
+            with c.running(BROKER_IDS):
+                yield c
         finally:
-            for b in c.brokers.values():
-                if b.running:
-                    b.stop()
             for p in [controller_proxy, *c.proxies.values()]:
                 p.close()
 

@@ -97,19 +97,8 @@ def cluster(
     kraft_quorum_3: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[QuorumCluster]:
     c = QuorumCluster(kraft_quorum_3, tmp_path_factory.mktemp("quorum-faults"))
-    try:
-        for node_id in BROKER_IDS:
-            c.start(node_id)
-        for b in c.brokers.values():
-            wait_for(
-                lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"),
-                "brokers unfenced",
-            )
+    with c.running(BROKER_IDS):
         yield c
-    finally:
-        for b in c.brokers.values():
-            if b.running:
-                b.stop()
 
 
 def checkpointed_hw(broker: Broker, topic: str) -> int:

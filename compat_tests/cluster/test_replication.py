@@ -18,7 +18,8 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,23 @@ class Cluster:
         self.brokers[node_id] = b
         b.start()
         return b
+
+    @contextmanager
+    def running(self, node_ids: Iterable[int]) -> Iterator[None]:
+        """Start these brokers and wait until each is unfenced; stop every running one at the end."""
+        try:
+            for node_id in node_ids:
+                self.start(node_id)
+            for b in self.brokers.values():
+                wait_for(
+                    lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"),
+                    "brokers unfenced",
+                )
+            yield
+        finally:
+            for b in self.brokers.values():
+                if b.running:
+                    b.stop()
 
     def live(self) -> list[Broker]:
         return [b for b in self.brokers.values() if b.running]
@@ -176,19 +194,8 @@ class JavaBroker:
 @pytest.fixture(scope="module")
 def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(kraft_quorum, tmp_path_factory.mktemp("replication"))
-    try:
-        for node_id in BROKER_IDS:
-            c.start(node_id)
-        for b in c.brokers.values():
-            wait_for(
-                lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"),
-                "brokers unfenced",
-            )
+    with c.running(BROKER_IDS):
         yield c
-    finally:
-        for b in c.brokers.values():
-            if b.running:
-                b.stop()
 
 
 def replicas_identical(c: Cluster, topic: str, partition: int, replicas: list[int]) -> bool:
