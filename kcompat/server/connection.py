@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from kcompat.server.sendfile import Chunk, ChunkWriter
 from kcompat.server.tls import handshake_step
+from kcompat.server.tls_socket import TlsSocket
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError, size_hint
 from kcompat.wire.protocol import describe_frame
@@ -110,7 +111,7 @@ class Connection:
 
     def __init__(
         self,
-        sock: socket.socket,
+        sock: socket.socket | TlsSocket,
         client: Client,
         handle: Handler,
         *,
@@ -118,7 +119,7 @@ class Connection:
         close_errors: tuple[type[BaseException], ...] = (),
         on_closed: Callable[[Connection], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
-        tls_principal: Callable[[ssl.SSLSocket], str] | None = None,
+        tls_principal: Callable[[TlsSocket], str] | None = None,
         authenticator: SaslAuthenticator | None = None,
     ) -> None:
         sock.setblocking(False)
@@ -149,7 +150,7 @@ class Connection:
         self.busy = False  # a request is with the broker
         self.closed = False
         self.last_active = self._loop.time()
-        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.tls = isinstance(sock, TlsSocket)
         self._tls_principal = tls_principal
         self._auth = authenticator
 
@@ -168,7 +169,7 @@ class Connection:
     def _handshake(self) -> None:
         """One step of the TLS handshake, from start() and whenever the socket is ready."""
         sock = self.sock
-        assert isinstance(sock, ssl.SSLSocket)
+        assert isinstance(sock, TlsSocket)
         try:
             want_read, want_write = handshake_step(sock)
         except OSError as e:  # ssl.SSLError included: garbage, an unknown CA, no certificate
@@ -277,7 +278,7 @@ class Connection:
     def _tls_pending(self) -> None:
         """Read what OpenSSL decrypted but the socket no longer signals (a TLS record read whole)."""
         sock = self.sock
-        if self._reading and not self.closed and isinstance(sock, ssl.SSLSocket) and sock.pending():
+        if self._reading and not self.closed and isinstance(sock, TlsSocket) and sock.pending():
             self._on_readable()
 
     def _room_for_requests(self) -> bool:
@@ -314,7 +315,7 @@ class Connection:
         if self._requests:
             self._wake()
         self._update_reading()
-        if self.tls and self._reading:
+        if self.tls and self._reading and self.sock.pending():  # type: ignore[union-attr]
             self._loop.call_soon(self._tls_pending)
 
     def _parse(self) -> None:

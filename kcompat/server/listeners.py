@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kcompat.config.listeners import Listener
 from kcompat.config.security import ListenerSecurity
 from kcompat.server.tls import PrincipalMapper, server_context, subject_dn
+from kcompat.server.tls_socket import TlsSocket
 from kcompat.storage.scram_credentials import ScramCredential
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class ListenerTransport:
 
     ssl_context: ssl.SSLContext | None = None
     # the principal of a TLS client (SSL listeners; on SASL_SSL the SASL user is the principal)
-    tls_principal: Callable[[ssl.SSLSocket], str] | None = None
+    tls_principal: Callable[[TlsSocket], str] | None = None
     authenticator: Callable[[], SaslAuthenticator] | None = None
 
 
@@ -71,8 +72,8 @@ def transports(
     return out
 
 
-def certificate_principal(mapper: PrincipalMapper) -> Callable[[ssl.SSLSocket], str]:
-    def principal(sock: ssl.SSLSocket) -> str:
+def certificate_principal(mapper: PrincipalMapper) -> Callable[[TlsSocket], str]:
+    def principal(sock: TlsSocket) -> str:
         der = sock.getpeercert(binary_form=True)
         return f"User:{mapper.name(subject_dn(der))}" if der else "User:ANONYMOUS"
 

@@ -21,6 +21,7 @@ from typing import Any
 from kcompat.config.listeners import Listener
 from kcompat.server.connection import Client, Connection, Handler, Limits
 from kcompat.server.listeners import ListenerTransport, bind
+from kcompat.server.tls_socket import TlsSocket
 
 log = logging.getLogger("kcompat.server")
 
@@ -167,20 +168,15 @@ class Reactor:
         )
         transport = self._transports.get(listener.name)
         tls_principal = authenticator = None
+        conn_sock: socket.socket | TlsSocket = sock
         if transport is not None:
             if transport.ssl_context is not None:
                 # the handshake runs later, step by step on readiness (Connection._handshake)
-                try:
-                    sock = transport.ssl_context.wrap_socket(
-                        sock, server_side=True, do_handshake_on_connect=False
-                    )
-                except OSError:
-                    sock.close()  # the peer is already gone
-                    return
+                conn_sock = TlsSocket(sock, transport.ssl_context)
             tls_principal = transport.tls_principal
             authenticator = transport.authenticator() if transport.authenticator is not None else None
         conn = Connection(
-            sock,
+            conn_sock,
             client,
             self._handle,
             limits=self.limits,

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, TypeGuard, cast, runtime_checkable
 
+from kcompat.server.tls_socket import TlsSocket
+
 # At most this many buffers per sendmsg (Linux IOV_MAX is 1024).
 _MAX_IOV = 64
 # The copying fallback reads this much of a slice at a time.
@@ -141,12 +143,12 @@ class ChunkWriter:
 
     __slots__ = ("_fd", "_items", "_sock", "_tls", "pending")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket | TlsSocket) -> None:
         self._sock = sock
         self._fd = sock.fileno()
         self._items: deque[memoryview | _Piece] = deque()
         self.pending = 0  # bytes queued and not yet sent, file bytes included
-        self._tls = isinstance(sock, ssl.SSLSocket)
+        self._tls = isinstance(sock, ssl.SSLSocket | TlsSocket)
 
     def __bool__(self) -> bool:
         return bool(self._items)
@@ -189,7 +191,7 @@ class ChunkWriter:
                     break
                 bufs.append(item)
             try:
-                sent = self._sock.sendmsg(bufs)
+                sent = cast(socket.socket, self._sock).sendmsg(bufs)  # TLS goes by _send_tls_bytes
             except (BlockingIOError, InterruptedError):
                 return False
         else:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kcompat.config.errors import ConfigError
 from kcompat.config.security import SslSettings
+from kcompat.server.tls_socket import TlsSocket
 
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -161,7 +162,7 @@ def server_context(s: SslSettings) -> ssl.SSLContext:
     return ctx
 
 
-def handshake_step(sock: ssl.SSLSocket) -> tuple[bool, bool]:
+def handshake_step(sock: TlsSocket) -> tuple[bool, bool]:
     """Advance a non-blocking handshake: (wants readable, wants writable); both False when done."""
     try:
         sock.do_handshake()
