@@ -18,10 +18,12 @@ so owning the socket is what lets response bytes and file slices (os.sendfile) g
   `write_low_water`.
 - Frames are handed over in buffers of their own (never views of the read buffer), so the broker
   may keep memoryviews of a frame (the reader guarantees it).
-- TLS (SSL, SASL_SSL listeners): the socket is a non-blocking ssl.SSLSocket; its handshake is
-  driven by readiness callbacks like everything else, so a stalled handshake holds only its own
-  connection. OpenSSL may hold decrypted bytes the poller cannot see: they are read on the next
-  loop turn (`_tls_pending`). The client's certificate gives the principal (`tls_principal`).
+- TLS (SSL, SASL_SSL listeners): the socket is a kcompat.server.tls_socket.TlsSocket (OpenSSL on
+  memory buffers, many TLS records per read); its handshake is driven by readiness callbacks like
+  everything else, so a stalled handshake holds only its own connection. It may hold ciphertext
+  the poller cannot see (a full read buffer, a request sent with the last handshake flight): that
+  is read on the next loop turn (`_tls_pending`). The client's certificate gives the principal
+  (`tls_principal`).
 - SASL (SASL_PLAINTEXT, SASL_SSL): frames go through the connection's SaslAuthenticator until it
   is complete (kcompat.server.sasl); only then do they reach the broker, with `client.principal`.
 """

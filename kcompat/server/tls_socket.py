@@ -35,7 +35,8 @@ class TlsSocket:
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
         self._ssl = context.wrap_bio(self._in, self._out, server_side=True)
-        self._backlog = b""  # ciphertext made but not yet taken by the socket
+        # ciphertext made but not yet taken by the socket (a view: short sends copy nothing)
+        self._backlog = memoryview(b"")
         self._owed = 0  # plaintext bytes of a send whose ciphertext is in the backlog
         self._eof = False  # the socket said EOF, or the peer's close_notify came
         self._more = False  # ciphertext may be decryptable that no socket readiness will announce
@@ -153,7 +154,8 @@ class TlsSocket:
     def _push(self) -> bool:
         """Send the ciphertext waiting; True once the socket took all of it."""
         if self._out.pending:
-            self._backlog += self._out.read()
+            made = self._out.read()
+            self._backlog = memoryview(bytes(self._backlog) + made if self._backlog else made)
         backlog = self._backlog
         if not backlog:
             return True
