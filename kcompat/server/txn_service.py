@@ -45,6 +45,7 @@ from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import Record, build_batch, decode_batch
 
 if TYPE_CHECKING:  # cluster mode only
+    from kcompat.server.txn_channels import TxnMarkerSender, TxnVerifier
     from kcompat.server.txn_shards import TxnShards
 
 log = logging.getLogger("kcompat.server.transactions")
@@ -86,6 +87,9 @@ class TransactionService:
         # cluster_member.py); they load and unload with leadership, so start() replays nothing.
         self.cluster = cluster
         self.shards: TxnShards | None = None
+        self.markers: TxnMarkerSender | None = None  # markers to other brokers' partitions
+        self.verifier: TxnVerifier | None = None  # produce verification at another broker
+        self._sending: set[str] = set()  # transactional ids whose markers are under way
         self._writes: set[asyncio.Task[None]] = set()
 
     @property
@@ -145,6 +149,8 @@ class TransactionService:
         await asyncio.gather(*self._writes, return_exceptions=True)
         if self.shards is not None:
             await self.shards.close()  # loads under way
+        if self.markers is not None:
+            self.markers.channels.close()
 
     async def _every(self, interval_ms: int, step: Callable[[], None]) -> None:
         while True:
@@ -191,17 +197,6 @@ class TransactionService:
             self._write_markers(result.markers)
         return result
 
-    def _coordinator_here(self, txn_id: str) -> None:
-        """Cluster mode, Produce: the partition's leader checks (or adds) the partition at the
-        transaction coordinator. Not yet: asking a coordinator on another broker (Kafka's
-        AddPartitionsToTxnManager); until then such a batch is refused with the retriable code
-        Kafka's leader gives when its coordinator cannot be reached."""
-        if self.shards is not None and (code := self.shards.error(txn_id)):
-            raise ApiError(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"the transaction coordinator of {txn_id} is not on this broker ({code.name})",
-            )
-
     def not_here(self, key: str) -> ErrorCode:
         """Cluster mode: NONE when this broker is the coordinator of `key` now (single node: always)."""
         return ErrorCode.NONE if self.shards is None else self.shards.error(key)
@@ -245,11 +240,18 @@ class TransactionService:
     def new_producer_id(self) -> int:
         return self._new_producer_id()
 
-    def verify_produce(
-        self, txn_id: str | None, producer_id: int, epoch: int, topic: str, partition: int
+    async def verify_produce(
+        self,
+        txn_id: str | None,
+        producer_id: int,
+        epoch: int,
+        topic: str,
+        partition: int,
+        transaction_abortable: bool = False,
     ) -> None:
         """A transactional batch may be appended only inside its producer's open transaction on
-        that partition (KIP-890 part 1, in process); ApiError otherwise."""
+        that partition (KIP-890 part 1: in process, or asking the coordinator's broker in cluster
+        mode); ApiError otherwise. `transaction_abortable`: Produce v11+ knows that code."""
         if txn_id is None:
             raise ApiError(
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -259,7 +261,15 @@ class TransactionService:
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not self._setting("transaction.partition.verification.enable"):
             return
-        self._coordinator_here(txn_id)
+        if self.shards is not None and self.shards.error(txn_id):  # the coordinator is elsewhere
+            if self.verifier is None:
+                raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"no transaction coordinator for {txn_id}")
+            code, message = await self.verifier.verify(
+                txn_id, producer_id, epoch, (topic, partition), transaction_abortable
+            )
+            if code:
+                raise ApiError(code, message)
+            return
         error = self.coordinator.in_transaction(producer_id, epoch, (topic, partition))
         if error == ErrorCode.INVALID_PRODUCER_EPOCH:
             raise ApiError(error, f"producer {producer_id} epoch {epoch} is fenced")
@@ -280,7 +290,13 @@ class TransactionService:
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "a transactional batch needs a transactional id",
             )
-        self._coordinator_here(txn_id)
+        if self.shards is not None and self.shards.error(txn_id):
+            # The coordinator is on another broker: Kafka 4.3's leader verifies (the TV2 client
+            # added the partition with AddPartitionsToTxn itself).
+            await self.verify_produce(
+                txn_id, producer_id, epoch, topic, partition, transaction_abortable=True
+            )
+            return
         r = await self.run(
             lambda now: self.coordinator.add_partitions(
                 txn_id, producer_id, epoch, [(topic, partition)], now, client_transaction_version=TV2
@@ -367,30 +383,25 @@ class TransactionService:
         return written, failed
 
     def _write_markers(self, job: MarkerJob) -> None:
+        if self.markers is not None:  # cluster mode: to each partition's leader, asynchronously
+            if job.transactional_id not in self._sending:
+                self._sending.add(job.transactional_id)
+                task = asyncio.get_running_loop().create_task(self._send_markers(job), name="txn-markers")
+                self._writes.add(task)
+                task.add_done_callback(self._writes.discard)
+            return
         now = self.now_ms()
         failed = False
-        coordinator_epoch = COORDINATOR_EPOCH
-        if self.shards is not None:  # Kafka's coordinator epoch: the leader epoch of the id's partition
-            coordinator_epoch = self.shards.leader_epoch(self.shards.table.partition(job.transactional_id))
         for topic, partition in job.partitions:
             t = self._lookup(topic)
             if t is None or partition >= t.partitions:
                 continue  # deleted since: nothing left to mark
-            epoch = t.leader_epoch
-            if self.shards is not None:
-                # Not yet: markers to partitions led by other brokers (Kafka's
-                # TransactionMarkerChannelManager); such a transaction stays in Prepare* and is retried.
-                part = self.shards.leader_of(topic, partition)
-                if part is None:
-                    failed = True
-                    continue
-                epoch = part.leader_epoch
             marker = end_txn_marker(
-                job.producer_id, job.producer_epoch, commit=job.commit, coordinator_epoch=coordinator_epoch,
+                job.producer_id, job.producer_epoch, commit=job.commit, coordinator_epoch=COORDINATOR_EPOCH,
                 timestamp_ms=now,
             )  # fmt: skip
             try:
-                self._append(topic, partition, bytearray(marker), leader_epoch=epoch, now_ms=now)
+                self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
             except LogError as e:
                 log.error("cannot write the %s marker of %s to %s-%d: %s", "COMMIT" if job.commit else "ABORT",
                           job.transactional_id, topic, partition, e)  # fmt: skip
@@ -402,6 +413,25 @@ class TransactionService:
             self._retry.append(job)
             return
         self._apply(self.coordinator.complete(job, now))
+
+    async def _send_markers(self, job: MarkerJob) -> None:
+        """Cluster mode: Complete* once every partition's leader acknowledged the marker (after
+        replication), unless the transaction left this coordinator meanwhile."""
+        shards, markers = self.shards, self.markers
+        assert shards is not None and markers is not None
+        p = shards.table.partition(job.transactional_id)
+        epoch = shards.leader_epoch(p)  # Kafka's coordinator epoch: the leader epoch of the id's partition
+
+        def still_mine() -> bool:
+            return shards.error(job.transactional_id) == ErrorCode.NONE and shards.leader_epoch(p) == epoch
+
+        try:
+            done = await markers.send(job.transactional_id, job.producer_id, job.producer_epoch, job.commit,
+                                      epoch, job.partitions, still_mine)  # fmt: skip
+        finally:
+            self._sending.discard(job.transactional_id)
+        if done and still_mine():
+            self._apply(self.coordinator.complete(job, self.now_ms()))
 
     def write_marker(
         self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
