@@ -233,8 +233,12 @@ def test_java_43_transactions_v2(cluster: TxnCluster, tmp_path: Path) -> None:
     assert got["after_fence"] == [*committed, "second"]
 
 
+@pytest.mark.slow  # ~14 s on a shared 2-core machine: past the default layer's budget
 def test_kill9_of_the_coordinator_mid_transaction(cluster: TxnCluster) -> None:
-    """Last in the module: it kills a broker of the shared cluster."""
+    """Last in the module: it kills a broker of the shared cluster. The open transaction's
+    coordinator dies after its records reached the partitions' leaders; the next leader of the
+    id's __transaction_state partition loads it Ongoing, and a new producer with the same id
+    aborts it (InitProducerId) and commits its own: nothing committed lost, nothing aborted seen."""
     coordinator = 1
     txn_id = cluster.key_on(1, unique("kill"), coordinator)
     topic = cluster.create_topic("kill", leaders=[2, 3])

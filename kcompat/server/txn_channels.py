@@ -11,9 +11,10 @@ replication that make a marker durable.
         or coordinator owns the transaction, the job is dropped (as Kafka does). The caller writes
         Complete* only when `send` returns True.
     TxnVerifier (Kafka's AddPartitionsToTxnManager): a partition leader asks the transaction
-        coordinator's broker, with AddPartitionsToTxn v4 VerifyOnly, whether a transactional
-        batch's partition is in its producer's open transaction (KIP-890 part 1), and translates
-        the answer into Produce's codes as Kafka's ReplicaManager does.
+        coordinator's broker with AddPartitionsToTxn v5 whether a transactional batch's partition
+        is in its producer's open transaction (VerifyOnly, KIP-890 part 1: transactions v1), or
+        adds it (transactions v2: Produce v12+ and TxnOffsetCommit v5, KIP-890 part 2), and
+        translates the answer into Produce's codes as Kafka's ReplicaManager does.
     BrokerChannels: one connection per broker, one request at a time (ControllerChannel's framing).
 """
 
@@ -36,7 +37,7 @@ from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 log = logging.getLogger("kcompat.server.transactions")
 
 WRITE_TXN_MARKERS_VERSION = 1  # what every broker of Kafka 4 answers; v2 only adds transaction_version
-VERIFY_VERSION = 4  # the first AddPartitionsToTxn with VerifyOnly
+BROKER_ADD_VERSION = 5  # AddPartitionsToTxn as brokers send it (v4+: batched, VerifyOnly)
 RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms default
 REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms default
 
@@ -219,10 +220,11 @@ class TxnVerifier:
         self.channels = channels
 
     async def verify(
-        self, txn_id: str, producer_id: int, epoch: int, tp: TopicPartition, transaction_abortable: bool
-    ) -> tuple[ErrorCode, str]:
-        """Produce's code for the batch (NONE: in the transaction) and a message.
-        `transaction_abortable`: the Produce version knows TRANSACTION_ABORTABLE (v11+)."""
+        self, txn_id: str, producer_id: int, epoch: int, tp: TopicPartition, transaction_abortable: bool,
+        add: bool = False,
+    ) -> tuple[ErrorCode, str]:  # fmt: skip
+        """Produce's code for the batch (NONE: in the transaction, or added to it with `add`) and a
+        message. `transaction_abortable`: the request's version knows TRANSACTION_ABORTABLE."""
         metadata = self.channels.metadata
         t = metadata.topic(TRANSACTION_STATE)
         # The id's partition: Kafka's abs(hashCode) % partitions, as for groups.
@@ -231,10 +233,10 @@ class TxnVerifier:
         if node >= 0:
             body = {"transactions": [{
                 "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
-                "verify_only": True, "topics": [{"name": tp[0], "partitions": [tp[1]]}],
+                "verify_only": not add, "topics": [{"name": tp[0], "partitions": [tp[1]]}],
             }]}  # fmt: skip
             try:
-                r = await self.channels.call(node, ADD_PARTITIONS_TO_TXN.key, VERIFY_VERSION, body)
+                r = await self.channels.call(node, ADD_PARTITIONS_TO_TXN.key, BROKER_ADD_VERSION, body)
             except ControllerUnavailable as e:
                 log.info("AddPartitionsToTxn to broker %d failed (%s)", node, e)
                 code = ErrorCode.NETWORK_EXCEPTION

@@ -291,11 +291,14 @@ class TransactionService:
                 "a transactional batch needs a transactional id",
             )
         if self.shards is not None and self.shards.error(txn_id):
-            # The coordinator is on another broker: Kafka 4.3's leader verifies (the TV2 client
-            # added the partition with AddPartitionsToTxn itself).
-            await self.verify_produce(
-                txn_id, producer_id, epoch, topic, partition, transaction_abortable=True
+            # The coordinator is on another broker: Kafka 4.3's leader adds the partition there.
+            if self.verifier is None:
+                raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"no transaction coordinator for {txn_id}")
+            code, message = await self.verifier.verify(
+                txn_id, producer_id, epoch, (topic, partition), transaction_abortable=True, add=True
             )
+            if code:
+                raise ApiError(code, message)
             return
         r = await self.run(
             lambda now: self.coordinator.add_partitions(

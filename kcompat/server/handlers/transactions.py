@@ -102,8 +102,14 @@ async def _add_partitions(
             codes[tp] = int(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
             )
-    else:
-        r = await svc.run(lambda now: svc.coordinator.add_partitions(txn_id, pid, epoch, wanted, now), txn_id)
+    else:  # v4+ comes from a partition leader adding for a transactions v2 producer (KIP-890 part 2)
+        tv = TV2 if v >= BATCHED else 0
+        r = await svc.run(
+            lambda now: svc.coordinator.add_partitions(
+                txn_id, pid, epoch, wanted, now, client_transaction_version=tv
+            ),
+            txn_id,
+        )
         codes = dict.fromkeys(wanted, fenced_as(r.error, v))
     by_topic: dict[str, list[dict[str, int]]] = {}
     for (topic, p), code in codes.items():
@@ -200,9 +206,10 @@ async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
     if svc.not_here(body.transactional_id) and svc.verifier is not None:
         # Cluster mode, the transaction coordinator on another broker: ask it whether the group's
-        # partition is in the transaction (Kafka 4.3 verifies; the client sent AddOffsetsToTxn).
+        # partition is in the transaction (v5, transactions v2: add it there), as Kafka 4.3 does.
         code, _ = await svc.verifier.verify(body.transactional_id, body.producer_id, body.producer_epoch, tp,
-                                            transaction_abortable=v >= TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT)  # fmt: skip
+                                            transaction_abortable=v >= TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT,
+                                            add=v >= TV2_TXN_OFFSET_COMMIT)  # fmt: skip
         if code:
             return answer(_verification_code(code, v))
     elif v >= TV2_TXN_OFFSET_COMMIT:  # transactions v2: the implicit AddOffsetsToTxn
