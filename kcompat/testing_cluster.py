@@ -16,7 +16,8 @@ and stops them. No pytest here, so a command can reuse it; the fixture lives in 
 Storage is formatted with only the features kcompat can honour (FEATURES): a feature finalized at
 a level means every registering broker must claim and implement it (KIP-584), so levels kcompat does
 not implement (ELR, share and streams groups) are formatted off, and so is transaction.version
-(brokers claim 0-2, but cluster mode has no transactions yet). The controller's
+(brokers claim 0-2 and transactions work in a cluster, test_cluster_transactions.py formats it 2;
+the default stays 0 so the other cluster tests keep their transactions v1 clients). The controller's
 log (log4j2 at INFO, through the log4j-slf4j binding already among the jars) goes to
 `<workdir>/controller-<id>/controller.log`: a rejected registration is explained only there.
 """

@@ -204,8 +204,11 @@ class TxnMarkerSender:
         out: dict[TopicPartition, ErrorCode] = {}
         pending: dict[TopicPartition, int] = {}
         for topic, p in tps:
-            code = self._write_local(topic, p, producer_id, epoch, commit, coordinator_epoch)
             part = self._partitions.get((topic, p))
+            if part is not None and part.is_leader and len(part.state.isr) < part.min_isr:
+                out[(topic, p)] = ErrorCode.NOT_ENOUGH_REPLICAS  # acks=all refuses before appending
+                continue
+            code = self._write_local(topic, p, producer_id, epoch, commit, coordinator_epoch)
             if code == ErrorCode.NONE and part is not None:
                 pending[(topic, p)] = part.log.log_end_offset - 1  # no await since the append
             else:

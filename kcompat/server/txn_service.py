@@ -16,6 +16,12 @@ before the EndTxn is even answered (Kafka answers after PrepareCommit and writes
 client cannot tell). A marker the disk refuses leaves the transaction in Prepare*: the timer
 retries it, and a restart writes the markers of every transaction it finds in Prepare*.
 
+Cluster mode (shards set by cluster_member.py): the records are answered once replicated; the
+markers go to each partition's leader through txn_channels.py (WriteTxnMarkers to other brokers,
+each acknowledged after replication) after EndTxn is answered, as Kafka does, and Complete* follows
+only once all are acknowledged; a transactional batch whose coordinator is on another broker is
+verified (or, transactions v2, added) there with AddPartitionsToTxn.
+
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, open transactions past
 their timeout are aborted (their producer fenced); every
 transaction.remove.expired.transaction.cleanup.interval.ms, idle transactional ids expire.
@@ -37,12 +43,12 @@ from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server.errors import ApiError
 from kcompat.server.group_service import GroupService
+from kcompat.server.txn_log import read_state_records
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo
 from kcompat.wire.control_batch import end_txn_marker
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
-from kcompat.wire.record_batch import read_header, split_batches
-from kcompat.wire.records import Record, build_batch, decode_batch
+from kcompat.wire.records import Record, build_batch
 
 if TYPE_CHECKING:  # cluster mode only
     from kcompat.server.txn_channels import TxnMarkerSender, TxnVerifier
@@ -50,7 +56,6 @@ if TYPE_CHECKING:  # cluster mode only
 
 log = logging.getLogger("kcompat.server.transactions")
 
-_REPLAY_READ_BYTES = 1 << 20
 COORDINATOR_EPOCH = 0  # one node, never a new coordinator
 
 
@@ -262,13 +267,9 @@ class TransactionService:
         if not self._setting("transaction.partition.verification.enable"):
             return
         if self.shards is not None and self.shards.error(txn_id):  # the coordinator is elsewhere
-            if self.verifier is None:
-                raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"no transaction coordinator for {txn_id}")
-            code, message = await self.verifier.verify(
-                txn_id, producer_id, epoch, (topic, partition), transaction_abortable
+            await self._at_coordinator(
+                txn_id, producer_id, epoch, topic, partition, transaction_abortable, False
             )
-            if code:
-                raise ApiError(code, message)
             return
         error = self.coordinator.in_transaction(producer_id, epoch, (topic, partition))
         if error == ErrorCode.INVALID_PRODUCER_EPOCH:
@@ -292,13 +293,7 @@ class TransactionService:
             )
         if self.shards is not None and self.shards.error(txn_id):
             # The coordinator is on another broker: Kafka 4.3's leader adds the partition there.
-            if self.verifier is None:
-                raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"no transaction coordinator for {txn_id}")
-            code, message = await self.verifier.verify(
-                txn_id, producer_id, epoch, (topic, partition), transaction_abortable=True, add=True
-            )
-            if code:
-                raise ApiError(code, message)
+            await self._at_coordinator(txn_id, producer_id, epoch, topic, partition, True, True)
             return
         r = await self.run(
             lambda now: self.coordinator.add_partitions(
@@ -313,6 +308,24 @@ class TransactionService:
             raise ApiError(
                 r.error, f"{topic}-{partition} cannot join the transaction of producer {producer_id}"
             )
+
+    async def _at_coordinator(
+        self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int,
+        transaction_abortable: bool, add: bool,
+    ) -> None:  # fmt: skip
+        """Cluster mode: verify (or add) the partition at the coordinator's broker, unless the log
+        already holds this producer's open transaction at this epoch (Kafka's leader then skips the
+        round trip: the transaction's first batch here was checked)."""
+        entry = self._partition_log(topic, partition).producer_state.producers.get(producer_id)
+        if entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0:
+            return
+        if self.verifier is None:
+            raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"no transaction coordinator for {txn_id}")
+        code, message = await self.verifier.verify(
+            txn_id, producer_id, epoch, (topic, partition), transaction_abortable, add=add
+        )
+        if code:
+            raise ApiError(code, message)
 
     def offsets_partition_of(self, group_id: str) -> int:
         t = self._lookup(CONSUMER_OFFSETS)
@@ -476,23 +489,4 @@ class TransactionService:
 
     def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) of `__transaction_state` partition `p` (blocking: a thread)."""
-        out: list[tuple[bytes, bytes | None]] = []
-        plog = self._partition_log(TRANSACTION_STATE, p)
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
-            spans = split_batches(data)
-            if not spans:
-                break
-            for pos, size in spans:
-                h = read_header(data, pos)
-                offset = h.base_offset + h.last_offset_delta + 1
-                if h.is_control:
-                    continue
-                try:
-                    _, records = decode_batch(data[pos : pos + size])
-                except DecodeError as e:
-                    log.error("skipping an unreadable batch of %s-%d: %s", TRANSACTION_STATE, p, e)
-                    continue
-                out.extend((r.key, r.value) for r in records if r.key is not None)
-        return out
+        return read_state_records(self._partition_log(TRANSACTION_STATE, p))
