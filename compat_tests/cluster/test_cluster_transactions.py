@@ -14,6 +14,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -25,10 +26,17 @@ from compat_tests.cluster.test_group_coordinator import Cluster, wait_value
 from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
 from kcompat.testing_cluster import FEATURES, HOST, ControllerQuorum
+from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
+from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
+from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
+from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
+from kcompat.wire.messages.produce import PRODUCE
+from kcompat.wire.records import Record, build_batch
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -231,6 +239,45 @@ def test_java_43_transactions_v2(cluster: TxnCluster, tmp_path: Path) -> None:
     assert got["group_offset"] == 7
     assert got["fenced"] == "ProducerFencedException"
     assert got["after_fence"] == [*committed, "second"]
+
+
+def test_a_leader_verifies_at_the_remote_coordinator_with_kafkas_codes(cluster: TxnCluster) -> None:
+    """Raw Produce of transactional batches to a leader whose transaction coordinator is another
+    broker: refused with the codes Kafka's leader gives (by Produce version) until the partition is
+    in the transaction, nothing appended; then accepted."""
+    txn_id = cluster.key_on(1, unique("verify"), 1)
+    topic = cluster.create_topic("verify", leaders=[2])
+    coordinator, leader = cluster.brokers[1], cluster.brokers[2]
+
+    def init() -> Any:
+        r = cluster.call(coordinator, INIT_PRODUCER_ID.key, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 30000,
+                                                                "producer_id": -1, "producer_epoch": -1})  # fmt: skip
+        return r if r.error_code == 0 else None  # type: ignore[attr-defined]
+
+    r = wait_value(init, "InitProducerId at the coordinator")
+    pid, epoch = r.producer_id, r.producer_epoch  # type: ignore[attr-defined]
+
+    def produce(version: int, producer_id: int = pid) -> int:
+        records = build_batch([Record(0, 1_700_000_000_000, None, b"v")], producer_id=producer_id,
+                              producer_epoch=epoch, base_sequence=0, transactional=True)  # fmt: skip
+        r = cluster.call(leader, PRODUCE.key, version, {"transactional_id": txn_id, "acks": -1, "timeout_ms": 10000,
+                         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]})  # fmt: skip
+        return int(r.responses[0].partition_responses[0].error_code)  # type: ignore[attr-defined]
+
+    assert produce(10) == E.INVALID_TXN_STATE  # not in the transaction: what pre-KIP-890 clients know
+    assert produce(11) == E.TRANSACTION_ABORTABLE  # v11+ clients know the abortable error
+    assert produce(10, producer_id=pid + 1000) == E.INVALID_PRODUCER_ID_MAPPING
+    ends = cluster.call(leader, LIST_OFFSETS.key, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})  # fmt: skip
+    assert ends.topics[0].partitions[0].offset == 0  # type: ignore[attr-defined]  # nothing appended
+    add = cluster.call(coordinator, ADD_PARTITIONS_TO_TXN.key, 3, {"v3_and_below_transactional_id": txn_id,
+                       "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
+                       "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})  # fmt: skip
+    assert add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0  # type: ignore[attr-defined]
+    assert produce(10) == E.NONE
+    end = cluster.call(coordinator, END_TXN.key, 3, {"transactional_id": txn_id, "producer_id": pid,
+                                                     "producer_epoch": epoch, "committed": False})  # fmt: skip
+    assert end.error_code == 0  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow  # ~14 s on a shared 2-core machine: past the default layer's budget

@@ -90,12 +90,7 @@ async def _add_partitions(
     elif verify_only and (here := svc.not_here(txn_id)):
         codes = dict.fromkeys(wanted, int(here))
     elif verify_only:
-        for tp in wanted:
-            m = svc.coordinator.txns.get(txn_id)
-            if m is None or m.producer_id != pid:
-                codes[tp] = int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-            else:
-                codes[tp] = int(svc.coordinator.in_transaction(pid, epoch, tp))
+        codes = {tp: int(code) for tp, code in svc.coordinator.verify(txn_id, pid, epoch, wanted).items()}
     elif unknown:
         # Kafka adds nothing when a partition is unknown: those get the error, the others OPERATION_NOT_ATTEMPTED.
         for tp in wanted:
