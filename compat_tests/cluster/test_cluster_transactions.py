@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from compat_tests.cluster.conftest import cluster_broker, wait_for
 from compat_tests.cluster.test_group_coordinator import Cluster, wait_value
 from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
+from compat_tests.test_streams_eos import MILLIS_PER_WORD, STREAMS_JARS, Updates, input_lines
 from kcompat.testing_cluster import FEATURES, HOST, ControllerQuorum
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
@@ -57,6 +60,8 @@ class TxnCluster(Cluster):
             "transaction.state.log.min.isr": "2",
             "group.initial.rebalance.delay.ms": "0",
             "replica.fetch.backoff.ms": "200",
+            # What a killed broker left open is aborted promptly once its successor loads it.
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
         })  # fmt: skip
         self.brokers[node_id] = b
         b.start()
@@ -278,6 +283,64 @@ def test_a_leader_verifies_at_the_remote_coordinator_with_kafkas_codes(cluster: 
     end = cluster.call(coordinator, END_TXN.key, 3, {"transactional_id": txn_id, "producer_id": pid,
                                                      "producer_epoch": epoch, "committed": False})  # fmt: skip
     assert end.error_code == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_streams_exactly_once_v2_survives_kill9_of_a_broker(cluster: TxnCluster, tmp_path: Path) -> None:
+    """test_streams_eos.py's word count (Kafka Streams 4.3.1, exactly_once_v2) on the 3-broker
+    cluster, all topics RF=3: the Streams group's coordinator broker is killed (kill -9) and
+    restarted mid-stream; the read_committed output holds every word's running counts exactly once."""
+    lines_topic = cluster.create_topic("lines", leaders=[2, 3])
+    counts_topic = cluster.create_topic("counts", leaders=[3, 1])
+    app_id = unique("wc-eos")
+    bs = cluster.bootstrap
+    lines = input_lines()
+    expected = Counter(w for line in lines for w in line.split())
+    producer = Producer({"bootstrap.servers": bs, "linger.ms": 5, "acks": "all"})
+    for i, line in enumerate(lines):
+        producer.produce(lines_topic, key=b"%d" % i, value=line.encode())
+    assert producer.flush(30) == 0
+    victim = cluster.find(0, [app_id])[app_id]
+
+    classes = compile_java(
+        tmp_path / "classes", STREAMS_JARS, ROOT / "compat_tests" / "java" / "WordCountEos.java"
+    )
+    app = subprocess.Popen(
+        [java_executable(), *JVM, "-cp", f"{classes}:{java_classpath(STREAMS_JARS)}", "WordCountEos", bs,
+         app_id, lines_topic, counts_topic, str(tmp_path / "streams-state"), str(MILLIS_PER_WORD), "3"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    app_out: list[str] = []
+    reader = threading.Thread(target=lambda: app_out.extend(iter(app.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    updates = Updates(bs, counts_topic, 2)
+    total = sum(expected.values())
+    try:
+        updates.wait("a quarter of the output", lambda: updates.total >= total // 4, 90)
+        with updates.lock:
+            at_kill = updates.total
+        cluster.brokers[victim].restart(clean=False)
+        updates.wait("the final counts",
+                     lambda: all(updates.by_word.get(w, [0])[-1] >= n for w, n in expected.items()), 120)  # fmt: skip
+    finally:
+        updates.close()
+        assert app.stdin is not None
+        app.stdin.close()
+        try:
+            app.wait(30)
+        except subprocess.TimeoutExpired:
+            app.kill()
+            app.wait()
+        reader.join(5)
+        app.stdout.close()  # type: ignore[union-attr]
+    assert at_kill < total * 0.9, f"the kill came as Streams was finishing ({at_kill} of {total})"
+    for word, n in expected.items():
+        assert updates.by_word[word] == list(range(1, n + 1)), (
+            word,
+            updates.by_word[word][:50],
+            app_out[-20:],
+        )
+    assert set(updates.by_word) == set(expected)
 
 
 @pytest.mark.slow  # ~14 s on a shared 2-core machine: past the default layer's budget
