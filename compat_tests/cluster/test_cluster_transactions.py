@@ -220,6 +220,29 @@ def test_confluent_commit_abort_and_offsets_across_brokers(cluster: TxnCluster) 
     assert committed_offsets(cluster, group, 3, topic, 2) == {0: 3, 1: 5}
 
 
+def test_kafka_python_commit_abort_and_offsets_across_brokers(cluster: TxnCluster) -> None:
+    kafka = pytest.importorskip("kafka")
+    txn_id = cluster.key_on(1, unique("kp"), 2)
+    topic = cluster.create_topic("kp", leaders=[3, 1])  # the coordinator leads neither
+    group = cluster.key_on(0, unique("kp-group"), 1)
+    producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id=txn_id, acks="all")
+    producer.init_transactions()
+    producer.begin_transaction()
+    for p in (0, 1):
+        producer.send(topic, b"aborted%d" % p, partition=p)
+    producer.flush()
+    producer.abort_transaction()
+    producer.begin_transaction()
+    for p in (0, 1):
+        producer.send(topic, b"kept%d" % p, partition=p)
+    offsets = {kafka.TopicPartition(topic, 1): kafka.OffsetAndMetadata(9, "", -1)}
+    producer.send_offsets_to_transaction(offsets, group)  # a bare group id: no member, no generation
+    producer.commit_transaction()
+    producer.close()
+    assert read_all(cluster.bootstrap, topic, 2, "read_committed", 2) == {0: [b"kept0"], 1: [b"kept1"]}
+    assert committed_offsets(cluster, group, 1, topic, 2)[1] == 9
+
+
 def test_java_43_transactions_v2(cluster: TxnCluster, tmp_path: Path) -> None:
     # Transactions.java uses the ids "java-txn" and "java-fence" and writes partition 0: led here by
     # a broker that coordinates neither.
