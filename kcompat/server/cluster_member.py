@@ -108,10 +108,12 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         topic=broker.metadata.topic,
         timeout_ms=lambda: TXN_LOG_APPEND_TIMEOUT_MS,
     )
-    channels = BrokerChannels(broker.metadata, str(inter_broker), broker.node_id)
-    txns.markers = TxnMarkerSender(channels, write_local=txns.write_marker, partitions=broker.replicas.partitions,
+    # Connections of their own for markers and for verification: a marker's answer waits for
+    # replication, and a produce's check must not queue behind it.
+    txns.markers = TxnMarkerSender(BrokerChannels(broker.metadata, str(inter_broker), broker.node_id),
+                                   write_local=txns.write_marker, partitions=broker.replicas.partitions,
                                    waiters=broker.replicas.fetch_waiters)  # fmt: skip
-    txns.verifier = TxnVerifier(channels)
+    txns.verifier = TxnVerifier(BrokerChannels(broker.metadata, str(inter_broker), broker.node_id))
 
     def publish(image: MetadataImage) -> None:
         image_log.publish(image)

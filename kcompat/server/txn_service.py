@@ -154,8 +154,9 @@ class TransactionService:
         await asyncio.gather(*self._writes, return_exceptions=True)
         if self.shards is not None:
             await self.shards.close()  # loads under way
-        if self.markers is not None:
-            self.markers.channels.close()
+        for channels in (self.markers, self.verifier):
+            if channels is not None:
+                channels.channels.close()
 
     async def _every(self, interval_ms: int, step: Callable[[], None]) -> None:
         while True:
