@@ -366,6 +366,38 @@ def test_streams_exactly_once_v2_survives_kill9_of_a_broker(cluster: TxnCluster,
     assert set(updates.by_word) == set(expected)
 
 
+@pytest.mark.slow
+def test_markers_reach_the_next_leader_after_kill9_of_a_partition_leader(cluster: TxnCluster) -> None:
+    """The leader of one of the transaction's partitions is killed before the commit. The commit's
+    PrepareCommit is replicated once the controller fences that broker (its __transaction_state
+    replica leaves the ISR), and the markers go to the leader the image names then; the next
+    transaction waits until they are all written. (The retry of a refused marker itself is pinned
+    in tests/server/test_txn_channels.py.)"""
+    txn_id = cluster.key_on(1, unique("mk"), 1)
+    topic = cluster.create_topic("mk", leaders=[2, 3])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
+                         "transaction.timeout.ms": 60000, "acks": "all"})  # fmt: skip
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in (0, 1):
+        producer.produce(topic, value=b"first%d" % p, partition=p)
+    assert producer.flush(30) == 0  # acks=all: on the followers too
+    victim = cluster.brokers[3]
+    victim.kill()
+    try:
+        producer.commit_transaction(60)
+        producer.begin_transaction()  # CONCURRENT_TRANSACTIONS until the markers are all written
+        for p in (0, 1):
+            producer.produce(topic, value=b"second%d" % p, partition=p)
+        producer.commit_transaction(90)
+        got = read_all(",".join(b.bootstrap for b in cluster.live()), topic, 2, "read_committed", 4)
+        assert got == {p: [b"first%d" % p, b"second%d" % p] for p in (0, 1)}
+    finally:
+        runs = victim.logs().count("RECOVERY -> RUNNING")
+        victim.start()
+        wait_for(lambda: victim.logs().count("RECOVERY -> RUNNING") > runs, "the restarted broker unfenced")
+
+
 @pytest.mark.slow  # ~14 s on a shared 2-core machine: past the default layer's budget
 def test_kill9_of_the_coordinator_mid_transaction(cluster: TxnCluster) -> None:
     """Last in the module: it kills a broker of the shared cluster. The open transaction's
