@@ -1,11 +1,12 @@
 """Cluster mode, transactions end to end: three kcompat brokers under one Kafka 4.3.1 controller
-formatted with transaction.version=2, RF=3 topics with min.insync.replicas=2. The transaction
-coordinator (the leader of the id's `__transaction_state` partition, found with FindCoordinator key
-type 1) is on a different broker than the partitions the producer writes to, so its COMMIT/ABORT
-markers travel as WriteTxnMarkers to the partitions' leaders, and each leader verifies a
-transactional batch by asking the coordinator's broker (AddPartitionsToTxn VerifyOnly). Offsets
-sent to the transaction go to a group whose coordinator is again another broker; its pending
-offsets become visible only with the COMMIT marker on `__consumer_offsets`.
+(transaction.version=2 finalized, as in every cluster test), RF=3 topics with
+min.insync.replicas=2. The transaction coordinator (the leader of the id's `__transaction_state`
+partition, found with FindCoordinator key type 1) is on a different broker than the partitions the
+producer writes to, so its COMMIT/ABORT markers travel as WriteTxnMarkers to the partitions'
+leaders, and each leader checks a transactional batch at the coordinator's broker
+(AddPartitionsToTxn v5: VerifyOnly for transactions v1, an add for v2). Offsets sent to the
+transaction go to a group whose coordinator is again another broker; its pending offsets become
+visible only with the COMMIT marker on `__consumer_offsets`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from compat_tests.cluster.test_group_coordinator import Cluster, wait_value
 from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
 from compat_tests.test_streams_eos import MILLIS_PER_WORD, STREAMS_JARS, Updates, input_lines
-from kcompat.testing_cluster import FEATURES, HOST, ControllerQuorum
+from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kcompat.wire.messages.api_versions import API_VERSIONS
@@ -109,18 +110,8 @@ class TxnCluster(Cluster):
 
 
 @pytest.fixture(scope="module")
-def tv2_quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
-    why_not = ControllerQuorum.available()
-    if why_not is not None:
-        pytest.fail(why_not, pytrace=False)
-    features = {**FEATURES, "transaction.version": 2}
-    with ControllerQuorum(tmp_path_factory.mktemp("quorum"), voters=1, features=features) as quorum:
-        yield quorum
-
-
-@pytest.fixture(scope="module")
-def cluster(tv2_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TxnCluster]:
-    c = TxnCluster(tv2_quorum, tmp_path_factory.mktemp("txn"))
+def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TxnCluster]:
+    c = TxnCluster(kraft_quorum, tmp_path_factory.mktemp("txn"))
     try:
         for node_id in BROKER_IDS:
             c.start(node_id)

@@ -16,11 +16,10 @@ before the EndTxn is even answered (Kafka answers after PrepareCommit and writes
 client cannot tell). A marker the disk refuses leaves the transaction in Prepare*: the timer
 retries it, and a restart writes the markers of every transaction it finds in Prepare*.
 
-Cluster mode (shards set by cluster_member.py): the records are answered once replicated; the
-markers go to each partition's leader through txn_channels.py (WriteTxnMarkers to other brokers,
-each acknowledged after replication) after EndTxn is answered, as Kafka does, and Complete* follows
-only once all are acknowledged; a transactional batch whose coordinator is on another broker is
-verified (or, transactions v2, added) there with AddPartitionsToTxn.
+Cluster mode (shards set by cluster_member.py): records are answered once replicated; markers go
+to each partition's leader through txn_channels.py after EndTxn is answered, as Kafka does, and
+Complete* follows once all are acknowledged (replicated); a transactional batch whose coordinator
+is elsewhere is verified (transactions v2: added) there with AddPartitionsToTxn.
 
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, open transactions past
 their timeout are aborted (their producer fenced); every
@@ -94,7 +93,8 @@ class TransactionService:
         self.shards: TxnShards | None = None
         self.markers: TxnMarkerSender | None = None  # markers to other brokers' partitions
         self.verifier: TxnVerifier | None = None  # produce verification at another broker
-        self._sending: set[str] = set()  # transactional ids whose markers are under way
+        # (transactional id, coordinator epoch) with markers under way: a reload's new epoch gets its own
+        self._sending: set[tuple[str, int]] = set()
         self._writes: set[asyncio.Task[None]] = set()
 
     @property
@@ -401,9 +401,16 @@ class TransactionService:
 
     def _write_markers(self, job: MarkerJob) -> None:
         if self.markers is not None:  # cluster mode: to each partition's leader, asynchronously
-            if job.transactional_id not in self._sending:
-                self._sending.add(job.transactional_id)
-                task = asyncio.get_running_loop().create_task(self._send_markers(job), name="txn-markers")
+            assert self.shards is not None
+            key = (
+                job.transactional_id,
+                self.shards.leader_epoch(self.shards.table.partition(job.transactional_id)),
+            )
+            if key not in self._sending:
+                self._sending.add(key)
+                task = asyncio.get_running_loop().create_task(
+                    self._send_markers(job, key[1]), name="txn-markers"
+                )
                 self._writes.add(task)
                 task.add_done_callback(self._writes.discard)
             return
@@ -431,13 +438,12 @@ class TransactionService:
             return
         self._apply(self.coordinator.complete(job, now))
 
-    async def _send_markers(self, job: MarkerJob) -> None:
+    async def _send_markers(self, job: MarkerJob, epoch: int) -> None:
         """Cluster mode: Complete* once every partition's leader acknowledged the marker (after
         replication), unless the transaction left this coordinator meanwhile."""
         shards, markers = self.shards, self.markers
         assert shards is not None and markers is not None
-        p = shards.table.partition(job.transactional_id)
-        epoch = shards.leader_epoch(p)  # Kafka's coordinator epoch: the leader epoch of the id's partition
+        p = shards.table.partition(job.transactional_id)  # its leader epoch is Kafka's coordinator epoch
 
         def still_mine() -> bool:
             return shards.error(job.transactional_id) == ErrorCode.NONE and shards.leader_epoch(p) == epoch
@@ -446,7 +452,7 @@ class TransactionService:
             done = await markers.send(job.transactional_id, job.producer_id, job.producer_epoch, job.commit,
                                       epoch, job.partitions, still_mine)  # fmt: skip
         finally:
-            self._sending.discard(job.transactional_id)
+            self._sending.discard((job.transactional_id, epoch))
         if done and still_mine():
             self._apply(self.coordinator.complete(job, self.now_ms()))
 
