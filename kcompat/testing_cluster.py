@@ -15,8 +15,8 @@ and stops them. No pytest here, so a command can reuse it; the fixture lives in 
 
 Storage is formatted with only the features kcompat can honour (FEATURES): a feature finalized at
 a level means every registering broker must claim and implement it (KIP-584), so levels kcompat does
-not implement (ELR, share and streams groups) are formatted off, and so is transaction.version
-(brokers claim 0-2, but cluster mode has no transactions yet). The controller's
+not implement (ELR, share and streams groups) are formatted off; transaction.version is 2, Kafka
+4.3's default (transactions v1 and v2 work in a cluster). The controller's
 log (log4j2 at INFO, through the log4j-slf4j binding already among the jars) goes to
 `<workdir>/controller-<id>/controller.log`: a rejected registration is explained only there.
 """
@@ -64,7 +64,7 @@ TOOL_JVM = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"
 # KIP-848, which kcompat's consumer group coordinator implements.
 FEATURES = {
     "group.version": 1,
-    "transaction.version": 0,
+    "transaction.version": 2,
     "eligible.leader.replicas.version": 0,
     "share.version": 0,
     "streams.version": 0,

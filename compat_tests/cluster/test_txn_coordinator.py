@@ -3,9 +3,8 @@ coordinator of a transactional id is the leader of its `__transaction_state` par
 through the controller (RF 3 here) on first need; it loads that partition on election and answers
 an InitProducerId only once its record is replicated, so after kill -9 of the coordinator's broker
 the next leader serves the same producer id (the epoch bumped by the next InitProducerId). Other
-brokers answer NOT_COORDINATOR. FindCoordinator key type 1 still answers COORDINATOR_NOT_AVAILABLE
-in a cluster (markers to other brokers are not yet written), so the requests go straight to the
-brokers here. Three kcompat brokers under one Kafka 4.3.1 controller.
+brokers answer NOT_COORDINATOR, and FindCoordinator key type 1 names the partition's leader from any
+broker. Three kcompat brokers under one Kafka 4.3.1 controller.
 """
 
 from __future__ import annotations
@@ -114,9 +113,9 @@ def test_txn_state_follows_leadership_and_survives_kill_of_the_coordinator(
     assert first.producer_epoch == 0
     for b in others:
         assert init(b).error_code == E.NOT_COORDINATOR
-    # FindCoordinator for transactions in a cluster: not yet (markers to other brokers are missing).
-    r = call(brokers[1], FIND_COORDINATOR.key, 4, {"key_type": 1, "coordinator_keys": [TXN_ID]})
-    assert r.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+    for b in brokers.values():  # FindCoordinator for transactions: the partition's leader, from any broker
+        r = call(b, FIND_COORDINATOR.key, 4, {"key_type": 1, "coordinator_keys": [TXN_ID]})
+        assert (r.coordinators[0].error_code, r.coordinators[0].node_id) == (E.NONE, leader)
 
     # kill -9 of the coordinator's broker: the next leader loads the partition and knows the id.
     brokers[leader].kill()

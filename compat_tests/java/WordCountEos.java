@@ -31,6 +31,7 @@ public class WordCountEos {
         String output = args[3];
         String stateDir = args[4];
         long millis = Long.parseLong(args[5]);
+        int replicationFactor = args.length > 6 ? Integer.parseInt(args[6]) : 1; // internal topics
 
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -39,7 +40,7 @@ public class WordCountEos {
         p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
-        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, replicationFactor);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
         // A broker that is gone for a few seconds must not cost the group its member.
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 30000);

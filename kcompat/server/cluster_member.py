@@ -18,6 +18,7 @@ from kcompat.server.group_shards import GroupShards
 from kcompat.server.kraft_broker import KRaftBroker
 from kcompat.server.replica_delta import ReplicaDeltaApplier
 from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from kcompat.server.txn_channels import BrokerChannels, TxnMarkerSender, TxnVerifier
 from kcompat.server.txn_shards import TXN_LOG_APPEND_TIMEOUT_MS, TxnShards
 
 log = logging.getLogger("kcompat.cluster")
@@ -107,6 +108,12 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         topic=broker.metadata.topic,
         timeout_ms=lambda: TXN_LOG_APPEND_TIMEOUT_MS,
     )
+    # Connections of their own for markers and for verification: a marker's answer waits for
+    # replication, and a produce's check must not queue behind it.
+    txns.markers = TxnMarkerSender(BrokerChannels(broker.metadata, str(inter_broker), broker.node_id),
+                                   write_local=txns.write_marker, partitions=broker.replicas.partitions,
+                                   waiters=broker.replicas.fetch_waiters)  # fmt: skip
+    txns.verifier = TxnVerifier(BrokerChannels(broker.metadata, str(inter_broker), broker.node_id))
 
     def publish(image: MetadataImage) -> None:
         image_log.publish(image)

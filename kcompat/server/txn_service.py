@@ -16,6 +16,11 @@ before the EndTxn is even answered (Kafka answers after PrepareCommit and writes
 client cannot tell). A marker the disk refuses leaves the transaction in Prepare*: the timer
 retries it, and a restart writes the markers of every transaction it finds in Prepare*.
 
+Cluster mode (shards set by cluster_member.py): records are answered once replicated; markers go
+to each partition's leader through txn_channels.py after EndTxn is answered, as Kafka does, and
+Complete* follows once all are acknowledged (replicated); a transactional batch whose coordinator
+is elsewhere is verified (transactions v2: added) there with AddPartitionsToTxn.
+
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, open transactions past
 their timeout are aborted (their producer fenced); every
 transaction.remove.expired.transaction.cleanup.interval.ms, idle transactional ids expire.
@@ -37,19 +42,19 @@ from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server.errors import ApiError
 from kcompat.server.group_service import GroupService
+from kcompat.server.txn_log import read_state_records
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo
 from kcompat.wire.control_batch import end_txn_marker
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
-from kcompat.wire.record_batch import read_header, split_batches
-from kcompat.wire.records import Record, build_batch, decode_batch
+from kcompat.wire.records import Record, build_batch
 
 if TYPE_CHECKING:  # cluster mode only
+    from kcompat.server.txn_channels import TxnMarkerSender, TxnVerifier
     from kcompat.server.txn_shards import TxnShards
 
 log = logging.getLogger("kcompat.server.transactions")
 
-_REPLAY_READ_BYTES = 1 << 20
 COORDINATOR_EPOCH = 0  # one node, never a new coordinator
 
 
@@ -86,6 +91,10 @@ class TransactionService:
         # cluster_member.py); they load and unload with leadership, so start() replays nothing.
         self.cluster = cluster
         self.shards: TxnShards | None = None
+        self.markers: TxnMarkerSender | None = None  # markers to other brokers' partitions
+        self.verifier: TxnVerifier | None = None  # produce verification at another broker
+        # (transactional id, coordinator epoch) with markers under way: a reload's new epoch gets its own
+        self._sending: set[tuple[str, int]] = set()
         self._writes: set[asyncio.Task[None]] = set()
 
     @property
@@ -145,6 +154,9 @@ class TransactionService:
         await asyncio.gather(*self._writes, return_exceptions=True)
         if self.shards is not None:
             await self.shards.close()  # loads under way
+        for channels in (self.markers, self.verifier):
+            if channels is not None:
+                channels.channels.close()
 
     async def _every(self, interval_ms: int, step: Callable[[], None]) -> None:
         while True:
@@ -191,17 +203,6 @@ class TransactionService:
             self._write_markers(result.markers)
         return result
 
-    def _coordinator_here(self, txn_id: str) -> None:
-        """Cluster mode, Produce: the partition's leader checks (or adds) the partition at the
-        transaction coordinator. Not yet: asking a coordinator on another broker (Kafka's
-        AddPartitionsToTxnManager); until then such a batch is refused with the retriable code
-        Kafka's leader gives when its coordinator cannot be reached."""
-        if self.shards is not None and (code := self.shards.error(txn_id)):
-            raise ApiError(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"the transaction coordinator of {txn_id} is not on this broker ({code.name})",
-            )
-
     def not_here(self, key: str) -> ErrorCode:
         """Cluster mode: NONE when this broker is the coordinator of `key` now (single node: always)."""
         return ErrorCode.NONE if self.shards is None else self.shards.error(key)
@@ -245,11 +246,18 @@ class TransactionService:
     def new_producer_id(self) -> int:
         return self._new_producer_id()
 
-    def verify_produce(
-        self, txn_id: str | None, producer_id: int, epoch: int, topic: str, partition: int
+    async def verify_produce(
+        self,
+        txn_id: str | None,
+        producer_id: int,
+        epoch: int,
+        topic: str,
+        partition: int,
+        transaction_abortable: bool = False,
     ) -> None:
         """A transactional batch may be appended only inside its producer's open transaction on
-        that partition (KIP-890 part 1, in process); ApiError otherwise."""
+        that partition (KIP-890 part 1: in process, or asking the coordinator's broker in cluster
+        mode); ApiError otherwise. `transaction_abortable`: Produce v11+ knows that code."""
         if txn_id is None:
             raise ApiError(
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -259,7 +267,11 @@ class TransactionService:
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not self._setting("transaction.partition.verification.enable"):
             return
-        self._coordinator_here(txn_id)
+        if self.shards is not None and self.shards.error(txn_id):  # the coordinator is elsewhere
+            await self._at_coordinator(
+                txn_id, producer_id, epoch, topic, partition, transaction_abortable, False
+            )
+            return
         error = self.coordinator.in_transaction(producer_id, epoch, (topic, partition))
         if error == ErrorCode.INVALID_PRODUCER_EPOCH:
             raise ApiError(error, f"producer {producer_id} epoch {epoch} is fenced")
@@ -280,7 +292,10 @@ class TransactionService:
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "a transactional batch needs a transactional id",
             )
-        self._coordinator_here(txn_id)
+        if self.shards is not None and self.shards.error(txn_id):
+            # The coordinator is on another broker: Kafka 4.3's leader adds the partition there.
+            await self._at_coordinator(txn_id, producer_id, epoch, topic, partition, True, True)
+            return
         r = await self.run(
             lambda now: self.coordinator.add_partitions(
                 txn_id, producer_id, epoch, [(topic, partition)], now, client_transaction_version=TV2
@@ -294,6 +309,24 @@ class TransactionService:
             raise ApiError(
                 r.error, f"{topic}-{partition} cannot join the transaction of producer {producer_id}"
             )
+
+    async def _at_coordinator(
+        self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int,
+        transaction_abortable: bool, add: bool,
+    ) -> None:  # fmt: skip
+        """Cluster mode: verify (or add) the partition at the coordinator's broker, unless the log
+        already holds this producer's open transaction at this epoch (Kafka's leader then skips the
+        round trip: the transaction's first batch here was checked)."""
+        entry = self._partition_log(topic, partition).producer_state.producers.get(producer_id)
+        if entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0:
+            return
+        if self.verifier is None:
+            raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"no transaction coordinator for {txn_id}")
+        code, message = await self.verifier.verify(
+            txn_id, producer_id, epoch, (topic, partition), transaction_abortable, add=add
+        )
+        if code:
+            raise ApiError(code, message)
 
     def offsets_partition_of(self, group_id: str) -> int:
         t = self._lookup(CONSUMER_OFFSETS)
@@ -367,30 +400,32 @@ class TransactionService:
         return written, failed
 
     def _write_markers(self, job: MarkerJob) -> None:
+        if self.markers is not None:  # cluster mode: to each partition's leader, asynchronously
+            assert self.shards is not None
+            key = (
+                job.transactional_id,
+                self.shards.leader_epoch(self.shards.table.partition(job.transactional_id)),
+            )
+            if key not in self._sending:
+                self._sending.add(key)
+                task = asyncio.get_running_loop().create_task(
+                    self._send_markers(job, key[1]), name="txn-markers"
+                )
+                self._writes.add(task)
+                task.add_done_callback(self._writes.discard)
+            return
         now = self.now_ms()
         failed = False
-        coordinator_epoch = COORDINATOR_EPOCH
-        if self.shards is not None:  # Kafka's coordinator epoch: the leader epoch of the id's partition
-            coordinator_epoch = self.shards.leader_epoch(self.shards.table.partition(job.transactional_id))
         for topic, partition in job.partitions:
             t = self._lookup(topic)
             if t is None or partition >= t.partitions:
                 continue  # deleted since: nothing left to mark
-            epoch = t.leader_epoch
-            if self.shards is not None:
-                # Not yet: markers to partitions led by other brokers (Kafka's
-                # TransactionMarkerChannelManager); such a transaction stays in Prepare* and is retried.
-                part = self.shards.leader_of(topic, partition)
-                if part is None:
-                    failed = True
-                    continue
-                epoch = part.leader_epoch
             marker = end_txn_marker(
-                job.producer_id, job.producer_epoch, commit=job.commit, coordinator_epoch=coordinator_epoch,
+                job.producer_id, job.producer_epoch, commit=job.commit, coordinator_epoch=COORDINATOR_EPOCH,
                 timestamp_ms=now,
             )  # fmt: skip
             try:
-                self._append(topic, partition, bytearray(marker), leader_epoch=epoch, now_ms=now)
+                self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
             except LogError as e:
                 log.error("cannot write the %s marker of %s to %s-%d: %s", "COMMIT" if job.commit else "ABORT",
                           job.transactional_id, topic, partition, e)  # fmt: skip
@@ -402,6 +437,24 @@ class TransactionService:
             self._retry.append(job)
             return
         self._apply(self.coordinator.complete(job, now))
+
+    async def _send_markers(self, job: MarkerJob, epoch: int) -> None:
+        """Cluster mode: Complete* once every partition's leader acknowledged the marker (after
+        replication), unless the transaction left this coordinator meanwhile."""
+        shards, markers = self.shards, self.markers
+        assert shards is not None and markers is not None
+        p = shards.table.partition(job.transactional_id)  # its leader epoch is Kafka's coordinator epoch
+
+        def still_mine() -> bool:
+            return shards.error(job.transactional_id) == ErrorCode.NONE and shards.leader_epoch(p) == epoch
+
+        try:
+            done = await markers.send(job.transactional_id, job.producer_id, job.producer_epoch, job.commit,
+                                      epoch, job.partitions, still_mine)  # fmt: skip
+        finally:
+            self._sending.discard((job.transactional_id, epoch))
+        if done and still_mine():
+            self._apply(self.coordinator.complete(job, self.now_ms()))
 
     def write_marker(
         self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
@@ -443,23 +496,4 @@ class TransactionService:
 
     def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) of `__transaction_state` partition `p` (blocking: a thread)."""
-        out: list[tuple[bytes, bytes | None]] = []
-        plog = self._partition_log(TRANSACTION_STATE, p)
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
-            spans = split_batches(data)
-            if not spans:
-                break
-            for pos, size in spans:
-                h = read_header(data, pos)
-                offset = h.base_offset + h.last_offset_delta + 1
-                if h.is_control:
-                    continue
-                try:
-                    _, records = decode_batch(data[pos : pos + size])
-                except DecodeError as e:
-                    log.error("skipping an unreadable batch of %s-%d: %s", TRANSACTION_STATE, p, e)
-                    continue
-                out.extend((r.key, r.value) for r in records if r.key is not None)
-        return out
+        return read_state_records(self._partition_log(TRANSACTION_STATE, p))

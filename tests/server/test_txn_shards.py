@@ -15,6 +15,7 @@ from kcompat.coordinator.shards import ShardState
 from kcompat.coordinator.transaction.log_records import transaction_partition
 from kcompat.coordinator.transaction.state import TransactionState
 from kcompat.server.partition import Partition, Registration
+from kcompat.server.txn_channels import BrokerChannels, TxnMarkerSender
 from kcompat.server.txn_shards import TxnShards
 from kcompat.storage.topic_store import TRANSACTION_STATE
 from kcompat.wire.error_codes import ErrorCode as E
@@ -71,6 +72,10 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         parts[("t", 0)] = data
         svc.shards = shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
                                         topic=broker.metadata.topic, timeout_ms=lambda: 300)  # fmt: skip
+        # Markers as in cluster mode (the single-node metadata names this broker as every leader,
+        # so they are all written here, as leader, or retried while this broker only follows).
+        svc.markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
+                                      partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
 
         async def publish() -> None:
             shards.on_image()
@@ -95,15 +100,16 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         assert m.state is TransactionState.ONGOING and m.partitions == {("t", 0)}
 
         # EndTxn is answered once the follower has the PrepareCommit, not before. Its marker cannot
-        # go to t-0 (led elsewhere: no remote marker channel yet), so it stays in PrepareCommit.
+        # be written to t-0 while this broker only follows it: retried, it stays in PrepareCommit.
         task = h.start(END_TXN, 3, {"transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch,
                                     "committed": True})  # fmt: skip
         h.run(asyncio.sleep(0.05))
         assert not task.done()
         follower_fetches(leader)
         assert h.run(task).error_code == 0
+        h.run(asyncio.sleep(0.3))  # a few rounds of retries
         assert svc.coordinator.txns["tx"].state is TransactionState.PREPARE_COMMIT
-        assert control_batches(h, "t", 0) == 0
+        assert control_batches(h, "t", 0) == 0 and ("tx", 1) in svc._sending
 
         # Not replicated within the timeout: COORDINATOR_NOT_AVAILABLE, as Kafka maps it.
         other = next(f"x{i}" for i in range(100) if transaction_partition(f"x{i}", N) == p)
@@ -113,6 +119,7 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         leader.make_follower(Registration(FOLLOWER, 2, 2, (node, FOLLOWER), (node, FOLLOWER)))
         h.run(publish())
         assert p not in shards.table.shards and "tx" not in svc.coordinator.txns
+        wait_until(h, lambda: not svc._sending, "the marker sender to give up")  # not its transaction now
         assert init(h).error_code == E.NOT_COORDINATOR
 
         # WriteTxnMarkers to a partition this broker follows: NOT_LEADER_OR_FOLLOWER, nothing appended.
@@ -132,14 +139,16 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         wait_until(h, lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the second load")
         wait_until(h, lambda: control_batches(h, "t", 0) == 1, "the COMMIT marker")
         wait_until(h, lambda: leader.high_watermark < leader.log.log_end_offset, "the CompleteCommit record")
-        assert len(svc._writes) == 1  # its write waits for the follower
+        wait_until(
+            h, lambda: len(svc._writes) == 1, "the marker task to end"
+        )  # the CompleteCommit's write waits
         follower_fetches(leader)
         wait_until(h, lambda: not svc._writes, "CompleteCommit replicated")
         assert leader.high_watermark == leader.log.log_end_offset
         assert svc.coordinator.txns["tx"].state is TransactionState.COMPLETE_COMMIT
 
-        # Produce verification with the coordinator on another broker (asking it: not yet): the
-        # retriable NOT_ENOUGH_REPLICAS, nothing appended.
+        # Produce verification with the coordinator on another broker and no way to ask it (no
+        # verifier: it needs the cluster's endpoints): the retriable NOT_ENOUGH_REPLICAS, nothing appended.
         end_before = data.log.log_end_offset
         leader.make_follower(Registration(FOLLOWER, 4, 4, (node, FOLLOWER), (node, FOLLOWER)))
         h.run(publish())

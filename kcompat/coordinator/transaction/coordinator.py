@@ -132,6 +132,26 @@ class TransactionCoordinator:
     def transactional_id_of(self, producer_id: int) -> str | None:
         return self._by_producer.get(producer_id)
 
+    def verify(
+        self, txn_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn VerifyOnly, a partition leader's question (KIP-890 part 1), answered as
+        Kafka's coordinator does: TRANSACTION_ABORTABLE for a partition not in the transaction (the
+        leader turns it into what its client understands), PRODUCER_FENCED for another epoch."""
+        m = self.txns.get(txn_id)
+        if m is None or m.producer_id != producer_id:
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif m.producer_epoch != epoch:
+            error = ErrorCode.PRODUCER_FENCED
+        elif m.state in PREPARING:
+            error = ErrorCode.CONCURRENT_TRANSACTIONS
+        else:
+            return {
+                tp: ErrorCode.NONE if tp in m.partitions else ErrorCode.TRANSACTION_ABORTABLE
+                for tp in partitions
+            }
+        return dict.fromkeys(partitions, error)
+
     def in_transaction(self, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode:
         """KIP-890 part 1, the leader's check of a transactional batch: is `tp` in the open transaction?"""
         txn_id = self._by_producer.get(producer_id)

@@ -178,10 +178,7 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
     if (denied := access.coordinator_key_error(ctx, key_type == GROUP_KEY, key)) is not None:
         return fail(denied, f"Not authorized to find the coordinator of {key}")
     if ctx.replicas.cluster_mode:
-        if key_type == TRANSACTION_KEY:
-            # The transaction coordinator does not yet load with __transaction_state leadership.
-            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "cluster mode: no transaction coordinator yet")
-        return await _group_coordinator_in_cluster(ctx, key, fail)
+        return await _coordinator_in_cluster(ctx, key_type, key, fail)
     topic = CONSUMER_OFFSETS if key_type == GROUP_KEY else TRANSACTION_STATE
     try:
         if key_type == GROUP_KEY:
@@ -197,16 +194,21 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
             "error_code": 0, "error_message": None}  # fmt: skip
 
 
-async def _group_coordinator_in_cluster(
-    ctx: RequestContext, key: str, fail: Callable[[ErrorCode, str], dict[str, Any]]
+async def _coordinator_in_cluster(
+    ctx: RequestContext, key_type: int, key: str, fail: Callable[[ErrorCode, str], dict[str, Any]]
 ) -> dict[str, Any]:
-    """The leader of the group's __consumer_offsets partition, on the request's listener (the
-    topic is created through the controller first: COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka)."""
+    """The leader of the key's __consumer_offsets (groups) or __transaction_state partition, on the
+    request's listener (the topic is created through the controller first: COORDINATOR_NOT_AVAILABLE
+    meanwhile, as Kafka)."""
+    topic = CONSUMER_OFFSETS if key_type == GROUP_KEY else TRANSACTION_STATE
     try:
-        n = await ctx.broker.group_service.ensure_topic()
+        if key_type == GROUP_KEY:
+            n = await ctx.broker.group_service.ensure_topic()
+        else:
+            n = (await ctx.broker.txn_service.ensure_topic()).partitions
     except ApiError as e:
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS}: {e.message or e.error.name}")
-    t = ctx.metadata.topic(CONSUMER_OFFSETS)
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}: {e.message or e.error.name}")
+    t = ctx.metadata.topic(topic)
     assert t is not None
     leader, _ = ctx.metadata.leader_and_epoch(t, offsets_partition(key, n))
     endpoint = next((b for b in ctx.metadata.live_brokers(ctx.listener) or () if b.node_id == leader), None)

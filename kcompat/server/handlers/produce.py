@@ -224,7 +224,8 @@ async def _produce_partition(
     if h.is_transactional and v >= IMPLICIT_ADD and txns.transaction_version >= 2:  # joins its txn
         await txns.add_implicitly(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
     elif h.is_transactional:
-        txns.verify_produce(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
+        await txns.verify_produce(txn_id, h.producer_id, h.producer_epoch, t.name, partition,
+                                  transaction_abortable=v >= 11)  # fmt: skip
     now = ctx.now_ms
     refused = check_records(records, h, conf, now, t.name, partition)
     if refused is not None:

@@ -18,8 +18,8 @@ Version notes:
   v5: transactions v2: the group's `__consumer_offsets` partition is added to the transaction
   first (the implicit AddOffsetsToTxn; Kafka's broker sends AddPartitionsToTxn for it)
 * WriteTxnMarkers (27) v1-2 (v0 is gone in Kafka 4): markers written straight into the partitions,
-  as AdminClient.abortTransaction does for a hanging transaction (the coordinator writes its own
-  markers in process). A marker older than the partition's producer epoch: INVALID_PRODUCER_EPOCH;
+  as AdminClient.abortTransaction does for a hanging transaction; in cluster mode also the
+  coordinator's markers from another broker (txn_channels.py), answered once replicated. A marker older than the partition's producer epoch: INVALID_PRODUCER_EPOCH;
   an unknown partition: UNKNOWN_TOPIC_OR_PARTITION. v2's transaction_version is accepted.
 """
 
@@ -46,6 +46,7 @@ from kcompat.wire.protocol import Request
 FENCED_CODE_VERSION = 2  # the first version of these APIs that knows PRODUCER_FENCED
 BATCHED = 4  # AddPartitionsToTxn: several transactions, VerifyOnly
 TV2_END_TXN = 5  # EndTxn of transactions v2: the epoch bump
+TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT = 4  # the first TxnOffsetCommit that knows TRANSACTION_ABORTABLE
 TV2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit of transactions v2: the implicit AddOffsetsToTxn
 
 
@@ -89,20 +90,21 @@ async def _add_partitions(
     elif verify_only and (here := svc.not_here(txn_id)):
         codes = dict.fromkeys(wanted, int(here))
     elif verify_only:
-        for tp in wanted:
-            m = svc.coordinator.txns.get(txn_id)
-            if m is None or m.producer_id != pid:
-                codes[tp] = int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-            else:
-                codes[tp] = int(svc.coordinator.in_transaction(pid, epoch, tp))
+        codes = {tp: int(code) for tp, code in svc.coordinator.verify(txn_id, pid, epoch, wanted).items()}
     elif unknown:
         # Kafka adds nothing when a partition is unknown: those get the error, the others OPERATION_NOT_ATTEMPTED.
         for tp in wanted:
             codes[tp] = int(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
             )
-    else:
-        r = await svc.run(lambda now: svc.coordinator.add_partitions(txn_id, pid, epoch, wanted, now), txn_id)
+    else:  # v4+ comes from a partition leader adding for a transactions v2 producer (KIP-890 part 2)
+        tv = TV2 if v >= BATCHED else 0
+        r = await svc.run(
+            lambda now: svc.coordinator.add_partitions(
+                txn_id, pid, epoch, wanted, now, client_transaction_version=tv
+            ),
+            txn_id,
+        )
         codes = dict.fromkeys(wanted, fenced_as(r.error, v))
     by_topic: dict[str, list[dict[str, int]]] = {}
     for (topic, p), code in codes.items():
@@ -197,20 +199,29 @@ async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
         return answer(int(ErrorCode.INVALID_GROUP_ID))
     await groups.ensure_topic()
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
-    if v >= TV2_TXN_OFFSET_COMMIT:  # transactions v2: the implicit AddOffsetsToTxn
+    if svc.not_here(body.transactional_id) and svc.verifier is not None:
+        # Cluster mode, the transaction coordinator on another broker: ask it whether the group's
+        # partition is in the transaction (v5, transactions v2: add it there), as Kafka 4.3 does.
+        code, _ = await svc.verifier.verify(body.transactional_id, body.producer_id, body.producer_epoch, tp,
+                                            transaction_abortable=v >= TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT,
+                                            add=v >= TV2_TXN_OFFSET_COMMIT)  # fmt: skip
+        if code:
+            return answer(_verification_code(code, v))
+    elif v >= TV2_TXN_OFFSET_COMMIT:  # transactions v2: the implicit AddOffsetsToTxn
         r = await svc.run(lambda now: svc.coordinator.add_partitions(
             body.transactional_id, body.producer_id, body.producer_epoch, [tp], now, client_transaction_version=TV2
         ))  # fmt: skip
         if r.error:
             return answer(int(r.error))
-    m = svc.coordinator.txns.get(body.transactional_id)
-    if m is None or m.producer_id != body.producer_id:
-        return answer(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
-    error = svc.coordinator.in_transaction(body.producer_id, body.producer_epoch, tp)
-    if error == ErrorCode.INVALID_PRODUCER_EPOCH:
-        return answer(fenced_as(ErrorCode.PRODUCER_FENCED, v))
-    if error:  # AddOffsetsToTxn did not come first (or the transaction is ending)
-        return answer(int(ErrorCode.INVALID_TXN_STATE))
+    if not svc.not_here(body.transactional_id) or svc.verifier is None:
+        m = svc.coordinator.txns.get(body.transactional_id)
+        if m is None or m.producer_id != body.producer_id:
+            return answer(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+        error = svc.coordinator.in_transaction(body.producer_id, body.producer_epoch, tp)
+        if error == ErrorCode.INVALID_PRODUCER_EPOCH:
+            return answer(fenced_as(ErrorCode.PRODUCER_FENCED, v))
+        if error:  # AddOffsetsToTxn did not come first (or the transaction is ending)
+            return answer(int(ErrorCode.INVALID_TXN_STATE))
     topics = [
         OffsetCommitRequestTopic(t.name, [
             OffsetCommitRequestPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
@@ -233,6 +244,17 @@ async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
                                         for p in t.partitions]} for t in resp]}  # fmt: skip
 
 
+def _verification_code(code: ErrorCode, v: int) -> int:
+    """TxnOffsetCommit's code for a failed verification at a remote coordinator (Produce's codes
+    come back from the verifier): the retriable ones as COORDINATOR_NOT_AVAILABLE, a fenced epoch
+    as PRODUCER_FENCED."""
+    if code == ErrorCode.NOT_ENOUGH_REPLICAS:
+        return int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if code == ErrorCode.INVALID_PRODUCER_EPOCH:
+        return fenced_as(ErrorCode.PRODUCER_FENCED, v)
+    return int(code)
+
+
 # --- WriteTxnMarkers ---------------------------------------------------------------------------
 
 
@@ -242,13 +264,16 @@ async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
     denied = access.cluster_error(ctx, access.CLUSTER_ACTION)  # a broker's (or an admin's abort) right
     out = []
     for m in request.body.markers:
-        topics = []
-        for t in m.topics:
-            parts = []
-            for p in t.partition_indexes:
-                error = denied or svc.write_marker(t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
-                                         m.coordinator_epoch)  # fmt: skip
-                parts.append({"partition_index": p, "error_code": int(error)})
-            topics.append({"name": t.name, "partitions": parts})
+        tps = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        if denied:
+            codes = dict.fromkeys(tps, denied)
+        elif svc.markers is not None:  # cluster mode: answered once replicated (acks=all)
+            codes = await svc.markers.write_replicated(tps, m.producer_id, m.producer_epoch, m.transaction_result,
+                                                       m.coordinator_epoch)  # fmt: skip
+        else:
+            codes = {tp: svc.write_marker(*tp, m.producer_id, m.producer_epoch, m.transaction_result,
+                                          m.coordinator_epoch) for tp in tps}  # fmt: skip
+        topics = [{"name": t.name, "partitions": [{"partition_index": p, "error_code": int(codes[(t.name, p)])}
+                                                  for p in t.partition_indexes]} for t in m.topics]  # fmt: skip
         out.append({"producer_id": m.producer_id, "topics": topics})
     return {"markers": out}
