@@ -13,9 +13,10 @@ and two followers), producers with acks=all:
   e2e p50/p99                  produce() to consume() at 1,000 records/s, acks=all, 100 B, at most 5
                                requests in flight (the Java client's default: with librdkafka's
                                default of 1,000,000 and linger.ms=0 every record is a request of its
-                               own, and a broker answers one connection's requests in order, each
-                               after a replication round trip: the queue, and the latency, grow
-                               without bound at 1,000 records/s, seconds within the run for both)
+                               own, and Kafka takes a connection's next request only after answering
+                               the one before, a replication round trip later (kcompat appends up to
+                               5 pipelined Produce requests meanwhile): the queue, and the latency,
+                               grow without bound at 1,000 records/s, seconds within the run)
   rss per broker               idle after start, and peak over the workloads (MB)
   (each cluster is first warmed up, unmeasured: 50,000 1 KiB records produced with acks=all and read)
   failover_s                   kill -9 of a partition leader while an idempotent acks=all producer
