@@ -63,5 +63,6 @@ class AnswerQueue:
     def cancel(self) -> None:
         """The connection closed: answers still to come are dropped (their handlers stop waiting)."""
         for answer in self._items:
-            answer.cancel()
+            if not answer.cancel() and not answer.cancelled():
+                answer.exception()  # retrieved, so that asyncio does not report it: nobody is left to answer
         self._items.clear()

@@ -59,6 +59,7 @@ class FakeBroker:
         self.principals: list[str] = []  # client.principal of each request
         self.taken: dict[int, float] = {}  # correlation id -> monotonic time it was handled
         self.answered: dict[int, float] = {}  # "later" answers: correlation id -> time ready
+        self.later: dict[int, asyncio.Future[Any]] = {}  # "later" answers as returned
 
     async def handle(self, frame: memoryview, client: Client) -> Sequence[Any] | asyncio.Future[Any] | None:
         _, _, correlation = struct.unpack_from(">hhi", frame)
@@ -66,7 +67,8 @@ class FakeBroker:
         self.taken[correlation] = time.monotonic()
         if command.startswith("later:"):
             self.handled.append(correlation)
-            return asyncio.ensure_future(self._later(correlation, command[6:]))
+            later = self.later[correlation] = asyncio.ensure_future(self._later(correlation, command[6:]))
+            return later
         self.principals.append(client.principal)
         n = self.active.get(client.connection_id, 0) + 1
         self.active[client.connection_id] = n

@@ -126,6 +126,19 @@ def test_produces_awaiting_answers_are_bounded(start: Any) -> None:
     assert broker.taken[MAX_DEFERRED] >= broker.answered[0]  # the sixth waited for a free place
 
 
+def test_a_client_gone_before_a_later_answer_cancels_it(start: Any) -> None:
+    server = start()
+    with server.connect() as s:
+        s.sendall(request(1, "later:0.3:lost", 0))
+        server.wait_for(lambda: 1 in server.broker.taken)
+    server.wait_for(lambda: not server.reactor.connections)
+    with server.connect() as s:
+        s.sendall(request(2, "echo:still here"))
+        assert recv_response(s) == (2, b"still here")
+    server.wait_for(lambda: server.broker.later[1].cancelled())  # with its connection, not left to run
+    assert 1 not in server.broker.answered
+
+
 def test_a_slow_request_holds_only_its_own_connection(start: Any) -> None:
     server = start()
     with server.connect() as slow, server.connect() as quick:
