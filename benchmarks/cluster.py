@@ -13,9 +13,10 @@ and two followers), producers with acks=all:
   e2e p50/p99                  produce() to consume() at 1,000 records/s, acks=all, 100 B, at most 5
                                requests in flight (the Java client's default: with librdkafka's
                                default of 1,000,000 and linger.ms=0 every record is a request of its
-                               own, and a broker answers one connection's requests in order, each
-                               after a replication round trip: the queue, and the latency, grow
-                               without bound at 1,000 records/s, seconds within the run for both)
+                               own, and Kafka takes a connection's next request only after answering
+                               the one before, a replication round trip later (kcompat appends up to
+                               5 pipelined Produce requests meanwhile): the queue, and the latency,
+                               grow without bound at 1,000 records/s, seconds within the run)
   rss per broker               idle after start, and peak over the workloads (MB)
   (each cluster is first warmed up, unmeasured: 50,000 1 KiB records produced with acks=all and read)
   failover_s                   kill -9 of a partition leader while an idempotent acks=all producer
@@ -23,10 +24,12 @@ and two followers), producers with acks=all:
                                of a record sent after it (both clusters: broker.session.timeout.ms
                                9000, heartbeats every 500 ms)
 Scale on cores (kcompat only): 1 and then 2 brokers, one 4-partition RF=1 topic spread over them,
-aggregate produce (confluent, acks=1, 1 KiB, librdkafka's partitioner) and catch-up consume (one
-consumer assigned every partition); the goal is 2 brokers >= 1.6x one. Beside each, the CPU
-seconds per second each broker and the client (this process) used: on a 2-core machine the
-clients compete with the brokers for the same cores.
+aggregate produce (acks=1, 1 KiB records in 256 KiB batches, spread evenly) and catch-up consume
+of every partition; the goal is 2 brokers >= 1.6x one. The load is the same for both rows and
+nearly free (benchmarks/wire_load.py: pre-encoded requests on raw sockets, one thread per
+broker): a Kafka client spends about as much CPU per GB as a broker does, and on a 2-core machine
+that leaves two brokers no room to show two cores' worth. Beside each row: the CPU seconds per
+second each broker used, the brokers' CPU seconds per GB moved, and the load's CPU per second.
 """
 
 from __future__ import annotations
@@ -38,17 +41,15 @@ import struct
 import tempfile
 import time
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks import confluent_clients as cc
-from benchmarks import java_tools
+from benchmarks import java_tools, wire_load
 from benchmarks.clusters import SESSION_TIMEOUT_MS, Cluster, KafkaCluster, KcompatCluster
-from benchmarks.payloads import letter_values
 from benchmarks.proc_stats import PeakRss, cpu_seconds, rss_bytes
 from benchmarks.suite import percentile
 
@@ -232,53 +233,12 @@ def failover_seconds(cluster: Cluster, timeout: float = 120.0) -> float:
         producer.flush(5)
 
 
-def produce_spread(bootstrap: str, topic: str, count: int, size: int, timeout: float) -> cc.Throughput:
-    """One producer, acks=1, librdkafka's partitioner choosing among the topic's partitions."""
-    errors: list[str] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "delivery.report.only.error": True,
-                         "on_delivery": lambda err, msg: errors.append(str(err))})  # fmt: skip
-    producer.list_topics(topic, timeout=10)
-    values = letter_values(size)
-    t0 = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, values[i % len(values)])
-                break
-            except BufferError:
-                producer.poll(0.001)
-        if i & 0x3FFF == 0:
-            producer.poll(0)
-    if producer.flush(timeout) or errors:
-        raise RuntimeError(f"produce to {topic}: {len(errors)} errors, unacknowledged records left")
-    return cc.Throughput(count, count * size, time.perf_counter() - t0)
-
-
-def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout: float) -> cc.Throughput:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-scale", "enable.auto.commit": False,
-                         "fetch.queue.backoff.ms": 10})  # fmt: skip
-    try:
-        consumer.list_topics(topic, timeout=10)
-        t0 = time.perf_counter()
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got = nbytes = 0
-        while got < count:
-            if time.perf_counter() - t0 > timeout:
-                raise TimeoutError(f"consumed {got} of {count} records of {topic}")
-            for msg in consumer.consume(10000, 1.0):
-                if msg.error() is not None:
-                    raise KafkaException(msg.error())
-                got += 1
-                nbytes += len(msg)
-        return cc.Throughput(got, nbytes, time.perf_counter() - t0)
-    finally:
-        consumer.close()
-
-
 def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dict[str, Any]:
-    """Aggregate throughput of 1 and 2 brokers, and where the CPU went meanwhile: each broker's
-    CPU seconds and the client's (this process: librdkafka's threads included) per wall second."""
+    """Aggregate throughput of 1 and 2 brokers under the same raw-wire load (benchmarks/wire_load.py),
+    and where the CPU went meanwhile: each broker's CPU seconds per wall second and per GB moved, and
+    the load's (this process's threads)."""
     out: dict[str, Any] = {}
+    size = 1024
     for n in (1, 2):
         cluster = KcompatCluster(workdir / f"scale-{n}", brokers=n)
         cluster.start()
@@ -287,19 +247,22 @@ def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dic
             warm_up(cluster.bootstrap, 1)
             create_topic(cluster.bootstrap, "scale", partitions, 1, {})
             pids, bootstrap = cluster.pids(), cluster.bootstrap
-            for what, work in (
-                ("produce", partial(produce_spread, bootstrap, "scale", plan.scale_records, 1024, plan.timeout)),
-                ("consume", partial(consume_all, bootstrap, "scale", partitions, plan.scale_records, plan.timeout)),
-            ):  # fmt: skip
+            count = plan.scale_records
+            for what in ("produce", "consume"):
                 brokers0 = {i: cpu_seconds(p) for i, p in pids.items()}
-                client0 = time.process_time()
-                r = work()
-                busy = [(cpu_seconds(p) - brokers0[i]) / r.seconds for i, p in pids.items()]
+                if what == "produce":
+                    r = wire_load.produce(bootstrap, "scale", count, size)
+                    count = r.records  # whole batches: what the consumer must read back
+                else:
+                    r = wire_load.consume(bootstrap, "scale", count, size)
+                used = [cpu_seconds(p) - brokers0[i] for i, p in pids.items()]
                 out[f"{n}/{what}_mb_per_s"] = r.mb_per_s
-                out[f"{n}/{what}_broker_cpu"] = busy
-                out[f"{n}/{what}_client_cpu"] = (time.process_time() - client0) / r.seconds
-                log.info("scale: %d broker(s) %s %.0f MB/s, broker CPU %s, client CPU %.2f", n, what, r.mb_per_s,
-                         " ".join(f"{b:.2f}" for b in busy), out[f"{n}/{what}_client_cpu"])  # fmt: skip
+                out[f"{n}/{what}_broker_cpu"] = [u / r.seconds for u in used]
+                out[f"{n}/{what}_broker_cpu_s_per_gb"] = sum(used) / (r.bytes / 1e9)
+                out[f"{n}/{what}_client_cpu"] = r.cpu_s / r.seconds
+                log.info("scale: %d broker(s) %s %.0f MB/s, broker CPU/s %s (%.2f CPU s/GB), load CPU/s %.2f", n,
+                         what, r.mb_per_s, " ".join(f"{u / r.seconds:.2f}" for u in used),
+                         out[f"{n}/{what}_broker_cpu_s_per_gb"], out[f"{n}/{what}_client_cpu"])  # fmt: skip
         finally:
             cluster.stop()
     for what in ("produce", "consume"):
@@ -370,8 +333,10 @@ def table(results: dict[str, Any]) -> str:
             cpu = [" + ".join(f"{c:.2f}" for c in scale.get(f"{n}/{what}_broker_cpu", [])) for n in (1, 2)]
             client = [_f(scale.get(f"{n}/{what}_client_cpu")) for n in (1, 2)]
             lines.append(
-                f"| {what}: CPU per second, brokers; client | {cpu[0]}; {client[0]} | {cpu[1]}; {client[1]} | |"
+                f"| {what}: CPU per second, brokers; load | {cpu[0]}; {client[0]} | {cpu[1]}; {client[1]} | |"
             )
+            per_gb = [_f(scale.get(f"{n}/{what}_broker_cpu_s_per_gb")) for n in (1, 2)]
+            lines.append(f"| {what}: brokers' CPU seconds per GB | {per_gb[0]} | {per_gb[1]} | |")
         if "error" in scale:
             lines.append(f"\nscale: {scale['error']}")
     for k in kinds:

@@ -12,10 +12,10 @@ so owning the socket is what lets response bytes and file slices (os.sendfile) g
 - The size prefix is checked against socket.request.max.bytes (by the reader) before any of the
   frame is buffered; a negative or larger size closes the connection.
 - Requests are handled one at a time, in order (as Kafka does per connection), by one task per
-  connection; other connections proceed concurrently. Pipelined requests are read ahead up to
-  `Limits.max_queued_requests` and `max_queued_bytes`; reading pauses while that much waits, or
-  while more than `write_high_water` response bytes are unsent, and resumes below
-  `write_low_water`.
+    connection; other connections proceed concurrently (Produce pipelining: answer_queue.py).
+  Pipelined requests are read ahead up to `Limits.max_queued_requests` and `max_queued_bytes`;
+  reading pauses while that much waits, or while more than `write_high_water` response bytes are
+  unsent, and resumes below `write_low_water`.
 - Frames are handed over in buffers of their own (never views of the read buffer), so the broker
   may keep memoryviews of a frame (the reader guarantees it).
 - TLS (SSL, SASL_SSL listeners): the socket is a kcompat.server.tls_socket.TlsSocket (OpenSSL on
@@ -35,11 +35,13 @@ import logging
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kcompat.server.sendfile import Chunk, ChunkWriter
+from kcompat.server.answer_queue import Answer, AnswerQueue
+from kcompat.server.peer import Client as Client  # re-exported: where the handlers' peer is known
+from kcompat.server.sendfile import ChunkWriter
 from kcompat.server.tls import handshake_step
 from kcompat.server.tls_socket import TlsSocket
 from kcompat.wire.errors import DecodeError
@@ -51,24 +53,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcompat.server")
 
-Handler = Callable[[memoryview, "Client"], Awaitable[Sequence[Chunk] | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Client:
-    """The peer of a connection, passed to Broker.handle with each of its requests."""
-
-    connection_id: str  # Kafka's form: "localHost:localPort-peerHost:peerPort-index"
-    host: str
-    port: int
-    listener: str  # listener name, e.g. PLAINTEXT
-    security_protocol: str
-    # Kafka's KafkaPrincipal as one string: User:ANONYMOUS, the SASL user, or the mTLS-mapped name
-    principal: str = "User:ANONYMOUS"
-
-    @property
-    def address(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+# A handler answers at once, or with a future of the answer (a Deferred acks=all Produce).
+Handler = Callable[[memoryview, Client], Awaitable["Answer | asyncio.Future[Answer]"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +71,7 @@ class Connection:
     __slots__ = (
         "_auth",
         "_close_errors",
+        "_deferred",
         "_drained",
         "_flush_soon",
         "_frames",
@@ -134,6 +121,7 @@ class Connection:
         self._on_closed = on_closed
         self._loop = loop or asyncio.get_running_loop()
         self._requests: deque[bytes | bytearray] = deque()
+        self._deferred = AnswerQueue()
         self._queued_bytes = 0
         # Its read buffer is allocated at the first bytes and given back after a quiet second
         # (release_read_buffer): thousands of idle connections must not hold read_buffer bytes each.
@@ -220,7 +208,7 @@ class Connection:
 
     def idle_for(self, now: float) -> float:
         """Seconds without a complete request, response progress or a request with the broker."""
-        return 0.0 if self.busy else now - self.last_active
+        return 0.0 if self.busy or self._deferred else now - self.last_active
 
     def close(self, reason: str | None = None, *, level: int = logging.WARNING, context: str = "") -> None:
         """Close now, dropping queued requests and unsent bytes; log `reason` as one line."""
@@ -238,6 +226,7 @@ class Connection:
             self._writing = False
         self._writer.clear()
         self._requests.clear()
+        self._deferred.cancel()
         self._queued_bytes = 0
         self._frames.clear()
         self._wake()
@@ -373,15 +362,20 @@ class Connection:
             self.close()
 
     async def _serve_requests(self) -> None:
-        requests = self._requests
+        requests, deferred = self._requests, self._deferred
         loop = self._loop
         while not self.closed:
-            if not requests:
+            if deferred:
+                try:
+                    if not await deferred.turn(requests, self._send, self._idle):
+                        continue
+                except self._close_errors as e:
+                    self._close_for(b"", e)
+                    return
+            elif not requests:
                 if self._stopping:
                     return
-                self._wakeup = loop.create_future()
-                await self._wakeup
-                self._wakeup = None
+                await self._idle()
                 continue
             frame = requests.popleft()
             self._queued_bytes -= len(frame)
@@ -390,9 +384,9 @@ class Connection:
             self.busy = True
             try:
                 if self._auth is not None:
-                    chunks = await self._authenticate(memoryview(frame))
+                    answer = await self._authenticate(memoryview(frame))
                 else:
-                    chunks = await self._handle(memoryview(frame), self.client)
+                    answer = await self._handle(memoryview(frame), self.client)
             except self._close_errors as e:
                 self._close_for(frame, e)
                 return
@@ -408,23 +402,35 @@ class Connection:
                 self.last_active = loop.time()
             if self.closed:
                 return
-            if chunks:
-                self._writer.add(chunks)
-                if self._writing:  # the socket is full already: _flush runs when it is writable
-                    self._check_write_bound()
-                elif requests and self._writer.pending < self._limits.write_high_water:
-                    # More requests are waiting (a pipelining client): their answers go out together,
-                    # in one send, once this task yields: after them, or as soon as one of them waits
-                    # (a parked Fetch), so no answer is held behind a slow one.
-                    if not self._flush_soon:
-                        self._flush_soon = True
-                        loop.call_soon(self._flush)
-                else:
-                    self._flush()
-                if self._write_blocked:
-                    await self._drain(self._limits.write_low_water)
+            if isinstance(answer, asyncio.Future) or deferred:  # its turn comes after those before it
+                deferred.push(answer)
+            else:
+                await self._send(answer)
 
-    async def _authenticate(self, frame: memoryview) -> Sequence[Chunk] | None:
+    async def _idle(self, also: asyncio.Future[Any] | None = None) -> None:
+        """Until a request arrives (or `also` is done)."""
+        wakeup = self._wakeup = self._loop.create_future()
+        await asyncio.wait([wakeup] if also is None else [wakeup, also], return_when=asyncio.FIRST_COMPLETED)
+        self._wakeup = None
+
+    async def _send(self, chunks: Answer) -> None:
+        if chunks:
+            self._writer.add(chunks)
+            if self._writing:  # the socket is full already: _flush runs when it is writable
+                self._check_write_bound()
+            elif self._requests and self._writer.pending < self._limits.write_high_water:
+                # More requests are waiting (a pipelining client): their answers go out together,
+                # in one send, once this task yields: after them, or as soon as one of them waits
+                # (a parked Fetch), so no answer is held behind a slow one.
+                if not self._flush_soon:
+                    self._flush_soon = True
+                    self._loop.call_soon(self._flush)
+            else:
+                self._flush()
+            if self._write_blocked:
+                await self._drain(self._limits.write_low_water)
+
+    async def _authenticate(self, frame: memoryview) -> Answer | asyncio.Future[Answer]:
         """The SASL gate: the authenticator's answer, or the broker's once it lets the frame pass."""
         auth = self._auth
         assert auth is not None

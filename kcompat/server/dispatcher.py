@@ -9,6 +9,8 @@ What Kafka does with a request it cannot serve, this does too:
   * any other API key or version that is not advertised, or a frame that does not decode: the
     connection is closed (CloseConnection), as Kafka's SocketServer does on an invalid request;
   * a handler that fails unexpectedly: logged with its traceback, and the connection is closed.
+A handler's Deferred answer (registry.py) comes back as a future of the chunks, for the connection
+to write in its turn.
 (Produce with acks=0 that failed closes the connection too: produce.py raises CloseConnection.)
 
 The dispatcher knows no broker state: it is given a factory of the RequestContext handlers see.
@@ -20,16 +22,17 @@ the active controller inside an Envelope, before any local handler (KafkaApis.ma
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any, Protocol
 
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.broker_stats import BrokerStats
-from kcompat.server.registry import HANDLERS, NO_RESPONSE
+from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.protocol import (
@@ -80,7 +83,10 @@ class RequestDispatcher:
         self.forwarder: Forwarder | None = None  # cluster mode only
         load_handlers()
 
-    async def handle(self, frame: memoryview, client: Any) -> list[Chunk] | None:
+    async def handle(
+        self, frame: memoryview, client: Any
+    ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:
+        """The response's chunks (None: no response), or a future of them for a Deferred answer."""
         try:
             request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
         except UnsupportedRequest as e:
@@ -108,8 +114,20 @@ class RequestDispatcher:
             raise CloseConnection(f"{name} v{request.api_version} is not supported")
         ctx = self._context(client, request)
         started = perf_counter()
+        body = await self._body(reg, request, reg.handler(ctx, request), started)
+        if isinstance(body, Deferred):  # taken; answered when its body is ready, in a task of its own
+            return asyncio.ensure_future(self._finish(reg, request, body.body, started))
+        return self._encode(request, body, started)
+
+    async def _finish(self, reg: Registration, request: Request, pending: Awaitable[Any],
+                      started: float) -> list[Chunk] | None:  # fmt: skip
+        return self._encode(request, await self._body(reg, request, pending, started), started)
+
+    async def _body(
+        self, reg: Registration, request: Request, pending: Awaitable[Any], started: float
+    ) -> Any:
         try:
-            body = await reg.handler(ctx, request)
+            return await pending
         except CloseConnection:
             self._stats.observe(request.api_key, perf_counter() - started, failed=True)
             raise
@@ -117,6 +135,8 @@ class RequestDispatcher:
             self._stats.observe(request.api_key, perf_counter() - started, failed=True)
             log.exception("%s v%d from %r failed", reg.api.name, request.api_version, request.client_id)
             raise CloseConnection(f"{reg.api.name} handler failed: {e}") from e
+
+    def _encode(self, request: Request, body: Any, started: float) -> list[Chunk] | None:
         self._stats.observe(request.api_key, perf_counter() - started)
         if body is NO_RESPONSE:
             return None

@@ -12,7 +12,9 @@ exception is `advertised_min`, as in `@handles(PRODUCE, "3-13", advertised_min=0
 the declared range that ApiVersions still lists but that are refused when used (Kafka's
 PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION: Produce v0-2 stay advertised for librdkafka before
 2.11.1, KAFKA-18659); such a request does not decode, so the broker closes the connection.
-A handler returns the response body or NO_RESPONSE (Produce with acks=0). The body is an instance
+A handler returns the response body, NO_RESPONSE (Produce with acks=0) or Deferred(awaitable): the
+request is taken (a Produce's records appended) and its body comes later, while the connection may
+take the next Produce (kcompat.server.connection: Produce pipelining). The body is an instance
 of the response's class from kcompat.wire.types (so mypy checks its field names, as it checks the
 request's through Request[...]); a plain dict is still accepted from handlers not yet converted,
 and a key its declaration lacks raises. Registering one API key twice is a bug and fails at import.
@@ -28,6 +30,14 @@ from kcompat.wire.protocol import Request
 from kcompat.wire.schema import Api, VersionRange
 
 NO_RESPONSE: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The body of a request taken now and answered later (acks=all waiting for the ISR)."""
+
+    body: Awaitable[Any]
+
 
 Handler = Callable[[Any, Request], Awaitable[Any]]
 

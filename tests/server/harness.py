@@ -4,7 +4,8 @@ Fake request frame (after the size prefix):
 
     api_key int16 | api_version int16 | correlation_id int32 | command ASCII
 
-Commands: "echo:<text>", "sleep:<seconds>:<text>", "big:<n>" (n bytes of a pattern), "none" (no
+Commands: "echo:<text>", "sleep:<seconds>:<text>", "later:<seconds>:<text>" (taken at once, answered
+after the sleep: a Deferred acks=all Produce; the times it was taken and answered are kept), "big:<n>" (n bytes of a pattern), "none" (no
 response, like Produce acks=0), "close" (CloseConnection), "decode" (DecodeError), "boom"
 (RuntimeError), "file" (the slice set in FakeBroker.slice between two byte chunks).
 Response frame: size int32 | correlation_id int32 | payload.
@@ -56,10 +57,18 @@ class FakeBroker:
         self.max_active_per_connection = 0
         self.slice: Any = None
         self.principals: list[str] = []  # client.principal of each request
+        self.taken: dict[int, float] = {}  # correlation id -> monotonic time it was handled
+        self.answered: dict[int, float] = {}  # "later" answers: correlation id -> time ready
+        self.later: dict[int, asyncio.Future[Any]] = {}  # "later" answers as returned
 
-    async def handle(self, frame: memoryview, client: Client) -> Sequence[Any] | None:
+    async def handle(self, frame: memoryview, client: Client) -> Sequence[Any] | asyncio.Future[Any] | None:
         _, _, correlation = struct.unpack_from(">hhi", frame)
         command = bytes(frame[8:]).decode()
+        self.taken[correlation] = time.monotonic()
+        if command.startswith("later:"):
+            self.handled.append(correlation)
+            later = self.later[correlation] = asyncio.ensure_future(self._later(correlation, command[6:]))
+            return later
         self.principals.append(client.principal)
         n = self.active.get(client.connection_id, 0) + 1
         self.active[client.connection_id] = n
@@ -69,6 +78,12 @@ class FakeBroker:
         finally:
             self.active[client.connection_id] -= 1
             self.handled.append(correlation)
+
+    async def _later(self, correlation: int, arg: str) -> Sequence[Any]:
+        seconds, _, text = arg.partition(":")
+        await asyncio.sleep(float(seconds))
+        self.answered[correlation] = time.monotonic()
+        return [struct.pack(">ii", 4 + len(text), correlation), text.encode()]
 
     async def _answer(self, correlation: int, command: str) -> Sequence[Any] | None:
         verb, _, arg = command.partition(":")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
+from kcompat.server.answer_queue import MAX_DEFERRED
 from kcompat.server.connection import Limits
 from kcompat.server.sendfile import STATS
 from kcompat.testing import closed_by_peer
@@ -94,6 +95,48 @@ def test_answers_to_pipelined_requests_are_not_held_behind_one_that_waits(start:
         assert recv_response(s) == (2, b"b")
         assert time.monotonic() - t0 < 1.0
         assert recv_response(s) == (3, b"c")
+
+
+def test_a_produce_answered_later_lets_the_next_produce_in_answers_in_order(start: Any) -> None:
+    server = start()
+    produce = 0  # the Produce API key: only a Produce goes ahead of answers still to come
+    with server.connect() as s:
+        s.sendall(request(1, "later:0.3:first", produce) + request(2, "later:0:second", produce))
+        server.wait_for(lambda: len(server.broker.taken) == 2)
+        assert 1 not in server.broker.answered  # the second was taken while the first waited
+        assert recv_response(s) == (1, b"first")
+        assert recv_response(s) == (2, b"second")  # ready first, sent in request order
+        s.sendall(request(3, "later:0.2:third", produce) + request(4, "echo:metadata"))
+        assert recv_response(s) == (3, b"third")
+        assert recv_response(s) == (4, b"metadata")
+        broker = server.broker
+        assert broker.taken[4] >= broker.answered[3]  # any other request waits for earlier answers
+
+
+def test_produces_awaiting_answers_are_bounded(start: Any) -> None:
+    server = start()
+    with server.connect() as s:
+        s.sendall(
+            b"".join(request(i, f"later:{0.3 if i == 0 else 0}:{i}", 0) for i in range(MAX_DEFERRED + 2))
+        )
+        for i in range(MAX_DEFERRED + 2):
+            assert recv_response(s) == (i, str(i).encode())
+    broker = server.broker
+    assert broker.taken[MAX_DEFERRED - 1] < broker.answered[0]
+    assert broker.taken[MAX_DEFERRED] >= broker.answered[0]  # the sixth waited for a free place
+
+
+def test_a_client_gone_before_a_later_answer_cancels_it(start: Any) -> None:
+    server = start()
+    with server.connect() as s:
+        s.sendall(request(1, "later:0.3:lost", 0))
+        server.wait_for(lambda: 1 in server.broker.taken)
+    server.wait_for(lambda: not server.reactor.connections)
+    with server.connect() as s:
+        s.sendall(request(2, "echo:still here"))
+        assert recv_response(s) == (2, b"still here")
+    server.wait_for(lambda: server.broker.later[1].cancelled())  # with its connection, not left to run
+    assert 1 not in server.broker.answered
 
 
 def test_a_slow_request_holds_only_its_own_connection(start: Any) -> None:

@@ -23,7 +23,8 @@ KIP-951 leader hints (current_leader/node_endpoints) go with NOT_LEADER_OR_FOLLO
 cluster-mode broker answers (a single node leads every partition). In cluster mode, batches are
 stamped with the partition's leader epoch from the image, and acks=all first needs an ISR of at
 least min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing appended), then waits for the high
-watermark to pass the append (REQUEST_TIMED_OUT after the request's timeout_ms).
+watermark to pass the append (REQUEST_TIMED_OUT after the request's timeout_ms): a Deferred
+answer, so that the connection appends the producer's next pipelined Produce meanwhile.
 Transactions: a transactional batch needs the request's transactional_id. Below v12 (v1 clients)
 its partition must be in the producer's open transaction (KIP-890 part 1, checked in process on
 one node): INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE otherwise. From v12 it is
@@ -56,7 +57,7 @@ from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.record_checks import check_records
-from kcompat.server.registry import NO_RESPONSE, handles
+from kcompat.server.registry import NO_RESPONSE, Deferred, handles
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
@@ -136,11 +137,17 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
         if failed:
             raise CloseConnection("Produce with acks=0 failed; closing so the producer refreshes metadata")
         return NO_RESPONSE
-    if pending:
-        await _await_replication(ctx, pending, body.timeout_ms)
     response: dict[str, Any] = {"responses": responses, "throttle_time_ms": 0}
     if leaders:
         response["node_endpoints"] = _endpoints(ctx, leaders)
+    if pending:  # appended: the connection may take its next Produce while this one waits for the ISR
+        return Deferred(_replicated(ctx, pending, body.timeout_ms, response))
+    return response
+
+
+async def _replicated(ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]], timeout_ms: int,
+                      response: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    await _await_replication(ctx, pending, timeout_ms)
     return response
 
 
