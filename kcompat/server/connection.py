@@ -3,8 +3,7 @@ backpressure, zero-copy writes.
 
     request frame = size int32 | size bytes (header and body, handed to the broker)
 
-Framing itself (size checks, buffers, large frames) is kcompat.wire.framing.FrameReader, which
-does no I/O: this module receives into its buffer and hands its frames to the broker.
+Framing (size checks, buffers, large frames) is kcompat.wire.framing.FrameReader, with no I/O.
 The connection works on the raw non-blocking socket with loop.add_reader/add_writer, not on an
 asyncio transport: a transport-owned socket cannot take add_writer, and uvloop has no sendfile,
 so owning the socket is what lets response bytes and file slices (os.sendfile) go out in order.
