@@ -43,7 +43,7 @@ from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA
-from kcompat.wire.protocol import Request
+from kcompat.wire.protocol import Request, response_codec
 from kcompat.wire.types.describe_topic_partitions import (
     Cursor,
     DescribeTopicPartitionsRequest,
@@ -70,34 +70,63 @@ def partitions_of(
 ) -> list[MetadataResponsePartition]:
     """Each partition's leader, epoch, replicas and ISR, as Metadata and DescribeTopicPartitions give them
     (from the MetadataView: this node for everything on a single node, the KRaft image in a cluster)."""
-    rows = _cached_rows(ctx, t)
+    entry = _cached(ctx, t)
+    rows = entry.rows
+    if rows is None:
+        view = ctx.metadata
+        rows = entry.rows = [_row(p, view.describe_partition(t, p, ctx.listener)) for p in range(t.partitions)]
     return rows if indexes is None else rows[indexes.start : indexes.stop]
 
 
-# A topic's rows, kept per MetadataView and listener until its partitions_stamp changes: building
-# them is a Python object per partition, most of a Metadata for all topics at thousands of
-# partitions. The rows are shared by responses and never mutated (the codec only reads them).
-_Rows = dict[
-    tuple[str, str], tuple[object, list[MetadataResponsePartition]]
-]  # (topic, listener): (stamp, rows)
-_ROWS: weakref.WeakKeyDictionary[object, _Rows] = weakref.WeakKeyDictionary()
+class _Topic:
+    """What is kept of one topic on one listener while its stamp holds: its partition rows (built on
+    first use) and its Metadata topic entry encoded per (api version, authorized operations)."""
+
+    __slots__ = ("encoded", "rows", "stamp")
+
+    def __init__(self, stamp: object) -> None:
+        self.stamp = stamp
+        self.rows: list[MetadataResponsePartition] | None = None
+        self.encoded: dict[tuple[int, int], MetadataResponseTopic] = {}
 
 
-def _cached_rows(ctx: RequestContext, t: TopicInfo) -> list[MetadataResponsePartition]:
+# Per MetadataView, per (topic, listener), until the topic's partitions_stamp (or id) changes.
+# Encoding a topic's partitions is a Python call per partition, most of a Metadata for all topics
+# at thousands of partitions: the encoded entry is spliced into the answer instead. The rows are
+# shared by responses and never mutated (the codec only reads them).
+_CACHE: weakref.WeakKeyDictionary[object, dict[tuple[str, str], _Topic]] = weakref.WeakKeyDictionary()
+
+
+def _cached(ctx: RequestContext, t: TopicInfo) -> _Topic:
     view = ctx.metadata
-    stamp = view.partitions_stamp(t)
-    by_topic = _ROWS.get(view)
+    stamp = (t.topic_id, view.partitions_stamp(t))
+    by_topic = _CACHE.get(view)
     if by_topic is None:
-        by_topic = _ROWS[view] = {}
+        by_topic = _CACHE[view] = {}
     key = (t.name, ctx.listener)
-    hit = by_topic.get(key)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    rows = [_row(p, view.describe_partition(t, p, ctx.listener)) for p in range(t.partitions)]
-    if len(by_topic) > 2 * len(view.topics) + 64:  # deleted topics' rows: dropped wholesale, rebuilt on use
-        by_topic.clear()
-    by_topic[key] = (stamp, rows)
-    return rows
+    entry = by_topic.get(key)
+    if entry is None or entry.stamp != stamp:
+        if len(by_topic) > 2 * len(view.topics) + 64:  # deleted topics' entries: dropped wholesale, rebuilt on use
+            by_topic.clear()
+        entry = by_topic[key] = _Topic(stamp)
+    return entry
+
+
+def described_topic(ctx: RequestContext, t: TopicInfo, version: int, ops: int) -> MetadataResponseTopic:
+    """Topic t's Metadata entry for an answer of `version`, encoded once per stamp, version and
+    authorized operations (what the principal may do is decided per request, by the caller)."""
+    entry = _cached(ctx, t)
+    hit = entry.encoded.get((version, ops))
+    if hit is not None:
+        return hit
+    topic = MetadataResponseTopic(
+        error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
+        partitions=partitions_of(ctx, t), topic_authorized_operations=ops,
+    )  # fmt: skip
+    if len(entry.encoded) >= 16:  # principals with many distinct operation sets: keep it bounded
+        entry.encoded.clear()
+    encoded = entry.encoded[(version, ops)] = response_codec(METADATA.key).pre_encode(topic, version)
+    return encoded
 
 
 def _row(p: int, d: PartitionDescription) -> MetadataResponsePartition:
@@ -142,14 +171,7 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
     secured = access.enabled(ctx)
 
     def described(t: TopicInfo) -> MetadataResponseTopic:
-        return MetadataResponseTopic(
-            error_code=0,
-            name=t.name,
-            topic_id=t.topic_id,
-            is_internal=t.internal,
-            partitions=partitions_of(ctx, t),
-            topic_authorized_operations=access.topic_operations(ctx, t.name, ops) if secured else ops,
-        )
+        return described_topic(ctx, t, v, access.topic_operations(ctx, t.name, ops) if secured else ops)
 
     out: list[MetadataResponseTopic] = []
     if all_topics:
