@@ -67,7 +67,9 @@ def measure(broker: BrokerProcess, requests: int) -> dict[str, float]:
     }
 
 
-def run(names: list[str], topics: int, partitions: int, requests: int, workdir: Path | None) -> dict[str, Any]:
+def run(
+    names: list[str], topics: int, partitions: int, requests: int, workdir: Path | None
+) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="kcompat-mdscale-", dir=workdir))
     results: dict[str, Any] = {}
     for name in names:
@@ -90,7 +92,9 @@ def run(names: list[str], topics: int, partitions: int, requests: int, workdir: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.metadata_scale", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.metadata_scale", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--brokers", default="kafka,kcompat")
     ap.add_argument("--sizes", type=parse_sizes, default=[(100, 50), (380, 50)])
     ap.add_argument("--requests", type=int, default=50)

@@ -209,7 +209,9 @@ class MessageCodec:
         coerce = _coercer(cls, factories)
         steps, tagged, absent, min_size = self._plan(fields, factories, version, flexible)
         read_tagged, write_tagged = _tagged_coders(cls.__name__, tagged)
-        decode, encode = _struct_coders(cls, version, flexible, steps, absent, read_tagged, write_tagged, coerce)
+        decode, encode = _struct_coders(
+            cls, version, flexible, steps, absent, read_tagged, write_tagged, coerce
+        )
         if not self.generated:
             return decode, encode, min_size
         fast_decode, fast_encode = generate(

@@ -58,7 +58,10 @@ def test_cached_metadata_rows_follow_every_image_change() -> None:
     and a broker fenced (its replicas offline) must each give new rows, an unrelated change not."""
     from types import SimpleNamespace
 
-    from kcompat.server.handlers.metadata import partitions_of
+    from kcompat.server.handlers.metadata import described_topic, partitions_of
+    from kcompat.wire.messages.metadata import METADATA
+    from kcompat.wire.protocol import response_codec
+    from kcompat.wire.types.metadata import MetadataResponse
 
     loader = MetadataLoader()
     loader.append(batch(0, register(1, 10), register(2, 11), (UNFENCE, 0, {"id": 1, "epoch": 10}),
@@ -70,8 +73,17 @@ def test_cached_metadata_rows_follow_every_image_change() -> None:
     def rows() -> list[tuple[int, int, int, list[int], list[int]]]:
         t = md.topic("t")
         assert t is not None
-        return [(p.error_code, p.leader_id, p.leader_epoch, p.isr_nodes, p.offline_replicas)
-                for p in partitions_of(ctx, t)]  # fmt: skip
+        got = [(p.error_code, p.leader_id, p.leader_epoch, p.isr_nodes, p.offline_replicas)
+               for p in partitions_of(ctx, t)]  # fmt: skip
+        for v in (12, 5):  # the encoded entry Metadata splices in follows the same changes
+            codec = response_codec(METADATA.key)
+            spliced = codec.decode(
+                codec.encode(MetadataResponse(topics=[described_topic(ctx, t, v, 0)]), v), v
+            )
+            (topic,) = spliced.topics
+            assert [(p.error_code, p.leader_id, p.leader_epoch if v >= 7 else got[i][2], p.isr_nodes,
+                     p.offline_replicas) for i, p in enumerate(topic.partitions)] == got  # fmt: skip
+        return got
 
     assert rows() == [(0, 1, 3, [1, 2], [])]
     first = partitions_of(ctx, md.topic("t"))  # type: ignore[arg-type]

@@ -74,7 +74,9 @@ def partitions_of(
     rows = entry.rows
     if rows is None:
         view = ctx.metadata
-        rows = entry.rows = [_row(p, view.describe_partition(t, p, ctx.listener)) for p in range(t.partitions)]
+        rows = entry.rows = [
+            _row(p, view.describe_partition(t, p, ctx.listener)) for p in range(t.partitions)
+        ]
     return rows if indexes is None else rows[indexes.start : indexes.stop]
 
 
@@ -106,7 +108,9 @@ def _cached(ctx: RequestContext, t: TopicInfo) -> _Topic:
     key = (t.name, ctx.listener)
     entry = by_topic.get(key)
     if entry is None or entry.stamp != stamp:
-        if len(by_topic) > 2 * len(view.topics) + 64:  # deleted topics' entries: dropped wholesale, rebuilt on use
+        if (
+            len(by_topic) > 2 * len(view.topics) + 64
+        ):  # deleted topics' entries: dropped wholesale, rebuilt on use
             by_topic.clear()
         entry = by_topic[key] = _Topic(stamp)
     return entry
