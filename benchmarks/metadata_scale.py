@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
+
 from benchmarks.brokers import BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.metadata_probe import _recv_exact
 from benchmarks.proc_stats import cpu_seconds, rss_bytes
@@ -36,6 +38,21 @@ def metadata_v12_all(correlation_id: int) -> bytes:
     body = b"\x00" + b"\x00" + b"\x00" + b"\x00"  # topics=null, allow_auto=0, include_ops=0, no tags
     frame = header + body
     return struct.pack(">i", len(frame)) + frame
+
+
+def wait_visible(bootstrap: str, expected: int, timeout: float = 300.0) -> None:
+    """Until Metadata names every partition: Kafka answers CreateTopics once its controller has
+    committed the topics, and its broker side learns of them a little later."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(timeout=60)
+        n = sum(len(t.partitions) for name, t in md.topics.items() if name.startswith("scale-"))
+        if n == expected:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Metadata names {n} of {expected} partitions after {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 def measure(broker: BrokerProcess, requests: int) -> dict[str, float]:
@@ -80,6 +97,7 @@ def run(
         try:
             broker.start()
             create(broker.bootstrap, topics, partitions)
+            wait_visible(broker.bootstrap, topics * partitions)
             results[name] = measure(broker, requests)
         except Exception as e:
             log.warning("%s: %s", name, e)

@@ -53,9 +53,9 @@ def test_brokers_partitions_and_configs_from_the_image() -> None:
     assert md.topic("missing") is None and uuid.UUID(int=9) not in [t.topic_id for t in md.topics.all()]
 
 
-def test_cached_metadata_rows_follow_every_image_change() -> None:
-    """Metadata reuses a topic's partition rows while partitions_stamp is equal: a leader/ISR change
-    and a broker fenced (its replicas offline) must each give new rows, an unrelated change not."""
+def test_cached_metadata_entries_follow_every_image_change() -> None:
+    """Metadata reuses a topic's encoded entry while partitions_stamp is equal: a leader/ISR change
+    and a broker fenced (its replicas offline) must each give a new entry, an unrelated change not."""
     from types import SimpleNamespace
 
     from kcompat.server.handlers.metadata import described_topic, partitions_of
@@ -86,10 +86,10 @@ def test_cached_metadata_rows_follow_every_image_change() -> None:
         return got
 
     assert rows() == [(0, 1, 3, [1, 2], [])]
-    first = partitions_of(ctx, md.topic("t"))  # type: ignore[arg-type]
+    first = described_topic(ctx, md.topic("t"), 12, 0)  # type: ignore[arg-type]
     loader.append(batch(10, (r.CONFIG, 0, {"resource_type": 2, "resource_name": "t", "name": "retention.ms", "value": "1"})))  # fmt: skip
     md.set_image(loader.advance(11))  # type: ignore[arg-type]
-    assert partitions_of(ctx, md.topic("t")) is first  # type: ignore[arg-type]  # unrelated: reused
+    assert described_topic(ctx, md.topic("t"), 12, 0) is first  # type: ignore[arg-type]  # unrelated: reused
     loader.append(
         batch(11, (r.PARTITION_CHANGE, 0, {"partition_id": 0, "topic_id": T1, "isr": [2], "leader": 2}))
     )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import uuid
 import weakref
+from typing import cast
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server import access
@@ -44,6 +45,7 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.protocol import Request, response_codec
+from kcompat.wire.structs import Struct
 from kcompat.wire.types.describe_topic_partitions import (
     Cursor,
     DescribeTopicPartitionsRequest,
@@ -70,36 +72,23 @@ def partitions_of(
 ) -> list[MetadataResponsePartition]:
     """Each partition's leader, epoch, replicas and ISR, as Metadata and DescribeTopicPartitions give them
     (from the MetadataView: this node for everything on a single node, the KRaft image in a cluster)."""
-    entry = _cached(ctx, t)
-    rows = entry.rows
-    if rows is None:
-        view = ctx.metadata
-        rows = entry.rows = [
-            _row(p, view.describe_partition(t, p, ctx.listener)) for p in range(t.partitions)
-        ]
-    return rows if indexes is None else rows[indexes.start : indexes.stop]
+    view = ctx.metadata
+    listener = ctx.listener
+    return [_row(p, view.describe_partition(t, p, listener)) for p in indexes or range(t.partitions)]
 
 
-class _Topic:
-    """What is kept of one topic on one listener while its stamp holds: its partition rows (built on
-    first use) and its Metadata topic entry encoded per (api version, authorized operations)."""
-
-    __slots__ = ("encoded", "rows", "stamp")
-
-    def __init__(self, stamp: object) -> None:
-        self.stamp = stamp
-        self.rows: list[MetadataResponsePartition] | None = None
-        self.encoded: dict[tuple[int, int], MetadataResponseTopic] = {}
-
-
-# Per MetadataView, per (topic, listener), until the topic's partitions_stamp (or id) changes.
-# Encoding a topic's partitions is a Python call per partition, most of a Metadata for all topics
-# at thousands of partitions: the encoded entry is spliced into the answer instead. The rows are
-# shared by responses and never mutated (the codec only reads them).
-_CACHE: weakref.WeakKeyDictionary[object, dict[tuple[str, str], _Topic]] = weakref.WeakKeyDictionary()
+# Per MetadataView, per (topic, listener): the stamp the entries were made under (the topic's id
+# and partitions_stamp) and the topic's entries already encoded, by (api key, api version,
+# authorized operations). A Python call per partition to build and encode them was most of a
+# Metadata for all topics at thousands of partitions: the encoded bytes are spliced in instead,
+# and only they are kept (a few bytes per partition, no object per partition).
+_Encoded = dict[tuple[int, int, int], Struct]
+_CACHE: weakref.WeakKeyDictionary[object, dict[tuple[str, str], tuple[object, _Encoded]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _cached(ctx: RequestContext, t: TopicInfo) -> _Topic:
+def _encoded(ctx: RequestContext, t: TopicInfo) -> _Encoded:
     view = ctx.metadata
     stamp = (t.topic_id, view.partitions_stamp(t))
     by_topic = _CACHE.get(view)
@@ -107,30 +96,28 @@ def _cached(ctx: RequestContext, t: TopicInfo) -> _Topic:
         by_topic = _CACHE[view] = {}
     key = (t.name, ctx.listener)
     entry = by_topic.get(key)
-    if entry is None or entry.stamp != stamp:
-        if (
-            len(by_topic) > 2 * len(view.topics) + 64
-        ):  # deleted topics' entries: dropped wholesale, rebuilt on use
+    if entry is None or entry[0] != stamp:
+        if len(by_topic) > 2 * len(view.topics) + 64:  # deleted topics' entries: dropped wholesale
             by_topic.clear()
-        entry = by_topic[key] = _Topic(stamp)
-    return entry
+        entry = by_topic[key] = (stamp, {})
+    elif len(entry[1]) >= 16:  # principals with many distinct operation sets: keep it bounded
+        entry[1].clear()
+    return entry[1]
 
 
 def described_topic(ctx: RequestContext, t: TopicInfo, version: int, ops: int) -> MetadataResponseTopic:
     """Topic t's Metadata entry for an answer of `version`, encoded once per stamp, version and
     authorized operations (what the principal may do is decided per request, by the caller)."""
-    entry = _cached(ctx, t)
-    hit = entry.encoded.get((version, ops))
-    if hit is not None:
-        return hit
-    topic = MetadataResponseTopic(
-        error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
-        partitions=partitions_of(ctx, t), topic_authorized_operations=ops,
-    )  # fmt: skip
-    if len(entry.encoded) >= 16:  # principals with many distinct operation sets: keep it bounded
-        entry.encoded.clear()
-    encoded = entry.encoded[(version, ops)] = response_codec(METADATA.key).pre_encode(topic, version)
-    return encoded
+    encoded = _encoded(ctx, t)
+    key = (METADATA.key, version, ops)
+    hit = encoded.get(key)
+    if hit is None:
+        topic = MetadataResponseTopic(
+            error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
+            partitions=partitions_of(ctx, t), topic_authorized_operations=ops,
+        )  # fmt: skip
+        hit = encoded[key] = response_codec(METADATA.key).pre_encode(topic, version)
+    return cast(MetadataResponseTopic, hit)  # stored as pre_encode typed it
 
 
 def _row(p: int, d: PartitionDescription) -> MetadataResponsePartition:
@@ -272,32 +259,41 @@ async def describe_topic_partitions(
             next_cursor = Cursor(topic_name=name, partition_index=start)
             break
         end = start + budget
-        parts = [
-            DescribeTopicPartitionsResponsePartition(
-                error_code=p.error_code,
-                partition_index=p.partition_index,
-                leader_id=p.leader_id,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=p.replica_nodes,
-                isr_nodes=p.isr_nodes,
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=p.offline_replicas,
-            )
-            for p in partitions_of(ctx, t, range(start, min(end, t.partitions)))
-        ]
-        budget -= len(parts)
-        out.append(
-            DescribeTopicPartitionsResponseTopic(
-                error_code=0,
-                name=t.name,
-                topic_id=t.topic_id,
-                is_internal=t.internal,
-                partitions=parts,
-                topic_authorized_operations=access.topic_operations(ctx, t.name, TOPIC_OPERATIONS),
-            )
-        )
+        stop = min(end, t.partitions)
+        ops = access.topic_operations(ctx, t.name, TOPIC_OPERATIONS)
+        if start == 0 and stop == t.partitions:  # the whole topic: encoded once, as for Metadata
+            encoded = _encoded(ctx, t)
+            key = (DESCRIBE_TOPIC_PARTITIONS.key, request.api_version, ops)
+            hit = encoded.get(key)
+            if hit is None:
+                hit = encoded[key] = response_codec(DESCRIBE_TOPIC_PARTITIONS.key).pre_encode(
+                    _paged_topic(ctx, t, range(t.partitions), ops), request.api_version
+                )
+            out.append(cast(DescribeTopicPartitionsResponseTopic, hit))
+        else:
+            out.append(_paged_topic(ctx, t, range(start, stop), ops))
+        budget -= stop - start
         if end < t.partitions:
             next_cursor = Cursor(topic_name=name, partition_index=end)
             break
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
+
+
+def _paged_topic(
+    ctx: RequestContext, t: TopicInfo, indexes: range, ops: int
+) -> DescribeTopicPartitionsResponseTopic:
+    view = ctx.metadata
+    listener = ctx.listener
+    parts = []
+    for p in indexes:
+        d = view.describe_partition(t, p, listener)
+        part = DescribeTopicPartitionsResponsePartition(
+            error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
+            replica_nodes=d.replicas, isr_nodes=d.isr, eligible_leader_replicas=[], last_known_elr=[],
+            offline_replicas=d.offline,
+        )  # fmt: skip
+        parts.append(part)
+    return DescribeTopicPartitionsResponseTopic(
+        error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
+        topic_authorized_operations=ops,
+    )  # fmt: skip
