@@ -28,6 +28,7 @@ from benchmarks.brokers import BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.metadata_probe import _recv_exact
 from benchmarks.proc_stats import cpu_seconds, rss_bytes
 from benchmarks.scale import create, parse_sizes
+from benchmarks.suite import percentile
 
 log = logging.getLogger("benchmarks")
 
@@ -87,10 +88,9 @@ def measure(broker: BrokerProcess, requests: int) -> dict[str, float]:
             if struct.unpack_from(">i", frame)[0] != 100 + i:
                 raise RuntimeError("answer to another request")
         cpu = cpu_seconds(broker.pid) - cpu0
-    times.sort()
     return {
         "median_ms": statistics.median(times),
-        "p99_ms": times[min(len(times) - 1, round(0.99 * (len(times) - 1)))],
+        "p99_ms": percentile(times, 99),
         "cpu_ms_per_request": cpu * 1000 / requests,
         "answer_kb": size / 1000,
         "rss_mb": rss_bytes(broker.pid) / 1e6,
