@@ -74,7 +74,8 @@ def partitions_of(
     (from the MetadataView: this node for everything on a single node, the KRaft image in a cluster)."""
     view = ctx.metadata
     listener = ctx.listener
-    return [_row(p, view.describe_partition(t, p, listener)) for p in indexes or range(t.partitions)]
+    every = range(t.partitions) if indexes is None else indexes  # an empty range is a page of none
+    return [_row(p, view.describe_partition(t, p, listener)) for p in every]
 
 
 # Per MetadataView, per (topic, listener): the stamp the entries were made under (the topic's id
