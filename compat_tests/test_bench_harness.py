@@ -12,7 +12,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from benchmarks import fetch_path, metadata_probe, txn
+from benchmarks import fetch_path, metadata_probe, metadata_scale, txn
 from benchmarks.plan import QUICK, consume_key, produce_key
 from benchmarks.suite import percentile
 from kcompat.wire import protocol
@@ -78,6 +78,12 @@ def test_raw_frames_decode_as_kafka_reads_them():
     metadata = protocol.decode_request(metadata_probe.metadata_request()[4:])
     assert (metadata.api_key, metadata.api_version, metadata.body.topics) == (3, 4, None)
     assert metadata.body.allow_auto_topic_creation is False
+    every = protocol.decode_request(metadata_scale.metadata_v12_all(9)[4:])
+    assert (every.api_key, every.api_version, every.correlation_id, every.body.topics) == (3, 12, 9, None)
+    assert (every.body.allow_auto_topic_creation, every.body.include_topic_authorized_operations) == (
+        False,
+        False,
+    )
 
 
 def test_only_whole_batches_count():

@@ -409,3 +409,42 @@ def test_record_errors_name_the_bad_records(kcompat_broker_factory: Any, java: J
     got = java.call("consume", bootstrap=b.bootstrap, topic=topic, partition=0, max=1, timeout_ms=1000,
                     **{"from": "earliest"})  # fmt: skip
     assert got["records"] == []  # nothing of either batch was written
+
+
+def test_every_client_sees_the_same_metadata_of_many_partitions(
+    kcompat_session_broker: Any, java: JavaClient
+) -> None:
+    """Metadata and DescribeTopicPartitions splice each topic's entry encoded once (per api version):
+    librdkafka, kafka-python and Java's admin (DescribeTopicPartitions) and consumer (Metadata) must
+    each read every partition alike, before and after partitions are added."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+    from kafka import KafkaAdminClient
+
+    bs = kcompat_session_broker.bootstrap
+    topic = unique("md-many")
+    confluent = AdminClient({"bootstrap.servers": bs})
+    confluent.create_topics([NewTopic(topic, 60, 1)])[topic].result(30)
+    kp = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        for count in (60, 90):
+            md = confluent.list_topics(timeout=10)
+            (node,) = md.brokers
+            seen = {p.id: (p.leader, p.replicas, p.isrs) for p in md.topics[topic].partitions.values()}
+            assert seen == {p: (node, [node], [node]) for p in range(count)}
+            (described,) = kp.describe_topics([topic])
+            assert {
+                p["partition_index"]: (p["leader_id"], p["replica_nodes"], p["isr_nodes"])
+                for p in described["partitions"]
+            } == seen
+            assert len(kp.list_topics()) == len(md.topics)
+            java_view = java.call("describe_topic", bootstrap=bs, topic=topic)["partitions"]
+            assert sorted((p["partition"], p["leader"], p["replicas"]) for p in java_view) == [
+                (p, node, 1) for p in range(count)
+            ]
+            assert sorted(
+                java.call("partitions_for", bootstrap=bs, topic=topic, timeout_ms=5000)["partitions"]
+            ) == list(range(count))
+            if count == 60:
+                confluent.create_partitions([NewPartitions(topic, 90)])[topic].result(30)
+    finally:
+        kp.close()

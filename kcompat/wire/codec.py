@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kcompat.wire.codegen import generate
 from kcompat.wire.errors import DecodeError
@@ -31,7 +31,7 @@ from kcompat.wire.primitives import Reader, Writer
 from kcompat.wire.schema import F, Message
 from kcompat.wire.structs import FIXED_SIZE as _FIXED_SIZE
 from kcompat.wire.structs import MISSING as _MISSING
-from kcompat.wire.structs import UNKNOWN_TAGS, Decoder, Encoder, Struct, field_names
+from kcompat.wire.structs import UNKNOWN_TAGS, Decoder, Encoded, Encoder, Struct, field_names, splice
 from kcompat.wire.structs import field_shape as _shape
 from kcompat.wire.types import MODULES
 
@@ -39,7 +39,9 @@ Factories = dict[str, Callable[[], Any]]
 Step = tuple[str, Decoder, Encoder, Any]  # field name, reader, writer, default (an in-order field)
 Tagged = tuple[str, Decoder, Encoder, Callable[[], Any]]  # field name, reader, writer, default factory
 
-__all__ = ["UNKNOWN_TAGS", "MessageCodec", "Struct"]
+__all__ = ["UNKNOWN_TAGS", "Encoded", "MessageCodec", "Struct"]
+
+S = TypeVar("S", bound=Struct)
 
 
 def _typed_structs(message: Message) -> dict[str, type[Struct]] | None:
@@ -168,6 +170,20 @@ class MessageCodec:
     def write(self, w: Writer, value: Any, version: int) -> None:
         self.encoder(version)(w, value)
 
+    def pre_encode(self, value: S, version: int) -> S:
+        """value (this message or one of its structs) encoded now at `version`, to put in its place
+        in a message encoded later at that version: typed as the struct it stands for, so that
+        messages stay typed; the encoder copies its bytes (an Encoded, see structs.py)."""
+        cls = type(value)
+        self._compile(version)  # compiles every struct the version holds
+        key = (self.message.name if cls is self.cls else cls.__name__, version)
+        got = self._compiled.get(key)
+        if got is None or self.classes.get(cls.__name__) is not cls:
+            raise TypeError(f"{self.message.name} v{version} holds no {cls.__name__}")
+        w = Writer()
+        got[1](w, value)
+        return cast(S, Encoded(cls, version, w.getvalue()))
+
     def decoder(self, version: int) -> Decoder:
         return self._compile(version)[0]
 
@@ -193,7 +209,9 @@ class MessageCodec:
         coerce = _coercer(cls, factories)
         steps, tagged, absent, min_size = self._plan(fields, factories, version, flexible)
         read_tagged, write_tagged = _tagged_coders(cls.__name__, tagged)
-        decode, encode = _struct_coders(cls, flexible, steps, absent, read_tagged, write_tagged, coerce)
+        decode, encode = _struct_coders(
+            cls, version, flexible, steps, absent, read_tagged, write_tagged, coerce
+        )
         if not self.generated:
             return decode, encode, min_size
         fast_decode, fast_encode = generate(
@@ -355,6 +373,7 @@ def _tagged_coders(
 
 def _struct_coders(
     cls: type[Struct],
+    version: int,
     flexible: bool,
     steps: list[Step],
     absent: list[tuple[str, Callable[[], Any]]],
@@ -383,6 +402,9 @@ def _struct_coders(
 
     def encode(w: Writer, value: Any) -> None:
         if type(value) is not cls:
+            if type(value) is Encoded:
+                splice(w, value, cls, version)
+                return
             value = coerce(value)
         for fname, write, _ in step_writes:
             v = getattr(value, fname)

@@ -14,7 +14,7 @@ from kcompat.wire.primitives import Reader, Writer, encode_uvarint
 from kcompat.wire.schema import F
 from kcompat.wire.structs import FIXED_SIZE as _FIXED_SIZE
 from kcompat.wire.structs import MISSING as _MISSING
-from kcompat.wire.structs import UNKNOWN_TAGS, Decoder, Encoder, Struct
+from kcompat.wire.structs import UNKNOWN_TAGS, Decoder, Encoded, Encoder, Struct, splice
 from kcompat.wire.structs import field_shape as _shape
 
 # -- generated coders ---------------------------------------------------------------------------
@@ -227,6 +227,7 @@ def generate(
     ns: dict[str, Any] = {
         "new": object.__new__, "cls": cls, "read_tagged": read_tagged, "write_tagged": write_tagged,
         "ref_decode": reference_decode, "ref_encode": reference_encode, "rewind": _rewind, "coerce": coerce,
+        "Encoded": Encoded, "splice": splice,
         "UNKNOWN_TAGS": UNKNOWN_TAGS, "MISSING": _MISSING, "getattr": getattr, "type": type, "isinstance": isinstance, "len": len,
         "list": list, "range": range, "str": str, "bytes": bytes, "FB": _Fallback,
         "uvarint": encode_uvarint, "UUID": uuid.UUID, "BUFFERS": (bytes, bytearray, memoryview),
@@ -322,7 +323,9 @@ def generate(
            "    if type(value) is dict and value.keys() <= KNOWN:", "        get = value.get", "        try:",
            *_indent(by_key or ["pass"], 12), "        except Exception:", "            rewind(w, n0, c0)",
            "            ref_encode(w, value)", "        return",
-           "    if type(value) is not cls:", "        value = coerce(value)", "    try:",
+           "    if type(value) is not cls:", "        if type(value) is Encoded:",
+           f"            splice(w, value, cls, {version})", "            return",
+           "        value = coerce(value)", "    try:",
            *_indent(by_attr or ["pass"], 8), "    except Exception:", "        rewind(w, n0, c0)",
            "        ref_encode(w, value)"]  # fmt: skip
     source = "\n".join(dec) + "\n\n" + "\n".join(enc) + "\n"

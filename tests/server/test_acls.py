@@ -239,3 +239,26 @@ def test_denials_are_logged_once_per_principal_and_operation(
         "Principal = User:alice is Denied operation = WRITE from host = 10.0.0.7 on resource = TOPIC:orders "
         "for request = Produce"
     ]
+
+
+def test_metadata_follows_acl_changes_with_encoded_topics(h: BrokerHarness) -> None:
+    """Metadata splices each topic's entry encoded once: listing and authorized operations must
+    still follow every ACL change, per principal, while the super user's answer stays whole."""
+    h.call(CREATE_TOPICS, 7, {"topics": [{"name": n, "num_partitions": 3, "replication_factor": -1}
+                                         for n in ("orders", "secret")], "timeout_ms": 1000})  # fmt: skip
+    every = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": True}
+
+    def listed(client: Client | None) -> dict[str, tuple[int, int]]:
+        resp = as_client(h, client, METADATA, 12, every) if client else h.call(METADATA, 12, every)
+        return {t.name: (len(t.partitions), t.topic_authorized_operations) for t in resp.topics}
+
+    full = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # a super user may do everything
+    assert listed(None) == {"orders": (3, full), "secret": (3, full)}
+    assert listed(ALICE) == {}
+    h.call(CREATE_ACLS, 3, {"creations": [creation("orders", READ)]})
+    assert listed(ALICE) == {"orders": (3, (1 << READ) | (1 << DESCRIBE))}
+    h.call(CREATE_ACLS, 3, {"creations": [creation("orders", WRITE)]})
+    assert listed(ALICE) == {"orders": (3, (1 << READ) | (1 << WRITE) | (1 << DESCRIBE))}
+    h.call(DELETE_ACLS, 3, {"filters": [any_filter(resource_name_filter="orders")]})
+    assert listed(ALICE) == {}
+    assert listed(None) == {"orders": (3, full), "secret": (3, full)}

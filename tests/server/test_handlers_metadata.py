@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from kcompat.kafka_uuid import ZERO_UUID
+from kcompat.server.handlers.metadata import TOPIC_OPERATIONS
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
@@ -175,3 +177,27 @@ def test_cached_partition_rows_follow_added_partitions_and_recreation(h: BrokerH
         1,
         2,
     ]
+
+
+def test_encoded_topics_per_api_version_and_operations(h: BrokerHarness) -> None:
+    """A topic's entry is encoded once per api version and authorized operations: asking in turn at
+    versions whose topic and partition layouts differ must give each version's own encoding."""
+    create(h, "a", 3)
+    create(h, "b", 1)
+    topic_id = h.call(METADATA, 12, {"topics": None}).topics[0].topic_id
+    for v in (12, 1, 5, 12, 0, 7, 9, 10, 13, 1, 12):
+        body: dict[str, Any] = {"topics": [] if v == 0 else None}
+        if v >= 8:
+            body["include_topic_authorized_operations"] = (
+                v % 2 == 0
+            )  # the cache keys on the answer's operations
+        r = h.call(METADATA, v, body)
+        assert names(r) == ["a", "b"], v
+        a = next(t for t in r.topics if t.name == "a")
+        assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in a.partitions] == [
+            (i, 3, [3], [3]) for i in range(3)
+        ], v
+        assert a.topic_id == (topic_id if v >= 10 else ZERO_UUID), v
+        assert [p.leader_epoch for p in a.partitions] == [0 if v >= 7 else -1] * 3, v
+        ops = a.topic_authorized_operations
+        assert ops == (TOPIC_OPERATIONS if v >= 8 and v % 2 == 0 else -(2**31)), v

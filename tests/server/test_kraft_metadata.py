@@ -53,12 +53,15 @@ def test_brokers_partitions_and_configs_from_the_image() -> None:
     assert md.topic("missing") is None and uuid.UUID(int=9) not in [t.topic_id for t in md.topics.all()]
 
 
-def test_cached_metadata_rows_follow_every_image_change() -> None:
-    """Metadata reuses a topic's partition rows while partitions_stamp is equal: a leader/ISR change
-    and a broker fenced (its replicas offline) must each give new rows, an unrelated change not."""
+def test_cached_metadata_entries_follow_every_image_change() -> None:
+    """Metadata reuses a topic's encoded entry while partitions_stamp is equal: a leader/ISR change
+    and a broker fenced (its replicas offline) must each give a new entry, an unrelated change not."""
     from types import SimpleNamespace
 
-    from kcompat.server.handlers.metadata import partitions_of
+    from kcompat.server.handlers.metadata import described_topic, partitions_of
+    from kcompat.wire.messages.metadata import METADATA
+    from kcompat.wire.protocol import response_codec
+    from kcompat.wire.types.metadata import MetadataResponse
 
     loader = MetadataLoader()
     loader.append(batch(0, register(1, 10), register(2, 11), (UNFENCE, 0, {"id": 1, "epoch": 10}),
@@ -70,14 +73,23 @@ def test_cached_metadata_rows_follow_every_image_change() -> None:
     def rows() -> list[tuple[int, int, int, list[int], list[int]]]:
         t = md.topic("t")
         assert t is not None
-        return [(p.error_code, p.leader_id, p.leader_epoch, p.isr_nodes, p.offline_replicas)
-                for p in partitions_of(ctx, t)]  # fmt: skip
+        got = [(p.error_code, p.leader_id, p.leader_epoch, p.isr_nodes, p.offline_replicas)
+               for p in partitions_of(ctx, t)]  # fmt: skip
+        for v in (12, 5):  # the encoded entry Metadata splices in follows the same changes
+            codec = response_codec(METADATA.key)
+            spliced = codec.decode(
+                codec.encode(MetadataResponse(topics=[described_topic(ctx, t, v, 0)]), v), v
+            )
+            (topic,) = spliced.topics
+            assert [(p.error_code, p.leader_id, p.leader_epoch if v >= 7 else got[i][2], p.isr_nodes,
+                     p.offline_replicas) for i, p in enumerate(topic.partitions)] == got  # fmt: skip
+        return got
 
     assert rows() == [(0, 1, 3, [1, 2], [])]
-    first = partitions_of(ctx, md.topic("t"))  # type: ignore[arg-type]
+    first = described_topic(ctx, md.topic("t"), 12, 0)  # type: ignore[arg-type]
     loader.append(batch(10, (r.CONFIG, 0, {"resource_type": 2, "resource_name": "t", "name": "retention.ms", "value": "1"})))  # fmt: skip
     md.set_image(loader.advance(11))  # type: ignore[arg-type]
-    assert partitions_of(ctx, md.topic("t")) is first  # type: ignore[arg-type]  # unrelated: reused
+    assert described_topic(ctx, md.topic("t"), 12, 0) is first  # type: ignore[arg-type]  # unrelated: reused
     loader.append(
         batch(11, (r.PARTITION_CHANGE, 0, {"partition_id": 0, "topic_id": T1, "isr": [2], "leader": 2}))
     )

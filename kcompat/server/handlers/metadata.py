@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import uuid
 import weakref
+from typing import cast
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server import access
@@ -43,7 +44,8 @@ from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA
-from kcompat.wire.protocol import Request
+from kcompat.wire.protocol import Request, response_codec
+from kcompat.wire.structs import Struct
 from kcompat.wire.types.describe_topic_partitions import (
     Cursor,
     DescribeTopicPartitionsRequest,
@@ -70,34 +72,53 @@ def partitions_of(
 ) -> list[MetadataResponsePartition]:
     """Each partition's leader, epoch, replicas and ISR, as Metadata and DescribeTopicPartitions give them
     (from the MetadataView: this node for everything on a single node, the KRaft image in a cluster)."""
-    rows = _cached_rows(ctx, t)
-    return rows if indexes is None else rows[indexes.start : indexes.stop]
-
-
-# A topic's rows, kept per MetadataView and listener until its partitions_stamp changes: building
-# them is a Python object per partition, most of a Metadata for all topics at thousands of
-# partitions. The rows are shared by responses and never mutated (the codec only reads them).
-_Rows = dict[
-    tuple[str, str], tuple[object, list[MetadataResponsePartition]]
-]  # (topic, listener): (stamp, rows)
-_ROWS: weakref.WeakKeyDictionary[object, _Rows] = weakref.WeakKeyDictionary()
-
-
-def _cached_rows(ctx: RequestContext, t: TopicInfo) -> list[MetadataResponsePartition]:
     view = ctx.metadata
-    stamp = view.partitions_stamp(t)
-    by_topic = _ROWS.get(view)
+    listener = ctx.listener
+    every = range(t.partitions) if indexes is None else indexes  # an empty range is a page of none
+    return [_row(p, view.describe_partition(t, p, listener)) for p in every]
+
+
+# Per MetadataView, per (topic, listener): the stamp the entries were made under (the topic's id
+# and partitions_stamp) and the topic's entries already encoded, by (api key, api version,
+# authorized operations). A Python call per partition to build and encode them was most of a
+# Metadata for all topics at thousands of partitions: the encoded bytes are spliced in instead,
+# and only they are kept (a few bytes per partition, no object per partition).
+_Encoded = dict[tuple[int, int, int], Struct]
+_CACHE: weakref.WeakKeyDictionary[object, dict[tuple[str, str], tuple[object, _Encoded]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _encoded(ctx: RequestContext, t: TopicInfo) -> _Encoded:
+    view = ctx.metadata
+    stamp = (t.topic_id, view.partitions_stamp(t))
+    by_topic = _CACHE.get(view)
     if by_topic is None:
-        by_topic = _ROWS[view] = {}
+        by_topic = _CACHE[view] = {}
     key = (t.name, ctx.listener)
-    hit = by_topic.get(key)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    rows = [_row(p, view.describe_partition(t, p, ctx.listener)) for p in range(t.partitions)]
-    if len(by_topic) > 2 * len(view.topics) + 64:  # deleted topics' rows: dropped wholesale, rebuilt on use
-        by_topic.clear()
-    by_topic[key] = (stamp, rows)
-    return rows
+    entry = by_topic.get(key)
+    if entry is None or entry[0] != stamp:
+        if len(by_topic) > 2 * len(view.topics) + 64:  # deleted topics' entries: dropped wholesale
+            by_topic.clear()
+        entry = by_topic[key] = (stamp, {})
+    elif len(entry[1]) >= 16:  # principals with many distinct operation sets: keep it bounded
+        entry[1].clear()
+    return entry[1]
+
+
+def described_topic(ctx: RequestContext, t: TopicInfo, version: int, ops: int) -> MetadataResponseTopic:
+    """Topic t's Metadata entry for an answer of `version`, encoded once per stamp, version and
+    authorized operations (what the principal may do is decided per request, by the caller)."""
+    encoded = _encoded(ctx, t)
+    key = (METADATA.key, version, ops)
+    hit = encoded.get(key)
+    if hit is None:
+        topic = MetadataResponseTopic(
+            error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
+            partitions=partitions_of(ctx, t), topic_authorized_operations=ops,
+        )  # fmt: skip
+        hit = encoded[key] = response_codec(METADATA.key).pre_encode(topic, version)
+    return cast(MetadataResponseTopic, hit)  # stored as pre_encode typed it
 
 
 def _row(p: int, d: PartitionDescription) -> MetadataResponsePartition:
@@ -142,14 +163,7 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
     secured = access.enabled(ctx)
 
     def described(t: TopicInfo) -> MetadataResponseTopic:
-        return MetadataResponseTopic(
-            error_code=0,
-            name=t.name,
-            topic_id=t.topic_id,
-            is_internal=t.internal,
-            partitions=partitions_of(ctx, t),
-            topic_authorized_operations=access.topic_operations(ctx, t.name, ops) if secured else ops,
-        )
+        return described_topic(ctx, t, v, access.topic_operations(ctx, t.name, ops) if secured else ops)
 
     out: list[MetadataResponseTopic] = []
     if all_topics:
@@ -246,32 +260,41 @@ async def describe_topic_partitions(
             next_cursor = Cursor(topic_name=name, partition_index=start)
             break
         end = start + budget
-        parts = [
-            DescribeTopicPartitionsResponsePartition(
-                error_code=p.error_code,
-                partition_index=p.partition_index,
-                leader_id=p.leader_id,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=p.replica_nodes,
-                isr_nodes=p.isr_nodes,
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=p.offline_replicas,
-            )
-            for p in partitions_of(ctx, t, range(start, min(end, t.partitions)))
-        ]
-        budget -= len(parts)
-        out.append(
-            DescribeTopicPartitionsResponseTopic(
-                error_code=0,
-                name=t.name,
-                topic_id=t.topic_id,
-                is_internal=t.internal,
-                partitions=parts,
-                topic_authorized_operations=access.topic_operations(ctx, t.name, TOPIC_OPERATIONS),
-            )
-        )
+        stop = min(end, t.partitions)
+        ops = access.topic_operations(ctx, t.name, TOPIC_OPERATIONS)
+        if start == 0 and stop == t.partitions:  # the whole topic: encoded once, as for Metadata
+            encoded = _encoded(ctx, t)
+            key = (DESCRIBE_TOPIC_PARTITIONS.key, request.api_version, ops)
+            hit = encoded.get(key)
+            if hit is None:
+                hit = encoded[key] = response_codec(DESCRIBE_TOPIC_PARTITIONS.key).pre_encode(
+                    _paged_topic(ctx, t, range(t.partitions), ops), request.api_version
+                )
+            out.append(cast(DescribeTopicPartitionsResponseTopic, hit))
+        else:
+            out.append(_paged_topic(ctx, t, range(start, stop), ops))
+        budget -= stop - start
         if end < t.partitions:
             next_cursor = Cursor(topic_name=name, partition_index=end)
             break
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
+
+
+def _paged_topic(
+    ctx: RequestContext, t: TopicInfo, indexes: range, ops: int
+) -> DescribeTopicPartitionsResponseTopic:
+    view = ctx.metadata
+    listener = ctx.listener
+    parts = []
+    for p in indexes:
+        d = view.describe_partition(t, p, listener)
+        part = DescribeTopicPartitionsResponsePartition(
+            error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
+            replica_nodes=d.replicas, isr_nodes=d.isr, eligible_leader_replicas=[], last_known_elr=[],
+            offline_replicas=d.offline,
+        )  # fmt: skip
+        parts.append(part)
+    return DescribeTopicPartitionsResponseTopic(
+        error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
+        topic_authorized_operations=ops,
+    )  # fmt: skip
