@@ -44,6 +44,8 @@ The ``Broker`` object
 
 * ``stop()``: SIGTERM, then wait for a clean exit (SIGKILL after a timeout); returns the exit code.
 * ``kill()``: SIGKILL, as a crash would.
+* ``start(wait=False)``, then ``wait_ready()``: start several at once and wait for each after
+  (a cluster-mode broker answers only once its controller has unfenced it, as Kafka's does).
 * ``restart(clean=True)``: stop (or kill with ``clean=False``) and start again on the same port and
   data directory, e.g. to check that state survives a restart.
 * ``logs()``: the text the broker has logged so far.
@@ -257,7 +259,9 @@ class Broker:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def start(self) -> Broker:
+    def start(self, wait: bool = True) -> Broker:
+        """Start the process and (unless `wait` is False: then call wait_ready()) wait until it
+        answers ApiVersions."""
         if self.running:
             raise RuntimeError(f"broker on {self.bootstrap} is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -273,10 +277,11 @@ class Broker:
                 env=self._env(),
                 cwd=str(self.data_dir.parent),
             )
-        self._wait_ready()
+        if wait:
+            self.wait_ready()
         return self
 
-    def _wait_ready(self) -> None:
+    def wait_ready(self) -> None:
         assert self.process is not None
         deadline = time.monotonic() + self.start_timeout
         delay = 0.02

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from kcompat.testing import Broker
+from kcompat.testing import Broker, api_versions_ready
 from kcompat.testing_cluster import ControllerQuorum
 
 BROKER_ID = 1
@@ -57,14 +57,15 @@ def test_a_broker_id_equal_to_a_controller_id_is_refused(
 
 def test_unreachable_controllers_are_retried_and_said_so(tmp_path: Path) -> None:
     """As a Kafka broker does, start-up goes on while no controller answers; one warning line says
-    so (every 10 s, not at every retry), and SIGTERM still stops the broker."""
+    so (every 10 s, not at every retry); the client listener is not served until the broker is
+    unfenced (Kafka enables request processing only then); and SIGTERM still stops the broker."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]  # nothing listens here once the socket closes
     broker = Broker(tmp_path / "data", tmp_path / "kcompat.log", overrides={
         "process.roles": "broker", "node.id": "1", "controller.quorum.bootstrap.servers": f"127.0.0.1:{dead}",
     })  # fmt: skip
-    broker.start()  # the client listener is up although no controller answers
+    broker.start(wait=False)  # never unfenced, so it never answers ApiVersions
     try:
         deadline = time.monotonic() + 20
         while "cannot reach the controllers" not in broker.logs() and time.monotonic() < deadline:
@@ -74,5 +75,6 @@ def test_unreachable_controllers_are_retried_and_said_so(tmp_path: Path) -> None
         assert len(lines) == 1, lines
         assert f"127.0.0.1:{dead}" in lines[0] and "still trying" in lines[0]
         assert broker.running
+        assert not api_versions_ready(broker.host, broker.port, timeout=1.0)
     finally:
         assert broker.stop() == 0

@@ -53,7 +53,7 @@ class Cluster:
         self.root = root
         self.brokers: dict[int, Broker] = {}
 
-    def start(self, node_id: int) -> Broker:
+    def start(self, node_id: int, wait: bool = True) -> Broker:
         data = self.root / f"broker-{node_id}"
         if not (data / "meta.properties").exists():
             self.quorum.format_broker(data, node_id)
@@ -74,20 +74,15 @@ class Cluster:
             },
         )
         self.brokers[node_id] = b
-        b.start()
+        b.start(wait)
         return b
 
     @contextmanager
     def running(self, node_ids: Iterable[int]) -> Iterator[None]:
         """Start these brokers and wait until each is unfenced; stop every running one at the end."""
         try:
-            for node_id in node_ids:
-                self.start(node_id)
-            for b in self.brokers.values():
-                wait_for(
-                    lambda b=b: "RECOVERY -> RUNNING" in b.log_path.read_text(errors="replace"),
-                    "brokers unfenced",
-                )
+            for b in [self.start(node_id, wait=False) for node_id in node_ids]:
+                b.wait_ready()  # a cluster-mode broker answers once unfenced
             yield
         finally:
             for b in self.brokers.values():

@@ -290,13 +290,17 @@ async def _serve_locked(
         if failed is not None:
             return failed
         started = True
-        reactor.start()
         cluster = None
         if is_cluster_member(config):
             # cluster mode, under Kafka's controllers; imported only then, so single-node start-up is unchanged
             from kcompat.server.cluster_member import start_cluster_member
 
             cluster = start_cluster_member(config, broker)
+            # As Kafka's BrokerServer, the listeners are served once the controller has unfenced
+            # this broker (bound already: connections wait in the backlog); a stop signal ends the wait.
+            log.info("waiting to be unfenced before serving the listeners")
+            await _first_set(cluster.serving, stop)
+        reactor.start()
         _log_started(config, bound, admin, entered)
         await admin.start(broker, reactor)  # its imports in a thread, the Kafka listeners already served
         await stop.wait()
@@ -319,6 +323,15 @@ async def _serve_locked(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         log.info("kcompat stopped")
+
+
+async def _first_set(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 async def _start(broker: Any, stop: asyncio.Event, received: list[str]) -> int | None:

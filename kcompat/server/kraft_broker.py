@@ -127,6 +127,10 @@ class KRaftBroker:
         self._want_shutdown = False
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
+        # Set once: unfenced (RUNNING) and the image says so. Only then are the client listeners
+        # served, as Kafka's BrokerServer enables request processing after unfencing: a Metadata
+        # answered before would name no live broker, and a client (librdkafka) would forget them all.
+        self.serving = asyncio.Event()
         self._throttle = LogThrottle(log, 10.0)
         self.services: list[Any] = []  # forwarding, producer ids, auto topic creation (closed at shutdown)
         self.service_tasks: list[asyncio.Task[None]] = []
@@ -239,6 +243,7 @@ class KRaftBroker:
                 )
                 if lm.state != was:
                     log.info("broker %d: %s -> %s", self.node_id, was.name, lm.state.name)
+                    self._maybe_serve()
                 return out
             r = await self._lifecycle_channel.call(
                 BROKER_REGISTRATION.key,
@@ -389,6 +394,13 @@ class KRaftBroker:
         self._wake.set()
         if self.on_image is not None:
             self.on_image(image)
+        self._maybe_serve()
+
+    def _maybe_serve(self) -> None:
+        me = self.image.brokers.get(self.node_id)
+        ours = me is not None and me.incarnation_id == self.incarnation_id and not me.fenced
+        if self.lifecycle.state == BrokerState.RUNNING and ours:
+            self.serving.set()
 
     def _handle_fetch(self, r: Any) -> bool:
         endpoints = {e.node_id: (e.host, e.port) for e in (r.node_endpoints or [])}
