@@ -60,13 +60,14 @@ from kcompat.log.log_files import (
     sync_filesystem,
 )
 from kcompat.log.partition_log import PartitionLog
+from kcompat.log.segment_files import RESERVED, SEGMENT_FILES
 
 log = logging.getLogger("kcompat.log")
 
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_VERSION = 1
-FD_RESERVE = 64  # descriptors new partitions leave free for connections and index maps
+FD_RESERVE = RESERVED  # descriptors new partitions leave free for connections and index maps
 
 
 def open_file_limit() -> int:
@@ -157,13 +158,14 @@ class LogManager:
                 # What recovery cut and re-indexed (and the epochs it found) is written back before
                 # the checkpoints below move every recovery point to its log end.
                 sync_filesystem(d)
-        if self._fd_limit < len(self._logs) + 4 * FD_RESERVE:
+        if self._fd_limit < 2 * len(self._logs) + 4 * FD_RESERVE:
             log.warning(
-                "the open file limit (%d) is low for the %d partitions here (one descriptor each, and more "
-                "for segments and connections): raise it (ulimit -n, LimitNOFILE=) or new partitions "
-                "will fail with KAFKA_STORAGE_ERROR",
+                "the open file limit (%d) is low for the %d partitions here: at most %d segment files "
+                "are kept open, and a partition idle longer than that many others reopens its file when "
+                "used (raise the limit: ulimit -n, LimitNOFILE=)",
                 self._fd_limit,
                 len(self._logs),
+                SEGMENT_FILES.bound,
             )
         for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
@@ -297,15 +299,11 @@ class LogManager:
             return plog
 
     def check_room(self, new_logs: int) -> None:
-        """KafkaStorageError unless `new_logs` more partition logs (one descriptor each) fit under the
-        open file limit with FD_RESERVE left over. Counted only near the limit: far below it, the
-        logs already open are enough to know."""
-        if len(self._logs) + new_logs + 8 * FD_RESERVE < self._fd_limit:
-            return
+        """KafkaStorageError unless `new_logs` more partition logs can be made: they hold no lasting
+        descriptor (segment files go through the bounded cache), but making one opens its file, so
+        the descriptors must not be all but gone (to connections and index maps) already."""
         in_use = open_descriptors()
-        if in_use is None:
-            in_use = len(self._logs)
-        if in_use + new_logs + FD_RESERVE > self._fd_limit:
+        if in_use is not None and in_use + FD_RESERVE >= self._fd_limit:
             raise KafkaStorageError(
                 f"too many open files for {new_logs} new partition log(s): {in_use} in use of the limit "
                 f"of {self._fd_limit}, {FD_RESERVE} kept for connections"

@@ -407,6 +407,9 @@ class Connection:
                 return
             if chunks:
                 self._writer.add(chunks)
+                # Not kept while draining: the writer holds what is left, and each file piece sent
+                # lets go of its descriptor (an answer of thousands of partitions holds one at a time).
+                chunks = None
                 if self._writing:  # the socket is full already: _flush runs when it is writable
                     self._check_write_bound()
                 elif requests and self._writer.pending < self._limits.write_high_water:
