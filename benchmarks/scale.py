@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +83,43 @@ def _stop(broker: BrokerProcess) -> float:
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
-    """ "100x50,200x100" -> [(100, 50), (200, 100)] (topics x partitions each)."""
+    """ "100x50,200x100" -> [(100, 50), (200, 100)] (topics x partitions each); a plain count of
+    partitions is topics of 50: "20000" -> [(400, 50)]."""
     try:
-        sizes = [tuple(int(n) for n in part.lower().split("x")) for part in text.split(",") if part.strip()]
+        sizes = [
+            tuple(int(n) for n in part.lower().split("x")) if "x" in part.lower() else _of_50(int(part))
+            for part in text.split(",")
+            if part.strip()
+        ]
     except ValueError:
         sizes = []
     if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
-        raise argparse.ArgumentTypeError(f"sizes are TOPICSxPARTITIONS[,...], not {text!r}")
+        raise argparse.ArgumentTypeError(f"sizes are TOPICSxPARTITIONS or PARTITIONS[,...], not {text!r}")
     return [(s[0], s[1]) for s in sizes]
+
+
+def _of_50(partitions: int) -> tuple[int, int]:
+    return (partitions // 50, 50) if partitions % 50 == 0 else (partitions, 1)
+
+
+class BrokerDied(RuntimeError):
+    """The broker process exited during a step (Kafka out of descriptors, for one)."""
+
+
+def _check(alive: Callable[[], bool]) -> None:
+    if not alive():
+        raise BrokerDied("the broker process exited")
 
 
 def topic_names(topics: int) -> list[str]:
     return [f"scale-{i:04d}" for i in range(topics)]
 
 
-def create(bootstrap: str, topics: int, partitions: int) -> float:
+def _always() -> bool:
+    return True
+
+
+def create(bootstrap: str, topics: int, partitions: int, alive: Callable[[], bool] = _always) -> float:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.list_topics(timeout=30)  # connected before the clock starts
     names = topic_names(topics)
@@ -109,11 +132,16 @@ def create(bootstrap: str, topics: int, partitions: int) -> float:
             operation_timeout=120,
         )
         for f in futures.values():
+            while not f.done():
+                _check(alive)
+                time.sleep(0.2)
             f.result()
     return time.perf_counter() - t0
 
 
-def produce(bootstrap: str, targets: list[tuple[str, int]], per_partition: int) -> float:
+def produce(
+    bootstrap: str, targets: list[tuple[str, int]], per_partition: int, alive: Callable[[], bool] = _always
+) -> float:
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False})
     failed: list[str] = []
 
@@ -129,9 +157,12 @@ def produce(bootstrap: str, targets: list[tuple[str, int]], per_partition: int) 
                     p.produce(topic, RECORD, partition=part, on_delivery=on_delivery)
                     break
                 except BufferError:
+                    _check(alive)
                     p.poll(0.05)
         p.poll(0)
-    left = p.flush(300)
+    deadline = time.perf_counter() + 300
+    while (left := p.flush(2)) and time.perf_counter() < deadline:
+        _check(alive)
     took = time.perf_counter() - t0
     if left or failed:
         raise RuntimeError(f"{left} records not delivered, {len(failed)} failed: {failed[:1]}")
@@ -172,23 +203,25 @@ def metadata_ms(bootstrap: str, expected: int) -> float:
     return statistics.median(times)
 
 
-def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int) -> dict[str, float]:
-    out: dict[str, float] = {}
+def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int, out: dict[str, Any]) -> None:
+    """The figures into `out` as they are measured (those of the steps before a failure stay)."""
     out["start_s"] = broker.start()
     try:
         bootstrap = broker.bootstrap
+        alive = broker.alive
         cpu0 = cpu_seconds(broker.pid)
-        out["create_s"] = create(bootstrap, topics, partitions)
+        out["create_s"] = create(bootstrap, topics, partitions, alive)
         out["create_cpu_s"] = cpu_seconds(broker.pid) - cpu0
         every = [(t, p) for t in topic_names(topics) for p in range(partitions)]
-        out["fill_s"] = produce(bootstrap, every, 1)
+        out["fill_s"] = produce(bootstrap, every, 1, alive)
         time.sleep(2)  # idle: background work after the burst settles
+        _check(alive)
         out["fds"] = open_fds(broker.pid)
         out["fds_per_partition"] = out["fds"] / len(every)
         out["rss_mb"] = rss_bytes(broker.pid) / 1e6
         out["metadata_ms"] = metadata_ms(bootstrap, len(every))
         hot_targets = every[:hot]
-        out["produce_hot_s"] = produce(bootstrap, hot_targets, 20)
+        out["produce_hot_s"] = produce(bootstrap, hot_targets, 20, alive)
         out["consume_hot_s"] = consume(bootstrap, hot_targets, len(hot_targets) * 21)
         out["stop_clean_s"] = _stop(broker)
         out["restart_clean_s"] = _respawn(broker)
@@ -199,7 +232,6 @@ def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int) -> di
         out["stop_s"] = _stop(broker)
     finally:
         broker.stop()
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -229,11 +261,17 @@ def run(
         if name == "kafka" and (why := KafkaBroker.available()) is not None:
             results[name] = {"error": why}
             continue
+        out: dict[str, Any] = {}
+        results[name] = out
         try:
-            results[name] = run_one(broker, topics, partitions, hot)
+            run_one(broker, topics, partitions, hot, out)
         except Exception as e:
-            log.warning("%s scale suite failed: %s", name, e)
-            results[name] = {"error": f"{type(e).__name__}: {e}"}
+            # Reported as this broker's result, beside the figures measured before (Kafka keeps a
+            # descriptor or more per segment: past the open file limit it stops).
+            emfile = "Too many open files" in broker.log_tail(400)
+            why = f"{type(e).__name__}: {e}"[:300]
+            log.warning("%s scale suite failed: %s", name, why)
+            out["error"] = why + (" (its log says: Too many open files)" if emfile else "")
         finally:
             broker.cleanup()
         log.info("%s: %s", name, results[name])
