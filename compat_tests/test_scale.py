@@ -5,6 +5,8 @@
   descriptors within the bound (plus sockets and a few), and after a kill -9 every record is there.
 * SIGTERM while thousands of partitions are being recovered after a kill -9: the process exits
   within a second, and the next start recovers every record.
+* A clean stop past log.close.timeout.ms (a disk far behind) exits at once without the clean
+  shutdown marker, and the next start recovers every acknowledged record.
 * CreateTopics answers before the partition logs are made (as Kafka's controller does); a kill -9
   right after the answer leaves a broker that starts and serves every created partition.
 * Partitions of many segments stay within that cache too, and catch-up reads over every old
@@ -176,6 +178,34 @@ def test_sigterm_during_recovery_exits_within_a_second_and_the_next_start_recove
         assert read_back(broker.bootstrap, acked) == acked
     finally:
         broker.stop()
+
+
+def test_a_stop_past_the_log_close_timeout_is_prompt_unmarked_and_recovered(tmp_path: Path) -> None:
+    # log.close.timeout.ms=0 stands for a disk far behind (thousands of partitions just filled):
+    # the clean stop gives up at once, exits, and leaves the logs for the next start to recover.
+    config = {**TEST_DEFAULTS, "log.close.timeout.ms": "0"}
+    broker = Broker(tmp_path / "cut-data", tmp_path / "cut.log", config).start()
+    names = [f"cut-{i}" for i in range(10)]
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert set(create(admin, names, 50).values()) == {0}
+        acked = produce(broker.bootstrap, [(n, p) for n in names for p in range(50)], b"c" * 100)
+        t0 = time.monotonic()
+        assert broker.stop() == 0
+        took = time.monotonic() - t0
+    finally:
+        broker.kill()
+    assert took < 3.0, f"stopped {took:.2f} s after SIGTERM"
+    assert "clean stop cut short" in broker.logs()
+    assert not (broker.data_dir / ".kafka_cleanshutdown").exists()
+    broker.overrides = dict(TEST_DEFAULTS)
+    broker.start()
+    try:
+        assert "was not shut down cleanly" in broker.logs()
+        assert read_back(broker.bootstrap, acked) == acked
+    finally:
+        broker.stop()
+    assert (broker.data_dir / ".kafka_cleanshutdown").exists()  # a stop in time is marked
 
 
 def test_kill_9_right_after_create_topics_leaves_every_partition_served(tmp_path: Path) -> None:

@@ -284,6 +284,17 @@ NETWORK_PROPERTIES: list[ConfigDef] = [
         at_least(0),
     ),
     prop(
+        "log.close.timeout.ms",
+        INT,
+        10000,
+        "Longest a clean stop spends closing the logs (final index entries, producer snapshots, one "
+        "sync of each log dir). Past it the process exits without marking the logs cleanly shut down, "
+        "as after a crash, and the next start recovers them from their recovery points: a stop stays "
+        "prompt when the disk is far behind (thousands of partitions just filled).",
+        MEDIUM,
+        at_least(0),
+    ),
+    prop(
         "log.format",
         STRING,
         "plain",

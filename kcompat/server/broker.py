@@ -304,7 +304,7 @@ class Broker:
                 pass
             except Exception:
                 log.exception("background task failed while closing")
-        await self.replicas.close()
+        await self.replicas.close(int(self.config.get("log.close.timeout.ms")) / 1000)
 
     async def _maintenance_loop(self, interval_s: float) -> None:
         """Retention, flushes by flush.ms, compaction, checkpoints: in a worker thread."""
