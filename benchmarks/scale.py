@@ -8,6 +8,8 @@ Per broker, started fresh on its own log dir:
   create_s        CreateTopics for TOPICS x PARTITIONS partitions (requests of at most 5,000 partitions,
                   within Kafka's limits, one after the other), until every topic answered
                   (create_cpu_s: the broker's CPU seconds meanwhile)
+  ready_s         then until the broker's Metadata names every partition with a leader (Kafka's
+                  broker makes the logs as it applies the controller's records)
   fill_s          one 100-byte record produced to every partition (acks=all)
   fds, rss_mb     open descriptors (/proc/<pid>/fd) and resident memory once idle after the fill
   metadata_ms     median of 5 Metadata requests for all topics (a fresh client each time)
@@ -189,6 +191,28 @@ def consume(bootstrap: str, targets: list[tuple[str, int]], expected: int) -> fl
     return took
 
 
+def wait_ready(bootstrap: str, expected: int, alive: Callable[[], bool], timeout_s: float = 300) -> float:
+    """Seconds until the broker's Metadata names every partition with a leader (Kafka's broker
+    creates the logs as it applies the controller's records, after CreateTopics answered)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    t0 = time.perf_counter()
+    while True:
+        _check(alive)
+        md = admin.list_topics(timeout=60)
+        n = sum(
+            1
+            for name, t in md.topics.items()
+            if name.startswith("scale-") and t.error is None
+            for p in t.partitions.values()
+            if p.leader >= 0
+        )
+        if n >= expected:
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 > timeout_s:
+            raise RuntimeError(f"{n} of {expected} partitions served {timeout_s:.0f} s after CreateTopics")
+        time.sleep(1)
+
+
 def metadata_ms(bootstrap: str, expected: int) -> float:
     times = []
     for _ in range(5):
@@ -213,6 +237,7 @@ def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int, out: 
         out["create_s"] = create(bootstrap, topics, partitions, alive)
         out["create_cpu_s"] = cpu_seconds(broker.pid) - cpu0
         every = [(t, p) for t in topic_names(topics) for p in range(partitions)]
+        out["ready_s"] = wait_ready(bootstrap, len(every), alive)
         out["fill_s"] = produce(bootstrap, every, 1, alive)
         time.sleep(2)  # idle: background work after the burst settles
         _check(alive)
@@ -230,6 +255,13 @@ def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int, out: 
         out["restart_kill_s"] = _respawn(broker)
         out["restart_kill_cpu_s"] = cpu_seconds(broker.pid)
         out["stop_s"] = _stop(broker)
+    except Exception:
+        proc = broker.process
+        if proc is not None and proc.poll() is not None:
+            out["exit_code"] = proc.returncode  # it died: say so beside the step that failed
+        elif proc is not None:
+            out["fds_at_failure"] = open_fds(proc.pid)
+        raise
     finally:
         broker.stop()
 
@@ -271,6 +303,10 @@ def run(
             emfile = "Too many open files" in broker.log_tail(400)
             why = f"{type(e).__name__}: {e}"[:300]
             log.warning("%s scale suite failed: %s", name, why)
+            if "exit_code" in out:
+                why += f" (the broker process had exited, code {out['exit_code']})"
+            if "fds_at_failure" in out:
+                why += f" (it held {out['fds_at_failure']} descriptors then)"
             out["error"] = why + (" (its log says: Too many open files)" if emfile else "")
         finally:
             broker.cleanup()
@@ -281,6 +317,7 @@ def run(
 FIGURES = [
     "create_s",
     "create_cpu_s",
+    "ready_s",
     "fill_s",
     "fds",
     "fds_per_partition",
