@@ -8,6 +8,8 @@ Per broker, started fresh on its own log dir:
   create_s        CreateTopics for TOPICS x PARTITIONS partitions (requests of at most 5,000 partitions,
                   within Kafka's limits, one after the other), until every topic answered
                   (create_cpu_s: the broker's CPU seconds meanwhile)
+  ready_s         then until the broker's Metadata names every partition with a leader (Kafka's
+                  broker makes the logs as it applies the controller's records)
   fill_s          one 100-byte record produced to every partition (acks=all)
   fds, rss_mb     open descriptors (/proc/<pid>/fd) and resident memory once idle after the fill
   metadata_ms     median of 5 Metadata requests for all topics (a fresh client each time)
@@ -30,6 +32,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +85,43 @@ def _stop(broker: BrokerProcess) -> float:
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
-    """ "100x50,200x100" -> [(100, 50), (200, 100)] (topics x partitions each)."""
+    """ "100x50,200x100" -> [(100, 50), (200, 100)] (topics x partitions each); a plain count of
+    partitions is topics of 50: "20000" -> [(400, 50)]."""
     try:
-        sizes = [tuple(int(n) for n in part.lower().split("x")) for part in text.split(",") if part.strip()]
+        sizes = [
+            tuple(int(n) for n in part.lower().split("x")) if "x" in part.lower() else _of_50(int(part))
+            for part in text.split(",")
+            if part.strip()
+        ]
     except ValueError:
         sizes = []
     if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
-        raise argparse.ArgumentTypeError(f"sizes are TOPICSxPARTITIONS[,...], not {text!r}")
+        raise argparse.ArgumentTypeError(f"sizes are TOPICSxPARTITIONS or PARTITIONS[,...], not {text!r}")
     return [(s[0], s[1]) for s in sizes]
+
+
+def _of_50(partitions: int) -> tuple[int, int]:
+    return (partitions // 50, 50) if partitions % 50 == 0 else (partitions, 1)
+
+
+class BrokerDied(RuntimeError):
+    """The broker process exited during a step (Kafka out of descriptors, for one)."""
+
+
+def _check(alive: Callable[[], bool]) -> None:
+    if not alive():
+        raise BrokerDied("the broker process exited")
 
 
 def topic_names(topics: int) -> list[str]:
     return [f"scale-{i:04d}" for i in range(topics)]
 
 
-def create(bootstrap: str, topics: int, partitions: int) -> float:
+def _always() -> bool:
+    return True
+
+
+def create(bootstrap: str, topics: int, partitions: int, alive: Callable[[], bool] = _always) -> float:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.list_topics(timeout=30)  # connected before the clock starts
     names = topic_names(topics)
@@ -109,11 +134,16 @@ def create(bootstrap: str, topics: int, partitions: int) -> float:
             operation_timeout=120,
         )
         for f in futures.values():
+            while not f.done():
+                _check(alive)
+                time.sleep(0.2)
             f.result()
     return time.perf_counter() - t0
 
 
-def produce(bootstrap: str, targets: list[tuple[str, int]], per_partition: int) -> float:
+def produce(
+    bootstrap: str, targets: list[tuple[str, int]], per_partition: int, alive: Callable[[], bool] = _always
+) -> float:
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False})
     failed: list[str] = []
 
@@ -129,9 +159,12 @@ def produce(bootstrap: str, targets: list[tuple[str, int]], per_partition: int) 
                     p.produce(topic, RECORD, partition=part, on_delivery=on_delivery)
                     break
                 except BufferError:
+                    _check(alive)
                     p.poll(0.05)
         p.poll(0)
-    left = p.flush(300)
+    deadline = time.perf_counter() + 300
+    while (left := p.flush(2)) and time.perf_counter() < deadline:
+        _check(alive)
     took = time.perf_counter() - t0
     if left or failed:
         raise RuntimeError(f"{left} records not delivered, {len(failed)} failed: {failed[:1]}")
@@ -158,6 +191,28 @@ def consume(bootstrap: str, targets: list[tuple[str, int]], expected: int) -> fl
     return took
 
 
+def wait_ready(bootstrap: str, expected: int, alive: Callable[[], bool], timeout_s: float = 300) -> float:
+    """Seconds until the broker's Metadata names every partition with a leader (Kafka's broker
+    creates the logs as it applies the controller's records, after CreateTopics answered)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    t0 = time.perf_counter()
+    while True:
+        _check(alive)
+        md = admin.list_topics(timeout=60)
+        n = sum(
+            1
+            for name, t in md.topics.items()
+            if name.startswith("scale-") and t.error is None
+            for p in t.partitions.values()
+            if p.leader >= 0
+        )
+        if n >= expected:
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 > timeout_s:
+            raise RuntimeError(f"{n} of {expected} partitions served {timeout_s:.0f} s after CreateTopics")
+        time.sleep(1)
+
+
 def metadata_ms(bootstrap: str, expected: int) -> float:
     times = []
     for _ in range(5):
@@ -172,23 +227,26 @@ def metadata_ms(bootstrap: str, expected: int) -> float:
     return statistics.median(times)
 
 
-def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int) -> dict[str, float]:
-    out: dict[str, float] = {}
+def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int, out: dict[str, Any]) -> None:
+    """The figures into `out` as they are measured (those of the steps before a failure stay)."""
     out["start_s"] = broker.start()
     try:
         bootstrap = broker.bootstrap
+        alive = broker.alive
         cpu0 = cpu_seconds(broker.pid)
-        out["create_s"] = create(bootstrap, topics, partitions)
+        out["create_s"] = create(bootstrap, topics, partitions, alive)
         out["create_cpu_s"] = cpu_seconds(broker.pid) - cpu0
         every = [(t, p) for t in topic_names(topics) for p in range(partitions)]
-        out["fill_s"] = produce(bootstrap, every, 1)
+        out["ready_s"] = wait_ready(bootstrap, len(every), alive)
+        out["fill_s"] = produce(bootstrap, every, 1, alive)
         time.sleep(2)  # idle: background work after the burst settles
+        _check(alive)
         out["fds"] = open_fds(broker.pid)
         out["fds_per_partition"] = out["fds"] / len(every)
         out["rss_mb"] = rss_bytes(broker.pid) / 1e6
         out["metadata_ms"] = metadata_ms(bootstrap, len(every))
         hot_targets = every[:hot]
-        out["produce_hot_s"] = produce(bootstrap, hot_targets, 20)
+        out["produce_hot_s"] = produce(bootstrap, hot_targets, 20, alive)
         out["consume_hot_s"] = consume(bootstrap, hot_targets, len(hot_targets) * 21)
         out["stop_clean_s"] = _stop(broker)
         out["restart_clean_s"] = _respawn(broker)
@@ -197,9 +255,15 @@ def run_one(broker: BrokerProcess, topics: int, partitions: int, hot: int) -> di
         out["restart_kill_s"] = _respawn(broker)
         out["restart_kill_cpu_s"] = cpu_seconds(broker.pid)
         out["stop_s"] = _stop(broker)
+    except Exception:
+        proc = broker.process
+        if proc is not None and proc.poll() is not None:
+            out["exit_code"] = proc.returncode  # it died: say so beside the step that failed
+        elif proc is not None:
+            out["fds_at_failure"] = open_fds(proc.pid)
+        raise
     finally:
         broker.stop()
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -229,11 +293,21 @@ def run(
         if name == "kafka" and (why := KafkaBroker.available()) is not None:
             results[name] = {"error": why}
             continue
+        out: dict[str, Any] = {}
+        results[name] = out
         try:
-            results[name] = run_one(broker, topics, partitions, hot)
+            run_one(broker, topics, partitions, hot, out)
         except Exception as e:
-            log.warning("%s scale suite failed: %s", name, e)
-            results[name] = {"error": f"{type(e).__name__}: {e}"}
+            # Reported as this broker's result, beside the figures measured before (Kafka keeps a
+            # descriptor or more per segment: past the open file limit it stops).
+            emfile = "Too many open files" in broker.log_tail(400)
+            why = f"{type(e).__name__}: {e}"[:300]
+            log.warning("%s scale suite failed: %s", name, why)
+            if "exit_code" in out:
+                why += f" (the broker process had exited, code {out['exit_code']})"
+            if "fds_at_failure" in out:
+                why += f" (it held {out['fds_at_failure']} descriptors then)"
+            out["error"] = why + (" (its log says: Too many open files)" if emfile else "")
         finally:
             broker.cleanup()
         log.info("%s: %s", name, results[name])
@@ -243,6 +317,7 @@ def run(
 FIGURES = [
     "create_s",
     "create_cpu_s",
+    "ready_s",
     "fill_s",
     "fds",
     "fds_per_partition",

@@ -275,12 +275,24 @@ NETWORK_PROPERTIES: list[ConfigDef] = [
     prop(
         "log.segment.descriptors.max",
         INT,
-        1000,
-        "Most descriptors kept open for the .log files of sealed (inactive) segments, across all "
-        "partitions: more are opened when read and the least recently used closed. The active segment "
-        "of each partition keeps its own.",
+        0,
+        "Most descriptors kept open for segment .log files (active and sealed), across all "
+        "partitions: more are opened when appended to or read, and the least recently used closed, so "
+        "an idle partition holds none. 0: half the open file limit (raised to the hard limit at start); "
+        "at most that limit less 64, kept for connections and index maps.",
         MEDIUM,
-        at_least(1),
+        at_least(0),
+    ),
+    prop(
+        "log.close.timeout.ms",
+        INT,
+        10000,
+        "Longest a clean stop spends closing the logs (final index entries, producer snapshots, one "
+        "sync of each log dir). Past it the process exits without marking the logs cleanly shut down, "
+        "as after a crash, and the next start recovers them from their recovery points: a stop stays "
+        "prompt when the disk is far behind (thousands of partitions just filled).",
+        MEDIUM,
+        at_least(0),
     ),
     prop(
         "log.format",

@@ -65,6 +65,7 @@ class MmapIndex:
         # after a clean stop finds every active time index holding one closing entry, which would
         # be a second descriptor per partition (a sealed segment's small indexes, two more).
         self._in_memory = False
+        self._unsynced = False  # entries stored through a map since dropped: flush() syncs by path
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
@@ -196,6 +197,13 @@ class MmapIndex:
         if self._pending:
             # An empty file, so that the next start finds the index and need not rebuild it.
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+        elif isinstance(self._mm, mmap.mmap) and self._length <= mmap.PAGESIZE:
+            # A sealed index of a page or less is read into memory, as a start reads it, and its map
+            # dropped (with the descriptor the map keeps): else every roll left a descriptor behind.
+            # A reader holding the map goes on with it; its dirty pages stay in the page cache.
+            self._mm = bytes(self._mm[: self._length]).ljust(mmap.PAGESIZE, b"\0")
+            self._in_memory = True
+            self._unsynced = True
 
     def reset(self) -> None:
         """Forget every entry (before a rebuild); zero the old ones so a crash cannot resurrect them."""
@@ -223,6 +231,16 @@ class MmapIndex:
     def flush(self) -> None:
         if isinstance(self._mm, mmap.mmap):
             self._mm.flush()
+        elif self._unsynced:
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:  # the segment was deleted meanwhile: nothing to sync
+                return
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced = False
 
     def close(self, *, sync: bool = True) -> None:
         """Trim, flush (unless the caller syncs the filesystem) and release the file (clean shutdown)."""

@@ -1,11 +1,12 @@
 """A segment's `.log` file, and the file slices that reads hand to the server for sendfile.
 
-The active segment's file is opened once and appended with pwrite at its known end. A sealed
-segment's is opened on demand, its descriptor kept in the bounded cache of sealed_files.py. A
-descriptor is not closed when the segment is deleted (retention, compaction, truncation): it is
-closed when the last holder lets go (CPython frees it as soon as no FetchSlice and no segment refers
-to it), so a slice handed to the network layer stays readable even if its segment is deleted
-meanwhile, just as an unlinked file stays readable through an open descriptor.
+A segment's file, active or sealed, is opened on demand, its descriptor kept in the bounded cache of
+segment_files.py; the active one is appended with pwrite at its end, the size tracked here (so a
+let-go descriptor is reopened with nothing to find out). A descriptor is not closed when the
+segment is deleted (retention, compaction, truncation): it is closed when the last holder lets go
+(CPython frees it as soon as no FetchSlice and no segment refers to it), so a slice handed to the
+network layer stays readable even if its segment is deleted meanwhile, just as an unlinked file
+stays readable through an open descriptor.
 """
 
 from __future__ import annotations
@@ -17,29 +18,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcompat.log.errors import KafkaStorageError
-from kcompat.log.sealed_files import SEALED_FILES, Descriptor
+from kcompat.log.segment_files import SEGMENT_FILES, Descriptor
 
 
 class LogFile:
-    __slots__ = ("__weakref__", "_h", "_sealed", "path", "size")
+    __slots__ = ("__weakref__", "_h", "_pinned", "_tick", "path", "size")
 
-    def __init__(self, path: Path, *, sealed: bool = False) -> None:
+    def __init__(self, path: Path) -> None:
+        """The file at `path`, created empty when absent."""
         self.path = path
         self._h: Descriptor | None = None
-        self._sealed = False
-        if sealed:  # an existing sealed file is not opened until read
-            try:
-                self.size = os.stat(path).st_size
-                self._sealed = True
-                return
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                raise KafkaStorageError(f"cannot open {path}: {e}") from e
-        self._h = self._open()
-        self.size = os.fstat(self._h.fd).st_size
-        if sealed:
-            self.seal()
+        self._pinned = False  # outside the cache, the descriptor kept: a deleted or closed file
+        self._tick = -(1 << 62)  # the cache's tick when it last moved this file to its recent end
+        try:
+            self.size = os.stat(path).st_size  # an existing file is not opened until used
+            return
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open {path}: {e}") from e
+        self.size = 0
+        self.handle()  # creates it
 
     def _open(self) -> Descriptor:
         try:
@@ -48,37 +47,38 @@ class LogFile:
             raise KafkaStorageError(f"cannot open {self.path}: {e}") from e
 
     def handle(self) -> Descriptor:
-        """The open descriptor (opened now if a sealed file's was let go)."""
+        """The open descriptor (opened now if the cache let it go)."""
         h = self._h
+        cache = SEGMENT_FILES
+        if h is not None and cache.ticks - self._tick < cache.fresh:
+            return h  # moved to the recent end lately: no need to again (see segment_files.py)
         if h is None:
             h = self._h = self._open()
-        if self._sealed:
-            SEALED_FILES.touch(self)
+        if not self._pinned:
+            self._tick = cache.touch(self)
         return h
 
     @property
     def fd(self) -> int:
         return self.handle().fd
 
-    def seal(self) -> None:
-        """The segment was rolled: its descriptor may be let go (and opened again when read)."""
-        if not self._sealed:
-            self._sealed = True
-            if self._h is not None:
-                SEALED_FILES.touch(self)
+    @property
+    def is_open(self) -> bool:
+        return self._h is not None
 
     def pin(self) -> None:
-        """Keep the descriptor open from now on (the segment is active again, or is being deleted:
+        """Keep the descriptor open from now on, outside the cache (the segment is being deleted:
         readers of it then go on reading what they found)."""
-        if self._sealed:
+        if not self._pinned:
             self.handle()
-            self._sealed = False
-            SEALED_FILES.forget(self)
+            self._pinned = True
+            SEGMENT_FILES.forget(self)
 
     def let_go(self) -> None:
-        """Called by the cache: drop the descriptor (closed once no file piece holds it)."""
-        if self._sealed:
+        """Called by the cache: drop the descriptor (closed once no file piece or append holds it)."""
+        if not self._pinned:
             self._h = None
+            self._tick = -(1 << 62)
 
     def append(self, data: bytes | bytearray | memoryview | list[bytes | memoryview]) -> int:
         """Write `data` (a buffer, or buffers written in order with one pwritev) at the end; return
@@ -89,7 +89,7 @@ class LogFile:
         """
         start = self.size
         pos = start
-        h = self.handle()  # held through the writes: a sealed file's could be let go meanwhile
+        h = self.handle()  # held through the writes: the cache may let it go meanwhile
         try:
             if isinstance(data, list):
                 total = sum(len(b) for b in data)
@@ -143,9 +143,8 @@ class LogFile:
         self.path = new_path
 
     def close(self) -> None:
-        if self._sealed:
-            SEALED_FILES.forget(self)
-            self._sealed = False
+        self._pinned = True
+        SEGMENT_FILES.forget(self)
         h, self._h = self._h, Descriptor(-1)
         if h is not None:
             h.close()
@@ -158,16 +157,19 @@ class FilePiece:
     file: LogFile
     position: int
     length: int
-    handle: Descriptor | None = None  # held: the descriptor stays open while the piece lives
-
-    def __post_init__(self) -> None:
-        if self.handle is None:
-            object.__setattr__(self, "handle", self.file.handle())
+    # Taken when the piece is first sent (not when read: an answer of thousands of partitions
+    # would hold a descriptor each until sent, beyond the cache's bound), then held until the piece
+    # is dropped, so the number sendfile uses is never another file's. A segment deleted meanwhile
+    # keeps its descriptor (LogSegment.delete pins it), so the piece still reads what it found.
+    handle: Descriptor | None = None
 
     @property
     def fd(self) -> int:
-        assert self.handle is not None
-        return self.handle.fd
+        h = self.handle
+        if h is None:
+            h = self.file.handle()
+            object.__setattr__(self, "handle", h)
+        return h.fd
 
     def read(self) -> bytes:
         return self.file.pread(self.length, self.position)

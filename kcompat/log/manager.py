@@ -14,6 +14,9 @@ A log dir, as Kafka 3.x/4.x lays it out:
 Start-up loads every partition directory; without the clean-shutdown marker, logs are recovered
 from their checkpointed recovery points. The marker is then removed, so a crash from here on is
 seen as unclean. `close()` flushes and closes every log, writes the checkpoints, then the marker.
+A close given a deadline stops there (between two logs, or while the filesystem sync runs on in a
+`sync -f` process of its own): no checkpoint and no marker are written, the files are as a crash
+leaves them, and the next start recovers them, so a stop is prompt however much is unwritten.
 
 High watermarks (cluster mode): a log's checkpointed one is kept as `checkpointed_hw` until the
 image makes it a replica (partition.py starts its high watermark there rather than at the log
@@ -32,6 +35,7 @@ import logging
 import os
 import resource
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -60,13 +64,14 @@ from kcompat.log.log_files import (
     sync_filesystem,
 )
 from kcompat.log.partition_log import PartitionLog
+from kcompat.log.segment_files import RESERVED, SEGMENT_FILES
 
 log = logging.getLogger("kcompat.log")
 
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_VERSION = 1
-FD_RESERVE = 64  # descriptors new partitions leave free for connections and index maps
+FD_RESERVE = RESERVED  # descriptors new partitions leave free for connections and index maps
 
 
 def open_file_limit() -> int:
@@ -157,13 +162,14 @@ class LogManager:
                 # What recovery cut and re-indexed (and the epochs it found) is written back before
                 # the checkpoints below move every recovery point to its log end.
                 sync_filesystem(d)
-        if self._fd_limit < len(self._logs) + 4 * FD_RESERVE:
+        if self._fd_limit < 2 * len(self._logs) + 4 * FD_RESERVE:
             log.warning(
-                "the open file limit (%d) is low for the %d partitions here (one descriptor each, and more "
-                "for segments and connections): raise it (ulimit -n, LimitNOFILE=) or new partitions "
-                "will fail with KAFKA_STORAGE_ERROR",
+                "the open file limit (%d) is low for the %d partitions here: at most %d segment files "
+                "are kept open, and a partition idle longer than that many others reopens its file when "
+                "used (raise the limit: ulimit -n, LimitNOFILE=)",
                 self._fd_limit,
                 len(self._logs),
+                SEGMENT_FILES.bound,
             )
         for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
@@ -297,15 +303,11 @@ class LogManager:
             return plog
 
     def check_room(self, new_logs: int) -> None:
-        """KafkaStorageError unless `new_logs` more partition logs (one descriptor each) fit under the
-        open file limit with FD_RESERVE left over. Counted only near the limit: far below it, the
-        logs already open are enough to know."""
-        if len(self._logs) + new_logs + 8 * FD_RESERVE < self._fd_limit:
-            return
+        """KafkaStorageError unless `new_logs` more partition logs can be made: they hold no lasting
+        descriptor (segment files go through the bounded cache), but making one opens its file, so
+        the descriptors must not be all but gone (to connections and index maps) already."""
         in_use = open_descriptors()
-        if in_use is None:
-            in_use = len(self._logs)
-        if in_use + new_logs + FD_RESERVE > self._fd_limit:
+        if in_use is not None and in_use + FD_RESERVE >= self._fd_limit:
             raise KafkaStorageError(
                 f"too many open files for {new_logs} new partition log(s): {in_use} in use of the limit "
                 f"of {self._fd_limit}, {FD_RESERVE} kept for connections"
@@ -422,11 +424,51 @@ class LogManager:
                 hws[tp] = hw
         write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, hws)
 
-    def close(self) -> None:
-        """Clean shutdown: flush and close every log, write checkpoints, leave the clean-shutdown marker."""
-        for plog in self.logs():
+    def close(self, deadline: float | None = None) -> bool:
+        """Clean shutdown: flush and close every log, write checkpoints, leave the clean-shutdown
+        marker. With a `deadline` (time.monotonic()) it may be cut short, said in one line, and
+        returns False: the logs not closed yet and every log dir not synced get no checkpoint and no
+        marker (closing moves recovery points to log ends that are not synced yet)."""
+        logs = list(self.logs())
+        for i, plog in enumerate(logs):
+            if deadline is not None and time.monotonic() > deadline:
+                log.warning(
+                    "clean stop cut short: %d of %d logs closed; the next start recovers them", i, len(logs)
+                )
+                return False
             plog.close(sync=False)
         for d in self.log_dirs:
-            sync_filesystem(d)  # every log closed above, at once: the checkpoints may now say so
+            # Every log closed above, at once: the checkpoints may then say so.
+            if not sync_filesystem_until(d, deadline):
+                log.warning("clean stop cut short while syncing %s; the next start recovers its logs", d)
+                return False
             self._write_checkpoints(d)
             atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+        return True
+
+
+LEFT_SYNCING: list[subprocess.Popen[bytes]] = []  # `sync -f` processes a close stopped waiting for
+
+
+def sync_filesystem_until(directory: Path, deadline: float | None) -> bool:
+    """sync_filesystem, given up at `deadline` (False then). The sync runs in a `sync -f` process:
+    a thread of ours in syncfs could not be stopped (the wait is uninterruptible) and would hold
+    the process's exit until the disk caught up; a process left behind just finishes on its own."""
+    if deadline is None:
+        sync_filesystem(directory)
+        return True
+    try:
+        proc = subprocess.Popen(
+            ["sync", "--file-system", str(directory)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+        )
+    except OSError:  # no sync(1) here: in this process, then
+        sync_filesystem(directory)
+        return True
+    try:
+        code = proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        LEFT_SYNCING.append(proc)  # let be: it ends on its own, after this process perhaps
+        return False
+    if code != 0:
+        raise KafkaStorageError(f"cannot sync {directory}: sync -f exited with {code}")
+    return True

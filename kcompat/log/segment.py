@@ -54,7 +54,7 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self.created_ms = created_ms
-        self.log = LogFile(log_path(directory, base_offset, suffix), sealed=not active)
+        self.log = LogFile(log_path(directory, base_offset, suffix))
         try:
             self.offset_index = OffsetIndex(
                 index_path(directory, base_offset, suffix),
@@ -207,11 +207,9 @@ class LogSegment:
                 )
         self.offset_index.trim()
         self.time_index.trim()
-        self.log.seal()
 
     def make_active(self) -> None:
         """Give a sealed segment's indexes room to grow again (after truncation re-opens it)."""
-        self.log.pin()
         self.offset_index.resize(self.config.segment_index_bytes)
         self.time_index.resize(self.config.segment_index_bytes)
 

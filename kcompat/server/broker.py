@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from kcompat.config import BrokerConfig, new_cluster_id
-from kcompat.log.manager import META_PROPERTIES, check_meta_properties, read_properties
-from kcompat.log.sealed_files import SEALED_FILES
+from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
+from kcompat.log.segment_files import SEGMENT_FILES, bound_for
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.dispatcher import RequestDispatcher
@@ -247,7 +247,7 @@ class Broker:
             for user, mechanism, credential in self.initial_scram_users:
                 self.scram.upsert(user, mechanism, credential)
             self.scram.save()
-        SEALED_FILES.set_bound(int(self.config.get("log.segment.descriptors.max")))
+        SEGMENT_FILES.set_bound(bound_for(int(self.config.get("log.segment.descriptors.max")), open_file_limit()))
         await self.replicas.start(
             self.log_dirs,
             self.metadata.default_log_config(),
@@ -304,7 +304,7 @@ class Broker:
                 pass
             except Exception:
                 log.exception("background task failed while closing")
-        await self.replicas.close()
+        await self.replicas.close(int(self.config.get("log.close.timeout.ms")) / 1000)
 
     async def _maintenance_loop(self, interval_s: float) -> None:
         """Retention, flushes by flush.ms, compaction, checkpoints: in a worker thread."""

@@ -34,10 +34,11 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kcompat.server.answer_queue import Answer, AnswerQueue
+from kcompat.server.connection_limits import Limits as Limits  # re-exported, as Client
 from kcompat.server.peer import Client as Client  # re-exported: where the handlers' peer is known
 from kcompat.server.sendfile import ChunkWriter
 from kcompat.server.tls import handshake_step
@@ -53,16 +54,6 @@ log = logging.getLogger("kcompat.server")
 
 # A handler answers at once, or with a future of the answer (a Deferred acks=all Produce).
 Handler = Callable[[memoryview, Client], Awaitable["Answer | asyncio.Future[Answer]"]]
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_request_bytes: int = 104857600  # socket.request.max.bytes
-    max_queued_requests: int = 32  # pipelined requests read ahead of the one being handled...
-    max_queued_bytes: int = 4 << 20  # ...holding at most this many bytes (at least one request)
-    write_high_water: int = 1 << 20  # stop reading and handling above this many unsent bytes...
-    write_low_water: int = 256 << 10  # ...until the queue drains below this
-    read_buffer: int = 64 << 10  # frames larger than this are received into a buffer of their own
 
 
 class Connection:
@@ -402,8 +393,10 @@ class Connection:
                 return
             if isinstance(answer, asyncio.Future) or deferred:  # its turn comes after those before it
                 deferred.push(answer)
-            else:
-                await self._send(answer)
+            else:  # `answer` not kept while draining: each file piece sent lets go of its descriptor
+                sending = self._send(answer)
+                del answer
+                await sending
 
     async def _idle(self, also: asyncio.Future[Any] | None = None) -> None:
         """Until a request arrives (or `also` is done)."""
@@ -414,6 +407,7 @@ class Connection:
     async def _send(self, chunks: Answer) -> None:
         if chunks:
             self._writer.add(chunks)
+            del chunks  # the writer holds what is left (see the caller)
             if self._writing:  # the socket is full already: _flush runs when it is writable
                 self._check_write_bound()
             elif self._requests and self._writer.pending < self._limits.write_high_water:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -292,11 +293,20 @@ class ReplicaManager:
                     logging.ERROR, "hw-checkpoint", "high watermark checkpoint failed: %s", e
                 )
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float | None = None) -> None:
         """Flush and close every log (in a worker thread), after any maintenance under way; logs
-        still waiting to be created are left to the next start."""
+        still waiting to be created are left to the next start. Past `timeout_s` the logs are left
+        as a crash leaves them, for the next start to recover (LogManager.close)."""
         self._closing = True
-        async with self._maintenance_lock:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            await asyncio.wait_for(self._maintenance_lock.acquire(), timeout_s)
+        except TimeoutError:
+            log.warning("clean stop cut short: maintenance still running; the next start recovers the logs")
+            return
+        try:
             if self.logs is not None:
-                await asyncio.to_thread(self.logs.close)
+                await asyncio.to_thread(self.logs.close, deadline)
                 self.logs = None
+        finally:
+            self._maintenance_lock.release()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
 from kcompat.log import InconsistentClusterId, LogConfig, LogManager
-from kcompat.log.manager import read_properties
+from kcompat.log.manager import LEFT_SYNCING, read_properties
 from tests.log.batches import batch
 
 
@@ -124,3 +126,41 @@ def test_idle_restart_then_stop_rewrites_no_per_partition_file(tmp_path):
     m3.get("t", 0).append(batch(2), leader_epoch=0, now_ms=0)
     m3.close()
     assert (part / "00000000000000000005.snapshot").exists()  # the state moved: a new snapshot
+
+
+def test_a_close_past_its_deadline_leaves_no_marker_and_the_next_start_recovers(tmp_path, caplog):
+    """A stop cut short (the disk far behind): no checkpoint moves and no marker, as after a crash."""
+    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    for p in range(4):
+        m.get_or_create("t", p).append(batch(3 + p), leader_epoch=0, now_ms=0)
+    checkpoint = (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    assert m.close(deadline=time.monotonic() - 1) is False
+    assert "clean stop cut short: 0 of 4 logs closed" in caplog.text
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == checkpoint
+    again = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    assert [again.get("t", p).log_end_offset for p in range(4)] == [3, 4, 5, 6]
+    assert again.close(deadline=time.monotonic() + 60) is True  # in time: a clean stop, marked
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    assert "orders" not in (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    assert "t 3 6" in (tmp_path / "recovery-point-offset-checkpoint").read_text()
+
+
+def test_a_sync_that_outlasts_the_deadline_is_left_to_run_on(tmp_path, monkeypatch):
+    """The filesystem sync runs in a process of its own: past the deadline it is not waited for."""
+    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    m.get_or_create("t", 0).append(batch(2), leader_epoch=0, now_ms=0)
+    bin_dir = tmp_path.parent / "slow-bin"
+    bin_dir.mkdir()
+    (bin_dir / "sync").write_text("#!/bin/sh\nsleep 30\n")
+    (bin_dir / "sync").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    t0 = time.monotonic()
+    assert m.close(deadline=t0 + 0.5) is False
+    assert time.monotonic() - t0 < 5
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    (left,) = LEFT_SYNCING
+    assert left.poll() is None  # still syncing, not waited for
+    left.kill()
+    left.wait()
+    LEFT_SYNCING.clear()
