@@ -247,7 +247,9 @@ class Broker:
             for user, mechanism, credential in self.initial_scram_users:
                 self.scram.upsert(user, mechanism, credential)
             self.scram.save()
-        SEGMENT_FILES.set_bound(bound_for(int(self.config.get("log.segment.descriptors.max")), open_file_limit()))
+        SEGMENT_FILES.set_bound(
+            bound_for(int(self.config.get("log.segment.descriptors.max")), open_file_limit())
+        )
         await self.replicas.start(
             self.log_dirs,
             self.metadata.default_log_config(),

@@ -146,7 +146,9 @@ def test_idle_partitions_hold_no_descriptor_and_evicted_writers_lose_nothing(tmp
         assert offsets(raw) == [0, 2, 4]
     # A crash now (no close): recovery finds every batch of every partition.
     for p in range(10):
-        again = PartitionLog(tmp_path / f"t-{p}", "t", p, SMALL, now_ms=0, recovery_point=0, clean_shutdown=False)
+        again = PartitionLog(
+            tmp_path / f"t-{p}", "t", p, SMALL, now_ms=0, recovery_point=0, clean_shutdown=False
+        )
         assert again.log_end_offset == 6
         again.close()
     for plog in logs:
