@@ -86,6 +86,38 @@ class Updates:
         self.consumer.close()
 
 
+class WordCountApp:
+    """WordCountEos.java (Kafka Streams 4.3.1) as a process, its output lines kept by a thread."""
+
+    def __init__(self, workdir: Path, args: list[str]) -> None:
+        classes = compile_java(
+            workdir / "classes", STREAMS_JARS, ROOT / "compat_tests" / "java" / "WordCountEos.java"
+        )
+        self.proc = subprocess.Popen(
+            [java_executable(), *JVM, "-cp", f"{classes}:{java_classpath(STREAMS_JARS)}", "WordCountEos", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.out: list[str] = []
+        stdout = self.proc.stdout
+        assert stdout is not None
+        self._reader = threading.Thread(
+            target=lambda: self.out.extend(iter(stdout.readline, "")), daemon=True
+        )
+        self._reader.start()
+
+    def stop(self) -> None:
+        """Closing stdin asks the app to close its Streams instance; killed if it does not in 30 s."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        self.proc.stdout.close()
+
+
 def test_word_count_exactly_once_v2_survives_kill9(
     kcompat_broker_factory: BrokerFactory, tmp_path: Path, report_figure: ReportFigure
 ) -> None:
@@ -102,17 +134,9 @@ def test_word_count_exactly_once_v2_survives_kill9(
         producer.produce("lines", key=b"%d" % i, value=line.encode())
     assert producer.flush(20) == 0
 
-    classes = compile_java(
-        tmp_path / "classes", STREAMS_JARS, ROOT / "compat_tests" / "java" / "WordCountEos.java"
+    app = WordCountApp(
+        tmp_path, [bs, "wc-eos", "lines", "counts", str(tmp_path / "streams-state"), str(MILLIS_PER_WORD)]
     )
-    app = subprocess.Popen(
-        [java_executable(), *JVM, "-cp", f"{classes}:{java_classpath(STREAMS_JARS)}", "WordCountEos", bs,
-         "wc-eos", "lines", "counts", str(tmp_path / "streams-state"), str(MILLIS_PER_WORD)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    app_out: list[str] = []
-    reader = threading.Thread(target=lambda: app_out.extend(iter(app.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
     updates = Updates(bs, "counts", 2)
     try:
         total = sum(expected.values())
@@ -138,23 +162,15 @@ def test_word_count_exactly_once_v2_survives_kill9(
             check.close()
     finally:
         updates.close()
-        assert app.stdin is not None
-        app.stdin.close()
-        try:
-            app.wait(30)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            app.wait()
-        reader.join(5)
-        app.stdout.close()  # type: ignore[union-attr]
-    events = [json.loads(x) for x in app_out if x.startswith("{")]
+        app.stop()
+    events = [json.loads(x) for x in app.out if x.startswith("{")]
     assert at_kill < total * 0.9, (
         f"the kill came as Streams was finishing ({at_kill} of {total}): too little tested"
     )
     for word, n in expected.items():
         assert updates.by_word[word] == list(range(1, n + 1)), (word, updates.by_word[word][:50], events)
     assert set(updates.by_word) == set(expected)
-    assert {"state": "RUNNING", "from": "REBALANCING"} in events, app_out[-20:]
+    assert {"state": "RUNNING", "from": "REBALANCING"} in events, app.out[-20:]
     ends = Consumer({"bootstrap.servers": bs, "group.id": "ends"})
     log_end = sum(ends.get_watermark_offsets(TopicPartition("counts", p), 10)[1] for p in (0, 1))
     ends.close()

@@ -23,12 +23,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from compat_tests.client_data import unique
 from compat_tests.cluster.conftest import wait_for
 from compat_tests.cluster.test_group_coordinator import Cluster
-from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import KAFKA_CLIENTS_39_JARS, KAFKA_JARS, Group, compile_java, java_member
 from compat_tests.test_clients_java import QUIET, SOURCE, JavaClient
 from kcompat.testing import Broker
-from kcompat.testing_cluster import HOST, ControllerQuorum
-from kcompat.wire.messages.create_topics import CREATE_TOPICS
+from kcompat.testing_cluster import ControllerQuorum
 from kcompat.wire.messages.describe_configs import DESCRIBE_CONFIGS
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 
@@ -53,16 +51,8 @@ ENDS = dict.fromkeys(range(PARTITIONS), PER_PARTITION)
 @pytest.fixture(scope="module")
 def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(kraft_quorum, tmp_path_factory.mktemp("clients"))
-    try:
-        for node_id in BROKER_IDS:
-            c.start(node_id)
-        for b in c.brokers.values():
-            wait_for(lambda b=b: "RECOVERY -> RUNNING" in b.logs(), "brokers unfenced")
+    with c.running(BROKER_IDS):
         yield c
-    finally:
-        for b in c.brokers.values():
-            if b.running:
-                b.stop()
 
 
 def create_topic(cluster: Cluster, prefix: str) -> str:
@@ -71,17 +61,8 @@ def create_topic(cluster: Cluster, prefix: str) -> str:
     Metadata shows those leaders."""
     topic = unique(prefix)
     ids = list(BROKER_IDS)
-    assignments = [{"partition_index": p, "broker_ids": ids[p:] + ids[:p]} for p in range(PARTITIONS)]
-    client = WireClient(HOST, cluster.quorum.controllers[0].port)
-    try:
-        r = client.call(CREATE_TOPICS.key, 7, {
-            "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "assignments": assignments,
-                        "configs": [{"name": "min.insync.replicas", "value": "2"}]}],
-            "timeout_ms": 10000, "validate_only": False,
-        })  # fmt: skip
-    finally:
-        client.close()
-    assert r.topics[0].error_code == 0, r.topics[0]
+    placed = [ids[p:] + ids[:p] for p in range(PARTITIONS)]
+    cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"}, assignments=placed)
     leaders = cluster.leaders(topic, PARTITIONS)
     assert leaders == {p: ids[p] for p in range(PARTITIONS)}, leaders
     for b in cluster.brokers.values():  # every leader holds acks=all to the topic's own minimum

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,14 +25,12 @@ from conftest import ROOT, java_classpath, java_executable
 from compat_tests.client_data import unique
 from compat_tests.cluster.conftest import cluster_broker, wait_for
 from compat_tests.cluster.test_group_coordinator import Cluster, wait_value
-from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
-from compat_tests.test_streams_eos import MILLIS_PER_WORD, STREAMS_JARS, Updates, input_lines
-from kcompat.testing_cluster import HOST, ControllerQuorum
+from compat_tests.test_streams_eos import MILLIS_PER_WORD, Updates, WordCountApp, input_lines
+from kcompat.testing_cluster import ControllerQuorum
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kcompat.wire.messages.api_versions import API_VERSIONS
-from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
@@ -87,24 +84,11 @@ class TxnCluster(Cluster):
         assert on, f"none of {keys} is coordinated by broker {node}"
         return on[0]
 
-    def create_topic(self, prefix: str, leaders: list[int]) -> str:
+    def topic_led_by(self, prefix: str, leaders: list[int]) -> str:
         """RF=3, min.insync.replicas=2, partition p led by leaders[p] (preferred replica first)."""
         topic = unique(prefix)
-        ids = list(BROKER_IDS)
-        assignments = [
-            {"partition_index": p, "broker_ids": [lead, *(i for i in ids if i != lead)]}
-            for p, lead in enumerate(leaders)
-        ]
-        client = WireClient(HOST, self.quorum.controllers[0].port)
-        try:
-            r = client.call(CREATE_TOPICS.key, 7, {
-                "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "assignments": assignments,
-                            "configs": [{"name": "min.insync.replicas", "value": "2"}]}],
-                "timeout_ms": 10000, "validate_only": False,
-            })  # fmt: skip
-        finally:
-            client.close()
-        assert r.topics[0].error_code == 0, r.topics[0]
+        placed = [[lead, *(i for i in BROKER_IDS if i != lead)] for lead in leaders]
+        self.create_topic(topic, len(leaders), 3, {"min.insync.replicas": "2"}, assignments=placed)
         assert self.leaders(topic, len(leaders)) == dict(enumerate(leaders))
         return topic
 
@@ -112,16 +96,8 @@ class TxnCluster(Cluster):
 @pytest.fixture(scope="module")
 def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TxnCluster]:
     c = TxnCluster(kraft_quorum, tmp_path_factory.mktemp("txn"))
-    try:
-        for node_id in BROKER_IDS:
-            c.start(node_id)
-        for b in c.brokers.values():
-            wait_for(lambda b=b: "RECOVERY -> RUNNING" in b.logs(), "brokers unfenced")
+    with c.running(BROKER_IDS):
         yield c
-    finally:
-        for b in c.brokers.values():
-            if b.running:
-                b.stop()
 
 
 def read_all(
@@ -174,7 +150,7 @@ def test_transaction_version_comes_from_the_image(cluster: TxnCluster) -> None:
 def test_confluent_commit_abort_and_offsets_across_brokers(cluster: TxnCluster) -> None:
     coordinator = 1
     txn_id = cluster.key_on(1, unique("ctx"), coordinator)
-    topic = cluster.create_topic("ctx", leaders=[2, 3])  # neither partition led by the coordinator
+    topic = cluster.topic_led_by("ctx", leaders=[2, 3])  # neither partition led by the coordinator
     group = cluster.key_on(0, unique("ctx-group"), 3)  # the group's coordinator: another broker again
     assert cluster.find(1, [txn_id]) == {txn_id: coordinator}
     bs = cluster.bootstrap
@@ -214,7 +190,7 @@ def test_confluent_commit_abort_and_offsets_across_brokers(cluster: TxnCluster) 
 def test_kafka_python_commit_abort_and_offsets_across_brokers(cluster: TxnCluster) -> None:
     kafka = pytest.importorskip("kafka")
     txn_id = cluster.key_on(1, unique("kp"), 2)
-    topic = cluster.create_topic("kp", leaders=[3, 1])  # the coordinator leads neither
+    topic = cluster.topic_led_by("kp", leaders=[3, 1])  # the coordinator leads neither
     group = cluster.key_on(0, unique("kp-group"), 1)
     producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id=txn_id, acks="all")
     producer.init_transactions()
@@ -240,7 +216,7 @@ def test_java_43_transactions_v2(cluster: TxnCluster, tmp_path: Path) -> None:
     coordinators = cluster.find(1, ["java-txn", "java-fence"])
     leader = min(BROKER_IDS, key=lambda i: (i == coordinators["java-txn"], i in coordinators.values()))
     assert leader != coordinators["java-txn"]
-    topic = cluster.create_topic("jtx", leaders=[leader])
+    topic = cluster.topic_led_by("jtx", leaders=[leader])
     classes = compile_java(
         tmp_path / "classes", KAFKA_JARS, ROOT / "compat_tests" / "java" / "Transactions.java"
     )
@@ -265,7 +241,7 @@ def test_a_leader_verifies_at_the_remote_coordinator_with_kafkas_codes(cluster: 
     broker: refused with the codes Kafka's leader gives (by Produce version) until the partition is
     in the transaction, nothing appended; then accepted."""
     txn_id = cluster.key_on(1, unique("verify"), 1)
-    topic = cluster.create_topic("verify", leaders=[2])
+    topic = cluster.topic_led_by("verify", leaders=[2])
     coordinator, leader = cluster.brokers[1], cluster.brokers[2]
 
     def init() -> Any:
@@ -304,8 +280,8 @@ def test_streams_exactly_once_v2_survives_kill9_of_a_broker(cluster: TxnCluster,
     """test_streams_eos.py's word count (Kafka Streams 4.3.1, exactly_once_v2) on the 3-broker
     cluster, all topics RF=3: the Streams group's coordinator broker is killed (kill -9) and
     restarted mid-stream; the read_committed output holds every word's running counts exactly once."""
-    lines_topic = cluster.create_topic("lines", leaders=[2, 3])
-    counts_topic = cluster.create_topic("counts", leaders=[3, 1])
+    lines_topic = cluster.topic_led_by("lines", leaders=[2, 3])
+    counts_topic = cluster.topic_led_by("counts", leaders=[3, 1])
     app_id = unique("wc-eos")
     bs = cluster.bootstrap
     lines = input_lines()
@@ -316,17 +292,8 @@ def test_streams_exactly_once_v2_survives_kill9_of_a_broker(cluster: TxnCluster,
     assert producer.flush(30) == 0
     victim = cluster.find(0, [app_id])[app_id]
 
-    classes = compile_java(
-        tmp_path / "classes", STREAMS_JARS, ROOT / "compat_tests" / "java" / "WordCountEos.java"
-    )
-    app = subprocess.Popen(
-        [java_executable(), *JVM, "-cp", f"{classes}:{java_classpath(STREAMS_JARS)}", "WordCountEos", bs,
-         app_id, lines_topic, counts_topic, str(tmp_path / "streams-state"), str(MILLIS_PER_WORD), "3"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    app_out: list[str] = []
-    reader = threading.Thread(target=lambda: app_out.extend(iter(app.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
+    state = str(tmp_path / "streams-state")
+    app = WordCountApp(tmp_path, [bs, app_id, lines_topic, counts_topic, state, str(MILLIS_PER_WORD), "3"])
     updates = Updates(bs, counts_topic, 2)
     total = sum(expected.values())
     try:
@@ -338,21 +305,13 @@ def test_streams_exactly_once_v2_survives_kill9_of_a_broker(cluster: TxnCluster,
                      lambda: all(updates.by_word.get(w, [0])[-1] >= n for w, n in expected.items()), 120)  # fmt: skip
     finally:
         updates.close()
-        assert app.stdin is not None
-        app.stdin.close()
-        try:
-            app.wait(30)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            app.wait()
-        reader.join(5)
-        app.stdout.close()  # type: ignore[union-attr]
+        app.stop()
     assert at_kill < total * 0.9, f"the kill came as Streams was finishing ({at_kill} of {total})"
     for word, n in expected.items():
         assert updates.by_word[word] == list(range(1, n + 1)), (
             word,
             updates.by_word[word][:50],
-            app_out[-20:],
+            app.out[-20:],
         )
     assert set(updates.by_word) == set(expected)
 
@@ -365,7 +324,7 @@ def test_markers_reach_the_next_leader_after_kill9_of_a_partition_leader(cluster
     transaction waits until they are all written. (The retry of a refused marker itself is pinned
     in tests/server/test_txn_channels.py.)"""
     txn_id = cluster.key_on(1, unique("mk"), 1)
-    topic = cluster.create_topic("mk", leaders=[2, 3])
+    topic = cluster.topic_led_by("mk", leaders=[2, 3])
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
                          "transaction.timeout.ms": 60000, "acks": "all"})  # fmt: skip
     producer.init_transactions(30)
@@ -397,7 +356,7 @@ def test_kill9_of_the_coordinator_mid_transaction(cluster: TxnCluster) -> None:
     aborts it (InitProducerId) and commits its own: nothing committed lost, nothing aborted seen."""
     coordinator = 1
     txn_id = cluster.key_on(1, unique("kill"), coordinator)
-    topic = cluster.create_topic("kill", leaders=[2, 3])
+    topic = cluster.topic_led_by("kill", leaders=[2, 3])
     bs = cluster.bootstrap
     first = Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": 60000})
     first.init_transactions(30)

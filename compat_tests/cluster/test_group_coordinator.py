@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.cluster.conftest import cluster_broker, wait_for
+from compat_tests.cluster.conftest import cluster_broker
 from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
 from kcompat.coordinator.records import offsets_partition
 from kcompat.testing import Broker
 from kcompat.testing_cluster import HOST, ControllerQuorum
-from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 from kcompat.wire.messages.metadata import METADATA
 
@@ -121,28 +120,8 @@ def wait_value(fn: object, what: str, timeout: float = 40.0) -> object:
 @pytest.fixture(scope="module")
 def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(kraft_quorum, tmp_path_factory.mktemp("groups"))
-    try:
-        for node_id in BROKER_IDS:
-            c.start(node_id)
-        for b in c.brokers.values():
-            wait_for(lambda b=b: "RECOVERY -> RUNNING" in b.logs(), "brokers unfenced")
+    with c.running(BROKER_IDS):
         yield c
-    finally:
-        for b in c.brokers.values():
-            if b.running:
-                b.stop()
-
-
-def create_topic(cluster: Cluster) -> None:
-    client = WireClient(HOST, cluster.quorum.controllers[0].port)
-    try:
-        r = client.call(CREATE_TOPICS.key, 7, {
-            "topics": [{"name": TOPIC, "num_partitions": 2, "replication_factor": 3, "assignments": [], "configs": []}],
-            "timeout_ms": 10000, "validate_only": False,
-        })  # fmt: skip
-    finally:
-        client.close()
-    assert r.topics[0].error_code == 0, r.topics[0]
 
 
 def pick_group(cluster: Cluster, data_leaders: set[int]) -> tuple[str, int]:
@@ -177,7 +156,7 @@ class Poller(threading.Thread):
 
 def test_group_commits_rebalances_and_survives_kill_of_its_coordinator(cluster: Cluster) -> None:
     TP = confluent_kafka.TopicPartition
-    create_topic(cluster)
+    cluster.create_topic(TOPIC, 2, 3, {})
     data_leaders = cluster.leaders(TOPIC, 2)
     group, coordinator = pick_group(cluster, set(data_leaders.values()))
 

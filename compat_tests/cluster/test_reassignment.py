@@ -31,7 +31,7 @@ import kafka
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from compat_tests.cluster.test_replication import CREATE_TOPICS, Cluster, JavaBroker, replicas_identical
+from compat_tests.cluster.test_replication import Cluster, JavaBroker, replicas_identical
 from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
 from kcompat.coordinator.records import offsets_partition
@@ -121,16 +121,7 @@ def reassign(c: Cluster, bootstrap: str, replicas: list[int], topic: str = TOPIC
 
 def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[Cluster, JavaBroker]) -> None:
     c, java = mixed
-    client = WireClient(HOST, c.quorum.controllers[0].port)
-    try:
-        r = client.call(CREATE_TOPICS, 7, {
-            "topics": [{"name": TOPIC, "num_partitions": -1, "replication_factor": -1, "configs": [],
-                        "assignments": [{"partition_index": 0, "broker_ids": [JAVA, 1]}]}],
-            "timeout_ms": 10000, "validate_only": False,
-        })  # fmt: skip
-    finally:
-        client.close()
-    assert r.topics[0].error_code == 0, r.topics[0]
+    c.create_topic(TOPIC, 1, 2, {}, assignments=[[JAVA, 1]])
     wait_for(lambda: c.partitions(TOPIC)[0][0] == JAVA and sorted(c.partitions(TOPIC)[0][3]) == [1, JAVA],
              "the Java broker leading with kcompat in the ISR")  # fmt: skip
 
@@ -189,17 +180,7 @@ def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[
 def test_replica_moved_away_while_down_is_a_stray_at_restart(mixed: tuple[Cluster, JavaBroker]) -> None:
     c, java = mixed
     topic = "strays"
-    client = WireClient(HOST, c.quorum.controllers[0].port)
-    try:
-        r = client.call(CREATE_TOPICS, 7, {
-            "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
-                        "assignments": [{"partition_index": 0, "broker_ids": [2, 1]},
-                                        {"partition_index": 1, "broker_ids": [1, 2]}]}],
-            "timeout_ms": 10000, "validate_only": False,
-        })  # fmt: skip
-    finally:
-        client.close()
-    assert r.topics[0].error_code == 0, r.topics[0]
+    c.create_topic(topic, 2, 2, {}, assignments=[[2, 1], [1, 2]])
     wait_for(
         lambda: all(sorted(p[3]) == [1, 2] for p in c.partitions(topic).values()), "both replicas in sync"
     )
@@ -242,17 +223,7 @@ def test_group_coordinated_by_the_java_broker_with_members_on_kcompat(
 ) -> None:
     c, _java = mixed
     topic, committed = "java-coordinated", {0: 7, 1: 11}
-    client = WireClient(HOST, c.quorum.controllers[0].port)
-    try:
-        r = client.call(CREATE_TOPICS, 7, {
-            "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
-                        "assignments": [{"partition_index": 0, "broker_ids": [1, 2]},
-                                        {"partition_index": 1, "broker_ids": [2, 1]}]}],
-            "timeout_ms": 10000, "validate_only": False,
-        })  # fmt: skip
-    finally:
-        client.close()
-    assert r.topics[0].error_code == 0, r.topics[0]
+    c.create_topic(topic, 2, 2, {}, assignments=[[1, 2], [2, 1]])
     producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
     for i in range(40):
         producer.produce(topic, f"g-{i}".encode(), partition=i % 2)

@@ -96,11 +96,22 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.live())
 
-    def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> uuid.UUID:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        rf: int,
+        configs: dict[str, str],
+        assignments: list[list[int]] | None = None,
+    ) -> uuid.UUID:
+        """Created on the controller; `assignments`: partition p's replicas, preferred leader first
+        (partitions and rf are then -1, as Kafka's CreateTopics wants)."""
+        placed = [{"partition_index": p, "broker_ids": ids} for p, ids in enumerate(assignments or [])]
         client = WireClient(HOST, self.quorum.controllers[0].port)
         try:
             response = client.call(CREATE_TOPICS, 7, {
-                "topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [],
+                "topics": [{"name": name, "num_partitions": -1 if placed else partitions,
+                            "replication_factor": -1 if placed else rf, "assignments": placed,
                             "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
                 "timeout_ms": 10000, "validate_only": False,
             })  # fmt: skip

@@ -21,15 +21,13 @@ from pyspark.sql import functions as F
 
 from compat_tests.cluster.conftest import kraft_quorum  # noqa: F401  (the module's controller)
 from compat_tests.cluster.test_replication import BROKER_IDS, Cluster, wait_for
-from compat_tests.crash.wire_client import WireClient
-from kcompat.testing_cluster import HOST, ControllerQuorum
+from kcompat.testing_cluster import ControllerQuorum
 
 from .conftest import kafka_reader, with_millis
 from .kafka_io import Rec, consume_all, produce, spark_rows_to_recs, unique
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-CREATE_TOPICS = 19
 PARTITIONS = 3
 VICTIM = 2  # leads partition 1; the bootstrap list starts with broker 1
 
@@ -52,17 +50,8 @@ def create_topic(cluster: Cluster, prefix: str) -> str:
     on the controller, returned once Metadata shows those leaders and the whole ISR."""
     topic = unique(prefix)
     ids = list(BROKER_IDS)
-    assignments = [{"partition_index": p, "broker_ids": ids[p:] + ids[:p]} for p in range(PARTITIONS)]
-    client = WireClient(HOST, cluster.quorum.controllers[0].port)
-    try:
-        r = client.call(CREATE_TOPICS, 7, {
-            "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "assignments": assignments,
-                        "configs": [{"name": "min.insync.replicas", "value": "2"}]}],
-            "timeout_ms": 10000, "validate_only": False,
-        })  # fmt: skip
-    finally:
-        client.close()
-    assert r.topics[0].error_code == 0, r.topics[0]
+    placed = [ids[p:] + ids[:p] for p in range(PARTITIONS)]
+    cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"}, assignments=placed)
     wait_for(
         lambda: all(
             leader == ids[p] and sorted(isr) == ids
