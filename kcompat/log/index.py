@@ -49,8 +49,18 @@ class MmapIndex:
     ENTRY: ClassVar[struct.Struct]
     REL_OFFSET_AT: ClassVar[int]  # byte position of the u32 relative offset inside an entry
 
+    # The path is kept as a str and a Path built on demand: thousands of partitions held ~2 KB of
+    # cached Path objects each (parts lists, cached strings).
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._path = os.fspath(path)
+
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool) -> None:
-        self.path = path
+        self._path = os.fspath(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         size = self.ENTRY.size
@@ -107,7 +117,7 @@ class MmapIndex:
 
     def _materialise(self) -> None:
         """Create (or grow) the file to its preallocated length and map it: the first entry is due."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, self._length)
             self._mm = mmap.mmap(fd, self._length)
@@ -176,12 +186,12 @@ class MmapIndex:
             return
         if self._in_memory:  # the file holds the entries: it gets this length when mapped
             old, self._length = self._length, new_length
-            if new_length < old and os.stat(self.path).st_size > new_length:
-                os.truncate(self.path, new_length)  # a trim: the file is exactly its entries
+            if new_length < old and os.stat(self._path).st_size > new_length:
+                os.truncate(self._path, new_length)  # a trim: the file is exactly its entries
             return
         # No msync first: the map's dirty pages are the file's page cache, which ftruncate and a new
         # map keep; a later flush() syncs them (an msync here cost ~10 ms per index at start-up).
-        fd = os.open(self.path, os.O_RDWR)
+        fd = os.open(self._path, os.O_RDWR)
         try:
             os.ftruncate(fd, new_length)
             self._mm = mmap.mmap(fd, new_length) if new_length else None
@@ -195,7 +205,7 @@ class MmapIndex:
         self.resize(self._entries * self.ENTRY.size)
         if self._pending:
             # An empty file, so that the next start finds the index and need not rebuild it.
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o644))
 
     def reset(self) -> None:
         """Forget every entry (before a rebuild); zero the old ones so a crash cannot resurrect them."""
@@ -209,7 +219,7 @@ class MmapIndex:
         zeros = bytes((old - n) * size)
         self._entries = n
         if self._in_memory:  # zeroed in the file too, without mapping it (a crash must not resurrect them)
-            fd = os.open(self.path, os.O_RDWR)
+            fd = os.open(self._path, os.O_RDWR)
             try:
                 os.pwrite(fd, zeros, n * size)
             finally:
@@ -240,7 +250,7 @@ class MmapIndex:
         if self._pending and not self.path.exists():
             self.path = new_path
             return
-        os.replace(self.path, new_path)
+        os.replace(self._path, new_path)
         self.path = new_path
 
     # --- entries ---
@@ -265,7 +275,7 @@ class MmapIndex:
         page = mmap.PAGESIZE
         stop = min(-(-end // page) * page, self._length)
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            fd = os.open(self._path, os.O_RDWR)
             try:
                 os.posix_fallocate(fd, self._backed, stop - self._backed)
             finally:

@@ -31,8 +31,18 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
+
+    # The path is kept as a str and a Path built on demand: thousands of partitions held ~2 KB of
+    # cached Path objects each (parts lists, cached strings).
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._path = os.fspath(path)
     def __init__(self, directory: Path, *, sync: bool = True) -> None:
-        self.path = directory / LEADER_EPOCH_CHECKPOINT
+        self._path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
         self._sync = sync
         self._epochs: list[int] = []
         self._starts: list[int] = []
@@ -140,7 +150,7 @@ class LeaderEpochCache:
         if not fsync or not self.unsynced:
             return
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self._path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:

@@ -58,8 +58,18 @@ def decode_entries(data: bytes) -> list[AbortedTxn]:
 
 
 class TransactionIndex:
+
+    # The path is kept as a str and a Path built on demand: thousands of partitions held ~2 KB of
+    # cached Path objects each (parts lists, cached strings).
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._path = os.fspath(path)
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self._path = os.fspath(path)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -84,7 +94,7 @@ class TransactionIndex:
         if txn.last_offset <= self.last_offset:
             return
         try:
-            with open(self.path, "ab") as f:
+            with open(self._path, "ab") as f:
                 f.write(txn.encode())
         except OSError as e:
             raise KafkaStorageError(f"cannot append to {self.path}: {e}") from e
@@ -115,7 +125,7 @@ class TransactionIndex:
         if not self.entries:
             return
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self._path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
@@ -125,12 +135,12 @@ class TransactionIndex:
 
     def rename(self, path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
-            os.rename(self.path, path)
+            os.rename(self._path, path)
         self.path = path
 
     def delete(self) -> None:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+            os.unlink(self._path)
 
     def _rewrite(self) -> None:
         if not self.entries:
