@@ -46,6 +46,21 @@ class CorruptIndex(Exception):
 
 
 class MmapIndex:
+    # Slots: one of these per partition (or per segment), thousands of them in a broker.
+    __slots__ = (
+        "_backed",
+        "_closed",
+        "_entries",
+        "_in_memory",
+        "_length",
+        "_mm",
+        "_path",
+        "_pending",
+        "base_offset",
+        "max_index_size",
+        "torn",
+    )
+
     ENTRY: ClassVar[struct.Struct]
     REL_OFFSET_AT: ClassVar[int]  # byte position of the u32 relative offset inside an entry
 

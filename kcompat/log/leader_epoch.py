@@ -31,6 +31,8 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
+    # Slots: one of these per partition (or per segment), thousands of them in a broker.
+    __slots__ = ("_epochs", "_path", "_starts", "_sync", "_unwritten", "unsynced")
 
     # The path is kept as a str and a Path built on demand: thousands of partitions held ~2 KB of
     # cached Path objects each (parts lists, cached strings).
@@ -41,6 +43,7 @@ class LeaderEpochCache:
     @path.setter
     def path(self, path: Path) -> None:
         self._path = os.fspath(path)
+
     def __init__(self, directory: Path, *, sync: bool = True) -> None:
         self._path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
         self._sync = sync

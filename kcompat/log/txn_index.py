@@ -58,6 +58,8 @@ def decode_entries(data: bytes) -> list[AbortedTxn]:
 
 
 class TransactionIndex:
+    # Slots: one of these per partition (or per segment), thousands of them in a broker.
+    __slots__ = ("_path", "entries")
 
     # The path is kept as a str and a Path built on demand: thousands of partitions held ~2 KB of
     # cached Path objects each (parts lists, cached strings).
@@ -68,6 +70,7 @@ class TransactionIndex:
     @path.setter
     def path(self, path: Path) -> None:
         self._path = os.fspath(path)
+
     def __init__(self, path: Path) -> None:
         self._path = os.fspath(path)
         try:
