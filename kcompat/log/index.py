@@ -32,6 +32,8 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
+from kcompat.log.log_files import PartitionFile
+
 
 class IndexFull(Exception):
     """No room for another entry: the segment must roll."""
@@ -45,7 +47,7 @@ class CorruptIndex(Exception):
     """The file is not a valid index for its segment: rebuild it from the log."""
 
 
-class MmapIndex:
+class MmapIndex(PartitionFile):
     # Slots: one of these per partition (or per segment), thousands of them in a broker.
     __slots__ = (
         "_backed",
@@ -54,7 +56,6 @@ class MmapIndex:
         "_in_memory",
         "_length",
         "_mm",
-        "_path",
         "_pending",
         "base_offset",
         "max_index_size",
@@ -64,18 +65,8 @@ class MmapIndex:
     ENTRY: ClassVar[struct.Struct]
     REL_OFFSET_AT: ClassVar[int]  # byte position of the u32 relative offset inside an entry
 
-    # The path is kept as a str and a Path built on demand: thousands of partitions held ~2 KB of
-    # cached Path objects each (parts lists, cached strings).
-    @property
-    def path(self) -> Path:
-        return Path(self._path)
-
-    @path.setter
-    def path(self, path: Path) -> None:
-        self._path = os.fspath(path)
-
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool) -> None:
-        self._path = os.fspath(path)
+        self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         size = self.ENTRY.size

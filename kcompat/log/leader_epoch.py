@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kcompat.log.checkpoints import decode_checkpoint, encode_checkpoint
 from kcompat.log.errors import KafkaStorageError
-from kcompat.log.log_files import LEADER_EPOCH_CHECKPOINT, atomic_write, fsync_dir
+from kcompat.log.log_files import LEADER_EPOCH_CHECKPOINT, PartitionFile, atomic_write, fsync_dir
 
 log = logging.getLogger("kcompat.log")
 
@@ -30,22 +30,12 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
-class LeaderEpochCache:
+class LeaderEpochCache(PartitionFile):
     # Slots: one of these per partition (or per segment), thousands of them in a broker.
-    __slots__ = ("_epochs", "_path", "_starts", "_sync", "_unwritten", "unsynced")
-
-    # The path is kept as a str and a Path built on demand: thousands of partitions held ~2 KB of
-    # cached Path objects each (parts lists, cached strings).
-    @property
-    def path(self) -> Path:
-        return Path(self._path)
-
-    @path.setter
-    def path(self, path: Path) -> None:
-        self._path = os.fspath(path)
+    __slots__ = ("_epochs", "_starts", "_sync", "_unwritten", "unsynced")
 
     def __init__(self, directory: Path, *, sync: bool = True) -> None:
-        self._path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
+        self.path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
         self._sync = sync
         self._epochs: list[int] = []
         self._starts: list[int] = []

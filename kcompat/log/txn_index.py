@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcompat.log.errors import CorruptRecord, KafkaStorageError
+from kcompat.log.log_files import PartitionFile
 from kcompat.wire.control_batch import control_type_in_batch
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import BatchHeader
@@ -57,22 +58,12 @@ def decode_entries(data: bytes) -> list[AbortedTxn]:
     return out
 
 
-class TransactionIndex:
+class TransactionIndex(PartitionFile):
     # Slots: one of these per partition (or per segment), thousands of them in a broker.
-    __slots__ = ("_path", "entries")
-
-    # The path is kept as a str and a Path built on demand: thousands of partitions held ~2 KB of
-    # cached Path objects each (parts lists, cached strings).
-    @property
-    def path(self) -> Path:
-        return Path(self._path)
-
-    @path.setter
-    def path(self, path: Path) -> None:
-        self._path = os.fspath(path)
+    __slots__ = ("entries",)
 
     def __init__(self, path: Path) -> None:
-        self._path = os.fspath(path)
+        self.path = path
         try:
             data = path.read_bytes()
         except FileNotFoundError:
