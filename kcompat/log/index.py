@@ -32,6 +32,8 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
+from kcompat.log.log_files import PartitionFile
+
 
 class IndexFull(Exception):
     """No room for another entry: the segment must roll."""
@@ -45,7 +47,22 @@ class CorruptIndex(Exception):
     """The file is not a valid index for its segment: rebuild it from the log."""
 
 
-class MmapIndex:
+class MmapIndex(PartitionFile):
+    # Slots: one of these per partition (or per segment), thousands of them in a broker.
+    __slots__ = (
+        "_backed",
+        "_closed",
+        "_entries",
+        "_in_memory",
+        "_length",
+        "_mm",
+        "_pending",
+        "_unsynced",
+        "base_offset",
+        "max_index_size",
+        "torn",
+    )
+
     ENTRY: ClassVar[struct.Struct]
     REL_OFFSET_AT: ClassVar[int]  # byte position of the u32 relative offset inside an entry
 
@@ -108,7 +125,7 @@ class MmapIndex:
 
     def _materialise(self) -> None:
         """Create (or grow) the file to its preallocated length and map it: the first entry is due."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, self._length)
             self._mm = mmap.mmap(fd, self._length)
@@ -177,12 +194,12 @@ class MmapIndex:
             return
         if self._in_memory:  # the file holds the entries: it gets this length when mapped
             old, self._length = self._length, new_length
-            if new_length < old and os.stat(self.path).st_size > new_length:
-                os.truncate(self.path, new_length)  # a trim: the file is exactly its entries
+            if new_length < old and os.stat(self._path).st_size > new_length:
+                os.truncate(self._path, new_length)  # a trim: the file is exactly its entries
             return
         # No msync first: the map's dirty pages are the file's page cache, which ftruncate and a new
         # map keep; a later flush() syncs them (an msync here cost ~10 ms per index at start-up).
-        fd = os.open(self.path, os.O_RDWR)
+        fd = os.open(self._path, os.O_RDWR)
         try:
             os.ftruncate(fd, new_length)
             self._mm = mmap.mmap(fd, new_length) if new_length else None
@@ -196,7 +213,7 @@ class MmapIndex:
         self.resize(self._entries * self.ENTRY.size)
         if self._pending:
             # An empty file, so that the next start finds the index and need not rebuild it.
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o644))
         elif isinstance(self._mm, mmap.mmap) and self._length <= mmap.PAGESIZE:
             # A sealed index of a page or less is read into memory, as a start reads it, and its map
             # dropped (with the descriptor the map keeps): else every roll left a descriptor behind.
@@ -217,7 +234,7 @@ class MmapIndex:
         zeros = bytes((old - n) * size)
         self._entries = n
         if self._in_memory:  # zeroed in the file too, without mapping it (a crash must not resurrect them)
-            fd = os.open(self.path, os.O_RDWR)
+            fd = os.open(self._path, os.O_RDWR)
             try:
                 os.pwrite(fd, zeros, n * size)
             finally:
@@ -258,7 +275,7 @@ class MmapIndex:
         if self._pending and not self.path.exists():
             self.path = new_path
             return
-        os.replace(self.path, new_path)
+        os.replace(self._path, new_path)
         self.path = new_path
 
     # --- entries ---
@@ -283,7 +300,7 @@ class MmapIndex:
         page = mmap.PAGESIZE
         stop = min(-(-end // page) * page, self._length)
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            fd = os.open(self._path, os.O_RDWR)
             try:
                 os.posix_fallocate(fd, self._backed, stop - self._backed)
             finally:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kcompat.log.checkpoints import decode_checkpoint, encode_checkpoint
 from kcompat.log.errors import KafkaStorageError
-from kcompat.log.log_files import LEADER_EPOCH_CHECKPOINT, atomic_write, fsync_dir
+from kcompat.log.log_files import LEADER_EPOCH_CHECKPOINT, PartitionFile, atomic_write, fsync_dir
 
 log = logging.getLogger("kcompat.log")
 
@@ -30,9 +30,12 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
-class LeaderEpochCache:
+class LeaderEpochCache(PartitionFile):
+    # Slots: one of these per partition (or per segment), thousands of them in a broker.
+    __slots__ = ("_epochs", "_starts", "_sync", "_unwritten", "unsynced")
+
     def __init__(self, directory: Path, *, sync: bool = True) -> None:
-        self.path = directory / LEADER_EPOCH_CHECKPOINT
+        self.path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
         self._sync = sync
         self._epochs: list[int] = []
         self._starts: list[int] = []
@@ -140,7 +143,7 @@ class LeaderEpochCache:
         if not fsync or not self.unsynced:
             return
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self._path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcompat.log.errors import KafkaStorageError
+from kcompat.log.log_files import PartitionFile
 from kcompat.log.segment_files import SEGMENT_FILES, Descriptor
 
 
-class LogFile:
-    __slots__ = ("__weakref__", "_h", "_pinned", "_tick", "path", "size")
+class LogFile(PartitionFile):
+    __slots__ = ("__weakref__", "_h", "_pinned", "_tick", "size")
 
     def __init__(self, path: Path) -> None:
         """The file at `path`, created empty when absent."""
@@ -42,7 +43,7 @@ class LogFile:
 
     def _open(self) -> Descriptor:
         try:
-            return Descriptor(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
+            return Descriptor(os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644))
         except OSError as e:
             raise KafkaStorageError(f"cannot open {self.path}: {e}") from e
 
@@ -139,7 +140,7 @@ class LogFile:
             raise KafkaStorageError(f"fsync of {self.path.name} failed: {e}") from e
 
     def rename(self, new_path: Path) -> None:
-        os.replace(self.path, new_path)
+        os.replace(self._path, new_path)
         self.path = new_path
 
     def close(self) -> None:

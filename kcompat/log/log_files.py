@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import os
 import re
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +59,32 @@ def txn_index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
 
 def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / (offset_name(offset) + SNAPSHOT_SUFFIX)
+
+
+class PartitionFile:
+    """Base of the objects that own one file of a partition (segment files, indexes, checkpoints).
+
+    The path is kept as an interned (directory, name) pair and a Path built on demand: a broker
+    holds thousands of partitions with four or five files each, and a Path per file (parts list,
+    cached string) or even a full path string per file cost ~100-300 bytes; interned, every file
+    of a partition shares one directory string and most segments share their names
+    ("00000000000000000000.index")."""
+
+    __slots__ = ("_dir", "_name")
+
+    @property
+    def path(self) -> Path:
+        return Path(self._dir, self._name)
+
+    @path.setter
+    def path(self, path: Path | str) -> None:
+        d, name = os.path.split(os.fspath(path))
+        self._dir, self._name = sys.intern(d), sys.intern(name)
+
+    @property
+    def _path(self) -> str:
+        """The path as a str, for os calls."""
+        return os.path.join(self._dir, self._name)
 
 
 def offset_from_name(name: str) -> int:

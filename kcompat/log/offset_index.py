@@ -24,6 +24,7 @@ ENTRY_SIZE = 8
 
 
 class OffsetIndex(MmapIndex):
+    __slots__ = ()
     ENTRY = ENTRY
     REL_OFFSET_AT = 0
 

@@ -108,6 +108,9 @@ class ProducerStateEntry:
 
 
 class ProducerStateManager:
+    # Slots: one of these per partition (or per segment), thousands of them in a broker.
+    __slots__ = ("directory", "map_end_offset", "ongoing", "producer_id_expiration_ms", "producers")
+
     def __init__(self, directory: Path, *, producer_id_expiration_ms: int = 24 * 3600 * 1000) -> None:
         self.directory = directory
         self.producer_id_expiration_ms = producer_id_expiration_ms

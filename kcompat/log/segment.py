@@ -40,6 +40,22 @@ MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # Kafka keeps relative offsets within an int
 
 
 class LogSegment:
+    # Slots: one of these per partition (or per segment), thousands of them in a broker.
+    __slots__ = (
+        "base_offset",
+        "bytes_since_last_index_entry",
+        "config",
+        "created_ms",
+        "directory",
+        "log",
+        "max_timestamp_so_far",
+        "offset_index",
+        "offset_of_max_timestamp_so_far",
+        "rolling_based_timestamp",
+        "time_index",
+        "txn_index",
+    )
+
     def __init__(
         self,
         directory: Path,

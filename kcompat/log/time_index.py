@@ -25,6 +25,7 @@ NO_TIMESTAMP = -1
 
 
 class TimeIndex(MmapIndex):
+    __slots__ = ()
     ENTRY = ENTRY
     REL_OFFSET_AT = 8
 

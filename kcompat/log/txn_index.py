@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcompat.log.errors import CorruptRecord, KafkaStorageError
+from kcompat.log.log_files import PartitionFile
 from kcompat.wire.control_batch import control_type_in_batch
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import BatchHeader
@@ -57,7 +58,10 @@ def decode_entries(data: bytes) -> list[AbortedTxn]:
     return out
 
 
-class TransactionIndex:
+class TransactionIndex(PartitionFile):
+    # Slots: one of these per partition (or per segment), thousands of them in a broker.
+    __slots__ = ("entries",)
+
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
@@ -84,7 +88,7 @@ class TransactionIndex:
         if txn.last_offset <= self.last_offset:
             return
         try:
-            with open(self.path, "ab") as f:
+            with open(self._path, "ab") as f:
                 f.write(txn.encode())
         except OSError as e:
             raise KafkaStorageError(f"cannot append to {self.path}: {e}") from e
@@ -115,7 +119,7 @@ class TransactionIndex:
         if not self.entries:
             return
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self._path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
@@ -125,12 +129,12 @@ class TransactionIndex:
 
     def rename(self, path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
-            os.rename(self.path, path)
+            os.rename(self._path, path)
         self.path = path
 
     def delete(self) -> None:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+            os.unlink(self._path)
 
     def _rewrite(self) -> None:
         if not self.entries:
