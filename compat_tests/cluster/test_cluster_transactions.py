@@ -16,14 +16,14 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import ROOT, java_classpath, java_executable
 
 from compat_tests.client_data import unique
-from compat_tests.cluster.conftest import cluster_broker, wait_for
+from compat_tests.cluster.conftest import wait_for
 from compat_tests.cluster.test_group_coordinator import Cluster, wait_value
 from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
 from compat_tests.test_streams_eos import MILLIS_PER_WORD, Updates, WordCountApp, input_lines
@@ -47,22 +47,15 @@ PER_ROUND = 4
 
 
 class TxnCluster(Cluster):
-    def start(self, node_id: int) -> None:
-        data = self.root / f"data-{node_id}"
-        self.quorum.format_broker(data, node_id)
-        b = cluster_broker(self.quorum, self.root, node_id, **{
-            "offsets.topic.replication.factor": "3",
-            "offsets.topic.num.partitions": str(STATE_PARTITIONS),
-            "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
-            "transaction.state.log.replication.factor": "3",
-            "transaction.state.log.min.isr": "2",
-            "group.initial.rebalance.delay.ms": "0",
-            "replica.fetch.backoff.ms": "200",
-            # What a killed broker left open is aborted promptly once its successor loads it.
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
-        })  # fmt: skip
-        self.brokers[node_id] = b
-        b.start()
+    SETTINGS: ClassVar[dict[str, str]] = {
+        **Cluster.SETTINGS,
+        "offsets.topic.num.partitions": str(STATE_PARTITIONS),
+        "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+        # What a killed broker left open is aborted promptly once its successor loads it.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    }
 
     def find(self, key_type: int, keys: list[str]) -> dict[str, int]:
         """FindCoordinator v4 through each live broker in turn: key -> node, once all are known."""

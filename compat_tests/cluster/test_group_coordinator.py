@@ -17,11 +17,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from compat_tests.cluster.conftest import cluster_broker
+from compat_tests.cluster.test_replication import Cluster as ReplicationCluster
 from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
 from kcompat.coordinator.records import offsets_partition
@@ -40,33 +41,26 @@ RECORDS_PER_PARTITION = 40
 COMMITTED = {0: 17, 1: 29}  # what the first member commits, exactly
 
 
-class Cluster:
-    def __init__(self, quorum: ControllerQuorum, root: Path) -> None:
-        self.quorum = quorum
-        self.root = root
-        self.brokers: dict[int, Broker] = {}
+class Cluster(ReplicationCluster):
+    """test_replication's Cluster with a replicated, small __consumer_offsets and no rebalance delay."""
 
-    def start(self, node_id: int) -> None:
+    SETTINGS: ClassVar[dict[str, str]] = {
+        "offsets.topic.replication.factor": "3",
+        "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+        "group.initial.rebalance.delay.ms": "0",
+        "replica.fetch.backoff.ms": "200",
+    }
+
+    def start(self, node_id: int, wait: bool = True) -> Broker:
         data = self.root / f"data-{node_id}"
         self.quorum.format_broker(data, node_id)
-        b = cluster_broker(self.quorum, self.root, node_id, **{
-            "offsets.topic.replication.factor": "3",
-            "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
-            "group.initial.rebalance.delay.ms": "0",
-            "replica.fetch.backoff.ms": "200",
-        })  # fmt: skip
+        b = cluster_broker(self.quorum, self.root, node_id, **self.SETTINGS)
         self.brokers[node_id] = b
-        b.start()
-
-    def live(self) -> list[Broker]:
-        return [b for b in self.brokers.values() if b.running]
+        b.start(wait)
+        return b
 
     def live_ids(self) -> set[int]:
         return {i for i, b in self.brokers.items() if b.running}
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.live())
 
     def call(self, via: Broker, api_key: int, version: int, body: dict[str, object]) -> object:
         client = WireClient(HOST, via.port)
