@@ -25,12 +25,14 @@ from conftest import ROOT, java_classpath, java_executable
 from compat_tests.client_data import unique
 from compat_tests.cluster.conftest import wait_for
 from compat_tests.cluster.test_group_coordinator import Cluster, wait_value
+from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
 from compat_tests.test_streams_eos import MILLIS_PER_WORD, Updates, WordCountApp, input_lines
-from kcompat.testing_cluster import ControllerQuorum
+from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kcompat.wire.messages.api_versions import API_VERSIONS
+from kcompat.wire.messages.elect_leaders import ELECT_LEADERS
 from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
@@ -71,11 +73,24 @@ class TxnCluster(Cluster):
         return wait_value(got, f"coordinators of {keys}")  # type: ignore[return-value]
 
     def key_on(self, key_type: int, prefix: str, node: int) -> str:
-        """A fresh key (transactional id or group) whose coordinator is broker `node`."""
+        """A fresh key (transactional id or group) whose coordinator is broker `node`. A broker
+        restarted by an earlier test leads no coordinator partition until a preferred election
+        (Kafka's controller runs one only every leader.imbalance.check.interval.seconds): run one."""
         keys = [f"{prefix}-{i}" for i in range(12)]
-        on = [k for k, n in self.find(key_type, keys).items() if n == node]
-        assert on, f"none of {keys} is coordinated by broker {node}"
-        return on[0]
+
+        def on() -> str | None:
+            return next((k for k, n in self.find(key_type, keys).items() if n == node), None)
+
+        if (key := on()) is not None:
+            return key
+        topic = "__consumer_offsets" if key_type == 0 else "__transaction_state"
+        client = WireClient(HOST, self.quorum.controllers[0].port)
+        try:
+            client.call(ELECT_LEADERS.key, 2, {"election_type": 0, "timeout_ms": 10000, "topic_partitions": [
+                {"topic": topic, "partitions": list(range(STATE_PARTITIONS))}]})  # fmt: skip
+        finally:
+            client.close()
+        return wait_value(on, f"one of {keys} coordinated by broker {node}")  # type: ignore[return-value]
 
     def topic_led_by(self, prefix: str, leaders: list[int]) -> str:
         """RF=3, min.insync.replicas=2, partition p led by leaders[p] (preferred replica first)."""
