@@ -9,10 +9,11 @@ of the data is the job of recovery, which also checks CRCs (`iter_whole_batches`
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
-from kcompat.log.log_file import LogFile
+from kcompat.log.log_file import FetchSlice, LogFile
 from kcompat.wire.errors import DecodeError
-from kcompat.wire.record_batch import HEADER_SIZE, BatchHeader, read_header
+from kcompat.wire.record_batch import HEADER_SIZE, BatchHeader, read_header, split_batches
 
 HEADER_CHUNK = 16 * 1024
 BATCH_CHUNK = 1024 * 1024
@@ -74,3 +75,28 @@ def iter_whole_batches(
                 return
         yield pos, h, buf[off : off + h.size]
         pos += h.size
+
+
+class OffsetReads(Protocol):
+    """What iter_log_batches needs of a PartitionLog."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    def read(self, offset: int, max_bytes: int) -> FetchSlice: ...
+
+
+def iter_log_batches(log: OffsetReads, chunk: int = BATCH_CHUNK) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """(header, batch bytes) of every batch from the log start to its end, by offset, `chunk` bytes
+    a read (blocking): the replay of a coordinator's topic partition."""
+    offset, end = log.log_start_offset, log.log_end_offset
+    while offset < end:
+        data = memoryview(log.read(offset, chunk).read_bytes())
+        spans = split_batches(data)
+        if not spans:
+            return
+        for pos, size in spans:
+            h = read_header(data, pos)
+            offset = h.base_offset + h.last_offset_delta + 1
+            yield h, data[pos : pos + size]

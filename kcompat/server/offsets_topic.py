@@ -15,17 +15,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kcompat.coordinator.records as rec
+from kcompat.log.batch_scan import iter_log_batches
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
 from kcompat.wire.control_batch import COMMIT, control_type_in_batch
 from kcompat.wire.errors import DecodeError
-from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import Record, build_batch, decode_batch
 
 log = logging.getLogger("kcompat.server.groups")
-
-_REPLAY_READ_BYTES = 1 << 20
 
 
 class OffsetsTopic:
@@ -116,40 +114,32 @@ class OffsetsTopic:
         out: list[tuple[bytes, bytes | None]] = []
         pending = self.pending_txn
         plog = self._partition_log(CONSUMER_OFFSETS, p)
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            data = memoryview(plog.read(offset, _REPLAY_READ_BYTES).read_bytes())
-            spans = split_batches(data)
-            if not spans:
-                break
-            for pos, size in spans:
-                h = read_header(data, pos)
-                offset = h.base_offset + h.last_offset_delta + 1
-                if h.is_control:
-                    txn = pending.pop(h.producer_id, [])
-                    with contextlib.suppress(DecodeError):
-                        if control_type_in_batch(data[pos : pos + size], h) == COMMIT:
-                            out.extend(txn)
+        for h, batch in iter_log_batches(plog):
+            if h.is_control:
+                txn = pending.pop(h.producer_id, [])
+                with contextlib.suppress(DecodeError):
+                    if control_type_in_batch(batch, h) == COMMIT:
+                        out.extend(txn)
+                continue
+            target = pending.setdefault(h.producer_id, []) if h.is_transactional else out
+            try:
+                _, records = decode_batch(batch)
+            except DecodeError as e:
+                log.error(
+                    "skipping an unreadable batch at %s-%d offset %d: %s",
+                    CONSUMER_OFFSETS,
+                    p,
+                    h.base_offset,
+                    e,
+                )
+                continue
+            for r in records:
+                if r.key is None:
                     continue
-                target = pending.setdefault(h.producer_id, []) if h.is_transactional else out
                 try:
-                    _, records = decode_batch(data[pos : pos + size])
+                    rec.decode((r.key, r.value))
                 except DecodeError as e:
-                    log.error(
-                        "skipping an unreadable batch at %s-%d offset %d: %s",
-                        CONSUMER_OFFSETS,
-                        p,
-                        h.base_offset,
-                        e,
-                    )
+                    log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
                     continue
-                for r in records:
-                    if r.key is None:
-                        continue
-                    try:
-                        rec.decode((r.key, r.value))
-                    except DecodeError as e:
-                        log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
-                        continue
-                    target.append((r.key, r.value))
+                target.append((r.key, r.value))
         return out
