@@ -28,7 +28,6 @@ from compat_tests.test_clients_java import QUIET, SOURCE, JavaClient
 from kcompat.testing import Broker
 from kcompat.testing_cluster import ControllerQuorum
 from kcompat.wire.messages.describe_configs import DESCRIBE_CONFIGS
-from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -88,15 +87,7 @@ def committed_offsets(cluster: Cluster, group: str, topic: str) -> dict[int, int
     other = next(b for i, b in cluster.brokers.items() if i != first)
     coordinator = cluster.coordinator(group, other)
     assert coordinator == first, (coordinator, first)
-    r = cluster.call(cluster.brokers[coordinator], OFFSET_FETCH.key, 8, {
-        "groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": list(range(PARTITIONS))}]}],
-        "require_stable": True,
-    })  # fmt: skip
-    g = r.groups[0]  # type: ignore[attr-defined]
-    assert g.error_code == 0, g
-    (t,) = g.topics
-    assert all(p.error_code == 0 for p in t.partitions), t
-    return {p.partition_index: p.committed_offset for p in t.partitions}
+    return cluster.committed(coordinator, group, topic, PARTITIONS)
 
 
 def by_partition(records: list[tuple[int, int, str]]) -> dict[int, list[str]]:

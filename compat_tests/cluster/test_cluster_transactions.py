@@ -37,7 +37,6 @@ from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
-from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.records import Record, build_batch
 
@@ -134,18 +133,6 @@ def read_all(
     return out
 
 
-def committed_offsets(
-    cluster: TxnCluster, group: str, coordinator: int, topic: str, n: int
-) -> dict[int, int]:
-    r = cluster.call(cluster.brokers[coordinator], OFFSET_FETCH.key, 8, {
-        "groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": list(range(n))}]}],
-        "require_stable": True,
-    })  # fmt: skip
-    g = r.groups[0]  # type: ignore[attr-defined]
-    assert g.error_code == 0, g
-    return {p.partition_index: p.committed_offset for p in g.topics[0].partitions}
-
-
 def test_transaction_version_comes_from_the_image(cluster: TxnCluster) -> None:
     for b in cluster.live():
         r = cluster.call(
@@ -192,7 +179,7 @@ def test_confluent_commit_abort_and_offsets_across_brokers(cluster: TxnCluster) 
     assert committed == expected  # exactly the committed records, in order, nothing aborted
     uncommitted = read_all(bs, topic, 2, "read_uncommitted", everything)
     assert sum(map(len, uncommitted.values())) == everything  # the aborted round is there, only hidden
-    assert committed_offsets(cluster, group, 3, topic, 2) == {0: 3, 1: 5}
+    assert cluster.committed(3, group, topic, 2) == {0: 3, 1: 5}
 
 
 def test_kafka_python_commit_abort_and_offsets_across_brokers(cluster: TxnCluster) -> None:
@@ -215,7 +202,7 @@ def test_kafka_python_commit_abort_and_offsets_across_brokers(cluster: TxnCluste
     producer.commit_transaction()
     producer.close()
     assert read_all(cluster.bootstrap, topic, 2, "read_committed", 2) == {0: [b"kept0"], 1: [b"kept1"]}
-    assert committed_offsets(cluster, group, 1, topic, 2)[1] == 9
+    assert cluster.committed(1, group, topic, 2)[1] == 9
 
 
 def test_java_43_transactions_v2(cluster: TxnCluster, tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from kcompat.testing import Broker
 from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 from kcompat.wire.messages.metadata import METADATA
+from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -88,6 +89,18 @@ class Cluster(ReplicationCluster):
             return None
 
         return wait_value(got, f"live leaders of {topic}")  # type: ignore[return-value]
+
+    def committed(self, coordinator: int, group: str, topic: str, partitions: int) -> dict[int, int]:
+        """OffsetFetch v8 (require_stable) of the topic's partitions from broker `coordinator`."""
+        r = self.call(self.brokers[coordinator], OFFSET_FETCH.key, 8, {
+            "groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": list(range(partitions))}]}],
+            "require_stable": True,
+        })  # fmt: skip
+        g = r.groups[0]  # type: ignore[attr-defined]
+        assert g.error_code == 0, g
+        (t,) = g.topics
+        assert all(p.error_code == 0 for p in t.partitions), t
+        return {p.partition_index: p.committed_offset for p in t.partitions}
 
     def coordinator(self, group: str, via: Broker) -> int:
         """FindCoordinator (key type 0) through `via`, retried while COORDINATOR_NOT_AVAILABLE."""
