@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from kcompat.coordinator.records import offsets_partition
 from kcompat.server.controller_channel import ControllerChannel, ControllerUnavailable
 from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.server.delayed_produce import await_replicated
 from kcompat.storage.topic_store import TRANSACTION_STATE, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
@@ -93,33 +93,6 @@ class BrokerChannels:
         for channel, _ in self._channels.values():
             channel.close()
         self._channels.clear()
-
-
-async def await_replicated(
-    partitions: dict[TopicPartition, Any], waiters: FetchWaiters, pending: dict[TopicPartition, int],
-    timeout_s: float,
-) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
-    """acks=all for appends this broker made as leader: each partition's code once its high
-    watermark passes the offset given (NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile,
-    REQUEST_TIMED_OUT when `timeout_s` runs out first)."""
-    out: dict[TopicPartition, ErrorCode] = {}
-    deadline = time.monotonic() + timeout_s
-    while True:
-        for tp, last in list(pending.items()):
-            p = partitions.get(tp)
-            if p is None or not p.is_leader:
-                out[tp] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif p.log.high_watermark > last:
-                out[tp] = ErrorCode.NONE
-            else:
-                continue
-            del pending[tp]
-        remaining = deadline - time.monotonic()
-        if not pending or remaining <= 0 or waiters.closed:
-            break
-        await waiters.wait(list(pending), remaining)
-    out.update(dict.fromkeys(pending, ErrorCode.REQUEST_TIMED_OUT))
-    return out
 
 
 class TxnMarkerSender:
@@ -214,7 +187,9 @@ class TxnMarkerSender:
             else:
                 out[(topic, p)] = code
         if pending:
-            out.update(await await_replicated(self._partitions, self._waiters, pending, REQUEST_TIMEOUT_S))
+            appends = list(pending.items())
+            codes = await await_replicated(self._partitions, self._waiters, appends, REQUEST_TIMEOUT_S)
+            out.update(zip((tp for tp, _ in appends), codes, strict=True))
         return out
 
 

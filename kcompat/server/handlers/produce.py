@@ -53,6 +53,7 @@ from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
 from kcompat.server import access
 from kcompat.server.broker import RequestContext
+from kcompat.server.delayed_produce import await_replicated
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
 from kcompat.server.log_throttle import LogThrottle
@@ -170,31 +171,18 @@ def _endpoints(ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
 
 async def _await_replication(ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]],
                              timeout_ms: int) -> None:  # fmt: skip
-    """acks=all in cluster mode (Kafka's DelayedProduce): each append is answered once the high
-    watermark passes it; REQUEST_TIMED_OUT when `timeout_ms` runs out first, NOT_LEADER_OR_FOLLOWER
-    when the partition's leadership moved meanwhile. Woken by whatever moves a high watermark."""
-    clock = ctx.broker.clock
-    deadline = clock() + max(timeout_ms, 0) / 1000
-    waiters = ctx.replicas.fetch_waiters
-    partitions = ctx.replicas.partitions
-    while True:
-        left = []
-        for entry in pending:
-            resp, topic, index, last = entry
-            p = partitions.get((topic, index))
-            if p is None or not p.is_leader:
-                resp.update(error_code=int(ErrorCode.NOT_LEADER_OR_FOLLOWER), base_offset=-1,
-                            error_message="leadership moved before the records were replicated")  # fmt: skip
-            elif p.log.high_watermark <= last:
-                left.append(entry)
-        pending = left
-        remaining = deadline - clock()
-        if not pending or remaining <= 0 or waiters.closed:
-            break
-        await waiters.wait([(topic, index) for _, topic, index, _ in pending], remaining)
-    for resp, _, _, _ in pending:
-        resp.update(error_code=int(ErrorCode.REQUEST_TIMED_OUT), base_offset=-1,
-                    error_message="the records were not replicated to the ISR in time")  # fmt: skip
+    """acks=all in cluster mode: each append's answer once replicated (delayed_produce.py)."""
+    codes = await await_replicated(
+        ctx.replicas.partitions, ctx.replicas.fetch_waiters, [((t, i), last) for _, t, i, last in pending],
+        max(timeout_ms, 0) / 1000, ctx.broker.clock,
+    )  # fmt: skip
+    for (resp, _, _, _), code in zip(pending, codes, strict=True):
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            resp.update(error_code=int(code), base_offset=-1,
+                        error_message="leadership moved before the records were replicated")  # fmt: skip
+        elif code == ErrorCode.REQUEST_TIMED_OUT:
+            resp.update(error_code=int(code), base_offset=-1,
+                        error_message="the records were not replicated to the ISR in time")  # fmt: skip
 
 
 def _leadership(ctx: RequestContext, t: TopicInfo, partition: int, acks: int) -> tuple[int, Any]:
