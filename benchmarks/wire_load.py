@@ -1,24 +1,35 @@
-"""A load generator that leaves the cores to the brokers: pre-encoded Produce and plain Fetch
-requests on raw sockets, one thread and one connection per broker (the scale-on-cores rows).
+"""A load generator that leaves the cores to the brokers (the scale-on-cores rows): Python encodes
+the requests once, a small Go program (benchmarks/loadgen/main.go) sends them on raw sockets.
 
 Why not a Kafka client: on a 2-core machine the load shares the cores with the brokers it
 measures, and a client's per-record work is as dear as the broker's. Measured during the scale
 rows (indicative, a loaded machine): the confluent-kafka producer (one produce() per 1 KiB record
 from Python) used 2.0-2.2 CPU s per GB and kcat (librdkafka in C, records from a file) 2.6-2.9,
-against 1.5-3.5 for the brokers: two brokers could then never get near two cores' worth. Here one
-Produce request per partition is encoded once (a batch of BATCH_RECORDS 1 KiB records, acks=1,
-no producer id, so the same bytes may be appended again and again) and sent up to IN_FLIGHT
-times pipelined per connection; the consumer walks the batch headers of each Fetch answer for the
-next offset and the record count. The cost left to the client is the socket calls.
+against 1.5-3.5 for the brokers: two brokers could then never get near two cores' worth. Why not
+Python on raw sockets (this module's first form): decoding each Fetch answer copied every 4 MiB
+records field twice, and the load used 0.35-0.65 of a core, for consume more than the broker.
+
+Produce: one Produce v8 request per partition is encoded once (a batch of BATCH_RECORDS 1 KiB
+records, acks=1, no producer id, so the same bytes may be appended again and again) and sent
+`requests` times, IN_FLIGHT pipelined per connection. Consume: one Fetch v4 request (not
+flexible, so Go parses the answer in a few lines) per connection, with the byte position of each
+partition's fetch_offset for Go to patch; Go walks the batch headers of each answer for the next
+offset and the record count. CONNS_PER_LEADER connections per leader, partitions dealt out
+between them. The Go binary is built on first use into .deps/loadgen/<source hash>/.
 """
 
 from __future__ import annotations
 
-import socket
+import base64
+import hashlib
+import json
+import os
+import shutil
 import struct
-import threading
+import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
@@ -26,15 +37,18 @@ from confluent_kafka.admin import AdminClient
 from benchmarks.payloads import letter_values
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.produce import PRODUCE
-from kcompat.wire.protocol import decode_response, encode_request
+from kcompat.wire.protocol import encode_request
 from kcompat.wire.records import Record, build_batch
 
-PRODUCE_VERSION = 9
-FETCH_VERSION = 12
+PRODUCE_VERSION = 8  # the last before flexible versions: Go parses the answer with fixed fields
+FETCH_VERSION = 4  # the oldest Kafka 4 answers; no sessions, no tagged fields
 BATCH_RECORDS = 256  # 256 KiB batches of 1 KiB records
 IN_FLIGHT = 4
-_SIZE = struct.Struct(">i")
-_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length (the bytes after these 12)
+CONNS_PER_LEADER = 1
+PARTITION_MAX_BYTES = 4 << 20
+SOURCE = Path(__file__).parent / "loadgen"
+CACHE = Path(__file__).parent.parent / ".deps" / "loadgen"
+_MARK = 0x7E57_0FF5_E700_0000  # a fetch_offset no real request has, found again in the encoded bytes
 
 
 @dataclass(frozen=True)
@@ -42,7 +56,7 @@ class WireRun:
     records: int
     bytes: int  # record values
     seconds: float
-    cpu_s: float  # this process's CPU seconds during the run (its threads: the load's)
+    cpu_s: float  # the load's CPU seconds during the run (the Go process's, from getrusage)
 
     @property
     def mb_per_s(self) -> float:
@@ -56,134 +70,113 @@ def leaders(bootstrap: str, topic: str) -> dict[tuple[str, int], list[int]]:
     for p in md.topics[topic].partitions.values():
         b = md.brokers[p.leader]
         out.setdefault((b.host, b.port), []).append(p.id)
-    return out
+    return {a: sorted(p) for a, p in out.items()}
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if not k:
-            raise ConnectionError("the broker closed the connection")
-        got += k
-    return buf
+def go_binary() -> Path:
+    """The load generator, built once per version of its source (a clear error without Go)."""
+    digest = hashlib.sha256()
+    for name in ("go.mod", "main.go"):
+        digest.update((SOURCE / name).read_bytes())
+    binary = CACHE / digest.hexdigest()[:16] / "loadgen"
+    if binary.exists():
+        return binary
+    go = shutil.which("go") or next(
+        (g for g in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.path.exists(g)), None
+    )
+    if go is None:
+        raise RuntimeError(
+            "the scale rows need Go to build benchmarks/loadgen (install golang-go, or Go 1.19+ on PATH)"
+        )
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    partial = binary.with_suffix(f".{os.getpid()}")
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    done = subprocess.run(
+        [go, "build", "-o", str(partial), "."], cwd=SOURCE, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"go build of benchmarks/loadgen failed:\n{done.stderr.strip()}")
+    partial.replace(binary)  # atomic: a concurrent bench sees a whole binary or none
+    return binary
 
 
-def _recv_frame(sock: socket.socket) -> bytearray:
-    (size,) = _SIZE.unpack(_recv_exact(sock, 4))
-    return _recv_exact(sock, size)
+def _deal(work: dict[tuple[str, int], list[int]], conns: int) -> list[tuple[str, list[int]]]:
+    """(host:port, partitions) per connection: each leader's partitions dealt out over `conns`."""
+    return [
+        (f"{h}:{p}", parts[c::conns]) for (h, p), parts in work.items() for c in range(min(conns, len(parts)))
+    ]
 
 
-def _parallel(work: dict[tuple[str, int], list[int]], fn: Any) -> tuple[int, float, float]:
-    """Run fn(address, partitions) -> records per leader, each in a thread; (records, seconds, cpu)."""
-    results: dict[tuple[str, int], int] = {}
-    errors: list[BaseException] = []
+def _run(job: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def plain(o: Any) -> Any:
+        if isinstance(o, bytes):  # Go's encoding/json reads []byte as base64
+            return base64.b64encode(o).decode()
+        raise TypeError(type(o))
 
-    def run(addr: tuple[str, int], parts: list[int]) -> None:
-        try:
-            results[addr] = fn(addr, parts)
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(a, p)) for a, p in work.items()]
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    if errors:
-        raise errors[0]
-    return sum(results.values()), seconds, cpu
+    job = {**job, "timeout_s": timeout}  # Go fails on its own after this; the +30 s is for a hung Go
+    done = subprocess.run(
+        [str(go_binary())],
+        input=json.dumps(job, default=plain).encode(),
+        capture_output=True,
+        timeout=timeout + 30,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"loadgen {job['mode']} failed: {done.stderr.decode(errors='replace').strip()}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int) -> WireRun:
+def produce(bootstrap: str, topic: str, count: int, size: int, conns: int = CONNS_PER_LEADER,
+            in_flight: int = IN_FLIGHT, batch_records: int = BATCH_RECORDS, timeout: float = 300.0) -> WireRun:  # fmt: skip
     """About `count` records (whole batches, spread evenly over the partitions) with acks=1."""
     values = letter_values(size)
     now = int(time.time() * 1000)
-    batch = bytes(build_batch([Record(i, now, None, values[i % len(values)]) for i in range(BATCH_RECORDS)]))
+    batch = bytes(build_batch([Record(i, now, None, values[i % len(values)]) for i in range(batch_records)]))
     work = leaders(bootstrap, topic)
     partitions = sum(len(p) for p in work.values())
-    per_partition = max(1, count // (BATCH_RECORDS * partitions))
-
-    def send(addr: tuple[str, int], parts: list[int]) -> int:
+    per_partition = max(1, count // (batch_records * partitions))
+    job_conns = []
+    for addr, parts in _deal(work, conns):
         frames = [encode_request(PRODUCE.key, PRODUCE_VERSION, p, {
             "transactional_id": None, "acks": 1, "timeout_ms": 30000,
             "topic_data": [{"name": topic, "partition_data": [{"index": p, "records": batch}]}],
         }) for p in parts]  # fmt: skip
-        todo = per_partition * len(parts)
-        with socket.create_connection(addr) as sock:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sent = answered = 0
-            while answered < todo:
-                while sent < todo and sent - answered < IN_FLIGHT:
-                    sock.sendall(frames[sent % len(frames)])
-                    sent += 1
-                _, body = decode_response(PRODUCE.key, PRODUCE_VERSION, _recv_frame(sock))
-                for t in body.responses:
-                    for p in t.partition_responses:
-                        if p.error_code:
-                            raise RuntimeError(f"Produce to {topic}-{p.index}: error {p.error_code}")
-                answered += 1
-        return todo * BATCH_RECORDS
-
-    records, seconds, cpu = _parallel(work, send)
-    return WireRun(records, records * size, seconds, cpu)
+        job_conns.append({"addr": addr, "frames": frames, "requests": per_partition * len(parts),
+                          "records_per_frame": batch_records})  # fmt: skip
+    r = _run({"mode": "produce", "in_flight": in_flight, "conns": job_conns}, timeout)
+    expected = per_partition * partitions * batch_records
+    if r["records"] != expected:
+        raise RuntimeError(f"loadgen produced {r['records']} records of {expected}")
+    return WireRun(r["records"], r["records"] * size, r["seconds"], r["cpu_s"])
 
 
-def consume(bootstrap: str, topic: str, count: int, size: int) -> WireRun:
-    """Every partition from offset 0 to `count` records in all, one Fetch at a time per leader."""
-    work = leaders(bootstrap, topic)
-    done = threading.Event()
-    total = [0]
-    lock = threading.Lock()
-
-    def fetch(addr: tuple[str, int], parts: list[int]) -> int:
-        offsets = dict.fromkeys(parts, 0)
-        got = 0
-        with socket.create_connection(addr) as sock:
-            while not done.is_set():
-                sock.sendall(encode_request(FETCH.key, FETCH_VERSION, 1, {
-                    "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 16 << 20,
-                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                    "topics": [{"topic": topic, "partitions": [
-                        {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "last_fetched_epoch": -1,
-                         "log_start_offset": -1, "partition_max_bytes": 4 << 20} for p, o in offsets.items()]}],
-                    "forgotten_topics_data": [], "rack_id": "",
-                }))  # fmt: skip
-                _, body = decode_response(FETCH.key, FETCH_VERSION, _recv_frame(sock))
-                n = 0
-                for t in body.responses:
-                    for p in t.partitions:
-                        if p.error_code:
-                            raise RuntimeError(f"Fetch {topic}-{p.partition_index}: error {p.error_code}")
-                        offsets[p.partition_index], k = _walk(
-                            bytes(p.records or b""), offsets[p.partition_index]
-                        )
-                        n += k
-                got += n
-                with lock:
-                    total[0] += n
-                    if total[0] >= count:
-                        done.set()
-        return got
-
-    records, seconds, cpu = _parallel(work, fetch)
-    if records < count:
-        raise RuntimeError(f"read {records} of {count} records of {topic}")
-    return WireRun(records, records * size, seconds, cpu)
+def fetch_template(topic: str, partitions: list[int], partition_max_bytes: int) -> tuple[bytes, list[int]]:
+    """A Fetch v4 frame for `partitions` and the byte position of each one's fetch_offset."""
+    frame = encode_request(FETCH.key, FETCH_VERSION, 1, {
+        "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 64 << 20, "isolation_level": 0,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": p, "fetch_offset": _MARK + p, "partition_max_bytes": partition_max_bytes}
+            for p in partitions]}],
+    })  # fmt: skip
+    positions = []
+    for p in partitions:
+        mark = struct.pack(">q", _MARK + p)
+        at = frame.find(mark)
+        if at < 0 or frame.find(mark, at + 1) >= 0:
+            raise AssertionError(f"fetch_offset of partition {p} not found once in the Fetch template")
+        positions.append(at)
+    return frame, positions
 
 
-def _walk(records: bytes, offset: int) -> tuple[int, int]:
-    """The next fetch offset and the record count of the whole batches in `records`."""
-    pos, n = 0, 0
-    while pos + 61 <= len(records):
-        base, length = _BATCH_HEAD.unpack_from(records, pos)
-        if pos + 12 + length > len(records):
-            break  # a partial batch at the end of the answer
-        last_delta = struct.unpack_from(">i", records, pos + 23)[0]
-        n += struct.unpack_from(">i", records, pos + 57)[0]
-        offset = base + last_delta + 1
-        pos += 12 + length
-    return offset, n
+def consume(bootstrap: str, topic: str, count: int, size: int, conns: int = CONNS_PER_LEADER,
+            partition_max_bytes: int = PARTITION_MAX_BYTES, timeout: float = 300.0) -> WireRun:  # fmt: skip
+    """Every partition from offset 0 until `count` records in all are read: a partition read up to
+    its high watermark starts again at 0, so `count` may be larger than the topic."""
+    job_conns = []
+    for addr, parts in _deal(leaders(bootstrap, topic), conns):
+        template, positions = fetch_template(topic, parts, partition_max_bytes)
+        job_conns.append({"addr": addr, "template": template, "partitions": parts, "offset_at": positions})
+    r = _run({"mode": "fetch", "records": count, "conns": job_conns}, timeout)
+    if r["records"] < count:
+        raise RuntimeError(f"read {r['records']} of {count} records of {topic}")
+    return WireRun(r["records"], r["records"] * size, r["seconds"], r["cpu_s"])
