@@ -3,6 +3,7 @@ KRaft controller of its own (benchmarks/clusters.py), then kcompat's scale on co
 
     python -m benchmarks --cluster        (after the single-node rounds; or alone:)
     python -m benchmarks.cluster [--quick] [--kinds kafka,kcompat] [--no-java] [--workdir DIR]
+    python -m benchmarks.cluster --only scale    (the scale-on-cores rows alone, about 2 minutes)
 
 Per cluster, started fresh, topics RF=3 with min.insync.replicas=2, one partition each (a leader
 and two followers), producers with acks=all:
@@ -24,12 +25,14 @@ and two followers), producers with acks=all:
                                of a record sent after it (both clusters: broker.session.timeout.ms
                                9000, heartbeats every 500 ms)
 Scale on cores (kcompat only): 1 and then 2 brokers, one 4-partition RF=1 topic spread over them,
-aggregate produce (acks=1, 1 KiB records in 256 KiB batches, spread evenly) and catch-up consume
-of every partition; the goal is 2 brokers >= 1.6x one. The load is the same for both rows and
-nearly free (benchmarks/wire_load.py: pre-encoded requests on raw sockets, one thread per
-broker): a Kafka client spends about as much CPU per GB as a broker does, and on a 2-core machine
-that leaves two brokers no room to show two cores' worth. Beside each row: the CPU seconds per
-second each broker used, the brokers' CPU seconds per GB moved, and the load's CPU per second.
+aggregate produce (acks=1, 1 KiB records in 256 KiB batches, spread evenly) and consume of every
+partition from offset 0 (read SCALE_LAPS times over, so the run lasts long enough to measure);
+the goal is 2 brokers >= 1.6x one. The load is the same for both rows and as cheap as can be
+(benchmarks/wire_load.py: requests Python encoded once, sent by a Go program on raw sockets with
+sendfile, Fetch answers' records dropped in the kernel): a Kafka client spends about as much CPU
+per GB as a broker does, and on a 2-core machine that leaves two brokers no room to show two
+cores' worth. Beside each row: the CPU seconds per second each broker used, the brokers' CPU
+seconds per GB moved, and the load's CPU per second and per GB.
 """
 
 from __future__ import annotations
@@ -60,12 +63,15 @@ log = logging.getLogger("benchmarks")
 class ClusterPlan:
     records: dict[int, int]  # per produce run, by record size (both clients)
     e2e_seconds: float
-    scale_records: int  # 1 KiB records per scale run
+    scale_records: int  # 1 KiB records produced per scale run
+    scale_laps: int  # the scale consume reads the topic this many times over
     timeout: float
 
 
-FULL = ClusterPlan(records={100: 500_000, 1024: 100_000}, e2e_seconds=5.0, scale_records=300_000, timeout=300)
-QUICK = ClusterPlan(records={100: 20_000, 1024: 4_000}, e2e_seconds=1.5, scale_records=20_000, timeout=60)
+FULL = ClusterPlan(records={100: 500_000, 1024: 100_000}, e2e_seconds=5.0, scale_records=1_000_000, scale_laps=4,
+                   timeout=300)  # fmt: skip
+QUICK = ClusterPlan(records={100: 20_000, 1024: 4_000}, e2e_seconds=1.5, scale_records=20_000, scale_laps=2,
+                    timeout=60)  # fmt: skip
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, rf: int, configs: dict[str, str],
@@ -236,8 +242,8 @@ def failover_seconds(cluster: Cluster, timeout: float = 120.0) -> float:
 def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dict[str, Any]:
     """Aggregate throughput of 1 and 2 brokers under the same raw-wire load (benchmarks/wire_load.py),
     and where the CPU went meanwhile: each broker's CPU seconds per wall second and per GB moved, and
-    the load's (this process's threads)."""
-    out: dict[str, Any] = {}
+    the load's (the Go load generator's own CPU time)."""
+    out: dict[str, Any] = {"partitions": partitions}
     size = 1024
     for n in (1, 2):
         cluster = KcompatCluster(workdir / f"scale-{n}", brokers=n)
@@ -251,18 +257,22 @@ def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dic
             for what in ("produce", "consume"):
                 brokers0 = {i: cpu_seconds(p) for i, p in pids.items()}
                 if what == "produce":
-                    r = wire_load.produce(bootstrap, "scale", count, size)
-                    count = r.records  # whole batches: what the consumer must read back
+                    r = wire_load.produce(bootstrap, "scale", count, size, timeout=plan.timeout)
+                    count = r.records  # whole batches: what one lap of the consumer reads
                 else:
-                    r = wire_load.consume(bootstrap, "scale", count, size)
+                    r = wire_load.consume(
+                        bootstrap, "scale", count * plan.scale_laps, size, timeout=plan.timeout
+                    )
                 used = [cpu_seconds(p) - brokers0[i] for i, p in pids.items()]
                 out[f"{n}/{what}_mb_per_s"] = r.mb_per_s
                 out[f"{n}/{what}_broker_cpu"] = [u / r.seconds for u in used]
                 out[f"{n}/{what}_broker_cpu_s_per_gb"] = sum(used) / (r.bytes / 1e9)
                 out[f"{n}/{what}_client_cpu"] = r.cpu_s / r.seconds
-                log.info("scale: %d broker(s) %s %.0f MB/s, broker CPU/s %s (%.2f CPU s/GB), load CPU/s %.2f", n,
-                         what, r.mb_per_s, " ".join(f"{u / r.seconds:.2f}" for u in used),
-                         out[f"{n}/{what}_broker_cpu_s_per_gb"], out[f"{n}/{what}_client_cpu"])  # fmt: skip
+                out[f"{n}/{what}_client_cpu_s_per_gb"] = r.cpu_s / (r.bytes / 1e9)
+                log.info("scale: %d broker(s) %s %.0f MB/s in %.1f s, broker CPU/s %s (%.2f CPU s/GB), load CPU/s "
+                         "%.2f (%.2f CPU s/GB)", n, what, r.mb_per_s, r.seconds,
+                         " ".join(f"{u / r.seconds:.2f}" for u in used), out[f"{n}/{what}_broker_cpu_s_per_gb"],
+                         out[f"{n}/{what}_client_cpu"], out[f"{n}/{what}_client_cpu_s_per_gb"])  # fmt: skip
         finally:
             cluster.stop()
     for what in ("produce", "consume"):
@@ -271,11 +281,13 @@ def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dic
     return out
 
 
-def run(kinds: list[str], plan: ClusterPlan, workdir: Path | None, java: bool = True) -> dict[str, Any]:
+def run(kinds: list[str], plan: ClusterPlan, workdir: Path | None, java: bool = True,
+        suite: bool = True, scale: bool = True) -> dict[str, Any]:  # fmt: skip
+    """The cluster suite for `kinds`, then scale on cores if kcompat is one (either may be left out)."""
     base = Path(tempfile.mkdtemp(prefix="kcompat-cluster-bench-", dir=workdir))
     results: dict[str, Any] = {}
     try:
-        for kind in kinds:
+        for kind in kinds if suite else []:
             cluster: Cluster = KafkaCluster(base / kind) if kind == "kafka" else KcompatCluster(base / kind)
             log.info("cluster suite: 3 %s brokers", kind)
             try:
@@ -283,7 +295,7 @@ def run(kinds: list[str], plan: ClusterPlan, workdir: Path | None, java: bool = 
             except Exception as e:
                 log.warning("%s cluster failed: %s", kind, e)
                 results[kind] = {"values": {}, "errors": {"suite": f"{type(e).__name__}: {e}"}}
-        if "kcompat" in kinds:
+        if scale and "kcompat" in kinds:
             try:
                 results["scale"] = scale_on_cores(base, plan)
             except Exception as e:
@@ -301,6 +313,19 @@ def _f(x: float | None) -> str:
 
 def table(results: dict[str, Any]) -> str:
     kinds = [k for k in ("kafka", "kcompat") if k in results]
+    lines: list[str] = []
+    if kinds:
+        lines = _suite_table(results, kinds)
+    scale = results.get("scale", {})
+    if scale:
+        lines += _scale_table(scale)
+    for k in kinds:
+        for key, err in results[k]["errors"].items():
+            lines.append(f"\n{k} {key}: {err.splitlines()[0] if err else err}")
+    return "\n".join(lines).strip("\n")
+
+
+def _suite_table(results: dict[str, Any], kinds: list[str]) -> list[str]:
     rows: list[tuple[str, str, bool]] = [("start_s", "start: controller + 3 brokers (s)", False)]
     for key, label in (("produce/confluent", "produce confluent"), ("produce/java", "produce ProducerPerformance"),
                        ("consume/confluent", "catch-up consume confluent")):  # fmt: skip
@@ -323,26 +348,27 @@ def table(results: dict[str, Any]) -> str:
     ):
         cells = [" / ".join(_f(v) for v in results[k]["values"].get(key, {}).values()) or "—" for k in kinds]
         lines.append(f"| {label} | " + " | ".join(cells) + " | |")
-    scale = results.get("scale", {})
-    if scale:
-        lines += ["", "| kcompat scale on cores (RF=1, 4 partitions, 1 KiB) | 1 broker | 2 brokers | 2 / 1 |",
-                  "|---|---:|---:|---:|"]  # fmt: skip
-        for what in ("produce", "consume"):
-            lines.append(f"| {what} (MB/s) | {_f(scale.get(f'1/{what}_mb_per_s'))} | "
-                         f"{_f(scale.get(f'2/{what}_mb_per_s'))} | {_f(scale.get(f'{what}_speedup'))}x |")  # fmt: skip
-            cpu = [" + ".join(f"{c:.2f}" for c in scale.get(f"{n}/{what}_broker_cpu", [])) for n in (1, 2)]
-            client = [_f(scale.get(f"{n}/{what}_client_cpu")) for n in (1, 2)]
-            lines.append(
-                f"| {what}: CPU per second, brokers; load | {cpu[0]}; {client[0]} | {cpu[1]}; {client[1]} | |"
-            )
-            per_gb = [_f(scale.get(f"{n}/{what}_broker_cpu_s_per_gb")) for n in (1, 2)]
-            lines.append(f"| {what}: brokers' CPU seconds per GB | {per_gb[0]} | {per_gb[1]} | |")
-        if "error" in scale:
-            lines.append(f"\nscale: {scale['error']}")
-    for k in kinds:
-        for key, err in results[k]["errors"].items():
-            lines.append(f"\n{k} {key}: {err.splitlines()[0] if err else err}")
-    return "\n".join(lines)
+    return lines
+
+
+def _scale_table(scale: dict[str, Any]) -> list[str]:
+    parts = scale.get("partitions", 4)
+    lines = ["", f"| kcompat scale on cores (RF=1, {parts} partitions, 1 KiB) | 1 broker | 2 brokers | 2 / 1 |",
+             "|---|---:|---:|---:|"]  # fmt: skip
+    for what in ("produce", "consume"):
+        lines.append(f"| {what} (MB/s) | {_f(scale.get(f'1/{what}_mb_per_s'))} | "
+                     f"{_f(scale.get(f'2/{what}_mb_per_s'))} | {_f(scale.get(f'{what}_speedup'))}x |")  # fmt: skip
+        cpu = [" + ".join(f"{c:.2f}" for c in scale.get(f"{n}/{what}_broker_cpu", [])) for n in (1, 2)]
+        client = [_f(scale.get(f"{n}/{what}_client_cpu")) for n in (1, 2)]
+        lines.append(
+            f"| {what}: CPU per second, brokers; load | {cpu[0]}; {client[0]} | {cpu[1]}; {client[1]} | |"
+        )
+        for key, label in (("broker", "brokers'"), ("client", "the load's")):
+            per_gb = [_f(scale.get(f"{n}/{what}_{key}_cpu_s_per_gb")) for n in (1, 2)]
+            lines.append(f"| {what}: {label} CPU seconds per GB | {per_gb[0]} | {per_gb[1]} | |")
+    if "error" in scale:
+        lines.append(f"\nscale: {scale['error']}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -353,9 +379,15 @@ def main(argv: list[str] | None = None) -> None:
         "--no-java", action="store_true", help="skip ProducerPerformance (confluent clients only)"
     )
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--only", choices=["suite", "scale"],
+                    help="suite: the 3-broker comparison alone; scale: the kcompat scale-on-cores rows alone")  # fmt: skip
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    results = run(args.kinds.split(","), QUICK if args.quick else FULL, args.workdir, java=not args.no_java)
+    kinds = args.kinds.split(",")
+    if args.only == "scale":
+        kinds = ["kcompat"]
+    results = run(kinds, QUICK if args.quick else FULL, args.workdir, java=not args.no_java,
+                  suite=args.only != "scale", scale=args.only != "suite")  # fmt: skip
     print(table(results))
 
 

@@ -11,11 +11,12 @@ records field twice, and the load used 0.35-0.65 of a core, for consume more tha
 
 Produce: one Produce v8 request per partition is encoded once (a batch of BATCH_RECORDS 1 KiB
 records, acks=1, no producer id, so the same bytes may be appended again and again) and sent
-`requests` times, IN_FLIGHT pipelined per connection. Consume: one Fetch v4 request (not
-flexible, so Go parses the answer in a few lines) per connection, with the byte position of each
-partition's fetch_offset for Go to patch; Go walks the batch headers of each answer for the next
-offset and the record count. CONNS_PER_LEADER connections per leader, partitions dealt out
-between them. The Go binary is built on first use into .deps/loadgen/<source hash>/.
+`requests` times, IN_FLIGHT pipelined per connection (Go sends them with sendfile). Consume: one
+Fetch v4 request (not flexible, so Go parses the answer in a few lines) per connection, with the
+byte position of each partition's fetch_offset for Go to patch; Go walks the batch headers of each
+answer for the next offset and the record count and drops the rest in the kernel. Connections:
+CONNS_PER_LEADER per leader, partitions dealt out between them. The Go binary is built on first use
+into .deps/loadgen/<source hash>/ (the source's hash: an edit builds anew, no stale binary).
 """
 
 from __future__ import annotations
@@ -66,8 +67,13 @@ class WireRun:
 def leaders(bootstrap: str, topic: str) -> dict[tuple[str, int], list[int]]:
     """(host, port) of each leader -> the partitions it leads."""
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        raise RuntimeError(f"{topic}: no partitions in Metadata ({t.error if t is not None else 'no topic'})")
     out: dict[tuple[str, int], list[int]] = {}
-    for p in md.topics[topic].partitions.values():
+    for p in t.partitions.values():
+        if p.leader < 0:
+            raise RuntimeError(f"{topic}-{p.id}: no leader")
         b = md.brokers[p.leader]
         out.setdefault((b.host, b.port), []).append(p.id)
     return {a: sorted(p) for a, p in out.items()}

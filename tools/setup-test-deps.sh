@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what compat_tests needs beyond the Python packages:
-#   - kcat, chromium and chromium-driver (Debian packages), when they are missing;
+#   - kcat, chromium and chromium-driver, Go (Debian packages), when they are missing;
 #   - Java jars resolved by Maven from Maven Central into .deps/<name>/,
 #     one folder per pom under tools/deps/<name>/pom.xml;
 #   - pyspark at the release of Spark's Kafka connector in .deps/spark/.
@@ -52,6 +52,15 @@ if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&
 else
     apt_install chromium chromium-driver
     command -v chromedriver >/dev/null 2>&1 || die "chromedriver still missing after apt-get install"
+fi
+
+# Go builds the scale-on-cores load generator (benchmarks/loadgen; the cluster suite's slow test
+# runs it): any Go >= 1.19 on PATH or in /usr/local/go, else Debian's golang-go.
+if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || [ -x /usr/lib/go/bin/go ]; then
+    say "go present"
+else
+    apt_install golang-go
+    command -v go >/dev/null 2>&1 || die "go still missing after apt-get install golang-go"
 fi
 
 if ! command -v java >/dev/null 2>&1; then
