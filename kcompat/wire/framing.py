@@ -10,8 +10,8 @@ its four bytes are in, before any of the frame is buffered; the reader stays fai
 
 Memory follows the bytes received, not the sizes claimed: frames that fit the read buffer are cut
 out of it (as bytes of their own, so a caller may keep views of a frame); a larger one is received
-into a buffer of its own that doubles from 64 KiB as it fills, so a 100 MiB prefix followed by
-silence costs 64 KiB. The read buffer itself is allocated at the first bytes and can be given back
+into a buffer of its own that doubles from 1 MiB as it fills, so a 100 MiB prefix followed by
+silence costs 1 MiB (Kafka allocates the whole size at once). The read buffer itself is allocated at the first bytes and can be given back
 (release) when it holds nothing, so thousands of idle connections hold no buffer each.
 """
 
@@ -22,7 +22,10 @@ from collections.abc import MutableSequence
 from kcompat.wire.errors import DecodeError
 
 PREFIX = 4
-BODY_STEP = 64 << 10  # first buffer of a frame larger than the read buffer; doubled as it fills
+# The first buffer of a frame larger than the read buffer; doubled as it fills. 1 MiB, not less:
+# a 256 KiB Produce from 64 KiB took three allocations (past malloc's mmap threshold: fresh pages,
+# zeroed) and two copies, and the broker spent 1.29 against 1.04 CPU s per GB produced.
+BODY_STEP = 1 << 20
 
 
 class FrameSizeError(DecodeError):
