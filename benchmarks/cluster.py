@@ -239,11 +239,21 @@ def failover_seconds(cluster: Cluster, timeout: float = 120.0) -> float:
         producer.flush(5)
 
 
-def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ScaleLoad:
+    """The scale rows' topic and load (the same for 1 and 2 brokers); --scale-* on the command line."""
+
+    partitions: int = 4
+    conns: int = wire_load.CONNS_PER_LEADER  # per leader
+    in_flight: int = wire_load.IN_FLIGHT  # Produce requests per connection
+
+
+def scale_on_cores(workdir: Path, plan: ClusterPlan, load: ScaleLoad = ScaleLoad()) -> dict[str, Any]:
     """Aggregate throughput of 1 and 2 brokers under the same raw-wire load (benchmarks/wire_load.py),
     and where the CPU went meanwhile: each broker's CPU seconds per wall second and per GB moved, and
     the load's (the Go load generator's own CPU time)."""
-    out: dict[str, Any] = {"partitions": partitions}
+    partitions = load.partitions
+    out: dict[str, Any] = {"partitions": partitions, "conns": load.conns, "in_flight": load.in_flight}
     size = 1024
     for n in (1, 2):
         cluster = KcompatCluster(workdir / f"scale-{n}", brokers=n)
@@ -257,12 +267,12 @@ def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dic
             for what in ("produce", "consume"):
                 brokers0 = {i: cpu_seconds(p) for i, p in pids.items()}
                 if what == "produce":
-                    r = wire_load.produce(bootstrap, "scale", count, size, timeout=plan.timeout)
+                    r = wire_load.produce(bootstrap, "scale", count, size, conns=load.conns, in_flight=load.in_flight,
+                                          timeout=plan.timeout)  # fmt: skip
                     count = r.records  # whole batches: what one lap of the consumer reads
                 else:
-                    r = wire_load.consume(
-                        bootstrap, "scale", count * plan.scale_laps, size, timeout=plan.timeout
-                    )
+                    r = wire_load.consume(bootstrap, "scale", count * plan.scale_laps, size, conns=load.conns,
+                                          timeout=plan.timeout)  # fmt: skip
                 used = [cpu_seconds(p) - brokers0[i] for i, p in pids.items()]
                 out[f"{n}/{what}_mb_per_s"] = r.mb_per_s
                 out[f"{n}/{what}_broker_cpu"] = [u / r.seconds for u in used]
@@ -282,7 +292,7 @@ def scale_on_cores(workdir: Path, plan: ClusterPlan, partitions: int = 4) -> dic
 
 
 def run(kinds: list[str], plan: ClusterPlan, workdir: Path | None, java: bool = True,
-        suite: bool = True, scale: bool = True) -> dict[str, Any]:  # fmt: skip
+        suite: bool = True, scale: bool = True, scale_load: ScaleLoad = ScaleLoad()) -> dict[str, Any]:  # fmt: skip
     """The cluster suite for `kinds`, then scale on cores if kcompat is one (either may be left out)."""
     base = Path(tempfile.mkdtemp(prefix="kcompat-cluster-bench-", dir=workdir))
     results: dict[str, Any] = {}
@@ -297,7 +307,7 @@ def run(kinds: list[str], plan: ClusterPlan, workdir: Path | None, java: bool = 
                 results[kind] = {"values": {}, "errors": {"suite": f"{type(e).__name__}: {e}"}}
         if scale and "kcompat" in kinds:
             try:
-                results["scale"] = scale_on_cores(base, plan)
+                results["scale"] = scale_on_cores(base, plan, scale_load)
             except Exception as e:
                 results["scale"] = {"error": f"{type(e).__name__}: {e}"}
     finally:
@@ -352,8 +362,9 @@ def _suite_table(results: dict[str, Any], kinds: list[str]) -> list[str]:
 
 
 def _scale_table(scale: dict[str, Any]) -> list[str]:
-    parts = scale.get("partitions", 4)
-    lines = ["", f"| kcompat scale on cores (RF=1, {parts} partitions, 1 KiB) | 1 broker | 2 brokers | 2 / 1 |",
+    parts, conns, in_flight = scale.get("partitions", 4), scale.get("conns", 1), scale.get("in_flight", 4)
+    title = f"kcompat scale on cores (RF=1, {parts} partitions, 1 KiB; {conns} conn/leader, {in_flight} in flight)"
+    lines = ["", f"| {title} | 1 broker | 2 brokers | 2 / 1 |",
              "|---|---:|---:|---:|"]  # fmt: skip
     for what in ("produce", "consume"):
         lines.append(f"| {what} (MB/s) | {_f(scale.get(f'1/{what}_mb_per_s'))} | "
@@ -381,13 +392,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--only", choices=["suite", "scale"],
                     help="suite: the 3-broker comparison alone; scale: the kcompat scale-on-cores rows alone")  # fmt: skip
+    ap.add_argument(
+        "--scale-partitions", type=int, default=ScaleLoad.partitions, help="the scale topic's partitions"
+    )
+    ap.add_argument(
+        "--scale-conns", type=int, default=ScaleLoad.conns, help="the scale load's connections per leader"
+    )
+    ap.add_argument("--scale-in-flight", type=int, default=ScaleLoad.in_flight,
+                    help="the scale load's Produce requests in flight per connection")  # fmt: skip
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     kinds = args.kinds.split(",")
     if args.only == "scale":
         kinds = ["kcompat"]
     results = run(kinds, QUICK if args.quick else FULL, args.workdir, java=not args.no_java,
-                  suite=args.only != "scale", scale=args.only != "suite")  # fmt: skip
+                  suite=args.only != "scale", scale=args.only != "suite",
+                  scale_load=ScaleLoad(args.scale_partitions, args.scale_conns, args.scale_in_flight))  # fmt: skip
     print(table(results))
 
 
