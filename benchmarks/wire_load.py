@@ -97,6 +97,9 @@ def go_binary() -> Path:
     binary.parent.mkdir(parents=True, exist_ok=True)
     partial = binary.with_suffix(f".{os.getpid()}")
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    if "HOME" not in env:  # Go keeps its build cache under $HOME; a CI job may have none
+        env.setdefault("GOCACHE", str(CACHE / "go-build"))
+        env.setdefault("GOPATH", str(CACHE / "gopath"))
     done = subprocess.run(
         [go, "build", "-o", str(partial), "."], cwd=SOURCE, env=env, capture_output=True, text=True
     )
