@@ -231,6 +231,15 @@ func (s *stream) take(n int) []byte {
 	return b
 }
 
+// begin reads the next answer's size prefix: the bytes take and skip may then read.
+func (s *stream) begin() {
+	s.left = 4
+	s.left = int(s.i32())
+	if s.left < 4 {
+		fail("%s: answer of %d bytes", s.what, s.left)
+	}
+}
+
 func (s *stream) i16() int16 { return int16(be.Uint16(s.take(2))) }
 func (s *stream) i32() int32 { return int32(be.Uint32(s.take(4))) }
 func (s *stream) i64() int64 { return int64(be.Uint64(s.take(8))) }
@@ -322,8 +331,7 @@ func fetch(c *conn, sock net.Conn, total *int64, target int64) (records, wire, r
 			fail("%s: sending Fetch: %v", c.Addr, err)
 		}
 		requests++
-		s.left = 4
-		s.left = int(s.i32())
+		s.begin()
 		if id := s.i32(); id != expected {
 			fail("%s: Fetch answer with correlation id %d, expected %d", c.Addr, id, expected)
 		}
