@@ -3,7 +3,7 @@ KRaft controller of its own (benchmarks/clusters.py), then kcompat's scale on co
 
     python -m benchmarks --cluster        (after the single-node rounds; or alone:)
     python -m benchmarks.cluster [--quick] [--kinds kafka,kcompat] [--no-java] [--workdir DIR]
-    python -m benchmarks.cluster --only scale    (the scale-on-cores rows alone, about 2 minutes)
+    python -m benchmarks.cluster --only scale    (the scale-on-cores rows alone, about a minute)
 
 Per cluster, started fresh, topics RF=3 with min.insync.replicas=2, one partition each (a leader
 and two followers), producers with acks=all:
