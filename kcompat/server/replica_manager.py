@@ -147,7 +147,9 @@ class ReplicaManager:
 
     def log_error(self, topic: str, partition: int) -> LogError | None:
         """What partition_log would raise instead of answering (without making anything), or None."""
-        if (not self._making and not self._refused) or (self.logs and self.logs.get(topic, partition)):
+        if not self._making and not self._refused:
+            return None
+        if self.logs is not None and self.logs.get(topic, partition) is not None:
             return None
         tp = (topic, partition)
         if tp in self._making:
