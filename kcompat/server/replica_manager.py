@@ -258,6 +258,28 @@ class ReplicaManager:
             cache.assign(t.leader_epoch, plog.log_end_offset, write=False)  # written by the log's next flush
         return plog
 
+    async def make_logs(self, wanted: list[tuple[str, int, LogConfig]]) -> None:
+        """Cluster mode: make the logs an image is about to assign here, in a worker thread, so that
+        applying it (open_log) makes none on the event loop. One that fails is left to open_log."""
+        logs = self.logs
+        if not wanted or logs is None:
+            return
+
+        def make() -> None:
+            try:
+                for topic, partition, config in wanted:
+                    with self._make_lock:
+                        if self._closing:
+                            return
+                        logs.get_or_create(topic, partition, config)
+            finally:
+                logs.sync_new_logs()
+
+        try:
+            await asyncio.to_thread(make)
+        except KafkaStorageError as e:
+            log.warning("making the logs of %d new replica(s): %s", len(wanted), e)
+
     def open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         """The log of a replica the image assigns here, opened or created (cluster mode)."""
         assert self.logs is not None

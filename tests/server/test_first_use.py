@@ -1,23 +1,35 @@
 """A request that touches new partitions before their logs are made (CreateTopics answers first)
 makes them in a worker thread and waits for them (ReplicaManager.await_logs), while the event loop
 serves everybody else; past its timeout it answers NOT_LEADER_OR_FOLLOWER (retriable), a log that
-cannot be made answers KAFKA_STORAGE_ERROR, and a topic deleted meanwhile leaves no directory."""
+cannot be made answers KAFKA_STORAGE_ERROR, and a topic deleted meanwhile leaves no directory.
+In cluster mode the logs a new image assigns here are made in a worker thread before it is applied."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kcompat.config import BrokerConfig
+from kcompat.log.config import LogConfig
+from kcompat.metadata import records as r
+from kcompat.metadata.loader import MetadataLoader
+from kcompat.server.kraft_metadata import KRaftMetadata
+from kcompat.server.replica_delta import ReplicaDeltaApplier
+from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from kcompat.server.replica_manager import ReplicaManager
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.messages.produce import PRODUCE
+from tests.metadata.test_metadata_loader import D1, T1, partition, register, topic
+from tests.metadata.test_metadata_loader import batch as metadata_batch
 from tests.server.broker_harness import BrokerHarness, batch, until
 
 
@@ -180,3 +192,40 @@ def test_requests_cost_no_wait_once_every_log_is_made(h: BrokerHarness) -> None:
         return request.done()
 
     assert h.run(answered_in_one_turn())
+
+
+def test_cluster_mode_makes_the_logs_an_image_assigns_before_applying_it(tmp_path: Path) -> None:
+    """A KRaft image that makes this broker host new partitions: their logs are made in a worker
+    thread (new_logs + make_logs, awaited before apply), with the topic's config; apply makes none."""
+    md = KRaftMetadata(BrokerConfig({"node.id": "1", "process.roles": "broker"}))
+    loader = MetadataLoader()
+    loader.append(metadata_batch(0, register(1, 10), (r.UNFENCE_BROKER, 0, {"id": 1, "epoch": 10}), topic("t", T1),
+                                 *(partition(T1, p, [1], 1, [D1]) for p in range(40)),
+                                 (r.CONFIG, 0, {"resource_type": 2, "resource_name": "t", "name": "segment.bytes",
+                                                "value": "1048576"})))  # fmt: skip
+    image = loader.advance(50)
+    assert image is not None
+    replicas = ReplicaManager(topic=md.topic, log_config=md.log_config)
+    replicas.cluster_mode = True
+    fetchers = ReplicaFetcherManager(FetcherSettings(1, "c", uuid.uuid4()), broker_epoch=lambda: 10,
+                                     topic_id=lambda name: None, now_ms=lambda: 0, on_append=lambda p: None)  # fmt: skip
+    applier = ReplicaDeltaApplier(1, md, replicas, fetchers, "PLAINTEXT", lambda: 0)
+
+    async def scenario() -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[int]]:
+        await replicas.start([tmp_path / "data"], LogConfig(), cluster_id="c", node_id=1, topic_configs={},
+                             clock=lambda: 0, topics=[])  # fmt: skip
+        assert replicas.logs is not None
+        wanted = applier.new_logs(image)
+        await replicas.make_logs(wanted)
+        made = replicas.logs.partitions()
+        sizes = [replicas.logs.get("t", p).config.segment_bytes for p in range(40)]  # type: ignore[union-attr]
+        applier.apply(image)
+        assert applier.new_logs(image) == []  # hosted now: nothing more to make
+        after = replicas.logs.partitions()
+        await replicas.close()
+        return made, after, sizes
+
+    made, after, sizes = asyncio.run(scenario())
+    assert made == after == [("t", p) for p in range(40)]
+    assert sizes == [1048576] * 40  # the topic's config from the image, not the broker default
+    assert [replicas.partitions[("t", p)].is_leader for p in range(40)] == [True] * 40
