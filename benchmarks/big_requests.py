@@ -8,6 +8,11 @@ one Produce v9 (acks=1) carrying a batch for each of HOT partitions, one Fetch v
 partitions. Meanwhile a separate process (so that this one's decoding cannot delay it) sends
 ApiVersions round trips on its own connection as fast as it can; for each request kind the table
 gives the longest of those round trips that overlapped it: how long the event loop was held.
+
+First use: before those rounds, each of ListOffsets, Produce and Fetch is sent once more, at once
+after a CreateTopics of partitions of its own (TOPICS x PARTITIONS for ListOffsets, HOT for the
+other two), whose logs the broker makes after answering: what first use of many new partitions
+costs the request and, in the ping column, everybody else (--no-first-use skips them).
 """
 
 from __future__ import annotations
@@ -99,6 +104,35 @@ def bodies(names: list[str], partitions: int, hot: list[tuple[str, int]]) -> dic
     }  # fmt: skip
 
 
+def create_topics(c: Raw, names: list[str], partitions: int) -> None:
+    r = c.call(19, 7, {"topics": [{"name": n, "num_partitions": partitions, "replication_factor": 1,
+                                   "assignments": [], "configs": []} for n in names],
+                       "timeout_ms": 60000, "validate_only": False})  # fmt: skip
+    assert all(t.error_code == 0 for t in r.topics), [t for t in r.topics if t.error_code][:3]
+
+
+def first_use(c: Raw, topics: int, partitions: int, hot: int) -> dict[str, tuple[float, float]]:
+    """Each kind once, straight after creating its own topics: {row: (start, seconds)}."""
+    out = {}
+    hot_topics = max(1, -(-hot // partitions))
+    for prefix, kind, count in (("fl", "ListOffsets", topics), ("fp", "Produce", hot_topics),
+                                ("ff", "Fetch", hot_topics)):  # fmt: skip
+        names = [f"{prefix}-{i:04d}" for i in range(count)]
+        every = [(n, p) for n in names for p in range(partitions)]
+        touched = every if kind == "ListOffsets" else every[:hot]
+        create_topics(c, names, partitions)
+        (row, (api, version, body)), = ((k, b) for k, b in bodies(names, partitions, touched).items()
+                                        if k.startswith(kind))  # fmt: skip
+        t, took, answer = c.timed(api, version, body)
+        try:
+            check(row, answer, len(every), len(touched))
+            out[f"{row}, first use"] = (t, took)
+        except RuntimeError as e:  # past the request's wait the rest answer a retriable error: said
+            out[f"{row}, first use ({e})"] = (t, took)
+        time.sleep(0.5)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.big_requests", description=__doc__.split("\n\n")[0]
@@ -111,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
         "--settle", type=float, default=0.0,
         help="seconds to wait after CreateTopics (its logs are made in the background; 0: the first round makes them)",
     )  # fmt: skip
+    ap.add_argument("--no-first-use", dest="first_use", action="store_false",
+                    help="skip the first-use rows (requests straight after CreateTopics of new partitions)")  # fmt: skip
     args = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="kcompat-big-"))
     broker = Broker(root / "data", root / "broker.log", overrides={})
@@ -118,10 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         c = Raw(broker.port)
         names = [f"big-{i:04d}" for i in range(args.topics)]
-        r = c.call(19, 7, {"topics": [{"name": n, "num_partitions": args.partitions, "replication_factor": 1,
-                                       "assignments": [], "configs": []} for n in names],
-                           "timeout_ms": 60000, "validate_only": False})  # fmt: skip
-        assert all(t.error_code == 0 for t in r.topics), [t for t in r.topics if t.error_code][:3]
+        create_topics(c, names, args.partitions)
         every = [(n, p) for n in names for p in range(args.partitions)]
         hot = every[:: max(1, len(every) // args.hot)][: args.hot]
         time.sleep(args.settle)
@@ -129,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         pinger = subprocess.Popen([sys.executable, "-c", PINGER, str(broker.port)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
         time.sleep(1.0)  # the pinger's idle round trips first
+        firsts = first_use(c, args.topics, args.partitions, args.hot) if args.first_use else {}
         windows: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
         for _ in range(args.rounds):
             for kind, (api, version, body) in kinds.items():
@@ -141,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
         pings: list[list[float]] = json.loads(out)
     finally:
         broker.stop()
-    idle = [rtt for t, rtt in pings if t < min(w[0][0] for w in windows.values())]
+    started = min([w[0][0] for w in windows.values()] + [t for t, _ in firsts.values()])
+    idle = [rtt for t, rtt in pings if t < started]
     print(f"{args.topics} topics x {args.partitions} partitions, {len(pings)} pings "
           f"(idle median {statistics.median(idle) * 1000:.2f} ms)")  # fmt: skip
     print("| request | median ms | max ms | longest ping round trip meanwhile, ms |")
@@ -150,6 +185,9 @@ def main(argv: list[str] | None = None) -> None:
         overlapping = [rtt for t, rtt in pings if any(t < s + d and t + rtt > s for s, d in ws)]
         took = [d * 1000 for _, d in ws]
         print(f"| {kind} | {statistics.median(took):.1f} | {max(took):.1f} | {max(overlapping) * 1000:.1f} |")
+    for kind, (s, d) in firsts.items():
+        longest = max((rtt for t, rtt in pings if t < s + d and t + rtt > s), default=0.0)
+        print(f"| {kind} | {d * 1000:.1f} | {d * 1000:.1f} | {longest * 1000:.1f} |")
 
 
 def check(kind: str, answer: Any, partitions: int, hot: int) -> None:

@@ -148,7 +148,7 @@ class Broker:
             offsets_topic=OffsetsTopic(
                 lookup=self.metadata.topic,
                 create=self.metadata.auto_create_topic,
-                partition_log=self.replicas.partition_log,
+                partition_log=self.replicas.log_now,
                 append=self.replicas.append,
                 setting=config.get,
             ),
@@ -161,7 +161,7 @@ class Broker:
             setting=config.get,
             lookup=self.metadata.topic,
             create=self.metadata.auto_create_topic,
-            partition_log=self.replicas.partition_log,
+            partition_log=self.replicas.log_now,
             append=self.replicas.append,
             new_producer_id=self._new_producer_id,
             groups=self.group_service,

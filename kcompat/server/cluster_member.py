@@ -122,6 +122,10 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
         txn_shards.on_image()  # and transaction coordinators with __transaction_state's
         txns.set_transaction_version(image.features.get("transaction.version", 0))
 
+    async def before_publish(image: MetadataImage) -> None:
+        await broker.replicas.make_logs(applier.new_logs(image))  # off the event loop, before apply
+
+    member.before_image = before_publish
     member.on_image = publish
     broker.quorum_leader = lambda: member.raft_leader
     _use_controller(member, broker, bootstrap)

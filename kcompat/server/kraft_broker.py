@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kcompat.metadata.broker_lifecycle import (
@@ -117,6 +117,9 @@ class KRaftBroker:
         )
         self.loader = MetadataLoader()
         self.on_image = on_image
+        # Awaited before on_image (the fetch loop waits): work an image needs done off the event
+        # loop first, such as making the logs of the partitions it assigns here.
+        self.before_image: Callable[[MetadataImage], Awaitable[None]] | None = None
         client_id = f"kcompat-broker-{node_id}"
         self._lifecycle_channel = ControllerChannel(bootstrap, client_id=client_id)
         self._raft_channel = ControllerChannel(bootstrap, client_id=client_id + "-raft")
@@ -338,7 +341,7 @@ class KRaftBroker:
                         self._fetch_request(),
                         timeout_s=FETCH_MAX_WAIT_MS / 1000 + 5,
                     )
-                    progressed = self._handle_fetch(r)
+                    progressed = await self._handle_fetch(r)
             except ControllerUnavailable as e:
                 self._unreachable(e)
                 self._raft_channel.rotate()
@@ -386,10 +389,12 @@ class KRaftBroker:
         self._snapshot_wanted = None
         log.info("metadata: loaded snapshot %d-%d (%d bytes, %d topics, %d brokers)",
                  end_offset, epoch, len(data), len(image.topics_by_id), len(image.brokers))  # fmt: skip
-        self._published(image)
+        await self._published(image)
         return True
 
-    def _published(self, image: MetadataImage) -> None:
+    async def _published(self, image: MetadataImage) -> None:
+        if self.before_image is not None:
+            await self.before_image(image)
         self.lifecycle.update_metadata_offset(image.offset)
         self._wake.set()
         if self.on_image is not None:
@@ -402,7 +407,7 @@ class KRaftBroker:
         if self.lifecycle.state == BrokerState.RUNNING and ours:
             self.serving.set()
 
-    def _handle_fetch(self, r: Any) -> bool:
+    async def _handle_fetch(self, r: Any) -> bool:
         endpoints = {e.node_id: (e.host, e.port) for e in (r.node_endpoints or [])}
         if r.error_code != 0:
             log.info("metadata fetch answered with error %d", r.error_code)
@@ -430,7 +435,7 @@ class KRaftBroker:
             self.loader.append(p.records)
         image = self.loader.advance(p.high_watermark)
         if image is not None:
-            self._published(image)
+            await self._published(image)
         return True
 
 

@@ -121,15 +121,23 @@ class KRaftMetadata:
         image = self.image.topic(name)
         if image is None:
             return None
-        overrides = dict(self.image.configs.get((TOPIC_RESOURCE, name), {}))
-        try:
-            tc = topic_config(self._config, overrides)
-        except ConfigError as e:  # a config Kafka knows and kcompat does not: its defaults, said once
-            log.warning("topic %s: ignoring its configs (%s)", name, e)
-            tc = topic_config(self._config)
+        tc = self._topic_config_in(self.image, name)
         info = TopicInfo(name, image.topic_id, len(image.partitions), tc.overrides)
         entry = self._topics[name] = _Topic(image, info, tc, tc.log_config())
         return entry
+
+    def _topic_config_in(self, image: MetadataImage, name: str, *, quiet: bool = False) -> TopicConfig:
+        overrides = dict(image.configs.get((TOPIC_RESOURCE, name), {}))
+        try:
+            return topic_config(self._config, overrides)
+        except ConfigError as e:  # a config Kafka knows and kcompat does not: its defaults, said once
+            if not quiet:
+                log.warning("topic %s: ignoring its configs (%s)", name, e)
+            return topic_config(self._config)
+
+    def log_config_in(self, image: MetadataImage, name: str) -> LogConfig:
+        """The log config topic `name` will have once `image` is set (its logs made beforehand)."""
+        return self._topic_config_in(image, name, quiet=True).log_config()
 
     # --- reads ---
 

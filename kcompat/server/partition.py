@@ -87,7 +87,9 @@ class Partition:
         self.log.start_replicated()
         if new_term:
             self.leader_epoch_start = self.log.log_end_offset
-            self.log.leader_epoch_cache.assign(reg.leader_epoch, self.log.log_end_offset)
+            # Kept in memory until the log's next flush (a file written here for each of thousands
+            # of partitions an image makes leader at once would hold the event loop).
+            self.log.leader_epoch_cache.assign(reg.leader_epoch, self.log.log_end_offset, write=False)
             # ISR members count as caught up when the leadership starts (Kafka's resetReplicaState).
             self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in reg.isr else 0)
                               for r in reg.replicas if r != self.node_id}  # fmt: skip

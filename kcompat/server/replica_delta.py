@@ -2,8 +2,9 @@
 
 On every published image, in the event loop and before any request sees the image:
 
-* each partition that names this broker among its replicas gets a Partition (its log opened or
-  created); where the image makes this broker leader it becomes leader (the epoch recorded at the
+* each partition that names this broker among its replicas gets a Partition (its log opened, or
+  made beforehand in a worker thread: new_logs, awaited before apply, so that a topic of thousands
+  of partitions does not hold the event loop while they are made); where the image makes this broker leader it becomes leader (the epoch recorded at the
   log end), elsewhere a follower fetching from the leader's endpoint on the inter-broker listener;
 * a partition that no longer names this broker stops (its fetcher forgets it) and its log is
   deleted (a reassignment moved it away: Kafka's StopReplica with delete); when its topic is gone
@@ -22,6 +23,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from kcompat.log.config import LogConfig
 from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage
 from kcompat.server.kraft_metadata import KRaftMetadata
 from kcompat.server.partition import Partition, Registration
@@ -45,6 +47,24 @@ class ReplicaDeltaApplier:
         self._no_endpoint: set[tuple[str, int]] = set()
         self.caught_up = caught_up
         self._strays_checked = False
+
+    def new_logs(self, image: MetadataImage) -> list[tuple[str, int, LogConfig]]:
+        """The logs `image` makes this broker host that do not exist yet, with their configs: made
+        in a worker thread (ReplicaManager.make_logs) before apply opens them."""
+        previous, hosted, logs = self.metadata.image, self.replicas.partitions, self.replicas.logs
+        if logs is None:
+            return []
+        out = []
+        for topic_id, topic in image.topics_by_id.items():
+            if previous.topics_by_id.get(topic_id) is topic:
+                continue  # unchanged: every replica of it here is hosted already
+            config = None
+            for index, reg in topic.partitions.items():
+                tp = (topic.name, index)
+                if self.node_id in reg.replicas and tp not in hosted and logs.get(*tp) is None:
+                    config = config or self.metadata.log_config_in(image, topic.name)
+                    out.append((topic.name, index, config))
+        return out
 
     def apply(self, image: MetadataImage) -> None:
         previous = self.metadata.image

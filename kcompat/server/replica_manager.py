@@ -8,6 +8,12 @@ parked on them.
 It owns the LogManager (opened at start, closed last) and the FetchWaiters. What a topic is (its
 partitions, leader epoch and log config) it asks the metadata through two callables, so that cluster
 mode can answer them from a KRaft image; replica fetchers and transaction markers append here too.
+
+New partitions' logs are made in worker threads, never on the event loop (on a single node):
+CreateTopics queues them for after its answer (create_partitions_later), and a request that
+touches some before their turn awaits `await_logs` first, which makes those in one thread while
+the loop serves everybody else; past the request's timeout they answer NOT_LEADER_OR_FOLLOWER
+(retriable), as a Kafka broker that has not applied the topic yet.
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import KafkaStorageError, LoadAborted
+from kcompat.log.errors import KafkaStorageError, LoadAborted, LogError
 from kcompat.log.manager import LogManager
 from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
@@ -34,6 +40,18 @@ if TYPE_CHECKING:  # cluster mode only: never imported on a single node
     from kcompat.server.partition import Partition
 
 log = logging.getLogger("kcompat.server")
+
+TP = tuple[str, int]
+# How long a request without a timeout of its own (ListOffsets before v10, Fetch's floor) waits
+# for its partitions' logs: well inside the clients' request.timeout.ms (30 s in Java).
+UNTIMED_WAIT_S = 10.0
+
+
+class LogNotReady(LogError):
+    """The partition's log is still being made: retriable, as Kafka's answer for a partition its
+    metadata has and its ReplicaManager does not host yet."""
+
+    error_name = "NOT_LEADER_OR_FOLLOWER"
 
 
 class ReplicaManager:
@@ -58,6 +76,17 @@ class ReplicaManager:
         self._pending = 0  # reserved logs not created yet (descriptor accounting)
         self._pending_lock = threading.Lock()
         self._closing = False
+        # Made by the request that needed them (await_logs): each partition's making, and what it
+        # refused (said once, by the next partition_log; a later await_logs tries again).
+        self._making: dict[TP, asyncio.Future[dict[TP, KafkaStorageError]]] = {}
+        self._refused: dict[TP, KafkaStorageError] = {}
+        self._gaps = False  # a creation failed: some partition may lack its log with nothing pending
+        # Checking that a topic still exists and making its log is one step against its deletion
+        # and close (both take it too), from any thread.
+        self._make_lock = threading.Lock()
+        # Requests first: while one waits for its logs, the background creation of others pauses.
+        self._urgent = 0
+        self._urgent_done = threading.Condition()
 
     async def start(
         self,
@@ -102,6 +131,34 @@ class ReplicaManager:
             raise
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        """The partition's log, for a request that awaited await_logs: LogNotReady while it is still
+        being made, or the KafkaStorageError that refused it (said once). One nobody awaited is
+        made as log_now makes it."""
+        assert self.logs is not None
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            tp = (topic, partition)
+            if tp in self._making:
+                raise LogNotReady(f"the log of {topic}-{partition} is still being made")
+            if (refused := self._refused.pop(tp, None)) is not None:
+                raise refused
+            plog = self.log_now(topic, partition)
+        return plog
+
+    def log_error(self, topic: str, partition: int) -> LogError | None:
+        """What partition_log would raise instead of answering (without making anything), or None."""
+        if not self._making and not self._refused:
+            return None
+        if self.logs is not None and self.logs.get(topic, partition) is not None:
+            return None
+        tp = (topic, partition)
+        if tp in self._making:
+            return LogNotReady(f"the log of {topic}-{partition} is still being made")
+        return self._refused.pop(tp, None)
+
+    def log_now(self, topic: str, partition: int) -> PartitionLog:
+        """The partition's log, made on the caller's thread if missing: for the coordinators of the
+        internal topics, which touch one partition at a time (often from a worker thread)."""
         assert self.logs is not None
         plog = self.logs.get(topic, partition)
         if plog is None:
@@ -113,6 +170,84 @@ class ReplicaManager:
             plog = self.open_partition(t, partition)
         return plog
 
+    async def await_logs(self, tps: Iterable[TP], timeout_s: float) -> None:
+        """Make the missing logs of these partitions (of topics that exist) in one worker thread and
+        wait for them, at most `timeout_s`; the loop serves other connections meanwhile. Afterwards
+        partition_log answers each: its log, LogNotReady while still being made, or the
+        KafkaStorageError that refused it. Costs nothing when no log is waiting to be made."""
+        logs = self.logs
+        if self.cluster_mode or logs is None or (self._pending == 0 and not self._gaps):
+            return
+        have, making, topic = logs.get, self._making, self._topic
+        missing = [tp for tp in tps if have(*tp) is None and (t := topic(tp[0])) is not None
+                   and 0 <= tp[1] < t.partitions]  # fmt: skip
+        if not missing:
+            return
+        waits = {making[tp] for tp in missing if tp in making}
+        fresh = list(dict.fromkeys(tp for tp in missing if tp not in making))
+        if fresh:
+            waits.add(self._make_soon(logs, fresh))
+        await asyncio.wait(waits, timeout=max(timeout_s, 0.0))
+
+    def _make_soon(self, logs: LogManager, tps: list[TP]) -> asyncio.Future[dict[TP, KafkaStorageError]]:
+        work = asyncio.ensure_future(asyncio.to_thread(self._make, logs, tps))
+        for tp in tps:
+            self._making[tp] = work
+            self._refused.pop(tp, None)
+
+        def done(work: asyncio.Future[dict[TP, KafkaStorageError]]) -> None:
+            # Runs before any waiter resumes (callbacks run in the order they were added).
+            for tp in tps:
+                if self._making.get(tp) is work:
+                    del self._making[tp]
+            if work.cancelled():
+                return
+            if (e := work.exception()) is not None:
+                log.error("making %d partition log(s) failed", len(tps), exc_info=e)
+                return
+            refused = work.result()
+            if refused:
+                self._gaps = True
+                self._refused.update(refused)
+
+        work.add_done_callback(done)
+        return work
+
+    def _make(self, logs: LogManager, tps: list[TP]) -> dict[TP, KafkaStorageError]:
+        """(Worker thread) make the logs of `tps` whose topics still exist; those refused."""
+        refused: dict[TP, KafkaStorageError] = {}
+        with self._urgent_done:
+            self._urgent += 1
+        try:
+            for tp in tps:
+                try:
+                    if not self._make_one(tp[0], tp[1]):
+                        break  # closing
+                except KafkaStorageError as e:
+                    refused[tp] = e
+        finally:
+            with self._urgent_done:
+                self._urgent -= 1
+                self._urgent_done.notify_all()
+            try:
+                logs.sync_new_logs()
+            except KafkaStorageError as e:
+                log.warning("%s", e)
+        if refused:
+            log.warning("%d partition log(s) could not be made, e.g. %s-%d: %s", len(refused),
+                        *next(iter(refused)), next(iter(refused.values())))  # fmt: skip
+        return refused
+
+    def _make_one(self, topic: str, partition: int, topic_id: object = None) -> bool:
+        """Make one partition's log if its topic (with that id, if given) still has it; False once closing."""
+        with self._make_lock:
+            if self._closing:
+                return False
+            t = self._topic(topic)
+            if t is not None and 0 <= partition < t.partitions and topic_id in (None, t.topic_id):
+                self.open_partition(t, partition)
+            return True
+
     def open_partition(self, t: TopicInfo, partition: int) -> PartitionLog:
         assert self.logs is not None
         plog = self.logs.get_or_create(t.name, partition, self._log_config(t))
@@ -122,6 +257,28 @@ class ReplicaManager:
         if cache.latest_epoch < t.leader_epoch:
             cache.assign(t.leader_epoch, plog.log_end_offset, write=False)  # written by the log's next flush
         return plog
+
+    async def make_logs(self, wanted: list[tuple[str, int, LogConfig]]) -> None:
+        """Cluster mode: make the logs an image is about to assign here, in a worker thread, so that
+        applying it (open_log) makes none on the event loop. One that fails is left to open_log."""
+        logs = self.logs
+        if not wanted or logs is None:
+            return
+
+        def make() -> None:
+            try:
+                for topic, partition, config in wanted:
+                    with self._make_lock:
+                        if self._closing:
+                            return
+                        logs.get_or_create(topic, partition, config)
+            finally:
+                logs.sync_new_logs()
+
+        try:
+            await asyncio.to_thread(make)
+        except KafkaStorageError as e:
+            log.warning("making the logs of %d new replica(s): %s", len(wanted), e)
 
     def open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         """The log of a replica the image assigns here, opened or created (cluster mode)."""
@@ -166,6 +323,7 @@ class ReplicaManager:
                 try:
                     await asyncio.to_thread(self._create, self.logs, t, partitions)
                 except KafkaStorageError as e:  # used partitions say so themselves, when next used
+                    self._gaps = True
                     log.warning("topic %s: %s", t.name, e)
                 except Exception:
                     log.exception("creating the logs of topic %s failed", t.name)
@@ -177,7 +335,10 @@ class ReplicaManager:
                 current = self._topic(t.name)
                 if self._closing or current is None or current.topic_id != t.topic_id:
                     return
-                self.open_partition(current, p)
+                with self._urgent_done:  # a request's own logs first (closing ends those too)
+                    self._urgent_done.wait_for(lambda: self._urgent == 0)
+                if not self._make_one(t.name, p, t.topic_id):
+                    return
                 with self._pending_lock:
                     self._pending -= 1
                 left -= 1
@@ -208,10 +369,16 @@ class ReplicaManager:
         """Drop a deleted topic's logs (in a worker thread); its parked fetches answer first."""
         for p in range(partitions):
             self.fetch_waiters.notify((topic, p))
+            self._refused.pop((topic, p), None)
         logs = self.logs
         assert logs is not None
         async with self._maintenance_lock:
-            await asyncio.to_thread(logs.delete, topic)
+            await asyncio.to_thread(self._locked, logs.delete, topic)
+
+    def _locked(self, work: Callable[..., object], *args: object) -> None:
+        """(Worker thread) `work` with no partition log being made meanwhile (deletion, close)."""
+        with self._make_lock:
+            work(*args)
 
     async def delete_replica(self, topic: str, partition: int) -> None:
         """Drop one partition's log: this broker is no longer among its replicas (Kafka's
@@ -306,7 +473,7 @@ class ReplicaManager:
             return
         try:
             if self.logs is not None:
-                await asyncio.to_thread(self.logs.close, deadline)
+                await asyncio.to_thread(self._locked, self.logs.close, deadline)
                 self.logs = None
         finally:
             self._maintenance_lock.release()

@@ -56,6 +56,7 @@ from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
+from kcompat.server.replica_manager import UNTIMED_WAIT_S
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.protocol import Request
@@ -100,6 +101,8 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     denied = access.fetch_denied(ctx, reads, replica_id >= 0)
     tps = [(name, p) for _, name, p, _ in reads if name is not None and name not in denied]
     clock = broker.clock
+    # New partitions' logs, made off the event loop (waited for at least as long as an untimed request).
+    await ctx.replicas.await_logs(tps, max(body.max_wait_ms / 1000, UNTIMED_WAIT_S))
     deadline = clock() + max(body.max_wait_ms, 0) / 1000
     max_bytes = min(body.max_bytes, broker.fetch_max_bytes)
     hints = version >= LEADER_HINTS_VERSION
@@ -276,7 +279,9 @@ def _refusal(ctx: RequestContext, t: Any, partition: int, epoch: int, replica_id
         if epoch != NO_LEADER_EPOCH:
             return ErrorCode.UNKNOWN_LEADER_EPOCH, None
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, (ctx.broker.node_id, leader_epoch)
-    return None
+    # a new partition's log still being made past the wait, or refused (KAFKA_STORAGE_ERROR)
+    unready = ctx.replicas.log_error(t.name, partition)
+    return (ErrorCode[unready.error_name], None) if unready is not None else None
 
 
 def _diverged(plog: Any, fp: Any, out: dict[str, Any]) -> bool:

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kcompat.log.errors import LogError
 from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.registry import handles
+from kcompat.server.replica_manager import UNTIMED_WAIT_S
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.protocol import Request
@@ -43,6 +45,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
+TIMEOUT_VERSION = 10
 # The first version that carries each newer sentinel.
 SENTINEL_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
@@ -51,6 +54,8 @@ SENTINEL_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, E
 async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]) -> ListOffsetsResponse:
     body = request.body
     counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
+    timeout_s = body.timeout_ms / 1000 if request.api_version >= TIMEOUT_VERSION else UNTIMED_WAIT_S
+    await ctx.replicas.await_logs(counts, timeout_s)  # new partitions' logs, made off the event loop
     topics = []
     for rt in body.topics:
         parts = []
@@ -87,7 +92,10 @@ def _lookup(
     leader, epoch = ctx.metadata.leader_and_epoch(t, rp.partition_index)
     if (refused := leader_error(rp.current_leader_epoch, leader, epoch, ctx.broker.node_id)) is not None:
         return refused
-    plog = ctx.replicas.partition_log(topic, rp.partition_index)
+    try:
+        plog = ctx.replicas.partition_log(topic, rp.partition_index)
+    except LogError as e:  # still being made past the timeout, or refused (KAFKA_STORAGE_ERROR)
+        return ErrorCode[e.error_name]
     ts = rp.timestamp
     if ts == LATEST:
         out.offset, out.leader_epoch = plog.last_stable_offset if committed else plog.high_watermark, epoch

@@ -12,10 +12,12 @@ gets -1/-1 (UNDEFINED). Every batch kcompat writes carries the topic's constant 
 
 from __future__ import annotations
 
+from kcompat.log.errors import LogError
 from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.registry import handles
+from kcompat.server.replica_manager import UNTIMED_WAIT_S
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from kcompat.wire.protocol import Request
@@ -31,8 +33,12 @@ from kcompat.wire.types.offset_for_leader_epoch import (
 async def offset_for_leader_epoch(
     ctx: RequestContext, request: Request[OffsetForLeaderEpochRequest]
 ) -> OffsetForLeaderEpochResponse:
+    body = request.body
+    # new partitions' logs, made off the event loop (no timeout in this request)
+    await ctx.replicas.await_logs(((rt.topic, rp.partition) for rt in body.topics for rp in rt.partitions),
+                                  UNTIMED_WAIT_S)  # fmt: skip
     topics = []
-    for rt in request.body.topics:
+    for rt in body.topics:
         parts = []
         for rp in rt.partitions:
             out = EpochEndOffset(error_code=0, partition=rp.partition, leader_epoch=-1, end_offset=-1)
@@ -50,7 +56,11 @@ async def offset_for_leader_epoch(
             ) is not None:
                 out.error_code = int(refused)
                 continue
-            plog = ctx.replicas.partition_log(rt.topic, rp.partition)
+            try:
+                plog = ctx.replicas.partition_log(rt.topic, rp.partition)
+            except LogError as e:  # still being made past the wait, or refused
+                out.error_code = int(ErrorCode[e.error_name])
+                continue
             out.leader_epoch, out.end_offset = plog.end_offset_for_epoch(rp.leader_epoch)
         topics.append(OffsetForLeaderTopicResult(topic=rt.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -47,6 +47,7 @@ its metadata (KafkaApis.handleProduceRequest).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from kcompat.log.config import LogConfig
@@ -59,6 +60,7 @@ from kcompat.server.errors import ApiError
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.record_checks import check_records
 from kcompat.server.registry import NO_RESPONSE, Deferred, handles
+from kcompat.server.replica_manager import UNTIMED_WAIT_S
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
@@ -93,6 +95,7 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
     pending: list[
         tuple[dict[str, Any], str, int, int]
     ] = []  # acks=all: (response, topic, partition, last offset)
+    await ctx.replicas.await_logs(_named_partitions(ctx, body, v), max(body.timeout_ms, 0) / 1000)
     for td in body.topic_data:
         parts = []
         name = td.name
@@ -144,6 +147,17 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
     if pending:  # appended: the connection may take its next Produce while this one waits for the ISR
         return Deferred(_replicated(ctx, pending, body.timeout_ms, response))
     return response
+
+
+def _named_partitions(ctx: RequestContext, body: Any, v: int) -> Iterator[tuple[str, int]]:
+    """(topic name, partition) of each partition the request names: those whose logs are still to
+    be made are made off the event loop before the appends (ReplicaManager.await_logs)."""
+    for td in body.topic_data:
+        t = ctx.metadata.topics.by_id(td.topic_id) if v >= TOPIC_IDS else None
+        name = td.name if v < TOPIC_IDS else t.name if t is not None else None
+        if name is not None:
+            for pd in td.partition_data:
+                yield name, pd.index
 
 
 async def _replicated(ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]], timeout_ms: int,
@@ -210,6 +224,7 @@ async def _produce_partition(
         if not ctx.metadata.auto_create_topics:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         t = await ctx.metadata.auto_create_topic(topic)
+        await ctx.replicas.await_logs([(t.name, partition)], UNTIMED_WAIT_S)  # its logs come after
     if not 0 <= partition < t.partitions:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     leader_epoch, replica = _leadership(ctx, t, partition, acks)

@@ -19,9 +19,11 @@ import re
 from typing import Any
 
 from kcompat.coordinator.transaction.state import TransactionState
+from kcompat.log.errors import LogError
 from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.registry import handles
+from kcompat.server.replica_manager import UNTIMED_WAIT_S
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_producers import DESCRIBE_PRODUCERS
 from kcompat.wire.messages.describe_transactions import DESCRIBE_TRANSACTIONS
@@ -91,8 +93,11 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
 
 @handles(DESCRIBE_PRODUCERS, "0")
 async def describe_producers(ctx: RequestContext, request: Request) -> Any:
+    body = request.body
+    await ctx.replicas.await_logs(((t.name, p) for t in body.topics for p in t.partition_indexes),
+                                  UNTIMED_WAIT_S)  # new partitions' logs, made off the event loop  # fmt: skip
     topics = []
-    for t in request.body.topics:
+    for t in body.topics:
         denied = access.topic_error(ctx, access.READ, t.name)
         info = ctx.metadata.topic(t.name) if denied is None else None
         parts = []
@@ -101,7 +106,13 @@ async def describe_producers(ctx: RequestContext, request: Request) -> Any:
                 parts.append({"partition_index": p, "error_code": int(denied or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                               "active_producers": []})  # fmt: skip
                 continue
-            producers = ctx.replicas.partition_log(t.name, p).producer_state.producers
+            try:
+                producers = ctx.replicas.partition_log(t.name, p).producer_state.producers
+            except LogError as e:  # still being made past the wait, or refused
+                parts.append(
+                    {"partition_index": p, "error_code": int(ErrorCode[e.error_name]), "active_producers": []}
+                )
+                continue
             parts.append({"partition_index": p, "error_code": 0, "active_producers": [
                 {"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
                  "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
