@@ -11,6 +11,11 @@
   right after the answer leaves a broker that starts and serves every created partition.
 * Partitions of many segments stay within that cache too, and catch-up reads over every old
   segment (sendfile) return every record while staying within it.
+* Under `ulimit -n 1024`, idle connections that take all but a few descriptors: CreateTopics and
+  a Produce to a partition whose log cannot be made get KAFKA_STORAGE_ERROR answers (the
+  connection stays open), existing partitions are served and new connections accepted; the
+  descriptors running out altogether leave the broker serving; once the connections go, new
+  partitions work again.
 * (slow) 5,000 partitions created and filled by a real client, kill -9, restart: every
   acknowledged record is there.
 """
@@ -19,14 +24,16 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from compat_tests.crash.wire_client import API_VERSIONS, FETCH, PRODUCE, WireClient, fetch_body, produce_body
 from kcompat.testing import TEST_DEFAULTS, Broker
 
 pytestmark = pytest.mark.timeout(300)
@@ -277,6 +284,86 @@ def test_sealed_segments_stay_within_the_descriptor_bound(tmp_path: Path) -> Non
             admin.list_topics(timeout=5)
         assert log_descriptors(pid, broker.data_dir) <= bound + 2
     finally:
+        broker.stop()
+
+
+def open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def hog_descriptors(broker: Broker, target: int, hogs: list[socket.socket]) -> None:
+    """Idle connections to `broker` until its process holds `target` descriptors."""
+    pid = broker.process.pid  # type: ignore[union-attr]
+    deadline = time.monotonic() + 30
+    while (held := open_descriptors(pid)) < target:
+        want = min(target - held, 40)  # within the listen backlog (50, Kafka's): no SYN dropped
+        hogs.extend(socket.create_connection((broker.host, broker.port)) for _ in range(want))
+        settle = time.monotonic() + 1  # every one accepted before counting again: no overshoot
+        while open_descriptors(pid) < held + want and time.monotonic() < settle:
+            time.sleep(0.02)
+        assert time.monotonic() < deadline, (open_descriptors(pid), target)
+
+
+def produce_code(c: WireClient, topic: str, value: bytes) -> tuple[int, int]:
+    """(error code, base offset) of a one-record Produce to partition 0 of `topic`."""
+    (answer,) = c.call(PRODUCE, 9, produce_body(topic, value)).responses
+    (part,) = answer.partition_responses
+    return part.error_code, part.base_offset
+
+
+def test_out_of_descriptors_answers_kafka_storage_error_and_serves_on(tmp_path: Path) -> None:
+    limit = 1024
+    broker = LimitedBroker(tmp_path / "hog-data", tmp_path / "hog.log", dict(TEST_DEFAULTS), nofile=limit)
+    broker.start()
+    pid = broker.process.pid  # type: ignore[union-attr]
+    hogs: list[socket.socket] = []
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert create(admin, ["kept"], 1) == {"kept": 0}
+        kept = WireClient(broker.host, broker.port)
+        assert produce_code(kept, "kept", b"before") == (0, 0)
+
+        # All but 48 descriptors taken (fewer than the 64 a new partition log leaves free).
+        hog_descriptors(broker, limit - 48, hogs)
+        codes = create(AdminClient({"bootstrap.servers": broker.bootstrap}), ["refused"], 4)
+        assert codes == {"refused": KafkaError.KAFKA_STORAGE_ERROR}
+        # The topic is recorded; its logs are made when used, which cannot be now: the partition's
+        # error, on a connection that stays open and goes on serving the partitions there are.
+        c = WireClient(broker.host, broker.port)
+        assert produce_code(c, "refused", b"no room")[0] == KafkaError.KAFKA_STORAGE_ERROR
+        assert produce_code(c, "kept", b"during") == (0, 1)
+        versions = c.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert versions.error_code == 0
+        c.close()
+
+        # None left (accept fails: the connections beyond wait in the backlog), those there served.
+        deadline = time.monotonic() + 30
+        while "accepting on" not in broker.logs():
+            assert time.monotonic() < deadline, open_descriptors(pid)
+            hog_descriptors(broker, min(limit, open_descriptors(pid) + 8), hogs)
+        assert produce_code(kept, "kept", b"at the limit") == (0, 2)
+
+        for h in hogs:
+            h.close()
+        hogs.clear()
+        deadline = time.monotonic() + 30
+        while open_descriptors(pid) > 100:
+            assert time.monotonic() < deadline, open_descriptors(pid)
+            time.sleep(0.05)
+        again = WireClient(broker.host, broker.port)  # accepted again
+        assert create(AdminClient({"bootstrap.servers": broker.bootstrap}), ["after"], 4) == {"after": 0}
+        assert produce_code(again, "after", b"room again") == (0, 0)
+        assert produce_code(again, "refused", b"room again") == (0, 0)  # made now that it can be
+        (fetched,) = again.call(FETCH, 12, fetch_body("kept", 0)).responses[0].partitions
+        assert fetched.error_code == 0 and fetched.high_watermark == 3 and len(fetched.records) > 0
+        again.close()
+        kept.close()
+        logs = broker.logs()
+        assert "too many open files" in logs
+        assert "Traceback" not in logs, logs[-3000:]
+    finally:
+        for h in hogs:
+            h.close()
         broker.stop()
 
 

@@ -6,7 +6,9 @@ A file of fixed-size big-endian entries, sorted by key, mapped into memory:
     whole number of entries, because an mmap cannot grow in place;
   * appended to through the map, so an append is a store into the page cache;
   * trimmed to entries * entry size when its segment is rolled or closed, so a sealed index is
-    exactly its entries (what Kafka's tools expect: entries = file length / entry size);
+    exactly its entries (what Kafka's tools expect: entries = file length / entry size); an index
+    that never got an entry has no file unless its segment outgrew index.interval.bytes
+    (recovery.py takes a missing one as empty otherwise);
   * looked up by binary search for the last entry whose key is <= the target.
 
 The preallocated file is sparse: a store into a page the filesystem has not allocated makes it
@@ -146,6 +148,10 @@ class MmapIndex(PartitionFile):
     # --- size and life cycle ---
 
     @property
+    def has_file(self) -> bool:
+        return not self._pending
+
+    @property
     def entries(self) -> int:
         return self._entries
 
@@ -208,12 +214,14 @@ class MmapIndex(PartitionFile):
         self._length = new_length
         self._backed = min(self._backed, new_length)
 
-    def trim(self) -> None:
-        """Cut the file to its real entries (on roll and on close)."""
+    def trim(self, *, empty_file: bool = False) -> None:
+        """Cut the file to its real entries (on roll and on close). An index that never got an entry
+        has no file, and gets an empty one only with `empty_file` (its segment is large enough that
+        the loader would otherwise rebuild it): creating files is most of what a clean stop costs."""
         self.resize(self._entries * self.ENTRY.size)
         if self._pending:
-            # An empty file, so that the next start finds the index and need not rebuild it.
-            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o644))
+            if empty_file:
+                os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o644))
         elif isinstance(self._mm, mmap.mmap) and self._length <= mmap.PAGESIZE:
             # A sealed index of a page or less is read into memory, as a start reads it, and its map
             # dropped (with the descriptor the map keeps): else every roll left a descriptor behind.

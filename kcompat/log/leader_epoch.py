@@ -32,7 +32,7 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 class LeaderEpochCache(PartitionFile):
     # Slots: one of these per partition (or per segment), thousands of them in a broker.
-    __slots__ = ("_epochs", "_starts", "_sync", "_unwritten", "unsynced")
+    __slots__ = ("_disk", "_epochs", "_starts", "_sync", "_unwritten", "unsynced")
 
     def __init__(self, directory: Path, *, sync: bool = True) -> None:
         self.path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
@@ -41,6 +41,7 @@ class LeaderEpochCache(PartitionFile):
         self._starts: list[int] = []
         self.unsynced = False  # written by assign() but not yet fsynced: see sync()
         self._unwritten = False  # assigned with write=False: in memory only until sync()
+        self._disk: list[tuple[int, int]] | None = None  # while _unwritten: what a start would read
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -80,6 +81,9 @@ class LeaderEpochCache(PartitionFile):
         # headers carry the epochs anyway.
         if write:
             self._write(epochs, starts, sync=False)
+        elif not self._unwritten:
+            # The file holds what memory held until now (or, missing or malformed, reads as that).
+            self._disk = self.entries()
         self._epochs, self._starts = epochs, starts
         if write:
             self.unsynced = self._sync
@@ -134,10 +138,26 @@ class LeaderEpochCache(PartitionFile):
     def flush(self) -> None:
         self._write(self._epochs, self._starts)
 
-    def sync(self, *, fsync: bool = True) -> None:
+    def sync(self, *, fsync: bool = True, log_end_offset: int | None = None) -> None:
         """Write what assign(write=False) kept, and fsync what assign() wrote (the file, then its
-        directory for the rename); fsync=False when the caller syncs the filesystem itself."""
-        if self._unwritten:
+        directory for the rename); fsync=False when the caller syncs the filesystem itself.
+
+        With `log_end_offset` (a clean close, maintenance), entries starting there are left out, as
+        the next start drops them (truncate_from_end): an epoch no record carries yet is assigned
+        again when the log next leads. The file is then written only when that changes what it
+        holds, so a stop writes nothing for a partition that became leader but got no record in
+        its epoch."""
+        if self._unwritten and log_end_offset is not None:
+            epochs, starts = self._epochs, self._starts
+            n = bisect.bisect_left(starts, log_end_offset)
+            carried = list(zip(epochs[:n], starts[:n], strict=True))
+            if carried != (self._disk or []):
+                self._write(epochs[:n], starts[:n], sync=False)
+                self.unsynced = self._sync
+            # Entries no record carries yet stay in memory only (still to be written).
+            self._unwritten = n < len(epochs)
+            self._disk = carried if self._unwritten else None
+        elif self._unwritten:
             self._write(self._epochs, self._starts, sync=False)
             self.unsynced = self._sync
         if not fsync or not self.unsynced:
@@ -161,5 +181,6 @@ class LeaderEpochCache(PartitionFile):
         except OSError as e:
             raise KafkaStorageError(f"cannot write {self.path}: {e}") from e
         self._unwritten = False
+        self._disk = None
         if sync:
             self.unsynced = False

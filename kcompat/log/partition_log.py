@@ -125,14 +125,14 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
             segments = [LogSegment(directory, log_start_offset, config, created_ms=now_ms, active=True)]
         self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
         self._set_segments(segments)
-        self._leo = segments[-1].read_next_offset()
+        self._leo = segments[-1].load_next_offset()
         self._log_start_offset = max(log_start_offset, segments[0].base_offset)
         if self._log_start_offset > self._leo:
             # The checkpoint is ahead of the data (everything after it was lost): start empty there.
             self._truncate_fully_and_start_at(self._log_start_offset, now_ms)
         cache.truncate_from_end(self._leo)
         cache.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state(names)
+        self._rebuild_producer_state(names, clean_shutdown=clean_shutdown and not created)
         self.recovery_point = self._leo
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
@@ -426,12 +426,15 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
             ps = self.producer_state
             # Kafka's rule: a snapshot only when the state moved past the newest one (a stop after
             # an idle restart then creates no file per partition; file creation is most of a close).
-            if ps.map_end_offset not in ps.snapshot_offsets():
+            # And none for a log that never had producer state: without a snapshot, a clean start
+            # takes the state as empty (as Kafka's loader does) and replays nothing.
+            snapshots = ps.snapshot_offsets()
+            if ps.map_end_offset not in snapshots and (snapshots or not ps.is_empty):
                 ps.take_snapshot(sync=sync)
-            self.producer_state.delete_old_snapshots(keep=3)
+                ps.delete_old_snapshots(keep=3)
             for s in self.segments:
                 s.close(sync=sync)
-            self.leader_epoch_cache.sync(fsync=sync)
+            self.leader_epoch_cache.sync(fsync=sync, log_end_offset=self._leo)
             self.recovery_point = self._leo
 
     def verify(self) -> list[str]:

@@ -35,6 +35,7 @@ Sequence checks (ProducerAppendInfo.checkProducerEpoch / checkSequence):
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
@@ -109,7 +110,14 @@ class ProducerStateEntry:
 
 class ProducerStateManager:
     # Slots: one of these per partition (or per segment), thousands of them in a broker.
-    __slots__ = ("directory", "map_end_offset", "ongoing", "producer_id_expiration_ms", "producers")
+    __slots__ = (
+        "_snapshots",
+        "directory",
+        "map_end_offset",
+        "ongoing",
+        "producer_id_expiration_ms",
+        "producers",
+    )
 
     def __init__(self, directory: Path, *, producer_id_expiration_ms: int = 24 * 3600 * 1000) -> None:
         self.directory = directory
@@ -119,6 +127,9 @@ class ProducerStateManager:
         # every Fetch, so it is kept rather than searched for among all producers
         self.ongoing: dict[int, int] = {}
         self.map_end_offset = 0  # the state reflects every batch below this offset
+        # Offsets of the snapshot files, sorted, once listed (Kafka keeps them in memory too): a
+        # clean stop of thousands of partitions must not list every directory again.
+        self._snapshots: list[int] | None = None
 
     # --- produce path ---
 
@@ -233,35 +244,63 @@ class ProducerStateManager:
     # --- snapshots ---
 
     def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
-        """Offsets of the snapshot files (from `names`, the directory's listing, when given)."""
-        out = []
+        """Offsets of the snapshot files (from `names`, the directory's listing, when given; else
+        listed once and then kept up to date by this object, the only one that writes them)."""
+        if names is None and self._snapshots is not None:
+            return list(self._snapshots)
         if names is None:
             try:
                 names = os.listdir(self.directory)
             except FileNotFoundError:
                 return []
+        out = []
         for name in names:
             if name.endswith(SNAPSHOT_SUFFIX):
                 try:
                     out.append(offset_from_name(name))
                 except ValueError:
                     continue
-        return sorted(out)
+        out.sort()
+        self._snapshots = out
+        return list(out)
+
+    @property
+    def is_empty(self) -> bool:
+        """No producer with a batch or an open transaction: what a snapshot of it would hold."""
+        return not any(e.batches or e.current_txn_first_offset >= 0 for e in self.producers.values())
 
     def take_snapshot(self, *, sync: bool = True) -> Path:
         """Write the state as of map_end_offset to `<map_end_offset>.snapshot`."""
-        path = snapshot_path(self.directory, self.map_end_offset)
+        offset = self.map_end_offset
+        path = snapshot_path(self.directory, offset)
+        known = self.snapshot_offsets()
         atomic_write(path, encode_snapshot(self.producers.values()), sync=sync)
+        if offset not in known:
+            bisect.insort(known, offset)
+        self._snapshots = known
         return path
 
-    def load(self, log_start_offset: int, log_end_offset: int, names: list[str] | None = None) -> int:
+    def load(
+        self,
+        log_start_offset: int,
+        log_end_offset: int,
+        names: list[str] | None = None,
+        *,
+        clean_shutdown: bool = False,
+    ) -> int:
         """Load the newest readable snapshot at or below the log end; returns the offset to replay from.
 
-        Snapshots past the log end (the log was truncated) and unreadable ones are deleted.
+        Snapshots past the log end (the log was truncated) and unreadable ones are deleted. After a
+        clean shutdown, no snapshot at all means no producer state (Kafka's loader takes it so: a
+        clean close leaves a snapshot whenever there was state), so nothing is replayed.
         """
         self.producers.clear()
         self.ongoing.clear()
-        for off in reversed(self.snapshot_offsets(names)):
+        offsets = self.snapshot_offsets(names)
+        if clean_shutdown and not offsets:
+            self.map_end_offset = log_end_offset
+            return log_end_offset
+        for off in reversed(offsets):
             if off > log_end_offset:
                 self._delete_snapshot(off)
                 continue
@@ -295,6 +334,8 @@ class ProducerStateManager:
     def _delete_snapshot(self, offset: int) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(snapshot_path(self.directory, offset))
+        if self._snapshots is not None and offset in self._snapshots:
+            self._snapshots.remove(offset)
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:

@@ -6,7 +6,9 @@ On open, in this order:
   2. each `.log.swap` (complete compaction output) is validated, the segments it replaces (base
      offsets in [swap base, swap next offset)) are deleted, and it is renamed into place;
   3. every segment is opened; a missing or insane index is rebuilt from its log (a rebuild that
-     finds a bad batch cuts the log there as step 4 does, later segments included: no hole);
+     finds a bad batch cuts the log there as step 4 does, later segments included: no hole). A
+     missing time index is taken as empty, as Kafka takes it, and so is a missing offset index of
+     a segment no larger than index.interval.bytes (it cannot have had an entry);
   4. after an unclean stop, every segment from the one holding the recovery point to the end is
      scanned: each batch must have a readable header, fit in the file, pass its CRC-32C and have
      offsets above the previous batch's. The first batch that fails cuts the log there (the segment
@@ -141,15 +143,15 @@ def _segment_files(directory: Path, base: int) -> tuple[Path, ...]:
     )
 
 
-def _count_indexes(directory: Path, names: list[str], base_set: set[int]) -> dict[int, int]:
-    """Base offset -> offset and time index files present (2: both); index files of no segment go."""
-    indexed: dict[int, int] = {}
+def _offset_indexes(directory: Path, names: list[str], base_set: set[int]) -> set[int]:
+    """Base offsets whose offset index file is present; index files of no segment go."""
+    indexed: set[int] = set()
     for n in names:
         if n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
             if offset_from_name(n) not in base_set:
                 _unlink(directory / n)
-            elif not n.endswith(TXN_INDEX_SUFFIX):
-                indexed[offset_from_name(n)] = indexed.get(offset_from_name(n), 0) + 1
+            elif n.endswith(INDEX_SUFFIX):
+                indexed.add(offset_from_name(n))
     return indexed
 
 
@@ -175,13 +177,16 @@ def load_segments(
         names = os.listdir(directory)
     bases = sorted(offset_from_name(n) for n in names if n.endswith(LOG_SUFFIX))
     base_set = set(bases)
-    indexed = _count_indexes(directory, names, base_set)
+    indexed = _offset_indexes(directory, names, base_set)
 
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):
-        had_indexes = indexed.get(base, 0) == 2
         active = i == len(bases) - 1
         seg = LogSegment(directory, base, config, created_ms=now_ms, active=active)
+        # A missing time index is an empty one (as Kafka's loader takes it), and so is a missing
+        # offset index when the segment is too small to have had an entry: an index file is made
+        # with its first entry (index.py), and a close writes none without entries.
+        had_indexes = base in indexed or seg.size <= config.index_interval_bytes
         cut: tuple[int, str | None, int] | None = None
         if not had_indexes:
             cut = _rebuild(seg, "its index files are missing", sealed=not active)

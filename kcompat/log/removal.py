@@ -180,11 +180,13 @@ class LogRemoval:
         self.recovery_point = min(self.recovery_point, self._leo)
         self.first_dirty_offset = min(self.first_dirty_offset, self._leo)
 
-    def _rebuild_producer_state(self, names: list[str] | None = None) -> None:
+    def _rebuild_producer_state(
+        self, names: list[str] | None = None, *, clean_shutdown: bool = False
+    ) -> None:
         """Load the newest snapshot and replay batch headers from it to the log end (`names`: the
         directory's listing, when the caller has it)."""
         ps = self.producer_state
-        start = ps.load(self._log_start_offset, self._leo, names)
+        start = ps.load(self._log_start_offset, self._leo, names, clean_shutdown=clean_shutdown)
         segments, bases = self._view
         i = max(bisect.bisect_right(bases, start) - 1, 0)
         for seg in segments[i:]:

@@ -221,8 +221,17 @@ class LogSegment:
                 self.time_index.maybe_append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
                 )
-        self.offset_index.trim()
+        self._trim_indexes()
+
+    def _trim_indexes(self) -> None:
+        # The loader takes a missing time index as empty (as Kafka does), and a missing offset
+        # index too where the segment is too small to have had an entry. An offset index without
+        # entries gets an empty file only when the segment is larger than that (one big batch) or
+        # has a time index file (Kafka's tools read a time index with its offset index).
         self.time_index.trim()
+        self.offset_index.trim(
+            empty_file=self.size > self.config.index_interval_bytes or self.time_index.has_file
+        )
 
     def make_active(self) -> None:
         """Give a sealed segment's indexes room to grow again (after truncation re-opens it)."""
@@ -239,9 +248,20 @@ class LogSegment:
             raise KafkaStorageError(f"flush of segment {self.base_offset} indexes failed: {e}") from e
 
     def close(self, *, sync: bool = True) -> None:
-        """Clean close: final time index entry, trimmed indexes, everything fsynced (or, with
-        sync=False, left to the caller's one sync of the whole filesystem)."""
-        self.on_become_inactive()
+        """Clean close: trimmed indexes, everything fsynced (or, with sync=False, left to the
+        caller's one sync of the whole filesystem).
+
+        The closing time index entry (Kafka's close writes it: a Kafka broker loading this dir
+        takes the segment's largest timestamp from it) goes only into a time index that has a
+        file already: creating one for it would cost a file per small partition at every stop,
+        and Kafka takes a segment without time index entries at the log file's mtime. Our next
+        start finds the largest timestamp in the tail it scans anyway (load_next_offset)."""
+        if self.time_index.has_file and self.max_timestamp_so_far >= 0:
+            with contextlib.suppress(IndexFull):
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+                )
+        self._trim_indexes()
         if sync:
             self.flush()
         self.offset_index.close(sync=sync)
@@ -313,6 +333,20 @@ class LogSegment:
             if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
                 return p, h
         return None
+
+    def load_next_offset(self) -> int:
+        """read_next_offset for a segment just opened as the active one, taking the largest
+        timestamp of the batches it scans into account too (those past the time index's last
+        entry: a clean close adds no closing entry, see close())."""
+        _, pos = self.offset_index.lookup(self.offset_index.last_offset)
+        nxt = self.base_offset
+        for _, h in iter_headers(self.log, pos, self.log.size):
+            nxt = h.last_offset + 1
+            # An empty batch (left by compaction) has no record with its timestamp (index_batch).
+            if h.records_count and h.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_timestamp
+                self.offset_of_max_timestamp_so_far = h.last_offset
+        return nxt
 
     def read_next_offset(self) -> int:
         """One past the last offset in the file (the base offset if it is empty)."""

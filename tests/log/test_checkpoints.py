@@ -58,3 +58,25 @@ def test_truncation_from_both_ends(tmp_path):
     cache.truncate_from_start(15)
     assert cache.entries() == [(2, 15)]
     assert LeaderEpochCache(tmp_path).entries() == [(2, 15)]
+
+
+def test_entries_kept_in_memory_are_written_once_records_carry_them(tmp_path):
+    """sync(log_end_offset=...) (clean close, maintenance) writes what assign(write=False) kept
+    only as far as records carry it: an entry starting at the log end stays in memory (a start
+    would drop it) and is written by a later sync once the log has grown past it."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    c = LeaderEpochCache(tmp_path)
+    c.assign(0, 0, write=False)
+    c.sync(fsync=False, log_end_offset=0)
+    assert not path.exists()  # nothing carries epoch 0 yet: no file
+    c.sync(fsync=False, log_end_offset=5)
+    assert path.read_text() == "0\n1\n0 0\n"
+    c.assign(1, 5, write=False)
+    c.sync(fsync=False, log_end_offset=5)
+    assert path.read_text() == "0\n1\n0 0\n"  # epoch 1 starts at the log end: still unwritten
+    inode = path.stat().st_ino
+    c.sync(fsync=False, log_end_offset=5)
+    assert path.stat().st_ino == inode  # unchanged contents: not written again
+    c.sync(fsync=False, log_end_offset=9)
+    assert path.read_text() == "0\n2\n0 0\n1 5\n"
+    assert LeaderEpochCache(tmp_path).entries() == [(0, 0), (1, 5)]

@@ -108,24 +108,83 @@ def test_maintenance_applies_retention_with_topic_config(tmp_path):
     assert (tmp_path / "log-start-offset-checkpoint").read_text().endswith(f"short 0 {plog.log_end_offset}\n")
 
 
-def test_idle_restart_then_stop_rewrites_no_per_partition_file(tmp_path):
-    """A clean stop writes a producer snapshot only when the state moved past the newest one (Kafka's
-    takeSnapshot rule): after an idle restart, the stop leaves every partition's files as they were."""
-    m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
-    m.get_or_create("t", 0).append(batch(3), leader_epoch=0, now_ms=0)
+RECOVERY_WORDS = ("not shut down cleanly", "rebuilding the indexes", "truncated")
+
+
+def open_manager(d):
+    return LogManager([d], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+
+
+def inodes(part):
+    return {p.name: p.stat().st_ino for p in part.iterdir()}
+
+
+def test_a_clean_stop_writes_only_what_the_next_start_needs_and_that_start_recovers_nothing(tmp_path, caplog):
+    """Per partition, a clean stop creates only files whose contents the next start cannot do
+    without: the epoch checkpoint of an epoch records carry, a producer snapshot where there is
+    producer state. No index file without entries, no closing time index entry, no snapshot of an
+    empty state; the next start recovers nothing and has every record, the producer state (a
+    retried batch is a duplicate), the epochs and the largest timestamp."""
+    m = open_manager(tmp_path)
+    plain = m.get_or_create("t", 0)
+    plain.leader_epoch_cache.assign(3, 0, write=False)  # as a partition becoming leader does
+    plain.append(bytearray(batch(3, timestamp=5_000)), leader_epoch=3, now_ms=0)
+    idem = m.get_or_create("t", 1)
+    idem.leader_epoch_cache.assign(3, 0, write=False)
+    retried = batch(2, producer_id=7, producer_epoch=0, base_sequence=0)
+    idem.append(bytearray(retried), leader_epoch=3, now_ms=0)
+    idle = m.get_or_create("t", 2)
+    idle.leader_epoch_cache.assign(3, 0, write=False)  # leader, but no record in its epoch
     m.close()
-    part = tmp_path / "t-0"
-    files = {p.name: p.stat().st_ino for p in part.iterdir()}
-    assert "00000000000000000003.snapshot" in files and "leader-epoch-checkpoint" in files
-    m2 = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
-    assert m2.get("t", 0).log_end_offset == 3
+    assert sorted(os.listdir(tmp_path / "t-0")) == ["00000000000000000000.log", "leader-epoch-checkpoint"]
+    assert sorted(os.listdir(tmp_path / "t-1")) == [
+        "00000000000000000000.log", "00000000000000000002.snapshot", "leader-epoch-checkpoint",
+    ]  # fmt: skip
+    assert os.listdir(tmp_path / "t-2") == ["00000000000000000000.log"]
+    files = {p: inodes(tmp_path / f"t-{p}") for p in range(3)}
+
+    with caplog.at_level("INFO", logger="kcompat.log"):
+        m2 = open_manager(tmp_path)
+    assert not [r.message for r in caplog.records if any(w in r.message for w in RECOVERY_WORDS)]
+    plain, idem, idle = (m2.get("t", p) for p in range(3))
+    assert [plain.log_end_offset, idem.log_end_offset, idle.log_end_offset] == [3, 2, 0]
+    assert plain.producer_state.producers == {} and plain.producer_state.map_end_offset == 3
+    assert plain.epoch_end_offset(3) == (3, 3) and idem.epoch_end_offset(3) == (3, 2)
+    assert plain.max_timestamp_offset() == (2, 5_002)
+    assert idem.append(bytearray(retried), leader_epoch=3, now_ms=0).duplicate  # dedup kept
+    assert idle.leader_epoch_cache.entries() == []  # the epoch is assigned again as it leads again
+    idle.leader_epoch_cache.assign(3, 0, write=False)
+    assert idle.epoch_end_offset(3) == (3, 0)
     m2.close()
-    assert {p.name: p.stat().st_ino for p in part.iterdir()} == files  # nothing re-created
+    assert {p: inodes(tmp_path / f"t-{p}") for p in range(3)} == files  # an idle stop: nothing re-created
     assert (tmp_path / ".kafka_cleanshutdown").exists()
-    m3 = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
-    m3.get("t", 0).append(batch(2), leader_epoch=0, now_ms=0)
+
+    m3 = open_manager(tmp_path)
+    m3.get("t", 0).append(bytearray(batch(2)), leader_epoch=3, now_ms=0)
+    m3.get("t", 1).append(bytearray(batch(1, producer_id=7, producer_epoch=0, base_sequence=2)),
+                          leader_epoch=3, now_ms=0)  # fmt: skip
     m3.close()
-    assert (part / "00000000000000000005.snapshot").exists()  # the state moved: a new snapshot
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))  # still no producer state
+    assert (tmp_path / "t-1" / "00000000000000000003.snapshot").exists()  # the state moved
+
+
+def test_without_a_snapshot_a_clean_start_takes_the_state_as_empty_and_a_crash_replays(tmp_path):
+    """Kafka's loader rule, which lets a clean stop skip the snapshot of an empty state: no snapshot
+    after a clean shutdown means no producer state (nothing replayed: a producer that expired stays
+    gone); after a crash the log is replayed from its start, as before."""
+    config = LogConfig(producer_id_expiration_ms=1000)
+    m = LogManager([tmp_path], config, cluster_id="c", node_id=1, clock=lambda: 0)
+    plog = m.get_or_create("t", 0)
+    plog.append(bytearray(batch(2, timestamp=0, producer_id=7, producer_epoch=0, base_sequence=0)),
+                leader_epoch=0, now_ms=0)  # fmt: skip
+    plog.producer_state.remove_expired(now_ms=5_000)  # expired: the state is empty again
+    m.close()
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))
+    m2 = LogManager([tmp_path], config, cluster_id="c", node_id=1, clock=lambda: 0)
+    assert m2.get("t", 0).producer_state.producers == {}  # not replayed from the log
+    # m2 is never closed, as after a crash: the next start replays the log
+    m3 = LogManager([tmp_path], config, cluster_id="c", node_id=1, clock=lambda: 0)
+    assert list(m3.get("t", 0).producer_state.producers) == [7]
 
 
 def test_a_close_past_its_deadline_leaves_no_marker_and_the_next_start_recovers(tmp_path, caplog):
@@ -164,3 +223,19 @@ def test_a_sync_that_outlasts_the_deadline_is_left_to_run_on(tmp_path, monkeypat
     left.kill()
     left.wait()
     LEFT_SYNCING.clear()
+
+
+def test_maintenance_writes_the_epochs_records_carry_so_that_a_stop_need_not(tmp_path):
+    m = open_manager(tmp_path)
+    used, idle = m.get_or_create("t", 0), m.get_or_create("t", 1)
+    for plog in (used, idle):
+        plog.leader_epoch_cache.assign(2, 0, write=False)  # as a partition becoming leader does
+    used.append(bytearray(batch(2)), leader_epoch=2, now_ms=0)
+    m.run_maintenance(now_ms=0)
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n2 0\n"
+    assert not (tmp_path / "t-1" / "leader-epoch-checkpoint").exists()  # no record in epoch 2 yet
+    inode = (tmp_path / "t-0" / "leader-epoch-checkpoint").stat().st_ino
+    m.close()
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").stat().st_ino == inode  # not written again
+    again = open_manager(tmp_path)
+    assert again.get("t", 0).epoch_end_offset(2) == (2, 2)

@@ -100,14 +100,17 @@ def test_a_piece_outlives_the_cache_letting_its_descriptor_go(tmp_path: Path) ->
 def test_a_partition_reopened_after_a_clean_stop_holds_only_its_log(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     plog = PartitionLog(d, "t", 0, SMALL, now_ms=0)
-    plog.append(batch(3), leader_epoch=0, now_ms=1000)
-    plog.close()  # the time index gets its closing entry
+    plog.append(batch(3, timestamp=1000), leader_epoch=0, now_ms=1000)
+    plog.close()  # no index entry: no index file, not even the closing time index entry
+    assert sorted(os.listdir(d)) == ["00000000000000000000.log", "leader-epoch-checkpoint"]
     again = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=3, clean_shutdown=True)
-    assert again.active_segment.time_index.entries == 1
-    assert open_files(d) == ["00000000000000000000.log"]  # not the time index's map as well
-    again.append(batch(2), leader_epoch=0, now_ms=2000)  # appends and reads go on as before
+    assert again.active_segment.time_index.entries == 0
+    assert again.max_timestamp_offset() == (2, 1002)  # found by the load's scan of the tail
+    assert open_files(d) == ["00000000000000000000.log"]
+    again.append(batch(2, timestamp=900), leader_epoch=0, now_ms=2000)  # appends and reads go on
     assert offsets(again.read(0, 1 << 20).read_bytes()) == [0, 3]
-    assert again.active_segment.time_index.last_entry()[1] == 2  # the closing entry, still read
+    again.roll(now_ms=3000)  # a roll seals the segment with its largest timestamp, as before
+    assert again.segments[0].time_index.last_entry() == (1002, 2)
     again.close()
 
 
@@ -115,7 +118,7 @@ def test_recovery_after_a_crash_does_not_map_a_small_index_either(tmp_path: Path
     d = tmp_path / "t-0"
     plog = PartitionLog(d, "t", 0, SMALL, now_ms=0)
     plog.append(batch(3), leader_epoch=0, now_ms=0)
-    plog.close()  # a time index entry on disk, then a crash after more appends
+    plog.close()  # a clean stop, then a crash after more appends
     crashed = PartitionLog(d, "t", 0, SMALL, now_ms=0, recovery_point=3, clean_shutdown=True)
     crashed.append(batch(2), leader_epoch=0, now_ms=0)
     crashed.active_segment.log.flush()
