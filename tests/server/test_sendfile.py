@@ -148,6 +148,33 @@ def test_copying_fallback_when_the_kernel_refuses(
     assert STATS.fallback_pieces == 1 and STATS.fallback_bytes == len(data) and STATS.sendfile_bytes == 0
 
 
+def test_small_pieces_are_read_and_gathered_with_the_bytes_around_them(
+    pair: tuple[socket.socket, socket.socket], tmp_path: Path
+) -> None:
+    """A fetch of many partitions with a little data each: every small piece goes out in a
+    sendmsg with its neighbours, in order, across a full socket; a large one still by sendfile."""
+    server, client = pair
+    data = pattern(1 << 20)
+    f = log_file(tmp_path, "a.log", data)
+    chunks: list[Any] = []
+    expect = bytearray()
+    for i in range(300):  # ~150 KiB in all: more than the 32 KiB socket buffer takes at once
+        at, size = i * 997, 100 + i * 3
+        chunks += [f"<{i}>".encode(), FetchSlice((FilePiece(f, at, size),), 0)]
+        expect += f"<{i}>".encode() + data[at : at + size]
+    big = sendfile._INLINE_MAX + 1
+    chunks += [b"[", FilePiece(f, 5, big), b"]"]
+    expect += b"[" + data[5 : 5 + big] + b"]"
+    writer = ChunkWriter(server)
+    writer.add(chunks)
+    assert writer.pending == len(expect)
+    assert writer.flush() is False
+    assert finish(server, client, writer, len(expect)) == expect
+    assert writer.pending == 0
+    assert STATS.inline_pieces == 300 and STATS.inline_bytes == sum(100 + i * 3 for i in range(300))
+    assert STATS.sendfile_bytes == big and STATS.fallback_pieces == 0
+
+
 def test_other_sendfile_errors_propagate(
     pair: tuple[socket.socket, socket.socket], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -158,7 +185,8 @@ def test_other_sendfile_errors_propagate(
 
     monkeypatch.setattr(sendfile, "_sendfile", reset)
     writer = ChunkWriter(server)
-    writer.add([FilePiece(log_file(tmp_path, "a.log", b"x" * 10), 0, 10)])
+    size = sendfile._INLINE_MAX + 1  # a small piece would be read, not sent with sendfile
+    writer.add([FilePiece(log_file(tmp_path, "a.log", b"x" * size), 0, size)])
     with pytest.raises(ConnectionResetError):
         writer.flush()
 
