@@ -189,7 +189,8 @@ class FetchSlice:
     first_offset: int = -1  # base offset of the first batch, -1 when empty
 
     def __len__(self) -> int:
-        return sum(p.length for p in self.pieces)
+        pieces = self.pieces  # asked several times per partition of a fetch: the usual one piece first
+        return pieces[0].length if len(pieces) == 1 else sum(p.length for p in pieces)
 
     def __iter__(self) -> Iterator[FilePiece]:
         return iter(self.pieces)
