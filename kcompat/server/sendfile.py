@@ -36,8 +36,10 @@ import ssl
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Protocol, TypeGuard, cast, runtime_checkable
 
+from kcompat.server import turns
 from kcompat.server.tls_socket import TlsSocket
 
 # At most this many buffers per sendmsg (Linux IOV_MAX is 1024), and about this many bytes of
@@ -150,7 +152,8 @@ class ChunkWriter:
     """The outgoing queue of one non-blocking socket.
 
     `add()` appends a response's chunks; `flush()` writes as much as the socket takes without
-    blocking and returns True once everything is sent (False: wait until writable, call again).
+    blocking and returns True once everything is sent (False: wait until writable, call again;
+    also after turns.TURN_SECONDS of writing, so that other connections get the loop meanwhile).
     Socket errors propagate as OSError; the caller closes the connection.
     """
 
@@ -184,12 +187,17 @@ class ChunkWriter:
 
     def flush(self) -> bool:
         items = self._items
+        give_turn_at = perf_counter() + turns.TURN_SECONDS
         while items:
             head = items[0]
             if isinstance(head, memoryview) or self._inline(0):
                 if not self._send_bytes():
                     return False
             elif not self._send_piece(head):
+                return False
+            if items and perf_counter() >= give_turn_at:
+                # A turn for the loop (a fetch of many small slices is many preads): returning False
+                # as for a full socket, the caller waits for writability, which comes at once.
                 return False
         return True
 

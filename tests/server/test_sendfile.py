@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
-from kcompat.server import sendfile
+from kcompat.server import sendfile, turns
 from kcompat.server.sendfile import STATS, ChunkWriter, SliceTruncated, send_chunks
 from tests.server.harness import pattern
 
@@ -240,3 +240,26 @@ def test_clear_releases_the_files(pair: tuple[socket.socket, socket.socket], tmp
     assert writer.pending == 0
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+def test_a_long_flush_gives_the_loop_a_turn(
+    pair: tuple[socket.socket, socket.socket], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past turns.TURN_SECONDS of writing, flush() stops as if the socket were full (the caller
+    waits for writability, at once): with 0, one step per call, and everything still arrives in order."""
+    server, client = pair
+    monkeypatch.setattr(turns, "TURN_SECONDS", 0.0)
+    monkeypatch.setattr(sendfile, "_MAX_IOV", 4)  # 40 chunks: ten sendmsg steps
+    f = log_file(tmp_path, "a.log", pattern(10_000))
+    chunks: list[Any] = []
+    for i in range(20):
+        chunks += [f"<{i}>".encode(), FilePiece(f, i * 100, 50)]
+    expect = b"".join(f"<{i}>".encode() + pattern(10_000)[i * 100 : i * 100 + 50] for i in range(20))
+    writer = ChunkWriter(server)
+    writer.add(chunks)
+    calls = 0
+    while not writer.flush():
+        calls += 1
+        assert calls < 100
+    assert calls == 9  # the socket had room for all of it: only the turns stopped it, after each step
+    assert drain(client, len(expect)) == expect
