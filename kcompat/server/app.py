@@ -6,7 +6,8 @@ serve(config) -> exit code
      here, before anything reads or writes the dir
   3. bind every listener (a port in use fails here, before any log is recovered); a client may
      connect from now on, but is answered only from step 5
-  4. await broker.start()        recovery of the logs, topics, producer state, group replay
+  4. await broker.start()        recovery of the logs, topics, producer state, group replay;
+     then what it made is collected once and frozen out of the cyclic GC's sight (_freeze_start_up)
   5. accept; log "kcompat <version> listening on ... (data in ..., started in N ms)"
   6. SIGTERM or SIGINT: stop accepting, let received requests finish (SHUTDOWN_GRACE_S at
      most; a second signal cuts it short), close connections, await broker.close(), return 0
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import logging
 import os
 import resource
@@ -290,6 +292,7 @@ async def _serve_locked(
         if failed is not None:
             return failed
         started = True
+        _freeze_start_up()
         cluster = None
         if is_cluster_member(config):
             # cluster mode, under Kafka's controllers; imported only then, so single-node start-up is unchanged
@@ -323,6 +326,16 @@ async def _serve_locked(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         log.info("kcompat stopped")
+
+
+def _freeze_start_up() -> None:
+    """Take what start-up made (the partition logs with their segments and indexes, the group and
+    transaction state: ~127,000 objects for 5,000 partitions) out of the cyclic garbage collector's
+    full collections, which the requests' allocations trigger now and then and which walked them
+    all, holding the event loop ~110 ms (a shared 2-core VM); after gc.freeze() ~0 ms. Collected
+    first, so no garbage is frozen in; frozen objects are still freed when no longer referenced."""
+    gc.collect()
+    gc.freeze()
 
 
 async def _first_set(*events: asyncio.Event) -> None:

@@ -14,6 +14,12 @@ work, but Python 3.11's ssl cannot turn it on); `STATS` counts both paths. A TLS
 sendmsg: consecutive small buffers are joined into one write instead, and a write OpenSSL could
 not finish (SSLWantWriteError) is retried with the same bytes, as OpenSSL requires.
 
+A small piece (at most `_INLINE_MAX` bytes, a few batches: what a fetch of many quiet partitions
+returns) is read with one pread when it comes up to be sent and goes out gathered with the bytes
+around it: a Fetch of 1,000 partitions then costs ~1,000 preads and a few sendmsg calls instead of
+1,000 sendfile calls and 1,000 sends between them, each of which wakes the receiver (measured
+here: 28 ms of flushing down to a few). Larger pieces keep sendfile's zero copy.
+
 A piece holds a reference to its file (kcompat.log.log_file.FilePiece -> LogFile), and the writer
 holds the piece until its last byte is sent, so the descriptor stays open even if the segment is
 deleted or rolled meanwhile. A file that shrank under a slice (truncation) cannot honour the size
@@ -30,12 +36,18 @@ import ssl
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Protocol, TypeGuard, cast, runtime_checkable
 
+from kcompat.server import turns
 from kcompat.server.tls_socket import TlsSocket
 
-# At most this many buffers per sendmsg (Linux IOV_MAX is 1024).
-_MAX_IOV = 64
+# At most this many buffers per sendmsg (Linux IOV_MAX is 1024), and about this many bytes of
+# them (a socket buffer or two: gathering further only reads ahead of a full socket).
+_MAX_IOV = 512
+_GATHER_BYTES = 512 * 1024
+# File pieces up to this size are read and gathered with the bytes around them (see above).
+_INLINE_MAX = 16 * 1024
 # The copying fallback reads this much of a slice at a time.
 _FALLBACK_BLOCK = 256 * 1024
 # One sendfile call moves at most this much (Linux caps a call at 0x7ffff000 bytes).
@@ -90,9 +102,12 @@ class SendStats:
     sendfile_bytes: int = 0
     fallback_pieces: int = 0
     fallback_bytes: int = 0
+    inline_pieces: int = 0  # small pieces read and gathered with the bytes around them
+    inline_bytes: int = 0
 
     def reset(self) -> None:
         self.sendfile_calls = self.sendfile_bytes = self.fallback_pieces = self.fallback_bytes = 0
+        self.inline_pieces = self.inline_bytes = 0
 
 
 STATS = SendStats()
@@ -137,7 +152,8 @@ class ChunkWriter:
     """The outgoing queue of one non-blocking socket.
 
     `add()` appends a response's chunks; `flush()` writes as much as the socket takes without
-    blocking and returns True once everything is sent (False: wait until writable, call again).
+    blocking and returns True once everything is sent (False: wait until writable, call again;
+    also after turns.TURN_SECONDS of writing, so that other connections get the loop meanwhile).
     Socket errors propagate as OSError; the caller closes the connection.
     """
 
@@ -171,25 +187,56 @@ class ChunkWriter:
 
     def flush(self) -> bool:
         items = self._items
+        give_turn_at = perf_counter() + turns.TURN_SECONDS
         while items:
             head = items[0]
-            if isinstance(head, memoryview):
+            if isinstance(head, memoryview) or self._inline(0):
                 if not self._send_bytes():
                     return False
             elif not self._send_piece(head):
                 return False
+            if items and perf_counter() >= give_turn_at:
+                # A turn for the loop (a fetch of many small slices is many preads): returning False
+                # as for a full socket, the caller waits for writability, which comes at once.
+                return False
         return True
+
+    def _inline(self, i: int) -> bool:
+        """Whether item `i` is bytes, reading it in first if it is a small file piece not yet begun."""
+        item = self._items[i]
+        if isinstance(item, memoryview):
+            return True
+        if item.remaining > _INLINE_MAX or item.offset != item.source.position or item.remaining == 0:
+            return False
+        fd = item.source.fd
+        if fd < 0:
+            raise SliceTruncated(errno.EBADF, "the segment file of a fetch slice was closed")
+        data = os.pread(fd, item.remaining, item.offset)
+        if len(data) < item.remaining:
+            raise SliceTruncated(errno.EIO, "segment file ended before the fetch slice did")
+        STATS.inline_pieces += 1
+        STATS.inline_bytes += len(data)
+        self._items[i] = memoryview(data)  # the piece (and its hold on the file) is dropped
+        return True
+
+    def _gather(self, limit: int) -> list[memoryview]:
+        """The leading bytes items (small pieces read in), at most _MAX_IOV and about `limit` bytes."""
+        items = self._items
+        bufs: list[memoryview] = []
+        size = 0
+        n = len(items)
+        while len(bufs) < n and len(bufs) < _MAX_IOV and size < limit and self._inline(len(bufs)):
+            item = items[len(bufs)]
+            assert isinstance(item, memoryview)
+            bufs.append(item)
+            size += item.nbytes
+        return bufs
 
     def _send_bytes(self) -> bool:
         items = self._items
         if self._tls:
             return self._send_tls_bytes()
-        if len(items) > 1 and isinstance(items[1], memoryview):
-            bufs: list[memoryview] = []
-            for item in items:
-                if not isinstance(item, memoryview) or len(bufs) == _MAX_IOV:
-                    break
-                bufs.append(item)
+        if len(items) > 1 and (bufs := self._gather(_GATHER_BYTES)) and len(bufs) > 1:
             try:
                 sent = cast(socket.socket, self._sock).sendmsg(bufs)  # TLS goes by _send_tls_bytes
             except (BlockingIOError, InterruptedError):
@@ -218,14 +265,7 @@ class ChunkWriter:
         head = items[0]
         assert isinstance(head, memoryview)
         data: memoryview | bytes = head
-        if head.nbytes < _TLS_JOIN and len(items) > 1 and isinstance(items[1], memoryview):
-            bufs: list[memoryview] = []
-            size = 0
-            for item in items:
-                if not isinstance(item, memoryview) or len(bufs) == _MAX_IOV or size >= _TLS_JOIN:
-                    break
-                bufs.append(item)
-                size += item.nbytes
+        if head.nbytes < _TLS_JOIN and len(items) > 1 and len(bufs := self._gather(_TLS_JOIN)) > 1:
             data = b"".join(bufs)
         try:
             sent = self._sock.send(data)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
-from kcompat.server import sendfile
+from kcompat.server import sendfile, turns
 from kcompat.server.sendfile import STATS, ChunkWriter, SliceTruncated, send_chunks
 from tests.server.harness import pattern
 
@@ -148,6 +148,33 @@ def test_copying_fallback_when_the_kernel_refuses(
     assert STATS.fallback_pieces == 1 and STATS.fallback_bytes == len(data) and STATS.sendfile_bytes == 0
 
 
+def test_small_pieces_are_read_and_gathered_with_the_bytes_around_them(
+    pair: tuple[socket.socket, socket.socket], tmp_path: Path
+) -> None:
+    """A fetch of many partitions with a little data each: every small piece goes out in a
+    sendmsg with its neighbours, in order, across a full socket; a large one still by sendfile."""
+    server, client = pair
+    data = pattern(1 << 20)
+    f = log_file(tmp_path, "a.log", data)
+    chunks: list[Any] = []
+    expect = bytearray()
+    for i in range(300):  # ~150 KiB in all: more than the 32 KiB socket buffer takes at once
+        at, size = i * 997, 100 + i * 3
+        chunks += [f"<{i}>".encode(), FetchSlice((FilePiece(f, at, size),), 0)]
+        expect += f"<{i}>".encode() + data[at : at + size]
+    big = sendfile._INLINE_MAX + 1
+    chunks += [b"[", FilePiece(f, 5, big), b"]"]
+    expect += b"[" + data[5 : 5 + big] + b"]"
+    writer = ChunkWriter(server)
+    writer.add(chunks)
+    assert writer.pending == len(expect)
+    assert writer.flush() is False
+    assert finish(server, client, writer, len(expect)) == expect
+    assert writer.pending == 0
+    assert STATS.inline_pieces == 300 and STATS.inline_bytes == sum(100 + i * 3 for i in range(300))
+    assert STATS.sendfile_bytes == big and STATS.fallback_pieces == 0
+
+
 def test_other_sendfile_errors_propagate(
     pair: tuple[socket.socket, socket.socket], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -158,7 +185,8 @@ def test_other_sendfile_errors_propagate(
 
     monkeypatch.setattr(sendfile, "_sendfile", reset)
     writer = ChunkWriter(server)
-    writer.add([FilePiece(log_file(tmp_path, "a.log", b"x" * 10), 0, 10)])
+    size = sendfile._INLINE_MAX + 1  # a small piece would be read, not sent with sendfile
+    writer.add([FilePiece(log_file(tmp_path, "a.log", b"x" * size), 0, size)])
     with pytest.raises(ConnectionResetError):
         writer.flush()
 
@@ -212,3 +240,26 @@ def test_clear_releases_the_files(pair: tuple[socket.socket, socket.socket], tmp
     assert writer.pending == 0
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+def test_a_long_flush_gives_the_loop_a_turn(
+    pair: tuple[socket.socket, socket.socket], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past turns.TURN_SECONDS of writing, flush() stops as if the socket were full (the caller
+    waits for writability, at once): with 0, one step per call, and everything still arrives in order."""
+    server, client = pair
+    monkeypatch.setattr(turns, "TURN_SECONDS", 0.0)
+    monkeypatch.setattr(sendfile, "_MAX_IOV", 4)  # 40 chunks: ten sendmsg steps
+    f = log_file(tmp_path, "a.log", pattern(10_000))
+    chunks: list[Any] = []
+    for i in range(20):
+        chunks += [f"<{i}>".encode(), FilePiece(f, i * 100, 50)]
+    expect = b"".join(f"<{i}>".encode() + pattern(10_000)[i * 100 : i * 100 + 50] for i in range(20))
+    writer = ChunkWriter(server)
+    writer.add(chunks)
+    calls = 0
+    while not writer.flush():
+        calls += 1
+        assert calls < 100
+    assert calls == 9  # the socket had room for all of it: only the turns stopped it, after each step
+    assert drain(client, len(expect)) == expect

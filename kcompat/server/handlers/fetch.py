@@ -41,6 +41,9 @@ least its first whole batch even when it is larger. A full fetch answers every r
 partition once, in request order; an incremental one only the partitions of its session with
 something new, in session order.
 
+A fetch of hundreds of partitions lets other connections' requests in every few milliseconds
+(turns.py), between two partitions' reads.
+
 Long polling: with less than min_bytes available and max_wait_ms > 0, the fetch parks on its
 partitions (for an incremental fetch, every partition of the session; delayed_fetch.py) until an
 append wakes it or the wait ends (on the broker's clock), then reads again. Errors answer at once.
@@ -57,6 +60,7 @@ from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.registry import handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S
+from kcompat.server.turns import Turns
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.protocol import Request
@@ -108,7 +112,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     hints = version >= LEADER_HINTS_VERSION
     first = True
     while True:
-        results, total, errors, hinted = _read_all(
+        results, total, errors, hinted = await _read_all(
             ctx,
             reads,
             max_bytes,
@@ -176,13 +180,13 @@ def _topic_name(broker: Any, tkey: Any, by_id: bool) -> str | None:
     return t.name if t is not None else None
 
 
-def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]], max_bytes: int, replica: tuple[int, int],
-              hints: bool, first: bool, committed: bool, denied: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int, bool, set[int]]:  # fmt: skip
+async def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]], max_bytes: int, replica: tuple[int, int],
+                    hints: bool, first: bool, committed: bool, denied: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int, bool, set[int]]:  # fmt: skip
     """Each partition's answer, the record bytes read, whether any failed, the leaders named in hints.
     A follower's fetch state is taken when its request arrives (`first`), not again when a parked
     fetch wakes, as Kafka's DelayedFetch does: a stalled follower's old fetch cannot rejoin the ISR.
-    `committed`: read_committed, below the last stable offset."""
-    broker = ctx.broker
+    `committed`: read_committed, below the last stable offset. Between two partitions' reads other
+    connections' requests get turns (turns.py); each partition's facts are looked up as it is read."""
     replicas, metadata = ctx.replicas, ctx.metadata  # once, not per partition
     replica_id = replica[0]
     cluster = replicas.cluster_mode
@@ -191,7 +195,10 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
     errors = False
     hinted: set[int] = set()
     min_one = True
+    turns = Turns()
     for _, topic, partition, fp in reads:
+        if turns.due():
+            await turns.give()
         out: dict[str, Any] = {
             "partition_index": partition,
             "error_code": 0,
@@ -223,14 +230,9 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             errors = True
             continue
         plog = replicas.partition_log(topic, partition)
-        if p is not None and replica_id >= 0 and first:
-            if _diverged(plog, fp, out):
-                errors = True  # answered at once: the follower truncates first
-                continue
-            if p.update_follower(replica_id, fp.fetch_offset, replica[1], broker.now_ms()):
-                replicas.fetch_waiters.notify((topic, partition))  # acks=all and consumers waiting on the HW
-            if replicas.isr_manager is not None:
-                replicas.isr_manager.maybe_expand(p, replica_id)
+        if p is not None and replica_id >= 0 and first and _follower_fetched(ctx, p, plog, fp, replica, out):
+            errors = True  # diverged: answered at once, the follower truncates first
+            continue
         start, hwm, leo, lso = (
             plog.log_start_offset,
             plog.high_watermark,
@@ -262,6 +264,20 @@ def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]]
             total += n
             min_one = False
     return results, total, errors, hinted
+
+
+def _follower_fetched(ctx: RequestContext, p: Any, plog: Any, fp: Any, replica: tuple[int, int],
+                      out: dict[str, Any]) -> bool:  # fmt: skip
+    """A follower's fetch as it arrives: True when its log diverged (answered with DivergingEpoch);
+    else its fetch offset is recorded (which may move the HW) and the ISR may take it back."""
+    if _diverged(plog, fp, out):
+        return True
+    replicas, replica_id = ctx.replicas, replica[0]
+    if p.update_follower(replica_id, fp.fetch_offset, replica[1], ctx.broker.now_ms()):
+        replicas.fetch_waiters.notify((p.topic, p.index))  # acks=all and consumers waiting on the HW
+    if replicas.isr_manager is not None:
+        replicas.isr_manager.maybe_expand(p, replica_id)
+    return False
 
 
 def _refusal(ctx: RequestContext, t: Any, partition: int, epoch: int, replica_id: int,

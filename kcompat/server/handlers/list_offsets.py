@@ -16,6 +16,8 @@ Version notes:
 A sentinel newer than the request's version (-3 below v7, -4 below v8, -5 below v9, -6 below v11)
 gets UNSUPPORTED_VERSION for its partition, as Kafka's ReplicaManager answers.
 A partition named twice in one request gets INVALID_REQUEST, as in Kafka.
+A request for thousands of partitions lets other connections' requests in every few milliseconds
+(turns.py).
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from kcompat.log.errors import LogError
 from kcompat.server import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_error
+from kcompat.server.local_metadata import MetadataView
 from kcompat.server.registry import handles
-from kcompat.server.replica_manager import UNTIMED_WAIT_S
+from kcompat.server.replica_manager import UNTIMED_WAIT_S, ReplicaManager
+from kcompat.server.turns import Turns
+from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.protocol import Request
@@ -53,47 +58,81 @@ SENTINEL_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, E
 @handles(LIST_OFFSETS, "1-11")
 async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]) -> ListOffsetsResponse:
     body = request.body
-    counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
-    timeout_s = body.timeout_ms / 1000 if request.api_version >= TIMEOUT_VERSION else UNTIMED_WAIT_S
-    await ctx.replicas.await_logs(counts, timeout_s)  # new partitions' logs, made off the event loop
+    version = request.api_version
+    committed = body.isolation_level == 1
+    repeated = _repeated(body)
+    timeout_s = body.timeout_ms / 1000 if version >= TIMEOUT_VERSION else UNTIMED_WAIT_S
+    # New partitions' logs, made off the event loop.
+    await ctx.replicas.await_logs(
+        ((t.name, p.partition_index) for t in body.topics for p in t.partitions), timeout_s
+    )
+    # Per topic name, once (a request for every partition names each topic once, with thousands of
+    # partitions under it): the authorization and the topic, taken when a partition first needs them.
+    topic_state: dict[str, tuple[ErrorCode | None, TopicInfo | None]] = {}
     topics = []
+    metadata, replicas, node_id = ctx.metadata, ctx.replicas, ctx.broker.node_id  # once, not per partition
+    turns = Turns()
     for rt in body.topics:
         parts = []
+        name = rt.name
         for rp in rt.partitions:
-            out = ListOffsetsPartitionResponse(
-                partition_index=rp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1
-            )
+            if turns.due():  # let other connections' requests in (turns.py)
+                await turns.give()
+                topic_state.clear()  # looked up again: a topic may have gone meanwhile
+            out = ListOffsetsPartitionResponse(partition_index=rp.partition_index)
             parts.append(out)
-            if counts[(rt.name, rp.partition_index)] > 1:
+            if repeated and (name, rp.partition_index) in repeated:
                 out.error_code = int(ErrorCode.INVALID_REQUEST)
                 continue
-            if request.api_version < SENTINEL_MIN_VERSION.get(rp.timestamp, 0):
+            if version < SENTINEL_MIN_VERSION.get(rp.timestamp, 0):
                 out.error_code = int(ErrorCode.UNSUPPORTED_VERSION)
                 continue
-            error = _lookup(ctx, rt.name, rp, out, body.isolation_level == 1)
+            state = topic_state.get(name)
+            if state is None:
+                state = topic_state[name] = (
+                    access.topic_error(ctx, access.DESCRIBE, name),
+                    metadata.topic(name),
+                )
+            denied, t = state
+            if denied is not None:
+                out.error_code = int(denied)
+                continue
+            error = _lookup(metadata, replicas, node_id, name, t, rp, out, committed)
             if error is not None:
                 out.error_code = int(error)
-        topics.append(ListOffsetsTopicResponse(name=rt.name, partitions=parts))
+        topics.append(ListOffsetsTopicResponse(name=name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
+def _repeated(body: ListOffsetsRequest) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs named more than once (INVALID_REQUEST, as in Kafka); usually none."""
+    indexes: dict[str, list[int]] = {}
+    for rt in body.topics:
+        indexes.setdefault(rt.name, []).extend([rp.partition_index for rp in rt.partitions])
+    out: set[tuple[str, int]] = set()
+    for name, ps in indexes.items():
+        if len(set(ps)) != len(ps):
+            out.update((name, p) for p, n in Counter(ps).items() if n > 1)
+    return out
+
+
 def _lookup(
-    ctx: RequestContext,
+    metadata: MetadataView,
+    replicas: ReplicaManager,
+    node_id: int,
     topic: str,
+    t: TopicInfo | None,
     rp: ListOffsetsPartition,
     out: ListOffsetsPartitionResponse,
     committed: bool,
 ) -> ErrorCode | None:
-    if (denied := access.topic_error(ctx, access.DESCRIBE, topic)) is not None:
-        return denied
-    t = ctx.metadata.topic(topic)
     if t is None or not 0 <= rp.partition_index < t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    leader, epoch = ctx.metadata.leader_and_epoch(t, rp.partition_index)
-    if (refused := leader_error(rp.current_leader_epoch, leader, epoch, ctx.broker.node_id)) is not None:
+    leader, epoch = metadata.leader_and_epoch(t, rp.partition_index)
+    if (refused := leader_error(rp.current_leader_epoch, leader, epoch, node_id)) is not None:
         return refused
     try:
-        plog = ctx.replicas.partition_log(topic, rp.partition_index)
+        plog = replicas.partition_log(topic, rp.partition_index)
     except LogError as e:  # still being made past the timeout, or refused (KAFKA_STORAGE_ERROR)
         return ErrorCode[e.error_name]
     ts = rp.timestamp

@@ -40,6 +40,9 @@ CreateTime timestamps within message.timestamp.before/after.max.ms; INVALID_RECO
 INVALID_TIMESTAMP with v8's record_errors), then idempotence (the log's producer state: a retry of one of the last 5
 batches is answered with its original offsets, without writing), then recompression to the topic's
 compression.type when it is not `producer`, LogAppendTime stamping, and the append.
+The topic (its config and compression.type) is looked up once for its partitions; a request for
+hundreds of partitions lets other connections' requests in every few milliseconds (turns.py),
+between two partitions' appends.
 acks=0: no response at all; on any error the connection is closed so that the producer refreshes
 its metadata (KafkaApis.handleProduceRequest).
 """
@@ -48,7 +51,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
@@ -61,6 +64,7 @@ from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.record_checks import check_records
 from kcompat.server.registry import NO_RESPONSE, Deferred, handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S
+from kcompat.server.turns import Turns
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
@@ -96,6 +100,7 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
         tuple[dict[str, Any], str, int, int]
     ] = []  # acks=all: (response, topic, partition, last offset)
     await ctx.replicas.await_logs(_named_partitions(ctx, body, v), max(body.timeout_ms, 0) / 1000)
+    turns = Turns()
     for td in body.topic_data:
         parts = []
         name = td.name
@@ -104,7 +109,11 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
             t = ctx.metadata.topics.by_id(td.topic_id) if ctx.metadata.topics is not None else None
             name, missing_id = (t.name, False) if t is not None else ("", True)
         denied = access.produce_error(ctx, name, body.transactional_id)
+        topic: _Topic | None = None  # looked up when its first partition needs it, once per turn
         for pd in td.partition_data:
+            if turns.due():  # let other connections' requests in (turns.py)
+                await turns.give()
+                topic = None  # looked up again: the topic may have gone or changed meanwhile
             resp: dict[str, Any] = {
                 "index": pd.index,
                 "base_offset": -1,
@@ -118,23 +127,17 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
                 if denied is not None:
                     raise ApiError(denied)
+                if topic is None:
+                    topic = await _topic(ctx, name)
                 answer, last_offset = await _produce_partition(
-                    ctx, name, pd.index, pd.records, v, acks, body.transactional_id
+                    ctx, topic, pd.index, pd.records, v, acks, body.transactional_id
                 )
                 resp.update(answer)
                 if last_offset >= 0:
                     pending.append((resp, name, pd.index, last_offset))
             except ApiError as e:
                 failed = True
-                resp["error_code"] = int(e.error)
-                resp["error_message"] = e.message
-                if e.records:
-                    resp["record_errors"] = [
-                        {"batch_index": i, "batch_index_error_message": m} for i, m in e.records
-                    ]
-                if isinstance(e, NotLeader) and v >= LEADER_HINTS and e.leader >= 0:
-                    resp["current_leader"] = {"leader_id": e.leader, "leader_epoch": e.leader_epoch}
-                    leaders.add(e.leader)
+                _refused(resp, e, v, leaders)
             parts.append(resp)
         responses.append({"name": name, "topic_id": td.topic_id, "partition_responses": parts})
     if acks == 0:
@@ -158,6 +161,17 @@ def _named_partitions(ctx: RequestContext, body: Any, v: int) -> Iterator[tuple[
         if name is not None:
             for pd in td.partition_data:
                 yield name, pd.index
+
+
+def _refused(resp: dict[str, Any], e: ApiError, v: int, leaders: set[int]) -> None:
+    """A partition's answer for its error (with the leader hint of NOT_LEADER_OR_FOLLOWER, noted in `leaders`)."""
+    resp["error_code"] = int(e.error)
+    resp["error_message"] = e.message
+    if e.records:
+        resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
+    if isinstance(e, NotLeader) and v >= LEADER_HINTS and e.leader >= 0:
+        resp["current_leader"] = {"leader_id": e.leader, "leader_epoch": e.leader_epoch}
+        leaders.add(e.leader)
 
 
 async def _replicated(ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]], timeout_ms: int,
@@ -215,20 +229,34 @@ def _leadership(ctx: RequestContext, t: TopicInfo, partition: int, acks: int) ->
     return leader_epoch, replica
 
 
-async def _produce_partition(
-    ctx: RequestContext, topic: str, partition: int, records: Any, v: int, acks: int, txn_id: str | None
-) -> tuple[dict[str, Any], int]:
-    """The partition's answer, and the last offset to await with acks=all in cluster mode (else -1)."""
-    t = ctx.metadata.topic(topic)
+class _Topic(NamedTuple):
+    """What every partition of a topic in the request shares, looked up once for them."""
+
+    info: TopicInfo
+    conf: LogConfig
+    compression: int | None  # the topic's compression.type codec; None: keep the producer's
+
+
+async def _topic(ctx: RequestContext, name: str) -> _Topic:
+    """The topic (auto-created when auto.create.topics.enable is on), else UNKNOWN_TOPIC_OR_PARTITION."""
+    t = ctx.metadata.topic(name)
     if t is None:
         if not ctx.metadata.auto_create_topics:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        t = await ctx.metadata.auto_create_topic(topic)
-        await ctx.replicas.await_logs([(t.name, partition)], UNTIMED_WAIT_S)  # its logs come after
+        t = await ctx.metadata.auto_create_topic(name)
+        # Its logs come after the answer: made off the loop (await_logs), as for a created topic.
+        await ctx.replicas.await_logs([(t.name, p) for p in range(t.partitions)], UNTIMED_WAIT_S)
+    return _Topic(t, ctx.metadata.log_config(t), ctx.metadata.topic_compression(t))
+
+
+async def _produce_partition(
+    ctx: RequestContext, topic: _Topic, partition: int, records: Any, v: int, acks: int, txn_id: str | None
+) -> tuple[dict[str, Any], int]:
+    """The partition's answer, and the last offset to await with acks=all in cluster mode (else -1)."""
+    t, conf, target = topic
     if not 0 <= partition < t.partitions:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     leader_epoch, replica = _leadership(ctx, t, partition, acks)
-    conf = ctx.metadata.log_config(t)
     h = _check_batch(records, conf, v)
     txns = ctx.broker.txn_service
     if h.is_transactional and v >= IMPLICIT_ADD and txns.transaction_version >= 2:  # joins its txn
@@ -244,7 +272,6 @@ async def _produce_partition(
     # A large request arrives in a buffer of its own (writable): its batch is patched in place and
     # written as it is, never copied. A small one is a view of read-only bytes: copied (cheaply).
     batch: bytearray | memoryview = records if not records.readonly else bytearray(records)
-    target = ctx.metadata.topic_compression(t)
     if target is not None and target != h.compression:
         batch = _recompress(bytearray(records), h, target)
     if conf.message_timestamp_type == "LogAppendTime":
@@ -255,7 +282,7 @@ async def _produce_partition(
         info = ctx.replicas.append(t.name, partition, batch, leader_epoch=leader_epoch, now_ms=now)
     except LogError as e:
         if isinstance(e, KafkaStorageError):
-            _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", topic, partition, e)
+            _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", t.name, partition, e)
         raise ApiError.from_log(e) from None
     if not info.duplicate:  # a retried batch answered with its first offsets was counted the first time
         ctx.broker.stats.records_in(t.name, info.last_offset - info.base_offset + 1, len(batch))
