@@ -264,7 +264,17 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
-    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def get_or_create(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        *,
+        config_of: Callable[[], LogConfig] | None = None,
+    ) -> PartitionLog:
+        """The partition's log, made now if it has none. `config_of` is read under the lock that
+        set_config takes: a config read before an AlterConfigs that lands while a worker thread
+        makes the log would otherwise be the one the new log (and the topic) keeps."""
         tp = (topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
@@ -273,6 +283,8 @@ class LogManager:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
+            if config_of is not None:
+                config = config_of()
             if config is not None:
                 self.topic_configs[topic] = config
             counts = self._partition_counts
@@ -327,14 +339,16 @@ class LogManager:
                 raise KafkaStorageError(f"cannot sync {d}: {e}") from e
 
     def set_config(self, topic: str, config: LogConfig) -> None:
-        """Apply a changed topic config (AlterConfigs) to its live logs."""
-        self.topic_configs[topic] = config
-        for (t, _), plog in list(self._logs.items()):
-            if t == topic:
-                with plog.lock:
-                    plog.config = config
-                    for s in plog.segments:
-                        s.config = config
+        """Apply a changed topic config (AlterConfigs) to its live logs (under the lock that
+        get_or_create holds: a log being made meanwhile is either among them or made with it)."""
+        with self._lock:
+            self.topic_configs[topic] = config
+            live = [plog for (t, _), plog in self._logs.items() if t == topic]
+        for plog in live:
+            with plog.lock:
+                plog.config = config
+                for s in plog.segments:
+                    s.config = config
 
     def delete(self, topic: str, partition: int | None = None) -> int:
         """Delete every partition of `topic` (or only `partition`: a replica moved away from this

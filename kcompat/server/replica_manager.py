@@ -250,7 +250,7 @@ class ReplicaManager:
 
     def open_partition(self, t: TopicInfo, partition: int) -> PartitionLog:
         assert self.logs is not None
-        plog = self.logs.get_or_create(t.name, partition, self._log_config(t))
+        plog = self.logs.get_or_create(t.name, partition, config_of=lambda: self._log_config(t))
         # As a new leader does in Kafka, make sure the epoch cache knows the current epoch, so that
         # OffsetForLeaderEpoch answers (epoch, log end) even before anything was appended.
         cache = plog.leader_epoch_cache
