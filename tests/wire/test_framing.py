@@ -82,8 +82,8 @@ def test_large_frame_memory_follows_the_bytes_received() -> None:
 
 
 def test_large_frame_grows_to_its_size_and_is_a_buffer_of_its_own() -> None:
-    body = bytes(range(256)) * (3 * BODY_STEP // 256 + 1)  # past two doublings of BODY_STEP
-    r = FrameReader(4 * BODY_STEP, buffer_size=64)
+    body = bytes(range(256)) * (20 * BODY_STEP // 256 + 1)  # past two GROWTH-fold steps of BODY_STEP
+    r = FrameReader(32 * BODY_STEP, buffer_size=64)
     r.feed(frame(body)[:10])
     assert r.next_frame() is None
     r.feed(frame(body)[10:] + frame(b"next"))
