@@ -159,7 +159,13 @@ def _describe(host: str, port: int, resource_type: int, name: str) -> dict[str, 
             _create_topic(wire)
         body = {"resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}],
                 "include_synonyms": True, "include_documentation": True}  # fmt: skip
+        # Kafka's broker may not have applied the new topic's records yet when its controller has
+        # answered CreateTopics: UNKNOWN_TOPIC_OR_PARTITION (3) until it has.
+        deadline = time.monotonic() + 30
         result = wire.call(DESCRIBE_CONFIGS, 4, body).results[0]
+        while result.error_code == 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            result = wire.call(DESCRIBE_CONFIGS, 4, body).results[0]
     finally:
         wire.close()
     assert result.error_code == 0, result
