@@ -8,16 +8,14 @@ whole request: ratio ~1)."""
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kcompat.testing import TEST_DEFAULTS, Broker, recv_exact
-from kcompat.wire.protocol import decode_response, encode_request
+from compat_tests.crash.wire_client import WireClient
+from kcompat.testing import TEST_DEFAULTS, Broker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -25,17 +23,10 @@ TOPICS, PARTITIONS = 40, 50  # 2,000 partitions
 API_VERSIONS, CREATE_TOPICS, LIST_OFFSETS = 18, 19, 2
 
 
-class Raw:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.n = 0
-
-    def call(self, api: int, version: int, body: dict[str, Any]) -> Any:
-        self.n += 1
-        self.sock.sendall(encode_request(api, version, self.n, body, "first-use"))
-        (size,) = struct.unpack(">i", recv_exact(self.sock, 4))
-        return decode_response(api, version, recv_exact(self.sock, size))[1]
+def raw(port: int) -> WireClient:
+    c = WireClient("127.0.0.1", port, timeout=60, client_id="first-use")
+    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return c
 
 
 def test_a_request_on_2000_new_partitions_leaves_the_loop_to_the_others(tmp_path: Path) -> None:
@@ -44,7 +35,7 @@ def test_a_request_on_2000_new_partitions_leaves_the_loop_to_the_others(tmp_path
     stop = threading.Event()
 
     def ping() -> None:
-        c = Raw(broker.port)
+        c = raw(broker.port)
         while not stop.is_set():
             t = time.monotonic()
             c.call(API_VERSIONS, 3, {"client_software_name": "ping", "client_software_version": "1"})
@@ -53,7 +44,7 @@ def test_a_request_on_2000_new_partitions_leaves_the_loop_to_the_others(tmp_path
 
     pinger = threading.Thread(target=ping, daemon=True)
     try:
-        c = Raw(broker.port)
+        c = raw(broker.port)
         names = [f"fresh-{i:02d}" for i in range(TOPICS)]
         pinger.start()
         r = c.call(CREATE_TOPICS, 7, {"topics": [{"name": n, "num_partitions": PARTITIONS, "replication_factor": 1,
