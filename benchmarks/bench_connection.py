@@ -18,8 +18,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from kcompat.server.connection import Client, Connection, Limits
-from kcompat.server.sendfile import Chunk
+from kcompat.server.network.connection import Client, Connection, Limits
+from kcompat.server.network.sendfile import Chunk
 
 CLIENT = Client("bench", "127.0.0.1", 5555, "PLAINTEXT", "PLAINTEXT")
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from kcompat.config import BrokerConfig
 from kcompat.server.broker import Broker
-from kcompat.server.connection import Client
-from kcompat.server.sendfile import ChunkWriter
+from kcompat.server.network.connection import Client
+from kcompat.server.network.sendfile import ChunkWriter
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import encode_request

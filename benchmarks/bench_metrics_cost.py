@@ -26,7 +26,7 @@ from benchmarks import bench_handlers as bh
 from kcompat.config import BrokerConfig
 from kcompat.server import broker_stats
 from kcompat.server.broker import Broker
-from kcompat.server.sendfile import ChunkWriter
+from kcompat.server.network.sendfile import ChunkWriter
 
 _REAL = {name: getattr(broker_stats.BrokerStats, name) for name in ("observe", "records_in", "bytes_out")}
 

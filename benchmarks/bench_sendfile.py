@@ -44,10 +44,10 @@ import uvloop
 
 from kcompat.config.listeners import Listener
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
-from kcompat.server import sendfile
-from kcompat.server.connection import Client, Limits
-from kcompat.server.listeners import ListenerTransport
-from kcompat.server.reactor import Reactor
+from kcompat.server.network import sendfile
+from kcompat.server.network.connection import Client, Limits
+from kcompat.server.network.listeners import ListenerTransport
+from kcompat.server.network.reactor import Reactor
 
 REQUEST = struct.pack(">ihhi", 8, 1, 11, 1)  # a size prefix and a header: Fetch v11, correlation 1
 

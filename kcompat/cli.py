@@ -197,14 +197,14 @@ def run_server(config: BrokerConfig, scram_users: Sequence[Any] = ()) -> int:
     """Hand the configuration to the server (imported here so that the CLI's help and config
     checks work without loading it)."""
     try:
-        from kcompat.server import app
+        from kcompat.server import serve
     except ModuleNotFoundError as exc:
-        if exc.name != "kcompat.server.app":
+        if exc.name != "kcompat.server.serve":
             raise
-        print("kcompat: the broker server (kcompat.server.app) is not part of this build", file=sys.stderr)
+        print("kcompat: the broker server (kcompat.server.serve) is not part of this build", file=sys.stderr)
         return 1
     try:
-        return int(app.serve(config, scram_users) if scram_users else app.serve(config))
+        return int(serve.serve(config, scram_users) if scram_users else serve.serve(config))
     except ConfigError as exc:
         print(f"kcompat: invalid configuration: {exc}", file=sys.stderr)
         return 1

@@ -137,9 +137,9 @@ def test_no_command_prints_usage() -> None:
 
 
 def test_serve_hands_the_config_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lazily imported kcompat.server.app.serve gets the loaded config and its exit code is ours."""
+    """The lazily imported kcompat.server.serve.serve gets the loaded config and its exit code is ours."""
     received: list[BrokerConfig] = []
-    fake = types.ModuleType("kcompat.server.app")
+    fake = types.ModuleType("kcompat.server.serve")
 
     def serve(config: BrokerConfig) -> int:
         received.append(config)
@@ -148,7 +148,7 @@ def test_serve_hands_the_config_to_the_server(monkeypatch: pytest.MonkeyPatch) -
     fake.serve = serve  # type: ignore[attr-defined]
     import kcompat.server
 
-    monkeypatch.setitem(sys.modules, "kcompat.server.app", fake)
+    monkeypatch.setitem(sys.modules, "kcompat.server.serve", fake)
     monkeypatch.setattr(kcompat.server, "app", fake, raising=False)
     monkeypatch.setattr(cli, "configure_logging", lambda level="INFO": None)
     for key in [k for k in os.environ if k.startswith("KAFKA_")]:
@@ -273,7 +273,7 @@ def test_start_up_objects_are_collected_then_frozen() -> None:
     import gc
     import weakref
 
-    from kcompat.server import app
+    from kcompat.server import serve
 
     class Node:
         other: object = None
@@ -283,7 +283,7 @@ def test_start_up_objects_are_collected_then_frozen() -> None:
     gone = weakref.ref(garbage)
     del garbage
     try:
-        app._freeze_start_up()
+        serve._freeze_start_up()
         assert gone() is None
         assert gc.get_freeze_count() > 0
         assert gc.is_tracked(kept) and not any(

@@ -6,7 +6,7 @@
 Only the listeners whose protocol needs them read the ssl.* (SSL, SASL_SSL) and sasl.*
 (SASL_PLAINTEXT, SASL_SSL) settings; a listener that cannot work (an SSL listener without a
 keystore, a SASL listener without a mechanism kcompat speaks) stops start-up with one line.
-Files are only named here: the TLS context that reads them is kcompat.server.tls's.
+Files are only named here: the TLS context that reads them is kcompat.server.network.tls's.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ for a group whose shard is not here gets NOT_COORDINATOR, and one whose shard is
 COORDINATOR_LOAD_IN_PROGRESS; both are retriable for clients (they ask FindCoordinator again).
 
 The table only decides; replaying records and answering the requests waiting in an unloaded shard
-is the server's (server/coordinator_shards.py). States, per partition:
+is the server's (server/cluster/coordinator_shards.py). States, per partition:
 
     (absent) --elect(epoch)--> LOADING --loaded(epoch)--> ACTIVE
     LOADING/ACTIVE --elect(other epoch)--> LOADING      (a new leadership: unload, load again)

@@ -34,11 +34,11 @@ from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.dispatcher import RequestDispatcher
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
-from kcompat.server.group_service import GroupService
+from kcompat.server.groups.group_service import GroupService
+from kcompat.server.groups.offsets_topic import OffsetsTopic
 from kcompat.server.local_metadata import LocalMetadata, MetadataView
-from kcompat.server.offsets_topic import OffsetsTopic
 from kcompat.server.replica_manager import ReplicaManager
-from kcompat.server.txn_service import TransactionService
+from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
 from kcompat.wire.protocol import Request
@@ -124,7 +124,7 @@ class Broker:
         if is_cluster_member(config):
             # Cluster mode: the MetadataView is the KRaft image (imported only then); the image's
             # deltas reach the replica manager through cluster_member.start_cluster_member.
-            from kcompat.server.kraft_metadata import KRaftMetadata
+            from kcompat.server.cluster.kraft_metadata import KRaftMetadata
 
             self.metadata = KRaftMetadata(config)
             if self.authorizer is not None:  # the ACLs are the image's (AccessControlEntryRecords)

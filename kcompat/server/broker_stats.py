@@ -1,7 +1,7 @@
 """What the broker counts as it serves (Kafka's BrokerTopicStats and RequestMetrics), as plain ints.
 
 The hot path only adds to ints and lists (a dict lookup and an increment per produced batch, per
-fetched partition with data, per request); nothing here knows Prometheus. kcompat.server.metrics
+fetched partition with data, per request); nothing here knows Prometheus. kcompat.server.admin.metrics
 turns these into metric families when /metrics is scraped, and is imported only when the admin
 listener is on: a broker without it pays the increments and nothing else.
 

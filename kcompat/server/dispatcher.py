@@ -16,7 +16,7 @@ to write in its turn.
 The dispatcher knows no broker state: it is given a factory of the RequestContext handlers see.
 Security plugs in here: SASL is settled before a connection's requests reach `handle`, and an
 Authorizer can be asked per request before the handler runs.
-In cluster mode a Forwarder is set (kcompat.server.forwarding_manager): the APIs it names go to
+In cluster mode a Forwarder is set (kcompat.server.cluster.forwarding_manager): the APIs it names go to
 the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController).
 """
 

@@ -14,7 +14,7 @@ PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION: Produce v0-2 stay advertised for libr
 2.11.1, KAFKA-18659); such a request does not decode, so the broker closes the connection.
 A handler returns the response body, NO_RESPONSE (Produce with acks=0) or Deferred(awaitable): the
 request is taken (a Produce's records appended) and its body comes later, while the connection may
-take the next Produce (kcompat.server.connection: Produce pipelining). The body is an instance
+take the next Produce (kcompat.server.network.connection: Produce pipelining). The body is an instance
 of the response's class from kcompat.wire.types (so mypy checks its field names, as it checks the
 request's through Request[...]); a plain dict is still accepted from handlers not yet converted,
 and a key its declaration lacks raises. Registering one API key twice is a bug and fails at import.

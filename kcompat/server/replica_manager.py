@@ -36,8 +36,8 @@ from kcompat.server.log_throttle import LogThrottle
 from kcompat.storage.topic_store import TopicInfo
 
 if TYPE_CHECKING:  # cluster mode only: never imported on a single node
-    from kcompat.server.alter_partition import IsrManager
-    from kcompat.server.partition import Partition
+    from kcompat.server.cluster.replication.alter_partition import IsrManager
+    from kcompat.server.cluster.replication.partition import Partition
 
 log = logging.getLogger("kcompat.server")
 

@@ -25,8 +25,8 @@ from typing import Any
 import uvloop
 
 from kcompat.config.listeners import Listener
-from kcompat.server.connection import Client, Limits
-from kcompat.server.reactor import Reactor
+from kcompat.server.network.connection import Client, Limits
+from kcompat.server.network.reactor import Reactor
 from kcompat.testing import recv_exact
 from kcompat.wire.errors import DecodeError
 

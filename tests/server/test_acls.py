@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kcompat.security.authorizer import STANDARD_AUTHORIZER
-from kcompat.server.connection import Client
+from kcompat.server.network.connection import Client
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_acls import CREATE_ACLS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
@@ -221,7 +221,7 @@ def test_denials_are_logged_once_per_principal_and_operation(
 ) -> None:
     import logging
 
-    from kcompat.server import access
+    from kcompat.server.auth import access
     from kcompat.server.log_throttle import LogThrottle
 
     # a fresh 10 s window: the earlier tests' denials of alice are in the module's one

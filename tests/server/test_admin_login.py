@@ -6,7 +6,7 @@ import base64
 from pathlib import Path
 
 from kcompat.config import BrokerConfig
-from kcompat.server.admin_login import BasicLogin, login_for
+from kcompat.server.admin.login import BasicLogin, login_for
 from kcompat.storage.scram_credentials import ScramCredentialStore, from_password
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
-from kcompat.server.answer_queue import MAX_DEFERRED
-from kcompat.server.connection import Limits
-from kcompat.server.sendfile import STATS
+from kcompat.server.network.answer_queue import MAX_DEFERRED
+from kcompat.server.network.connection import Limits
+from kcompat.server.network.sendfile import STATS
 from kcompat.testing import closed_by_peer
 from tests.server.harness import ServerThread, pattern, recv_response, request
 

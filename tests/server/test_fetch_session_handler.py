@@ -7,8 +7,12 @@ import random
 import uuid
 from typing import Any
 
+from kcompat.server.cluster.replication.fetch_session_handler import (
+    FetchRequestData,
+    FetchSessionHandler,
+    PartitionFetch,
+)
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
-from kcompat.server.fetch_session_handler import FetchRequestData, FetchSessionHandler, PartitionFetch
 from kcompat.wire.error_codes import ErrorCode
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)

@@ -18,9 +18,9 @@ from kcompat.config import BrokerConfig
 from kcompat.log.config import LogConfig
 from kcompat.metadata import records as r
 from kcompat.metadata.loader import MetadataLoader
-from kcompat.server.kraft_metadata import KRaftMetadata
-from kcompat.server.replica_delta import ReplicaDeltaApplier
-from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from kcompat.server.cluster.kraft_metadata import KRaftMetadata
+from kcompat.server.cluster.replication.replica_delta import ReplicaDeltaApplier
+from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_topics import CREATE_TOPICS

@@ -1,4 +1,4 @@
-"""Envelope forwarding (kcompat.server.forwarding_manager): the sans-IO framing, and the retry rules
+"""Envelope forwarding (kcompat.server.cluster.forwarding_manager): the sans-IO framing, and the retry rules
 against a stand-in controller on a local socket (NOT_CONTROLLER, then the answer; unreachable until
 the deadline, then REQUEST_TIMED_OUT)."""
 
@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from kcompat.server.dispatcher import CloseConnection
-from kcompat.server.forwarding_manager import (
+from kcompat.server.cluster.forwarding_manager import (
     FORWARDED_APIS,
     ForwardingManager,
     client_address_bytes,
@@ -22,6 +21,7 @@ from kcompat.server.forwarding_manager import (
     serialize_principal,
     unwrap_response,
 )
+from kcompat.server.dispatcher import CloseConnection
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.protocol import decode_request, encode_request, encode_response, request_codec

@@ -1,4 +1,4 @@
-"""Cluster mode's group coordinator shards (server/group_shards.py) on a real broker without
+"""Cluster mode's group coordinator shards (server/cluster/group_shards.py) on a real broker without
 sockets: the broker's own `__consumer_offsets` logs become cluster-mode Partitions whose leadership
 the test sets, as images would. A shard loads when this broker becomes the partition's leader and
 unloads when it stops; groups of other partitions get NOT_COORDINATOR; commits are answered, and
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from kcompat.coordinator.records import offsets_partition
 from kcompat.coordinator.shards import ShardState
-from kcompat.server.group_shards import GroupShards
-from kcompat.server.partition import Partition, Registration
+from kcompat.server.cluster.group_shards import GroupShards
+from kcompat.server.cluster.replication.partition import Partition, Registration
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.offset_commit import OFFSET_COMMIT

@@ -1,10 +1,16 @@
-"""The leader's replication rules (kcompat/server/isr.py): high watermark, caught-up time, ISR."""
+"""The leader's replication rules (kcompat/server/cluster/replication/isr.py): high watermark, caught-up time, ISR."""
 
 from __future__ import annotations
 
 import pytest
 
-from kcompat.server.isr import FollowerState, caught_up, high_watermark, may_join_isr, out_of_sync
+from kcompat.server.cluster.replication.isr import (
+    FollowerState,
+    caught_up,
+    high_watermark,
+    may_join_isr,
+    out_of_sync,
+)
 
 LEADER = 1
 

@@ -9,7 +9,7 @@ from typing import Any
 from kcompat.config import BrokerConfig
 from kcompat.metadata import records as r
 from kcompat.metadata.loader import MetadataLoader
-from kcompat.server.kraft_metadata import KRaftMetadata
+from kcompat.server.cluster.kraft_metadata import KRaftMetadata
 from kcompat.wire.error_codes import ErrorCode
 from tests.metadata.test_metadata_loader import D1, T1, batch, register, topic
 

@@ -9,10 +9,10 @@ import pytest
 
 from kcompat.config import BrokerConfig, ConfigError, Listener
 from kcompat.config.listeners import parse_listener, parse_listeners
-from kcompat.server.listeners import bind
+from kcompat.server.network.listeners import bind
 
 # Every form either of the two former parsers (kcompat/config/listeners.py and
-# kcompat/server/listeners.py, whose regexes differed) took, and what the one parser makes of it.
+# kcompat/server/network/listeners.py, whose regexes differed) took, and what the one parser makes of it.
 # "config" / "server": which of the old parsers accepted the entry.
 ACCEPTED = [
     # entry                               config server  -> name, host, port

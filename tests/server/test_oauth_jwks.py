@@ -1,4 +1,4 @@
-"""OAUTHBEARER with signed JWTs (kcompat.server.oauth_jwks): tokens signed in the test with keys
+"""OAUTHBEARER with signed JWTs (kcompat.server.auth.oauth_jwks): tokens signed in the test with keys
 made in the test, checked against a JWKS file or a JWKS served over HTTP on 127.0.0.1."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from kcompat.config import BrokerConfig, ConfigError
 from kcompat.config.security import ListenerSecurity, OAuthSettings, SaslSettings
-from kcompat.server.oauth_jwks import JwksValidator
-from kcompat.server.sasl import SaslAuthenticator, State
+from kcompat.server.auth.oauth_jwks import JwksValidator
+from kcompat.server.auth.sasl import SaslAuthenticator, State
 from tests.server.test_sasl import authenticate, handshake
 
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)

@@ -8,9 +8,9 @@ import uuid
 from types import SimpleNamespace
 
 from kcompat.log import LogConfig, PartitionLog
+from kcompat.server.cluster.replication.partition import Partition, Registration
+from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
 from kcompat.server.handlers.fetch import _diverged
-from kcompat.server.partition import Partition, Registration
-from kcompat.server.replica_fetcher import FetcherSettings, ReplicaFetcher
 from tests.log.batches import batch
 
 CONFIG = LogConfig(segment_bytes=1 << 20)

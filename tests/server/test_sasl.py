@@ -1,4 +1,4 @@
-"""The SASL exchange of a connection (kcompat.server.sasl) step by step, the SCRAM credential
+"""The SASL exchange of a connection (kcompat.server.auth.sasl) step by step, the SCRAM credential
 store, and the per-listener security settings."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from scramp import ScramClient, ScramMechanism
 
 from kcompat.config import BrokerConfig, ConfigError
 from kcompat.config.security import ListenerSecurity, SaslSettings, parse_jaas, plain_users
-from kcompat.server.sasl import SaslAuthenticator, State
+from kcompat.server.auth.sasl import SaslAuthenticator, State
 from kcompat.storage.scram_credentials import ScramCredentialStore, from_password, parse_add_scram
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.protocol import decode_response, encode_request

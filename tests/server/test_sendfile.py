@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
-from kcompat.server import sendfile, turns
-from kcompat.server.sendfile import STATS, ChunkWriter, SliceTruncated, send_chunks
+from kcompat.server.network import sendfile, turns
+from kcompat.server.network.sendfile import STATS, ChunkWriter, SliceTruncated, send_chunks
 from tests.server.harness import pattern
 
 pytestmark = pytest.mark.timeout(30)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from kcompat.config import BrokerConfig
-from kcompat.server.app import reactor_for
+from kcompat.server.serve import reactor_for
 
 
 async def _noop(frame: memoryview, client: object) -> None:

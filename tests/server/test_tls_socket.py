@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import trustme
 
-from kcompat.server.tls_socket import TlsSocket
+from kcompat.server.network.tls_socket import TlsSocket
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -21,9 +21,9 @@ from kcompat.config import ConfigError
 from kcompat.config.listeners import Listener
 from kcompat.config.security import SslSettings
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
-from kcompat.server.listeners import ListenerTransport, certificate_principal
-from kcompat.server.sendfile import STATS
-from kcompat.server.tls import PrincipalMapper, server_context
+from kcompat.server.network.listeners import ListenerTransport, certificate_principal
+from kcompat.server.network.sendfile import STATS
+from kcompat.server.network.tls import PrincipalMapper, server_context
 from kcompat.testing import closed_by_peer
 from tests.server.harness import ServerThread, pattern, recv_response, request
 

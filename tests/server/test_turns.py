@@ -1,4 +1,4 @@
-"""Big Produce, Fetch and ListOffsets requests give the event loop turns (kcompat.server.turns):
+"""Big Produce, Fetch and ListOffsets requests give the event loop turns (kcompat.server.network.turns):
 other coroutines run while one is handled, and the answer (order, values, per-partition errors)
 is the one the request gets without turns. TURN_SECONDS = 0 makes a turn due before every
 partition, so these tests do not depend on the machine's speed."""
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kcompat.server import turns
+from kcompat.server.network import turns
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.fetch import FETCH

@@ -1,4 +1,4 @@
-"""The marker sender's rounds (server/txn_channels.py, Kafka's TransactionMarkerChannelManager),
+"""The marker sender's rounds (server/cluster/txn_channels.py, Kafka's TransactionMarkerChannelManager),
 with a real refused connection: a marker whose leader cannot be reached is retried with the leader
 the metadata names next; a fenced marker drops the job; a transaction that left this coordinator
 is not pursued. The metadata is a small table the test moves, as an image would."""
@@ -10,8 +10,8 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender
 from kcompat.server.delayed_fetch import FetchWaiters
-from kcompat.server.txn_channels import BrokerChannels, TxnMarkerSender
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode as E
 

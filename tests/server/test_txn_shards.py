@@ -1,4 +1,4 @@
-"""Cluster mode's transaction coordinator shards (server/txn_shards.py) on a real broker without
+"""Cluster mode's transaction coordinator shards (server/cluster/txn_shards.py) on a real broker without
 sockets, as tests/server/test_group_shards.py does for groups: the broker's own
 `__transaction_state` logs become cluster-mode Partitions whose leadership the test sets. A shard
 loads (replaying the partition) when this broker becomes its leader and unloads when it stops;
@@ -14,9 +14,9 @@ from pathlib import Path
 from kcompat.coordinator.shards import ShardState
 from kcompat.coordinator.transaction.log_records import transaction_partition
 from kcompat.coordinator.transaction.state import TransactionState
-from kcompat.server.partition import Partition, Registration
-from kcompat.server.txn_channels import BrokerChannels, TxnMarkerSender
-from kcompat.server.txn_shards import TxnShards
+from kcompat.server.cluster.replication.partition import Partition, Registration
+from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender
+from kcompat.server.cluster.txn_shards import TxnShards
 from kcompat.storage.topic_store import TRANSACTION_STATE
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.api_versions import API_VERSIONS

@@ -4,7 +4,7 @@
     log_records.py  `__transaction_state` keys and values in Kafka's formats
     coordinator.py  the decisions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
                     timeouts and expiry; each returns the records to append and the markers to write
-The server (kcompat/server/txn_service.py) appends, writes markers, and keeps the timers.
+The server (kcompat/server/transactions/txn_service.py) appends, writes markers, and keeps the timers.
 """
 
 from kcompat.coordinator.transaction.coordinator import (

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kcompat.security.authorizer import AclBinding, AclFilter, binding_error, filter_error
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, brokers_of
 from kcompat.server.registry import handles

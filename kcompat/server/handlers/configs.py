@@ -32,7 +32,7 @@ from typing import Any
 from kcompat.config import ConfigEntry, ConfigError, ConfigType, format_value
 from kcompat.config.broker_properties import BROKER_CONFIGS
 from kcompat.config.topic_config import AlterOp, apply_incremental, validate_topic_configs
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles

@@ -12,7 +12,7 @@ offset leaves it where it is (the answer carries the current low watermark), as 
 from __future__ import annotations
 
 from kcompat.log.errors import LogError
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles

@@ -55,12 +55,12 @@ import logging
 import uuid
 from typing import Any
 
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_epoch_error
+from kcompat.server.network.turns import Turns
 from kcompat.server.registry import handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S
-from kcompat.server.turns import Turns
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.protocol import Request

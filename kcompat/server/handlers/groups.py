@@ -74,12 +74,12 @@ from kcompat.coordinator import (
 )
 from kcompat.coordinator.messages import ConsumerGroupHeartbeatResponse, JoinGroupResponse, LeaveGroupResponse
 from kcompat.coordinator.records import offsets_partition
-from kcompat.server import access
+from kcompat.server.auth import access
+from kcompat.server.auth.consumer_group_acl import heartbeat_error, hide_refused_topics
 from kcompat.server.broker import RequestContext
-from kcompat.server.consumer_group_acl import heartbeat_error, hide_refused_topics
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
-from kcompat.server.group_service import CoordinatorUnavailable
+from kcompat.server.groups.group_service import CoordinatorUnavailable
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kcompat.server.registry import handles
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE

@@ -18,7 +18,7 @@ INVALID_PRODUCER_EPOCH below v4. An empty transactional_id is INVALID_REQUEST.
 
 from __future__ import annotations
 
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles

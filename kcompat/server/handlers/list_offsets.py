@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections import Counter
 
 from kcompat.log.errors import LogError
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.local_metadata import MetadataView
+from kcompat.server.network.turns import Turns
 from kcompat.server.registry import handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S, ReplicaManager
-from kcompat.server.turns import Turns
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS

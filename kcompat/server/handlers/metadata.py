@@ -34,7 +34,7 @@ import weakref
 from typing import cast
 
 from kcompat.kafka_uuid import ZERO_UUID
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError

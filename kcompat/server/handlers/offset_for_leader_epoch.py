@@ -13,7 +13,7 @@ gets -1/-1 (UNDEFINED). Every batch kcompat writes carries the topic's constant 
 from __future__ import annotations
 
 from kcompat.log.errors import LogError
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.registry import handles

@@ -45,7 +45,7 @@ from kcompat.coordinator import (
     OffsetFetchRequestTopic,
 )
 from kcompat.coordinator.messages import OffsetFetchResponseGroup, OffsetFetchResponseTopic
-from kcompat.server import access, offset_acl
+from kcompat.server.auth import access, offset_acl
 from kcompat.server.broker import RequestContext
 from kcompat.server.handlers.groups import coordinate
 from kcompat.server.registry import handles

@@ -55,16 +55,16 @@ from typing import Any, NamedTuple
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.delayed_produce import await_replicated
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
 from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.network.turns import Turns
 from kcompat.server.record_checks import check_records
 from kcompat.server.registry import NO_RESPONSE, Deferred, handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S
-from kcompat.server.turns import Turns
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode

@@ -1,7 +1,7 @@
 """SaslHandshake (key 17) v0-1, SaslAuthenticate (key 36) v0-2, DescribeUserScramCredentials
 (key 50) v0, AlterUserScramCredentials (key 51) v0.
 
-The SASL exchange itself is the connection's (kcompat.server.sasl): a SaslHandshake or
+The SASL exchange itself is the connection's (kcompat.server.auth.sasl): a SaslHandshake or
 SaslAuthenticate reaches a handler only on a listener without SASL, or a SaslAuthenticate after
 the exchange, and Kafka answers both with ILLEGAL_SASL_STATE.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.registry import handles
 from kcompat.storage.scram_credentials import (

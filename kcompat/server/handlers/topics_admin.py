@@ -35,7 +35,7 @@ import uuid
 from collections import Counter
 
 from kcompat.kafka_uuid import ZERO_UUID
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles

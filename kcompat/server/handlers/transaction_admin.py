@@ -20,7 +20,7 @@ from typing import Any
 
 from kcompat.coordinator.transaction.state import TransactionState
 from kcompat.log.errors import LogError
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.registry import handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S

@@ -29,10 +29,10 @@ from typing import Any
 
 from kcompat.coordinator import OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from kcompat.coordinator.transaction.coordinator import TV2
-from kcompat.server import access
+from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
-from kcompat.server.group_service import CoordinatorUnavailable
+from kcompat.server.groups.group_service import CoordinatorUnavailable
 from kcompat.server.registry import handles
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode

@@ -1,0 +1,137 @@
+"""The HTTP admin listener (`admin.listener`, 127.0.0.1:9644 by default, Redpanda's admin port).
+
+It runs on the broker's own event loop, beside the Kafka listeners: asyncio streams carry the
+bytes and h11 (a small, well-kept, sans-I/O HTTP/1.1 implementation) parses and frames them, so
+no HTTP is hand-written here and nothing starts a thread. A page is computed synchronously from
+the broker's in-memory state (a scrape of /metrics takes well under a millisecond for a few
+hundred partitions), so a request costs the Kafka clients one short turn of the loop.
+
+    AdminServer(routes).start(sock)   serves GET/HEAD on a bound socket; routes map a path to a Page
+    AdminServer.close()               stops accepting and closes the connections
+
+With `login` (a Kafka listener uses SASL) every request needs an Authorization header it accepts
+(401 with a Basic challenge otherwise). Only GET and HEAD are answered (405 otherwise); a request h11 cannot parse closes the connection
+(logged at DEBUG); a connection idle for IDLE_S is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from urllib.parse import parse_qs, urlsplit
+
+import h11
+
+log = logging.getLogger("kcompat.server.admin.listener")
+
+IDLE_S = 60.0
+_READ_SIZE = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    body: bytes
+    content_type: str = "text/plain; charset=utf-8"
+    status: int = 200
+    max_age: int = 0  # seconds a browser may keep it (the vendored scripts: no refetch on every page)
+
+
+Route = Callable[[dict[str, list[str]]], Page]
+
+
+class AdminServer:
+    def __init__(
+        self, routes: dict[str, Route], login: Callable[[str | None], str | None] | None = None
+    ) -> None:
+        self.routes = routes
+        # with SASL on: HTTP Basic against the broker's users (admin_login.BasicLogin.check)
+        self.login = login
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self, sock: socket.socket) -> None:
+        self._server = await asyncio.start_server(self._serve, sock=sock)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(self._connections)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._exchange(reader, writer)
+        except (ConnectionError, TimeoutError, h11.ProtocolError) as e:
+            log.debug("admin connection closed: %s", e)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                async with asyncio.timeout(IDLE_S):
+                    data = await reader.read(_READ_SIZE)
+                conn.receive_data(data)
+                continue
+            if isinstance(event, h11.Request):
+                await self._answer(conn, writer, event)
+            elif isinstance(event, h11.ConnectionClosed) or conn.our_state is h11.MUST_CLOSE:
+                return
+            if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                conn.start_next_cycle()  # keep-alive: the next request on this connection
+
+    async def _answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request) -> None:
+        method = request.method.decode()
+        url = urlsplit(request.target.decode("latin-1"))
+        route = self.routes.get(url.path)
+        query = parse_qs(url.query)
+        if route is None:  # a route ending in "/" serves what is below it, given as query["path"]
+            for prefix, candidate in self.routes.items():
+                if prefix.endswith("/") and prefix != "/" and url.path.startswith(prefix):
+                    route, query["path"] = candidate, [url.path[len(prefix) :]]
+                    break
+        if self.login is not None and self.login(_header(request, b"authorization")) is None:
+            page = Page(b"login required\n", status=401)
+        elif method not in ("GET", "HEAD"):
+            page = Page(b"only GET and HEAD\n", status=405)
+        elif route is None:
+            page = Page(b"not found\n", status=404)
+        else:
+            try:
+                page = route(query)
+            except Exception:
+                log.exception("admin page %s failed", url.path)
+                page = Page(b"internal error\n", status=500)
+        headers = [("content-type", page.content_type), ("content-length", str(len(page.body)))]
+        if page.max_age:
+            headers.append(("cache-control", f"max-age={page.max_age}"))
+        if page.status == 401:
+            headers.append(("www-authenticate", 'Basic realm="kcompat", charset="UTF-8"'))
+        response = h11.Response(
+            status_code=page.status, headers=headers, reason=HTTPStatus(page.status).phrase
+        )
+        out = conn.send(response) or b""
+        if method != "HEAD":
+            out += conn.send(h11.Data(data=page.body)) or b""
+        out += conn.send(h11.EndOfMessage()) or b""
+        writer.write(out)
+        await writer.drain()  # a request body (none for GET) is read and dropped by _exchange's loop
+
+
+def _header(request: h11.Request, name: bytes) -> str | None:
+    for key, value in request.headers:
+        if key == name:  # h11 gives names in lower case
+            return value.decode("latin-1")
+    return None

@@ -1,0 +1,141 @@
+"""The admin listener's pages, wired to a running broker (imported only when admin.listener is set).
+
+    open_admin(config)                    step 3 of start-up: bind, or say why not (only `socket` is needed)
+    AdminListener.start(broker, reactor)  once the broker listens: serve the pages
+        /metrics   Prometheus (kcompat.server.admin.metrics)
+        /...       the web console (kcompat.server.admin.console.pages)
+
+The HTTP code (h11) is imported by start() in a worker thread, after the start-up line: the Kafka
+listeners answer from the same moment as without the admin listener. Prometheus and the console
+(prometheus_client, jinja2: some 6 MB resident and 60 ms of imports) wait for the first scrape or
+page, so an idle broker nobody browses stays as small as one without the listener.
+
+The default port (9644) being taken does not stop the broker: kcompat is often one of several
+brokers started side by side on a CI machine, and the Kafka listener is what they are for; a port
+the user chose that cannot be bound stops start-up, as a Kafka listener's does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from kcompat.config.broker_config import BrokerConfig
+from kcompat.config.broker_properties import admin_address
+
+if TYPE_CHECKING:
+    from kcompat.server.admin.console.lag_history import LagHistory
+    from kcompat.server.admin.http_server import AdminServer, Page
+    from kcompat.server.broker import Broker
+    from kcompat.server.network.reactor import Reactor
+
+log = logging.getLogger("kcompat.server.admin.listener")
+
+Query = dict[str, list[str]]  # a request's query string, parsed
+
+
+class AdminUnavailable(Exception):
+    """The admin listener the user asked for cannot be opened (one line says why)."""
+
+
+class AdminListener:
+    def __init__(self, sock: socket.socket, url: str) -> None:
+        self.sock = sock
+        self.url = url
+        self.server: AdminServer | None = None
+        self.history: LagHistory | None = None
+
+    async def start(self, broker: Broker, reactor: Reactor) -> None:
+        http, lag_history = await asyncio.to_thread(_load)
+        # The console (jinja2) and /metrics (prometheus_client), some 6 MB resident between them,
+        # are imported when a page or a scrape first asks: a broker nobody browses or scrapes
+        # stays as small as one without the admin listener.
+        loaded: dict[str, Callable[[Query], Page]] = {}
+
+        def load_routes() -> dict[str, Callable[[Query], Page]]:
+            if not loaded:
+                from kcompat.server.admin.console import pages
+                from kcompat.server.admin import metrics
+
+                collector = metrics.BrokerCollector(broker, connections=lambda: len(reactor.connections),
+                                                    accepted=lambda: reactor.accepted)  # fmt: skip
+                render = metrics.metrics_page(collector)
+
+                def metrics_route(query: Query) -> Page:
+                    body, content_type = render(query)
+                    page: Page = http.Page(body, content_type)
+                    return page
+
+                assert self.history is not None
+                loaded.update(pages.Console(broker, self.history).routes())
+                loaded["/metrics"] = metrics_route
+            return loaded
+
+        def lazy(path: str) -> Callable[[Query], Page]:
+            return lambda query: load_routes()[path](query)
+
+        self.history = lag_history.LagHistory(broker)
+        self.history.start()
+        from kcompat.server.admin.login import login_for
+
+        login = login_for(broker.config, broker.scram.get)
+        self.server = http.AdminServer({path: lazy(path) for path in ROUTES}, login.check if login else None)
+        await self.server.start(self.sock)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+        if self.history is not None:
+            await self.history.close()
+        self.sock.close()
+
+
+# The console's pages (console/pages.py: Console.routes) and /metrics.
+ROUTES = ("/", "/topics", "/topic", "/topic/messages", "/groups", "/group", "/group/lag", "/group/lag.json",
+          "/brokers", "/static/", "/metrics")  # fmt: skip
+
+
+def _load() -> tuple[ModuleType, ModuleType]:
+    from kcompat.server.admin.console import lag_history
+    from kcompat.server.admin import http_server as admin_http
+
+    return admin_http, lag_history
+
+
+def bind_admin(host: str, port: int) -> socket.socket:
+    """A listening socket for the admin listener (OSError as bind raises it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(16)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def open_admin(config: BrokerConfig) -> AdminListener | None:
+    """The bound admin listener; None when switched off or when the default port is taken."""
+    address = admin_address(str(config.get("admin.listener") or ""))
+    if address is None:
+        return None
+    host, port = address
+    try:
+        sock = bind_admin(host, port)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE and not config.is_set("admin.listener"):
+            log.warning("admin listener not started: %s:%d is in use (set admin.listener to another "
+                        "host:port, or to nothing to silence this)", host, port)  # fmt: skip
+            return None
+        raise AdminUnavailable(f"cannot listen on admin.listener {host}:{port}: {e.strerror or e}") from None
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return AdminListener(sock, f"http://{shown}:{bound_port}")

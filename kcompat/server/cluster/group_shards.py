@@ -1,0 +1,87 @@
+"""Cluster mode: the group coordinator's shards, one per `__consumer_offsets` partition this broker
+leads (Kafka's CoordinatorRuntime driven by the metadata image: onElection / onResignation).
+
+    image published ──on_image──► for each __consumer_offsets partition hosted here:
+        led at epoch e, not loaded at e ─► unload the old shard (if any), LOADING, replay the
+                                            partition's log in a worker thread ─► ACTIVE
+        no longer led                    ─► unload: its groups and offsets leave the coordinator,
+                                            JoinGroup/SyncGroup waiting in them get NOT_COORDINATOR
+
+The decisions are the pure ShardTable's (coordinator/shards.py). Writes: the GroupService appends
+a call's records as leader (the partition's leader epoch stamped), then `replicated` waits until
+the high watermark passes them, as Kafka's coordinator writes with acks=all and completes on the
+high watermark; errors map as Kafka's GroupCoordinatorService maps them (leadership lost or a
+storage error: NOT_COORDINATOR, and the shard is dropped or loaded again from the log so that no
+state the log does not hold stays; not replicated in offsets.commit.timeout.ms:
+COORDINATOR_NOT_AVAILABLE, the records stay in the leader's log as in Kafka). Reads of committed
+offsets first wait for the partition's high watermark to reach its log end (`settled`), so an
+OffsetFetch never shows an offset a failover could take back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from kcompat.server.cluster.coordinator_shards import CoordinatorShards
+from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
+
+if TYPE_CHECKING:
+    from kcompat.coordinator import GroupCoordinator
+    from kcompat.server.cluster.replication.partition import Partition
+    from kcompat.server.groups.offsets_topic import OffsetsTopic
+
+
+class GroupService(Protocol):
+    """What the shards need of the broker's GroupService (group_service.py)."""
+
+    offsets_topic: OffsetsTopic
+
+    @property
+    def coordinator(self) -> GroupCoordinator: ...
+    def now_ms(self) -> int: ...
+    def wake(self) -> None: ...
+    def fail_waiting(self, tokens: Iterable[int]) -> None: ...
+
+
+log = logging.getLogger("kcompat.server.groups")
+
+
+class GroupShards(CoordinatorShards):
+    topic_name = CONSUMER_OFFSETS
+    log = log
+
+    def __init__(
+        self,
+        service: GroupService,
+        *,
+        partitions: dict[tuple[str, int], Partition],
+        waiters: FetchWaiters,
+        topic: Callable[[str], TopicInfo | None],
+        timeout_ms: Callable[[], int],
+    ) -> None:
+        super().__init__(partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms)
+        self.service = service
+        service.offsets_topic.leader_epoch = self.leader_epoch
+
+    def _read(self, p: int) -> list[tuple[bytes, bytes | None]]:
+        return self.service.offsets_topic.read_partition(p)
+
+    def _replay(self, p: int, records: list[tuple[bytes, bytes | None]]) -> str:
+        topic = self.service.offsets_topic
+        coordinator = self.service.coordinator
+        before = len(coordinator.groups)
+        coordinator.load(records, self.service.now_ms())
+        for producer_id in list(topic.pending_txn):
+            txn = [kv for kv in topic.pending_txn.pop(producer_id)]
+            coordinator.txn_offsets.replay(producer_id, txn)
+        self.service.wake()
+        return f"{len(records)} record(s), {len(coordinator.groups) - before} group(s)"
+
+    def _drop(self, p: int) -> None:
+        """Its groups and offsets leave the coordinator; JoinGroup/SyncGroup waiting in them get
+        NOT_COORDINATOR."""
+        tokens = self.service.coordinator.unload(lambda g: self.table.partition(g) == p)
+        self.service.fail_waiting(tokens)

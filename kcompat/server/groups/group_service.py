@@ -1,0 +1,320 @@
+"""The broker's side of the group coordinator: `__consumer_offsets`, deferred answers and timers.
+
+GroupCoordinator (kcompat.coordinator) is pure; this module gives it what it lacks:
+
+    handler --service.run(lambda now: coordinator.join_group(now, ...))--> CoordinatorResult
+       1. records  -> appended to __consumer_offsets, partition offsets_partition(group, n), one v2
+                      batch per partition, before anything is answered (a client never sees state
+                      that a crash, even kill -9, could lose: the page cache keeps what was written)
+       2. completions -> the futures of the JoinGroup/SyncGroup handlers waiting under those tokens
+       3. response -> returned; or, when deferred, the handler awaits its token's future
+
+    timer task: sleeps until coordinator.next_deadline_ms() (woken early after every call, which may
+                have moved it), then tick(now) and the same steps 1-2
+
+The coordinator call, the append and the hand-over of completions happen with no await in
+between, so requests from different connections are applied to the groups and to the log in the
+same order. Nothing waits for I/O other than the page-cache write of the append.
+
+`__consumer_offsets` is created as Kafka creates it: on first need (FindCoordinator, or the first
+record to store), with offsets.topic.num.partitions partitions, cleanup.policy=compact. At start-up
+an existing one is read from log start to log end and replayed into the coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import kcompat.coordinator.records as rec
+from kcompat.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
+from kcompat.coordinator.records import Record
+from kcompat.coordinator.result import Completion
+from kcompat.log.errors import LogError
+from kcompat.server.groups.group_log import log_rebalances
+from kcompat.server.groups.offsets_topic import OffsetsTopic
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
+from kcompat.wire.error_codes import ErrorCode
+
+if TYPE_CHECKING:  # cluster mode only
+    from kcompat.server.cluster.group_shards import GroupShards
+
+log = logging.getLogger("kcompat.server.groups")
+
+
+class CoordinatorUnavailable(Exception):
+    """The broker is closing: a deferred JoinGroup/SyncGroup will not be answered by the coordinator."""
+
+
+class NotCoordinator(Exception):
+    """Cluster mode: the shard of a waiting JoinGroup/SyncGroup was unloaded (group_shards.py)."""
+
+
+def _refused(refuse: Callable[[ErrorCode], Any] | None, code: ErrorCode) -> Any:
+    if refuse is None:
+        raise CoordinatorUnavailable()
+    return refuse(code)
+
+
+def coordinator_config(get: Callable[[str], Any]) -> CoordinatorConfig:
+    """Kafka's broker settings for groups and offsets, as the coordinator's config."""
+
+    def num(name: str) -> int:
+        return int(get(name))
+
+    return CoordinatorConfig(
+        group_initial_rebalance_delay_ms=num("group.initial.rebalance.delay.ms"),
+        group_min_session_timeout_ms=num("group.min.session.timeout.ms"),
+        group_max_session_timeout_ms=num("group.max.session.timeout.ms"),
+        group_max_size=num("group.max.size"),
+        offsets_retention_minutes=num("offsets.retention.minutes"),
+        offsets_retention_check_interval_ms=num("offsets.retention.check.interval.ms"),
+        consumer_session_timeout_ms=num("group.consumer.session.timeout.ms"),
+        consumer_heartbeat_interval_ms=num("group.consumer.heartbeat.interval.ms"),
+        consumer_max_size=num("group.consumer.max.size"),
+        offset_metadata_max_bytes=num("offset.metadata.max.bytes"),
+        consumer_assignors=tuple(get("group.consumer.assignors")),
+    )
+
+
+class GroupService:
+    """One per broker: `broker.group_service`. Handlers call `run`; see the module docstring.
+
+    It sees the broker only through narrow ports: `now_ms` (the clock), `setting` (broker configs by
+    name), `offsets_topic` (`__consumer_offsets`), `topic` and `topics` (the topic table, for
+    KIP-848 assignments and for rejecting commits to unknown partitions).
+    """
+
+    def __init__(
+        self,
+        *,
+        now_ms: Callable[[], int],
+        setting: Callable[[str], Any],
+        offsets_topic: OffsetsTopic,
+        topic: Callable[[str], TopicInfo | None],
+        topics: Callable[[], Iterable[TopicInfo]],
+    ) -> None:
+        self.now_ms = now_ms
+        self._setting = setting
+        self.offsets_topic = offsets_topic
+        self._topic = topic
+        self._topics = topics
+        self._coordinator: GroupCoordinator | None = None
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._wake: asyncio.Event | None = None
+        self._timer: asyncio.Task[None] | None = None
+        self._closed = False
+        # Cluster mode: the shards this broker serves (group_shards.py, set by cluster_member.py).
+        # None on a single node, which serves every group of every partition.
+        self.shards: GroupShards | None = None
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        assert self._coordinator is not None, "GroupService.start() builds the coordinator"
+        return self._coordinator
+
+    # --- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        # Built here, once: with the settings as they stand after the broker loaded its stored dynamic configs.
+        self._coordinator = GroupCoordinator(
+            coordinator_config(self._setting), topic_metadata=self._topic_metadata
+        )
+        if self.offsets_topic.exists():
+            now = self.now_ms()
+            pairs = await asyncio.to_thread(self.offsets_topic.read_all)
+            self.coordinator.load(pairs, now)
+            for producer_id, txn_pairs in self.offsets_topic.pending_txn.items():
+                self.coordinator.txn_offsets.replay(producer_id, txn_pairs)
+            if pairs:
+                log.info("loaded %d record(s) of %s: %d group(s)", len(pairs), CONSUMER_OFFSETS,
+                         len(self.coordinator.groups))  # fmt: skip
+        self._wake = asyncio.Event()
+        self._timer = asyncio.create_task(self._timer_loop())
+
+    async def close(self) -> None:
+        self._closed = True
+        if self.shards is not None:
+            await self.shards.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            try:
+                await self._timer
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("group coordinator timer failed")
+            self._timer = None
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_exception(CoordinatorUnavailable())
+        self._waiting.clear()
+
+    # --- requests ------------------------------------------------------------------------------
+
+    async def ensure_topic(self) -> int:
+        """The partition count of __consumer_offsets, creating the topic first if need be."""
+        return await self.offsets_topic.ensure()
+
+    async def run(
+        self,
+        call: Callable[[int], CoordinatorResult[Any]],
+        *,
+        creates: bool = True,
+        producer: tuple[int, int] | None = None,
+        group: str | None = None,
+        refuse: Callable[[ErrorCode], Any] | None = None,
+        committed: bool = False,
+    ) -> Any:
+        """Call the coordinator with the current time, store and deliver what it did, and return the
+        answer (waiting for it when the call was deferred). Raises CoordinatorUnavailable when the
+        broker closes first.
+
+        `creates=False` for calls that only read (ListGroups goes to every broker, and must not
+        create __consumer_offsets); they can still fire timers, but only of groups that exist,
+        and a group exists only after a call that created the topic. `producer` (id, epoch): the
+        records go in that producer's transactional batches (TxnOffsetCommit).
+
+        Cluster mode: `group` is the one group the call acts on; when this broker does not serve it
+        (now), `refuse(error)` is the answer (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), as it
+        is when the call's records fail to replicate. `committed`: the call reads committed offsets,
+        so what was written before it is replicated first. Without `refuse`, a failure closes the
+        connection (CoordinatorUnavailable).
+        """
+        if self._closed:
+            raise CoordinatorUnavailable()
+        shards = self.shards
+        if shards is None:
+            if creates or self._has_state():
+                await self.ensure_topic()
+        elif group is not None:
+            code = shards.error(group)
+            if code == ErrorCode.NONE and committed:
+                code = await shards.settled(group)
+            if code != ErrorCode.NONE:
+                return _refused(refuse, code)
+        result = call(self.now_ms())
+        code = await self._apply(result.records, result.completions, producer)
+        if code != ErrorCode.NONE:
+            return _refused(refuse, code)
+        if result.response is not None or result.token is None:
+            return result.response
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[result.token] = fut
+        try:
+            return await fut
+        except NotCoordinator:
+            return _refused(refuse, ErrorCode.NOT_COORDINATOR)
+        finally:
+            self._waiting.pop(result.token, None)
+
+    async def _apply(
+        self,
+        records: list[Record],
+        completions: Iterable[Completion],
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
+        """Store `records`, then (cluster mode: once they are replicated) hand the completions over."""
+        code = ErrorCode.NONE
+        if (
+            records
+            and self.shards is not None
+            and (short := self.shards.below_min_isr(self._partitions(records)))
+        ):
+            # Kafka's coordinator appends with acks=all: NOT_ENOUGH_REPLICAS, which it answers as
+            # COORDINATOR_NOT_AVAILABLE, nothing stored; the state the call changed is rolled back
+            # by loading the shard again (its JoinGroup/SyncGroup waiting get NOT_COORDINATOR).
+            log.warning("%s partition(s) %s: ISR below min.insync.replicas; %d group record(s) refused",
+                        CONSUMER_OFFSETS, short, len(records))  # fmt: skip
+            for p in short:
+                self.shards.reload(p)
+            records, code = [], ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if records:
+            try:
+                written = self.offsets_topic.append(records, self.now_ms(), producer)
+            except LogError as e:  # cluster mode only (single node logs and goes on)
+                log.error("cannot store %d group record(s) in %s: %s", len(records), CONSUMER_OFFSETS, e)
+                written, code = {}, ErrorCode.NOT_COORDINATOR
+                self._reload(records)
+            log_rebalances(records)
+            if self.shards is not None and written:
+                code = await self.shards.replicated(written)
+        for c in completions:
+            fut = self._waiting.pop(c.token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(c.response)
+        self.wake()
+        return code
+
+    def wake(self) -> None:
+        """The timers may have moved: the timer task looks again."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def fail_waiting(self, tokens: Iterable[int]) -> None:
+        """Their shard was unloaded: the JoinGroup/SyncGroup waiting under `tokens` get NOT_COORDINATOR."""
+        for token in tokens:
+            fut = self._waiting.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(NotCoordinator())
+
+    def _reload(self, records: list[Record]) -> None:
+        """Cluster mode, after an append failed: the shards of `records` start over from their log."""
+        if self.shards is None:
+            return
+        for p in self._partitions(records):
+            self.shards.reload(p)
+
+    def _partitions(self, records: list[Record]) -> set[int]:
+        """Cluster mode: the __consumer_offsets partitions `records` go to."""
+        assert self.shards is not None
+        table = self.shards.table
+        keys = [k for k in (rec.decode_key(key) for key, _ in records) if k is not None]
+        return {table.partition(rec.group_of(k)) for k in keys}
+
+    # --- time ----------------------------------------------------------------------------------
+
+    async def _timer_loop(self) -> None:
+        # A plain Event wait with a call_later that sets it: asyncio.wait_for in Python 3.11 can
+        # swallow a cancellation that arrives as its inner wait completes, which would hang close().
+        wake = self._wake
+        assert wake is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            wake.clear()
+            deadline = self.coordinator.next_deadline_ms()
+            if deadline is not None and deadline <= self.now_ms():
+                try:
+                    await self.tick()
+                except Exception:
+                    log.exception("group coordinator timer failed")
+                await asyncio.sleep(0.001)  # let everyone else run, even if a timer stays due
+                continue
+            timer = None if deadline is None else loop.call_later((deadline - self.now_ms()) / 1000, wake.set)
+            try:
+                await wake.wait()  # the deadline, or a call that may have moved it
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    async def tick(self) -> None:
+        """Fire every coordinator timer that is due now (the timer task does this on its own)."""
+        if self.shards is None and self._has_state():
+            await self.ensure_topic()
+        t = self.coordinator.tick(self.now_ms())
+        await self._apply(t.records, t.completions)
+
+    def _has_state(self) -> bool:
+        return self.coordinator.has_state()
+
+    # --- what the coordinator asks of the broker -----------------------------------------------
+
+    def _topic_metadata(self) -> Mapping[str, tuple[uuid.UUID, int]]:
+        return {t.name: (t.topic_id, t.partitions) for t in self._topics()}
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        t = self._topic(topic)
+        return t is not None and 0 <= partition < t.partitions

@@ -1,0 +1,16 @@
+"""The bounds of one client connection (kcompat.server.network.connection): request size, read-ahead of
+pipelined requests, unsent response bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_request_bytes: int = 104857600  # socket.request.max.bytes
+    max_queued_requests: int = 32  # pipelined requests read ahead of the one being handled...
+    max_queued_bytes: int = 4 << 20  # ...holding at most this many bytes (at least one request)
+    write_high_water: int = 1 << 20  # stop reading and handling above this many unsent bytes...
+    write_low_water: int = 256 << 10  # ...until the queue drains below this
+    read_buffer: int = 64 << 10  # frames larger than this are received into a buffer of their own

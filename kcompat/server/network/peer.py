@@ -1,0 +1,22 @@
+"""The peer of a client connection, as the broker's handlers see it (kcompat.server.network.connection)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """The peer of a connection, passed to Broker.handle with each of its requests."""
+
+    connection_id: str  # Kafka's form: "localHost:localPort-peerHost:peerPort-index"
+    host: str
+    port: int
+    listener: str  # listener name, e.g. PLAINTEXT
+    security_protocol: str
+    # Kafka's KafkaPrincipal as one string: User:ANONYMOUS, the SASL user, or the mTLS-mapped name
+    principal: str = "User:ANONYMOUS"
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
