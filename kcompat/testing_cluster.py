@@ -224,10 +224,21 @@ class ControllerQuorum:
         for c in self.controllers:
             config = self._write_config(c)
             result = subprocess.run(
-                self._java(TOOL_JVM, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-                           "-c", str(config), *quorum, *features),
-                capture_output=True, text=True, timeout=120,
-            )  # fmt: skip
+                self._java(
+                    TOOL_JVM,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    self.cluster_id,
+                    "-c",
+                    str(config),
+                    *quorum,
+                    *features,
+                ),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if result.returncode != 0:
                 raise ControllerStartError(f"kafka-storage format failed:\n{result.stdout}\n{result.stderr}")
 
@@ -235,19 +246,28 @@ class ControllerQuorum:
         """`kafka-storage format` a broker's log dir for this cluster, as a Kafka operator would."""
         log_dir.mkdir(parents=True, exist_ok=True)
         config = log_dir.parent / f"broker-{node_id}.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in {
-            "process.roles": "broker",
-            "node.id": str(node_id),
-            "controller.quorum.bootstrap.servers": self.bootstrap_servers,
-            "controller.listener.names": "CONTROLLER",
-            "listeners": f"PLAINTEXT://{HOST}:0",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": str(log_dir),
-        }.items()))  # fmt: skip
+        config.write_text(
+            "".join(
+                f"{k}={v}\n"
+                for k, v in {
+                    "process.roles": "broker",
+                    "node.id": str(node_id),
+                    "controller.quorum.bootstrap.servers": self.bootstrap_servers,
+                    "controller.listener.names": "CONTROLLER",
+                    "listeners": f"PLAINTEXT://{HOST}:0",
+                    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "log.dirs": str(log_dir),
+                }.items()
+            )
+        )
         result = subprocess.run(
-            self._java(TOOL_JVM, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)),
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            self._java(
+                TOOL_JVM, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if result.returncode != 0:
             raise ControllerStartError(
                 f"kafka-storage format (broker) failed:\n{result.stdout}\n{result.stderr}"
@@ -260,8 +280,11 @@ class ControllerQuorum:
         with (c.workdir / "stdout.log").open("ab") as out:  # the child has its own copy of the fd
             c.process = subprocess.Popen(
                 self._java(jvm, "kafka.Kafka", str(c.workdir / "controller.properties")),
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def kill(self, c: Controller) -> None:
         """kill -9 of controller `c` (a fault test's)."""
@@ -411,8 +434,13 @@ class DevCluster:
             for b in self.brokers:
                 b.data_dir.mkdir(parents=True, exist_ok=True)
                 with b.log_file.open("ab") as out:
-                    b.process = subprocess.Popen(self.command(b), stdout=out, stderr=subprocess.STDOUT,
-                                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                    b.process = subprocess.Popen(
+                        self.command(b),
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
             deadline = time.monotonic() + self.start_timeout
             for b in self.brokers:
                 while not answers_api_versions(HOST, b.port, timeout=1.0):

@@ -61,13 +61,18 @@ def create_topic(
 ) -> None:
     """-1 partitions or replication factor: the broker's default (CreateTopics v4+)."""
     body = {
-        "topics": [{
-            "name": name, "num_partitions": partitions, "replication_factor": replication_factor, "assignments": [],
-            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
-        }],
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": replication_factor,
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+            }
+        ],
         "timeout_ms": _timeout(cluster),
         "validate_only": validate_only,
-    }  # fmt: skip
+    }
     _, answer = cluster.bootstrap.request(CREATE_TOPICS, body)
     for t in answer.topics:
         check(t.error_code, f"topic {t.name}: CreateTopics", getattr(t, "error_message", None))
@@ -124,12 +129,17 @@ def describe_configs(cluster: Cluster, resource_type: int, name: str) -> list[Co
 def alter_topic_configs(cluster: Cluster, name: str, changes: list[tuple[str, str, str | None]]) -> None:
     """changes: (operation in ALTER_OPS, config name, value)."""
     body = {
-        "resources": [{
-            "resource_type": TOPIC_RESOURCE, "resource_name": name,
-            "configs": [{"name": k, "config_operation": ALTER_OPS[op], "value": v} for op, k, v in changes],
-        }],
+        "resources": [
+            {
+                "resource_type": TOPIC_RESOURCE,
+                "resource_name": name,
+                "configs": [
+                    {"name": k, "config_operation": ALTER_OPS[op], "value": v} for op, k, v in changes
+                ],
+            }
+        ],
         "validate_only": False,
-    }  # fmt: skip
+    }
     _, answer = cluster.bootstrap.request(INCREMENTAL_ALTER_CONFIGS, body)
     for r in answer.responses:
         check(r.error_code, f"topic {r.resource_name}: IncrementalAlterConfigs", r.error_message)

@@ -125,9 +125,14 @@ class Cluster:
             )
             for p in t.partitions:
                 info.partitions[p.partition_index] = PartitionInfo(
-                    p.partition_index, p.leader_id, getattr(p, "leader_epoch", -1), list(p.replica_nodes),
-                    list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or []), p.error_code,
-                )  # fmt: skip
+                    p.partition_index,
+                    p.leader_id,
+                    getattr(p, "leader_epoch", -1),
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
+                    list(getattr(p, "offline_replicas", None) or []),
+                    p.error_code,
+                )
             out[t.name] = info
         return Metadata(
             getattr(answer, "cluster_id", None), getattr(answer, "controller_id", -1), brokers, out

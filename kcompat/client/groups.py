@@ -85,11 +85,14 @@ def describe_group(cluster: Cluster, group: str) -> Group:
     check(g.error_code, f"group {group}: DescribeGroups")
     members = [
         Member(
-            m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host,
+            m.member_id,
+            getattr(m, "group_instance_id", None),
+            m.client_id,
+            m.client_host,
             decode_assignment(bytes(m.member_assignment)) if g.protocol_type == "consumer" else {},
         )
         for m in g.members
-    ]  # fmt: skip
+    ]
     return Group(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
 
 
@@ -126,9 +129,13 @@ def commit_offsets(cluster: Cluster, group: str, offsets: dict[tuple[str, int], 
     by_topic: dict[str, list[dict[str, object]]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         by_topic.setdefault(topic, []).append(
-            {"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
-             "committed_metadata": ""}
-        )  # fmt: skip
+            {
+                "partition_index": partition,
+                "committed_offset": offset,
+                "committed_leader_epoch": -1,
+                "committed_metadata": "",
+            }
+        )
     body = {
         "group_id": group,
         "generation_id_or_member_epoch": -1,

@@ -23,10 +23,15 @@ ALL_ISR = -1
 RETRY_BACKOFF_S = 0.1  # Kafka's producer: retry.backoff.ms
 RETRY_BACKOFF_MAX_S = 1.0  # retry.backoff.max.ms
 # The answers that mean "your metadata is stale": Kafka's producer refreshes it and sends again.
-REFRESH_AND_RETRY = frozenset({
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-})  # fmt: skip
+REFRESH_AND_RETRY = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +105,16 @@ def _produce_once(
             "transactional_id": None,
             "acks": acks,
             "timeout_ms": int(cluster.timeout * 1000),
-            "topic_data": [{"name": topic.name, "topic_id": topic.topic_id, "partition_data": [
-                {"index": p, "records": build_batch(todo[p], compression=compression)} for p in parts]}],
-        }  # fmt: skip
+            "topic_data": [
+                {
+                    "name": topic.name,
+                    "topic_id": topic.topic_id,
+                    "partition_data": [
+                        {"index": p, "records": build_batch(todo[p], compression=compression)} for p in parts
+                    ],
+                }
+            ],
+        }
         try:
             conn = cluster.node(node)
         except KafkaError as e:  # the leader is not in the metadata yet

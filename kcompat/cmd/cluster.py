@@ -59,16 +59,27 @@ def info(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(report)
         return 0
-    print_pairs([
-        ("CLUSTER ID", report["cluster_id"]), ("CONTROLLER", report["controller_id"]),
-        ("BROKERS", len(report["brokers"])), ("BOOTSTRAP", report["bootstrap"]),
-    ])  # fmt: skip
+    print_pairs(
+        [
+            ("CLUSTER ID", report["cluster_id"]),
+            ("CONTROLLER", report["controller_id"]),
+            ("BROKERS", len(report["brokers"])),
+            ("BOOTSTRAP", report["bootstrap"]),
+        ]
+    )
     print()
     print_table(
         ("ID", "HOST", "PORT", "RACK"),
-        [(f"{b['node_id']}*" if b["node_id"] == report["controller_id"] else b["node_id"], b["host"], b["port"], b["rack"])
-         for b in report["brokers"]],
-    )  # fmt: skip
+        [
+            (
+                f"{b['node_id']}*" if b["node_id"] == report["controller_id"] else b["node_id"],
+                b["host"],
+                b["port"],
+                b["rack"],
+            )
+            for b in report["brokers"]
+        ],
+    )
     features: dict[str, list[Any]] = {}
     for f in report["supported_features"]:
         features[f["name"]] = [f"{f['min_version']}-{f['max_version']}", None]
@@ -77,9 +88,10 @@ def info(args: argparse.Namespace) -> int:
     print()
     if features:
         print_table(
-            ("FEATURE", "SUPPORTED", "FINALIZED"), [(n, s, fin) for n, (s, fin) in sorted(features.items())],
+            ("FEATURE", "SUPPORTED", "FINALIZED"),
+            [(n, s, fin) for n, (s, fin) in sorted(features.items())],
             title=f"features (finalized epoch {report['finalized_features_epoch']})",
-        )  # fmt: skip
+        )
     else:
         print("features: none reported (ApiVersions below v3, or a broker without feature flags)")
     if args.apis:

@@ -35,13 +35,19 @@ def add_connection_options(parser: argparse.ArgumentParser, *, output: bool = Tr
     """--brokers / -X brokers=... / KCOMPAT_BROKERS, --timeout, and --format text|json when asked."""
     group = parser.add_argument_group("connection")
     group.add_argument(
-        "--brokers", "-b", metavar="HOST:PORT,...",
+        "--brokers",
+        "-b",
+        metavar="HOST:PORT,...",
         help=f"bootstrap brokers (default ${BROKERS_ENV} or {DEFAULT_BROKERS})",
-    )  # fmt: skip
+    )
     group.add_argument(
-        "-X", dest="x_options", action="append", default=[], metavar="KEY=VALUE",
+        "-X",
+        dest="x_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="rpk-style setting: brokers=HOST:PORT,... or timeout=SECONDS",
-    )  # fmt: skip
+    )
     group.add_argument(
         "--timeout", type=float, default=None, metavar="SECONDS", help="request timeout (default 10)"
     )
@@ -163,9 +169,13 @@ class Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bar = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=Console(stderr=True), transient=True,
-            )  # fmt: skip
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self._task = self._bar.add_task(description, total=total)
             self._bar.start()
 

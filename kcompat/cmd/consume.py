@@ -18,17 +18,20 @@ from kcompat.cmd.formats import RecordView, parse_format, parse_offset, parse_pa
 
 def register(commands: Any) -> None:
     p = commands.add_parser(
-        "consume", help="print records of a topic",
+        "consume",
+        help="print records of a topic",
         description=__doc__ + "\nformat placeholders: %t topic  %p partition  %o offset  %d timestamp (ms)  "
         "%k key  %v value\n  %h headers (k=v,...)  %K key length  %V value length  %% percent; "
         "escapes \\n \\t \\\\; 'json' prints one JSON object a record",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument(
-        "-o", "--offset", default="start",
+        "-o",
+        "--offset",
+        default="start",
         help="start (default), end, N, -N (N before the end) or @TIMESTAMP_MS (first record at or after it)",
-    )  # fmt: skip
+    )
     p.add_argument("-n", "--num", type=int, help="stop after N records")
     p.add_argument("-p", "--partitions", help="partitions, e.g. 0,2,4-6 (default all)")
     p.add_argument("-f", "--format", default="%v\\n", help="record format string, or json (default '%%v\\n')")

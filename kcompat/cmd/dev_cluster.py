@@ -32,8 +32,13 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         default=None,
         help="where to keep configs, logs and data (default: a temporary dir)",
     )
-    p.add_argument("--override", action="append", default=[], metavar="key=value",
-                   help="a broker property for every broker (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="key=value",
+        help="a broker property for every broker (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

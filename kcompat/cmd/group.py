@@ -26,9 +26,11 @@ def register(commands: Any) -> None:
     p.set_defaults(handler=list_groups)
 
     p = verbs.add_parser(
-        "describe", help="members, assignments, committed and end offsets, lag",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        "describe",
+        help="members, assignments, committed and end offsets, lag",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("groups", nargs="+", metavar="GROUP")
     add_connection_options(p)
     p.set_defaults(handler=describe)
@@ -37,9 +39,13 @@ def register(commands: Any) -> None:
     p.add_argument("group", metavar="GROUP")
     p.add_argument("--to", required=True, help="start, end, N, or @TIMESTAMP_MS")
     p.add_argument(
-        "-t", "--topic", action="append", default=[], metavar="TOPIC",
+        "-t",
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC",
         help="topic to seek (repeatable; default: the topics the group has commits on)",
-    )  # fmt: skip
+    )
     p.add_argument("-p", "--partitions", help="only these partitions of the topics, e.g. 0,2,4-6")
     add_connection_options(p)
     p.set_defaults(handler=seek)
@@ -93,12 +99,19 @@ def group_report(cluster: Any, group_id: str) -> dict[str, Any]:
         start, end = marks.get(key, (None, None))
         c = committed.get(key)
         who = owner.get(key)
-        rows.append({
-            "topic": key[0], "partition": key[1], "committed_offset": c, "log_start_offset": start,
-            "log_end_offset": end, "lag": None if end is None else lag(c, end),
-            "member_id": who.member_id if who else None, "client_id": who.client_id if who else None,
-            "host": who.host if who else None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "topic": key[0],
+                "partition": key[1],
+                "committed_offset": c,
+                "log_start_offset": start,
+                "log_end_offset": end,
+                "lag": None if end is None else lag(c, end),
+                "member_id": who.member_id if who else None,
+                "client_id": who.client_id if who else None,
+                "host": who.host if who else None,
+            }
+        )
     known_lags = [r["lag"] for r in rows if r["lag"] is not None]
     return {
         "group": g.group_id,
@@ -129,24 +142,60 @@ def describe(args: argparse.Namespace) -> int:
     for i, r in enumerate(reports):
         if i:
             print()
-        print_pairs([
-            ("GROUP", r["group"]), ("STATE", r["state"]), ("PROTOCOL", r["protocol"] or "-"),
-            ("MEMBERS", len(r["members"])), ("TOTAL-LAG", r["total_lag"]),
-        ])  # fmt: skip
+        print_pairs(
+            [
+                ("GROUP", r["group"]),
+                ("STATE", r["state"]),
+                ("PROTOCOL", r["protocol"] or "-"),
+                ("MEMBERS", len(r["members"])),
+                ("TOTAL-LAG", r["total_lag"]),
+            ]
+        )
         print()
         print_table(
-            ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID", "CLIENT-ID", "HOST"),
-            [(p["topic"], p["partition"], p["committed_offset"], p["log_start_offset"], p["log_end_offset"], p["lag"],
-              p["member_id"], p["client_id"], p["host"]) for p in r["partitions"]],
-        )  # fmt: skip
+            (
+                "TOPIC",
+                "PARTITION",
+                "CURRENT-OFFSET",
+                "LOG-START-OFFSET",
+                "LOG-END-OFFSET",
+                "LAG",
+                "MEMBER-ID",
+                "CLIENT-ID",
+                "HOST",
+            ),
+            [
+                (
+                    p["topic"],
+                    p["partition"],
+                    p["committed_offset"],
+                    p["log_start_offset"],
+                    p["log_end_offset"],
+                    p["lag"],
+                    p["member_id"],
+                    p["client_id"],
+                    p["host"],
+                )
+                for p in r["partitions"]
+            ],
+        )
         if r["members"]:
             print()
             print_table(
                 ("MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"),
-                [(m["member_id"], m["client_id"], m["host"],
-                  " ".join(f"{a['topic']}[{','.join(map(str, a['partitions']))}]" for a in m["assignment"]) or "-")
-                 for m in r["members"]],
-            )  # fmt: skip
+                [
+                    (
+                        m["member_id"],
+                        m["client_id"],
+                        m["host"],
+                        " ".join(
+                            f"{a['topic']}[{','.join(map(str, a['partitions']))}]" for a in m["assignment"]
+                        )
+                        or "-",
+                    )
+                    for m in r["members"]
+                ],
+            )
     return 0
 
 
@@ -163,9 +212,10 @@ def seek(args: argparse.Namespace) -> int:
         g = groups.describe_group(cluster, args.group)
         if g.state not in EMPTY_STATES:
             raise KafkaError(
-                ErrorCode.NON_EMPTY_GROUP, f"group {args.group}",
+                ErrorCode.NON_EMPTY_GROUP,
+                f"group {args.group}",
                 f"state is {g.state}; offsets can be moved only while the group has no members",
-            )  # fmt: skip
+            )
         committed = groups.committed_offsets(cluster, args.group)
         topics = args.topic or sorted({t for t, _ in committed})
         if not topics:

@@ -31,9 +31,11 @@ _BATCH_BYTES = 512 * 1024
 
 def register(commands: Any) -> None:
     p = commands.add_parser(
-        "produce", help="produce records, one per input line",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        "produce",
+        help="produce records, one per input line",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--file", metavar="PATH", help="read lines from PATH instead of stdin")
     p.add_argument("-k", "--key", help="key for every record")
@@ -42,9 +44,12 @@ def register(commands: Any) -> None:
     )
     p.add_argument("-p", "--partition", type=int, help="send every record to this partition")
     p.add_argument(
-        "--input-format", "-f", default="%v", metavar="FORMAT",
+        "--input-format",
+        "-f",
+        default="%v",
+        metavar="FORMAT",
         help="how a line splits into %%k key, %%v value, %%h headers (k=v,k=v) and %%p partition; default %%v",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--acks", type=int, choices=(-1, 0, 1), default=-1, help="-1 all (default), 1 leader, 0 none"
     )

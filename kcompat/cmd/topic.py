@@ -121,12 +121,18 @@ def _describe_one(cluster: Any, name: str) -> dict[str, Any]:
     configs = admin.describe_configs(cluster, admin.TOPIC_RESOURCE, name)
     partitions = [
         {
-            "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch, "replicas": p.replicas,
-            "isr": p.isr, "offline_replicas": p.offline, "log_start_offset": marks[p.partition][0],
-            "high_watermark": marks[p.partition][1], "size_bytes": sizes.get(p.partition),
+            "partition": p.partition,
+            "leader": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replicas": p.replicas,
+            "isr": p.isr,
+            "offline_replicas": p.offline,
+            "log_start_offset": marks[p.partition][0],
+            "high_watermark": marks[p.partition][1],
+            "size_bytes": sizes.get(p.partition),
         }
         for p in (topic.partitions[i] for i in sorted(topic.partitions))
-    ]  # fmt: skip
+    ]
     return {
         "topic": name,
         "topic_id": str(topic.topic_id) if topic.topic_id is not None else None,
@@ -155,11 +161,16 @@ def describe(args: argparse.Namespace) -> int:
         if i:
             print()
         parts = d["partitions"]
-        print_pairs([
-            ("NAME", d["topic"]), ("TOPIC ID", d["topic_id"]), ("INTERNAL", str(d["internal"]).lower()),
-            ("PARTITIONS", len(parts)), ("REPLICAS", max((len(p["replicas"]) for p in parts), default=0)),
-            ("SIZE", human_bytes(sum(p["size_bytes"] or 0 for p in parts))),
-        ])  # fmt: skip
+        print_pairs(
+            [
+                ("NAME", d["topic"]),
+                ("TOPIC ID", d["topic_id"]),
+                ("INTERNAL", str(d["internal"]).lower()),
+                ("PARTITIONS", len(parts)),
+                ("REPLICAS", max((len(p["replicas"]) for p in parts), default=0)),
+                ("SIZE", human_bytes(sum(p["size_bytes"] or 0 for p in parts))),
+            ]
+        )
         print()
         print_table(
             ("PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START-OFFSET", "HIGH-WATERMARK", "SIZE"),

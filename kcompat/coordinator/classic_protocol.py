@@ -52,8 +52,16 @@ class Joiner(NamedTuple):
     protocols: list[JoinGroupProtocol]
 
     def member(self, member_id: str) -> ClassicMember:
-        return ClassicMember(member_id, self.instance_id, self.client_id, self.client_host, self.rebalance_timeout,
-                             self.session_timeout, self.protocol_type, self.protocols)  # fmt: skip
+        return ClassicMember(
+            member_id,
+            self.instance_id,
+            self.client_id,
+            self.client_host,
+            self.rebalance_timeout,
+            self.session_timeout,
+            self.protocol_type,
+            self.protocols,
+        )
 
 
 class ClassicGroupProtocol:

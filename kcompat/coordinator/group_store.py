@@ -21,8 +21,9 @@ TopicMetadataFn = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
 
 
 class GroupStore:
-    def __init__(self, config: CoordinatorConfig, topic_metadata: TopicMetadataFn,
-                 new_uuid: Callable[[], uuid.UUID]) -> None:  # fmt: skip
+    def __init__(
+        self, config: CoordinatorConfig, topic_metadata: TopicMetadataFn, new_uuid: Callable[[], uuid.UUID]
+    ) -> None:
         self.config = config
         self.topic_metadata = topic_metadata
         self.new_uuid = new_uuid

@@ -88,10 +88,22 @@ def build_batch(h: BatchHeader, records: list[RecordView], *, base_timestamp: in
     size = HEADER_SIZE + len(payload)
     buf = bytearray(size)
     _HEADER.pack_into(
-        buf, 0, h.base_offset, size - LOG_OVERHEAD, h.partition_leader_epoch, 2, 0, attributes,
-        h.last_offset_delta, base_timestamp, max_ts, h.producer_id, h.producer_epoch, h.base_sequence,
+        buf,
+        0,
+        h.base_offset,
+        size - LOG_OVERHEAD,
+        h.partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        h.last_offset_delta,
+        base_timestamp,
+        max_ts,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
         len(records),
-    )  # fmt: skip
+    )
     buf[HEADER_SIZE:] = payload
     struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[CRC_START:]))
     return bytes(buf)

@@ -356,9 +356,17 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
         else:
             last_seq, last_offset, delta, ts = NO_SEQUENCE, -1, 0, e.last_timestamp
         _ENTRY.pack_into(
-            buf, pos, e.producer_id, e.epoch, last_seq, last_offset, delta, ts,
-            e.coordinator_epoch, e.current_txn_first_offset,
-        )  # fmt: skip
+            buf,
+            pos,
+            e.producer_id,
+            e.epoch,
+            last_seq,
+            last_offset,
+            delta,
+            ts,
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        )
         pos += _ENTRY.size
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ENTRIES_OFFSET:]))
     return bytes(buf)

@@ -81,10 +81,16 @@ def iter_records(batch: memoryview, h: BatchHeader) -> list[RecordView]:
         ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
         out.append(
             RecordView(
-                h.base_offset + offset_delta, ts, h.base_timestamp + ts_delta, offset_delta, attributes, key, value_len >= 0,
+                h.base_offset + offset_delta,
+                ts,
+                h.base_timestamp + ts_delta,
+                offset_delta,
+                attributes,
+                key,
+                value_len >= 0,
                 payload[body_start:end],
             )
-        )  # fmt: skip
+        )
     return out
 
 

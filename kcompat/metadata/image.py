@@ -85,12 +85,22 @@ class PartitionRegistration:
             leader_epoch=leader_epoch,
             partition_epoch=self.partition_epoch + 1,
             directories=directories,
-            removing_replicas=self.removing_replicas if change.removing_replicas is None else tuple(change.removing_replicas),
-            adding_replicas=self.adding_replicas if change.adding_replicas is None else tuple(change.adding_replicas),
-            leader_recovery_state=self.leader_recovery_state if change.leader_recovery_state == -1 else change.leader_recovery_state,
-            elr=self.elr if change.eligible_leader_replicas is None else tuple(change.eligible_leader_replicas),
-            last_known_elr=self.last_known_elr if change.last_known_elr is None else tuple(change.last_known_elr),
-        )  # fmt: skip
+            removing_replicas=self.removing_replicas
+            if change.removing_replicas is None
+            else tuple(change.removing_replicas),
+            adding_replicas=self.adding_replicas
+            if change.adding_replicas is None
+            else tuple(change.adding_replicas),
+            leader_recovery_state=self.leader_recovery_state
+            if change.leader_recovery_state == -1
+            else change.leader_recovery_state,
+            elr=self.elr
+            if change.eligible_leader_replicas is None
+            else tuple(change.eligible_leader_replicas),
+            last_known_elr=self.last_known_elr
+            if change.last_known_elr is None
+            else tuple(change.last_known_elr),
+        )
 
 
 @dataclass(frozen=True)
@@ -220,8 +230,15 @@ class MetadataDelta:
         return self._acls
 
     def _acl(self, rec: Any) -> None:
-        self._acl_map()[rec.id] = AclBinding(rec.resource_type, rec.resource_name, rec.pattern_type,
-                                             rec.principal, rec.host, rec.operation, rec.permission_type)  # fmt: skip
+        self._acl_map()[rec.id] = AclBinding(
+            rec.resource_type,
+            rec.resource_name,
+            rec.pattern_type,
+            rec.principal,
+            rec.host,
+            rec.operation,
+            rec.permission_type,
+        )
 
     def _remove_acl(self, rec: Any) -> None:
         self._acl_map().pop(rec.id, None)

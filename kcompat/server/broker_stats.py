@@ -16,8 +16,25 @@ from bisect import bisect_left
 
 # Upper bounds (seconds) of the request-latency buckets: from a fast Produce (~0.1 ms) to a Fetch
 # that long-polls for its whole max.wait.ms (500 ms by default) or a JoinGroup that waits longer.
-LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                     2.5, 5.0, 10.0, 30.0)  # fmt: skip
+LATENCY_BUCKETS_S = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 
 
 class TopicStats:

@@ -13,9 +13,12 @@ from kcompat.wire.error_codes import ErrorCode
 
 
 async def await_replicated(
-    partitions: dict[TopicPartition, Any], waiters: FetchWaiters, appends: list[tuple[TopicPartition, int]],
-    timeout_s: float, clock: Callable[[], float] = time.monotonic,
-) -> list[ErrorCode]:  # fmt: skip
+    partitions: dict[TopicPartition, Any],
+    waiters: FetchWaiters,
+    appends: list[tuple[TopicPartition, int]],
+    timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[ErrorCode]:
     """The code of each (partition, last offset appended), in order: NONE once the high watermark
     passes it, NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile, REQUEST_TIMED_OUT when
     `timeout_s` runs out first."""

@@ -119,8 +119,9 @@ class RequestDispatcher:
             return asyncio.ensure_future(self._finish(reg, request, body.body, started))
         return self._encode(request, body, started)
 
-    async def _finish(self, reg: Registration, request: Request, pending: Awaitable[Any],
-                      started: float) -> list[Chunk] | None:  # fmt: skip
+    async def _finish(
+        self, reg: Registration, request: Request, pending: Awaitable[Any], started: float
+    ) -> list[Chunk] | None:
         return self._encode(request, await self._body(reg, request, pending, started), started)
 
     async def _body(

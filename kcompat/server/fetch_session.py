@@ -131,8 +131,14 @@ class FetchSession:
 class FetchSessionCacheShard:
     """Up to `max_entries` sessions with ids in [max(1, shard_num * id_range), (shard_num + 1) * id_range)."""
 
-    def __init__(self, max_entries: int, eviction_ms: int, id_range: int = INT32_MAX, shard_num: int = 0,
-                 rng: random.Random | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        max_entries: int,
+        eviction_ms: int,
+        id_range: int = INT32_MAX,
+        shard_num: int = 0,
+        rng: random.Random | None = None,
+    ) -> None:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.id_range = id_range
@@ -159,15 +165,28 @@ class FetchSessionCacheShard:
             if sid != INVALID_SESSION_ID and sid not in self.sessions:
                 return sid
 
-    def maybe_create_session(self, now: int, privileged: bool, size: int, uses_topic_ids: bool,
-                             create_partitions: Callable[[], dict[PartitionKey, CachedPartition]]) -> int:  # fmt: skip
+    def maybe_create_session(
+        self,
+        now: int,
+        privileged: bool,
+        size: int,
+        uses_topic_ids: bool,
+        create_partitions: Callable[[], dict[PartitionKey, CachedPartition]],
+    ) -> int:
         """A new session's id (its epoch is 1), or INVALID_SESSION_ID when there is no slot for it."""
         if len(self.sessions) >= self.max_entries and not self._try_evict(
             privileged, (privileged, size, 0), now
         ):
             return INVALID_SESSION_ID
-        session = FetchSession(self.new_session_id(), privileged, create_partitions(), uses_topic_ids, now, now,
-                               next_epoch(INITIAL_EPOCH))  # fmt: skip
+        session = FetchSession(
+            self.new_session_id(),
+            privileged,
+            create_partitions(),
+            uses_topic_ids,
+            now,
+            now,
+            next_epoch(INITIAL_EPOCH),
+        )
         self.sessions[session.id] = session
         self.touch(session, now)
         return session.id
@@ -220,8 +239,14 @@ class FetchSessionCacheShard:
 class FetchSessionCache:
     """`max_slots` sessions over NUM_SHARDS shards (each max_slots // NUM_SHARDS); a session's id tells its shard."""
 
-    def __init__(self, max_slots: int, eviction_ms: int = MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, *,
-                 shards: int = NUM_SHARDS, rng: random.Random | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        max_slots: int,
+        eviction_ms: int = MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+        *,
+        shards: int = NUM_SHARDS,
+        rng: random.Random | None = None,
+    ) -> None:
         rng = rng or random.Random()
         self.id_range = INT32_MAX // shards
         self.shards = [
@@ -285,11 +310,16 @@ class FetchContext:
             params = self.fetch_data
 
             def create() -> dict[PartitionKey, CachedPartition]:
-                return {key: CachedPartition(params[key], res.get("high_watermark", -1), res.get("log_start_offset", -1))
-                        for key, res in results}  # fmt: skip
+                return {
+                    key: CachedPartition(
+                        params[key], res.get("high_watermark", -1), res.get("log_start_offset", -1)
+                    )
+                    for key, res in results
+                }
 
-            sid = self.cache.next_shard().maybe_create_session(now, self.privileged, len(results),
-                                                                self.uses_topic_ids, create)  # fmt: skip
+            sid = self.cache.next_shard().maybe_create_session(
+                now, self.privileged, len(results), self.uses_topic_ids, create
+            )
             return 0, sid, results
         session = self.session
         assert session is not None
@@ -314,8 +344,16 @@ class FetchManager:
     def __init__(self, cache: FetchSessionCache) -> None:
         self.cache = cache
 
-    def new_context(self, version: int, session_id: int, epoch: int, privileged: bool,
-                    fetch_data: dict[PartitionKey, Any], to_forget: Sequence[PartitionKey], now: int) -> FetchContext:  # fmt: skip
+    def new_context(
+        self,
+        version: int,
+        session_id: int,
+        epoch: int,
+        privileged: bool,
+        fetch_data: dict[PartitionKey, Any],
+        to_forget: Sequence[PartitionKey],
+        now: int,
+    ) -> FetchContext:
         uses_topic_ids = version >= 13
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request
             if session_id != INVALID_SESSION_ID:
@@ -325,8 +363,14 @@ class FetchManager:
             parts = list(fetch_data.items())
             if epoch == FINAL_EPOCH:
                 return FetchContext("sessionless", parts)
-            return FetchContext("full", parts, cache=self.cache, privileged=privileged,
-                                uses_topic_ids=uses_topic_ids, fetch_data=fetch_data)  # fmt: skip
+            return FetchContext(
+                "full",
+                parts,
+                cache=self.cache,
+                privileged=privileged,
+                uses_topic_ids=uses_topic_ids,
+                fetch_data=fetch_data,
+            )
         shard = self.cache.shard_of(session_id)
         session = shard.get(session_id) if shard else None
         if shard is None or session is None:
@@ -341,5 +385,9 @@ class FetchManager:
             return FetchContext("sessionless", list(fetch_data.items()))
         shard.touch(session, now)
         session.epoch = next_epoch(session.epoch)
-        return FetchContext("incremental", [(k, c.params) for k, c in session.partitions.items()],
-                            session=session, request_epoch=epoch)  # fmt: skip
+        return FetchContext(
+            "incremental",
+            [(k, c.params) for k, c in session.partitions.items()],
+            session=session,
+            request_epoch=epoch,
+        )

@@ -43,8 +43,14 @@ def _outside(ts: int, now: int, before: int, after: int) -> bool:
     return diff > before or -diff > after
 
 
-def check_records(batch: bytes | bytearray | memoryview, h: BatchHeader, conf: LogConfig, now: int,
-                  topic: str, partition: int) -> RecordErrors | None:  # fmt: skip
+def check_records(
+    batch: bytes | bytearray | memoryview,
+    h: BatchHeader,
+    conf: LogConfig,
+    now: int,
+    topic: str,
+    partition: int,
+) -> RecordErrors | None:
     """None when the batch may be appended, else the record errors Kafka would report."""
     create_time = conf.message_timestamp_type == "CreateTime"
     before, after = conf.message_timestamp_before_max_ms, conf.message_timestamp_after_max_ms
@@ -77,9 +83,14 @@ def check_records(batch: bytes | bytearray | memoryview, h: BatchHeader, conf: L
             and _outside(record.timestamp, now, before, after)
         ):
             bad_time = True
-            errors.append((index, f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
-                                  f"range. The timestamp should be within [{_java_long(now - before)}, "
-                                  f"{_java_long(now + after)}]"))  # fmt: skip
+            errors.append(
+                (
+                    index,
+                    f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
+                    f"range. The timestamp should be within [{_java_long(now - before)}, "
+                    f"{_java_long(now + after)}]",
+                )
+            )
     if not errors:
         return None
     if bad_time:

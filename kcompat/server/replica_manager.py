@@ -109,9 +109,15 @@ class ReplicaManager:
 
         def load() -> LogManager:
             logs = LogManager(
-                log_dirs, default_config, cluster_id=cluster_id, node_id=node_id, topic_configs=topic_configs,
-                clock=clock, abort=abort, recovery_threads=recovery_threads,
-            )  # fmt: skip
+                log_dirs,
+                default_config,
+                cluster_id=cluster_id,
+                node_id=node_id,
+                topic_configs=topic_configs,
+                clock=clock,
+                abort=abort,
+                recovery_threads=recovery_threads,
+            )
             self.logs = logs
             for t in topics:
                 if abort.is_set():
@@ -179,8 +185,11 @@ class ReplicaManager:
         if self.cluster_mode or logs is None or (self._pending == 0 and not self._gaps):
             return
         have, making, topic = logs.get, self._making, self._topic
-        missing = [tp for tp in tps if have(*tp) is None and (t := topic(tp[0])) is not None
-                   and 0 <= tp[1] < t.partitions]  # fmt: skip
+        missing = [
+            tp
+            for tp in tps
+            if have(*tp) is None and (t := topic(tp[0])) is not None and 0 <= tp[1] < t.partitions
+        ]
         if not missing:
             return
         waits = {making[tp] for tp in missing if tp in making}
@@ -234,8 +243,12 @@ class ReplicaManager:
             except KafkaStorageError as e:
                 log.warning("%s", e)
         if refused:
-            log.warning("%d partition log(s) could not be made, e.g. %s-%d: %s", len(refused),
-                        *next(iter(refused)), next(iter(refused.values())))  # fmt: skip
+            log.warning(
+                "%d partition log(s) could not be made, e.g. %s-%d: %s",
+                len(refused),
+                *next(iter(refused)),
+                next(iter(refused.values())),
+            )
         return refused
 
     def _make_one(self, topic: str, partition: int, topic_id: object = None) -> bool:

@@ -35,8 +35,16 @@ from kcompat.wire.structs import field_shape as _shape
 # (tests/wire/test_codec_generated.py checks both agree). An array's count is checked against the
 # bytes left before any element is read, as the reference does, so a huge claimed count costs nothing.
 
-_STRUCT_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "uint32": "I",
-                 "float64": "d", "bool": "?"}  # fmt: skip
+_STRUCT_CODES = {
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "uint32": "I",
+    "float64": "d",
+    "bool": "?",
+}
 
 
 class _Fallback(Exception):
@@ -115,8 +123,16 @@ class _Inline:
             dec = self._name(self.sub(f)[0])
             if not nullable:
                 return ["r.pos = pos", f"{target} = {dec}(r)", "pos = r.pos"]
-            return ["if pos >= end: raise FB", "if buf[pos] > 127:", f"    {target} = None", "    pos += 1", "else:",
-                    "    r.pos = pos + 1", f"    {target} = {dec}(r)", "    pos = r.pos"]  # fmt: skip
+            return [
+                "if pos >= end: raise FB",
+                "if buf[pos] > 127:",
+                f"    {target} = None",
+                "    pos += 1",
+                "else:",
+                "    r.pos = pos + 1",
+                f"    {target} = {dec}(r)",
+                "    pos = r.pos",
+            ]
         if t == "uuid":
             return [
                 "if pos + 16 > end: raise FB",
@@ -137,8 +153,15 @@ class _Inline:
     def _read_length(compact: bool, width: int) -> list[str]:
         """Lines leaving a length or count in n (-1 for null, as the reference reads it)."""
         if compact:
-            return ["if pos < end and (n := buf[pos]) < 0x80:", "    pos += 1", "else:",
-                    "    r.pos = pos", "    n = r.uvarint()", "    pos = r.pos", "n -= 1"]  # fmt: skip
+            return [
+                "if pos < end and (n := buf[pos]) < 0x80:",
+                "    pos += 1",
+                "else:",
+                "    r.pos = pos",
+                "    n = r.uvarint()",
+                "    pos = r.pos",
+                "n -= 1",
+            ]
         return [f"if pos + {width} > end: raise FB", f"(n,) = read_i{width * 8}(buf, pos)", f"pos += {width}"]
 
     @staticmethod
@@ -187,8 +210,12 @@ class _Inline:
             return self._or_write_null(nullable, compact, 2, var, body)
         if t in ("bytes", "records"):
             # the Writer's rule: buffers are copied into w.buf, anything else (a file slice) becomes a chunk
-            body = [f"n = len({var})", *self._write_length(compact, 4),
-                    f"if isinstance({var}, BUFFERS): w.buf += {var}", f"else: payload(w, {var})"]  # fmt: skip
+            body = [
+                f"n = len({var})",
+                *self._write_length(compact, 4),
+                f"if isinstance({var}, BUFFERS): w.buf += {var}",
+                f"else: payload(w, {var})",
+            ]
             return self._or_write_null(nullable, compact, 4, var, body)
         return None
 
@@ -225,16 +252,38 @@ def generate(
 ) -> tuple[Decoder, Encoder]:
     by_name = {f.name: f for f in fields}
     ns: dict[str, Any] = {
-        "new": object.__new__, "cls": cls, "read_tagged": read_tagged, "write_tagged": write_tagged,
-        "ref_decode": reference_decode, "ref_encode": reference_encode, "rewind": _rewind, "coerce": coerce,
-        "Encoded": Encoded, "splice": splice,
-        "UNKNOWN_TAGS": UNKNOWN_TAGS, "MISSING": _MISSING, "getattr": getattr, "type": type, "isinstance": isinstance, "len": len,
-        "list": list, "range": range, "str": str, "bytes": bytes, "FB": _Fallback,
-        "uvarint": encode_uvarint, "UUID": uuid.UUID, "BUFFERS": (bytes, bytearray, memoryview),
-        "payload": Writer._payload, "unpack_from": struct.unpack_from, "pack": struct.pack,
-        "read_i16": struct.Struct(">h").unpack_from, "read_i32": struct.Struct(">i").unpack_from,
-        "put_i16": struct.Struct(">h").pack, "put_i32": struct.Struct(">i").pack,
-    }  # fmt: skip
+        "new": object.__new__,
+        "cls": cls,
+        "read_tagged": read_tagged,
+        "write_tagged": write_tagged,
+        "ref_decode": reference_decode,
+        "ref_encode": reference_encode,
+        "rewind": _rewind,
+        "coerce": coerce,
+        "Encoded": Encoded,
+        "splice": splice,
+        "UNKNOWN_TAGS": UNKNOWN_TAGS,
+        "MISSING": _MISSING,
+        "getattr": getattr,
+        "type": type,
+        "isinstance": isinstance,
+        "len": len,
+        "list": list,
+        "range": range,
+        "str": str,
+        "bytes": bytes,
+        "FB": _Fallback,
+        "uvarint": encode_uvarint,
+        "UUID": uuid.UUID,
+        "BUFFERS": (bytes, bytearray, memoryview),
+        "payload": Writer._payload,
+        "unpack_from": struct.unpack_from,
+        "pack": struct.pack,
+        "read_i16": struct.Struct(">h").unpack_from,
+        "read_i32": struct.Struct(">i").unpack_from,
+        "put_i16": struct.Struct(">h").pack,
+        "put_i32": struct.Struct(">i").pack,
+    }
     inline = _Inline(ns, version, flexible, sub)
     # Runs of fixed-width fields become one struct each: (format, [(field, index in steps)]); any
     # other field is a group of its own with format None.
@@ -250,8 +299,14 @@ def generate(
         else:
             groups.append((None, [(fname, i)]))
 
-    dec = ["def decode(r):", "    pos = start = r.pos", "    try:", "        buf = r.buf", "        end = r.end",
-           "        o = new(cls)"]  # fmt: skip
+    dec = [
+        "def decode(r):",
+        "    pos = start = r.pos",
+        "    try:",
+        "        buf = r.buf",
+        "        end = r.end",
+        "        o = new(cls)",
+    ]
     for j, (fname, make) in enumerate(absent):
         f = by_name[fname]
         if f.is_array or f.is_struct:
@@ -292,8 +347,13 @@ def generate(
         by_attr.append(f"w.buf += P{g}({', '.join(f'value.{fname}' for fname, _ in members)})")
         by_key.append(f"w.buf += P{g}({', '.join(f'get({fname!r}, D{i})' for fname, i in members)})")
     if flexible:
-        dec += ["        if pos < end and buf[pos] == 0:", "            r.pos = pos + 1", "        else:",
-                "            r.pos = pos", "            read_tagged(r, o)"]  # fmt: skip
+        dec += [
+            "        if pos < end and buf[pos] == 0:",
+            "            r.pos = pos + 1",
+            "        else:",
+            "            r.pos = pos",
+            "            read_tagged(r, o)",
+        ]
         attr_checks = ["getattr(value, UNKNOWN_TAGS, None)"]
         key_checks = []
         for tag, (fname, _, _, make) in tagged.items():
@@ -319,15 +379,29 @@ def generate(
         "        return ref_decode(r)",
     ]
     ns["KNOWN"] = frozenset(by_name)
-    enc = ["def encode(w, value):", "    n0 = len(w.buf)", "    c0 = len(w.chunks)",
-           "    if type(value) is dict and value.keys() <= KNOWN:", "        get = value.get", "        try:",
-           *_indent(by_key or ["pass"], 12), "        except Exception:", "            rewind(w, n0, c0)",
-           "            ref_encode(w, value)", "        return",
-           "    if type(value) is not cls:", "        if type(value) is Encoded:",
-           f"            splice(w, value, cls, {version})", "            return",
-           "        value = coerce(value)", "    try:",
-           *_indent(by_attr or ["pass"], 8), "    except Exception:", "        rewind(w, n0, c0)",
-           "        ref_encode(w, value)"]  # fmt: skip
+    enc = [
+        "def encode(w, value):",
+        "    n0 = len(w.buf)",
+        "    c0 = len(w.chunks)",
+        "    if type(value) is dict and value.keys() <= KNOWN:",
+        "        get = value.get",
+        "        try:",
+        *_indent(by_key or ["pass"], 12),
+        "        except Exception:",
+        "            rewind(w, n0, c0)",
+        "            ref_encode(w, value)",
+        "        return",
+        "    if type(value) is not cls:",
+        "        if type(value) is Encoded:",
+        f"            splice(w, value, cls, {version})",
+        "            return",
+        "        value = coerce(value)",
+        "    try:",
+        *_indent(by_attr or ["pass"], 8),
+        "    except Exception:",
+        "        rewind(w, n0, c0)",
+        "        ref_encode(w, value)",
+    ]
     source = "\n".join(dec) + "\n\n" + "\n".join(enc) + "\n"
     exec(compile(source, f"<kcompat.wire.codec {cls.__name__} v{version}>", "exec"), ns)
     return ns["decode"], ns["encode"]

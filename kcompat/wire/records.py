@@ -120,11 +120,22 @@ def build_batch(
         attributes |= CONTROL_MASK
     out = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
-        out, 0,
-        base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), partition_leader_epoch, 2, 0,
-        attributes, last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
+        out,
+        0,
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(body),
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        last_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
         len(records),
-    )  # fmt: skip
+    )
     out += body
     _CRC.pack_into(out, 17, compute_crc(out))
     return bytes(out)

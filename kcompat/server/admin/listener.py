@@ -59,11 +59,12 @@ class AdminListener:
 
         def load_routes() -> dict[str, Callable[[Query], Page]]:
             if not loaded:
-                from kcompat.server.admin.console import pages
                 from kcompat.server.admin import metrics
+                from kcompat.server.admin.console import pages
 
-                collector = metrics.BrokerCollector(broker, connections=lambda: len(reactor.connections),
-                                                    accepted=lambda: reactor.accepted)  # fmt: skip
+                collector = metrics.BrokerCollector(
+                    broker, connections=lambda: len(reactor.connections), accepted=lambda: reactor.accepted
+                )
                 render = metrics.metrics_page(collector)
 
                 def metrics_route(query: Query) -> Page:
@@ -96,13 +97,24 @@ class AdminListener:
 
 
 # The console's pages (console/pages.py: Console.routes) and /metrics.
-ROUTES = ("/", "/topics", "/topic", "/topic/messages", "/groups", "/group", "/group/lag", "/group/lag.json",
-          "/brokers", "/static/", "/metrics")  # fmt: skip
+ROUTES = (
+    "/",
+    "/topics",
+    "/topic",
+    "/topic/messages",
+    "/groups",
+    "/group",
+    "/group/lag",
+    "/group/lag.json",
+    "/brokers",
+    "/static/",
+    "/metrics",
+)
 
 
 def _load() -> tuple[ModuleType, ModuleType]:
-    from kcompat.server.admin.console import lag_history
     from kcompat.server.admin import http_server as admin_http
+    from kcompat.server.admin.console import lag_history
 
     return admin_http, lag_history
 
@@ -132,8 +144,12 @@ def open_admin(config: BrokerConfig) -> AdminListener | None:
         sock = bind_admin(host, port)
     except OSError as e:
         if e.errno == errno.EADDRINUSE and not config.is_set("admin.listener"):
-            log.warning("admin listener not started: %s:%d is in use (set admin.listener to another "
-                        "host:port, or to nothing to silence this)", host, port)  # fmt: skip
+            log.warning(
+                "admin listener not started: %s:%d is in use (set admin.listener to another "
+                "host:port, or to nothing to silence this)",
+                host,
+                port,
+            )
             return None
         raise AdminUnavailable(f"cannot listen on admin.listener {host}:{port}: {e.strerror or e}") from None
     bound_host, bound_port = sock.getsockname()[:2]

@@ -58,12 +58,15 @@ class BrokerCollector:
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_counters()
         yield from self._requests()
-        count = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
-                                  "Client connections open now.")  # fmt: skip
+        count = GaugeMetricFamily(
+            "kafka_server_socketservermetrics_connection_count", "Client connections open now."
+        )
         count.add_metric([], self.connections())
         yield count
-        created = CounterMetricFamily("kafka_server_socketservermetrics_connection_creation",
-                                      "Client connections accepted since start-up.")  # fmt: skip
+        created = CounterMetricFamily(
+            "kafka_server_socketservermetrics_connection_creation",
+            "Client connections accepted since start-up.",
+        )
         created.add_metric([], self.accepted())
         yield created
         yield from self._logs()
@@ -95,11 +98,14 @@ class BrokerCollector:
     def _requests(self) -> Iterator[Metric]:
         prefix = "kafka_network_requestmetrics_"
         total = CounterMetricFamily(prefix + "requests", "Requests handled, by API.", labels=["request"])
-        errors = CounterMetricFamily(prefix + "errors", "Requests whose handling failed and closed the connection.",
-                                     labels=["request"])  # fmt: skip
-        time = HistogramMetricFamily(prefix + "totaltime_seconds",
-                                     "Time from a request decoded to its response ready, parked waits included.",
-                                     labels=["request"])  # fmt: skip
+        errors = CounterMetricFamily(
+            prefix + "errors", "Requests whose handling failed and closed the connection.", labels=["request"]
+        )
+        time = HistogramMetricFamily(
+            prefix + "totaltime_seconds",
+            "Time from a request decoded to its response ready, parked waits included.",
+            labels=["request"],
+        )
         for key, stats in sorted(self.broker.stats.requests.items()):
             reg = HANDLERS.get(key)
             api = reg.api.name if reg is not None else str(key)
@@ -124,10 +130,12 @@ class BrokerCollector:
         segments = GaugeMetricFamily(
             "kafka_log_log_numlogsegments", "Segments of the partition's log.", labels=labels
         )
-        current = GaugeMetricFamily("kafka_topic_partition_current_offset", "The partition's high watermark.",
-                                    labels=labels)  # fmt: skip
-        oldest = GaugeMetricFamily("kafka_topic_partition_oldest_offset", "The partition's log start offset.",
-                                   labels=labels)  # fmt: skip
+        current = GaugeMetricFamily(
+            "kafka_topic_partition_current_offset", "The partition's high watermark.", labels=labels
+        )
+        oldest = GaugeMetricFamily(
+            "kafka_topic_partition_oldest_offset", "The partition's log start offset.", labels=labels
+        )
         partitions = GaugeMetricFamily("kafka_topic_partitions", "Partitions of the topic.", labels=["topic"])
         for t in sorted(self.broker.metadata.topics.all(), key=lambda t: t.name):
             partitions.add_metric([t.name], t.partitions)
@@ -145,12 +153,17 @@ class BrokerCollector:
 
     def _groups(self) -> Iterator[Metric]:
         labels = ["consumergroup", "topic", "partition"]
-        committed = GaugeMetricFamily("kafka_consumergroup_current_offset", "The group's committed offset.",
-                                      labels=labels)  # fmt: skip
-        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset minus the group's committed offset.",
-                                labels=labels)  # fmt: skip
-        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "The group's lag summed over the topic's partitions.",
-                                    labels=["consumergroup", "topic"])  # fmt: skip
+        committed = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset", "The group's committed offset.", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag", "Log end offset minus the group's committed offset.", labels=labels
+        )
+        lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "The group's lag summed over the topic's partitions.",
+            labels=["consumergroup", "topic"],
+        )
         members = GaugeMetricFamily(
             "kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"]
         )
@@ -188,14 +201,20 @@ def replica_manager_metrics(broker: Broker) -> Iterator[Metric]:
     gauges = {
         "partitioncount": ("Replicas this broker hosts.", len(replicas.partitions)),
         "leadercount": ("Partitions this broker leads.", len(led)),
-        "underreplicatedpartitions": ("Partitions led here whose ISR is smaller than their replicas.",
-                                      sum(len(p.state.isr) < len(p.state.replicas) for p in led)),
-        "underminisrpartitioncount": ("Partitions led here whose ISR is below min.insync.replicas.",
-                                      sum(len(p.state.isr) < p.min_isr for p in led)),
-        "atminisrpartitioncount": ("Partitions led here whose ISR is exactly min.insync.replicas.",
-                                   sum(len(p.state.isr) == p.min_isr for p in led)),
+        "underreplicatedpartitions": (
+            "Partitions led here whose ISR is smaller than their replicas.",
+            sum(len(p.state.isr) < len(p.state.replicas) for p in led),
+        ),
+        "underminisrpartitioncount": (
+            "Partitions led here whose ISR is below min.insync.replicas.",
+            sum(len(p.state.isr) < p.min_isr for p in led),
+        ),
+        "atminisrpartitioncount": (
+            "Partitions led here whose ISR is exactly min.insync.replicas.",
+            sum(len(p.state.isr) == p.min_isr for p in led),
+        ),
         "offlinereplicacount": ("Replicas hosted here on an offline log dir.", 0),
-    }  # fmt: skip
+    }
     for name, (doc, value) in gauges.items():
         g = GaugeMetricFamily(prefix + name, doc)
         g.add_metric([], value)
@@ -208,8 +227,10 @@ def replica_manager_metrics(broker: Broker) -> Iterator[Metric]:
         c = CounterMetricFamily(prefix + name, doc)
         c.add_metric([], value)
         yield c
-    offline = GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
-                                "Partitions without a leader, as the metadata image shows them.")  # fmt: skip
+    offline = GaugeMetricFamily(
+        "kafka_controller_kafkacontroller_offlinepartitionscount",
+        "Partitions without a leader, as the metadata image shows them.",
+    )
     metadata = broker.metadata
     image = metadata.image if isinstance(metadata, KRaftMetadata) else None
     offline.add_metric([], 0 if image is None else offline_partitions(image))

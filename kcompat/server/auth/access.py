@@ -83,10 +83,17 @@ def allowed(
         return True
     if not quiet:
         # Kafka's kafka.authorizer.logger line, at most once per principal and operation per 10 s
-        _denials.log(logging.INFO, f"{principal} {operation}",
-                     "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for request = %s",
-                     principal, AclOperation(operation).name, host, ResourceType(resource_type).name, name,
-                     _api_name(ctx.request.api_key))  # fmt: skip
+        _denials.log(
+            logging.INFO,
+            f"{principal} {operation}",
+            "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for request = %s",
+            principal,
+            AclOperation(operation).name,
+            host,
+            ResourceType(resource_type).name,
+            name,
+            _api_name(ctx.request.api_key),
+        )
     return False
 
 

@@ -47,14 +47,20 @@ class AutoTopicCreationManager:
         if name == CONSUMER_OFFSETS:
             partitions = int(self._setting("offsets.topic.num.partitions"))
             rf = int(self._setting("offsets.topic.replication.factor"))
-            configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                       "segment.bytes": str(self._setting("offsets.topic.segment.bytes"))}  # fmt: skip
+            configs = {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(self._setting("offsets.topic.segment.bytes")),
+            }
         elif name == TRANSACTION_STATE:  # as Kafka's TransactionStateManager creates it
             partitions = int(self._setting("transaction.state.log.num.partitions"))
             rf = int(self._setting("transaction.state.log.replication.factor"))
-            configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                       "min.insync.replicas": str(self._setting("transaction.state.log.min.isr")),
-                       "segment.bytes": str(self._setting("transaction.state.log.segment.bytes"))}  # fmt: skip
+            configs = {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(self._setting("transaction.state.log.min.isr")),
+                "segment.bytes": str(self._setting("transaction.state.log.segment.bytes")),
+            }
         else:
             partitions, rf, configs = (
                 int(self._setting("num.partitions")),
@@ -82,8 +88,12 @@ class AutoTopicCreationManager:
                 return
             result = r.topics[0]
             if result.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
-                log.warning("auto-creation of topic %s refused by the controller: error %d %s",
-                            name, result.error_code, result.error_message or "")  # fmt: skip
+                log.warning(
+                    "auto-creation of topic %s refused by the controller: error %d %s",
+                    name,
+                    result.error_code,
+                    result.error_message or "",
+                )
             elif result.error_code == 0:
                 log.info(
                     "auto-created topic %s through the controller (%d partitions)",

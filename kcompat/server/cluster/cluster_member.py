@@ -58,15 +58,19 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
     )
     inter_broker = config.get("inter.broker.listener.name") or listener.name
     fetchers = ReplicaFetcherManager(
-        FetcherSettings(node_id=broker.node_id, cluster_id=broker.cluster_id, directory_id=directory_id,
-                        max_wait_ms=int(config.get("replica.fetch.wait.max.ms")),
-                        partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
-                        backoff_ms=int(config.get("replica.fetch.backoff.ms"))),
+        FetcherSettings(
+            node_id=broker.node_id,
+            cluster_id=broker.cluster_id,
+            directory_id=directory_id,
+            max_wait_ms=int(config.get("replica.fetch.wait.max.ms")),
+            partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
+            backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+        ),
         broker_epoch=lambda: member.lifecycle.broker_epoch,
         topic_id=lambda name: member.image.topic_ids.get(name),
         now_ms=broker.now_ms,
         on_append=lambda p: None,
-    )  # fmt: skip
+    )
     member.replica_fetchers = fetchers
     broker.replicas.isr_manager = member.isr_manager = IsrManager(
         node_id=broker.node_id,
@@ -110,9 +114,12 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
     )
     # Connections of their own for markers and for verification: a marker's answer waits for
     # replication, and a produce's check must not queue behind it.
-    txns.markers = TxnMarkerSender(BrokerChannels(broker.metadata, str(inter_broker), broker.node_id),
-                                   write_local=txns.write_marker, partitions=broker.replicas.partitions,
-                                   waiters=broker.replicas.fetch_waiters)  # fmt: skip
+    txns.markers = TxnMarkerSender(
+        BrokerChannels(broker.metadata, str(inter_broker), broker.node_id),
+        write_local=txns.write_marker,
+        partitions=broker.replicas.partitions,
+        waiters=broker.replicas.fetch_waiters,
+    )
     txns.verifier = TxnVerifier(BrokerChannels(broker.metadata, str(inter_broker), broker.node_id))
 
     def publish(image: MetadataImage) -> None:
@@ -134,8 +141,12 @@ def start_cluster_member(config: Any, broker: Any) -> KRaftBroker:
     member.service_tasks.append(
         asyncio.create_task(_checkpoint_high_watermarks(broker.replicas, interval_s), name="hw-checkpoint")
     )
-    log.info("cluster mode: broker %d of cluster %s joining the controllers at %s",
-             member.node_id, member.cluster_id, ",".join(_names(config.get("controller.quorum.bootstrap.servers"))))  # fmt: skip
+    log.info(
+        "cluster mode: broker %d of cluster %s joining the controllers at %s",
+        member.node_id,
+        member.cluster_id,
+        ",".join(_names(config.get("controller.quorum.bootstrap.servers"))),
+    )
     return member
 
 
@@ -156,8 +167,9 @@ def _use_controller(member: KRaftBroker, broker: Any, bootstrap: list[tuple[str,
         return member.raft_leader
 
     forwarding = ForwardingManager(bootstrap, node_id=member.node_id, leader=leader)
-    producer_ids = ControllerProducerIds(bootstrap, node_id=member.node_id, leader=leader,
-                                         broker_epoch=lambda: member.lifecycle.broker_epoch)  # fmt: skip
+    producer_ids = ControllerProducerIds(
+        bootstrap, node_id=member.node_id, leader=leader, broker_epoch=lambda: member.lifecycle.broker_epoch
+    )
     auto_create = AutoTopicCreationManager(
         forwarding, lambda key: broker.config.get(key)
     )  # the config in force now
@@ -198,14 +210,27 @@ class ImageLog:
                 ):
                     continue
                 role = "leader" if p.leader == self.node_id else "follower"
-                log.info("metadata: %s-%d %s: leader %d epoch %d, replicas %s, isr %s (offset %d)",
-                         topic.name, index, role, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), image.offset)  # fmt: skip
+                log.info(
+                    "metadata: %s-%d %s: leader %d epoch %d, replicas %s, isr %s (offset %d)",
+                    topic.name,
+                    index,
+                    role,
+                    p.leader,
+                    p.leader_epoch,
+                    list(p.replicas),
+                    list(p.isr),
+                    image.offset,
+                )
         for topic_id, topic in self.previous.topics_by_id.items():
             if topic_id not in image.topics_by_id:
                 log.info("metadata: topic %s removed (offset %d)", topic.name, image.offset)
         if image.configs is not self.previous.configs:
             for (kind, name), values in image.configs.items():
                 if self.previous.configs.get((kind, name)) != values:
-                    log.info("metadata: configs of %s %r: %s", CONFIG_KINDS.get(kind, kind), name,
-                             ", ".join(f"{k}={v}" for k, v in sorted(values.items())))  # fmt: skip
+                    log.info(
+                        "metadata: configs of %s %r: %s",
+                        CONFIG_KINDS.get(kind, kind),
+                        name,
+                        ", ".join(f"{k}={v}" for k, v in sorted(values.items())),
+                    )
         self.previous = image

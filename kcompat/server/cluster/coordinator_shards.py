@@ -125,8 +125,14 @@ class CoordinatorShards:
         if not self.table.loaded(p, epoch):
             return  # leadership moved while reading: a newer load (or none) is wanted
         what = self._replay(p, records)
-        self.log.info("coordinator for %s-%d loaded at epoch %d: %s, in %d ms",
-                      self.topic_name, p, epoch, what, (time.monotonic() - started) * 1000)  # fmt: skip
+        self.log.info(
+            "coordinator for %s-%d loaded at epoch %d: %s, in %d ms",
+            self.topic_name,
+            p,
+            epoch,
+            what,
+            (time.monotonic() - started) * 1000,
+        )
 
     def _unload(self, p: int) -> None:
         if self.table.num_partitions <= 0:

@@ -66,11 +66,22 @@ RETRY_BACKOFF_S = 0.1
 
 # What a KRaft broker forwards (KafkaApis: maybeForwardToController; DescribeQuorum is
 # forwardToControllerOrFail, the same here since a cluster-mode broker always has a controller).
-FORWARDED_APIS = frozenset({
-    CREATE_TOPICS.key, DELETE_TOPICS.key, CREATE_PARTITIONS.key, ALTER_CONFIGS.key,
-    INCREMENTAL_ALTER_CONFIGS.key, ELECT_LEADERS.key, ALTER_PARTITION_REASSIGNMENTS.key,
-    LIST_PARTITION_REASSIGNMENTS.key, UPDATE_FEATURES.key, DESCRIBE_QUORUM.key, CREATE_ACLS.key, DELETE_ACLS.key,
-})  # fmt: skip
+FORWARDED_APIS = frozenset(
+    {
+        CREATE_TOPICS.key,
+        DELETE_TOPICS.key,
+        CREATE_PARTITIONS.key,
+        ALTER_CONFIGS.key,
+        INCREMENTAL_ALTER_CONFIGS.key,
+        ELECT_LEADERS.key,
+        ALTER_PARTITION_REASSIGNMENTS.key,
+        LIST_PARTITION_REASSIGNMENTS.key,
+        UPDATE_FEATURES.key,
+        DESCRIBE_QUORUM.key,
+        CREATE_ACLS.key,
+        DELETE_ACLS.key,
+    }
+)
 
 _principal_codec = MessageCodec(DEFAULT_PRINCIPAL_DATA)
 _PRINCIPAL_VERSION = 0
@@ -150,21 +161,40 @@ def error_response(request: Request[Any], error: ErrorCode, message: str | None 
             "results": [{"name": t.name, "error_code": code, "error_message": message} for t in b.topics],
         }
     if key in (ALTER_CONFIGS.key, INCREMENTAL_ALTER_CONFIGS.key):
-        return {"throttle_time_ms": 0, "responses": [
-            {"error_code": code, "error_message": message, "resource_type": r.resource_type, "resource_name": r.resource_name}
-            for r in b.resources
-        ]}  # fmt: skip
+        return {
+            "throttle_time_ms": 0,
+            "responses": [
+                {
+                    "error_code": code,
+                    "error_message": message,
+                    "resource_type": r.resource_type,
+                    "resource_name": r.resource_name,
+                }
+                for r in b.resources
+            ],
+        }
     if key == ELECT_LEADERS.key:
         results = [
-            {"topic": t.topic, "partition_result": [{"partition_id": p, "error_code": code, "error_message": message} for p in t.partitions]}
+            {
+                "topic": t.topic,
+                "partition_result": [
+                    {"partition_id": p, "error_code": code, "error_message": message} for p in t.partitions
+                ],
+            }
             for t in b.topic_partitions or ()
-        ]  # fmt: skip
+        ]
         return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": results}
     if key == ALTER_PARTITION_REASSIGNMENTS.key:
         responses = [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code, "error_message": message} for p in t.partitions]}
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code, "error_message": message}
+                    for p in t.partitions
+                ],
+            }
             for t in b.topics
-        ]  # fmt: skip
+        ]
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": responses}
     if key == UPDATE_FEATURES.key:
         results = (
@@ -183,8 +213,12 @@ def error_response(request: Request[Any], error: ErrorCode, message: str | None 
             "results": [{"error_code": code, "error_message": message} for _ in b.creations],
         }
     if key == DELETE_ACLS.key:
-        return {"throttle_time_ms": 0, "filter_results": [
-            {"error_code": code, "error_message": message, "matching_acls": []} for _ in b.filters]}  # fmt: skip
+        return {
+            "throttle_time_ms": 0,
+            "filter_results": [
+                {"error_code": code, "error_message": message, "matching_acls": []} for _ in b.filters
+            ],
+        }
     raise ValueError(f"API key {key} is not forwarded")
 
 
@@ -206,8 +240,11 @@ class ForwardingManager:
         leader: Callable[[], tuple[str, int] | None] = lambda: None,
         timeout_ms: int = FORWARD_TIMEOUT_MS,
     ) -> None:
-        self._channel = ControllerChannel(bootstrap, client_id=f"broker-{node_id}-forwarding",
-                                          request_timeout_s=CONTROLLER_REQUEST_TIMEOUT_S)  # fmt: skip
+        self._channel = ControllerChannel(
+            bootstrap,
+            client_id=f"broker-{node_id}-forwarding",
+            request_timeout_s=CONTROLLER_REQUEST_TIMEOUT_S,
+        )
         self._leader = leader
         self._timeout_ms = timeout_ms
         self._lock = asyncio.Lock()  # the channel carries one request at a time
@@ -301,16 +338,24 @@ class ForwardingManager:
                 return ErrorCode.REQUEST_TIMED_OUT
             try:
                 async with self._lock:
-                    r = await self._channel.call(ENVELOPE.key, ENVELOPE_VERSION, envelope,
-                                                 timeout_s=min(remaining, CONTROLLER_REQUEST_TIMEOUT_S))  # fmt: skip
+                    r = await self._channel.call(
+                        ENVELOPE.key,
+                        ENVELOPE_VERSION,
+                        envelope,
+                        timeout_s=min(remaining, CONTROLLER_REQUEST_TIMEOUT_S),
+                    )
             except ControllerUnavailable as e:
                 self._throttle.log(
                     logging.WARNING, "unreachable", "cannot forward to the controller (%s); retrying", e
                 )
                 r = None
             if r is not None and r.error_code == ErrorCode.NOT_CONTROLLER:
-                self._throttle.log(logging.INFO, "not-controller", "forwarding: %s:%d is not the active controller; looking for it",
-                                   *self._channel.target)  # fmt: skip
+                self._throttle.log(
+                    logging.INFO,
+                    "not-controller",
+                    "forwarding: %s:%d is not the active controller; looking for it",
+                    *self._channel.target,
+                )
             if r is None or r.error_code == ErrorCode.NOT_CONTROLLER:
                 self._rediscover()  # a new active controller, or the same one back
                 await asyncio.sleep(min(RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))

@@ -256,8 +256,11 @@ class KRaftBroker:
             if r.error_code == 0:
                 log.info("broker %d registered with broker epoch %d", self.node_id, r.broker_epoch)
             elif r.error_code == NOT_CONTROLLER:
-                log.info("broker %d registration: NOT_CONTROLLER from %s:%d, looking for the active controller",
-                         self.node_id, *self._lifecycle_channel.target)  # fmt: skip
+                log.info(
+                    "broker %d registration: NOT_CONTROLLER from %s:%d, looking for the active controller",
+                    self.node_id,
+                    *self._lifecycle_channel.target,
+                )
                 self._to_active_controller()
             else:
                 log.warning(
@@ -315,18 +318,25 @@ class KRaftBroker:
             "isolation_level": 0,
             "session_id": 0,
             "session_epoch": -1,
-            "topics": [{"topic_id": METADATA_TOPIC_ID, "partitions": [{
-                "partition": 0,
-                "current_leader_epoch": self._leader_epoch,
-                "fetch_offset": self.loader.next_offset,
-                "last_fetched_epoch": max(0, self.loader.last_fetched_epoch),
-                "log_start_offset": -1,
-                "partition_max_bytes": FETCH_MAX_BYTES,
-                "replica_directory_id": self.directory_id,
-            }]}],
+            "topics": [
+                {
+                    "topic_id": METADATA_TOPIC_ID,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": self._leader_epoch,
+                            "fetch_offset": self.loader.next_offset,
+                            "last_fetched_epoch": max(0, self.loader.last_fetched_epoch),
+                            "log_start_offset": -1,
+                            "partition_max_bytes": FETCH_MAX_BYTES,
+                            "replica_directory_id": self.directory_id,
+                        }
+                    ],
+                }
+            ],
             "forgotten_topics_data": [],
             "rack_id": "",
-        }  # fmt: skip
+        }
 
     async def _fetch_loop(self) -> None:
         backoff = 0.05
@@ -366,14 +376,21 @@ class KRaftBroker:
                 "cluster_id": self.cluster_id,
                 "replica_id": self.node_id,
                 "max_bytes": FETCH_MAX_BYTES,
-                "topics": [{"name": METADATA_TOPIC, "partitions": [{
-                    "partition": 0,
-                    "current_leader_epoch": self._leader_epoch,
-                    "snapshot_id": {"end_offset": end_offset, "epoch": epoch},
-                    "position": len(data),
-                    "replica_directory_id": self.directory_id,
-                }]}],
-            }  # fmt: skip
+                "topics": [
+                    {
+                        "name": METADATA_TOPIC,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": self._leader_epoch,
+                                "snapshot_id": {"end_offset": end_offset, "epoch": epoch},
+                                "position": len(data),
+                                "replica_directory_id": self.directory_id,
+                            }
+                        ],
+                    }
+                ],
+            }
             r = await self._raft_channel.call(FETCH_SNAPSHOT.key, FETCH_SNAPSHOT_VERSION, body)
             p = r.topics[0].partitions[0] if r.error_code == 0 and r.topics else None
             if p is None or p.error_code != 0:
@@ -387,8 +404,14 @@ class KRaftBroker:
                 break
         image = self.loader.load_snapshot(data, end_offset, epoch)
         self._snapshot_wanted = None
-        log.info("metadata: loaded snapshot %d-%d (%d bytes, %d topics, %d brokers)",
-                 end_offset, epoch, len(data), len(image.topics_by_id), len(image.brokers))  # fmt: skip
+        log.info(
+            "metadata: loaded snapshot %d-%d (%d bytes, %d topics, %d brokers)",
+            end_offset,
+            epoch,
+            len(data),
+            len(image.topics_by_id),
+            len(image.brokers),
+        )
         await self._published(image)
         return True
 

@@ -109,8 +109,12 @@ class KRaftMetadata:
         previous, self.image = self.image, image
         if image.acls is not previous.acls and self.on_acls is not None:
             self.on_acls(list(image.acls.values()))  # the broker's authorizer takes the new set
-        stale = [n for n, t in self._topics.items() if image.topics_by_id.get(t.info.topic_id) is not t.image
-                 or image.configs.get((TOPIC_RESOURCE, n)) is not previous.configs.get((TOPIC_RESOURCE, n))]  # fmt: skip
+        stale = [
+            n
+            for n, t in self._topics.items()
+            if image.topics_by_id.get(t.info.topic_id) is not t.image
+            or image.configs.get((TOPIC_RESOURCE, n)) is not previous.configs.get((TOPIC_RESOURCE, n))
+        ]
         for name in stale:
             del self._topics[name]  # built again on first use (a changed topic or topic config)
 
@@ -245,8 +249,10 @@ class KRaftMetadata:
     # --- topic admin: the controller's ---
 
     def _controllers_only(self, what: str) -> NoReturn:
-        raise ApiError(ErrorCode.INVALID_REQUEST, f"cluster mode: {what} is done by the KRaft controller "
-                       "(send it with --bootstrap-controller)")  # fmt: skip
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"cluster mode: {what} is done by the KRaft controller (send it with --bootstrap-controller)",
+        )
 
     async def create_topic(
         self,

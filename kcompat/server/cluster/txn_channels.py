@@ -80,9 +80,10 @@ class BrokerChannels:
         entry = self._channels.get(node)
         if entry is None:
             channel = ControllerChannel(
-                [(ep.host, ep.port)], client_id=f"kcompat-broker-{self.node_id}-txn",
+                [(ep.host, ep.port)],
+                client_id=f"kcompat-broker-{self.node_id}-txn",
                 request_timeout_s=REQUEST_TIMEOUT_S,
-            )  # fmt: skip
+            )
             entry = self._channels[node] = (channel, asyncio.Lock())
         channel, lock = entry
         async with lock:
@@ -110,9 +111,15 @@ class TxnMarkerSender:
         self._waiters = waiters
 
     async def send(
-        self, txn_id: str, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
-        partitions: tuple[TopicPartition, ...], still_mine: Callable[[], bool],
-    ) -> bool:  # fmt: skip
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: tuple[TopicPartition, ...],
+        still_mine: Callable[[], bool],
+    ) -> bool:
         """True once every partition acknowledged its marker; False when the job was dropped."""
         left = set(partitions)
         metadata = self.channels.metadata
@@ -126,15 +133,23 @@ class TxnMarkerSender:
                     left.discard((topic, p))  # deleted since: nothing left to mark
                     continue
                 by_leader.setdefault(metadata.leader_and_epoch(t, p)[0], []).append((topic, p))
-            answers = await asyncio.gather(*(
-                self._send_to(node, tps, producer_id, epoch, commit, coordinator_epoch)
-                for node, tps in by_leader.items()
-            ))  # fmt: skip
+            answers = await asyncio.gather(
+                *(
+                    self._send_to(node, tps, producer_id, epoch, commit, coordinator_epoch)
+                    for node, tps in by_leader.items()
+                )
+            )
             for codes in answers:
                 for tp, code in codes.items():
                     if code in _ABANDON:
-                        log.info("the %s marker of %s to %s-%d was fenced (%s); not retried",
-                                 "COMMIT" if commit else "ABORT", txn_id, tp[0], tp[1], code.name)  # fmt: skip
+                        log.info(
+                            "the %s marker of %s to %s-%d was fenced (%s); not retried",
+                            "COMMIT" if commit else "ABORT",
+                            txn_id,
+                            tp[0],
+                            tp[1],
+                            code.name,
+                        )
                         return False
                     if code == ErrorCode.NONE or code in _SKIP:
                         left.discard(tp)
@@ -143,9 +158,14 @@ class TxnMarkerSender:
         return True
 
     async def _send_to(
-        self, node: int, tps: list[TopicPartition], producer_id: int, epoch: int, commit: bool,
+        self,
+        node: int,
+        tps: list[TopicPartition],
+        producer_id: int,
+        epoch: int,
+        commit: bool,
         coordinator_epoch: int,
-    ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
+    ) -> dict[TopicPartition, ErrorCode]:
         if node < 0:
             return dict.fromkeys(tps, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if node == self.channels.node_id:
@@ -153,11 +173,17 @@ class TxnMarkerSender:
         by_topic: dict[str, list[int]] = {}
         for topic, p in tps:
             by_topic.setdefault(topic, []).append(p)
-        body = {"markers": [{
-            "producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
-            "coordinator_epoch": coordinator_epoch,
-            "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-        }]}  # fmt: skip
+        body = {
+            "markers": [
+                {
+                    "producer_id": producer_id,
+                    "producer_epoch": epoch,
+                    "transaction_result": commit,
+                    "coordinator_epoch": coordinator_epoch,
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                }
+            ]
+        }
         try:
             r = await self.channels.call(node, WRITE_TXN_MARKERS.key, WRITE_TXN_MARKERS_VERSION, body)
         except ControllerUnavailable as e:
@@ -198,9 +224,14 @@ class TxnVerifier:
         self.channels = channels
 
     async def verify(
-        self, txn_id: str, producer_id: int, epoch: int, tp: TopicPartition, transaction_abortable: bool,
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        tp: TopicPartition,
+        transaction_abortable: bool,
         add: bool = False,
-    ) -> tuple[ErrorCode, str]:  # fmt: skip
+    ) -> tuple[ErrorCode, str]:
         """Produce's code for the batch (NONE: in the transaction, or added to it with `add`) and a
         message. `transaction_abortable`: the request's version knows TRANSACTION_ABORTABLE."""
         metadata = self.channels.metadata
@@ -209,10 +240,17 @@ class TxnVerifier:
         node = -1 if t is None else metadata.leader_and_epoch(t, offsets_partition(txn_id, t.partitions))[0]
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         if node >= 0:
-            body = {"transactions": [{
-                "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
-                "verify_only": not add, "topics": [{"name": tp[0], "partitions": [tp[1]]}],
-            }]}  # fmt: skip
+            body = {
+                "transactions": [
+                    {
+                        "transactional_id": txn_id,
+                        "producer_id": producer_id,
+                        "producer_epoch": epoch,
+                        "verify_only": not add,
+                        "topics": [{"name": tp[0], "partitions": [tp[1]]}],
+                    }
+                ]
+            }
             try:
                 r = await self.channels.call(node, ADD_PARTITIONS_TO_TXN.key, BROKER_ADD_VERSION, body)
             except ControllerUnavailable as e:

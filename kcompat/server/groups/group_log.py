@@ -63,8 +63,13 @@ def log_rebalances(records: Iterable[Record]) -> None:
             targets.setdefault(group, []).append(sum(len(ps) for _, ps in value.topic_partitions))
     for group, epoch in epochs.items():
         sizes = targets.get(group, [])
-        log.info("consumer group %s assignment epoch %d: %d member(s) with a new target, partitions %s",
-                 group, epoch, len(sizes), "+".join(map(str, sizes)) or "none")  # fmt: skip
+        log.info(
+            "consumer group %s assignment epoch %d: %d member(s) with a new target, partitions %s",
+            group,
+            epoch,
+            len(sizes),
+            "+".join(map(str, sizes)) or "none",
+        )
 
 
 def _log_classic(group: str, value: GroupMetadataValue) -> None:
@@ -72,10 +77,17 @@ def _log_classic(group: str, value: GroupMetadataValue) -> None:
         log.info("group %s generation %d is empty", group, value.generation)
         return
     sizes = [_assignment_size(value.protocol_type, m.assignment) for m in value.members]
-    log.info("group %s generation %d stabilized (%s/%s, leader %s): %d member(s), %s %s",
-             group, value.generation, value.protocol_type, value.protocol, value.leader, len(value.members),
-             "partitions" if value.protocol_type == "consumer" else "assignment bytes",
-             "+".join(map(str, sizes)))  # fmt: skip
+    log.info(
+        "group %s generation %d stabilized (%s/%s, leader %s): %d member(s), %s %s",
+        group,
+        value.generation,
+        value.protocol_type,
+        value.protocol,
+        value.leader,
+        len(value.members),
+        "partitions" if value.protocol_type == "consumer" else "assignment bytes",
+        "+".join(map(str, sizes)),
+    )
 
 
 def _assignment_size(protocol_type: str, assignment: bytes) -> int:

@@ -130,8 +130,12 @@ class GroupService:
             for producer_id, txn_pairs in self.offsets_topic.pending_txn.items():
                 self.coordinator.txn_offsets.replay(producer_id, txn_pairs)
             if pairs:
-                log.info("loaded %d record(s) of %s: %d group(s)", len(pairs), CONSUMER_OFFSETS,
-                         len(self.coordinator.groups))  # fmt: skip
+                log.info(
+                    "loaded %d record(s) of %s: %d group(s)",
+                    len(pairs),
+                    CONSUMER_OFFSETS,
+                    len(self.coordinator.groups),
+                )
         self._wake = asyncio.Event()
         self._timer = asyncio.create_task(self._timer_loop())
 
@@ -227,8 +231,12 @@ class GroupService:
             # Kafka's coordinator appends with acks=all: NOT_ENOUGH_REPLICAS, which it answers as
             # COORDINATOR_NOT_AVAILABLE, nothing stored; the state the call changed is rolled back
             # by loading the shard again (its JoinGroup/SyncGroup waiting get NOT_COORDINATOR).
-            log.warning("%s partition(s) %s: ISR below min.insync.replicas; %d group record(s) refused",
-                        CONSUMER_OFFSETS, short, len(records))  # fmt: skip
+            log.warning(
+                "%s partition(s) %s: ISR below min.insync.replicas; %d group record(s) refused",
+                CONSUMER_OFFSETS,
+                short,
+                len(records),
+            )
             for p in short:
                 self.shards.reload(p)
             records, code = [], ErrorCode.COORDINATOR_NOT_AVAILABLE

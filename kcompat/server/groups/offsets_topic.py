@@ -78,9 +78,15 @@ class OffsetsTopic:
             if producer is None:
                 batch = bytearray(build_batch(recs, compression=codec))
             else:
-                batch = bytearray(build_batch(
-                    recs, compression=codec, producer_id=producer[0], producer_epoch=producer[1], transactional=True
-                ))  # fmt: skip
+                batch = bytearray(
+                    build_batch(
+                        recs,
+                        compression=codec,
+                        producer_id=producer[0],
+                        producer_epoch=producer[1],
+                        transactional=True,
+                    )
+                )
             epoch = t.leader_epoch if self.leader_epoch is None else self.leader_epoch(p)
             try:
                 info = self._append(CONSUMER_OFFSETS, p, batch, leader_epoch=epoch, now_ms=now_ms)

@@ -91,8 +91,12 @@ def _entries(
     if res.resource_type == BROKER:
         # The "" resource shows only the cluster-wide dynamic values, as Kafka does.
         cluster_default = _broker_layer(ctx, res.resource_name)
-        return broker.config.describe(names, include_synonyms=synonyms, include_documentation=documentation,
-                                      cluster_default=cluster_default)  # fmt: skip
+        return broker.config.describe(
+            names,
+            include_synonyms=synonyms,
+            include_documentation=documentation,
+            cluster_default=cluster_default,
+        )
     raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 
@@ -104,8 +108,13 @@ async def describe_configs(
     v = request.api_version
     results = []
     for res in body.resources:
-        out = DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
-                                    resource_name=res.resource_name, configs=[])  # fmt: skip
+        out = DescribeConfigsResult(
+            error_code=0,
+            error_message=None,
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            configs=[],
+        )
         results.append(out)
         try:
             entries = _entries(ctx, res, body.include_synonyms, body.include_documentation)

@@ -32,8 +32,10 @@ async def delete_records(
     ctx: RequestContext, request: Request[DeleteRecordsRequest]
 ) -> DeleteRecordsResponse:
     body = request.body
-    await ctx.replicas.await_logs(((rt.name, rp.partition_index) for rt in body.topics for rp in rt.partitions),
-                                  max(body.timeout_ms, 0) / 1000)  # new partitions' logs, off the event loop  # fmt: skip
+    await ctx.replicas.await_logs(
+        ((rt.name, rp.partition_index) for rt in body.topics for rp in rt.partitions),
+        max(body.timeout_ms, 0) / 1000,
+    )  # new partitions' logs, off the event loop
     topics = []
     for rt in body.topics:
         parts = []

@@ -92,11 +92,17 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     forgotten = [
         (ft.topic_id if by_id else ft.topic, p) for ft in body.forgotten_topics_data for p in ft.partitions
     ]
-    context = broker.fetch_sessions.new_context(version, body.session_id, body.session_epoch, replica_id >= 0,
-                                                fetch_data, forgotten, broker.now_ms())  # fmt: skip
+    context = broker.fetch_sessions.new_context(
+        version, body.session_id, body.session_epoch, replica_id >= 0, fetch_data, forgotten, broker.now_ms()
+    )
     if context.kind == "error":
-        log.debug("Fetch v%d session %d epoch %d: %s", version, body.session_id, body.session_epoch,
-                  ErrorCode.of(context.error).name)  # fmt: skip
+        log.debug(
+            "Fetch v%d session %d epoch %d: %s",
+            version,
+            body.session_id,
+            body.session_epoch,
+            ErrorCode.of(context.error).name,
+        )
         return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
 
     # (key, topic name or None, partition, request partition) for what the context reads.
@@ -140,9 +146,18 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         list(zip([r[0] for r in reads], results, strict=True)), broker.now_ms()
     )
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("Fetch v%d session %d epoch %d (%s): %d partition(s) in the request, %d read, %d in the response "
-                  "(session %d)", version, body.session_id, body.session_epoch, context.kind, len(fetch_data),
-                  len(reads), len(sent), session_id)  # fmt: skip
+        log.debug(
+            "Fetch v%d session %d epoch %d (%s): %d partition(s) in the request, %d read, %d in the response "
+            "(session %d)",
+            version,
+            body.session_id,
+            body.session_epoch,
+            context.kind,
+            len(fetch_data),
+            len(reads),
+            len(sent),
+            session_id,
+        )
 
     # Kafka groups consecutive partitions of a topic; a topic interleaved with another repeats.
     topics: list[dict[str, Any]] = []
@@ -168,8 +183,11 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
                 {"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}
             ]
         else:
-            response["node_endpoints"] = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                                          for b in known if b.node_id in hinted]  # fmt: skip
+            response["node_endpoints"] = [
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in known
+                if b.node_id in hinted
+            ]
     return response
 
 
@@ -180,8 +198,16 @@ def _topic_name(broker: Any, tkey: Any, by_id: bool) -> str | None:
     return t.name if t is not None else None
 
 
-async def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int, Any]], max_bytes: int, replica: tuple[int, int],
-                    hints: bool, first: bool, committed: bool, denied: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int, bool, set[int]]:  # fmt: skip
+async def _read_all(
+    ctx: RequestContext,
+    reads: list[tuple[Any, str | None, int, Any]],
+    max_bytes: int,
+    replica: tuple[int, int],
+    hints: bool,
+    first: bool,
+    committed: bool,
+    denied: frozenset[str] = frozenset(),
+) -> tuple[list[dict[str, Any]], int, bool, set[int]]:
     """Each partition's answer, the record bytes read, whether any failed, the leaders named in hints.
     A follower's fetch state is taken when its request arrives (`first`), not again when a parked
     fetch wakes, as Kafka's DelayedFetch does: a stalled follower's old fetch cannot rejoin the ISR.
@@ -258,16 +284,19 @@ async def _read_all(ctx: RequestContext, reads: list[tuple[Any, str | None, int,
         n = len(data)
         if n:
             if committed:
-                out["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
-                                               for a in plog.aborted_transactions(fp.fetch_offset, lso)]  # fmt: skip
+                out["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                    for a in plog.aborted_transactions(fp.fetch_offset, lso)
+                ]
             out["records"] = data
             total += n
             min_one = False
     return results, total, errors, hinted
 
 
-def _follower_fetched(ctx: RequestContext, p: Any, plog: Any, fp: Any, replica: tuple[int, int],
-                      out: dict[str, Any]) -> bool:  # fmt: skip
+def _follower_fetched(
+    ctx: RequestContext, p: Any, plog: Any, fp: Any, replica: tuple[int, int], out: dict[str, Any]
+) -> bool:
     """A follower's fetch as it arrives: True when its log diverged (answered with DivergingEpoch);
     else its fetch offset is recorded (which may move the HW) and the ISR may take it back."""
     if _diverged(plog, fp, out):
@@ -280,8 +309,9 @@ def _follower_fetched(ctx: RequestContext, p: Any, plog: Any, fp: Any, replica: 
     return False
 
 
-def _refusal(ctx: RequestContext, t: Any, partition: int, epoch: int, replica_id: int,
-             p: Any) -> tuple[ErrorCode, tuple[int, int] | None] | None:  # fmt: skip
+def _refusal(
+    ctx: RequestContext, t: Any, partition: int, epoch: int, replica_id: int, p: Any
+) -> tuple[ErrorCode, tuple[int, int] | None] | None:
     """Why this broker does not serve the partition (error, the (leader, epoch) to hint), or None."""
     leader, leader_epoch = ctx.metadata.leader_and_epoch(t, partition)
     hint = (leader, leader_epoch) if leader >= 0 else None
@@ -309,6 +339,10 @@ def _diverged(plog: Any, fp: Any, out: dict[str, Any]) -> bool:
     epoch, end_offset = plog.end_offset_for_epoch(last_epoch)
     if epoch == last_epoch and end_offset >= fp.fetch_offset:
         return False
-    out.update(high_watermark=plog.high_watermark, last_stable_offset=plog.high_watermark,
-               log_start_offset=plog.log_start_offset, diverging_epoch={"epoch": epoch, "end_offset": end_offset})  # fmt: skip
+    out.update(
+        high_watermark=plog.high_watermark,
+        last_stable_offset=plog.high_watermark,
+        log_start_offset=plog.log_start_offset,
+        diverging_epoch={"epoch": epoch, "end_offset": end_offset},
+    )
     return True

@@ -190,8 +190,14 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
             ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {topic}: {e.message or e.error.name}"
         )
     host, port = broker.endpoint(ctx.client)
-    return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
-            "error_code": 0, "error_message": None}  # fmt: skip
+    return {
+        "key": key,
+        "node_id": broker.node_id,
+        "host": host,
+        "port": port,
+        "error_code": 0,
+        "error_message": None,
+    }
 
 
 async def _coordinator_in_cluster(
@@ -214,8 +220,14 @@ async def _coordinator_in_cluster(
     endpoint = next((b for b in ctx.metadata.live_brokers(ctx.listener) or () if b.node_id == leader), None)
     if endpoint is None:  # no leader, or a fenced one (just killed, say): the client asks again
         return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    return {"key": key, "node_id": leader, "host": endpoint.host, "port": endpoint.port,
-            "error_code": 0, "error_message": None}  # fmt: skip
+    return {
+        "key": key,
+        "node_id": leader,
+        "host": endpoint.host,
+        "port": endpoint.port,
+        "error_code": 0,
+        "error_message": None,
+    }
 
 
 # --- classic groups ----------------------------------------------------------------------------
@@ -229,12 +241,24 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
         return jg.JoinGroupResponse(error_code=int(denied), member_id=body.member_id)
     protocols = [JoinGroupProtocol(p.name, bytes(p.metadata)) for p in body.protocols]
     host = client_host(ctx)
-    resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.join_group(
-        now, group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
-        protocols=protocols, session_timeout_ms=body.session_timeout_ms,
-        rebalance_timeout_ms=body.rebalance_timeout_ms, group_instance_id=body.group_instance_id,
-        client_id=request.client_id or "", client_host=host, require_known_member_id=v >= 4,
-    ), group=body.group_id, refuse=lambda e: JoinGroupResponse(int(e), member_id=body.member_id))  # fmt: skip
+    resp = await coordinate(
+        ctx,
+        lambda now: ctx.broker.group_service.coordinator.join_group(
+            now,
+            group_id=body.group_id,
+            member_id=body.member_id,
+            protocol_type=body.protocol_type,
+            protocols=protocols,
+            session_timeout_ms=body.session_timeout_ms,
+            rebalance_timeout_ms=body.rebalance_timeout_ms,
+            group_instance_id=body.group_instance_id,
+            client_id=request.client_id or "",
+            client_host=host,
+            require_known_member_id=v >= 4,
+        ),
+        group=body.group_id,
+        refuse=lambda e: JoinGroupResponse(int(e), member_id=body.member_id),
+    )
     members = [] if resp.skip_assignment and v < 9 else resp.members
     return jg.JoinGroupResponse(
         throttle_time_ms=0,
@@ -260,11 +284,21 @@ async def sync_group(ctx: RequestContext, request: Request[sg.SyncGroupRequest])
     if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
         return sg.SyncGroupResponse(error_code=int(denied))
     assignments = [SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments]
-    return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.sync_group(
-        now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
-        assignments=assignments, group_instance_id=body.group_instance_id,
-        protocol_type=body.protocol_type, protocol_name=body.protocol_name,
-    ), group=body.group_id, refuse=lambda e: sg.SyncGroupResponse(error_code=int(e)))  # fmt: skip
+    return await coordinate(
+        ctx,
+        lambda now: ctx.broker.group_service.coordinator.sync_group(
+            now,
+            group_id=body.group_id,
+            member_id=body.member_id,
+            generation_id=body.generation_id,
+            assignments=assignments,
+            group_instance_id=body.group_instance_id,
+            protocol_type=body.protocol_type,
+            protocol_name=body.protocol_name,
+        ),
+        group=body.group_id,
+        refuse=lambda e: sg.SyncGroupResponse(error_code=int(e)),
+    )
 
 
 @handles(HEARTBEAT, "0-4")
@@ -272,10 +306,19 @@ async def heartbeat(ctx: RequestContext, request: Request[hb.HeartbeatRequest]) 
     body = request.body
     if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
         return hb.HeartbeatResponse(error_code=int(denied))
-    return await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.heartbeat(
-        now, group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
-        group_instance_id=body.group_instance_id,
-    ), creates=False, group=body.group_id, refuse=lambda e: hb.HeartbeatResponse(error_code=int(e)))  # fmt: skip
+    return await coordinate(
+        ctx,
+        lambda now: ctx.broker.group_service.coordinator.heartbeat(
+            now,
+            group_id=body.group_id,
+            member_id=body.member_id,
+            generation_id=body.generation_id,
+            group_instance_id=body.group_instance_id,
+        ),
+        creates=False,
+        group=body.group_id,
+        refuse=lambda e: hb.HeartbeatResponse(error_code=int(e)),
+    )
 
 
 @handles(LEAVE_GROUP, "0-5")
@@ -288,9 +331,17 @@ async def leave_group(ctx: RequestContext, request: Request[lg.LeaveGroupRequest
         members = [MemberIdentity(body.member_id)]
     else:
         members = [MemberIdentity(m.member_id, m.group_instance_id, m.reason) for m in body.members]
-    resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.leave_group(
-        now, group_id=body.group_id, members=members,
-    ), creates=False, group=body.group_id, refuse=lambda e: LeaveGroupResponse(int(e)))  # fmt: skip
+    resp = await coordinate(
+        ctx,
+        lambda now: ctx.broker.group_service.coordinator.leave_group(
+            now,
+            group_id=body.group_id,
+            members=members,
+        ),
+        creates=False,
+        group=body.group_id,
+        refuse=lambda e: LeaveGroupResponse(int(e)),
+    )
     if v < 3:
         return lg.LeaveGroupResponse(throttle_time_ms=0, error_code=int(resp.legacy_error_code))
     return lg.LeaveGroupResponse(
@@ -321,8 +372,12 @@ async def describe_groups(
     for name in body.groups:
         if (denied := access.group_error(ctx, access.DESCRIBE, name)) is not None:
             elsewhere[name] = denied
-    groups = [dg.DescribedGroup(error_code=int(elsewhere[g.group_id]), group_id=g.group_id)
-              if g.group_id in elsewhere else g for g in groups]  # fmt: skip
+    groups = [
+        dg.DescribedGroup(error_code=int(elsewhere[g.group_id]), group_id=g.group_id)
+        if g.group_id in elsewhere
+        else g
+        for g in groups
+    ]
     return dg.DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
@@ -360,9 +415,15 @@ async def list_groups(ctx: RequestContext, request: Request[lsg.ListGroupsReques
     v = request.api_version
     states = list(body.states_filter) if v >= 4 else []
     types = list(body.types_filter) if v >= 5 else []
-    groups = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.list_groups(
-        now, states_filter=states, types_filter=types,
-    ), creates=False)  # fmt: skip
+    groups = await coordinate(
+        ctx,
+        lambda now: ctx.broker.group_service.coordinator.list_groups(
+            now,
+            states_filter=states,
+            types_filter=types,
+        ),
+        creates=False,
+    )
     groups = access.describable_groups(ctx, groups)
     return lsg.ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
@@ -419,9 +480,18 @@ async def consumer_group_heartbeat(
         describable=access.topic_filter(ctx, access.DESCRIBE),
     )
     host = client_host(ctx)
-    resp = await coordinate(ctx, lambda now: ctx.broker.group_service.coordinator.consumer_group_heartbeat(
-        now, req, api_version=request.api_version, client_id=request.client_id or "", client_host=host,
-    ), group=body.group_id, refuse=lambda e: ConsumerGroupHeartbeatResponse(int(e)))  # fmt: skip
+    resp = await coordinate(
+        ctx,
+        lambda now: ctx.broker.group_service.coordinator.consumer_group_heartbeat(
+            now,
+            req,
+            api_version=request.api_version,
+            client_id=request.client_id or "",
+            client_host=host,
+        ),
+        group=body.group_id,
+        refuse=lambda e: ConsumerGroupHeartbeatResponse(int(e)),
+    )
     assignment = None
     if resp.assignment is not None:
         assignment = cgh.Assignment(

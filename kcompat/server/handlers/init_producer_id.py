@@ -52,9 +52,17 @@ async def init_producer_id(
         if not txn_id:
             return answer(ErrorCode.INVALID_REQUEST)
         svc = ctx.broker.txn_service
-        r = await svc.run(lambda now: svc.coordinator.init_producer_id(
-            txn_id, body.transaction_timeout_ms, now, svc.new_producer_id, body.producer_id, body.producer_epoch
-        ), txn_id)  # fmt: skip
+        r = await svc.run(
+            lambda now: svc.coordinator.init_producer_id(
+                txn_id,
+                body.transaction_timeout_ms,
+                now,
+                svc.new_producer_id,
+                body.producer_id,
+                body.producer_epoch,
+            ),
+            txn_id,
+        )
         if r.error:
             fenced = r.error == ErrorCode.PRODUCER_FENCED and request.api_version < FENCED_CODE_VERSION
             return answer(ErrorCode.INVALID_PRODUCER_EPOCH if fenced else r.error)

@@ -114,18 +114,27 @@ def described_topic(ctx: RequestContext, t: TopicInfo, version: int, ops: int) -
     hit = encoded.get(key)
     if hit is None:
         topic = MetadataResponseTopic(
-            error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
-            partitions=partitions_of(ctx, t), topic_authorized_operations=ops,
-        )  # fmt: skip
+            error_code=0,
+            name=t.name,
+            topic_id=t.topic_id,
+            is_internal=t.internal,
+            partitions=partitions_of(ctx, t),
+            topic_authorized_operations=ops,
+        )
         hit = encoded[key] = response_codec(METADATA.key).pre_encode(topic, version)
     return cast(MetadataResponseTopic, hit)  # stored as pre_encode typed it
 
 
 def _row(p: int, d: PartitionDescription) -> MetadataResponsePartition:
     return MetadataResponsePartition(
-        error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
-        replica_nodes=d.replicas, isr_nodes=d.isr, offline_replicas=d.offline,
-    )  # fmt: skip
+        error_code=d.error_code,
+        partition_index=p,
+        leader_id=d.leader,
+        leader_epoch=d.leader_epoch,
+        replica_nodes=d.replicas,
+        isr_nodes=d.isr,
+        offline_replicas=d.offline,
+    )
 
 
 def brokers_of(ctx: RequestContext) -> tuple[list[BrokerEndpoint], int]:
@@ -289,12 +298,22 @@ def _paged_topic(
     for p in indexes:
         d = view.describe_partition(t, p, listener)
         part = DescribeTopicPartitionsResponsePartition(
-            error_code=d.error_code, partition_index=p, leader_id=d.leader, leader_epoch=d.leader_epoch,
-            replica_nodes=d.replicas, isr_nodes=d.isr, eligible_leader_replicas=[], last_known_elr=[],
+            error_code=d.error_code,
+            partition_index=p,
+            leader_id=d.leader,
+            leader_epoch=d.leader_epoch,
+            replica_nodes=d.replicas,
+            isr_nodes=d.isr,
+            eligible_leader_replicas=[],
+            last_known_elr=[],
             offline_replicas=d.offline,
-        )  # fmt: skip
+        )
         parts.append(part)
     return DescribeTopicPartitionsResponseTopic(
-        error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
+        error_code=0,
+        name=t.name,
+        topic_id=t.topic_id,
+        is_internal=t.internal,
+        partitions=parts,
         topic_authorized_operations=ops,
-    )  # fmt: skip
+    )

@@ -35,8 +35,9 @@ async def offset_for_leader_epoch(
 ) -> OffsetForLeaderEpochResponse:
     body = request.body
     # new partitions' logs, made off the event loop (no timeout in this request)
-    await ctx.replicas.await_logs(((rt.topic, rp.partition) for rt in body.topics for rp in rt.partitions),
-                                  UNTIMED_WAIT_S)  # fmt: skip
+    await ctx.replicas.await_logs(
+        ((rt.topic, rp.partition) for rt in body.topics for rp in rt.partitions), UNTIMED_WAIT_S
+    )
     topics = []
     for rt in body.topics:
         parts = []

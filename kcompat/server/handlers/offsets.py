@@ -65,8 +65,12 @@ REQUIRE_STABLE = 7
 
 
 def _commit_topic(t: oc.OffsetCommitRequestTopic) -> OffsetCommitRequestTopic:
-    parts = [OffsetCommitRequestPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
-                                          p.committed_metadata) for p in t.partitions]  # fmt: skip
+    parts = [
+        OffsetCommitRequestPartition(
+            p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata
+        )
+        for p in t.partitions
+    ]
     return OffsetCommitRequestTopic(t.name, parts)
 
 
@@ -87,13 +91,22 @@ async def offset_commit(
         answer.topics += refused
         return answer
     topics = [_commit_topic(t) for t in body.topics]
-    result = await coordinate(ctx, lambda now: service.coordinator.commit_offsets(
-        now, group_id=body.group_id, topics=topics,
-        generation_id_or_member_epoch=body.generation_id_or_member_epoch if v >= 1 else -1,
-        member_id=body.member_id if v >= 1 else "", group_instance_id=body.group_instance_id,
-        retention_time_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
-        partition_exists=service.partition_exists,
-    ), group=body.group_id, refuse=lambda e: _commit_refused(topics, e))  # fmt: skip
+    result = await coordinate(
+        ctx,
+        lambda now: service.coordinator.commit_offsets(
+            now,
+            group_id=body.group_id,
+            topics=topics,
+            generation_id_or_member_epoch=body.generation_id_or_member_epoch if v >= 1 else -1,
+            member_id=body.member_id if v >= 1 else "",
+            group_instance_id=body.group_instance_id,
+            retention_time_ms=body.retention_time_ms if 2 <= v <= 4 else -1,
+            api_version=v,
+            partition_exists=service.partition_exists,
+        ),
+        group=body.group_id,
+        refuse=lambda e: _commit_refused(topics, e),
+    )
     return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result + refused)
 
 
@@ -101,9 +114,16 @@ def _commit_refused(
     topics: list[OffsetCommitRequestTopic], error: ErrorCode
 ) -> list[oc.OffsetCommitResponseTopic]:
     """Cluster mode: this broker does not coordinate the group; every partition gets `error`."""
-    return [oc.OffsetCommitResponseTopic(name=t.name, partitions=[
-        oc.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(error)) for p in t.partitions
-    ]) for t in topics]  # fmt: skip
+    return [
+        oc.OffsetCommitResponseTopic(
+            name=t.name,
+            partitions=[
+                oc.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(error))
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
 
 
 async def _offset_commit_by_id(
@@ -121,19 +141,34 @@ async def _offset_commit_by_id(
         info = topics.by_id(t.topic_id)
         if info is None:
             code = int(ErrorCode.UNKNOWN_TOPIC_ID)
-            unknown.append(oc.OffsetCommitResponseTopic(topic_id=t.topic_id, partitions=[
-                oc.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code) for p in t.partitions
-            ]))  # fmt: skip
+            unknown.append(
+                oc.OffsetCommitResponseTopic(
+                    topic_id=t.topic_id,
+                    partitions=[
+                        oc.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                        for p in t.partitions
+                    ],
+                )
+            )
             continue
         ids[info.name] = info.topic_id
         known.append(OffsetCommitRequestTopic(info.name, _commit_topic(t).partitions))
-    result = await coordinate(ctx, lambda now: service.coordinator.commit_offsets(
-        now, group_id=body.group_id, topics=known,
-        generation_id_or_member_epoch=body.generation_id_or_member_epoch,
-        member_id=body.member_id, group_instance_id=body.group_instance_id,
-        retention_time_ms=-1, api_version=request.api_version,
-        partition_exists=service.partition_exists,
-    ), group=body.group_id, refuse=lambda e: _commit_refused(known, e))  # fmt: skip
+    result = await coordinate(
+        ctx,
+        lambda now: service.coordinator.commit_offsets(
+            now,
+            group_id=body.group_id,
+            topics=known,
+            generation_id_or_member_epoch=body.generation_id_or_member_epoch,
+            member_id=body.member_id,
+            group_instance_id=body.group_instance_id,
+            retention_time_ms=-1,
+            api_version=request.api_version,
+            partition_exists=service.partition_exists,
+        ),
+        group=body.group_id,
+        refuse=lambda e: _commit_refused(known, e),
+    )
     for answered in result:
         answered.topic_id = ids[answered.name]  # v10 answers by id (the name is not in its layout)
     return oc.OffsetCommitResponse(throttle_time_ms=0, topics=result + unknown)
@@ -157,12 +192,25 @@ def _partitions(
     out = []
     for p in t.partitions:
         if pending is not None and pending(group_id, t.name, p.partition_index):
-            out.append(row(partition_index=p.partition_index, committed_offset=-1, committed_leader_epoch=-1,
-                           metadata="", error_code=int(ErrorCode.UNSTABLE_OFFSET_COMMIT)))  # fmt: skip
+            out.append(
+                row(
+                    partition_index=p.partition_index,
+                    committed_offset=-1,
+                    committed_leader_epoch=-1,
+                    metadata="",
+                    error_code=int(ErrorCode.UNSTABLE_OFFSET_COMMIT),
+                )
+            )
             continue
-        out.append(row(partition_index=p.partition_index, committed_offset=p.committed_offset,
-                       committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
-                       error_code=int(p.error_code)))  # fmt: skip
+        out.append(
+            row(
+                partition_index=p.partition_index,
+                committed_offset=p.committed_offset,
+                committed_leader_epoch=p.committed_leader_epoch,
+                metadata=p.metadata,
+                error_code=int(p.error_code),
+            )
+        )
     return out
 
 
@@ -176,9 +224,14 @@ async def _fetch_offsets(
         return await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
     if len(wanted) == 1:  # the usual case: one group, refused as a whole
         g = wanted[0]
-        return await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False,
-                                group=g.group_id, committed=True,
-                                refuse=lambda e: [OffsetFetchResponseGroup(g.group_id, [], int(e))])  # fmt: skip
+        return await coordinate(
+            ctx,
+            lambda now: coordinator.fetch_offsets(now, wanted),
+            creates=False,
+            group=g.group_id,
+            committed=True,
+            refuse=lambda e: [OffsetFetchResponseGroup(g.group_id, [], int(e))],
+        )
     out = []
     for g in wanted:
         out.extend(await _fetch_offsets(ctx, [g]))
@@ -206,12 +259,17 @@ def _group_error(request: Request[of.OffsetFetchRequest], code: int) -> of.Offse
     topics = []
     if request.api_version < 2:
         topics = [
-            of.OffsetFetchResponseTopic(name=t.name, partitions=[
-                of.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="", error_code=code)
-                for p in t.partition_indexes
-            ])
+            of.OffsetFetchResponseTopic(
+                name=t.name,
+                partitions=[
+                    of.OffsetFetchResponsePartition(
+                        partition_index=p, committed_offset=-1, metadata="", error_code=code
+                    )
+                    for p in t.partition_indexes
+                ],
+            )
             for t in request.body.topics or []
-        ]  # fmt: skip
+        ]
     return of.OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=topics)
 
 
@@ -277,10 +335,21 @@ async def _offset_fetch_by_id(
             info = topics.by_id(rt.topic_id)
             if info is None:
                 code = int(ErrorCode.UNKNOWN_TOPIC_ID)
-                unknown.setdefault(rg.group_id, []).append(of.OffsetFetchResponseTopics(topic_id=rt.topic_id, partitions=[
-                    of.OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
-                                                     metadata="", error_code=code)
-                    for p in rt.partition_indexes]))  # fmt: skip
+                unknown.setdefault(rg.group_id, []).append(
+                    of.OffsetFetchResponseTopics(
+                        topic_id=rt.topic_id,
+                        partitions=[
+                            of.OffsetFetchResponsePartitions(
+                                partition_index=p,
+                                committed_offset=-1,
+                                committed_leader_epoch=-1,
+                                metadata="",
+                                error_code=code,
+                            )
+                            for p in rt.partition_indexes
+                        ],
+                    )
+                )
             else:
                 named.append(OffsetFetchRequestTopic(info.name, list(rt.partition_indexes)))
         wanted.append(OffsetFetchRequestGroup(rg.group_id, named, rg.member_id, rg.member_epoch))
@@ -297,8 +366,13 @@ async def _offset_fetch_by_id(
                         partitions=_partitions(t, of.OffsetFetchResponsePartitions, stable, g.group_id),
                     )
                 )
-        out.append(of.OffsetFetchResponseGroup(group_id=g.group_id, error_code=int(g.error_code),
-                                               topics=answered + unknown.get(g.group_id, [])))  # fmt: skip
+        out.append(
+            of.OffsetFetchResponseGroup(
+                group_id=g.group_id,
+                error_code=int(g.error_code),
+                topics=answered + unknown.get(g.group_id, []),
+            )
+        )
     return of.OffsetFetchResponse(throttle_time_ms=0, groups=out)
 
 
@@ -315,18 +389,30 @@ async def offset_delete(
         for t in body.topics
         if ctx.metadata.topic(t.name) is not None
     ]
-    resp = await coordinate(ctx, lambda now: broker.group_service.coordinator.delete_offsets(
-        now, group_id=body.group_id, topics=known,
-    ), creates=False, group=body.group_id, refuse=lambda e: od.OffsetDeleteResponse(error_code=int(e)))  # fmt: skip
+    resp = await coordinate(
+        ctx,
+        lambda now: broker.group_service.coordinator.delete_offsets(
+            now,
+            group_id=body.group_id,
+            topics=known,
+        ),
+        creates=False,
+        group=body.group_id,
+        refuse=lambda e: od.OffsetDeleteResponse(error_code=int(e)),
+    )
     if resp.error_code != ErrorCode.NONE:
         return od.OffsetDeleteResponse(error_code=int(resp.error_code), throttle_time_ms=0, topics=[])
     answered = {t.name: t for t in resp.topics}
     unknown = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     topics = [
         answered.get(t.name)
-        or od.OffsetDeleteResponseTopic(name=t.name, partitions=[
-            od.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=unknown) for p in t.partitions
-        ])
+        or od.OffsetDeleteResponseTopic(
+            name=t.name,
+            partitions=[
+                od.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=unknown)
+                for p in t.partitions
+            ],
+        )
         for t in body.topics
-    ]  # fmt: skip
+    ]
     return od.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=topics)

@@ -174,8 +174,12 @@ def _refused(resp: dict[str, Any], e: ApiError, v: int, leaders: set[int]) -> No
         leaders.add(e.leader)
 
 
-async def _replicated(ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]], timeout_ms: int,
-                      response: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+async def _replicated(
+    ctx: RequestContext,
+    pending: list[tuple[dict[str, Any], str, int, int]],
+    timeout_ms: int,
+    response: dict[str, Any],
+) -> dict[str, Any]:
     await _await_replication(ctx, pending, timeout_ms)
     return response
 
@@ -193,24 +197,37 @@ class NotLeader(ApiError):
 
 def _endpoints(ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
     listener = ctx.listener
-    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in ctx.metadata.live_brokers(listener) or () if b.node_id in node_ids]  # fmt: skip
+    return [
+        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in ctx.metadata.live_brokers(listener) or ()
+        if b.node_id in node_ids
+    ]
 
 
-async def _await_replication(ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]],
-                             timeout_ms: int) -> None:  # fmt: skip
+async def _await_replication(
+    ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]], timeout_ms: int
+) -> None:
     """acks=all in cluster mode: each append's answer once replicated (delayed_produce.py)."""
     codes = await await_replicated(
-        ctx.replicas.partitions, ctx.replicas.fetch_waiters, [((t, i), last) for _, t, i, last in pending],
-        max(timeout_ms, 0) / 1000, ctx.broker.clock,
-    )  # fmt: skip
+        ctx.replicas.partitions,
+        ctx.replicas.fetch_waiters,
+        [((t, i), last) for _, t, i, last in pending],
+        max(timeout_ms, 0) / 1000,
+        ctx.broker.clock,
+    )
     for (resp, _, _, _), code in zip(pending, codes, strict=True):
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            resp.update(error_code=int(code), base_offset=-1,
-                        error_message="leadership moved before the records were replicated")  # fmt: skip
+            resp.update(
+                error_code=int(code),
+                base_offset=-1,
+                error_message="leadership moved before the records were replicated",
+            )
         elif code == ErrorCode.REQUEST_TIMED_OUT:
-            resp.update(error_code=int(code), base_offset=-1,
-                        error_message="the records were not replicated to the ISR in time")  # fmt: skip
+            resp.update(
+                error_code=int(code),
+                base_offset=-1,
+                error_message="the records were not replicated to the ISR in time",
+            )
 
 
 def _leadership(ctx: RequestContext, t: TopicInfo, partition: int, acks: int) -> tuple[int, Any]:
@@ -224,8 +241,11 @@ def _leadership(ctx: RequestContext, t: TopicInfo, partition: int, acks: int) ->
         if not replica.is_leader:
             raise NotLeader(leader, leader_epoch)
         if acks == -1 and len(replica.state.isr) < replica.min_isr:
-            raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"The size of the current ISR {list(replica.state.isr)} "
-                           f"is insufficient to satisfy the min.isr requirement of {replica.min_isr}")  # fmt: skip
+            raise ApiError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR {list(replica.state.isr)} "
+                f"is insufficient to satisfy the min.isr requirement of {replica.min_isr}",
+            )
     return leader_epoch, replica
 
 
@@ -262,8 +282,9 @@ async def _produce_partition(
     if h.is_transactional and v >= IMPLICIT_ADD and txns.transaction_version >= 2:  # joins its txn
         await txns.add_implicitly(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
     elif h.is_transactional:
-        await txns.verify_produce(txn_id, h.producer_id, h.producer_epoch, t.name, partition,
-                                  transaction_abortable=v >= 11)  # fmt: skip
+        await txns.verify_produce(
+            txn_id, h.producer_id, h.producer_epoch, t.name, partition, transaction_abortable=v >= 11
+        )
     now = ctx.now_ms
     refused = check_records(records, h, conf, now, t.name, partition)
     if refused is not None:
@@ -286,8 +307,12 @@ async def _produce_partition(
         raise ApiError.from_log(e) from None
     if not info.duplicate:  # a retried batch answered with its first offsets was counted the first time
         ctx.broker.stats.records_in(t.name, info.last_offset - info.base_offset + 1, len(batch))
-    answer = {"error_code": 0, "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time_ms,
-              "log_start_offset": info.log_start_offset}  # fmt: skip
+    answer = {
+        "error_code": 0,
+        "base_offset": info.base_offset,
+        "log_append_time_ms": info.log_append_time_ms,
+        "log_start_offset": info.log_start_offset,
+    }
     return answer, info.last_offset if replica is not None and acks == -1 else -1
 
 

@@ -79,9 +79,12 @@ async def create_topics(ctx: RequestContext, request: Request[CreateTopicsReques
     results: list[CreatableTopicResult] = []
     try:
         async with ctx.metadata.topic_batch():  # one save (one fsync) for all the topics of the request
-            results.extend([
-                await _create_one(ctx, ct, body.validate_only, counts[ct.name] > 1, too_many) for ct in body.topics
-            ])  # fmt: skip
+            results.extend(
+                [
+                    await _create_one(ctx, ct, body.validate_only, counts[ct.name] > 1, too_many)
+                    for ct in body.topics
+                ]
+            )
     except ApiError as e:  # the batch could not be recorded: none of its topics exists
         for res in results:
             if res.error_code == 0:
@@ -98,8 +101,15 @@ async def create_topics(ctx: RequestContext, request: Request[CreateTopicsReques
 async def _create_one(
     ctx: RequestContext, ct: CreatableTopic, validate_only: bool, duplicate: bool, too_many: bool
 ) -> CreatableTopicResult:
-    res = CreatableTopicResult(name=ct.name, topic_id=ZERO_UUID, error_code=0, error_message=None,
-                               num_partitions=-1, replication_factor=-1, configs=None)  # fmt: skip
+    res = CreatableTopicResult(
+        name=ct.name,
+        topic_id=ZERO_UUID,
+        error_code=0,
+        error_message=None,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
     try:
         if duplicate:
             raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")

@@ -41,17 +41,34 @@ async def describe_transactions(ctx: RequestContext, request: Request) -> Any:
         denied = access.transactional_id_error(ctx, access.DESCRIBE, txn_id)
         m = txns.get(txn_id) if denied is None else None
         if m is None:
-            out.append({"error_code": int(denied or ErrorCode.TRANSACTIONAL_ID_NOT_FOUND), "transactional_id": txn_id,
-                        "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-                        "producer_id": -1, "producer_epoch": -1, "topics": []})  # fmt: skip
+            out.append(
+                {
+                    "error_code": int(denied or ErrorCode.TRANSACTIONAL_ID_NOT_FOUND),
+                    "transactional_id": txn_id,
+                    "transaction_state": "",
+                    "transaction_timeout_ms": 0,
+                    "transaction_start_time_ms": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+            )
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(m.partitions):
             by_topic.setdefault(topic, []).append(p)
-        out.append({"error_code": 0, "transactional_id": txn_id, "transaction_state": m.state.kafka_name,
-                    "transaction_timeout_ms": m.txn_timeout_ms, "transaction_start_time_ms": m.txn_start_ms,
-                    "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
-                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})  # fmt: skip
+        out.append(
+            {
+                "error_code": 0,
+                "transactional_id": txn_id,
+                "transaction_state": m.state.kafka_name,
+                "transaction_timeout_ms": m.txn_timeout_ms,
+                "transaction_start_time_ms": m.txn_start_ms,
+                "producer_id": m.producer_id,
+                "producer_epoch": m.producer_epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+        )
     return {"throttle_time_ms": 0, "transaction_states": out}
 
 
@@ -68,8 +85,12 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
         try:
             pattern = re.compile(body.transactional_id_pattern)
         except re.error:
-            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REGULAR_EXPRESSION),
-                    "unknown_state_filters": unknown, "transaction_states": []}  # fmt: skip
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.INVALID_REGULAR_EXPRESSION),
+                "unknown_state_filters": unknown,
+                "transaction_states": [],
+            }
     now = ctx.now_ms
     out = []
     for m in ctx.broker.txn_service.coordinator.txns.values():
@@ -81,8 +102,13 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
             continue
         if not access.allowed(ctx, access.DESCRIBE, access.TRANSACTIONAL_ID, m.transactional_id, quiet=True):
             continue
-        out.append({"transactional_id": m.transactional_id, "producer_id": m.producer_id,
-                    "transaction_state": m.state.kafka_name})  # fmt: skip
+        out.append(
+            {
+                "transactional_id": m.transactional_id,
+                "producer_id": m.producer_id,
+                "transaction_state": m.state.kafka_name,
+            }
+        )
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -94,8 +120,9 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
 @handles(DESCRIBE_PRODUCERS, "0")
 async def describe_producers(ctx: RequestContext, request: Request) -> Any:
     body = request.body
-    await ctx.replicas.await_logs(((t.name, p) for t in body.topics for p in t.partition_indexes),
-                                  UNTIMED_WAIT_S)  # new partitions' logs, made off the event loop  # fmt: skip
+    await ctx.replicas.await_logs(
+        ((t.name, p) for t in body.topics for p in t.partition_indexes), UNTIMED_WAIT_S
+    )  # new partitions' logs, made off the event loop
     topics = []
     for t in body.topics:
         denied = access.topic_error(ctx, access.READ, t.name)
@@ -103,8 +130,13 @@ async def describe_producers(ctx: RequestContext, request: Request) -> Any:
         parts = []
         for p in t.partition_indexes:
             if info is None or not 0 <= p < info.partitions:
-                parts.append({"partition_index": p, "error_code": int(denied or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                              "active_producers": []})  # fmt: skip
+                parts.append(
+                    {
+                        "partition_index": p,
+                        "error_code": int(denied or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                        "active_producers": [],
+                    }
+                )
                 continue
             try:
                 producers = ctx.replicas.partition_log(t.name, p).producer_state.producers
@@ -113,10 +145,22 @@ async def describe_producers(ctx: RequestContext, request: Request) -> Any:
                     {"partition_index": p, "error_code": int(ErrorCode[e.error_name]), "active_producers": []}
                 )
                 continue
-            parts.append({"partition_index": p, "error_code": 0, "active_producers": [
-                {"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
-                 "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
-                 "current_txn_start_offset": e.current_txn_first_offset}
-                for e in sorted(producers.values(), key=lambda e: e.producer_id)]})  # fmt: skip
+            parts.append(
+                {
+                    "partition_index": p,
+                    "error_code": 0,
+                    "active_producers": [
+                        {
+                            "producer_id": e.producer_id,
+                            "producer_epoch": e.epoch,
+                            "last_sequence": e.last_seq,
+                            "last_timestamp": e.last_timestamp,
+                            "coordinator_epoch": e.coordinator_epoch,
+                            "current_txn_start_offset": e.current_txn_first_offset,
+                        }
+                        for e in sorted(producers.values(), key=lambda e: e.producer_id)
+                    ],
+                }
+            )
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -65,9 +65,14 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Request) -> Any:
     v = request.api_version
     if v < BATCHED:
         results = await _add_partitions(
-            ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-            body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, v,
-        )  # fmt: skip
+            ctx,
+            body.v3_and_below_transactional_id,
+            body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch,
+            body.v3_and_below_topics,
+            False,
+            v,
+        )
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
     out = []
     for txn in body.transactions:
@@ -149,21 +154,36 @@ async def end_txn(ctx: RequestContext, request: Request) -> Any:
     tv = TV2 if request.api_version >= TV2_END_TXN else 0
     r = await svc.run(
         lambda now: svc.coordinator.end_txn(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.committed, now,
-            client_transaction_version=tv, new_producer_id=svc.new_producer_id,
-        ), body.transactional_id,
-    )  # fmt: skip
+            body.transactional_id,
+            body.producer_id,
+            body.producer_epoch,
+            body.committed,
+            now,
+            client_transaction_version=tv,
+            new_producer_id=svc.new_producer_id,
+        ),
+        body.transactional_id,
+    )
     ok = r.error == ErrorCode.NONE
-    return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version),
-            "producer_id": r.producer_id if ok else -1, "producer_epoch": r.producer_epoch if ok else -1}  # fmt: skip
+    return {
+        "throttle_time_ms": 0,
+        "error_code": fenced_as(r.error, request.api_version),
+        "producer_id": r.producer_id if ok else -1,
+        "producer_epoch": r.producer_epoch if ok else -1,
+    }
 
 
 # --- TxnOffsetCommit ---------------------------------------------------------------------------
 
 
 def _refused(topics: list[Any], code: int) -> list[dict[str, Any]]:
-    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                            for p in t.partitions]} for t in topics]  # fmt: skip
+    return [
+        {
+            "name": t.name,
+            "partitions": [{"partition_index": p.partition_index, "error_code": code} for p in t.partitions],
+        }
+        for t in topics
+    ]
 
 
 @handles(TXN_OFFSET_COMMIT, "0-5")
@@ -202,15 +222,27 @@ async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
     if svc.not_here(body.transactional_id) and svc.verifier is not None:
         # Cluster mode, the transaction coordinator on another broker: ask it whether the group's
         # partition is in the transaction (v5, transactions v2: add it there), as Kafka 4.3 does.
-        code, _ = await svc.verifier.verify(body.transactional_id, body.producer_id, body.producer_epoch, tp,
-                                            transaction_abortable=v >= TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT,
-                                            add=v >= TV2_TXN_OFFSET_COMMIT)  # fmt: skip
+        code, _ = await svc.verifier.verify(
+            body.transactional_id,
+            body.producer_id,
+            body.producer_epoch,
+            tp,
+            transaction_abortable=v >= TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT,
+            add=v >= TV2_TXN_OFFSET_COMMIT,
+        )
         if code:
             return answer(_verification_code(code, v))
     elif v >= TV2_TXN_OFFSET_COMMIT:  # transactions v2: the implicit AddOffsetsToTxn
-        r = await svc.run(lambda now: svc.coordinator.add_partitions(
-            body.transactional_id, body.producer_id, body.producer_epoch, [tp], now, client_transaction_version=TV2
-        ))  # fmt: skip
+        r = await svc.run(
+            lambda now: svc.coordinator.add_partitions(
+                body.transactional_id,
+                body.producer_id,
+                body.producer_epoch,
+                [tp],
+                now,
+                client_transaction_version=TV2,
+            )
+        )
         if r.error:
             return answer(int(r.error))
     if not svc.not_here(body.transactional_id) or svc.verifier is None:
@@ -223,25 +255,46 @@ async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
         if error:  # AddOffsetsToTxn did not come first (or the transaction is ending)
             return answer(int(ErrorCode.INVALID_TXN_STATE))
     topics = [
-        OffsetCommitRequestTopic(t.name, [
-            OffsetCommitRequestPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
-                                         p.committed_metadata) for p in t.partitions])
+        OffsetCommitRequestTopic(
+            t.name,
+            [
+                OffsetCommitRequestPartition(
+                    p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata
+                )
+                for p in t.partitions
+            ],
+        )
         for t in body.topics
-    ]  # fmt: skip
+    ]
     try:
         resp = await groups.run(
             lambda now: groups.coordinator.txn_commit_offsets(
-                now, group_id=body.group_id, producer_id=body.producer_id, topics=topics,
-                generation_id=body.generation_id, member_id=body.member_id,
-                group_instance_id=body.group_instance_id, partition_exists=groups.partition_exists,
+                now,
+                group_id=body.group_id,
+                producer_id=body.producer_id,
+                topics=topics,
+                generation_id=body.generation_id,
+                member_id=body.member_id,
+                group_instance_id=body.group_instance_id,
+                partition_exists=groups.partition_exists,
             ),
             producer=(body.producer_id, body.producer_epoch),
-        )  # fmt: skip
+        )
     except CoordinatorUnavailable:
         raise CloseConnection("the group coordinator is shutting down") from None
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(p.error_code)}
-                                        for p in t.partitions]} for t in resp]}  # fmt: skip
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": int(p.error_code)}
+                    for p in t.partitions
+                ],
+            }
+            for t in resp
+        ],
+    }
 
 
 def _verification_code(code: ErrorCode, v: int) -> int:
@@ -268,12 +321,24 @@ async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
         if denied:
             codes = dict.fromkeys(tps, denied)
         elif svc.markers is not None:  # cluster mode: answered once replicated (acks=all)
-            codes = await svc.markers.write_replicated(tps, m.producer_id, m.producer_epoch, m.transaction_result,
-                                                       m.coordinator_epoch)  # fmt: skip
+            codes = await svc.markers.write_replicated(
+                tps, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch
+            )
         else:
-            codes = {tp: svc.write_marker(*tp, m.producer_id, m.producer_epoch, m.transaction_result,
-                                          m.coordinator_epoch) for tp in tps}  # fmt: skip
-        topics = [{"name": t.name, "partitions": [{"partition_index": p, "error_code": int(codes[(t.name, p)])}
-                                                  for p in t.partition_indexes]} for t in m.topics]  # fmt: skip
+            codes = {
+                tp: svc.write_marker(
+                    *tp, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch
+                )
+                for tp in tps
+            }
+        topics = [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p, "error_code": int(codes[(t.name, p)])} for p in t.partition_indexes
+                ],
+            }
+            for t in m.topics
+        ]
         out.append({"producer_id": m.producer_id, "topics": topics})
     return {"markers": out}

@@ -43,8 +43,12 @@ class AnswerQueue:
         """May `frame` be handled before the answers to come are out?"""
         return len(self._items) < MAX_DEFERRED and frame[:2] == PRODUCE_KEY
 
-    async def turn(self, requests: deque[bytes | bytearray], send: Callable[[Answer], Awaitable[None]],
-                   idle: Callable[[asyncio.Future[Answer]], Awaitable[None]]) -> bool:  # fmt: skip
+    async def turn(
+        self,
+        requests: deque[bytes | bytearray],
+        send: Callable[[Answer], Awaitable[None]],
+        idle: Callable[[asyncio.Future[Answer]], Awaitable[None]],
+    ) -> bool:
         """The connection's next step with answers to come: send the first once ready, or True when
         the next request may be handled now; else wait for the first answer (`idle`: or a request).
         A failed answer raises what its handler raised."""

@@ -219,8 +219,12 @@ class TransactionService:
         n = shards.table.num_partitions
         short = shards.below_min_isr({p % n for p, _, _ in records}) if n else []
         if short:
-            log.warning("%s partition(s) %s: ISR below min.insync.replicas; %d record(s) refused",
-                        TRANSACTION_STATE, short, len(records))  # fmt: skip
+            log.warning(
+                "%s partition(s) %s: ISR below min.insync.replicas; %d record(s) refused",
+                TRANSACTION_STATE,
+                short,
+                len(records),
+            )
             for p in short:
                 shards.reload(p)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -311,9 +315,15 @@ class TransactionService:
             )
 
     async def _at_coordinator(
-        self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int,
-        transaction_abortable: bool, add: bool,
-    ) -> None:  # fmt: skip
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        topic: str,
+        partition: int,
+        transaction_abortable: bool,
+        add: bool,
+    ) -> None:
         """Cluster mode: verify (or add) the partition at the coordinator's broker, unless the log
         already holds this producer's open transaction at this epoch (Kafka's leader then skips the
         round trip: the transaction's first batch here was checked)."""
@@ -421,14 +431,23 @@ class TransactionService:
             if t is None or partition >= t.partitions:
                 continue  # deleted since: nothing left to mark
             marker = end_txn_marker(
-                job.producer_id, job.producer_epoch, commit=job.commit, coordinator_epoch=COORDINATOR_EPOCH,
+                job.producer_id,
+                job.producer_epoch,
+                commit=job.commit,
+                coordinator_epoch=COORDINATOR_EPOCH,
                 timestamp_ms=now,
-            )  # fmt: skip
+            )
             try:
                 self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
             except LogError as e:
-                log.error("cannot write the %s marker of %s to %s-%d: %s", "COMMIT" if job.commit else "ABORT",
-                          job.transactional_id, topic, partition, e)  # fmt: skip
+                log.error(
+                    "cannot write the %s marker of %s to %s-%d: %s",
+                    "COMMIT" if job.commit else "ABORT",
+                    job.transactional_id,
+                    topic,
+                    partition,
+                    e,
+                )
                 failed = True
                 continue
             if topic == CONSUMER_OFFSETS:
@@ -449,8 +468,15 @@ class TransactionService:
             return shards.error(job.transactional_id) == ErrorCode.NONE and shards.leader_epoch(p) == epoch
 
         try:
-            done = await markers.send(job.transactional_id, job.producer_id, job.producer_epoch, job.commit,
-                                      epoch, job.partitions, still_mine)  # fmt: skip
+            done = await markers.send(
+                job.transactional_id,
+                job.producer_id,
+                job.producer_epoch,
+                job.commit,
+                epoch,
+                job.partitions,
+                still_mine,
+            )
         finally:
             self._sending.discard((job.transactional_id, epoch))
         if done and still_mine():

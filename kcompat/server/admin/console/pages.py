@@ -66,22 +66,38 @@ class Console:
 
     def routes(self) -> dict[str, Callable[[Query], Page]]:
         return {
-            "/": self.overview, "/topics": self.topics, "/topic": self.topic, "/topic/messages": self.messages,
-            "/groups": self.groups, "/group": self.group, "/group/lag": self.group_lag,
-            "/group/lag.json": self.lag_json, "/brokers": self.brokers, "/static/": self.static,
-        }  # fmt: skip
+            "/": self.overview,
+            "/topics": self.topics,
+            "/topic": self.topic,
+            "/topic/messages": self.messages,
+            "/groups": self.groups,
+            "/group": self.group,
+            "/group/lag": self.group_lag,
+            "/group/lag.json": self.lag_json,
+            "/brokers": self.brokers,
+            "/static/": self.static,
+        }
 
     def _page(self, template: str, status: int = 200, **context: Any) -> Page:
         body = self.env.get_template(template).render(cluster_id=self.broker.cluster_id, **context)
         return Page(body.encode(), HTML, status)
 
     def overview(self, query: Query) -> Page:
-        return self._page("overview.html", page="overview", brokers=views.brokers(self.broker),
-                          topics=views.topics(self.broker), groups=views.groups(self.broker))  # fmt: skip
+        return self._page(
+            "overview.html",
+            page="overview",
+            brokers=views.brokers(self.broker),
+            topics=views.topics(self.broker),
+            groups=views.groups(self.broker),
+        )
 
     def brokers(self, query: Query) -> Page:
-        return self._page("brokers.html", page="brokers", brokers=views.brokers(self.broker),
-                          controllers=views.controllers(self.broker))  # fmt: skip
+        return self._page(
+            "brokers.html",
+            page="brokers",
+            brokers=views.brokers(self.broker),
+            controllers=views.controllers(self.broker),
+        )
 
     def topics(self, query: Query) -> Page:
         return self._page("topics.html", page="topics", topics=views.topics(self.broker))
@@ -92,8 +108,14 @@ class Console:
         if found is None:
             return self._page("missing.html", 404, page="topics", what=f"topic {name}")
         row, partitions, configs = found
-        return self._page("topic.html", page="topics", topic=row, partitions=partitions, configs=configs,
-                          formats=browse.FORMATS)  # fmt: skip
+        return self._page(
+            "topic.html",
+            page="topics",
+            topic=row,
+            partitions=partitions,
+            configs=configs,
+            formats=browse.FORMATS,
+        )
 
     def messages(self, query: Query) -> Page:
         name = _one(query, "name") or ""

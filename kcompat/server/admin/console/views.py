@@ -94,18 +94,35 @@ def _image(broker: Broker) -> MetadataImage | None:
 def brokers(broker: Broker) -> list[dict[str, object]]:
     image = _image(broker)
     if image is None:
-        return [{"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
-                 "rack": broker.rack or "", "cluster_id": broker.cluster_id, "state": "running",
-                 "this": True}]  # fmt: skip
+        return [
+            {
+                "node_id": broker.node_id,
+                "host": broker.advertised_host,
+                "port": broker.advertised_port,
+                "rack": broker.rack or "",
+                "cluster_id": broker.cluster_id,
+                "state": "running",
+                "this": True,
+            }
+        ]
     out: list[dict[str, object]] = []
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         ep = next(
             (e for e in b.endpoints if e.name in broker.endpoints), b.endpoints[0] if b.endpoints else None
         )
         state = "controlled shutdown" if b.in_controlled_shutdown else "fenced" if b.fenced else "unfenced"
-        out.append({"node_id": b.broker_id, "host": ep.host if ep else "", "port": ep.port if ep else 0,
-                    "rack": b.rack or "", "cluster_id": broker.cluster_id, "state": state, "epoch": b.epoch,
-                    "this": b.broker_id == broker.node_id})  # fmt: skip
+        out.append(
+            {
+                "node_id": b.broker_id,
+                "host": ep.host if ep else "",
+                "port": ep.port if ep else 0,
+                "rack": b.rack or "",
+                "cluster_id": broker.cluster_id,
+                "state": state,
+                "epoch": b.epoch,
+                "this": b.broker_id == broker.node_id,
+            }
+        )
     return out
 
 
@@ -123,8 +140,14 @@ def controllers(broker: Broker) -> list[dict[str, object]]:
         bootstrap = str(broker.config.get("controller.quorum.bootstrap.servers") or "")
         for item in filter(None, (x.strip() for x in bootstrap.split(","))):
             host, _, port = item.rpartition(":")
-            rows.append({"node_id": "?", "host": host, "port": int(port) if port.isdigit() else 0,
-                         "active": active == (host, int(port) if port.isdigit() else 0)})  # fmt: skip
+            rows.append(
+                {
+                    "node_id": "?",
+                    "host": host,
+                    "port": int(port) if port.isdigit() else 0,
+                    "active": active == (host, int(port) if port.isdigit() else 0),
+                }
+            )
     return rows
 
 
@@ -150,8 +173,15 @@ def topics(broker: Broker) -> list[TopicRow]:
     out = []
     for t in sorted(broker.metadata.topics.all(), key=lambda t: (t.internal, t.name)):
         parts = _partitions(broker, t.name, t.partitions)
-        out.append(TopicRow(t.name, t.partitions, sum(p.end - p.start for p in parts), sum(p.size for p in parts),
-                            t.internal))  # fmt: skip
+        out.append(
+            TopicRow(
+                t.name,
+                t.partitions,
+                sum(p.end - p.start for p in parts),
+                sum(p.size for p in parts),
+                t.internal,
+            )
+        )
     return out
 
 
@@ -165,8 +195,10 @@ def topic(
     row = TopicRow(
         t.name, t.partitions, sum(p.end - p.start for p in parts), sum(p.size for p in parts), t.internal
     )
-    configs = [(e.name, "" if e.sensitive else (e.value or ""), e.source.name)
-               for e in broker.metadata.describe_topic_configs(t)]  # fmt: skip
+    configs = [
+        (e.name, "" if e.sensitive else (e.value or ""), e.source.name)
+        for e in broker.metadata.describe_topic_configs(t)
+    ]
     return row, parts, configs
 
 
@@ -220,9 +252,17 @@ def _row(
             continue  # deleted since
         offset = committed.get((topic_name, partition))
         end = plog.high_watermark
-        row.partitions.append(LagRow(topic_name, partition, offset, plog.log_start_offset, end,
-                                     None if offset is None else max(end - offset, 0),
-                                     owner.get((topic_name, partition), "")))  # fmt: skip
+        row.partitions.append(
+            LagRow(
+                topic_name,
+                partition,
+                offset,
+                plog.log_start_offset,
+                end,
+                None if offset is None else max(end - offset, 0),
+                owner.get((topic_name, partition), ""),
+            )
+        )
     return row
 
 

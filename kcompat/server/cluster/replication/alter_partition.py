@@ -36,10 +36,19 @@ ALTER_PARTITION_VERSION = 3
 
 
 class IsrManager:
-    def __init__(self, *, node_id: int, channel: ControllerChannel, broker_epoch: Callable[[], int],
-                 image: Callable[[], MetadataImage], quorum_leader: Callable[[], tuple[str, int] | None],
-                 partitions: dict[tuple[str, int], Partition], waiters: FetchWaiters, lag_max_ms: int,
-                 now_ms: Callable[[], int]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        channel: ControllerChannel,
+        broker_epoch: Callable[[], int],
+        image: Callable[[], MetadataImage],
+        quorum_leader: Callable[[], tuple[str, int] | None],
+        partitions: dict[tuple[str, int], Partition],
+        waiters: FetchWaiters,
+        lag_max_ms: int,
+        now_ms: Callable[[], int],
+    ) -> None:
         self.node_id = node_id
         self._channel = channel
         self._broker_epoch = broker_epoch
@@ -57,8 +66,10 @@ class IsrManager:
         self.isr_expands = 0
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._send_loop(), name="alter-partition"),
-                       asyncio.create_task(self._shrink_loop(), name="isr-shrink")]  # fmt: skip
+        self._tasks = [
+            asyncio.create_task(self._send_loop(), name="alter-partition"),
+            asyncio.create_task(self._shrink_loop(), name="isr-shrink"),
+        ]
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -76,9 +87,14 @@ class IsrManager:
         if f is None:
             return
         b = self._image().brokers.get(replica_id)
-        if not rules.may_join_isr(f, p.log.high_watermark, p.leader_epoch_start,
-                                  registered_epoch=None if b is None else b.epoch, fenced=b is None or b.fenced,
-                                  in_controlled_shutdown=b is not None and b.in_controlled_shutdown):  # fmt: skip
+        if not rules.may_join_isr(
+            f,
+            p.log.high_watermark,
+            p.leader_epoch_start,
+            registered_epoch=None if b is None else b.epoch,
+            fenced=b is None or b.fenced,
+            in_controlled_shutdown=b is not None and b.in_controlled_shutdown,
+        ):
             return
         self._propose(p, (*p.state.isr, replica_id), f"expand with {replica_id}")
 
@@ -127,19 +143,34 @@ class IsrManager:
 
     async def _send(self, p: Partition, isr: tuple[int, ...]) -> Any:
         topic_id = self._image().topic_ids.get(p.topic)
-        epochs = {r: (self._broker_epoch() if r == self.node_id else
-                      (p.followers[r].broker_epoch if r in p.followers else -1)) for r in isr}  # fmt: skip
+        epochs = {
+            r: (
+                self._broker_epoch()
+                if r == self.node_id
+                else (p.followers[r].broker_epoch if r in p.followers else -1)
+            )
+            for r in isr
+        }
         body = {
             "broker_id": self.node_id,
             "broker_epoch": self._broker_epoch(),
-            "topics": [{"topic_id": topic_id or uuid.UUID(int=0), "partitions": [{
-                "partition_index": p.index,
-                "leader_epoch": p.state.leader_epoch,
-                "new_isr_with_epochs": [{"broker_id": r, "broker_epoch": e} for r, e in epochs.items()],
-                "leader_recovery_state": 0,
-                "partition_epoch": p.state.partition_epoch,
-            }]}],
-        }  # fmt: skip
+            "topics": [
+                {
+                    "topic_id": topic_id or uuid.UUID(int=0),
+                    "partitions": [
+                        {
+                            "partition_index": p.index,
+                            "leader_epoch": p.state.leader_epoch,
+                            "new_isr_with_epochs": [
+                                {"broker_id": r, "broker_epoch": e} for r, e in epochs.items()
+                            ],
+                            "leader_recovery_state": 0,
+                            "partition_epoch": p.state.partition_epoch,
+                        }
+                    ],
+                }
+            ],
+        }
         r = await self._channel.call(ALTER_PARTITION.key, ALTER_PARTITION_VERSION, body)
         if r.error_code == ErrorCode.NOT_CONTROLLER:
             leader = self._quorum_leader()

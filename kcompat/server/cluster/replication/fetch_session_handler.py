@@ -82,8 +82,9 @@ class FetchSessionHandler:
         to_forget = [k for k in self.session if k not in wanted]
         return FetchRequestData(self.session_id, self.epoch, to_send, to_forget, next_session)
 
-    def handle_response(self, sent: FetchRequestData, error_code: int, session_id: int,
-                        partitions: Iterable[Key]) -> bool:  # fmt: skip
+    def handle_response(
+        self, sent: FetchRequestData, error_code: int, session_id: int, partitions: Iterable[Key]
+    ) -> bool:
         """Learn from the answer to `sent`; False when its partitions must not be used."""
         if error_code != 0:
             if error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:

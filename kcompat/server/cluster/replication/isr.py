@@ -33,8 +33,15 @@ class FollowerState:
     broker_epoch: int = -1
 
 
-def high_watermark(current: int, leader_leo: int, leader: int, isr: Iterable[int],
-                   followers: Mapping[int, FollowerState], min_isr: int, committed_size: int | None = None) -> int:  # fmt: skip
+def high_watermark(
+    current: int,
+    leader_leo: int,
+    leader: int,
+    isr: Iterable[int],
+    followers: Mapping[int, FollowerState],
+    min_isr: int,
+    committed_size: int | None = None,
+) -> int:
     """The leader's high watermark after a change of log end offsets or of the ISR.
 
     `isr` is the maximal ISR (with a replica whose joining is pending); `committed_size` the size
@@ -65,8 +72,15 @@ def caught_up(f: FollowerState, leader_leo: int, fetch_offset: int, now_ms: int)
     f.last_fetch_leader_leo = leader_leo
 
 
-def may_join_isr(f: FollowerState, hw: int, leader_epoch_start: int, *, registered_epoch: int | None,
-                 fenced: bool, in_controlled_shutdown: bool) -> bool:  # fmt: skip
+def may_join_isr(
+    f: FollowerState,
+    hw: int,
+    leader_epoch_start: int,
+    *,
+    registered_epoch: int | None,
+    fenced: bool,
+    in_controlled_shutdown: bool,
+) -> bool:
     """KIP-903 eligibility of a follower outside the ISR."""
     return (
         f.log_end_offset >= hw
@@ -78,8 +92,9 @@ def may_join_isr(f: FollowerState, hw: int, leader_epoch_start: int, *, register
     )
 
 
-def out_of_sync(isr: Iterable[int], leader: int, followers: Mapping[int, FollowerState], now_ms: int,
-                lag_max_ms: int) -> list[int]:  # fmt: skip
+def out_of_sync(
+    isr: Iterable[int], leader: int, followers: Mapping[int, FollowerState], now_ms: int, lag_max_ms: int
+) -> list[int]:
     """ISR members that have not caught up within replica.lag.time.max.ms."""
     out = []
     for r in isr:

@@ -91,8 +91,11 @@ class Partition:
             # of partitions an image makes leader at once would hold the event loop).
             self.log.leader_epoch_cache.assign(reg.leader_epoch, self.log.log_end_offset, write=False)
             # ISR members count as caught up when the leadership starts (Kafka's resetReplicaState).
-            self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in reg.isr else 0)
-                              for r in reg.replicas if r != self.node_id}  # fmt: skip
+            self.followers = {
+                r: FollowerState(last_caught_up_ms=now_ms if r in reg.isr else 0)
+                for r in reg.replicas
+                if r != self.node_id
+            }
         else:
             for r in reg.replicas:
                 if r != self.node_id:
@@ -125,8 +128,15 @@ class Partition:
         if not self.is_leader:
             return False
         before = self.log.high_watermark
-        hw = rules.high_watermark(before, self.log.log_end_offset, self.node_id, self.maximal_isr, self.followers,
-                                  self.min_isr, len(self.state.isr))  # fmt: skip
+        hw = rules.high_watermark(
+            before,
+            self.log.log_end_offset,
+            self.node_id,
+            self.maximal_isr,
+            self.followers,
+            self.min_isr,
+            len(self.state.isr),
+        )
         if hw > before:
             self.log.set_high_watermark(hw)
             return True

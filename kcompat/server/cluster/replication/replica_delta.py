@@ -34,9 +34,16 @@ log = logging.getLogger("kcompat.replication")
 
 
 class ReplicaDeltaApplier:
-    def __init__(self, node_id: int, metadata: KRaftMetadata, replicas: ReplicaManager,
-                 fetchers: ReplicaFetcherManager, listener: str, now_ms: Callable[[], int],
-                 caught_up: Callable[[MetadataImage], bool] = lambda image: True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        node_id: int,
+        metadata: KRaftMetadata,
+        replicas: ReplicaManager,
+        fetchers: ReplicaFetcherManager,
+        listener: str,
+        now_ms: Callable[[], int],
+        caught_up: Callable[[MetadataImage], bool] = lambda image: True,
+    ) -> None:
         self.node_id = node_id
         self.metadata = metadata
         self.replicas = replicas
@@ -146,8 +153,14 @@ class ReplicaDeltaApplier:
         if state.leader == self.node_id:
             self.fetchers.remove(tp)
             if p.make_leader(state, self.now_ms()):
-                log.info("%s-%d: leader at epoch %d from offset %d (isr %s)", p.topic, p.index, state.leader_epoch,
-                         p.log.log_end_offset, list(state.isr))  # fmt: skip
+                log.info(
+                    "%s-%d: leader at epoch %d from offset %d (isr %s)",
+                    p.topic,
+                    p.index,
+                    state.leader_epoch,
+                    p.log.log_end_offset,
+                    list(state.isr),
+                )
             self.replicas.fetch_waiters.notify(
                 tp
             )  # parked requests see the new state (the HW may have moved)
@@ -162,11 +175,22 @@ class ReplicaDeltaApplier:
         state = p.state
         endpoint = self.metadata.broker_endpoint(state.leader, self.listener)
         if state.leader < 0 or endpoint is None:
-            log.info("%s-%d: follower with no leader reachable on %s (leader %d)", p.topic, p.index, self.listener,
-                     state.leader)  # fmt: skip
+            log.info(
+                "%s-%d: follower with no leader reachable on %s (leader %d)",
+                p.topic,
+                p.index,
+                self.listener,
+                state.leader,
+            )
             if state.leader >= 0:
                 self._no_endpoint.add((p.topic, p.index))
             return
-        log.info("%s-%d: follower of broker %d at epoch %d from offset %d", p.topic, p.index, state.leader,
-                 state.leader_epoch, p.log.log_end_offset)  # fmt: skip
+        log.info(
+            "%s-%d: follower of broker %d at epoch %d from offset %d",
+            p.topic,
+            p.index,
+            state.leader,
+            state.leader_epoch,
+            p.log.log_end_offset,
+        )
         self.fetchers.add(state.leader, (endpoint.host, endpoint.port), p)

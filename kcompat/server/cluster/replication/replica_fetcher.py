@@ -60,9 +60,16 @@ class FetcherSettings:
 
 
 class ReplicaFetcher:
-    def __init__(self, leader_id: int, endpoint: tuple[str, int], settings: FetcherSettings,
-                 broker_epoch: Callable[[], int], topic_id: Callable[[str], uuid.UUID | None],
-                 now_ms: Callable[[], int], on_append: Callable[[Partition], None]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        leader_id: int,
+        endpoint: tuple[str, int],
+        settings: FetcherSettings,
+        broker_epoch: Callable[[], int],
+        topic_id: Callable[[str], uuid.UUID | None],
+        now_ms: Callable[[], int],
+        on_append: Callable[[Partition], None],
+    ) -> None:
         self.leader_id = leader_id
         self.settings = settings
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -144,9 +151,12 @@ class ReplicaFetcher:
             if topic_id is not None:
                 sent[(topic_id, index)] = (p, p.leader_epoch, p.log.log_end_offset)
                 wanted[(topic_id, index)] = PartitionFetch(
-                    p.leader_epoch, p.log.log_end_offset, p.log.leader_epoch_cache.latest_epoch,
-                    p.log.log_start_offset, self.settings.partition_max_bytes,
-                )  # fmt: skip
+                    p.leader_epoch,
+                    p.log.log_end_offset,
+                    p.log.leader_epoch_cache.latest_epoch,
+                    p.log.log_start_offset,
+                    self.settings.partition_max_bytes,
+                )
         if not sent:
             return False
         data = self.session.build(wanted)
@@ -156,16 +166,25 @@ class ReplicaFetcher:
         was = self.session.session_id
         if not self.session.handle_response(data, r.error_code, r.session_id, answered):
             error = ErrorCode.of(r.error_code).name if r.error_code else "a partition outside the session"
-            log.info("replica fetch from broker %d (session %d epoch %d): %s", self.leader_id, data.session_id,
-                     data.session_epoch, error)  # fmt: skip
+            log.info(
+                "replica fetch from broker %d (session %d epoch %d): %s",
+                self.leader_id,
+                data.session_id,
+                data.session_epoch,
+                error,
+            )
             # A session error is answered at once, with a full fetch; anything else backs off.
             return r.error_code in (
                 ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                 ErrorCode.INVALID_FETCH_SESSION_EPOCH,
             )
         if self.session.session_id != was and self.session.session_id:
-            log.info("fetch session %d with broker %d (%d partitions)", self.session.session_id, self.leader_id,
-                     len(data.session))  # fmt: skip
+            log.info(
+                "fetch session %d with broker %d (%d partitions)",
+                self.session.session_id,
+                self.leader_id,
+                len(data.session),
+            )
         ok = True
         for rt in r.responses:
             for rp in rt.partitions:
@@ -185,13 +204,23 @@ class ReplicaFetcher:
         if rp.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and rp.log_start_offset > offset:
             # The leader no longer holds where this log ends (retention, DeleteRecords): start over
             # at its log start, as Kafka's fetcher does for a follower fallen behind it.
-            log.info("%s-%d: log end %d is below the leader's log start %d: starting over there",
-                     p.topic, p.index, offset, rp.log_start_offset)  # fmt: skip
+            log.info(
+                "%s-%d: log end %d is below the leader's log start %d: starting over there",
+                p.topic,
+                p.index,
+                offset,
+                rp.log_start_offset,
+            )
             p.log.restart_at(rp.log_start_offset, now_ms=self._now_ms())
             return True
         if rp.error_code != 0:
-            log.debug("replica fetch %s-%d from broker %d: %s", p.topic, p.index, self.leader_id,
-                      ErrorCode.of(rp.error_code).name)  # fmt: skip
+            log.debug(
+                "replica fetch %s-%d from broker %d: %s",
+                p.topic,
+                p.index,
+                self.leader_id,
+                ErrorCode.of(rp.error_code).name,
+            )
             return False
         try:
             diverging = rp.diverging_epoch
@@ -215,8 +244,17 @@ class ReplicaFetcher:
         to = max(to, 0)
         cache = p.log.leader_epoch_cache
         before = (p.log.log_end_offset, cache.latest_epoch)
-        log.info("%s-%d: truncating to %d (diverging epoch %d ends at %d on leader %d; ours ends at %d in epoch %d)",
-                 p.topic, p.index, to, leader_epoch, leader_end, self.leader_id, local_end, local_epoch)  # fmt: skip
+        log.info(
+            "%s-%d: truncating to %d (diverging epoch %d ends at %d on leader %d; ours ends at %d in epoch %d)",
+            p.topic,
+            p.index,
+            to,
+            leader_epoch,
+            leader_end,
+            self.leader_id,
+            local_end,
+            local_epoch,
+        )
         p.log.truncate_to(to, now_ms=self._now_ms())
         # Epochs that start at the new end hold no records (a leadership that appended nothing):
         # dropped too, as Kafka's truncateTo does, or LastFetchedEpoch would name them again.
@@ -227,9 +265,15 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, settings: FetcherSettings, *, broker_epoch: Callable[[], int],
-                 topic_id: Callable[[str], uuid.UUID | None], now_ms: Callable[[], int],
-                 on_append: Callable[[Partition], None]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: FetcherSettings,
+        *,
+        broker_epoch: Callable[[], int],
+        topic_id: Callable[[str], uuid.UUID | None],
+        now_ms: Callable[[], int],
+        on_append: Callable[[Partition], None],
+    ) -> None:
         self.settings = settings
         self._broker_epoch = broker_epoch
         self._topic_id = topic_id
