@@ -149,7 +149,7 @@ def test_serve_hands_the_config_to_the_server(monkeypatch: pytest.MonkeyPatch) -
     import kcompat.server
 
     monkeypatch.setitem(sys.modules, "kcompat.server.serve", fake)
-    monkeypatch.setattr(kcompat.server, "app", fake, raising=False)
+    monkeypatch.setattr(kcompat.server, "serve", fake, raising=False)
     monkeypatch.setattr(cli, "configure_logging", lambda level="INFO": None)
     for key in [k for k in os.environ if k.startswith("KAFKA_")]:
         monkeypatch.delenv(key)
