@@ -181,8 +181,10 @@ def test_only_the_assembly_point_imports_the_cluster_wing_and_only_its_assembly(
         tmp_path,
         {
             **WING_TREE,
-            "kcompat/server/broker.py": "def f():\n    from kcompat.server.cluster.assembly import build\n",
-            "kcompat/server/serve.py": "from kcompat.server.cluster import assembly, kraft_broker\n",
+            "kcompat/server/broker.py": (
+                "def f():\n    from kcompat.server.cluster.assembly import build\nfrom .cluster import kraft_broker\n"
+            ),
+            "kcompat/server/serve.py": "from kcompat.server.cluster import assembly\n",
             "kcompat/server/replica_manager.py": (
                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                 "    from .cluster.replication.isr import high_watermark\n"
@@ -193,18 +195,20 @@ def test_only_the_assembly_point_imports_the_cluster_wing_and_only_its_assembly(
     why = "(cluster mode is built by its assembly, behind the core's Protocols)"
     failures, _ = check(root)
     assert sorted(failures) == [
+        f"kcompat/server/broker.py:3: imports kcompat.server.cluster.kraft_broker {why}",  # only the assembly
         f"kcompat/server/groups/group_service.py:1: imports kcompat.server.cluster {why}",
         f"kcompat/server/replica_manager.py:3: imports kcompat.server.cluster.replication.isr {why}",
-        f"kcompat/server/serve.py:1: imports kcompat.server.cluster.kraft_broker {why}",
+        f"kcompat/server/serve.py:1: imports kcompat.server.cluster.assembly {why}",  # not the assembly point
     ]
     known = Known(
         wing_imports=[
-            ("cluster-is-a-wing", "kcompat/server/serve.py", "kcompat.server.cluster.kraft_broker"),
+            ("cluster-is-a-wing", "kcompat/server/serve.py", "kcompat.server.cluster.assembly"),
             ("cluster-is-a-wing", "kcompat/server/groups/group_service.py", "kcompat.server.cluster"),
         ]
     )
     assert check(root, known)[0] == [
-        f"kcompat/server/replica_manager.py:3: imports kcompat.server.cluster.replication.isr {why}"
+        f"kcompat/server/broker.py:3: imports kcompat.server.cluster.kraft_broker {why}",
+        f"kcompat/server/replica_manager.py:3: imports kcompat.server.cluster.replication.isr {why}",
     ]
 
 

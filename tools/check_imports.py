@@ -86,7 +86,7 @@ class WingRule:
 
 _S = "kcompat.server"
 CLUSTER_ASSEMBLY = f"{_S}.cluster.assembly"  # the one module that builds cluster mode
-ASSEMBLY_IMPORTERS = frozenset({f"{_S}.broker", f"{_S}.serve"})  # may import CLUSTER_ASSEMBLY
+ASSEMBLY_IMPORTERS = frozenset({f"{_S}.broker"})  # may import CLUSTER_ASSEMBLY, lazily, in cluster mode
 WINGS = (
     WingRule(
         "cluster-is-a-wing",
