@@ -37,10 +37,13 @@ install-test: $(TEST_STAMP)
 run: $(STAMP)
 	$(BIN)/kcompat serve
 
+# Every folder of the repository that holds Python (CI runs `make test`, which runs this).
+PY_DIRS := kcompat tests compat_tests tools benchmarks spark_examples
+
 check: $(LINT_STAMP)
-	$(BIN)/ruff check kcompat tests compat_tests tools benchmarks spark_examples
-	$(BIN)/ruff format --check kcompat tests compat_tests tools benchmarks spark_examples
-	$(BIN)/mypy kcompat
+	$(BIN)/ruff check $(PY_DIRS)
+	$(BIN)/ruff format --check $(PY_DIRS)
+	$(BIN)/mypy
 	$(BIN)/python tools/check_imports.py --strict
 	$(BIN)/python tools/gen_schemas.py --check
 	$(BIN)/python tools/gen_messages.py --check

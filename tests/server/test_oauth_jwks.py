@@ -18,8 +18,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from kcompat.config import BrokerConfig, ConfigError
 from kcompat.config.security import ListenerSecurity, OAuthSettings, SaslSettings
+from kcompat.security.sasl_exchange import SaslState
 from kcompat.server.auth.oauth_jwks import JwksValidator
-from kcompat.server.auth.sasl import SaslAuthenticator, State
+from kcompat.server.auth.sasl import SaslAuthenticator
 from tests.server.test_sasl import authenticate, handshake
 
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -134,7 +135,9 @@ def test_the_sasl_exchange_answers_invalid_token_then_fails(jwks_file: str) -> N
     good = SaslAuthenticator(security, lambda u, m: None, v.validate)
     handshake(good, "OAUTHBEARER")
     _, response = authenticate(good, f"n,,\x01auth=Bearer {token()}\x01\x01".encode())
-    assert response.error_code == 0 and good.state is State.COMPLETE and good.principal == "User:svc-orders"
+    assert (
+        response.error_code == 0 and good.state is SaslState.COMPLETE and good.principal == "User:svc-orders"
+    )
     assert response.session_lifetime_ms == pytest.approx(600_000, abs=5_000)  # until the token's exp
     bad = SaslAuthenticator(security, lambda u, m: None, v.validate)
     handshake(bad, "OAUTHBEARER")

@@ -1,5 +1,6 @@
-"""The SASL exchange of a connection (kcompat.server.auth.sasl) step by step, the SCRAM credential
-store, and the per-listener security settings."""
+"""The SASL exchange of a connection step by step (the state table in kcompat.security.sasl_exchange,
+its mechanisms bound in kcompat.server.auth.sasl), the SCRAM credential store, and the per-listener
+security settings."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from scramp import ScramClient, ScramMechanism
 
 from kcompat.config import BrokerConfig, ConfigError
 from kcompat.config.security import ListenerSecurity, SaslSettings, parse_jaas, plain_users
-from kcompat.server.auth.sasl import SaslAuthenticator, State
+from kcompat.security.sasl_exchange import OTHER, TRANSITIONS, Action, Plain, SaslExchange, SaslState
+from kcompat.server.auth.sasl import SaslAuthenticator
 from kcompat.storage.scram_credentials import ScramCredentialStore, from_password, parse_add_scram
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.protocol import decode_response, encode_request
@@ -56,12 +58,12 @@ def answer(api_key: int, version: int, chunks: list[Any] | None) -> Any:
     return decode_response(api_key, version, data[4:])[1]
 
 
-def handshake(a: SaslAuthenticator, mechanism: str, version: int = 1, now: float = 0.0) -> Any:
+def handshake(a: SaslExchange, mechanism: str, version: int = 1, now: float = 0.0) -> Any:
     step = a.step(frame(17, version, {"mechanism": mechanism}), now)
     return step, answer(17, version, step.chunks)
 
 
-def authenticate(a: SaslAuthenticator, token: bytes, version: int = 2, now: float = 0.0) -> Any:
+def authenticate(a: SaslExchange, token: bytes, version: int = 2, now: float = 0.0) -> Any:
     step = a.step(frame(36, version, {"auth_bytes": token}), now)
     return step, answer(36, version, step.chunks)
 
@@ -78,6 +80,28 @@ def test_only_api_versions_and_handshake_come_first() -> None:
     assert c.step(frame(17, 1, {"mechanism": "PLAIN"}), 0).close is not None  # a second handshake
 
 
+def test_every_state_with_request_headers_has_a_row_for_other_requests() -> None:
+    """RAW_TOKEN alone has no row: its frames are bare tokens, not requests."""
+    assert {state for state, _ in TRANSITIONS} == set(SaslState) - {SaslState.RAW_TOKEN}
+    assert all((state, OTHER) in TRANSITIONS for state, _ in TRANSITIONS)
+    assert TRANSITIONS[(SaslState.AUTHENTICATE, OTHER)] is Action.UNEXPECTED
+
+
+def test_the_exchange_runs_without_a_listener_or_a_store() -> None:
+    """The pure exchange takes its mechanisms from the caller; `now` only dates the session."""
+    started: list[str] = []
+
+    def start(name: str) -> Plain:
+        started.append(name)
+        return Plain({"alice": "alice-pw"})
+
+    a = SaslExchange(("PLAIN",), start, reauth_ms=1000)
+    handshake(a, "PLAIN")
+    _, body = authenticate(a, b"\0alice\0alice-pw", now=3.0)
+    assert started == ["PLAIN"] and body.error_code == 0 and a.session_expires == 4.0
+    assert a.state is SaslState.COMPLETE and a.principal == "User:alice"
+
+
 def test_unknown_mechanism_gets_the_enabled_list() -> None:
     step, body = handshake(auth(mechanisms=("PLAIN",)), "GSSAPI")
     assert body.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM and body.mechanisms == ["PLAIN"]
@@ -90,7 +114,7 @@ def test_plain_success_session_lifetime_and_expiry() -> None:
     assert body.error_code == 0 and body.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
     step, body = authenticate(a, b"\0alice\0alice-pw", now=10.0)
     assert body.error_code == 0 and body.session_lifetime_ms == 60_000 and step.close is None
-    assert a.principal == "User:alice" and a.state is State.COMPLETE
+    assert a.principal == "User:alice" and a.state is SaslState.COMPLETE
     assert a.step(frame(3, 12, {"topics": None}), 69.0).to_broker
     expired = a.step(frame(3, 12, {"topics": None}), 70.0)
     assert expired.close is not None and "expired" in expired.close

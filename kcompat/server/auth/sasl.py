@@ -1,102 +1,25 @@
-"""The SASL exchange of one connection on a SASL_PLAINTEXT or SASL_SSL listener (Kafka's
-SaslServerAuthenticator), settled before any other request reaches the dispatcher.
-
-SaslHandshake (17) v0-1, SaslAuthenticate (36) v0-2; mechanisms PLAIN (users of the listener's
-PlainLoginModule JAAS config), SCRAM-SHA-256/512 (`scramp` against the stored credentials) and
-OAUTHBEARER with Kafka's unsecured-JWS validator (KIP-255, for development: `alg: none` tokens) or,
-when the listener names OAuthBearerValidatorCallbackHandler, signed JWTs (kcompat.server.auth.oauth_jwks).
-
-    state         ApiVersions  SaslHandshake          SaslAuthenticate        other request
-    HANDSHAKE     broker       -> AUTHENTICATE (v1+)  close                   close
-                               -> RAW_TOKEN (v0)
-    AUTHENTICATE  close        close                  step; done -> COMPLETE  close
-    RAW_TOKEN     every frame is a bare token (no header), answered bare; done -> COMPLETE
-    COMPLETE      broker       -> AUTHENTICATE (KIP-368 re-authentication, v1+ only)
-                  any request after the session expired (connections.max.reauth.ms): close
-A failed authentication is answered with SASL_AUTHENTICATION_FAILED after
-connection.failed.authentication.delay.ms (v1+; v0 tokens get no answer) and the connection closed;
-an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM and the list of enabled ones.
+"""The SASL mechanisms bound to what they need beyond the exchange (the pure state table is
+kcompat.security.sasl_exchange): the listener's PLAIN users, SCRAM-SHA-256/512 through `scramp`
+against the stored credentials, and OAUTHBEARER with Kafka's unsecured-JWS validator (KIP-255, for
+development: `alg: none` tokens) or, when the listener names OAuthBearerValidatorCallbackHandler,
+signed JWTs (kcompat.server.auth.oauth_jwks). OAUTHBEARER reads the wall clock for a token's
+lifetime, which is why it lives here and not in the pure exchange.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import enum
-import hmac
 import json
-import struct
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from scramp import ScramMechanism
 from scramp.utils import ScramException
 
 from kcompat.config.security import ListenerSecurity, parse_jaas, plain_users
+from kcompat.security.sasl_exchange import AuthenticationFailed, Mechanism, Plain, SaslExchange
 from kcompat.storage.scram_credentials import ScramCredential
-from kcompat.wire.error_codes import ErrorCode
-from kcompat.wire.errors import DecodeError
-from kcompat.wire.protocol import (
-    API_VERSIONS_KEY,
-    UnsupportedRequest,
-    decode_request,
-    encode_response,
-    peek_header,
-)
-from kcompat.wire.types.sasl_authenticate import SaslAuthenticateResponse
-from kcompat.wire.types.sasl_handshake import SaslHandshakeResponse
-
-SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
-_SIZE = struct.Struct(">i")
-
-
-class State(enum.Enum):
-    HANDSHAKE = "handshake"
-    AUTHENTICATE = "authenticate"
-    RAW_TOKEN = "raw token"
-    COMPLETE = "complete"
-
-
-@dataclass(slots=True)
-class AuthStep:
-    """What the connection does with a frame: hand it to the broker, or send `chunks` (maybe after
-    `delay_s`), and close when `close` names a reason."""
-
-    to_broker: bool = False
-    chunks: list[Any] | None = None  # encoded response chunks
-    close: str | None = None
-    delay_s: float = 0.0
-
-
-class AuthenticationFailed(Exception):
-    pass
-
-
-class _Plain:
-    def __init__(self, users: Mapping[str, str]) -> None:
-        self._users = users
-        self.username: str | None = None
-        self._user = ""  # the name tried, for the failure's log line
-
-    def step(self, token: bytes) -> bytes | None:
-        parts = token.split(b"\0")
-        if len(parts) != 3:
-            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
-        authzid, user, password = (p.decode("utf-8", "replace") for p in parts)
-        self._user = user
-        if not user or not password:
-            raise AuthenticationFailed("Authentication failed: username or password not specified")
-        if authzid and authzid != user:
-            raise AuthenticationFailed(
-                "Authentication failed: Client requested an authorization id that is different from username"
-            )
-        expected = self._users.get(user)
-        if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
-            raise AuthenticationFailed("Authentication failed: Invalid username or password")
-        self.username = user
-        return None  # PLAIN is done in one step, with an empty answer
 
 
 class _Scram:
@@ -106,7 +29,8 @@ class _Scram:
         self._server = ScramMechanism(mechanism).make_server(self._auth_info)
         self._first = True
         self.username: str | None = None
-        self._user = ""
+        self.user_tried = ""
+        self.lifetime_ms: int | None = None
 
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
         c = self._lookup(user, self._mechanism)
@@ -122,7 +46,7 @@ class _Scram:
                 self._first = False
                 for attr in message.split(",")[2:]:  # after the GS2 header: n=saslname (RFC 5802 escapes)
                     if attr.startswith("n="):
-                        self._user = attr[2:].replace("=2C", ",").replace("=3D", "=")
+                        self.user_tried = attr[2:].replace("=2C", ",").replace("=3D", "=")
                 self._server.set_client_first(message)
                 first: str = self._server.get_server_first()
                 return first.encode()
@@ -131,7 +55,7 @@ class _Scram:
             answer = final.encode()
         except ScramException:
             raise AuthenticationFailed(failed) from None
-        self.username = self._user
+        self.username = self.user_tried
         return answer
 
 
@@ -143,7 +67,7 @@ class _OAuthBearer:
     def __init__(self, validate: Callable[[str], tuple[str, float]]) -> None:
         self._validate = validate
         self.username: str | None = None
-        self._user = ""
+        self.user_tried = ""
         self._failed: str | None = None
         self.lifetime_ms: int | None = None  # until the token expires
 
@@ -162,7 +86,7 @@ class _OAuthBearer:
         except ValueError as e:
             self._failed = str(e)
             return json.dumps({"status": "invalid_token"}).encode()
-        self.username = self._user = principal
+        self.username = self.user_tried = principal
         self.lifetime_ms = max(1, int((exp - time.time()) * 1000))
         return b""
 
@@ -208,7 +132,10 @@ class UnsecuredValidator:
         return principal, float(exp)
 
 
-class SaslAuthenticator:
+class SaslAuthenticator(SaslExchange):
+    """The exchange of one connection on a SASL_PLAINTEXT or SASL_SSL listener, its mechanisms
+    bound to the listener's settings, the SCRAM credentials and the OAUTHBEARER validator."""
+
     def __init__(
         self,
         security: ListenerSecurity,
@@ -216,130 +143,24 @@ class SaslAuthenticator:
         oauth_validate: Callable[[str], tuple[str, float]] | None = None,
     ) -> None:
         assert security.sasl is not None
-        self._settings = security
-        self._mechanisms = security.sasl.mechanisms
-        self._plain_users = plain_users(security.sasl.jaas["PLAIN"]) if "PLAIN" in self._mechanisms else {}
+        mechanisms = security.sasl.mechanisms
+        self._plain_users = plain_users(security.sasl.jaas["PLAIN"]) if "PLAIN" in mechanisms else {}
         if oauth_validate is None:  # the listener's JWKS validator, or Kafka's default unsecured one
             oauth = security.sasl.jaas.get("OAUTHBEARER")
             oauth_validate = UnsecuredValidator(parse_jaas(oauth).options if oauth else {}).validate
         self._oauth_validate = oauth_validate
         self._scram_lookup = scram_lookup
         self.max_token_bytes = security.sasl.max_receive_size
-        self.state = State.HANDSHAKE
-        self._mechanism: _Plain | _Scram | _OAuthBearer | None = None
-        self._mechanism_name = ""
-        self.principal: str | None = None
-        self.session_expires: float | None = None  # loop time
-
-    @property
-    def complete(self) -> bool:
-        return self.state is State.COMPLETE
-
-    def step(self, frame: memoryview, now: float) -> AuthStep:
-        if self.state is State.RAW_TOKEN:
-            return self._raw_token(bytes(frame), now)
-        try:
-            key, version, correlation = peek_header(frame)
-        except DecodeError:
-            return AuthStep(close="a SASL frame too short for a request header")
-        if self.state is State.COMPLETE:
-            if key == SASL_HANDSHAKE_KEY:
-                if version == 0:
-                    return AuthStep(close="re-authentication needs SaslHandshake v1 or later")
-                return self._handshake(frame, now)
-            if self.session_expires is not None and now >= self.session_expires:
-                return AuthStep(
-                    close=f"the SASL session of {self.principal} expired (connections.max.reauth.ms)"
-                )
-            return AuthStep(to_broker=True)
-        if self.state is State.HANDSHAKE:
-            if key == API_VERSIONS_KEY:
-                return AuthStep(to_broker=True)
-            if key == SASL_HANDSHAKE_KEY:
-                return self._handshake(frame, now)
-        elif key == SASL_AUTHENTICATE_KEY:
-            return self._authenticate(frame, version, correlation, now)
-        return AuthStep(
-            close=f"unexpected request (API key {key} v{version}) in SASL state {self.state.value}"
+        super().__init__(
+            mechanisms,
+            self._mechanism_for,
+            reauth_ms=security.reauth_ms,
+            failed_auth_delay_ms=security.failed_auth_delay_ms,
         )
 
-    def _handshake(self, frame: memoryview, now: float) -> AuthStep:
-        try:
-            request = decode_request(frame, strict=False)
-        except (DecodeError, UnsupportedRequest) as e:
-            return AuthStep(close=f"SaslHandshake does not decode: {e}")
-        mechanism = request.body.mechanism
-        ok = mechanism in self._mechanisms and (
-            self.state is not State.COMPLETE or mechanism == self._mechanism_name
-        )
-        error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM
-        body = SaslHandshakeResponse(error_code=int(error), mechanisms=list(self._mechanisms))
-        chunks = encode_response(SASL_HANDSHAKE_KEY, request.api_version, request.correlation_id, body)
-        if not ok:
-            return AuthStep(
-                chunks=chunks, close=f"SASL mechanism {mechanism!r} is not enabled on this listener"
-            )
-        self._mechanism_name = mechanism
-        if mechanism == "PLAIN":
-            self._mechanism = _Plain(self._plain_users)
-        elif mechanism == "OAUTHBEARER":
-            self._mechanism = _OAuthBearer(self._oauth_validate)
-        else:
-            self._mechanism = _Scram(mechanism, self._scram_lookup)
-        self.state = State.RAW_TOKEN if request.api_version == 0 else State.AUTHENTICATE
-        return AuthStep(chunks=chunks)
-
-    def _authenticate(self, frame: memoryview, version: int, correlation: int, now: float) -> AuthStep:
-        try:
-            request = decode_request(frame, strict=False)
-        except (DecodeError, UnsupportedRequest) as e:
-            return AuthStep(close=f"SaslAuthenticate does not decode: {e}")
-        try:
-            answer = self._token(request.body.auth_bytes, now)
-        except AuthenticationFailed as e:
-            body = SaslAuthenticateResponse(
-                error_code=int(ErrorCode.SASL_AUTHENTICATION_FAILED), error_message=str(e)
-            )
-            return AuthStep(
-                chunks=encode_response(SASL_AUTHENTICATE_KEY, version, correlation, body),
-                close=self._failure(e),
-                delay_s=self._settings.failed_auth_delay_ms / 1000,
-            )
-        lifetime = 0
-        if self.complete and self.session_expires is not None:
-            lifetime = max(1, round((self.session_expires - now) * 1000))
-        body = SaslAuthenticateResponse(
-            error_code=0, error_message=None, auth_bytes=answer or b"", session_lifetime_ms=lifetime
-        )
-        return AuthStep(chunks=encode_response(SASL_AUTHENTICATE_KEY, version, correlation, body))
-
-    def _raw_token(self, token: bytes, now: float) -> AuthStep:
-        try:
-            answer = self._token(token, now)
-        except AuthenticationFailed as e:
-            return AuthStep(close=self._failure(e), delay_s=self._settings.failed_auth_delay_ms / 1000)
-        return AuthStep(chunks=[_SIZE.pack(len(answer or b"")) + (answer or b"")])
-
-    def _token(self, token: bytes, now: float) -> bytes | None:
-        """One token of the mechanism's exchange; when it completes, the session starts."""
-        mechanism = self._mechanism
-        assert mechanism is not None
-        answer = mechanism.step(token)
-        if mechanism.username is not None:
-            principal = f"User:{mechanism.username}"
-            if self.principal is not None and principal != self.principal:
-                raise AuthenticationFailed(
-                    f"Cannot change principals during re-authentication from {self.principal}: {principal}"
-                )
-            self.principal = principal
-            self.state = State.COMPLETE
-            # KIP-368: the session ends at connections.max.reauth.ms or when the credential expires
-            limits = [
-                ms for ms in (self._settings.reauth_ms or None, getattr(mechanism, "lifetime_ms", None)) if ms
-            ]
-            self.session_expires = now + min(limits) / 1000 if limits else None
-        return answer
-
-    def _failure(self, e: Exception) -> str:
-        who = self._mechanism._user if self._mechanism is not None else ""
-        return f"failed authentication with {self._mechanism_name}" + (f" as {who}" if who else "") + f": {e}"
+    def _mechanism_for(self, name: str) -> Mechanism:
+        if name == "PLAIN":
+            return Plain(self._plain_users)
+        if name == "OAUTHBEARER":
+            return _OAuthBearer(self._oauth_validate)
+        return _Scram(name, self._scram_lookup)
