@@ -36,7 +36,8 @@ from kcompat.server.dispatcher import RequestDispatcher
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
-from kcompat.server.local_metadata import LocalMetadata, MetadataView
+from kcompat.server.local_metadata import LocalMetadata
+from kcompat.server.metadata_view import MetadataView
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
@@ -133,11 +134,10 @@ class Broker:
             self.replicas.cluster_mode = True
         else:
             # Topics, producer ids, dynamic configs: the single-node MetadataView, in kcompat.storage files.
-            local = LocalMetadata(config, self.log_dirs[0])
+            local = LocalMetadata(config, self.log_dirs[0], logs=lambda: self.replicas)
             self.metadata = local
             # The partition logs and the fetches parked on them; one append path wakes those fetches.
             self.replicas = ReplicaManager(topic=local.topic, log_config=local.log_config)
-            local.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
         self.fetch_sessions = FetchManager(
             FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))
         )
