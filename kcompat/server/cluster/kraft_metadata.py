@@ -81,22 +81,26 @@ class _NoProducerIds:
 class KRaftMetadata(ConfigReads):
     """The cluster-mode MetadataView (metadata_view.py); see the module docstring."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        on_acls: Callable[[list[AclBinding]], None] | None = None,
+        producer_ids: ProducerIds | None = None,
+        auto_create: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_acls` is given each new ACL set of the image (the broker's authorizer, when one is
+        configured). Producer ids come in blocks from the KRaft controller, and a topic that
+        auto.create.topics.enable creates is asked of the controller (answered LEADER_NOT_AVAILABLE
+        meanwhile), as Kafka's RPCProducerIdManager and AutoTopicCreationManager do (assembly.py
+        gives both; without them, COORDINATOR_NOT_AVAILABLE and no auto-creation)."""
         self._config = config
         self.node_id = config.node_id
         self.image = MetadataImage()
         self._topics: dict[str, _Topic] = {}
         self._view = ImageTopics(self)
-        # Given each new ACL set of the image (the broker's authorizer, when one is configured).
-        self.on_acls: Callable[[list[AclBinding]], None] | None = None
-        self._producer_ids: ProducerIds = _NoProducerIds()
-        self._auto_create: Callable[[str], None] | None = None
-
-    def use_controller(self, producer_ids: ProducerIds, auto_create: Callable[[str], None]) -> None:
-        """Producer ids come in blocks from the KRaft controller, and a topic that
-        auto.create.topics.enable creates is asked of the controller (answered LEADER_NOT_AVAILABLE
-        meanwhile), as Kafka's RPCProducerIdManager and AutoTopicCreationManager do."""
-        self._producer_ids = producer_ids
+        self.on_acls = on_acls
+        self._producer_ids: ProducerIds = _NoProducerIds() if producer_ids is None else producer_ids
         self._auto_create = auto_create
 
     def load(self) -> None:
