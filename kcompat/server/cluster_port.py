@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from kcompat.config import BrokerConfig
+from kcompat.metadata.image import MetadataImage
 from kcompat.server.dispatcher import NO_FORWARDING, Forwarder
 from kcompat.server.groups.shard_port import AllGroupsHere, GroupShardsPort
 from kcompat.server.isr_port import IsrPort, NoIsrChanges
@@ -70,6 +71,9 @@ class ClusterPort(Protocol):
     def quorum_leader(self) -> tuple[str, int] | None:
         """(host, port) of the KRaft quorum leader once known."""
 
+    def image(self) -> MetadataImage | None:
+        """The KRaft metadata image the broker serves from (None on a single node)."""
+
     def start(self, broker: StartedBroker) -> None:
         """After the broker started (its logs open, its listeners bound)."""
 
@@ -101,6 +105,9 @@ class SingleNode:
         return LocalTxnWrites(service)
 
     def quorum_leader(self) -> tuple[str, int] | None:
+        return None
+
+    def image(self) -> MetadataImage | None:
         return None
 
     def start(self, broker: StartedBroker) -> None:

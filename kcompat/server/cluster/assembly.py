@@ -124,6 +124,9 @@ class ClusterAssembly:
     def quorum_leader(self) -> tuple[str, int] | None:
         return self.member.raft_leader
 
+    def image(self) -> MetadataImage:
+        return self.metadata.image  # the published one (the follower's may be ahead)
+
     # --- the parts the broker's constructors ask for ----------------------------------------------
 
     def isr(self, replicas: ReplicaManager) -> IsrManager:
