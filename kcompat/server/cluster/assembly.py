@@ -65,6 +65,7 @@ class ClusterAssembly:
     cluster_mode = True
     transaction_version = 0  # until the image finalizes one (set_transaction_version)
 
+    # Built by the factories the broker's constructors call (isr, group_shards, txn_writes) or by start.
     _isr: IsrManager
     _groups: GroupShards
     _txns: TxnShards
@@ -131,7 +132,6 @@ class ClusterAssembly:
 
     def isr(self, replicas: ReplicaManager) -> IsrManager:
         member, config = self.member, self._config
-        self._replicas = replicas
         self._isr = IsrManager(
             node_id=self.node_id,
             channel=ControllerChannel(
@@ -190,7 +190,8 @@ class ClusterAssembly:
 
     def start(self, broker: StartedBroker) -> None:
         """Start registration, heartbeats and the metadata follower for a started Broker."""
-        config, member, replicas = self._config, self.member, self._replicas
+        config, member = self._config, self.member
+        replicas = self._replicas = broker.replicas
         logs = replicas.logs
         assert logs is not None, "ClusterAssembly.start runs after broker.start()"
         directory_id = _from_base64(next(iter(logs.directory_ids.values())))
