@@ -8,7 +8,7 @@ Two halves meet at one small interface:
   still goes out first: `answer_queue.py`) while connections proceed concurrently, backpressure,
   idle and connection limits, zero-copy writes of file slices, graceful shutdown;
 - the broker (`broker.py`, which only wires the parts and runs their life cycle): the request
-  dispatcher (`dispatcher.py`), the metadata view (`local_metadata.py`), the replica manager
+  dispatcher (`dispatcher.py`), the metadata view (`metadata_view.py`, one node's `local_metadata.py`), the replica manager
   (`replica_manager.py`: logs and parked fetches), the group service, and one handler per API
   (`handlers/`), registered in `registry.py` with the versions it implements. ARCHITECTURE.md at
   the repository root draws them.

@@ -3,8 +3,8 @@
     frame ──► broker.handle = RequestDispatcher.handle (dispatcher.py: decode, route, encode)
           ──► handler(RequestContext, request) ──► body ──► [chunks]
 
-    RequestContext ──.metadata──► LocalMetadata (local_metadata.py; a MetadataView), in cluster
-                                  mode KRaftMetadata (kraft_metadata.py, imported only then)
+    RequestContext ──.metadata──► MetadataView (metadata_view.py): LocalMetadata on one node, in
+                                  cluster mode KRaftMetadata (cluster/, imported only then)
                    ──.replicas──► ReplicaManager (replica_manager.py): logs, parked fetches
                    ──.groups────► GroupService (group_service.py): the group coordinator
                    broker.txn_service ► TransactionService (txn_service.py): the transaction coordinator
@@ -12,6 +12,10 @@
 
 What Kafka does with a request it cannot serve (UNSUPPORTED_VERSION for ApiVersions, a closed
 connection otherwise) is the dispatcher's (CloseConnection, load_handlers); ApiError is errors.py's.
+
+What cluster mode adds is built with the broker and handed to the constructors below, through the
+ClusterPort (cluster_port.py): SingleNode's parts on one node, cluster/assembly.py's under KRaft
+controllers (the only import of kcompat.server.cluster outside it, made only then).
 
 Handlers run on the event loop. Appends and reads of the page cache are fast enough to stay there;
 blocking work that can be long (retention, fsync on close) runs in a worker thread.
@@ -32,11 +36,12 @@ from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_fil
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
+from kcompat.server.cluster_port import ClusterPort, SingleNode
 from kcompat.server.dispatcher import RequestDispatcher
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
-from kcompat.server.local_metadata import LocalMetadata, MetadataView
+from kcompat.server.metadata_view import MetadataView
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
@@ -118,26 +123,27 @@ class Broker:
         if config.get("authorizer.class.name"):
             super_users = [u.strip() for u in str(config.get("super.users") or "").split(";") if u.strip()]
             self.authorizer = Authorizer(super_users, bool(config.get("allow.everyone.if.no.acl.found")))
-        self.metadata: MetadataView
-        # Cluster mode: (host, port) of the KRaft quorum leader once known (set by cluster_member.py).
-        self.quorum_leader: Callable[[], tuple[str, int] | None] = lambda: None
+        self.cluster: ClusterPort
         if is_cluster_member(config):
-            # Cluster mode: the MetadataView is the KRaft image (imported only then); the image's
-            # deltas reach the replica manager through cluster_member.start_cluster_member.
-            from kcompat.server.cluster.kraft_metadata import KRaftMetadata
+            # Cluster mode, under Kafka's KRaft controllers: the one import of cluster/ (its assembly).
+            from kcompat.server.cluster.assembly import ClusterAssembly
 
-            self.metadata = KRaftMetadata(config)
-            if self.authorizer is not None:  # the ACLs are the image's (AccessControlEntryRecords)
-                self.metadata.on_acls = self.authorizer.replace
-            self.replicas = ReplicaManager(topic=self.metadata.topic, log_config=self.metadata.log_config)
-            self.replicas.cluster_mode = True
+            self.cluster = ClusterAssembly(config, authorizer=self.authorizer, now_ms=self.now_ms)
         else:
-            # Topics, producer ids, dynamic configs: the single-node MetadataView, in kcompat.storage files.
-            local = LocalMetadata(config, self.log_dirs[0])
-            self.metadata = local
-            # The partition logs and the fetches parked on them; one append path wakes those fetches.
-            self.replicas = ReplicaManager(topic=local.topic, log_config=local.log_config)
-            local.partitions = self.replicas  # metadata changes open, delete and reconfigure logs
+            # Topics, producer ids, dynamic configs in kcompat.storage files; metadata changes open,
+            # delete and reconfigure the replica manager's logs.
+            self.cluster = SingleNode(config, self.log_dirs[0], logs=lambda: self.replicas)
+        cluster = self.cluster
+        self.metadata: MetadataView = cluster.metadata
+        # (host, port) of the KRaft quorum leader once known (None on a single node).
+        self.quorum_leader: Callable[[], tuple[str, int] | None] = cluster.quorum_leader
+        # The partition logs and the fetches parked on them; one append path wakes those fetches.
+        self.replicas = ReplicaManager(
+            topic=self.metadata.topic,
+            log_config=self.metadata.log_config,
+            cluster_mode=cluster.cluster_mode,
+            isr=cluster.isr,
+        )
         self.fetch_sessions = FetchManager(
             FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))
         )
@@ -151,9 +157,11 @@ class Broker:
                 partition_log=self.replicas.log_now,
                 append=self.replicas.append,
                 setting=config.get,
+                leader_epoch=cluster.offsets_leader_epoch(self.replicas),
             ),
             topic=self.metadata.topic,
             topics=self.metadata.topics.all,
+            shards=lambda service: cluster.group_shards(service, self.replicas),
         )
         # Transactions: the coordinator of every transactional id, its markers appended through the replicas.
         self.txn_service = TransactionService(
@@ -165,9 +173,8 @@ class Broker:
             append=self.replicas.append,
             new_producer_id=self._new_producer_id,
             groups=self.group_service,
-            # transactions v2 on one node; cluster mode's is the image's (set_transaction_version)
-            transaction_version=0 if is_cluster_member(config) else 2,
-            cluster=is_cluster_member(config),
+            transaction_version=cluster.transaction_version,
+            writes=lambda service: cluster.txn_writes(service, self.replicas),
         )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False
@@ -176,7 +183,7 @@ class Broker:
         self._fetch_max_bytes: tuple[BrokerConfig, int] | None = None
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
         self.dispatcher = RequestDispatcher(
-            lambda client, request: RequestContext(self, client, request), self.stats
+            lambda client, request: RequestContext(self, client, request), self.stats, cluster.forwarder
         )
         self.handle = self.dispatcher.handle
 

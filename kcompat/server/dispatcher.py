@@ -16,8 +16,9 @@ to write in its turn.
 The dispatcher knows no broker state: it is given a factory of the RequestContext handlers see.
 Security plugs in here: SASL is settled before a connection's requests reach `handle`, and an
 Authorizer can be asked per request before the handler runs.
-In cluster mode a Forwarder is set (kcompat.server.cluster.forwarding_manager): the APIs it names go to
-the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController).
+In cluster mode the Forwarder given (kcompat.server.cluster.forwarding_manager) names APIs that go to
+the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController);
+a single node's (NO_FORWARDING) names none.
 """
 
 from __future__ import annotations
@@ -71,16 +72,38 @@ class Forwarder(Protocol):
     ) -> list[Chunk]: ...
 
 
+class _NoForwarding:
+    """A single node: every API is answered here."""
+
+    _NONE: dict[int, tuple[int, int]] = {}
+
+    def versions(self) -> dict[int, tuple[int, int]]:
+        return self._NONE
+
+    async def forward(
+        self, frame: bytes, request: Request, client_host: str, principal: str = ""
+    ) -> list[Chunk]:
+        raise AssertionError("a single node forwards nothing")
+
+
+NO_FORWARDING: Forwarder = _NoForwarding()
+
+
 class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
     __slots__ = ("_context", "_stats", "forwarder")
 
-    def __init__(self, context: Callable[[Any, Request], Any], stats: BrokerStats | None = None) -> None:
+    def __init__(
+        self,
+        context: Callable[[Any, Request], Any],
+        stats: BrokerStats | None = None,
+        forwarder: Forwarder = NO_FORWARDING,
+    ) -> None:
         self._context = context
         self._stats = stats or BrokerStats()
-        self.forwarder: Forwarder | None = None  # cluster mode only
+        self.forwarder = forwarder
         load_handlers()
 
     async def handle(
@@ -96,7 +119,7 @@ class RequestDispatcher:
         except DecodeError as e:
             key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
             raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
-        if self.forwarder is not None and request.api_key in (forwarded := self.forwarder.versions()):
+        if request.api_key in (forwarded := self.forwarder.versions()):
             low, high = forwarded[request.api_key]
             if not low <= request.api_version <= high:
                 raise CloseConnection(f"API key {request.api_key} v{request.api_version} is not supported")

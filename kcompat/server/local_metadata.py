@@ -1,10 +1,7 @@
-"""The cluster metadata a broker serves from: topics, partitions, topic ids, producer ids, dynamic
-broker configs, and the topic admin that changes them (Kafka's MetadataCache and, for a single
-node, its controller).
+"""LocalMetadata: the MetadataView (metadata_view.py) of a single node: topics, partitions, topic
+ids, producer ids, dynamic broker configs, and the topic admin that changes them (Kafka's
+MetadataCache and, for a single node, its controller), kept in kcompat.storage files.
 
-    handlers ──ctx.metadata──► MetadataView (Protocol)
-                                  ├── LocalMetadata: kcompat.storage files (single node, today)
-                                  └── a KRaft MetadataImage (cluster mode, kcompat/metadata/)
     LocalMetadata ──changes──► PartitionLogs port (the ReplicaManager): open, delete, reconfigure
 
 Every change is persisted (kcompat.storage) before it is applied, and applied to the partition
@@ -15,16 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Protocol
 
 from kcompat.config import (
     BrokerConfig,
-    ConfigEntry,
     ConfigError,
     TopicConfig,
     topic_config,
@@ -34,6 +26,13 @@ from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError
 from kcompat.server.errors import ApiError
+from kcompat.server.metadata_view import (
+    BrokerEndpoint,
+    ConfigReads,
+    PartitionDescription,
+    PartitionLogs,
+    ProducerIds,
+)
 from kcompat.storage.producer_id_store import ProducerIdManager
 from kcompat.storage.topic_store import (
     CONSUMER_OFFSETS,
@@ -44,137 +43,23 @@ from kcompat.storage.topic_store import (
     TopicStore,
     validate_name,
 )
-from kcompat.wire import compression as codecs
 from kcompat.wire.error_codes import ErrorCode
 
 log = logging.getLogger("kcompat.server")
 
-COMPRESSION_CODECS = {
-    "uncompressed": codecs.NONE,
-    "gzip": codecs.GZIP,
-    "snappy": codecs.SNAPPY,
-    "lz4": codecs.LZ4,
-    "zstd": codecs.ZSTD,
-}
 
-
-@dataclass(frozen=True, slots=True)
-class BrokerEndpoint:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    """A partition as Metadata and DescribeTopicPartitions describe it."""
-
-    error_code: int
-    leader: int
-    leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
-    offline: list[int]
-
-
-class TopicsView(Protocol):
-    """The topics as handlers read them (TopicStore's queries)."""
-
-    def get(self, name: str) -> TopicInfo | None: ...
-    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
-    def names(self) -> list[str]: ...
-    def all(self) -> list[TopicInfo]: ...
-    def __contains__(self, name: object) -> bool: ...
-    def __len__(self) -> int: ...
-
-
-class ProducerIds(Protocol):
-    """Producer ids for InitProducerId (Kafka's ProducerIdManager): never one handed out twice."""
-
-    def next_id(self) -> int: ...
-
-
-class MetadataView(Protocol):
-    """What handlers and the broker's parts read and change of the cluster metadata."""
-
-    @property
-    def config(self) -> BrokerConfig: ...
-    @property
-    def topics(self) -> TopicsView: ...
-    @property
-    def auto_create_topics(self) -> bool: ...
-    @property
-    def default_partitions(self) -> int: ...
-    @property
-    def default_replication_factor(self) -> int: ...
-    def load(self) -> None: ...
-    def default_log_config(self) -> LogConfig: ...
-    def log_configs(self) -> dict[str, LogConfig]: ...
-    def topic(self, name: str) -> TopicInfo | None: ...
-    def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]: ...
-    def describe_partition(self, t: TopicInfo, partition: int, listener: str) -> PartitionDescription: ...
-    def partitions_stamp(self, t: TopicInfo) -> object:
-        """Equal while every describe_partition of t (on any listener) is unchanged: what lets
-        Metadata reuse a topic's partition rows (it is compared with ==, identity first)."""
-
-    def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
-        """Every broker a client may use (None: this broker alone, as it advertises itself)."""
-
-    def controller_id(self, listener: str) -> int | None: ...
-    def topic_config(self, t: TopicInfo) -> TopicConfig: ...
-    def log_config(self, t: TopicInfo) -> LogConfig: ...
-    def topic_compression(self, t: TopicInfo) -> int | None: ...
-    def describe_topic_configs(
-        self,
-        t: TopicInfo,
-        names: list[str] | None = None,
-        *,
-        synonyms: bool = False,
-        documentation: bool = False,
-    ) -> list[ConfigEntry]: ...
-    @property
-    def producer_ids(self) -> ProducerIds: ...
-    async def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str | None] | None = None,
-        *,
-        validate_only: bool = False,
-        internal_ok: bool = False,
-    ) -> TopicInfo: ...
-    async def auto_create_topic(self, name: str) -> TopicInfo: ...
-    def topic_batch(self) -> AbstractAsyncContextManager[None]: ...
-    async def delete_topic(self, name: str) -> None: ...
-    async def add_partitions(self, name: str, count: int) -> None: ...
-    def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None: ...
-    def alter_broker_config(self, config: BrokerConfig) -> None: ...
-
-
-class PartitionLogs(Protocol):
-    """Where metadata changes land (the ReplicaManager), as Kafka's ReplicaManager applies a delta."""
-
-    def open_partition(self, t: TopicInfo, partition: int) -> object: ...
-    def reserve_partitions(self, count: int) -> None: ...
-    def release_partitions(self, count: int) -> None: ...
-    def create_partitions_later(self, t: TopicInfo, partitions: range) -> None: ...
-    async def delete_partitions(self, topic: str, partitions: int) -> None: ...
-    def set_config(self, topic: str, config: LogConfig) -> None: ...
-    def set_default_config(self, config: LogConfig) -> None: ...
-
-
-class LocalMetadata:
+class LocalMetadata(ConfigReads):
     """The single-node MetadataView: kept in kcompat.storage files in the first log dir."""
 
-    def __init__(self, config: BrokerConfig, directory: Path) -> None:
+    def __init__(self, config: BrokerConfig, directory: Path, logs: Callable[[], PartitionLogs]) -> None:
         self._config = config
         self._node_id = config.node_id  # static; read on every Produce and Fetch partition
         self._topics = TopicStore(directory)
         self._producer_ids = ProducerIdManager(directory)
         self._topic_configs: dict[str, TopicConfig] = {}
         self._log_configs: dict[str, LogConfig] = {}  # each topic's, built once per config change
-        self.partitions: PartitionLogs | None = None  # set by the broker once its replica manager exists
+        # The ReplicaManager, asked for when a change lands (it is built after this, on what this reads).
+        self._partition_logs = logs
         self._unsaved: list[tuple[TopicInfo, range]] | None = None  # new logs waiting for the batch's save
 
     def load(self) -> None:
@@ -198,24 +83,12 @@ class LocalMetadata:
     # --- reads ---------------------------------------------------------------------------------
 
     @property
-    def config(self) -> BrokerConfig:
-        return self._config
-
-    @property
     def topics(self) -> TopicStore:
         return self._topics
 
     @property
     def auto_create_topics(self) -> bool:
         return bool(self._config.get("auto.create.topics.enable"))
-
-    @property
-    def default_partitions(self) -> int:
-        return int(self._config.get("num.partitions"))
-
-    @property
-    def default_replication_factor(self) -> int:
-        return int(self._config.get("default.replication.factor"))
 
     def topic(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
@@ -248,30 +121,6 @@ class LocalMetadata:
         if lc is None:
             lc = self._log_configs[t.name] = self.topic_config(t).log_config()
         return lc
-
-    def default_log_config(self) -> LogConfig:
-        return topic_config(self._config).log_config()
-
-    def log_configs(self) -> dict[str, LogConfig]:
-        """Every topic's log config (the LogManager opens the logs with them)."""
-        return {t.name: self.log_config(t) for t in self._topics.all()}
-
-    def topic_compression(self, t: TopicInfo) -> int | None:
-        """The codec a topic stores batches with, or None for `producer` (keep the producer's)."""
-        name = self.topic_config(t).get("compression.type")
-        return None if name == "producer" else COMPRESSION_CODECS[name]
-
-    def describe_topic_configs(
-        self,
-        t: TopicInfo,
-        names: list[str] | None = None,
-        *,
-        synonyms: bool = False,
-        documentation: bool = False,
-    ) -> list[ConfigEntry]:
-        return self.topic_config(t).describe(
-            names, include_synonyms=synonyms, include_documentation=documentation
-        )
 
     @property
     def producer_ids(self) -> ProducerIds:
@@ -458,8 +307,7 @@ class LocalMetadata:
 
     @property
     def _logs(self) -> PartitionLogs:
-        assert self.partitions is not None, "LocalMetadata.partitions is not wired"
-        return self.partitions
+        return self._partition_logs()
 
     def _set_topic_config(self, name: str, tc: TopicConfig) -> None:
         self._topic_configs[name] = tc

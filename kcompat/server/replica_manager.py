@@ -32,11 +32,11 @@ from kcompat.log.errors import KafkaStorageError, LoadAborted, LogError
 from kcompat.log.manager import LogManager
 from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
+from kcompat.server.isr_port import IsrPort, NoIsrChanges
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.storage.topic_store import TopicInfo
 
 if TYPE_CHECKING:  # cluster mode only: never imported on a single node
-    from kcompat.server.cluster.replication.alter_partition import IsrManager
     from kcompat.server.cluster.replication.partition import Partition
 
 log = logging.getLogger("kcompat.server")
@@ -56,8 +56,15 @@ class LogNotReady(LogError):
 
 class ReplicaManager:
     def __init__(
-        self, *, topic: Callable[[str], TopicInfo | None], log_config: Callable[[TopicInfo], LogConfig]
+        self,
+        *,
+        topic: Callable[[str], TopicInfo | None],
+        log_config: Callable[[TopicInfo], LogConfig],
+        cluster_mode: bool = False,
+        isr: Callable[[ReplicaManager], IsrPort] = lambda _replicas: NoIsrChanges(),
     ) -> None:
+        """`cluster_mode`: only the image makes a replica here; `isr` builds the ISR port from the
+        partitions and waiters made here (cluster/assembly.py gives the AlterPartition one)."""
         self._topic = topic
         self._log_config = log_config
         self.logs: LogManager | None = None
@@ -65,8 +72,7 @@ class ReplicaManager:
         # Cluster mode: the replicas this broker hosts, leader or follower (replica_delta.py keeps
         # them in step with the image). Empty on a single node, which leads every partition itself.
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.cluster_mode = False
-        self.isr_manager: IsrManager | None = None  # cluster mode: ISR changes through the controller
+        self.cluster_mode = cluster_mode
         # Held by maintenance, topic deletion and close: never two of them on the files at once.
         self._maintenance_lock = asyncio.Lock()
         self._maintenance_errors = LogThrottle(log, interval_s=60)
@@ -87,6 +93,7 @@ class ReplicaManager:
         # Requests first: while one waits for its logs, the background creation of others pauses.
         self._urgent = 0
         self._urgent_done = threading.Condition()
+        self.isr_manager = isr(self)  # after the partitions and waiters it watches
 
     async def start(
         self,

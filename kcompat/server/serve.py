@@ -252,7 +252,7 @@ async def _serve_locked(
     listeners: list[Listener],
     scram_users: Sequence[tuple[str, str, ScramCredential]],
 ) -> int:
-    from kcompat.server.broker import Broker, is_cluster_member
+    from kcompat.server.broker import Broker
     from kcompat.server.dispatcher import CloseConnection
     from kcompat.wire.protocol import UnsupportedRequest
 
@@ -293,12 +293,9 @@ async def _serve_locked(
             return failed
         started = True
         _freeze_start_up()
-        cluster = None
-        if is_cluster_member(config):
-            # cluster mode, under Kafka's controllers; imported only then, so single-node start-up is unchanged
-            from kcompat.server.cluster.cluster_member import start_cluster_member
-
-            cluster = start_cluster_member(config, broker)
+        cluster = broker.cluster  # cluster mode: registration, heartbeats, the metadata follower
+        cluster.start(broker)
+        if not cluster.serving.is_set():
             # As Kafka's BrokerServer, the listeners are served once the controller has unfenced
             # this broker (bound already: connections wait in the backlog); a stop signal ends the wait.
             log.info("waiting to be unfenced before serving the listeners")
@@ -308,8 +305,7 @@ async def _serve_locked(
         await admin.start(broker, reactor)  # its imports in a thread, the Kafka listeners already served
         await stop.wait()
         log.info("shutting down (%s)", received[0] if received else "stop")
-        if cluster is not None:
-            await cluster.shutdown(SHUTDOWN_GRACE_S)  # controlled shutdown through heartbeats
+        await cluster.shutdown(SHUTDOWN_GRACE_S)  # cluster mode: controlled shutdown through heartbeats
         await broker.begin_shutdown()  # parked Fetches and group joins answer now, not after the grace period
         await reactor.shutdown(SHUTDOWN_GRACE_S, force)
         return 0

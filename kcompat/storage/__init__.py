@@ -5,5 +5,5 @@
 - `producer_id_store.py`: `kcompat-producer-ids`, the end of the block of producer ids reserved.
 
 Storage side: this package never imports kcompat.server (tools/check_imports.py enforces it). The
-server reads these through its metadata interface (kcompat/server/local_metadata.py).
+server reads these through its metadata interface (kcompat/server/metadata_view.py).
 """

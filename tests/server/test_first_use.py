@@ -205,8 +205,7 @@ def test_cluster_mode_makes_the_logs_an_image_assigns_before_applying_it(tmp_pat
                                                 "value": "1048576"})))  # fmt: skip
     image = loader.advance(50)
     assert image is not None
-    replicas = ReplicaManager(topic=md.topic, log_config=md.log_config)
-    replicas.cluster_mode = True
+    replicas = ReplicaManager(topic=md.topic, log_config=md.log_config, cluster_mode=True)
     fetchers = ReplicaFetcherManager(FetcherSettings(1, "c", uuid.uuid4()), broker_epoch=lambda: 10,
                                      topic_id=lambda name: None, now_ms=lambda: 0, on_append=lambda p: None)  # fmt: skip
     applier = ReplicaDeltaApplier(1, md, replicas, fetchers, "PLAINTEXT", lambda: 0)

@@ -32,7 +32,7 @@ def wait_until(h: GroupHarness, condition, what: str) -> None:
 
 
 def publish(h: GroupHarness, shards: GroupShards) -> None:
-    """An image published: on the broker's event loop, as cluster_member.py calls it."""
+    """An image published: on the broker's event loop, as cluster/assembly.py calls it."""
 
     async def on_loop() -> None:
         shards.on_image()
@@ -58,8 +58,11 @@ def test_shards_follow_leadership_and_answer_only_replicated_writes(tmp_path: Pa
             part = Partition(CONSUMER_OFFSETS, i, node, plog, Registration(-1, -1, -1, (), ()))
             part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
             parts[(CONSUMER_OFFSETS, i)] = part
+        # The service's shards become cluster mode's, as cluster/assembly.py builds them (with the
+        # leader epoch __consumer_offsets appends stamp).
         svc.shards = shards = GroupShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
                                           topic=broker.metadata.topic, timeout_ms=lambda: 300)  # fmt: skip
+        svc.offsets_topic.leader_epoch = shards.leader_epoch
         publish(h, shards)
         assert fetch(h, group, {"t": [0]})[0] == E.NOT_COORDINATOR
 

@@ -241,7 +241,7 @@ def test_restart_completes_a_prepared_commit(h: BrokerHarness) -> None:
     svc = h.broker.txn_service
     # A crash after PrepareCommit was stored, before any marker: store the decision only.
     result = svc.coordinator.end_txn("tx", pid, 0, True, svc.now_ms())
-    svc._store(result.records)
+    svc.writes.store(result.records)
     h.restart()
     p, seen = fetch(h, 1)
     assert seen == [(0, b"v")] and p.last_stable_offset == p.high_watermark == 2

@@ -133,12 +133,12 @@ def crash_between_markers(h: BrokerHarness, commit: bool, marked: int, tv: int) 
                                                     "committed_metadata": ""}]}]}  # fmt: skip
     assert h.call(TXN_OFFSET_COMMIT, 5, body).topics[0].partitions[0].error_code == 0
     result = svc.coordinator.end_txn("tx", pid, epoch, commit, svc.now_ms(), tv, svc.new_producer_id)
-    svc._store(result.records)  # Prepare* is stored ...
+    svc.writes.store(result.records)  # Prepare* is stored ...
     assert result.markers is not None and len(result.markers.partitions) == 3
     for topic, partition in result.markers.partitions[:marked]:  # ... and only some markers written
         marker = end_txn_marker(pid, result.markers.producer_epoch, commit=commit, coordinator_epoch=0,
                                 timestamp_ms=svc.now_ms())  # fmt: skip
-        svc._append(topic, partition, bytearray(marker), leader_epoch=0, now_ms=svc.now_ms())
+        svc.append(topic, partition, bytearray(marker), leader_epoch=0, now_ms=svc.now_ms())
     h.restart()
     return pid
 

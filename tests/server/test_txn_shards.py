@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 from kcompat.coordinator.shards import ShardState
 from kcompat.coordinator.transaction.log_records import transaction_partition
 from kcompat.coordinator.transaction.state import TransactionState
 from kcompat.server.cluster.replication.partition import Partition, Registration
-from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender
+from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender, TxnVerifier
 from kcompat.server.cluster.txn_shards import TxnShards
+from kcompat.server.cluster.txn_writes import ReplicatedTxnWrites
 from kcompat.storage.topic_store import TRANSACTION_STATE
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.api_versions import API_VERSIONS
@@ -35,6 +37,17 @@ def wait_until(h: GroupHarness, condition, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         h.run(asyncio.sleep(0.01))
+
+
+class NoEndpoints:
+    """The single-node metadata, with no endpoint for any broker: a coordinator elsewhere cannot be asked."""
+
+    def __init__(self, metadata: Any) -> None:
+        self.topic = metadata.topic
+        self.leader_and_epoch = metadata.leader_and_epoch
+
+    def broker_endpoint(self, node_id: int, listener: str) -> None:
+        return None
 
 
 def control_batches(h: GroupHarness, topic: str, partition: int) -> int:
@@ -70,12 +83,15 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         )
         data.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
         parts[("t", 0)] = data
-        svc.shards = shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
-                                        topic=broker.metadata.topic, timeout_ms=lambda: 300)  # fmt: skip
+        shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
+                           topic=broker.metadata.topic, timeout_ms=lambda: 300)  # fmt: skip
         # Markers as in cluster mode (the single-node metadata names this broker as every leader,
         # so they are all written here, as leader, or retried while this broker only follows).
-        svc.markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
-                                      partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
+        markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
+                                  partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
+        verifier = TxnVerifier(BrokerChannels(NoEndpoints(broker.metadata), "PLAINTEXT", node))
+        # The service's writes become cluster mode's, as cluster/assembly.py builds them.
+        svc.writes = writes = ReplicatedTxnWrites(svc, shards=shards, markers=markers, verifier=verifier)
 
         async def publish() -> None:
             shards.on_image()
@@ -109,7 +125,7 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         assert h.run(task).error_code == 0
         h.run(asyncio.sleep(0.3))  # a few rounds of retries
         assert svc.coordinator.txns["tx"].state is TransactionState.PREPARE_COMMIT
-        assert control_batches(h, "t", 0) == 0 and ("tx", 1) in svc._sending
+        assert control_batches(h, "t", 0) == 0 and ("tx", 1) in writes._sending
 
         # Not replicated within the timeout: COORDINATOR_NOT_AVAILABLE, as Kafka maps it.
         other = next(f"x{i}" for i in range(100) if transaction_partition(f"x{i}", N) == p)
@@ -119,7 +135,7 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         leader.make_follower(Registration(FOLLOWER, 2, 2, (node, FOLLOWER), (node, FOLLOWER)))
         h.run(publish())
         assert p not in shards.table.shards and "tx" not in svc.coordinator.txns
-        wait_until(h, lambda: not svc._sending, "the marker sender to give up")  # not its transaction now
+        wait_until(h, lambda: not writes._sending, "the marker sender to give up")  # not its transaction now
         assert init(h).error_code == E.NOT_COORDINATOR
 
         # WriteTxnMarkers to a partition this broker follows: NOT_LEADER_OR_FOLLOWER, nothing appended.
@@ -140,15 +156,15 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
         wait_until(h, lambda: control_batches(h, "t", 0) == 1, "the COMMIT marker")
         wait_until(h, lambda: leader.high_watermark < leader.log.log_end_offset, "the CompleteCommit record")
         wait_until(
-            h, lambda: len(svc._writes) == 1, "the marker task to end"
+            h, lambda: len(writes._writes) == 1, "the marker task to end"
         )  # the CompleteCommit's write waits
         follower_fetches(leader)
-        wait_until(h, lambda: not svc._writes, "CompleteCommit replicated")
+        wait_until(h, lambda: not writes._writes, "CompleteCommit replicated")
         assert leader.high_watermark == leader.log.log_end_offset
         assert svc.coordinator.txns["tx"].state is TransactionState.COMPLETE_COMMIT
 
         # Produce verification with the coordinator on another broker and no way to ask it (no
-        # verifier: it needs the cluster's endpoints): the retriable NOT_ENOUGH_REPLICAS, nothing appended.
+        # endpoint for its broker): the retriable NOT_ENOUGH_REPLICAS, nothing appended.
         end_before = data.log.log_end_offset
         leader.make_follower(Registration(FOLLOWER, 4, 4, (node, FOLLOWER), (node, FOLLOWER)))
         h.run(publish())
@@ -159,7 +175,7 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
 
 
 def test_cluster_mode_reports_the_images_transaction_version(tmp_path: Path) -> None:
-    """ApiVersions' finalized transaction.version is what the image says (cluster_member.py sets it)."""
+    """ApiVersions' finalized transaction.version is what the image says (cluster/assembly.py sets it)."""
     h = GroupHarness(tmp_path)
     try:
 

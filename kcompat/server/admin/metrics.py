@@ -36,7 +36,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kcompat.metadata.image import MetadataImage
 from kcompat.server.broker_stats import LATENCY_BUCKETS_S
-from kcompat.server.cluster.kraft_metadata import KRaftMetadata
 from kcompat.server.registry import HANDLERS
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 
@@ -231,8 +230,7 @@ def replica_manager_metrics(broker: Broker) -> Iterator[Metric]:
         "kafka_controller_kafkacontroller_offlinepartitionscount",
         "Partitions without a leader, as the metadata image shows them.",
     )
-    metadata = broker.metadata
-    image = metadata.image if isinstance(metadata, KRaftMetadata) else None
+    image = broker.cluster.image()
     offline.add_metric([], 0 if image is None else offline_partitions(image))
     yield offline
 

@@ -24,9 +24,12 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+import kcompat.coordinator.records as rec
+from kcompat.coordinator.records import Record
 from kcompat.server.cluster.coordinator_shards import CoordinatorShards
 from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
+from kcompat.wire.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     from kcompat.coordinator import GroupCoordinator
@@ -37,7 +40,8 @@ if TYPE_CHECKING:
 class GroupService(Protocol):
     """What the shards need of the broker's GroupService (group_service.py)."""
 
-    offsets_topic: OffsetsTopic
+    @property
+    def offsets_topic(self) -> OffsetsTopic: ...
 
     @property
     def coordinator(self) -> GroupCoordinator: ...
@@ -52,6 +56,7 @@ log = logging.getLogger("kcompat.server.groups")
 class GroupShards(CoordinatorShards):
     topic_name = CONSUMER_OFFSETS
     log = log
+    coordinates_all = False
 
     def __init__(
         self,
@@ -64,7 +69,33 @@ class GroupShards(CoordinatorShards):
     ) -> None:
         super().__init__(partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms)
         self.service = service
-        service.offsets_topic.leader_epoch = self.leader_epoch
+
+    # --- the GroupShardsPort (groups/shard_port.py) ------------------------------------------------
+
+    async def admit(self, group: str | None, *, creates: bool, committed: bool) -> ErrorCode:
+        """A call on one group runs only while its shard is loaded here; `committed` reads wait
+        until what was written to the group's partition is replicated. __consumer_offsets is the
+        controller's to create."""
+        if group is None:
+            return ErrorCode.NONE
+        code = self.error(group)
+        if code == ErrorCode.NONE and committed:
+            code = await self.settled(group)
+        return code
+
+    def short_isr(self, records: list[Record]) -> list[int]:
+        return self.below_min_isr(self._partitions_of(records))
+
+    def reload_for(self, records: list[Record]) -> None:
+        for p in self._partitions_of(records):
+            self.reload(p)
+
+    def _partitions_of(self, records: list[Record]) -> set[int]:
+        """The __consumer_offsets partitions `records` go to."""
+        keys = [k for k in (rec.decode_key(key) for key, _ in records) if k is not None]
+        return {self.table.partition(rec.group_of(k)) for k in keys}
+
+    # --- what a shard is -------------------------------------------------------------------------
 
     def _read(self, p: int) -> list[tuple[bytes, bytes | None]]:
         return self.service.offsets_topic.read_partition(p)

@@ -15,7 +15,7 @@ When the leader answers a Fetch with a SnapshotId (a snapshot newer than where t
 the snapshot is fetched whole with FetchSnapshot (key 59, v1) and the image starts over from it.
 Admin requests go to the active controller inside Envelope (forwarding_manager.py), producer ids
 come in controller blocks (producer_id_manager.py) and auto-created topics are asked of the
-controller (auto_topic_creation.py); all three are wired in start_cluster_member.
+controller (auto_topic_creation.py); all three are built by assembly.py.
 Each published image also goes to the ReplicaManager (replica_delta.py): this broker leads or
 follows the partitions the image assigns it, followers fetching through replica_fetcher.py.
 """
@@ -41,8 +41,6 @@ from kcompat.metadata.broker_lifecycle import (
 from kcompat.metadata.image import MetadataImage
 from kcompat.metadata.loader import MetadataLoader
 from kcompat.server.cluster.controller_channel import ControllerChannel, ControllerUnavailable
-from kcompat.server.cluster.replication.alter_partition import IsrManager
-from kcompat.server.cluster.replication.replica_fetcher import ReplicaFetcherManager
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.broker_heartbeat import BROKER_HEARTBEAT
@@ -95,19 +93,19 @@ class KRaftBroker:
         self,
         *,
         node_id: int,
-        cluster_id: str,
-        directory_id: uuid.UUID,
-        listeners: list[tuple[str, str, int, str]],  # name, host, port, security protocol
         bootstrap: list[tuple[str, int]],
         rack: str | None = None,
         heartbeat_interval_ms: int = 2000,
         session_timeout_ms: int = 9000,
         on_image: Callable[[MetadataImage], None] | None = None,
+        before_image: Callable[[MetadataImage], Awaitable[None]] | None = None,
     ) -> None:
+        """Built with the broker; what is known only once it started (its cluster id, its log
+        directory's id, the ports its listeners bound) is given to `start`."""
         self.node_id = node_id
-        self.cluster_id = cluster_id
-        self.directory_id = directory_id
-        self.listeners = listeners
+        self.cluster_id = ""
+        self.directory_id = uuid.UUID(int=0)
+        self.listeners: list[tuple[str, str, int, str]] = []  # name, host, port, security protocol
         self.rack = rack
         self.incarnation_id = uuid.uuid4()  # a new one every process start
         self.lifecycle = BrokerLifecycleManager(
@@ -119,7 +117,7 @@ class KRaftBroker:
         self.on_image = on_image
         # Awaited before on_image (the fetch loop waits): work an image needs done off the event
         # loop first, such as making the logs of the partitions it assigns here.
-        self.before_image: Callable[[MetadataImage], Awaitable[None]] | None = None
+        self.before_image = before_image
         client_id = f"kcompat-broker-{node_id}"
         self._lifecycle_channel = ControllerChannel(bootstrap, client_id=client_id)
         self._raft_channel = ControllerChannel(bootstrap, client_id=client_id + "-raft")
@@ -135,10 +133,6 @@ class KRaftBroker:
         # answered before would name no live broker, and a client (librdkafka) would forget them all.
         self.serving = asyncio.Event()
         self._throttle = LogThrottle(log, 10.0)
-        self.services: list[Any] = []  # forwarding, producer ids, auto topic creation (closed at shutdown)
-        self.service_tasks: list[asyncio.Task[None]] = []
-        self.replica_fetchers: ReplicaFetcherManager | None = None  # followers' fetchers, stopped last
-        self.isr_manager: IsrManager | None = None  # the leader's AlterPartition requests
         self.bootstrap = bootstrap
 
     @property
@@ -154,7 +148,14 @@ class KRaftBroker:
     def state(self) -> BrokerState:
         return self.lifecycle.state
 
-    def start(self) -> None:
+    def start(
+        self, cluster_id: str, directory_id: uuid.UUID, listeners: list[tuple[str, str, int, str]]
+    ) -> None:
+        """Register as `cluster_id` with one log directory and these listeners (name, host, port,
+        security protocol), heartbeat, and follow the metadata."""
+        self.cluster_id = cluster_id
+        self.directory_id = directory_id
+        self.listeners = listeners
         self._tasks = [
             asyncio.create_task(self._lifecycle_loop(), name="kraft-lifecycle"),
             asyncio.create_task(self._fetch_loop(), name="kraft-metadata-fetch"),
@@ -168,17 +169,9 @@ class KRaftBroker:
             await asyncio.wait_for(self.stopped.wait(), timeout_s)
         except TimeoutError:
             log.warning("controlled shutdown not confirmed by the controller within %.0f s", timeout_s)
-        for task in self._tasks + self.service_tasks:
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self.service_tasks, return_exceptions=True)
-        for service in self.services:
-            closed = service.close()
-            if asyncio.iscoroutine(closed):
-                await closed
-        if self.replica_fetchers is not None:
-            await self.replica_fetchers.stop()
-        if self.isr_manager is not None:
-            await self.isr_manager.stop()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         self._lifecycle_channel.close()
         self._raft_channel.close()
 

@@ -23,17 +23,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from kcompat.config import BrokerConfig, ConfigEntry, ConfigError, TopicConfig, topic_config
+from kcompat.config import BrokerConfig, ConfigError, TopicConfig, topic_config
 from kcompat.log.config import LogConfig
 from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from kcompat.security.authorizer import AclBinding
 from kcompat.server.errors import ApiError
-from kcompat.server.local_metadata import (
-    COMPRESSION_CODECS,
-    BrokerEndpoint,
-    PartitionDescription,
-    ProducerIds,
-)
+from kcompat.server.metadata_view import BrokerEndpoint, ConfigReads, PartitionDescription, ProducerIds
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 
@@ -83,23 +78,29 @@ class _NoProducerIds:
         )
 
 
-class KRaftMetadata:
-    def __init__(self, config: BrokerConfig) -> None:
+class KRaftMetadata(ConfigReads):
+    """The cluster-mode MetadataView (metadata_view.py); see the module docstring."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        on_acls: Callable[[list[AclBinding]], None] | None = None,
+        producer_ids: ProducerIds | None = None,
+        auto_create: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_acls` is given each new ACL set of the image (the broker's authorizer, when one is
+        configured). Producer ids come in blocks from the KRaft controller, and a topic that
+        auto.create.topics.enable creates is asked of the controller (answered LEADER_NOT_AVAILABLE
+        meanwhile), as Kafka's RPCProducerIdManager and AutoTopicCreationManager do (assembly.py
+        gives both; without them, COORDINATOR_NOT_AVAILABLE and no auto-creation)."""
         self._config = config
         self.node_id = config.node_id
         self.image = MetadataImage()
         self._topics: dict[str, _Topic] = {}
         self._view = ImageTopics(self)
-        # Given each new ACL set of the image (the broker's authorizer, when one is configured).
-        self.on_acls: Callable[[list[AclBinding]], None] | None = None
-        self._producer_ids: ProducerIds = _NoProducerIds()
-        self._auto_create: Callable[[str], None] | None = None
-
-    def use_controller(self, producer_ids: ProducerIds, auto_create: Callable[[str], None]) -> None:
-        """Producer ids come in blocks from the KRaft controller, and a topic that
-        auto.create.topics.enable creates is asked of the controller (answered LEADER_NOT_AVAILABLE
-        meanwhile), as Kafka's RPCProducerIdManager and AutoTopicCreationManager do."""
-        self._producer_ids = producer_ids
+        self.on_acls = on_acls
+        self._producer_ids: ProducerIds = _NoProducerIds() if producer_ids is None else producer_ids
         self._auto_create = auto_create
 
     def load(self) -> None:
@@ -146,10 +147,6 @@ class KRaftMetadata:
     # --- reads ---
 
     @property
-    def config(self) -> BrokerConfig:
-        return self._config
-
-    @property
     def topics(self) -> ImageTopics:
         return self._view
 
@@ -157,14 +154,6 @@ class KRaftMetadata:
     def auto_create_topics(self) -> bool:
         # asked of the controller (AutoTopicCreationManager), once forwarding is wired
         return self._auto_create is not None and bool(self._config.get("auto.create.topics.enable"))
-
-    @property
-    def default_partitions(self) -> int:
-        return int(self._config.get("num.partitions"))
-
-    @property
-    def default_replication_factor(self) -> int:
-        return int(self._config.get("default.replication.factor"))
 
     def topic(self, name: str) -> TopicInfo | None:
         e = self._entry(name)
@@ -219,28 +208,6 @@ class KRaftMetadata:
     def log_config(self, t: TopicInfo) -> LogConfig:
         e = self._entry(t.name)
         return topic_config(self._config).log_config() if e is None else e.log_config
-
-    def default_log_config(self) -> LogConfig:
-        return topic_config(self._config).log_config()
-
-    def log_configs(self) -> dict[str, LogConfig]:
-        return {t.name: self.log_config(t) for t in self._view.all()}
-
-    def topic_compression(self, t: TopicInfo) -> int | None:
-        name = self.topic_config(t).get("compression.type")
-        return None if name == "producer" else COMPRESSION_CODECS[name]
-
-    def describe_topic_configs(
-        self,
-        t: TopicInfo,
-        names: list[str] | None = None,
-        *,
-        synonyms: bool = False,
-        documentation: bool = False,
-    ) -> list[ConfigEntry]:
-        return self.topic_config(t).describe(
-            names, include_synonyms=synonyms, include_documentation=documentation
-        )
 
     @property
     def producer_ids(self) -> ProducerIds:

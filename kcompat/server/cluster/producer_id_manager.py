@@ -1,6 +1,6 @@
 """Cluster mode: InitProducerId's ids from blocks the controller allocates (AllocateProducerIds, key 67, v0).
 
-The ProducerIds port (server/local_metadata.py) backed by kcompat.metadata.producer_id_blocks:
+The ProducerIds port (server/metadata_view.py) backed by kcompat.metadata.producer_id_blocks:
 next_id() is synchronous, as the handler calls it; it takes an id from the current block and, when
 the block says so, starts one AllocateProducerIds to the active controller in the background.
 Without an id it raises ApiError(COORDINATOR_LOAD_IN_PROGRESS), which the client retries, as

@@ -27,20 +27,17 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import kcompat.coordinator.records as rec
 from kcompat.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kcompat.coordinator.records import Record
 from kcompat.coordinator.result import Completion
 from kcompat.log.errors import LogError
 from kcompat.server.groups.group_log import log_rebalances
 from kcompat.server.groups.offsets_topic import OffsetsTopic
+from kcompat.server.groups.shard_port import AllGroupsHere, GroupShardsPort
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
-
-if TYPE_CHECKING:  # cluster mode only
-    from kcompat.server.cluster.group_shards import GroupShards
 
 log = logging.getLogger("kcompat.server.groups")
 
@@ -85,7 +82,8 @@ class GroupService:
 
     It sees the broker only through narrow ports: `now_ms` (the clock), `setting` (broker configs by
     name), `offsets_topic` (`__consumer_offsets`), `topic` and `topics` (the topic table, for
-    KIP-848 assignments and for rejecting commits to unknown partitions).
+    KIP-848 assignments and for rejecting commits to unknown partitions), and `shards`: which
+    groups it coordinates and when a write is durable (shard_port.py), built from this service.
     """
 
     def __init__(
@@ -96,6 +94,7 @@ class GroupService:
         offsets_topic: OffsetsTopic,
         topic: Callable[[str], TopicInfo | None],
         topics: Callable[[], Iterable[TopicInfo]],
+        shards: Callable[[GroupService], GroupShardsPort] = AllGroupsHere,
     ) -> None:
         self.now_ms = now_ms
         self._setting = setting
@@ -107,9 +106,8 @@ class GroupService:
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
-        # Cluster mode: the shards this broker serves (group_shards.py, set by cluster_member.py).
-        # None on a single node, which serves every group of every partition.
-        self.shards: GroupShards | None = None
+        # A single node serves every group; cluster mode the shards it leads (cluster/group_shards.py).
+        self.shards = shards(self)
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -141,8 +139,7 @@ class GroupService:
 
     async def close(self) -> None:
         self._closed = True
-        if self.shards is not None:
-            await self.shards.close()
+        await self.shards.close()
         if self._timer is not None:
             self._timer.cancel()
             try:
@@ -190,16 +187,9 @@ class GroupService:
         """
         if self._closed:
             raise CoordinatorUnavailable()
-        shards = self.shards
-        if shards is None:
-            if creates or self._has_state():
-                await self.ensure_topic()
-        elif group is not None:
-            code = shards.error(group)
-            if code == ErrorCode.NONE and committed:
-                code = await shards.settled(group)
-            if code != ErrorCode.NONE:
-                return _refused(refuse, code)
+        code = await self.shards.admit(group, creates=creates, committed=committed)
+        if code != ErrorCode.NONE:
+            return _refused(refuse, code)
         result = call(self.now_ms())
         code = await self._apply(result.records, result.completions, producer)
         if code != ErrorCode.NONE:
@@ -223,11 +213,7 @@ class GroupService:
     ) -> ErrorCode:
         """Store `records`, then (cluster mode: once they are replicated) hand the completions over."""
         code = ErrorCode.NONE
-        if (
-            records
-            and self.shards is not None
-            and (short := self.shards.below_min_isr(self._partitions(records)))
-        ):
+        if records and (short := self.shards.short_isr(records)):
             # Kafka's coordinator appends with acks=all: NOT_ENOUGH_REPLICAS, which it answers as
             # COORDINATOR_NOT_AVAILABLE, nothing stored; the state the call changed is rolled back
             # by loading the shard again (its JoinGroup/SyncGroup waiting get NOT_COORDINATOR).
@@ -246,9 +232,9 @@ class GroupService:
             except LogError as e:  # cluster mode only (single node logs and goes on)
                 log.error("cannot store %d group record(s) in %s: %s", len(records), CONSUMER_OFFSETS, e)
                 written, code = {}, ErrorCode.NOT_COORDINATOR
-                self._reload(records)
+                self.shards.reload_for(records)
             log_rebalances(records)
-            if self.shards is not None and written:
+            if written:
                 code = await self.shards.replicated(written)
         for c in completions:
             fut = self._waiting.pop(c.token, None)
@@ -268,20 +254,6 @@ class GroupService:
             fut = self._waiting.pop(token, None)
             if fut is not None and not fut.done():
                 fut.set_exception(NotCoordinator())
-
-    def _reload(self, records: list[Record]) -> None:
-        """Cluster mode, after an append failed: the shards of `records` start over from their log."""
-        if self.shards is None:
-            return
-        for p in self._partitions(records):
-            self.shards.reload(p)
-
-    def _partitions(self, records: list[Record]) -> set[int]:
-        """Cluster mode: the __consumer_offsets partitions `records` go to."""
-        assert self.shards is not None
-        table = self.shards.table
-        keys = [k for k in (rec.decode_key(key) for key, _ in records) if k is not None]
-        return {table.partition(rec.group_of(k)) for k in keys}
 
     # --- time ----------------------------------------------------------------------------------
 
@@ -310,12 +282,11 @@ class GroupService:
 
     async def tick(self) -> None:
         """Fire every coordinator timer that is due now (the timer task does this on its own)."""
-        if self.shards is None and self._has_state():
-            await self.ensure_topic()
+        await self.shards.admit(None, creates=False, committed=False)
         t = self.coordinator.tick(self.now_ms())
         await self._apply(t.records, t.completions)
 
-    def _has_state(self) -> bool:
+    def has_state(self) -> bool:
         return self.coordinator.has_state()
 
     # --- what the coordinator asks of the broker -----------------------------------------------

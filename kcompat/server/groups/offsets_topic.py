@@ -35,6 +35,7 @@ class OffsetsTopic:
         partition_log: Callable[[str, int], PartitionLog],
         append: Callable[..., Any],
         setting: Callable[[str], Any],
+        leader_epoch: Callable[[int], int] | None = None,
     ) -> None:
         self._lookup = lookup
         self._create = create
@@ -42,9 +43,10 @@ class OffsetsTopic:
         self._append = append  # the replica manager's: it wakes fetches parked on the partition
         self._setting = setting
         self.pending_txn: dict[int, list[tuple[bytes, bytes | None]]] = {}  # see read_all
-        # Cluster mode (group_shards.py): the leader epoch to stamp on partition p, and appends
-        # that fail raise rather than being logged, for the coordinator to fail the request.
-        self.leader_epoch: Callable[[int], int] | None = None
+        # Cluster mode (given by cluster/assembly.py): the leader epoch to stamp on partition p, and
+        # appends that fail raise rather than being logged, for the coordinator to fail the request.
+        # None on a single node: the topic's epoch, and a failed append is logged.
+        self.leader_epoch = leader_epoch
 
     def exists(self) -> bool:
         return self._lookup(CONSUMER_OFFSETS) is not None

@@ -393,8 +393,6 @@ def _not_here(ctx: RequestContext, group_ids: list[str]) -> dict[str, ErrorCode]
     """Cluster mode: the groups of a batched request this broker does not coordinate now, with the
     error each gets (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS); empty on a single node."""
     shards = ctx.broker.group_service.shards
-    if shards is None:
-        return {}
     errors = {g: shards.error(g) for g in group_ids}
     return {g: e for g, e in errors.items() if e != ErrorCode.NONE}
 

@@ -28,7 +28,7 @@ from kcompat.log.errors import LogError
 from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.epoch_fencing import leader_error
-from kcompat.server.local_metadata import MetadataView
+from kcompat.server.metadata_view import MetadataView
 from kcompat.server.network.turns import Turns
 from kcompat.server.registry import handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S, ReplicaManager

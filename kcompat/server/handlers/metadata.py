@@ -38,7 +38,7 @@ from kcompat.server.auth import access
 from kcompat.server.broker import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
-from kcompat.server.local_metadata import BrokerEndpoint, PartitionDescription
+from kcompat.server.metadata_view import BrokerEndpoint, PartitionDescription
 from kcompat.server.registry import handles
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode

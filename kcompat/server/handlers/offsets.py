@@ -220,7 +220,7 @@ async def _fetch_offsets(
     """The committed offsets of `wanted`; in cluster mode a group this broker does not coordinate
     gets NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS), and only replicated offsets are shown."""
     coordinator = ctx.broker.group_service.coordinator
-    if ctx.broker.group_service.shards is None:  # a single node coordinates every group
+    if ctx.broker.group_service.shards.coordinates_all:  # a single node coordinates every group
         return await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
     if len(wanted) == 1:  # the usual case: one group, refused as a whole
         g = wanted[0]

@@ -219,10 +219,10 @@ async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
         return answer(int(ErrorCode.INVALID_GROUP_ID))
     await groups.ensure_topic()
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
-    if svc.not_here(body.transactional_id) and svc.verifier is not None:
+    if svc.not_here(body.transactional_id):
         # Cluster mode, the transaction coordinator on another broker: ask it whether the group's
         # partition is in the transaction (v5, transactions v2: add it there), as Kafka 4.3 does.
-        code, _ = await svc.verifier.verify(
+        code, _ = await svc.verify_elsewhere(
             body.transactional_id,
             body.producer_id,
             body.producer_epoch,
@@ -245,7 +245,7 @@ async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
         )
         if r.error:
             return answer(int(r.error))
-    if not svc.not_here(body.transactional_id) or svc.verifier is None:
+    if not svc.not_here(body.transactional_id):
         m = svc.coordinator.txns.get(body.transactional_id)
         if m is None or m.producer_id != body.producer_id:
             return answer(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
@@ -320,17 +320,10 @@ async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
         tps = [(t.name, p) for t in m.topics for p in t.partition_indexes]
         if denied:
             codes = dict.fromkeys(tps, denied)
-        elif svc.markers is not None:  # cluster mode: answered once replicated (acks=all)
-            codes = await svc.markers.write_replicated(
+        else:  # cluster mode: each answered once replicated (acks=all)
+            codes = await svc.writes.write_markers_request(
                 tps, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch
             )
-        else:
-            codes = {
-                tp: svc.write_marker(
-                    *tp, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch
-                )
-                for tp in tps
-            }
         topics = [
             {
                 "name": t.name,

@@ -11,15 +11,9 @@ TransactionCoordinator (kcompat.coordinator.transaction) is pure; this gives it 
                      coordinator; then `complete` and its record (Complete*)
        3. the answer
 
-On one node every step is a synchronous append with no await between, so the markers are written
-before the EndTxn is even answered (Kafka answers after PrepareCommit and writes them after; a
-client cannot tell). A marker the disk refuses leaves the transaction in Prepare*: the timer
-retries it, and a restart writes the markers of every transaction it finds in Prepare*.
-
-Cluster mode (shards set by cluster_member.py): records are answered once replicated; markers go
-to each partition's leader through txn_channels.py after EndTxn is answered, as Kafka does, and
-Complete* follows once all are acknowledged (replicated); a transactional batch whose coordinator
-is elsewhere is verified (transactions v2: added) there with AddPartitionsToTxn.
+How steps 1 and 2 are made is the TxnWrites port's (txn_writes.py): on one node synchronous
+appends (LocalTxnWrites); in cluster mode appends answered once replicated and markers sent to
+each partition's leader (cluster/txn_writes.py, given by cluster/assembly.py).
 
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, open transactions past
 their timeout are aborted (their producer fenced); every
@@ -33,29 +27,20 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kcompat.coordinator.records import offsets_partition
 from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult
-from kcompat.coordinator.transaction.coordinator import TV2, TxnRecord
-from kcompat.log.errors import LogError
+from kcompat.coordinator.transaction.coordinator import TV2
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server.errors import ApiError
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.transactions.txn_log import read_state_records
+from kcompat.server.transactions.txn_writes import LocalTxnWrites, TopicPartition, TxnWrites
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo
-from kcompat.wire.control_batch import end_txn_marker
 from kcompat.wire.error_codes import ErrorCode
-from kcompat.wire.errors import DecodeError
-from kcompat.wire.records import Record, build_batch
-
-if TYPE_CHECKING:  # cluster mode only
-    from kcompat.server.cluster.txn_channels import TxnMarkerSender, TxnVerifier
-    from kcompat.server.cluster.txn_shards import TxnShards
 
 log = logging.getLogger("kcompat.server.transactions")
-
-COORDINATOR_EPOCH = 0  # one node, never a new coordinator
 
 
 class TransactionService:
@@ -73,29 +58,21 @@ class TransactionService:
         new_producer_id: Callable[[], int],
         groups: GroupService,
         transaction_version: int = 2,
-        cluster: bool = False,
+        writes: Callable[[TransactionService], TxnWrites] = LocalTxnWrites,
     ) -> None:
         self.now_ms = now_ms
         self.transaction_version = transaction_version  # finalized: ApiVersions reports it
         self._setting = setting
-        self._lookup = lookup
+        self.lookup = lookup
         self._create = create
-        self._partition_log = partition_log
-        self._append = append
+        self.partition_log = partition_log
+        self.append = append
         self._new_producer_id = new_producer_id
         self.groups = groups
         self._coordinator: TransactionCoordinator | None = None
-        self._retry: list[MarkerJob] = []
         self._timers: list[asyncio.Task[None]] = []
-        # Cluster mode: the __transaction_state partitions this broker leads (txn_shards.py, set by
-        # cluster_member.py); they load and unload with leadership, so start() replays nothing.
-        self.cluster = cluster
-        self.shards: TxnShards | None = None
-        self.markers: TxnMarkerSender | None = None  # markers to other brokers' partitions
-        self.verifier: TxnVerifier | None = None  # produce verification at another broker
-        # (transactional id, coordinator epoch) with markers under way: a reload's new epoch gets its own
-        self._sending: set[tuple[str, int]] = set()
-        self._writes: set[asyncio.Task[None]] = set()
+        # How records and markers are written: a single node's, or cluster mode's (built from this).
+        self.writes = writes(self)
 
     @property
     def coordinator(self) -> TransactionCoordinator:
@@ -107,7 +84,7 @@ class TransactionService:
     async def start(self) -> None:
         """Replay `__transaction_state`, finish what a crash left in Prepare*, start the timers
         (after the group service loaded: markers settle its pending offsets)."""
-        existing = self._lookup(TRANSACTION_STATE)  # its partition count wins over a changed setting
+        existing = self.lookup(TRANSACTION_STATE)  # its partition count wins over a changed setting
         self._coordinator = TransactionCoordinator(
             TxnConfig(
                 max_timeout_ms=int(self._setting("transaction.max.timeout.ms")),
@@ -118,19 +95,7 @@ class TransactionService:
                 transaction_version=self.transaction_version,
             )
         )
-        if not self.cluster and self._lookup(TRANSACTION_STATE) is not None:
-            pairs = await asyncio.to_thread(self._read_all)
-            for key, value in pairs:
-                try:
-                    self.coordinator.replay(key, value)
-                except DecodeError as e:
-                    log.error("skipping an unreadable %s record: %s", TRANSACTION_STATE, e)
-            for job in self.coordinator.pending_markers():
-                self._write_markers(job)
-            if pairs:
-                log.info(
-                    "loaded %d transactional id(s) from %s", len(self.coordinator.txns), TRANSACTION_STATE
-                )
+        await self.writes.recover()
         abort_every = int(self._setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         expire_every = int(self._setting("transaction.remove.expired.transaction.cleanup.interval.ms"))
         self._timers = [
@@ -149,14 +114,7 @@ class TransactionService:
             except Exception:
                 log.exception("transaction coordinator timer failed")
         self._timers = []
-        for w in list(self._writes):
-            w.cancel()
-        await asyncio.gather(*self._writes, return_exceptions=True)
-        if self.shards is not None:
-            await self.shards.close()  # loads under way
-        for channels in (self.markers, self.verifier):
-            if channels is not None:
-                channels.channels.close()
+        await self.writes.close()
 
     async def _every(self, interval_ms: int, step: Callable[[], None]) -> None:
         while True:
@@ -169,7 +127,7 @@ class TransactionService:
     # --- requests ------------------------------------------------------------------------------
 
     async def ensure_topic(self) -> TopicInfo:
-        t = self._lookup(TRANSACTION_STATE)
+        t = self.lookup(TRANSACTION_STATE)
         if t is None:
             t = await self._create(TRANSACTION_STATE)
         assert t is not None
@@ -184,60 +142,24 @@ class TransactionService:
         try:
             await self.ensure_topic()
         except ApiError as e:
-            if self.shards is None:
-                log.error("cannot create %s: %s", TRANSACTION_STATE, e.message or e.error.name)
+            self.writes.state_topic_missing(e)
             return TxnResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if self.shards is not None and key is not None and (code := self.shards.error(key)):
+        if key is not None and (code := self.writes.not_here(key)):
             return TxnResult(code)
         try:
             result = call(self.now_ms())
         except ApiError as e:  # cluster mode: no producer-id block from the controller yet (retriable)
             return TxnResult(e.error)
-        if self.shards is None:
-            self._apply(result)
-            return result
-        code = await self._store_replicated(result.records)
-        if code:
-            return TxnResult(code)
-        if result.markers is not None:
-            self._write_markers(result.markers)
-        return result
+        code = await self.writes.commit(result)
+        return TxnResult(code) if code else result
 
     def not_here(self, key: str) -> ErrorCode:
         """Cluster mode: NONE when this broker is the coordinator of `key` now (single node: always)."""
-        return ErrorCode.NONE if self.shards is None else self.shards.error(key)
-
-    async def _store_replicated(self, records: list[TxnRecord]) -> ErrorCode:
-        """Cluster mode: append as the partitions' leader and wait for the high watermark (Kafka's
-        acks=all append of the transaction log). A refused or unreplicated write reloads the shards
-        it went to, so no state the log does not hold stays; Kafka's codes for the client:
-        NOT_COORDINATOR (leadership lost), COORDINATOR_NOT_AVAILABLE (ISR short, timed out)."""
-        shards = self.shards
-        assert shards is not None
-        if not records:
-            return ErrorCode.NONE
-        n = shards.table.num_partitions
-        short = shards.below_min_isr({p % n for p, _, _ in records}) if n else []
-        if short:
-            log.warning(
-                "%s partition(s) %s: ISR below min.insync.replicas; %d record(s) refused",
-                TRANSACTION_STATE,
-                short,
-                len(records),
-            )
-            for p in short:
-                shards.reload(p)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        written, failed = self._store(records)
-        code = ErrorCode.NOT_COORDINATOR if failed else await shards.replicated(written)
-        if code:
-            for p in {*written, *failed}:
-                shards.reload(p)
-        return code
+        return self.writes.not_here(key)
 
     def complete_after_load(self, job: MarkerJob) -> None:
         """Cluster mode: a shard just loaded found this transaction in Prepare*; finish it."""
-        self._write_markers(job)
+        self.writes.write_markers(job)
 
     def set_transaction_version(self, level: int) -> None:
         """Cluster mode: the finalized transaction.version of the metadata image. ApiVersions
@@ -271,7 +193,7 @@ class TransactionService:
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not self._setting("transaction.partition.verification.enable"):
             return
-        if self.shards is not None and self.shards.error(txn_id):  # the coordinator is elsewhere
+        if self.writes.not_here(txn_id):  # cluster mode: the coordinator is elsewhere
             await self._at_coordinator(
                 txn_id, producer_id, epoch, topic, partition, transaction_abortable, False
             )
@@ -296,8 +218,8 @@ class TransactionService:
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "a transactional batch needs a transactional id",
             )
-        if self.shards is not None and self.shards.error(txn_id):
-            # The coordinator is on another broker: Kafka 4.3's leader adds the partition there.
+        if self.writes.not_here(txn_id):
+            # Cluster mode: the coordinator is on another broker: Kafka 4.3's leader adds the partition there.
             await self._at_coordinator(txn_id, producer_id, epoch, topic, partition, True, True)
             return
         r = await self.run(
@@ -327,199 +249,61 @@ class TransactionService:
         """Cluster mode: verify (or add) the partition at the coordinator's broker, unless the log
         already holds this producer's open transaction at this epoch (Kafka's leader then skips the
         round trip: the transaction's first batch here was checked)."""
-        entry = self._partition_log(topic, partition).producer_state.producers.get(producer_id)
+        entry = self.partition_log(topic, partition).producer_state.producers.get(producer_id)
         if entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0:
             return
-        if self.verifier is None:
-            raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, f"no transaction coordinator for {txn_id}")
-        code, message = await self.verifier.verify(
+        code, message = await self.verify_elsewhere(
             txn_id, producer_id, epoch, (topic, partition), transaction_abortable, add=add
         )
         if code:
             raise ApiError(code, message)
 
+    async def verify_elsewhere(
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        tp: TopicPartition,
+        transaction_abortable: bool,
+        *,
+        add: bool = False,
+    ) -> tuple[ErrorCode, str | None]:
+        """Cluster mode: Produce's code for `tp` from the coordinator of `txn_id` on another broker
+        (NONE: in the transaction, or added to it with `add`), and a message."""
+        return await self.writes.verify_elsewhere(txn_id, producer_id, epoch, tp, transaction_abortable, add)
+
     def offsets_partition_of(self, group_id: str) -> int:
-        t = self._lookup(CONSUMER_OFFSETS)
+        t = self.lookup(CONSUMER_OFFSETS)
         n = t.partitions if t is not None else int(self._setting("offsets.topic.num.partitions"))
         return offsets_partition(group_id, n)
 
     # --- time ----------------------------------------------------------------------------------
 
     def abort_timed_out(self) -> None:
-        for job in self._retry[:]:
-            self._retry.remove(job)
-            self._write_markers(job)
-        if self._coordinator is None or self._lookup(TRANSACTION_STATE) is None:
+        self.writes.retry()
+        if self._coordinator is None or self.lookup(TRANSACTION_STATE) is None:
             return
         for result in self.coordinator.abort_timed_out(self.now_ms(), self._new_producer_id):
             if result.markers is not None:
                 log.info("aborting transaction %s: past its timeout", result.markers.transactional_id)
-            self._apply(result)
+            self.writes.apply(result)
 
     def expire_ids(self) -> None:
-        if self._coordinator is not None and self._lookup(TRANSACTION_STATE) is not None:
-            self._store(self.coordinator.expire(self.now_ms()))
+        if self._coordinator is not None and self.lookup(TRANSACTION_STATE) is not None:
+            self.writes.store(self.coordinator.expire(self.now_ms()))
 
-    # --- effects -------------------------------------------------------------------------------
-
-    def _apply(self, result: TxnResult) -> None:
-        if self.shards is not None:  # cluster mode: the markers only once the Prepare* is replicated
-            task = asyncio.get_running_loop().create_task(self._apply_replicated(result), name="txn-write")
-            self._writes.add(task)
-            task.add_done_callback(self._writes.discard)
-            return
-        self._store(result.records)
-        if result.markers is not None:
-            self._write_markers(result.markers)
-
-    async def _apply_replicated(self, result: TxnResult) -> None:
-        if await self._store_replicated(result.records) == ErrorCode.NONE and result.markers is not None:
-            self._write_markers(result.markers)
-
-    def _store(self, records: list[TxnRecord]) -> tuple[dict[int, int], set[int]]:
-        """Append `records`, one batch per partition: the last offset written in each, and the
-        partitions that could not be written (cluster mode: not led here, or the log refused)."""
-        written: dict[int, int] = {}
-        failed: set[int] = set()
-        if not records:
-            return written, failed
-        t = self._lookup(TRANSACTION_STATE)
-        if t is None:
-            log.error("%s is missing; %d transaction record(s) not stored", TRANSACTION_STATE, len(records))
-            return written, failed
-        now = self.now_ms()
-        by_partition: dict[int, list[Record]] = {}
-        for p, key, value in records:
-            part = by_partition.setdefault(p % t.partitions, [])
-            part.append(Record(len(part), now, key, value))
-        for p, recs in by_partition.items():
-            epoch = t.leader_epoch
-            if self.shards is not None:
-                if self.shards.led(p) is None:
-                    failed.add(p)
-                    continue
-                epoch = self.shards.leader_epoch(p)
-            try:
-                info = self._append(
-                    TRANSACTION_STATE, p, bytearray(build_batch(recs)), leader_epoch=epoch, now_ms=now
-                )
-                written[p] = info.last_offset
-            except LogError as e:
-                log.error("cannot store %d record(s) in %s-%d: %s", len(recs), TRANSACTION_STATE, p, e)
-                failed.add(p)
-        return written, failed
-
-    def _write_markers(self, job: MarkerJob) -> None:
-        if self.markers is not None:  # cluster mode: to each partition's leader, asynchronously
-            assert self.shards is not None
-            key = (
-                job.transactional_id,
-                self.shards.leader_epoch(self.shards.table.partition(job.transactional_id)),
-            )
-            if key not in self._sending:
-                self._sending.add(key)
-                task = asyncio.get_running_loop().create_task(
-                    self._send_markers(job, key[1]), name="txn-markers"
-                )
-                self._writes.add(task)
-                task.add_done_callback(self._writes.discard)
-            return
-        now = self.now_ms()
-        failed = False
-        for topic, partition in job.partitions:
-            t = self._lookup(topic)
-            if t is None or partition >= t.partitions:
-                continue  # deleted since: nothing left to mark
-            marker = end_txn_marker(
-                job.producer_id,
-                job.producer_epoch,
-                commit=job.commit,
-                coordinator_epoch=COORDINATOR_EPOCH,
-                timestamp_ms=now,
-            )
-            try:
-                self._append(topic, partition, bytearray(marker), leader_epoch=t.leader_epoch, now_ms=now)
-            except LogError as e:
-                log.error(
-                    "cannot write the %s marker of %s to %s-%d: %s",
-                    "COMMIT" if job.commit else "ABORT",
-                    job.transactional_id,
-                    topic,
-                    partition,
-                    e,
-                )
-                failed = True
-                continue
-            if topic == CONSUMER_OFFSETS:
-                self.groups.coordinator.txn_offsets.complete(job.producer_id, job.commit)
-        if failed:
-            self._retry.append(job)
-            return
-        self._apply(self.coordinator.complete(job, now))
-
-    async def _send_markers(self, job: MarkerJob, epoch: int) -> None:
-        """Cluster mode: Complete* once every partition's leader acknowledged the marker (after
-        replication), unless the transaction left this coordinator meanwhile."""
-        shards, markers = self.shards, self.markers
-        assert shards is not None and markers is not None
-        p = shards.table.partition(job.transactional_id)  # its leader epoch is Kafka's coordinator epoch
-
-        def still_mine() -> bool:
-            return shards.error(job.transactional_id) == ErrorCode.NONE and shards.leader_epoch(p) == epoch
-
-        try:
-            done = await markers.send(
-                job.transactional_id,
-                job.producer_id,
-                job.producer_epoch,
-                job.commit,
-                epoch,
-                job.partitions,
-                still_mine,
-            )
-        finally:
-            self._sending.discard((job.transactional_id, epoch))
-        if done and still_mine():
-            self._apply(self.coordinator.complete(job, self.now_ms()))
+    # --- what the writes ask of the service ---------------------------------------------------------
 
     def write_marker(
         self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
     ) -> ErrorCode:
         """One marker from WriteTxnMarkers (an admin's abort of a hanging transaction)."""
-        t = self._lookup(topic)
-        if t is None or not 0 <= partition < t.partitions:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        epoch_of_leader = t.leader_epoch
-        if self.shards is not None:  # cluster mode: only the partition's leader appends
-            part = self.shards.leader_of(topic, partition)
-            if part is None:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            epoch_of_leader = part.leader_epoch
-        entry = self._partition_log(topic, partition).producer_state.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        now = self.now_ms()
-        marker = end_txn_marker(
-            producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch, timestamp_ms=now
-        )
-        try:
-            self._append(topic, partition, bytearray(marker), leader_epoch=epoch_of_leader, now_ms=now)
-        except LogError as e:
-            return ErrorCode[e.error_name]
-        if topic == CONSUMER_OFFSETS:
-            self.groups.coordinator.txn_offsets.complete(producer_id, commit)
-        return ErrorCode.NONE
+        return self.writes.write_marker(topic, partition, producer_id, epoch, commit, coordinator_epoch)
 
-    # --- replay --------------------------------------------------------------------------------
-
-    def _read_all(self) -> list[tuple[bytes, bytes | None]]:
-        """Every (key, value) of `__transaction_state`, partition by partition (blocking: a thread)."""
-        t = self._lookup(TRANSACTION_STATE)
-        out: list[tuple[bytes, bytes | None]] = []
-        for p in range(t.partitions if t is not None else 0):
-            out.extend(self.read_partition(p))
-        return out
+    def settle_offsets(self, producer_id: int, commit: bool) -> None:
+        """A marker on `__consumer_offsets` settles the producer's pending offsets in the group coordinator."""
+        self.groups.coordinator.txn_offsets.complete(producer_id, commit)
 
     def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) of `__transaction_state` partition `p` (blocking: a thread)."""
-        return read_state_records(self._partition_log(TRANSACTION_STATE, p))
+        return read_state_records(self.partition_log(TRANSACTION_STATE, p))

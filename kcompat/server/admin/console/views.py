@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.consumer_protocol import decode_assignment
 from kcompat.metadata.image import MetadataImage
-from kcompat.server.cluster.kraft_metadata import KRaftMetadata
 from kcompat.wire.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -87,8 +86,7 @@ class GroupRow:
 
 def _image(broker: Broker) -> MetadataImage | None:
     """The KRaft metadata image in cluster mode; None on a single node."""
-    metadata = broker.metadata
-    return metadata.image if isinstance(metadata, KRaftMetadata) else None
+    return broker.cluster.image()
 
 
 def brokers(broker: Broker) -> list[dict[str, object]]:
