@@ -123,27 +123,15 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 KNOWN_LONG: frozenset[str] = frozenset(
     {
         "kcompat/server/handlers/groups.py",  # split per API family ("context")
-        "kcompat/server/transactions/txn_service.py",  # split with the cluster assembly ("seams")
     }
 )
 # (rule name, file, imported module). Cluster mode built by cluster/assembly.py ("seams"), the
 # admin listener reading through a read model and handlers taking RequestContext from
 # server/context.py ("context") empty these.
 _CLUSTER, _ADMIN, _HANDLERS = "cluster-is-a-wing", "admin-only-reads", "handlers-see-no-broker"
-_KRAFT_METADATA = f"{_S}.cluster.kraft_metadata"
 KNOWN_WING_IMPORTS: frozenset[tuple[str, str, str]] = frozenset(
     {
-        (_CLUSTER, "kcompat/server/broker.py", _KRAFT_METADATA),
-        (_CLUSTER, "kcompat/server/serve.py", f"{_S}.cluster.cluster_member"),
-        (_CLUSTER, "kcompat/server/replica_manager.py", f"{_S}.cluster.replication.alter_partition"),
         (_CLUSTER, "kcompat/server/replica_manager.py", f"{_S}.cluster.replication.partition"),
-        (_CLUSTER, "kcompat/server/groups/group_service.py", f"{_S}.cluster.group_shards"),
-        (_CLUSTER, "kcompat/server/transactions/txn_service.py", f"{_S}.cluster.txn_channels"),
-        (_CLUSTER, "kcompat/server/transactions/txn_service.py", f"{_S}.cluster.txn_shards"),
-        (_CLUSTER, "kcompat/server/admin/metrics.py", _KRAFT_METADATA),
-        (_CLUSTER, "kcompat/server/admin/console/views.py", _KRAFT_METADATA),
-        (_ADMIN, "kcompat/server/admin/metrics.py", _KRAFT_METADATA),
-        (_ADMIN, "kcompat/server/admin/console/views.py", _KRAFT_METADATA),
         (_ADMIN, "kcompat/server/admin/metrics.py", f"{_S}.registry"),
         *(
             (_HANDLERS, f"kcompat/server/handlers/{h}.py", f"{_S}.broker")
