@@ -3,7 +3,7 @@ LeaveGroup (13) v0-5, SyncGroup (14) v0-5, DescribeGroups (15) v0-6, ListGroups 
 DeleteGroups (42) v0-2, ConsumerGroupHeartbeat (68) v0-1, ConsumerGroupDescribe (69) v0-1.
 
 The group logic is kcompat.coordinator's; these handlers translate wire versions to its plain values
-and back, through broker.group_service (records stored before any answer; see group_service.py).
+and back, through ctx.groups (records stored before any answer; see group_service.py).
 
 FindCoordinator version notes:
 * v0: one group id; this broker, which coordinates every group (__consumer_offsets is created here
@@ -76,7 +76,7 @@ from kcompat.coordinator.messages import ConsumerGroupHeartbeatResponse, JoinGro
 from kcompat.coordinator.records import offsets_partition
 from kcompat.server.auth import access
 from kcompat.server.auth.consumer_group_acl import heartbeat_error, hide_refused_topics
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
 from kcompat.server.groups.group_service import CoordinatorUnavailable
@@ -128,7 +128,7 @@ async def coordinate(
     """The coordinator's answer to `call` (stored first, awaited when deferred). Cluster mode:
     `refuse(error)` answers for `group` when this broker does not coordinate it (group_service.run)."""
     try:
-        answer: T = await ctx.broker.group_service.run(
+        answer: T = await ctx.groups.run(
             call, creates=creates, group=group, refuse=refuse, committed=committed
         )
         return answer
@@ -159,8 +159,6 @@ async def find_coordinator(ctx: RequestContext, request: Request) -> Any:
 
 
 async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
-    broker = ctx.broker
-
     def fail(error: ErrorCode, message: str) -> dict[str, Any]:
         return {
             "key": key,
@@ -182,17 +180,17 @@ async def _coordinator_for(ctx: RequestContext, key_type: int, key: str) -> dict
     topic = CONSUMER_OFFSETS if key_type == GROUP_KEY else TRANSACTION_STATE
     try:
         if key_type == GROUP_KEY:
-            await broker.group_service.ensure_topic()
+            await ctx.groups.ensure_topic()
         else:
-            await broker.txn_service.ensure_topic()
+            await ctx.transactions.ensure_topic()
     except ApiError as e:
         return fail(
             ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {topic}: {e.message or e.error.name}"
         )
-    host, port = broker.endpoint(ctx.client)
+    host, port = ctx.endpoint
     return {
         "key": key,
-        "node_id": broker.node_id,
+        "node_id": ctx.identity.node_id,
         "host": host,
         "port": port,
         "error_code": 0,
@@ -209,9 +207,9 @@ async def _coordinator_in_cluster(
     topic = CONSUMER_OFFSETS if key_type == GROUP_KEY else TRANSACTION_STATE
     try:
         if key_type == GROUP_KEY:
-            n = await ctx.broker.group_service.ensure_topic()
+            n = await ctx.groups.ensure_topic()
         else:
-            n = (await ctx.broker.txn_service.ensure_topic()).partitions
+            n = (await ctx.transactions.ensure_topic()).partitions
     except ApiError as e:
         return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}: {e.message or e.error.name}")
     t = ctx.metadata.topic(topic)
@@ -243,7 +241,7 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
     host = client_host(ctx)
     resp = await coordinate(
         ctx,
-        lambda now: ctx.broker.group_service.coordinator.join_group(
+        lambda now: ctx.groups.coordinator.join_group(
             now,
             group_id=body.group_id,
             member_id=body.member_id,
@@ -286,7 +284,7 @@ async def sync_group(ctx: RequestContext, request: Request[sg.SyncGroupRequest])
     assignments = [SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments]
     return await coordinate(
         ctx,
-        lambda now: ctx.broker.group_service.coordinator.sync_group(
+        lambda now: ctx.groups.coordinator.sync_group(
             now,
             group_id=body.group_id,
             member_id=body.member_id,
@@ -308,7 +306,7 @@ async def heartbeat(ctx: RequestContext, request: Request[hb.HeartbeatRequest]) 
         return hb.HeartbeatResponse(error_code=int(denied))
     return await coordinate(
         ctx,
-        lambda now: ctx.broker.group_service.coordinator.heartbeat(
+        lambda now: ctx.groups.coordinator.heartbeat(
             now,
             group_id=body.group_id,
             member_id=body.member_id,
@@ -333,7 +331,7 @@ async def leave_group(ctx: RequestContext, request: Request[lg.LeaveGroupRequest
         members = [MemberIdentity(m.member_id, m.group_instance_id, m.reason) for m in body.members]
     resp = await coordinate(
         ctx,
-        lambda now: ctx.broker.group_service.coordinator.leave_group(
+        lambda now: ctx.groups.coordinator.leave_group(
             now,
             group_id=body.group_id,
             members=members,
@@ -362,7 +360,7 @@ async def describe_groups(
 ) -> dg.DescribeGroupsResponse:
     body = request.body
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-    coordinator = ctx.broker.group_service.coordinator
+    coordinator = ctx.groups.coordinator
     groups = await coordinate(
         ctx, lambda now: coordinator.describe_groups(now, list(body.groups)), creates=False
     )
@@ -392,7 +390,7 @@ async def describe_groups(
 def _not_here(ctx: RequestContext, group_ids: list[str]) -> dict[str, ErrorCode]:
     """Cluster mode: the groups of a batched request this broker does not coordinate now, with the
     error each gets (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS); empty on a single node."""
-    shards = ctx.broker.group_service.shards
+    shards = ctx.groups.shards
     if shards is None:
         return {}
     errors = {g: shards.error(g) for g in group_ids}
@@ -417,7 +415,7 @@ async def list_groups(ctx: RequestContext, request: Request[lsg.ListGroupsReques
     types = list(body.types_filter) if v >= 5 else []
     groups = await coordinate(
         ctx,
-        lambda now: ctx.broker.group_service.coordinator.list_groups(
+        lambda now: ctx.groups.coordinator.list_groups(
             now,
             states_filter=states,
             types_filter=types,
@@ -437,7 +435,7 @@ async def delete_groups(
     elsewhere = _not_here(ctx, [n for n in names if n not in denied])
     here = [g for g in names if g not in elsewhere and g not in denied]
     results = await coordinate(
-        ctx, lambda now: ctx.broker.group_service.coordinator.delete_groups(now, here), creates=False
+        ctx, lambda now: ctx.groups.coordinator.delete_groups(now, here), creates=False
     )
     results += [dlg.DeletableGroupResult(group_id=g, error_code=int(e)) for g, e in elsewhere.items()]
     results += [dlg.DeletableGroupResult(group_id=n, error_code=int(e)) for n, e in denied.items()]
@@ -452,7 +450,7 @@ async def consumer_group_heartbeat(
     ctx: RequestContext, request: Request[cgh.ConsumerGroupHeartbeatRequest]
 ) -> cgh.ConsumerGroupHeartbeatResponse:
     body = request.body
-    if "consumer" not in ctx.broker.config.get("group.coordinator.rebalance.protocols"):
+    if "consumer" not in ctx.config.get("group.coordinator.rebalance.protocols"):
         # As Kafka answers when the consumer protocol is switched off; clients then use the classic one.
         return cgh.ConsumerGroupHeartbeatResponse(
             throttle_time_ms=0,
@@ -482,7 +480,7 @@ async def consumer_group_heartbeat(
     host = client_host(ctx)
     resp = await coordinate(
         ctx,
-        lambda now: ctx.broker.group_service.coordinator.consumer_group_heartbeat(
+        lambda now: ctx.groups.coordinator.consumer_group_heartbeat(
             now,
             req,
             api_version=request.api_version,
@@ -530,7 +528,7 @@ async def consumer_group_describe(
     ops = GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     groups = await coordinate(
         ctx,
-        lambda now: ctx.broker.group_service.coordinator.consumer_group_describe(now, list(body.group_ids)),
+        lambda now: ctx.groups.coordinator.consumer_group_describe(now, list(body.group_ids)),
         creates=False,
     )
     described = cgd.ConsumerGroupDescribeResponse(
