@@ -47,7 +47,7 @@ from kcompat.coordinator import (
 from kcompat.coordinator.messages import OffsetFetchResponseGroup, OffsetFetchResponseTopic
 from kcompat.server.auth import access, offset_acl
 from kcompat.server.context import RequestContext
-from kcompat.server.handlers.groups import coordinate
+from kcompat.server.handlers.group_coordinator import coordinate
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
