@@ -11,7 +11,9 @@ import pytest
 
 from kcompat.config import BrokerConfig
 from kcompat.server.context import BrokerIdentity, RequestContext
-from tests.server.broker_harness import BrokerHarness
+from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
+from kcompat.wire.messages.produce import PRODUCE
+from tests.server.broker_harness import BrokerHarness, batch
 from tests.server.groups_harness import FakeClock
 
 SERVER = Path(__file__).resolve().parents[2] / "kcompat" / "server"
@@ -73,3 +75,24 @@ def test_identity_advertises_the_bound_port_for_a_port_0_listener(tmp_path: Path
     assert identity.endpoint("OTHER") == ("127.0.0.1", 9999)
     assert identity.endpoint("UNKNOWN") == ("127.0.0.1", 40123)
     assert identity.log_dirs == [tmp_path.absolute()] and identity.rack is None
+
+
+def test_group_snapshot_is_the_read_model_of_groups_and_offsets(tmp_path: Path) -> None:
+    h = BrokerHarness(tmp_path)
+    try:
+        assert dict(h.broker.group_service.snapshot().committed) == {}
+        produce = {"acks": 1, "timeout_ms": 1000,
+                   "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch(b"a", b"b")}]}]}  # fmt: skip
+        assert h.call(PRODUCE, 9, produce).responses[0].partition_responses[0].error_code == 0
+        body = {
+            "group_id": "g",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 2}]}],
+        }
+        assert h.call(OFFSET_COMMIT, 8, body).topics[0].partitions[0].error_code == 0
+        read = h.broker.group_service.snapshot()
+        assert {g: dict(o) for g, o in read.committed.items()} == {"g": {("t", 0): 2}}
+        assert len(read.groups["g"].members) == 0  # a simple consumer's commit: an empty group
+    finally:
+        h.close()
