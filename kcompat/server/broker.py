@@ -3,12 +3,14 @@
     frame ──► broker.handle = RequestDispatcher.handle (dispatcher.py: decode, route, encode)
           ──► handler(RequestContext, request) ──► body ──► [chunks]
 
-    RequestContext ──.metadata──► MetadataView (metadata_view.py): LocalMetadata on one node, in
-                                  cluster mode KRaftMetadata (cluster/, imported only then)
-                   ──.replicas──► ReplicaManager (replica_manager.py): logs, parked fetches
-                   ──.groups────► GroupService (group_service.py): the group coordinator
-                   broker.txn_service ► TransactionService (txn_service.py): the transaction coordinator
-                   ──.broker────► identity: node id, cluster id, advertised endpoint, rack
+    RequestContext (context.py) ──.services──► BrokerServices, built here once:
+        .metadata ─────► MetadataView (metadata_view.py): LocalMetadata on one node, in cluster
+                         mode KRaftMetadata (cluster/, imported only then)
+        .replicas ─────► ReplicaManager (replica_manager.py): logs, parked fetches
+        .groups ───────► GroupService (group_service.py): the group coordinator
+        .transactions ─► TransactionService (txn_service.py): the transaction coordinator
+        .identity ─────► BrokerIdentity: node id, cluster id, advertised endpoints, rack
+        .access, .scram, .stats, .fetch_sessions, .clock
 
 What Kafka does with a request it cannot serve (UNSUPPORTED_VERSION for ApiVersions, a closed
 connection otherwise) is the dispatcher's (CloseConnection, load_handlers); ApiError is errors.py's.
@@ -27,9 +29,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
@@ -37,6 +38,7 @@ from kcompat.log.segment_files import SEGMENT_FILES, bound_for
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.cluster_port import ClusterPort, SingleNode
+from kcompat.server.context import Access, BrokerIdentity, BrokerServices, CachedSetting, RequestContext
 from kcompat.server.dispatcher import RequestDispatcher
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.groups.group_service import GroupService
@@ -46,51 +48,10 @@ from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
-from kcompat.wire.protocol import Request
 
 log = logging.getLogger("kcompat.server")
 
-__all__ = ["Broker", "RequestContext"]
-
-
-@dataclass(slots=True)
-class RequestContext:
-    """What a handler sees besides its request body."""
-
-    broker: Broker
-    client: Any
-    request: Request
-
-    @property
-    def version(self) -> int:
-        return self.request.api_version
-
-    @property
-    def now_ms(self) -> int:
-        return self.broker.now_ms()
-
-    @property
-    def listener(self) -> str:
-        """The name of the listener the request came in on (Metadata names brokers on it)."""
-        return self.client.listener if self.client is not None else ""
-
-    @property
-    def metadata(self) -> MetadataView:
-        """Topics, topic ids, producer ids, dynamic configs and topic admin."""
-        return self.broker.metadata
-
-    @property
-    def replicas(self) -> ReplicaManager:
-        """The partition logs and parked fetches (append here: it wakes the fetches)."""
-        return self.broker.replicas
-
-    @property
-    def groups(self) -> GroupService:
-        return self.broker.group_service
-
-    @property
-    def config(self) -> BrokerConfig:
-        return self.broker.metadata.config
+__all__ = ["Broker"]
 
 
 def is_cluster_member(config: BrokerConfig) -> bool:
@@ -103,17 +64,8 @@ def is_cluster_member(config: BrokerConfig) -> bool:
 class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
-        self.node_id: int = config.node_id
-        self.cluster_id: str = ""
-        # Absolute, as Kafka's LogManager holds them (DescribeLogDirs names them so).
-        self.log_dirs: list[Path] = [Path(d).absolute() for d in config.log_dirs]
-        listener = config.advertised_listeners[0]
-        self.advertised_host: str = listener.host
-        self.advertised_port: int = listener.port  # the transport sets the bound port when this is 0
-        # Metadata names the endpoint of the listener a request came in on, as Kafka does.
-        self.endpoints: dict[str, tuple[str, int]] = {
-            x.name: (x.host, x.port) for x in config.advertised_listeners
-        }
+        # Node id, cluster id (set at start), log dirs, rack, advertised endpoints by listener.
+        self.identity = BrokerIdentity(config)
         # SCRAM credentials (salted keys, never passwords); --add-scram users are stored at start.
         self.scram = ScramCredentialStore(self.log_dirs[0])
         self.initial_scram_users: list[tuple[str, str, ScramCredential]] = []
@@ -180,10 +132,24 @@ class Broker:
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
         self.stats = BrokerStats()
-        self._fetch_max_bytes: tuple[BrokerConfig, int] | None = None
+        # What handlers see, built once and shared by every request's RequestContext.
+        self.services = BrokerServices(
+            identity=self.identity,
+            metadata=self.metadata,
+            replicas=self.replicas,
+            groups=self.group_service,
+            transactions=self.txn_service,
+            access=Access(self.authorizer, self.acl_store),
+            scram=self.scram,
+            stats=self.stats,
+            fetch_sessions=self.fetch_sessions,
+            clock=clock,
+            fetch_max_bytes=CachedSetting(self.metadata, "fetch.max.bytes"),
+            forwarded_versions=cluster.forwarder.versions,
+        )
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
         self.dispatcher = RequestDispatcher(
-            lambda client, request: RequestContext(self, client, request), self.stats, cluster.forwarder
+            partial(RequestContext, self.services), self.stats, cluster.forwarder
         )
         self.handle = self.dispatcher.handle
 
@@ -195,54 +161,50 @@ class Broker:
         assert ids is not None
         return ids.next_id()
 
-    def save_acls(self) -> None:
-        """Persist the ACL set after CreateAcls/DeleteAcls changed it (atomic; before the answer)."""
-        if self.authorizer is not None:
-            self.acl_store.save(self.authorizer.acls())
-
     def bound(self, listener: str, port: int) -> None:
         """The transport bound `listener` to `port`: an advertised port 0 becomes that port."""
-        host, advertised = self.endpoints.get(listener, ("", -1))
-        if advertised == 0:
-            self.endpoints[listener] = (host, port)
-            if self.advertised_port == 0 and host == self.advertised_host:
-                self.advertised_port = port
-
-    def endpoint(self, client: Any) -> tuple[str, int]:
-        """(host, port) clients of `client`'s listener are told to use."""
-        name = getattr(client, "listener", None)
-        return (
-            self.endpoints.get(name, (self.advertised_host, self.advertised_port))
-            if name
-            else (self.advertised_host, self.advertised_port)
-        )
+        self.identity.bound(listener, port)
 
     @property
     def config(self) -> BrokerConfig:
         """The broker's config, dynamic values included (they change with AlterConfigs)."""
         return self.metadata.config
 
+    # Identity, read by the cluster assembly, serve.py and the console (handlers: ctx.identity).
     @property
-    def rack(self) -> str | None:
-        rack = self.config.get("broker.rack")
-        return str(rack) if rack else None
+    def node_id(self) -> int:
+        return self.identity.node_id
 
     @property
-    def fetch_max_bytes(self) -> int:
-        # Read on every Fetch: looked up again only when the config object changes (AlterConfigs
-        # replaces it), not through the property table each time (~0.5 us).
-        cfg = self.config
-        cached = self._fetch_max_bytes
-        if cached is None or cached[0] is not cfg:
-            cached = self._fetch_max_bytes = (cfg, int(cfg.get("fetch.max.bytes")))
-        return cached[1]
+    def cluster_id(self) -> str:
+        return self.identity.cluster_id
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return self.identity.log_dirs
+
+    @property
+    def advertised_host(self) -> str:
+        return self.identity.advertised_host
+
+    @property
+    def advertised_port(self) -> int:
+        return self.identity.advertised_port
+
+    @property
+    def endpoints(self) -> dict[str, tuple[str, int]]:
+        return self.identity.endpoints
+
+    @property
+    def rack(self) -> str | None:
+        return self.identity.rack
 
     # --- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._load_cluster_id()
+        self.identity.cluster_id = self._load_cluster_id()
         for d in self.log_dirs:  # before anything is written: a dir of another cluster or node is refused
             check_meta_properties(d, self.cluster_id, self.node_id)
         self.metadata.load()

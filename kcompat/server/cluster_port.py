@@ -38,9 +38,10 @@ if TYPE_CHECKING:
 class StartedBroker(Protocol):
     """What cluster mode reads of the broker once its logs are open and its listeners bound."""
 
-    cluster_id: str
-    endpoints: dict[str, tuple[str, int]]
-
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def endpoints(self) -> dict[str, tuple[str, int]]: ...
     @property
     def config(self) -> BrokerConfig: ...
     @property

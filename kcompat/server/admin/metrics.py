@@ -166,22 +166,21 @@ class BrokerCollector:
         members = GaugeMetricFamily(
             "kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"]
         )
-        coordinator = self.broker.group_service._coordinator
-        if coordinator is not None:
-            for group_id, group in sorted(coordinator.groups.items()):
-                members.add_metric([group_id], len(group.members))
-            for group_id, offsets in sorted(coordinator.offsets.items()):
-                sums: dict[str, int] = {}
-                for (topic, partition), value in sorted(offsets.items()):
-                    end = self._log_end(topic, partition)
-                    if end is None:
-                        continue  # the topic was deleted; kafka_exporter shows only what it can describe
-                    behind = max(end - value.offset, 0)
-                    committed.add_metric([group_id, topic, str(partition)], value.offset)
-                    lag.add_metric([group_id, topic, str(partition)], behind)
-                    sums[topic] = sums.get(topic, 0) + behind
-                for topic, total in sums.items():
-                    lag_sum.add_metric([group_id, topic], total)
+        read = self.broker.group_service.snapshot()
+        for group_id, group in sorted(read.groups.items()):
+            members.add_metric([group_id], len(group.members))
+        for group_id, offsets in sorted(read.committed.items()):
+            sums: dict[str, int] = {}
+            for (topic, partition), offset in sorted(offsets.items()):
+                end = self._log_end(topic, partition)
+                if end is None:
+                    continue  # the topic was deleted; kafka_exporter shows only what it can describe
+                behind = max(end - offset, 0)
+                committed.add_metric([group_id, topic, str(partition)], offset)
+                lag.add_metric([group_id, topic, str(partition)], behind)
+                sums[topic] = sums.get(topic, 0) + behind
+            for topic, total in sums.items():
+                lag_sum.add_metric([group_id, topic], total)
         yield from (committed, lag, lag_sum, members)
 
     def _log_end(self, topic: str, partition: int) -> int | None:

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from kcompat.security.authorizer import CLUSTER_NAME as CLUSTER_NAME
 from kcompat.security.authorizer import AclOperation, ResourceType
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.registry import HANDLERS
 from kcompat.wire.error_codes import ErrorCode
@@ -67,7 +67,7 @@ def _api_name(api_key: int) -> str:
 
 
 def enabled(ctx: RequestContext) -> bool:
-    return ctx.broker.authorizer is not None
+    return ctx.authorizer is not None
 
 
 def allowed(
@@ -75,7 +75,7 @@ def allowed(
 ) -> bool:
     """`quiet`: a check that filters (listing all topics, authorized operations, an alternative
     right) is not logged when denied, as Kafka's logIfDenied=false."""
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     if auth is None:
         return True
     principal, host = _who(ctx)
@@ -99,7 +99,7 @@ def allowed(
 
 def allowed_any(ctx: RequestContext, operation: int, resource_type: int) -> bool:
     """May the principal do `operation` on some resource of the type (authorizeByResourceType)."""
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     if auth is None:
         return True
     principal, host = _who(ctx)
@@ -107,7 +107,7 @@ def allowed_any(ctx: RequestContext, operation: int, resource_type: int) -> bool
 
 
 def topic_error(ctx: RequestContext, operation: int, topic: str) -> ErrorCode | None:
-    if ctx.broker.authorizer is None or allowed(ctx, operation, TOPIC, topic):
+    if ctx.authorizer is None or allowed(ctx, operation, TOPIC, topic):
         return None
     return ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
@@ -115,7 +115,7 @@ def topic_error(ctx: RequestContext, operation: int, topic: str) -> ErrorCode | 
 def topic_filter(ctx: RequestContext, operation: int) -> Callable[[str], bool] | None:
     """With an authorizer, a test of `operation` on a topic for this connection's principal that
     outlives the request (a consumer group keeps it to resolve regexes); quiet, as a filter is."""
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     if auth is None:
         return None
     principal, host = _who(ctx)
@@ -124,32 +124,32 @@ def topic_filter(ctx: RequestContext, operation: int) -> Callable[[str], bool] |
 
 def topics_denied(ctx: RequestContext, operation: int, topics: Sequence[str]) -> frozenset[str]:
     """The names of `topics` the principal may not `operation` (Kafka's filterByAuthorized, negated)."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return _NONE
     return frozenset(t for t in set(topics) if not allowed(ctx, operation, TOPIC, t))
 
 
 def group_error(ctx: RequestContext, operation: int, group: str) -> ErrorCode | None:
-    if ctx.broker.authorizer is None or allowed(ctx, operation, GROUP, group):
+    if ctx.authorizer is None or allowed(ctx, operation, GROUP, group):
         return None
     return ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 def cluster_error(ctx: RequestContext, operation: int) -> ErrorCode | None:
-    if ctx.broker.authorizer is None or allowed(ctx, operation, CLUSTER, CLUSTER_NAME):
+    if ctx.authorizer is None or allowed(ctx, operation, CLUSTER, CLUSTER_NAME):
         return None
     return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def transactional_id_error(ctx: RequestContext, operation: int, transactional_id: str) -> ErrorCode | None:
-    if ctx.broker.authorizer is None or allowed(ctx, operation, TRANSACTIONAL_ID, transactional_id):
+    if ctx.authorizer is None or allowed(ctx, operation, TRANSACTIONAL_ID, transactional_id):
         return None
     return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def produce_error(ctx: RequestContext, topic: str, transactional_id: str | None) -> ErrorCode | None:
     """Produce: WRITE on the transactional id (when there is one), then WRITE on the topic."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return None
     if transactional_id is not None and not allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -162,7 +162,7 @@ def fetch_denied(
     """Fetch: the topics of `reads` (key, topic or None, partition, request) to answer
     TOPIC_AUTHORIZATION_FAILED (a consumer needs READ on each; a replica needs CLUSTER_ACTION on
     the cluster, or is refused every topic)."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return _NONE
     topics = {name for _, name, _, _ in reads if name is not None}
     if from_replica:
@@ -173,7 +173,7 @@ def fetch_denied(
 def metadata_topic_error(ctx: RequestContext, topic: str, would_create: bool) -> ErrorCode | None:
     """Metadata of a named topic: DESCRIBE on it; auto-creating it also needs CREATE on the
     cluster or on the topic."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return None
     if not allowed(ctx, DESCRIBE, TOPIC, topic):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -187,7 +187,7 @@ def metadata_topic_error(ctx: RequestContext, topic: str, would_create: bool) ->
 def _operation_bits(ctx: RequestContext, resource_type: int, name: str, all_bits: int) -> int:
     """The bit set of operations allowed (Kafka's authorized operations), from `all_bits` (what
     the resource type supports; all of them without an authorizer)."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return all_bits
     return sum(
         1 << op
@@ -210,7 +210,7 @@ def group_operations(ctx: RequestContext, group: str, all_bits: int) -> int:
 
 def coordinator_key_error(ctx: RequestContext, is_group: bool, key: str) -> ErrorCode | None:
     """FindCoordinator: DESCRIBE on the group, or on the transactional id."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return None
     if is_group:
         return group_error(ctx, DESCRIBE, key)
@@ -219,21 +219,21 @@ def coordinator_key_error(ctx: RequestContext, is_group: bool, key: str) -> Erro
 
 def groups_denied(ctx: RequestContext, operation: int, groups: list[str]) -> dict[str, ErrorCode]:
     """The groups of `groups` the principal may not `operation`, with GROUP_AUTHORIZATION_FAILED."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return {}
     return {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in groups if not allowed(ctx, operation, GROUP, g)}
 
 
 def describable_groups(ctx: RequestContext, groups: list[T]) -> list[T]:
     """ListGroups: all of them with DESCRIBE on the cluster, else those the principal may describe."""
-    if ctx.broker.authorizer is None or allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME, quiet=True):
+    if ctx.authorizer is None or allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME, quiet=True):
         return groups
     return [g for g in groups if allowed(ctx, DESCRIBE, GROUP, g.group_id, quiet=True)]
 
 
 def create_topic_error(ctx: RequestContext, topic: str) -> ErrorCode | None:
     """CreateTopics: CREATE on the cluster or on the topic."""
-    if ctx.broker.authorizer is None or allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME, quiet=True):
+    if ctx.authorizer is None or allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME, quiet=True):
         return None
     return topic_error(ctx, CREATE, topic)
 
@@ -243,7 +243,7 @@ _CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = 2, 4, 8, 3
 
 def config_error(ctx: RequestContext, operation: int, config_type: int, name: str) -> ErrorCode | None:
     """Describe/AlterConfigs: the operation on the topic or group, or on the cluster for a broker."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return None
     if config_type == _CONFIG_TOPIC:
         return topic_error(ctx, operation, name)
@@ -255,7 +255,7 @@ def config_error(ctx: RequestContext, operation: int, config_type: int, name: st
 def init_producer_id_error(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
     """InitProducerId: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE
     on the cluster or WRITE on some topic (Kafka 3+'s rule, KIP-679)."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return None
     if transactional_id is not None:
         return transactional_id_error(ctx, WRITE, transactional_id)
@@ -269,7 +269,7 @@ def txn_partitions_denied(
 ) -> dict[tuple[str, int], ErrorCode]:
     """AddPartitionsToTxn: WRITE on the transactional id (else every partition fails), then
     WRITE on each topic; an empty dict when all may be added."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return {}
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
         return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -280,6 +280,6 @@ def txn_partitions_denied(
 
 def txn_group_error(ctx: RequestContext, transactional_id: str, group: str) -> ErrorCode | None:
     """AddOffsetsToTxn, TxnOffsetCommit: WRITE on the transactional id, READ on the group."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return None
     return transactional_id_error(ctx, WRITE, transactional_id) or group_error(ctx, READ, group)

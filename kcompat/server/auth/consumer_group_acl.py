@@ -14,7 +14,7 @@ ConsumerGroupDescribe   DESCRIBE on the group (in the handler), then DESCRIBE on
 from __future__ import annotations
 
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.types import consumer_group_describe as cgd
 from kcompat.wire.types import consumer_group_heartbeat as cgh

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.protocol import Request
 from kcompat.wire.types import offset_commit as oc

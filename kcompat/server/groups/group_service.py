@@ -27,7 +27,8 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kcompat.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kcompat.coordinator.records import Record
@@ -39,6 +40,9 @@ from kcompat.server.groups.shard_port import AllGroupsHere, GroupShardsPort
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 
+if TYPE_CHECKING:
+    from kcompat.coordinator.group_store import Group
+
 log = logging.getLogger("kcompat.server.groups")
 
 
@@ -48,6 +52,16 @@ class CoordinatorUnavailable(Exception):
 
 class NotCoordinator(Exception):
     """Cluster mode: the shard of a waiting JoinGroup/SyncGroup was unloaded (group_shards.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupsSnapshot:
+    """What the admin listener (console pages, /metrics) reads of the groups, and never changes:
+    the groups this broker coordinates (the coordinator's own table: read it before the next await)
+    and a copy of each group's committed offsets by (topic, partition)."""
+
+    groups: Mapping[str, Group]
+    committed: Mapping[str, Mapping[tuple[str, int], int]]
 
 
 def _refused(refuse: Callable[[ErrorCode], Any] | None, code: ErrorCode) -> Any:
@@ -288,6 +302,17 @@ class GroupService:
 
     def has_state(self) -> bool:
         return self.coordinator.has_state()
+
+    # --- the read model (admin/: console and /metrics) ------------------------------------------
+
+    def snapshot(self) -> GroupsSnapshot:
+        """The groups and their committed offsets now; empty before start()."""
+        c = self._coordinator
+        if c is None:
+            return GroupsSnapshot({}, {})
+        return GroupsSnapshot(
+            c.groups, {g: {tp: v.offset for tp, v in o.items()} for g, o in c.offsets.items()}
+        )
 
     # --- what the coordinator asks of the broker -----------------------------------------------
 

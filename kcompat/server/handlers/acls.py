@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from kcompat.security.authorizer import AclBinding, AclFilter, binding_error, filter_error
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_acls import CREATE_ACLS
@@ -74,7 +74,7 @@ def _by_resource(acls: Iterable[AclBinding]) -> list[DescribeAclsResource]:
 
 def _refused(ctx: RequestContext) -> tuple[ErrorCode, str | None] | None:
     """Why Create/DeleteAcls change nothing: no authorizer, or no ALTER on the cluster."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return ErrorCode.SECURITY_DISABLED, _DISABLED
     error = access.cluster_error(ctx, access.ALTER)
     return None if error is None else (error, None)
@@ -82,7 +82,7 @@ def _refused(ctx: RequestContext) -> tuple[ErrorCode, str | None] | None:
 
 @handles(DESCRIBE_ACLS, "1-3")
 async def describe_acls(ctx: RequestContext, request: Request[DescribeAclsRequest]) -> DescribeAclsResponse:
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     if auth is None:
         return DescribeAclsResponse(error_code=int(ErrorCode.SECURITY_DISABLED), error_message=_DISABLED)
     if (error := access.cluster_error(ctx, access.DESCRIBE)) is not None:
@@ -96,7 +96,7 @@ async def describe_acls(ctx: RequestContext, request: Request[DescribeAclsReques
 @handles(CREATE_ACLS, "1-3")
 async def create_acls(ctx: RequestContext, request: Request[CreateAclsRequest]) -> CreateAclsResponse:
     creations = request.body.creations
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     refused = _refused(ctx)
     if auth is None or refused is not None:
         code, message = refused or (ErrorCode.SECURITY_DISABLED, _DISABLED)
@@ -123,14 +123,14 @@ async def create_acls(ctx: RequestContext, request: Request[CreateAclsRequest]) 
         changed |= auth.add(binding)
         results.append(AclCreationResult(error_code=0, error_message=None))
     if changed:
-        ctx.broker.save_acls()
+        ctx.access.save()
     return CreateAclsResponse(results=results)
 
 
 @handles(DELETE_ACLS, "1-3")
 async def delete_acls(ctx: RequestContext, request: Request[DeleteAclsRequest]) -> DeleteAclsResponse:
     filters = request.body.filters
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     refused = _refused(ctx)
     if auth is None or refused is not None:
         code, message = refused or (ErrorCode.SECURITY_DISABLED, _DISABLED)
@@ -172,5 +172,5 @@ async def delete_acls(ctx: RequestContext, request: Request[DeleteAclsRequest]) 
             )
         )
     if changed:
-        ctx.broker.save_acls()
+        ctx.access.save()
     return DeleteAclsResponse(filter_results=results)

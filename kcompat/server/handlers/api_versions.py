@@ -24,8 +24,7 @@ streams.version and eligible.leader.replicas.version (not implemented). zk_migra
 
 from __future__ import annotations
 
-from typing import Any
-
+from kcompat.server.context import RequestContext
 from kcompat.server.registry import HANDLERS, handles
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import Request
@@ -54,23 +53,23 @@ FEATURES_EPOCH = 0  # constant: the finalized levels follow the configuration, f
 
 
 @handles(API_VERSIONS, "0-4")
-async def api_versions(ctx: Any, request: Request[ApiVersionsRequest]) -> ApiVersionsResponse:
+async def api_versions(ctx: RequestContext, request: Request[ApiVersionsRequest]) -> ApiVersionsResponse:
     """Every handler's range, and (v3+) the features: supported ranges, and the levels in force."""
     finalized = []
-    if "consumer" in ctx.broker.config.get("group.coordinator.rebalance.protocols"):
+    if "consumer" in ctx.config.get("group.coordinator.rebalance.protocols"):
         finalized.append(
             FinalizedFeatureKey(
                 name=GROUP_VERSION, max_version_level=GROUP_VERSION_MAX, min_version_level=GROUP_VERSION_MAX
             )
         )
-    tv = ctx.broker.txn_service.transaction_version
+    tv = ctx.transactions.transaction_version
     if tv:
         finalized.append(
             FinalizedFeatureKey(name=TRANSACTION_VERSION, max_version_level=tv, min_version_level=tv)
         )
     return ApiVersionsResponse(
         error_code=0,
-        api_keys=advertised(forwarder.versions() if (forwarder := ctx.broker.dispatcher.forwarder) else None),
+        api_keys=advertised(ctx.forwarded_versions()),
         throttle_time_ms=0,
         supported_features=[
             SupportedFeatureKey(name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_MAX),

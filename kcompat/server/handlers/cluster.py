@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, brokers_of
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
@@ -52,18 +52,18 @@ async def describe_cluster(
     ctx: RequestContext, request: Request[DescribeClusterRequest]
 ) -> DescribeClusterResponse:
     body = request.body
-    broker = ctx.broker
+    identity = ctx.identity
     if body.endpoint_type != BROKERS_ENDPOINT:
         return DescribeClusterResponse(
             error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
             error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
             endpoint_type=body.endpoint_type,
-            cluster_id=broker.cluster_id,
+            cluster_id=identity.cluster_id,
         )
     brokers, controller_id = brokers_of(ctx)
     return DescribeClusterResponse(
         endpoint_type=BROKERS_ENDPOINT,
-        cluster_id=broker.cluster_id,
+        cluster_id=identity.cluster_id,
         controller_id=controller_id,
         brokers=[
             DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
@@ -79,7 +79,6 @@ async def describe_cluster(
 async def describe_log_dirs(
     ctx: RequestContext, request: Request[DescribeLogDirsRequest]
 ) -> DescribeLogDirsResponse:
-    broker = ctx.broker
     if (denied := access.cluster_error(ctx, access.DESCRIBE)) is not None:
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=int(denied), results=[])
     await ctx.replicas.created()  # new topics' logs are made after CreateTopics answered
@@ -88,7 +87,7 @@ async def describe_log_dirs(
     wanted: set[tuple[str, int]] | None = None
     if request.body.topics is not None:
         wanted = {(t.topic, p) for t in request.body.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list[DescribeLogDirsPartition]]] = {str(d): {} for d in broker.log_dirs}
+    by_dir: dict[str, dict[str, list[DescribeLogDirsPartition]]] = {str(d): {} for d in ctx.identity.log_dirs}
     for topic, partition in logs.partitions():
         if wanted is not None and (topic, partition) not in wanted:
             continue

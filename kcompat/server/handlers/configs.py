@@ -33,7 +33,7 @@ from kcompat.config import ConfigEntry, ConfigError, ConfigType, format_value
 from kcompat.config.broker_properties import BROKER_CONFIGS
 from kcompat.config.topic_config import AlterOp, apply_incremental, validate_topic_configs
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
@@ -66,10 +66,10 @@ def _broker_layer(ctx: RequestContext, name: str) -> bool:
         raise ApiError(
             ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
         ) from None
-    if node != ctx.broker.node_id:
+    if node != ctx.identity.node_id:
         raise ApiError(
             ErrorCode.INVALID_REQUEST,
-            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}",
+            f"Unexpected broker id, expected {ctx.identity.node_id} or empty string, but received {name}",
         )
     return False
 
@@ -77,7 +77,6 @@ def _broker_layer(ctx: RequestContext, name: str) -> bool:
 def _entries(
     ctx: RequestContext, res: DescribeConfigsResource, synonyms: bool, documentation: bool
 ) -> list[ConfigEntry]:
-    broker = ctx.broker
     if (
         denied := access.config_error(ctx, access.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
     ) is not None:
@@ -91,7 +90,7 @@ def _entries(
     if res.resource_type == BROKER:
         # The "" resource shows only the cluster-wide dynamic values, as Kafka does.
         cluster_default = _broker_layer(ctx, res.resource_name)
-        return broker.config.describe(
+        return ctx.config.describe(
             names,
             include_synonyms=synonyms,
             include_documentation=documentation,
@@ -263,7 +262,7 @@ def _config_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _dynamic_layer(ctx: RequestContext, cluster_default: bool) -> dict[str, str]:
-    cfg = ctx.broker.config
+    cfg = ctx.config
     return cfg.dynamic_default_values if cluster_default else cfg.dynamic_values
 
 
@@ -289,7 +288,7 @@ def _broker_incremental(
                 )
             base = current.get(name)
             if base is None:
-                base = format_value(definition.type, ctx.broker.config.get(name)) or ""
+                base = format_value(definition.type, ctx.config.get(name)) or ""
             items = [i.strip() for i in base.split(",") if i.strip()]
             delta = [i.strip() for i in value.split(",") if i.strip()]
             items = (
@@ -304,10 +303,6 @@ def _broker_incremental(
 def _alter_broker(
     ctx: RequestContext, changes: dict[str, str | None], cluster_default: bool, validate_only: bool
 ) -> None:
-    new = (
-        _config_call(ctx.broker.config.with_dynamic, changes, cluster_default=cluster_default)
-        if changes
-        else None
-    )
+    new = _config_call(ctx.config.with_dynamic, changes, cluster_default=cluster_default) if changes else None
     if new is not None and not validate_only:
         ctx.metadata.alter_broker_config(new)

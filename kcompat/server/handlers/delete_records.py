@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kcompat.log.errors import LogError
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode

@@ -56,7 +56,7 @@ import uuid
 from typing import Any
 
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.epoch_fencing import leader_epoch_error
 from kcompat.server.network.turns import Turns
 from kcompat.server.registry import handles
@@ -77,7 +77,6 @@ _UNKNOWN_ID, _DENIED = ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION
 @handles(FETCH, "4-18")
 async def fetch(ctx: RequestContext, request: Request) -> Any:
     body = request.body
-    broker = ctx.broker
     version = request.api_version
     by_id = version >= TOPIC_IDS_VERSION
     replica_id = body.replica_state.replica_id if version >= REPLICA_STATE_VERSION else body.replica_id
@@ -92,8 +91,8 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     forgotten = [
         (ft.topic_id if by_id else ft.topic, p) for ft in body.forgotten_topics_data for p in ft.partitions
     ]
-    context = broker.fetch_sessions.new_context(
-        version, body.session_id, body.session_epoch, replica_id >= 0, fetch_data, forgotten, broker.now_ms()
+    context = ctx.fetch_sessions.new_context(
+        version, body.session_id, body.session_epoch, replica_id >= 0, fetch_data, forgotten, ctx.now_ms
     )
     if context.kind == "error":
         log.debug(
@@ -106,15 +105,15 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
         return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
 
     # (key, topic name or None, partition, request partition) for what the context reads.
-    reads = [(key, _topic_name(broker, key[0], by_id), key[1], fp) for key, fp in context.partitions]
+    reads = [(key, _topic_name(ctx.metadata, key[0], by_id), key[1], fp) for key, fp in context.partitions]
     # Topics the principal may not read (all of them for a replica without CLUSTER_ACTION).
     denied = access.fetch_denied(ctx, reads, replica_id >= 0)
     tps = [(name, p) for _, name, p, _ in reads if name is not None and name not in denied]
-    clock = broker.clock
+    clock = ctx.clock
     # New partitions' logs, made off the event loop (waited for at least as long as an untimed request).
     await ctx.replicas.await_logs(tps, max(body.max_wait_ms / 1000, UNTIMED_WAIT_S))
     deadline = clock() + max(body.max_wait_ms, 0) / 1000
-    max_bytes = min(body.max_bytes, broker.fetch_max_bytes)
+    max_bytes = min(body.max_bytes, ctx.fetch_max_bytes)
     hints = version >= LEADER_HINTS_VERSION
     first = True
     while True:
@@ -138,12 +137,12 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
             break  # shutting down: answer with what was read
 
     if total:
-        stats = broker.stats
+        stats = ctx.stats
         for (_, name, _, _), out in zip(reads, results, strict=True):
             if name is not None and out["records"]:
                 stats.bytes_out(name, len(out["records"]))
     error, session_id, sent = context.respond(
-        list(zip([r[0] for r in reads], results, strict=True)), broker.now_ms()
+        list(zip([r[0] for r in reads], results, strict=True)), ctx.now_ms
     )
     if log.isEnabledFor(logging.DEBUG):
         log.debug(
@@ -178,9 +177,10 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
         known = ctx.metadata.live_brokers(ctx.listener)
         if known is None:
-            host, port = broker.endpoint(ctx.client)
+            host, port = ctx.endpoint
+            identity = ctx.identity
             response["node_endpoints"] = [
-                {"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}
+                {"node_id": identity.node_id, "host": host, "port": port, "rack": identity.rack}
             ]
         else:
             response["node_endpoints"] = [
@@ -191,10 +191,10 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     return response
 
 
-def _topic_name(broker: Any, tkey: Any, by_id: bool) -> str | None:
+def _topic_name(metadata: Any, tkey: Any, by_id: bool) -> str | None:
     if not by_id:
         return str(tkey)
-    t = broker.metadata.topics.by_id(tkey) if isinstance(tkey, uuid.UUID) else None
+    t = metadata.topics.by_id(tkey) if isinstance(tkey, uuid.UUID) else None
     return t.name if t is not None else None
 
 
@@ -302,7 +302,7 @@ def _follower_fetched(
     if _diverged(plog, fp, out):
         return True
     replicas, replica_id = ctx.replicas, replica[0]
-    if p.update_follower(replica_id, fp.fetch_offset, replica[1], ctx.broker.now_ms()):
+    if p.update_follower(replica_id, fp.fetch_offset, replica[1], ctx.now_ms):
         replicas.fetch_waiters.notify((p.topic, p.index))  # acks=all and consumers waiting on the HW
     if replicas.isr_manager is not None:
         replicas.isr_manager.maybe_expand(p, replica_id)
@@ -318,13 +318,13 @@ def _refusal(
     if (fenced := leader_epoch_error(epoch, leader_epoch)) is not None:
         return fenced, hint if fenced == ErrorCode.FENCED_LEADER_EPOCH else None
     if ctx.replicas.cluster_mode:
-        if leader != ctx.broker.node_id or p is None or not p.is_leader:
+        if leader != ctx.identity.node_id or p is None or not p.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, hint
         return None
     if replica_id >= 0:  # a single node: no replica but itself, as Kafka answers a stranger
         if epoch != NO_LEADER_EPOCH:
             return ErrorCode.UNKNOWN_LEADER_EPOCH, None
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER, (ctx.broker.node_id, leader_epoch)
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, (ctx.identity.node_id, leader_epoch)
     # a new partition's log still being made past the wait, or refused (KAFKA_STORAGE_ERROR)
     unready = ctx.replicas.log_error(t.name, partition)
     return (ErrorCode[unready.error_name], None) if unready is not None else None

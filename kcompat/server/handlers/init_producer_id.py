@@ -19,7 +19,7 @@ INVALID_PRODUCER_EPOCH below v4. An empty transactional_id is INVALID_REQUEST.
 from __future__ import annotations
 
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
@@ -51,7 +51,7 @@ async def init_producer_id(
     if txn_id is not None:
         if not txn_id:
             return answer(ErrorCode.INVALID_REQUEST)
-        svc = ctx.broker.txn_service
+        svc = ctx.transactions
         r = await svc.run(
             lambda now: svc.coordinator.init_producer_id(
                 txn_id,

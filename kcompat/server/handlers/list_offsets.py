@@ -26,7 +26,7 @@ from collections import Counter
 
 from kcompat.log.errors import LogError
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.metadata_view import MetadataView
 from kcompat.server.network.turns import Turns
@@ -70,7 +70,7 @@ async def list_offsets(ctx: RequestContext, request: Request[ListOffsetsRequest]
     # partitions under it): the authorization and the topic, taken when a partition first needs them.
     topic_state: dict[str, tuple[ErrorCode | None, TopicInfo | None]] = {}
     topics = []
-    metadata, replicas, node_id = ctx.metadata, ctx.replicas, ctx.broker.node_id  # once, not per partition
+    metadata, replicas, node_id = ctx.metadata, ctx.replicas, ctx.identity.node_id  # once, not per partition
     turns = Turns()
     for rt in body.topics:
         parts = []

@@ -35,7 +35,7 @@ from typing import cast
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
 from kcompat.server.metadata_view import BrokerEndpoint, PartitionDescription
@@ -139,14 +139,14 @@ def _row(p: int, d: PartitionDescription) -> MetadataResponsePartition:
 
 def brokers_of(ctx: RequestContext) -> tuple[list[BrokerEndpoint], int]:
     """The brokers a client may use (on the listener its request came in on) and the controller id to name."""
-    broker = ctx.broker
+    identity = ctx.identity
     listener = ctx.listener
     brokers = ctx.metadata.live_brokers(listener)
     if brokers is None:  # single node: this broker, as its listener advertises it
-        host, port = broker.endpoint(ctx.client)
-        return [BrokerEndpoint(broker.node_id, host, port, broker.rack)], broker.node_id
+        host, port = ctx.endpoint
+        return [BrokerEndpoint(identity.node_id, host, port, identity.rack)], identity.node_id
     controller = ctx.metadata.controller_id(listener)
-    return brokers, broker.node_id if controller is None else controller
+    return brokers, identity.node_id if controller is None else controller
 
 
 def unknown_topic(
@@ -161,7 +161,6 @@ def unknown_topic(
 async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> MetadataResponse:
     body = request.body
     v = request.api_version
-    broker = ctx.broker
     topics = ctx.metadata.topics
     assert topics is not None
     all_topics = body.topics is None or (v == 0 and not body.topics)
@@ -218,7 +217,7 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
         brokers=[
             MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in brokers
         ],
-        cluster_id=broker.cluster_id,
+        cluster_id=ctx.identity.cluster_id,
         controller_id=controller_id,
         topics=out,
         cluster_authorized_operations=access.cluster_operations(ctx, CLUSTER_OPERATIONS)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from kcompat.log.errors import LogError
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.epoch_fencing import leader_error
 from kcompat.server.registry import handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S
@@ -53,7 +53,7 @@ async def offset_for_leader_epoch(
                 continue
             leader, epoch = ctx.metadata.leader_and_epoch(t, rp.partition)
             if (
-                refused := leader_error(rp.current_leader_epoch, leader, epoch, ctx.broker.node_id)
+                refused := leader_error(rp.current_leader_epoch, leader, epoch, ctx.identity.node_id)
             ) is not None:
                 out.error_code = int(refused)
                 continue

@@ -46,8 +46,8 @@ from kcompat.coordinator import (
 )
 from kcompat.coordinator.messages import OffsetFetchResponseGroup, OffsetFetchResponseTopic
 from kcompat.server.auth import access, offset_acl
-from kcompat.server.broker import RequestContext
-from kcompat.server.handlers.groups import coordinate
+from kcompat.server.context import RequestContext
+from kcompat.server.handlers.group_coordinator import coordinate
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
@@ -80,7 +80,7 @@ async def offset_commit(
 ) -> oc.OffsetCommitResponse:
     body = request.body
     v = request.api_version
-    service = ctx.broker.group_service
+    service = ctx.groups
     refused: list[oc.OffsetCommitResponseTopic] = []
     if access.enabled(ctx):  # READ on the group, then on each topic (KafkaApis.handleOffsetCommitRequest)
         refused = offset_acl.commit_refusals(ctx, body, by_id=v >= TOPIC_IDS)
@@ -131,7 +131,7 @@ async def _offset_commit_by_id(
 ) -> oc.OffsetCommitResponse:
     """v10+: resolve topic ids to names first; unknown ids are answered without the coordinator."""
     body = request.body
-    service = ctx.broker.group_service
+    service = ctx.groups
     topics = ctx.metadata.topics
     assert topics is not None
     known: list[OffsetCommitRequestTopic] = []
@@ -188,7 +188,7 @@ def _partitions(
     """The partition rows of the v0-7 (OffsetFetchResponsePartition) or v8+ (...Partitions) layout;
     with `ctx` (require_stable), offsets pending in a transaction are UNSTABLE_OFFSET_COMMIT (KIP-447:
     the consumer retries until the transaction ends)."""
-    pending = ctx.broker.group_service.coordinator.txn_offsets.has_pending if ctx is not None else None
+    pending = ctx.groups.coordinator.txn_offsets.has_pending if ctx is not None else None
     out = []
     for p in t.partitions:
         if pending is not None and pending(group_id, t.name, p.partition_index):
@@ -219,8 +219,8 @@ async def _fetch_offsets(
 ) -> list[OffsetFetchResponseGroup]:
     """The committed offsets of `wanted`; in cluster mode a group this broker does not coordinate
     gets NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS), and only replicated offsets are shown."""
-    coordinator = ctx.broker.group_service.coordinator
-    if ctx.broker.group_service.shards.coordinates_all:  # a single node coordinates every group
+    coordinator = ctx.groups.coordinator
+    if ctx.groups.shards.coordinates_all:  # a single node coordinates every group
         return await coordinate(ctx, lambda now: coordinator.fetch_offsets(now, wanted), creates=False)
     if len(wanted) == 1:  # the usual case: one group, refused as a whole
         g = wanted[0]
@@ -381,7 +381,6 @@ async def offset_delete(
     ctx: RequestContext, request: Request[od.OffsetDeleteRequest]
 ) -> od.OffsetDeleteResponse:
     body = request.body
-    broker = ctx.broker
     if (denied := access.group_error(ctx, access.DELETE, body.group_id)) is not None:
         return od.OffsetDeleteResponse(error_code=int(denied), throttle_time_ms=0, topics=[])
     known = [
@@ -391,7 +390,7 @@ async def offset_delete(
     ]
     resp = await coordinate(
         ctx,
-        lambda now: broker.group_service.coordinator.delete_offsets(
+        lambda now: ctx.groups.coordinator.delete_offsets(
             now,
             group_id=body.group_id,
             topics=known,

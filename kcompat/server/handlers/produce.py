@@ -56,7 +56,7 @@ from typing import Any, NamedTuple
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LogError
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.delayed_produce import await_replicated
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.errors import ApiError
@@ -213,7 +213,7 @@ async def _await_replication(
         ctx.replicas.fetch_waiters,
         [((t, i), last) for _, t, i, last in pending],
         max(timeout_ms, 0) / 1000,
-        ctx.broker.clock,
+        ctx.clock,
     )
     for (resp, _, _, _), code in zip(pending, codes, strict=True):
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
@@ -234,7 +234,7 @@ def _leadership(ctx: RequestContext, t: TopicInfo, partition: int, acks: int) ->
     """The leader epoch to stamp and the cluster-mode Partition (None on a single node), once this
     broker may take the append: NOT_LEADER_OR_FOLLOWER (with hints) or NOT_ENOUGH_REPLICAS otherwise."""
     leader, leader_epoch = ctx.metadata.leader_and_epoch(t, partition)
-    if leader != ctx.broker.node_id:
+    if leader != ctx.identity.node_id:
         raise NotLeader(leader, leader_epoch)
     replica = ctx.replicas.partitions.get((t.name, partition)) if ctx.replicas.partitions else None
     if replica is not None:
@@ -278,7 +278,7 @@ async def _produce_partition(
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     leader_epoch, replica = _leadership(ctx, t, partition, acks)
     h = _check_batch(records, conf, v)
-    txns = ctx.broker.txn_service
+    txns = ctx.transactions
     if h.is_transactional and v >= IMPLICIT_ADD and txns.transaction_version >= 2:  # joins its txn
         await txns.add_implicitly(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
     elif h.is_transactional:
@@ -306,7 +306,7 @@ async def _produce_partition(
             _storage_errors.log(logging.ERROR, "append", "append to %s-%d failed: %s", t.name, partition, e)
         raise ApiError.from_log(e) from None
     if not info.duplicate:  # a retried batch answered with its first offsets was counted the first time
-        ctx.broker.stats.records_in(t.name, info.last_offset - info.base_offset + 1, len(batch))
+        ctx.stats.records_in(t.name, info.last_offset - info.base_offset + 1, len(batch))
     answer = {
         "error_code": 0,
         "base_offset": info.base_offset,

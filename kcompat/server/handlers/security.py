@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.registry import handles
 from kcompat.storage.scram_credentials import (
     MAX_ITERATIONS,
@@ -69,7 +69,7 @@ async def sasl_authenticate(
 async def describe_user_scram_credentials(
     ctx: RequestContext, request: Request[DescribeUserScramCredentialsRequest]
 ) -> DescribeUserScramCredentialsResponse:
-    store = ctx.broker.scram
+    store = ctx.scram
     if (denied := access.cluster_error(ctx, access.DESCRIBE)) is not None:
         return DescribeUserScramCredentialsResponse(error_code=int(denied), error_message=None, results=[])
     asked = request.body.users
@@ -113,7 +113,7 @@ async def alter_user_scram_credentials(
     ctx: RequestContext, request: Request[AlterUserScramCredentialsRequest]
 ) -> AlterUserScramCredentialsResponse:
     body = request.body
-    store = ctx.broker.scram
+    store = ctx.scram
     if (denied := access.cluster_error(ctx, access.ALTER)) is not None:
         users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
         return AlterUserScramCredentialsResponse(

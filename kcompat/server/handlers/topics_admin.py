@@ -36,7 +36,7 @@ from collections import Counter
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
@@ -186,7 +186,7 @@ def _layout(ctx: RequestContext, ct: CreatableTopic) -> tuple[int, int]:
 
 
 def _check_replicas(ctx: RequestContext, broker_ids: list[int], partition: int) -> None:
-    node = ctx.broker.node_id
+    node = ctx.identity.node_id
     if not broker_ids:
         raise ApiError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -237,7 +237,7 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
                 raise ApiError(denied, "Authorization failed.")
             res.name, res.topic_id = t.name, t.topic_id
             await ctx.metadata.delete_topic(t.name)
-            ctx.broker.stats.forget_topic(t.name)  # a topic made again under the name starts from 0
+            ctx.stats.forget_topic(t.name)  # a topic made again under the name starts from 0
         except ApiError as e:
             res.error_code, res.error_message = int(e.error), e.message
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

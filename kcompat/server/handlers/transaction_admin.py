@@ -21,7 +21,7 @@ from typing import Any
 from kcompat.coordinator.transaction.state import TransactionState
 from kcompat.log.errors import LogError
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.registry import handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S
 from kcompat.wire.error_codes import ErrorCode
@@ -35,7 +35,7 @@ STATE_NAMES = {s.kafka_name: s for s in TransactionState}
 
 @handles(DESCRIBE_TRANSACTIONS, "0")
 async def describe_transactions(ctx: RequestContext, request: Request) -> Any:
-    txns = ctx.broker.txn_service.coordinator.txns
+    txns = ctx.transactions.coordinator.txns
     out = []
     for txn_id in request.body.transactional_ids:
         denied = access.transactional_id_error(ctx, access.DESCRIBE, txn_id)
@@ -93,7 +93,7 @@ async def list_transactions(ctx: RequestContext, request: Request) -> Any:
             }
     now = ctx.now_ms
     out = []
-    for m in ctx.broker.txn_service.coordinator.txns.values():
+    for m in ctx.transactions.coordinator.txns.values():
         if (states and m.state not in states) or (pids and m.producer_id not in pids):
             continue
         if duration >= 0 and now - m.txn_start_ms <= duration:  # Kafka's test, start time as stored

@@ -30,7 +30,7 @@ from typing import Any
 from kcompat.coordinator import OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from kcompat.coordinator.transaction.coordinator import TV2
 from kcompat.server.auth import access
-from kcompat.server.broker import RequestContext
+from kcompat.server.context import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.groups.group_service import CoordinatorUnavailable
 from kcompat.server.registry import handles
@@ -86,7 +86,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Request) -> Any:
 async def _add_partitions(
     ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool, v: int
 ) -> list[dict[str, Any]]:
-    svc = ctx.broker.txn_service
+    svc = ctx.transactions
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], int] = {}
     unknown = [tp for tp in wanted if not _partition_exists(ctx, *tp)]
@@ -128,10 +128,10 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 @handles(ADD_OFFSETS_TO_TXN, "0-4")
 async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
     body = request.body
-    svc = ctx.broker.txn_service
+    svc = ctx.transactions
     if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
         return {"throttle_time_ms": 0, "error_code": int(denied)}
-    await ctx.broker.group_service.ensure_topic()
+    await ctx.groups.ensure_topic()
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
     r = await svc.run(
         lambda now: svc.coordinator.add_partitions(
@@ -148,7 +148,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
 @handles(END_TXN, "0-5")
 async def end_txn(ctx: RequestContext, request: Request) -> Any:
     body = request.body
-    svc = ctx.broker.txn_service
+    svc = ctx.transactions
     if (denied := access.transactional_id_error(ctx, access.WRITE, body.transactional_id)) is not None:
         return {"throttle_time_ms": 0, "error_code": int(denied)}
     tv = TV2 if request.api_version >= TV2_END_TXN else 0
@@ -209,8 +209,8 @@ async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
 async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
     body = request.body
     v = request.api_version
-    svc = ctx.broker.txn_service
-    groups = ctx.broker.group_service
+    svc = ctx.transactions
+    groups = ctx.groups
 
     def answer(code: int) -> Any:
         return {"throttle_time_ms": 0, "topics": _refused(body.topics, code)}
@@ -313,7 +313,7 @@ def _verification_code(code: ErrorCode, v: int) -> int:
 
 @handles(WRITE_TXN_MARKERS, "1-2")
 async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
-    svc = ctx.broker.txn_service
+    svc = ctx.transactions
     denied = access.cluster_error(ctx, access.CLUSTER_ACTION)  # a broker's (or an admin's abort) right
     out = []
     for m in request.body.markers:

@@ -17,6 +17,7 @@ watermark, `None` where the group has committed nothing for an assigned partitio
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -200,14 +201,6 @@ def topic(
     return row, parts, configs
 
 
-def _coordinator_groups(broker: Broker) -> tuple[dict[str, Group], dict[str, dict[tuple[str, int], int]]]:
-    coordinator = broker.group_service._coordinator
-    if coordinator is None:
-        return {}, {}
-    offsets = {g: {tp: v.offset for tp, v in o.items()} for g, o in coordinator.offsets.items()}
-    return coordinator.groups, offsets
-
-
 def _members(broker: Broker, group: Group) -> list[MemberRow]:
     rows = []
     if isinstance(group, ClassicGroup):
@@ -230,7 +223,7 @@ def _members(broker: Broker, group: Group) -> list[MemberRow]:
 
 
 def _row(
-    broker: Broker, group_id: str, group: Group | None, committed: dict[tuple[str, int], int]
+    broker: Broker, group_id: str, group: Group | None, committed: Mapping[tuple[str, int], int]
 ) -> GroupRow:
     if group is None:  # only committed offsets are left (a simple consumer's, or an emptied group's)
         row = GroupRow(group_id, "classic", "EMPTY", "")
@@ -265,14 +258,16 @@ def _row(
 
 
 def groups(broker: Broker) -> list[GroupRow]:
-    all_groups, offsets = _coordinator_groups(broker)
+    read = broker.group_service.snapshot()
+    all_groups, offsets = read.groups, read.committed
     return [
         _row(broker, g, all_groups.get(g), offsets.get(g, {})) for g in sorted(set(all_groups) | set(offsets))
     ]
 
 
 def group(broker: Broker, group_id: str) -> GroupRow | None:
-    all_groups, offsets = _coordinator_groups(broker)
+    read = broker.group_service.snapshot()
+    all_groups, offsets = read.groups, read.committed
     if group_id not in all_groups and group_id not in offsets:
         return None
     return _row(broker, group_id, all_groups.get(group_id), offsets.get(group_id, {}))
