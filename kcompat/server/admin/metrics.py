@@ -36,8 +36,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kcompat.metadata.image import MetadataImage
 from kcompat.server.broker_stats import LATENCY_BUCKETS_S
-from kcompat.server.registry import HANDLERS
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
+from kcompat.wire.messages import APIS
 
 if TYPE_CHECKING:
     from kcompat.server.broker import Broker
@@ -106,8 +106,8 @@ class BrokerCollector:
             labels=["request"],
         )
         for key, stats in sorted(self.broker.stats.requests.items()):
-            reg = HANDLERS.get(key)
-            api = reg.api.name if reg is not None else str(key)
+            declared = APIS.get(key)
+            api = declared.name if declared is not None else str(key)
             total.add_metric([api], stats.count)
             errors.add_metric([api], stats.errors)
             cumulative, running = [], 0
