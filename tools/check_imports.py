@@ -120,49 +120,11 @@ FMT_SKIP_ALLOWED: frozenset[str] = frozenset()  # files whose genuine tables may
 # Being fixed by other changes: reported, not failing. Empty each entry when its fix lands
 # (--strict fails on an entry that no longer matches).
 KNOWN_CYCLES: list[frozenset[str]] = []
-KNOWN_LONG: frozenset[str] = frozenset(
-    {
-        "kcompat/server/handlers/groups.py",  # split per API family ("context")
-    }
-)
-# (rule name, file, imported module). Cluster mode built by cluster/assembly.py ("seams"), the
-# admin listener reading through a read model and handlers taking RequestContext from
-# server/context.py ("context") empty these.
-_CLUSTER, _ADMIN, _HANDLERS = "cluster-is-a-wing", "admin-only-reads", "handlers-see-no-broker"
-KNOWN_WING_IMPORTS: frozenset[tuple[str, str, str]] = frozenset(
-    {
-        (_CLUSTER, "kcompat/server/replica_manager.py", f"{_S}.cluster.replication.partition"),
-        (_ADMIN, "kcompat/server/admin/metrics.py", f"{_S}.registry"),
-        *(
-            (_HANDLERS, f"kcompat/server/handlers/{h}.py", f"{_S}.broker")
-            for h in (
-                "acls",
-                "cluster",
-                "configs",
-                "delete_records",
-                "fetch",
-                "groups",
-                "init_producer_id",
-                "list_offsets",
-                "metadata",
-                "offset_for_leader_epoch",
-                "offsets",
-                "produce",
-                "security",
-                "topics_admin",
-                "transaction_admin",
-                "transactions",
-            )
-        ),
-    }
-)
-# (file, `_`-name reached): the console and metrics reading the group coordinator ("context").
-KNOWN_PRIVATE_READS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("kcompat/server/admin/metrics.py", "_coordinator"),
-        ("kcompat/server/admin/console/views.py", "_coordinator"),
-    }
-)
+KNOWN_LONG: frozenset[str] = frozenset()
+# (rule name, file, imported module)
+KNOWN_WING_IMPORTS: frozenset[tuple[str, str, str]] = frozenset()
+# (file, `_`-name reached)
+KNOWN_PRIVATE_READS: frozenset[tuple[str, str]] = frozenset()
 
 
 def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[tuple[int, str]]:

@@ -95,6 +95,7 @@ class Broker:
             log_config=self.metadata.log_config,
             cluster_mode=cluster.cluster_mode,
             isr=cluster.isr,
+            hosted=cluster.hosted,
         )
         self.fetch_sessions = FetchManager(
             FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))

@@ -16,15 +16,16 @@ object afterwards.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 from kcompat.config import BrokerConfig
 from kcompat.metadata.image import MetadataImage
 from kcompat.server.dispatcher import NO_FORWARDING, Forwarder
 from kcompat.server.groups.shard_port import AllGroupsHere, GroupShardsPort
-from kcompat.server.isr_port import IsrPort, NoIsrChanges
+from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges
 from kcompat.server.local_metadata import LocalMetadata
 from kcompat.server.metadata_view import MetadataView, PartitionLogs
 from kcompat.server.replica_manager import ReplicaManager
@@ -60,6 +61,11 @@ class ClusterPort(Protocol):
     @property
     def forwarder(self) -> Forwarder: ...
     @property
+    def hosted(self) -> Mapping[tuple[str, int], HostedReplica]:
+        """The replicas this broker hosts, leader or follower (empty on a single node), filled by
+        cluster mode as images arrive and read by the replica manager, Produce and Fetch."""
+
+    @property
     def serving(self) -> asyncio.Event:
         """Set once the listeners may be served (cluster mode: this broker is unfenced)."""
 
@@ -87,6 +93,8 @@ class SingleNode:
     cluster_mode = False
     transaction_version = 2  # transactions v2 on one node
     forwarder = NO_FORWARDING
+    # A single node hosts no replicas; a Mapping, never written: each broker reads its own empty one.
+    hosted: Mapping[tuple[str, int], HostedReplica] = MappingProxyType({})
 
     def __init__(self, config: BrokerConfig, directory: Path, logs: Callable[[], PartitionLogs]) -> None:
         self.metadata = LocalMetadata(config, directory, logs)

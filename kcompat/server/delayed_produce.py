@@ -5,15 +5,15 @@ moves a high watermark; used by Produce and by the transaction coordinator's mar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from kcompat.server.delayed_fetch import FetchWaiters, TopicPartition
+from kcompat.server.isr_port import HostedReplica
 from kcompat.wire.error_codes import ErrorCode
 
 
 async def await_replicated(
-    partitions: dict[TopicPartition, Any],
+    partitions: Mapping[TopicPartition, HostedReplica],
     waiters: FetchWaiters,
     appends: list[tuple[TopicPartition, int]],
     timeout_s: float,

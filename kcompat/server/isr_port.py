@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from kcompat.log.partition_log import PartitionLog
+
 
 class IsrPort(Protocol):
     """The leader's ISR changes (cluster mode: AlterPartition through the controller, Kafka's
@@ -25,3 +27,37 @@ class NoIsrChanges:
 
     def maybe_expand(self, p: Any, replica_id: int) -> None:
         pass
+
+
+class ReplicaRegistration(Protocol):
+    """The controller's view of a hosted replica, as the core reads it."""
+
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+    @property
+    def replicas(self) -> tuple[int, ...]: ...
+
+
+class HostedReplica(Protocol):
+    """One replica a cluster-mode broker hosts (cluster/replication/partition.py's Partition), as
+    Produce, Fetch and the replica manager read it; a single node hosts none."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def log(self) -> PartitionLog: ...
+    @property
+    def state(self) -> ReplicaRegistration: ...
+    @property
+    def min_isr(self) -> int: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def leader_epoch(self) -> int: ...
+
+    def update_follower(self, replica_id: int, fetch_offset: int, broker_epoch: int, now_ms: int) -> bool:
+        """A Fetch from a follower at `fetch_offset`: True when the high watermark moved."""
+
+    def maybe_increment_hw(self) -> bool: ...

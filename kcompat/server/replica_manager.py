@@ -23,21 +23,17 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LoadAborted, LogError
 from kcompat.log.manager import LogManager
 from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
-from kcompat.server.isr_port import IsrPort, NoIsrChanges
+from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.storage.topic_store import TopicInfo
-
-if TYPE_CHECKING:  # cluster mode only: never imported on a single node
-    from kcompat.server.cluster.replication.partition import Partition
 
 log = logging.getLogger("kcompat.server")
 
@@ -62,16 +58,18 @@ class ReplicaManager:
         log_config: Callable[[TopicInfo], LogConfig],
         cluster_mode: bool = False,
         isr: Callable[[ReplicaManager], IsrPort] = lambda _replicas: NoIsrChanges(),
+        hosted: Mapping[tuple[str, int], HostedReplica] | None = None,
     ) -> None:
         """`cluster_mode`: only the image makes a replica here; `isr` builds the ISR port from the
-        partitions and waiters made here (cluster/assembly.py gives the AlterPartition one)."""
+        partitions and waiters made here (cluster/assembly.py gives the AlterPartition one);
+        `hosted`: cluster mode's replicas, which its assembly fills as images arrive."""
         self._topic = topic
         self._log_config = log_config
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
         # Cluster mode: the replicas this broker hosts, leader or follower (replica_delta.py keeps
         # them in step with the image). Empty on a single node, which leads every partition itself.
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partitions: Mapping[tuple[str, int], HostedReplica] = {} if hosted is None else hosted
         self.cluster_mode = cluster_mode
         # Held by maintenance, topic deletion and close: never two of them on the files at once.
         self._maintenance_lock = asyncio.Lock()

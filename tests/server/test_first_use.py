@@ -19,6 +19,7 @@ from kcompat.log.config import LogConfig
 from kcompat.metadata import records as r
 from kcompat.metadata.loader import MetadataLoader
 from kcompat.server.cluster.kraft_metadata import KRaftMetadata
+from kcompat.server.cluster.replication.partition import Partition
 from kcompat.server.cluster.replication.replica_delta import ReplicaDeltaApplier
 from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kcompat.server.replica_manager import ReplicaManager
@@ -205,10 +206,11 @@ def test_cluster_mode_makes_the_logs_an_image_assigns_before_applying_it(tmp_pat
                                                 "value": "1048576"})))  # fmt: skip
     image = loader.advance(50)
     assert image is not None
-    replicas = ReplicaManager(topic=md.topic, log_config=md.log_config, cluster_mode=True)
+    hosted: dict[tuple[str, int], Partition] = {}
+    replicas = ReplicaManager(topic=md.topic, log_config=md.log_config, cluster_mode=True, hosted=hosted)
     fetchers = ReplicaFetcherManager(FetcherSettings(1, "c", uuid.uuid4()), broker_epoch=lambda: 10,
                                      topic_id=lambda name: None, now_ms=lambda: 0, on_append=lambda p: None)  # fmt: skip
-    applier = ReplicaDeltaApplier(1, md, replicas, fetchers, "PLAINTEXT", lambda: 0)
+    applier = ReplicaDeltaApplier(1, md, replicas, hosted, fetchers, "PLAINTEXT", lambda: 0)
 
     async def scenario() -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[int]]:
         await replicas.start([tmp_path / "data"], LogConfig(), cluster_id="c", node_id=1, topic_configs={},

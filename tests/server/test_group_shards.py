@@ -52,7 +52,9 @@ def test_shards_follow_leadership_and_answer_only_replicated_writes(tmp_path: Pa
         node, svc = broker.node_id, broker.group_service
         # From here on, a cluster-mode broker that leads nothing yet: no state, every partition followed.
         svc.coordinator.unload(lambda _g: True)
-        parts = broker.replicas.partitions
+        # cluster mode's hosted replicas, which its assembly would hand the replica manager
+        parts: dict[tuple[str, int], Partition] = {}
+        broker.replicas.partitions = parts
         for i in range(N):
             plog = broker.replicas.partition_log(CONSUMER_OFFSETS, i)
             part = Partition(CONSUMER_OFFSETS, i, node, plog, Registration(-1, -1, -1, (), ()))

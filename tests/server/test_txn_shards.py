@@ -72,7 +72,9 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp
 
         # From here on, a cluster-mode broker that leads none of __transaction_state yet (t-0 it leads alone).
         svc.coordinator.unload(lambda _id: True)
-        parts = broker.replicas.partitions
+        # cluster mode's hosted replicas, which its assembly would hand the replica manager
+        parts: dict[tuple[str, int], Partition] = {}
+        broker.replicas.partitions = parts
         for i in range(N):
             part = Partition(TRANSACTION_STATE, i, node, broker.replicas.partition_log(TRANSACTION_STATE, i),
                              Registration(-1, -1, -1, (), ()))  # fmt: skip

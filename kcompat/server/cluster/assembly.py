@@ -33,6 +33,7 @@ from kcompat.server.cluster.kraft_broker import KRaftBroker
 from kcompat.server.cluster.kraft_metadata import KRaftMetadata
 from kcompat.server.cluster.producer_id_manager import ControllerProducerIds
 from kcompat.server.cluster.replication.alter_partition import IsrManager
+from kcompat.server.cluster.replication.partition import Partition
 from kcompat.server.cluster.replication.replica_delta import ReplicaDeltaApplier
 from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender, TxnVerifier
@@ -94,6 +95,8 @@ class ClusterAssembly:
             before_image=self._before_publish,
         )
         self._image_log = ImageLog(self.node_id)
+        # The replicas hosted here, made by the image's deltas; the replica manager reads them.
+        self.hosted: dict[tuple[str, int], Partition] = {}
 
         # Forwarding, producer-id blocks and auto topic creation, all through the active controller.
         def leader() -> tuple[str, int] | None:
@@ -140,7 +143,7 @@ class ClusterAssembly:
             broker_epoch=lambda: member.lifecycle.broker_epoch,
             image=lambda: member.image,
             quorum_leader=lambda: member.raft_leader,
-            partitions=replicas.partitions,
+            partitions=self.hosted,
             waiters=replicas.fetch_waiters,
             lag_max_ms=int(config.get("replica.lag.time.max.ms")),
             now_ms=self._now_ms,
@@ -148,7 +151,7 @@ class ClusterAssembly:
         return self._isr
 
     def offsets_leader_epoch(self, replicas: ReplicaManager) -> Callable[[int], int]:
-        partitions = replicas.partitions
+        partitions = self.hosted
 
         def leader_epoch(p: int) -> int:
             part = partitions.get((CONSUMER_OFFSETS, p))
@@ -159,7 +162,7 @@ class ClusterAssembly:
     def group_shards(self, service: GroupService, replicas: ReplicaManager) -> GroupShards:
         self._groups = GroupShards(
             service,
-            partitions=replicas.partitions,
+            partitions=self.hosted,
             waiters=replicas.fetch_waiters,
             topic=self.metadata.topic,
             timeout_ms=lambda: int(self.metadata.config.get("offsets.commit.timeout.ms")),
@@ -170,7 +173,7 @@ class ClusterAssembly:
         self._txn_service = service
         self._txns = TxnShards(
             service,
-            partitions=replicas.partitions,
+            partitions=self.hosted,
             waiters=replicas.fetch_waiters,
             topic=self.metadata.topic,
             timeout_ms=lambda: TXN_LOG_APPEND_TIMEOUT_MS,
@@ -180,7 +183,7 @@ class ClusterAssembly:
         markers = TxnMarkerSender(
             BrokerChannels(self.metadata, self.inter_broker, self.node_id),
             write_local=service.write_marker,
-            partitions=replicas.partitions,
+            partitions=self.hosted,
             waiters=replicas.fetch_waiters,
         )
         verifier = TxnVerifier(BrokerChannels(self.metadata, self.inter_broker, self.node_id))
@@ -214,6 +217,7 @@ class ClusterAssembly:
             self.node_id,
             self.metadata,
             replicas,
+            self.hosted,
             self._fetchers,
             self.inter_broker,
             self._now_ms,

@@ -39,6 +39,7 @@ class ReplicaDeltaApplier:
         node_id: int,
         metadata: KRaftMetadata,
         replicas: ReplicaManager,
+        hosted: dict[tuple[str, int], Partition],
         fetchers: ReplicaFetcherManager,
         listener: str,
         now_ms: Callable[[], int],
@@ -47,6 +48,7 @@ class ReplicaDeltaApplier:
         self.node_id = node_id
         self.metadata = metadata
         self.replicas = replicas
+        self.hosted = hosted  # the replica manager's partitions, as their Partitions
         self.fetchers = fetchers
         self.listener = listener
         self.now_ms = now_ms
@@ -58,7 +60,7 @@ class ReplicaDeltaApplier:
     def new_logs(self, image: MetadataImage) -> list[tuple[str, int, LogConfig]]:
         """The logs `image` makes this broker host that do not exist yet, with their configs: made
         in a worker thread (ReplicaManager.make_logs) before apply opens them."""
-        previous, hosted, logs = self.metadata.image, self.replicas.partitions, self.replicas.logs
+        previous, hosted, logs = self.metadata.image, self.hosted, self.replicas.logs
         if logs is None:
             return []
         out = []
@@ -76,7 +78,7 @@ class ReplicaDeltaApplier:
     def apply(self, image: MetadataImage) -> None:
         previous = self.metadata.image
         self.metadata.set_image(image)
-        hosted = self.replicas.partitions
+        hosted = self.hosted
         seen: set[tuple[str, int]] = set()
         for topic_id, topic in image.topics_by_id.items():
             key = (TOPIC_RESOURCE, topic.name)
@@ -137,9 +139,7 @@ class ReplicaDeltaApplier:
         # come later in the metadata log, and a replica still assigned here would look stray.
         self._strays_checked = True
         logs = self.replicas.logs
-        strays = [
-            tp for tp in (logs.partitions() if logs is not None else []) if tp not in self.replicas.partitions
-        ]
+        strays = [tp for tp in (logs.partitions() if logs is not None else []) if tp not in self.hosted]
         if strays:
             self._background(self.replicas.mark_strays(strays))
 
