@@ -127,7 +127,7 @@ class BrokerServices:
     fetch_max_bytes: Callable[[], int]
     # Cluster mode: the API versions the active controller answers (forwarded to it; ApiVersions
     # lists them); None on a single node.
-    forwarded_versions: Callable[[], dict[int, tuple[int, int]] | None]
+    forwarded_versions: Callable[[], dict[int, tuple[int, int]]]
 
 
 class RequestContext:
@@ -213,6 +213,6 @@ class RequestContext:
     def fetch_max_bytes(self) -> int:
         return self.services.fetch_max_bytes()
 
-    def forwarded_versions(self) -> dict[int, tuple[int, int]] | None:
-        """Cluster mode: the API versions the active controller answers; None on a single node."""
+    def forwarded_versions(self) -> dict[int, tuple[int, int]]:
+        """Cluster mode: the API versions the active controller answers; none on a single node."""
         return self.services.forwarded_versions()

@@ -106,10 +106,6 @@ class RequestDispatcher:
         self.forwarder = forwarder
         load_handlers()
 
-    def forwarded_versions(self) -> dict[int, tuple[int, int]] | None:
-        """Cluster mode: the API versions forwarded to the controller (ApiVersions lists them)."""
-        return self.forwarder.versions() if self.forwarder is not None else None
-
     async def handle(
         self, frame: memoryview, client: Any
     ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:

@@ -54,7 +54,7 @@ def test_context_reads_the_services_the_broker_built(tmp_path: Path) -> None:
         assert (ctx.listener, ctx.endpoint) == ("PLAINTEXT", ("127.0.0.1", 19092))
         assert ctx.now_ms == int(clock.now * 1000)
         assert ctx.fetch_max_bytes == 57671680
-        assert ctx.forwarded_versions() is None  # a single node forwards nothing to a controller
+        assert ctx.forwarded_versions() == {}  # a single node forwards nothing to a controller
     finally:
         h.close()
 
