@@ -10,8 +10,7 @@ reads and fsyncs them:
 * offsets:  (first segment's base) <= log_start_offset <= high_watermark <= log_end_offset.
   A single node is its own ISR: everything appended is committed, the high watermark is the log
   end. A replicated partition's high watermark comes from its leader, or on the leader from the
-  ISR (`set_high_watermark`). The last stable offset is the first offset of the oldest open
-  transaction, else the high watermark: read_committed Fetches read below it;
+  ISR (`set_high_watermark`). read_committed Fetches read below the last stable offset;
 * what removes data: retention (retention.ms / retention.bytes), DeleteRecords (the log start
   offset moves up), truncation of a follower to its leader (producer state rebuilt from the log,
   leader epochs cut), a restart at another offset, topic deletion.
@@ -27,7 +26,6 @@ advances the recovery point; restarts after an unclean stop re-validate everythi
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import threading
@@ -47,7 +45,7 @@ from kcompat.log.log_file import FetchSlice
 from kcompat.log.log_files import fsync_file, make_dir
 from kcompat.log.producer_state import ProducerStateManager
 from kcompat.log.recovery import load_local_log, rebuild_producer_state
-from kcompat.log.retention import deletable_segments
+from kcompat.log.retention import below_log_start, deletable_segments
 from kcompat.log.segment import LogSegment
 from kcompat.log.timestamp_lookup import max_timestamp_offset, offset_for_timestamp
 from kcompat.log.txn_index import AbortedTxn
@@ -57,6 +55,23 @@ log = logging.getLogger("kcompat.log")
 
 
 class PartitionLog:
+    # Slots: one of these per partition, thousands of them in a broker.
+    __slots__ = (
+        "_log_start_offset",
+        "_snapshot_unsynced",
+        "checkpointed_hw",
+        "first_dirty_offset",
+        "leader_epoch_cache",
+        "local_log",
+        "lock",
+        "partition",
+        "producer_state",
+        "replicated_hw",
+        "tombstone_horizon_ms",
+        "topic",
+        "truncations",
+    )
+
     def __init__(
         self,
         directory: Path,
@@ -209,7 +224,7 @@ class PartitionLog:
             )
             seg = local.active_segment
             if seg.should_roll(total, max_ts, offset - 1, now_ms):
-                seg = self._roll(now_ms)
+                seg = self.roll(now_ms)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 # Before the data (as Kafka assigns it on becoming leader): a checkpoint the disk
                 # refuses then fails the append with nothing written, not after the records landed.
@@ -249,7 +264,7 @@ class PartitionLog:
         with self.lock:
             placements, max_ts, offset = check_follower_offsets(headers, local.log_end_offset)
             if local.active_segment.should_roll(total, max_ts, offset - 1, now_ms):
-                self._roll(now_ms)
+                self.roll(now_ms)
             cache = self.leader_epoch_cache
             for _, h in headers:  # before the data, as append does
                 if h.partition_leader_epoch > cache.latest_epoch:
@@ -267,19 +282,17 @@ class PartitionLog:
     # --- roll and flush ---
 
     def roll(self, now_ms: int) -> LogSegment:
-        """Start a new segment at the log end offset (no-op if the active segment is empty)."""
-        with self.lock:
-            return self._roll(now_ms)
-
-    def _roll(self, now_ms: int) -> LogSegment:
-        old = self.local_log.active_segment
-        new = self.local_log.roll(now_ms)
-        if new is old:
+        """Start a new segment at the log end offset (no-op if the active segment is empty), with a
+        producer state snapshot at the boundary (Kafka takes one on roll: recovery replays less)."""
+        with self.lock:  # re-entered when an append rolls
+            old = self.local_log.active_segment
+            new = self.local_log.roll(now_ms)
+            if new is old:
+                return new
+            snapshot = self.producer_state.take_snapshot_at_roll()  # fsynced by the next flush
+            if snapshot is not None:
+                self._snapshot_unsynced = snapshot
             return new
-        snapshot = self.producer_state.take_snapshot_at_roll()  # fsynced by the next flush
-        if snapshot is not None:
-            self._snapshot_unsynced = snapshot
-        return new
 
     def flush(self, *, now_ms: int | None = None) -> None:
         """fsync everything written so far and move the recovery point to the log end."""
@@ -386,10 +399,7 @@ class PartitionLog:
                 raise OffsetOutOfRange(f"cannot delete records before {offset}: the high watermark is {leo}")
             if offset > self._log_start_offset:
                 self._advance_log_start(offset)
-            segs = self.local_log.segments
-            self._delete_segments(
-                [s for s, nxt in itertools.pairwise(segs) if nxt.base_offset <= self._log_start_offset]
-            )
+            self._delete_segments(below_log_start(self.local_log.segments, self._log_start_offset))
             return self._log_start_offset
 
     def _advance_log_start(self, offset: int) -> None:
@@ -419,7 +429,7 @@ class PartitionLog:
             )
             if doomed:
                 if len(doomed) == len(segs):
-                    self._roll(now_ms)  # the log keeps an active segment
+                    self.roll(now_ms)  # the log keeps an active segment
                 self._delete_segments(doomed)
             self.producer_state.remove_expired(now_ms)
             return len(doomed)

@@ -10,6 +10,7 @@ keeps an active segment.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 from kcompat.log.config import LogConfig
@@ -53,3 +54,9 @@ def deletable_segments(
     take_while(lambda _s, n: n is not None and n.base_offset <= log_start_offset)
     doomed.sort(key=lambda s: s.base_offset)
     return doomed
+
+
+def below_log_start(segments: Sequence[LogSegment], log_start_offset: int) -> list[LogSegment]:
+    """The segments wholly below the log start offset (the next one starts at or below it): what
+    DeleteRecords deletes at once."""
+    return [s for s, nxt in itertools.pairwise(segments) if nxt.base_offset <= log_start_offset]
