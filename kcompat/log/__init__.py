@@ -23,6 +23,7 @@ Public API (what the server uses):
         plog.delete_records_before(offset) -> new log start offset        DeleteRecords
         plog.truncate_to(offset), plog.roll(now_ms), plog.run_retention(now_ms), plog.flush()
         plog.producer_state.check(pid, epoch, first_seq, last_seq)         idempotence check alone
+        plog.local_log: its LocalLog, the segments as files (roll, read, flush, recovery point)
 
     LogCleaner().clean(plog, now_ms) / maybe_clean(...)                    compaction pass
 
@@ -32,6 +33,7 @@ INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER). The engine never reads a 
 passed in as `now_ms` (the LogManager alone takes a `clock` for start-up and maintenance defaults).
 """
 
+from kcompat.log.batch_validation import AppendInfo
 from kcompat.log.cleaner import CleanStats, LogCleaner
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import (
@@ -47,7 +49,7 @@ from kcompat.log.errors import (
 )
 from kcompat.log.log_file import FetchSlice, FilePiece
 from kcompat.log.manager import LogManager
-from kcompat.log.partition_log import AppendInfo, PartitionLog
+from kcompat.log.partition_log import PartitionLog
 from kcompat.log.producer_state import BatchMetadata, ProducerStateManager
 
 __all__ = [

@@ -328,12 +328,10 @@ class LogCleaner:
             if plog.truncations != generation or any(id(s) not in ids for s in group):
                 cleaned.delete()
                 return False
-            first = ids.index(id(group[0]))
-            replaced = [*current[:first], cleaned, *current[first + len(group) :]]
             for old in group:
                 old.rename_suffix("", ".deleted")
             cleaned.rename_suffix(SWAP_SUFFIX, "")
-            plog._set_segments(replaced)
+            plog.local_log.replace_segments(group, cleaned)
         fsync_dir(plog.directory)
         for old in group:
             old.delete()

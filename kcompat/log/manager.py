@@ -345,10 +345,7 @@ class LogManager:
             self.topic_configs[topic] = config
             live = [plog for (t, _), plog in self._logs.items() if t == topic]
         for plog in live:
-            with plog.lock:
-                plog.config = config
-                for s in plog.segments:
-                    s.config = config
+            plog.update_config(config)
 
     def delete(self, topic: str, partition: int | None = None) -> int:
         """Delete every partition of `topic` (or only `partition`: a replica moved away from this

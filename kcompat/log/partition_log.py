@@ -1,16 +1,24 @@
-"""PartitionLog: one topic-partition as an ordered list of segments (Kafka's UnifiedLog + LocalLog).
+"""PartitionLog: one topic-partition's log (Kafka's UnifiedLog), over a LocalLog of segments.
 
-Offsets:  log_start_offset <= (first segment's base) ... high_watermark == log_end_offset
-(a single node is its own ISR, so everything appended is committed; a replicated partition's high
-watermark is set from the ISR, see replica_append.py).
+What it decides, as UnifiedLog does, while its LocalLog (local_log.py) keeps the segments, writes,
+reads and fsyncs them:
+
+* appends: framing and size checks, idempotent-producer checks (a retry of one of a producer's
+  last 5 batches gets its original offsets), offsets and the leader epoch patched in, producer
+  state and the leader epoch cache updated, the roll and flush policy (segment.*, flush.*);
+  a follower appends the leader's batches as they are (`append_as_follower`);
+* offsets:  (first segment's base) <= log_start_offset <= high_watermark <= log_end_offset.
+  A single node is its own ISR: everything appended is committed, the high watermark is the log
+  end. A replicated partition's high watermark comes from its leader, or on the leader from the
+  ISR (`set_high_watermark`). read_committed Fetches read below the last stable offset;
+* what removes data: retention (retention.ms / retention.bytes), DeleteRecords (the log start
+  offset moves up), truncation of a follower to its leader (producer state rebuilt from the log,
+  leader epochs cut), a restart at another offset, topic deletion.
 
 Threads. Appends, reads and truncation come from the server's event loop thread; retention,
 flushing and compaction may run on a worker thread. Writers take `self.lock` only for short steps
 (an append is a write() into the page cache; compaction holds it only to swap segments). Readers
-take no lock: they read `self._view`, an immutable (segments, base offsets) pair that writers
-replace whole (copy-on-write, as Kafka's docs describe), so a reader binary-searches a consistent
-list even while segments are added or deleted. Deleted segments' files stay readable through the
-descriptors held by any FetchSlice in flight.
+take no lock: LocalLog's segment list is copy-on-write (see local_log.py).
 
 Durability follows flush.messages / flush.ms (by default: the OS decides). `flush()` fsyncs and
 advances the recovery point; restarts after an unclean stop re-validate everything after it.
@@ -18,67 +26,52 @@ advances the recovery point; restarts after an unclean stop re-validate everythi
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
-import struct
 import threading
 from pathlib import Path
-from typing import NamedTuple
 
-from kcompat.log.batch_scan import iter_whole_batches
-from kcompat.log.committed_reads import CommittedReads
+from kcompat.log.batch_validation import AppendInfo as AppendInfo  # re-exported: what append returns
+from kcompat.log.batch_validation import (
+    assign_offsets,
+    check_follower_offsets,
+    check_sequences,
+    frame_batches,
+)
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import (
-    CorruptRecord,
-    MessageTooLarge,
-    OffsetOutOfRange,
-    OutOfOrderSequence,
-    RecordBatchTooLarge,
-)
+from kcompat.log.errors import OffsetOutOfRange, RecordBatchTooLarge
 from kcompat.log.leader_epoch import LeaderEpochCache
-from kcompat.log.log_file import EMPTY_SLICE, FetchSlice, FilePiece
-from kcompat.log.log_files import make_dir
-from kcompat.log.producer_state import ProducerStateManager, _in_sequence
-from kcompat.log.recovery import load_segments
-from kcompat.log.removal import LogRemoval
-from kcompat.log.replica_append import ReplicaAppend
-from kcompat.log.segment import BatchPlacement, LogSegment
-from kcompat.log.timestamp_lookup import TimestampLookup
-from kcompat.log.txn_index import marker_kind
-from kcompat.wire.checksum import crc32c
-from kcompat.wire.errors import DecodeError
-from kcompat.wire.record_batch import (
-    CRC_START,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
-    BatchHeader,
-    read_header,
-    set_base_offset,
-    set_partition_leader_epoch,
-    split_batches,
-)
+from kcompat.log.log_file import FetchSlice
+from kcompat.log.log_files import fsync_file, make_dir
+from kcompat.log.producer_state import ProducerStateManager
+from kcompat.log.recovery import load_local_log, rebuild_producer_state
+from kcompat.log.retention import below_log_start, deletable_segments
+from kcompat.log.segment import LogSegment
+from kcompat.log.timestamp_lookup import max_timestamp_offset, offset_for_timestamp
+from kcompat.log.txn_index import AbortedTxn
+from kcompat.wire.record_batch import NO_PRODUCER_ID
 
 log = logging.getLogger("kcompat.log")
 
-_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the patched bytes
-_MAX_IOV = 1000  # below IOV_MAX (1024) entries for one pwritev
 
+class PartitionLog:
+    # Slots: one of these per partition, thousands of them in a broker.
+    __slots__ = (
+        "_log_start_offset",
+        "_snapshot_unsynced",
+        "checkpointed_hw",
+        "first_dirty_offset",
+        "leader_epoch_cache",
+        "local_log",
+        "lock",
+        "partition",
+        "producer_state",
+        "replicated_hw",
+        "tombstone_horizon_ms",
+        "topic",
+        "truncations",
+    )
 
-class AppendInfo(NamedTuple):
-    """What an append did. Immutable as a NamedTuple rather than a frozen dataclass, whose
-    __init__ costs 4x as much (0.84 against 0.25 us), paid once per partition of every Produce."""
-
-    base_offset: int  # offset given to the first record (of the original batch for a duplicate)
-    last_offset: int
-    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    max_timestamp: int
-    size: int  # bytes written (0 for a duplicate)
-    duplicate: bool = False
-
-
-class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
     def __init__(
         self,
         directory: Path,
@@ -91,12 +84,13 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
     ) -> None:
-        self.directory = directory
+        """Open (recovering after an unclean stop) or create the log in `directory`, as Kafka's
+        UnifiedLog.apply does with its LogLoader: segments first, then leader epochs and producer
+        state made to agree with them."""
         self.topic = topic
         self.partition = partition
-        self.config = config
         self.lock = threading.RLock()
-        self.replicated_hw: int | None = None  # set in cluster mode (replica_append.py)
+        self.replicated_hw: int | None = None  # set in cluster mode (set_high_watermark)
         self.checkpointed_hw: int | None = None  # from replication-offset-checkpoint (manager.py)
         created = make_dir(directory)  # a new partition has nothing to load: its dir and one file
         self.leader_epoch_cache = LeaderEpochCache(directory)
@@ -104,46 +98,62 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
             directory, producer_id_expiration_ms=config.producer_id_expiration_ms
         )
         cache = self.leader_epoch_cache
-
-        def on_recovered(h: BatchHeader) -> None:
-            if h.partition_leader_epoch > cache.latest_epoch:
-                cache.assign(h.partition_leader_epoch, h.base_offset)
-
         names = [] if created else os.listdir(directory)
-        segments = (
-            []
-            if created
-            else load_segments(
-                directory,
-                config,
-                now_ms=now_ms,
-                recovery_point=recovery_point,
-                clean_shutdown=clean_shutdown,
-                on_batch=on_recovered,
-                names=names,
-            )
+        self.local_log = load_local_log(
+            directory,
+            topic,
+            partition,
+            config,
+            cache,
+            names,
+            now_ms=now_ms,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
         )
-        if not segments:
-            segments = [LogSegment(directory, log_start_offset, config, created_ms=now_ms, active=True)]
-        self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
-        self._set_segments(segments)
-        self._leo = segments[-1].load_next_offset()
-        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
-        if self._log_start_offset > self._leo:
+        self._log_start_offset = max(log_start_offset, self.local_log.segments[0].base_offset)
+        if self._log_start_offset > self.local_log.log_end_offset:
             # The checkpoint is ahead of the data (everything after it was lost): start empty there.
             self._truncate_fully_and_start_at(self._log_start_offset, now_ms)
-        cache.truncate_from_end(self._leo)
+        cache.truncate_from_end(self.local_log.log_end_offset)
         cache.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state(names, clean_shutdown=clean_shutdown and not created)
-        self.recovery_point = self._leo
-        self._unflushed_messages = 0
-        self._last_flush_ms = now_ms
-        self._snapshot_unsynced: Path | None = None
+        rebuild_producer_state(
+            self.producer_state,
+            self.local_log,
+            self._log_start_offset,
+            names,
+            clean_shutdown=clean_shutdown and not created,
+        )
+        self._snapshot_unsynced: Path | None = None  # taken at a roll, fsynced by the next flush
         self.first_dirty_offset = self._log_start_offset  # compaction progress (cleaner-offset-checkpoint)
         self.truncations = 0  # bumped when data is cut in place, so a concurrent clean knows to give up
         self.tombstone_horizon_ms: int | None = None  # earliest delete horizon the cleaner has set
 
     # --- offsets ---
+
+    @property
+    def directory(self) -> Path:
+        return self.local_log.directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local_log.config
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self.local_log.segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.local_log.active_segment
+
+    @property
+    def size(self) -> int:
+        return self.local_log.size
+
+    @property
+    def recovery_point(self) -> int:
+        return self.local_log.recovery_point
 
     @property
     def log_start_offset(self) -> int:
@@ -152,20 +162,28 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
     @property
     def log_end_offset(self) -> int:
         """The offset the next appended record gets."""
-        return self._leo
+        return self.local_log.log_end_offset
 
     @property
     def high_watermark(self) -> int:
         hw = self.replicated_hw
-        return self._leo if hw is None else min(hw, self._leo)
+        leo = self.local_log.log_end_offset
+        return leo if hw is None else min(hw, leo)
 
     @property
-    def active_segment(self) -> LogSegment:
-        return self._view[0][-1]
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction, else the high watermark: below it every
+        transaction is decided, so a read_committed Fetch reads below it (`read(max_offset=)`) and
+        gets the aborted transactions of the range (`aborted_transactions`) to drop them itself."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        hw, leo = self.replicated_hw, self.local_log.log_end_offset
+        hw = leo if hw is None else min(hw, leo)
+        return hw if first_unstable is None else min(first_unstable, hw)
 
-    @property
-    def size(self) -> int:
-        return sum(s.size for s in self._view[0])
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a changed topic config (AlterConfigs) from the next append, roll or retention on."""
+        with self.lock:
+            self.local_log.update_config(config)
 
     # --- append ---
 
@@ -188,53 +206,30 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
         Raises CorruptRecord, MessageTooLarge, RecordBatchTooLarge, InvalidProducerEpoch,
         OutOfOrderSequence, or KafkaStorageError (after which the log is as it was before).
         """
-        # A mutable buffer is patched in place and written with one write; an immutable one is
-        # written with pwritev from patched 16-byte prefixes and views of the rest, never copied.
         mutable = isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
         buf = memoryview(records)
-        headers = self._frame(buf, verify_crc)
+        local = self.local_log
+        cfg = local.config
+        headers = frame_batches(buf, cfg, verify_crc)
         total = len(buf)
-        if total > self.config.segment_bytes:
-            raise RecordBatchTooLarge(f"{total} bytes do not fit in a segment of {self.config.segment_bytes}")
-        cfg = self.config
+        if total > cfg.segment_bytes:
+            raise RecordBatchTooLarge(f"{total} bytes do not fit in a segment of {cfg.segment_bytes}")
         with self.lock:
-            dup = self._check_producers(headers)
+            dup = check_sequences(self.producer_state, headers, self._log_start_offset)
             if dup is not None:
                 return dup
-            offset = self._leo
-            base = offset
-            placements: list[BatchPlacement] = []
-            pieces: list[bytes | memoryview] = []
-            patched: list[tuple[BatchHeader, int]] = []  # with the control type of a marker, else -1
-            max_ts = -1
-            for pos, h in headers:
-                if mutable:
-                    set_base_offset(buf, offset, pos)
-                    set_partition_leader_epoch(buf, leader_epoch, pos)
-                else:
-                    pieces.append(_PREFIX.pack(offset, h.batch_length, leader_epoch))
-                    pieces.append(buf[pos + _PREFIX.size : pos + h.size])
-                if h.producer_id != NO_PRODUCER_ID:
-                    kind = marker_kind(buf[pos : pos + h.size], h) if h.is_control else -1
-                    patched.append(
-                        (h._replace(base_offset=offset, partition_leader_epoch=leader_epoch), kind)
-                    )
-                last = offset + h.last_offset_delta
-                placements.append((pos, h.size, last, h.max_timestamp))
-                max_ts = max(max_ts, h.max_timestamp)
-                offset = last + 1
-            data: memoryview | list[bytes | memoryview] = buf if mutable or len(pieces) > _MAX_IOV else pieces
-            if data is buf and not mutable:
-                data = memoryview(b"".join(pieces))
-            seg = self.active_segment
+            base = local.log_end_offset
+            data, placements, patched, max_ts, offset = assign_offsets(
+                buf, mutable, headers, base, leader_epoch
+            )
+            seg = local.active_segment
             if seg.should_roll(total, max_ts, offset - 1, now_ms):
-                seg = self._roll(now_ms)
+                seg = self.roll(now_ms)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 # Before the data (as Kafka assigns it on becoming leader): a checkpoint the disk
                 # refuses then fails the append with nothing written, not after the records landed.
                 self.leader_epoch_cache.assign(leader_epoch, base)
-            seg.append(data, placements)
-            self._leo = offset
+            local.append(data, placements, offset)
             ps = self.producer_state
             for ph, kind in patched:
                 if kind < 0:
@@ -242,131 +237,96 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
                 elif (aborted := ps.update_control(ph, kind)) is not None:
                     seg.txn_index.append(aborted)
             ps.map_end_offset = offset
-            self._unflushed_messages += offset - base
-            if self._unflushed_messages >= cfg.flush_messages or now_ms - self._last_flush_ms >= cfg.flush_ms:
+            if local.unflushed_messages >= cfg.flush_messages or now_ms - local.last_flush_ms >= cfg.flush_ms:
                 self.flush(now_ms=now_ms)
             append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else -1
             return AppendInfo(base, offset - 1, append_time, self._log_start_offset, max_ts, total)
 
-    def _frame(self, buf: memoryview, verify_crc: bool) -> list[tuple[int, BatchHeader]]:
-        try:
-            spans = split_batches(buf)
-            headers = [(pos, read_header(buf, pos)) for pos, _ in spans]
-        except DecodeError as e:
-            raise CorruptRecord(f"records are not whole v2 batches: {e}") from None
-        if not spans:
-            raise CorruptRecord("no complete record batch")
-        end = spans[-1][0] + spans[-1][1]
-        if end != len(buf):
-            raise CorruptRecord(f"{len(buf) - end} bytes after the last whole batch")
-        view = buf
-        for pos, h in headers:
-            if h.size > self.config.max_message_bytes:
-                raise MessageTooLarge(
-                    f"batch of {h.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
-                )
-            if h.last_offset_delta < 0:
-                raise CorruptRecord(f"batch has lastOffsetDelta {h.last_offset_delta}")
-            if verify_crc and crc32c(view[pos + CRC_START : pos + h.size]) != h.crc:
-                raise CorruptRecord("record batch CRC does not match")
-        return headers
+    def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> int:
+        """Append whole batches fetched from the leader as they are; the new log end offset.
 
-    def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> AppendInfo | None:
-        ps = self.producer_state
-        pending: dict[int, tuple[int, int]] = {}  # later batches of a producer in the same append
-        for _, h in headers:
-            pid = h.producer_id
-            if pid == NO_PRODUCER_ID or h.is_control or h.base_sequence == NO_SEQUENCE:
-                continue
-            if pid in pending:
-                epoch, last_seq = pending[pid]
-                if h.producer_epoch != epoch or not _in_sequence(last_seq, h.base_sequence):
-                    raise OutOfOrderSequence(f"producer {pid}: batches in one append are not in sequence")
-            else:
-                dup = ps.check(pid, h.producer_epoch, h.base_sequence, h.last_sequence)
-                if dup is not None:
-                    if len(headers) > 1:
-                        raise OutOfOrderSequence(f"producer {pid}: a retried batch came with others")
-                    return AppendInfo(
-                        dup.first_offset, dup.last_offset, -1, self._log_start_offset, dup.timestamp, 0, True
-                    )
-            pending[pid] = (h.producer_epoch, h.last_sequence)
-        return None
+        Offsets and partition leader epochs are checked, never reassigned: the first batch must
+        start at the log end offset and each next one right after the previous. The leader epoch
+        cache learns every new epoch at its first batch, and producer state is updated from each
+        batch so that this replica, once leader, answers an idempotent retry as the old leader
+        would have. No duplicate check: the leader made it.
+
+        Raises CorruptRecord (framing, a CRC, offsets that do not continue the log),
+        RecordBatchTooLarge, or KafkaStorageError (after which the log is as it was before).
+        """
+        buf = memoryview(records)
+        local = self.local_log
+        cfg = local.config
+        headers = frame_batches(buf, cfg, True)
+        total = len(buf)
+        if total > cfg.segment_bytes:
+            raise RecordBatchTooLarge(f"{total} bytes do not fit in a segment of {cfg.segment_bytes}")
+        with self.lock:
+            placements, max_ts, offset = check_follower_offsets(headers, local.log_end_offset)
+            if local.active_segment.should_roll(total, max_ts, offset - 1, now_ms):
+                self.roll(now_ms)
+            cache = self.leader_epoch_cache
+            for _, h in headers:  # before the data, as append does
+                if h.partition_leader_epoch > cache.latest_epoch:
+                    cache.assign(h.partition_leader_epoch, h.base_offset)
+            local.append(buf, placements, offset)
+            ps = self.producer_state
+            for _, h in headers:
+                if h.producer_id != NO_PRODUCER_ID:
+                    ps.update(h)
+            ps.map_end_offset = offset
+            if local.unflushed_messages >= cfg.flush_messages or now_ms - local.last_flush_ms >= cfg.flush_ms:
+                self.flush(now_ms=now_ms)
+            return offset
 
     # --- roll and flush ---
 
     def roll(self, now_ms: int) -> LogSegment:
-        """Start a new segment at the log end offset (no-op if the active segment is empty)."""
-        with self.lock:
-            return self._roll(now_ms)
-
-    def _roll(self, now_ms: int) -> LogSegment:
-        old = self.active_segment
-        if old.size == 0:
-            return old
-        old.on_become_inactive()
-        new = LogSegment(self.directory, self._leo, self.config, created_ms=now_ms, active=True)
-        if new.size:  # leftovers with that name (a crash after a truncation): start clean
-            new.log.truncate(0)
-            new.reset_indexes()
-        self._set_segments([*self.segments, new])
-        # Snapshot producer state at the segment boundary (Kafka does it on roll); fsynced by flush().
-        # Only a shortcut for recovery (which otherwise replays from an older one): no disk space
-        # for it must not fail the append.
-        try:
-            self._snapshot_unsynced = self.producer_state.take_snapshot(sync=False)
-        except OSError as e:
-            log.warning(
-                "no producer state snapshot for %s-%d at %d: %s", self.topic, self.partition, self._leo, e
-            )
-        self.producer_state.delete_old_snapshots(keep=3)
-        return new
+        """Start a new segment at the log end offset (no-op if the active segment is empty), with a
+        producer state snapshot at the boundary (Kafka takes one on roll: recovery replays less)."""
+        with self.lock:  # re-entered when an append rolls
+            old = self.local_log.active_segment
+            new = self.local_log.roll(now_ms)
+            if new is old:
+                return new
+            snapshot = self.producer_state.take_snapshot_at_roll()  # fsynced by the next flush
+            if snapshot is not None:
+                self._snapshot_unsynced = snapshot
+            return new
 
     def flush(self, *, now_ms: int | None = None) -> None:
         """fsync everything written so far and move the recovery point to the log end."""
+        local = self.local_log
         with self.lock:
-            leo = self._leo
-            segments = [
-                s for s in self.segments if s.base_offset >= self._segment_base_for(self.recovery_point)
-            ]
-            snap = self._snapshot_unsynced
-            self._snapshot_unsynced = None
-            self._unflushed_messages = 0
+            upto = local.log_end_offset
+            segments = local.unflushed_segments()
+            snap, self._snapshot_unsynced = self._snapshot_unsynced, None
+            local.unflushed_messages = 0
             if now_ms is not None:
-                self._last_flush_ms = now_ms
-        for s in segments:
-            s.flush()
-        if snap is not None:
-            _fsync_path(snap)
-        self.leader_epoch_cache.sync()
-        self.recovery_point = max(self.recovery_point, leo)
+                local.last_flush_ms = now_ms
+        self._sync(segments, snap, upto)
 
     def maybe_flush(self, now_ms: int) -> None:
         """Background hook: flush when flush.ms has passed, or when rolled segments are unflushed."""
-        if now_ms - self._last_flush_ms >= self.config.flush_ms:
+        local = self.local_log
+        if now_ms - local.last_flush_ms >= local.config.flush_ms:
             self.flush(now_ms=now_ms)
-        elif self.recovery_point < self.active_segment.base_offset:
-            self._flush_rolled()
+        elif local.recovery_point < local.active_segment.base_offset:
+            with self.lock:
+                upto = local.active_segment.base_offset
+                segments = local.unflushed_segments(active=False)
+                snap, self._snapshot_unsynced = self._snapshot_unsynced, None
+            self._sync(segments, snap, upto)
 
-    def _flush_rolled(self) -> None:
-        with self.lock:
-            upto = self.active_segment.base_offset
-            segments = [
-                s for s in self.segments[:-1] if s.base_offset >= self._segment_base_for(self.recovery_point)
-            ]
-            snap = self._snapshot_unsynced
-            self._snapshot_unsynced = None
+    def _sync(self, segments: list[LogSegment], snapshot: Path | None, upto: int) -> None:
+        """fsync (outside the lock) the segments, the producer snapshot of the last roll and the
+        leader epochs; only then may the recovery point say that everything below `upto` is safe."""
         for s in segments:
             s.flush()
-        if snap is not None:
-            _fsync_path(snap)
+        if snapshot is not None:
+            fsync_file(snapshot)
         self.leader_epoch_cache.sync()
-        self.recovery_point = max(self.recovery_point, upto)
-
-    def _segment_base_for(self, offset: int) -> int:
-        bases = self._view[1]
-        i = bisect.bisect_right(bases, offset) - 1
-        return bases[max(i, 0)]
+        self.local_log.mark_flushed(upto)
 
     # --- reads ---
 
@@ -377,47 +337,139 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
         and, with `max_offset` (a batch boundary: the LSO for read_committed), only batches below it.
 
         `offset` must be in [log_start_offset, log_end_offset], else OffsetOutOfRange; at the log
-        end offset the slice is empty. Cost: a binary search over segment base offsets, one over
-        the mmap'd index, and a header scan of at most index.interval.bytes plus one batch.
+        end offset the slice is empty. See LocalLog.read for what it costs.
         """
-        segments, bases = self._view
-        leo = self._leo
+        local = self.local_log
+        leo = local.log_end_offset
         if offset < self._log_start_offset or offset > leo:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self._log_start_offset}, {leo}] of {self.topic}-{self.partition}"
             )
-        if max_offset is not None and max_offset < leo:
-            return self._read_below(offset, max_bytes, min_one_batch, max_offset)
-        if offset == leo:
-            return EMPTY_SLICE
-        i = max(bisect.bisect_right(bases, offset) - 1, 0)
-        pieces: list[FilePiece] = []
-        first = -1
-        remaining = max_bytes
-        while i < len(segments):
-            seg = segments[i]
-            end = seg.size
-            got = seg.read(offset, remaining, min_one_batch=min_one_batch and not pieces)
-            if got is not None:
-                pos, length, base = got
-                if length == 0:
-                    break
-                pieces.append(FilePiece(seg.log, pos, length))
-                if first < 0:
-                    first = base
-                remaining -= length
-                if pos + length < end or remaining <= 0:
-                    break
-            i += 1
-            if i < len(segments):
-                offset = segments[i].base_offset
-        return FetchSlice(tuple(pieces), first) if pieces else EMPTY_SLICE
+        return local.read(offset, max_bytes, min_one_batch, max_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch from `fetch_offset` below `upper_bound` needs."""
+        return self.local_log.collect_aborted_transactions(fetch_offset, upper_bound)
 
     def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) from the leader epoch cache."""
-        return self.leader_epoch_cache.end_offset_for_epoch(epoch, self._leo)
+        return self.leader_epoch_cache.end_offset_for_epoch(epoch, self.local_log.log_end_offset)
 
     end_offset_for_epoch = epoch_end_offset
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `timestamp` (ListOffsets), or None."""
+        return offset_for_timestamp(self.local_log.segments, timestamp, self._log_start_offset)
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3); (-1, -1) if none."""
+        return max_timestamp_offset(self.local_log.segments)
+
+    def verify(self) -> list[str]:
+        """Problems found by re-reading every batch (CRC, offsets); empty when the log is sound."""
+        return self.local_log.verify()
+
+    # --- the high watermark of a replicated partition ---
+
+    def set_high_watermark(self, offset: int) -> int:
+        """Make this a replicated log with high watermark `offset` (at most the log end); the new value."""
+        hw = max(min(offset, self.local_log.log_end_offset), self._log_start_offset)
+        self.replicated_hw = hw
+        return hw
+
+    def start_replicated(self) -> None:
+        """Become a replicated log, if not yet: its high watermark where the last run checkpointed
+        it, else at the log start (Kafka's createLogIfNotExists)."""
+        if self.replicated_hw is None:
+            hw = self.checkpointed_hw
+            self.set_high_watermark(self._log_start_offset if hw is None else hw)
+
+    # --- what removes data ---
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (-1: the high watermark).
+
+        Whole segments below it are deleted now. Returns the new log start offset.
+        """
+        with self.lock:
+            leo = self.local_log.log_end_offset
+            if offset == -1:
+                offset = leo
+            if offset < 0 or offset > leo:
+                raise OffsetOutOfRange(f"cannot delete records before {offset}: the high watermark is {leo}")
+            if offset > self._log_start_offset:
+                self._advance_log_start(offset)
+            self._delete_segments(below_log_start(self.local_log.segments, self._log_start_offset))
+            return self._log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        self._log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.truncate_head(offset)
+        self.first_dirty_offset = max(self.first_dirty_offset, offset)
+
+    def _delete_segments(self, doomed: list[LogSegment]) -> None:
+        """Delete whole segments (caller holds the lock); the log start moves up to the first one left."""
+        if not doomed:
+            return
+        ids = {id(s) for s in doomed}
+        first_left = next(s for s in self.local_log.segments if id(s) not in ids)
+        if first_left.base_offset > self._log_start_offset:
+            self._advance_log_start(first_left.base_offset)
+        self.local_log.remove_segments(doomed)
+
+    def run_retention(self, now_ms: int) -> int:
+        """Delete old segments by retention.ms / retention.bytes (cleanup.policy delete) and below the
+        log start offset (any policy). Returns the number of segments deleted."""
+        with self.lock:
+            local = self.local_log
+            segs = local.segments
+            doomed = deletable_segments(
+                segs, local.log_end_offset, self._log_start_offset, local.config, now_ms
+            )
+            if doomed:
+                if len(doomed) == len(segs):
+                    self.roll(now_ms)  # the log keeps an active segment
+                self._delete_segments(doomed)
+            self.producer_state.remove_expired(now_ms)
+            return len(doomed)
+
+    def truncate_to(self, offset: int, *, now_ms: int = 0) -> None:
+        """Remove everything at and after `offset` (whole batches; the log end may end up below it)."""
+        with self.lock:
+            if offset >= self.local_log.log_end_offset:
+                return
+            self.truncations += 1
+            if offset < self._log_start_offset:
+                self._truncate_fully_and_start_at(offset, now_ms)
+                return
+            self.local_log.truncate_to(offset)
+            leo = self.local_log.log_end_offset
+            self.leader_epoch_cache.truncate_from_end(leo)
+            self.producer_state.delete_snapshots_after(leo)
+            rebuild_producer_state(self.producer_state, self.local_log, self._log_start_offset)
+            self.first_dirty_offset = min(self.first_dirty_offset, leo)
+
+    def restart_at(self, offset: int, *, now_ms: int) -> None:
+        """Drop everything and continue at `offset` (a follower whose log ends below the leader's
+        log start: Kafka's truncateFullyAndStartAt)."""
+        with self.lock:
+            self.truncations += 1
+            self._truncate_fully_and_start_at(offset, now_ms)
+            if self.replicated_hw is not None:
+                self.replicated_hw = offset
+
+    def _truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        self.local_log.truncate_fully_and_start_at(offset, now_ms)
+        self._log_start_offset = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.reset(offset)
+        self.producer_state.delete_snapshots_after(-1)
+
+    def delete_files(self) -> None:
+        """Remove the partition directory (topic deletion)."""
+        with self.lock:
+            self.local_log.delete()
 
     # --- life cycle ---
 
@@ -425,49 +477,14 @@ class PartitionLog(LogRemoval, CommittedReads, ReplicaAppend, TimestampLookup):
         """Clean close: producer state snapshot at the log end, everything trimmed and fsynced (by
         the caller with sync=False: LogManager syncs the filesystem once for thousands of logs)."""
         with self.lock:
-            ps = self.producer_state
-            # Kafka's rule: a snapshot only when the state moved past the newest one (a stop after
-            # an idle restart then creates no file per partition; file creation is most of a close).
-            # And none for a log that never had producer state: without a snapshot, a clean start
-            # takes the state as empty (as Kafka's loader does) and replays nothing.
-            snapshots = ps.snapshot_offsets()
-            if ps.map_end_offset not in snapshots and (snapshots or not ps.is_empty):
-                ps.take_snapshot(sync=sync)
-                ps.delete_old_snapshots(keep=3)
-            for s in self.segments:
-                s.close(sync=sync)
-            self.leader_epoch_cache.sync(fsync=sync, log_end_offset=self._leo)
-            self.recovery_point = self._leo
-
-    def verify(self) -> list[str]:
-        """Problems found by re-reading every batch (CRC, offsets); empty when the log is sound."""
-        problems = []
-        expect = self.segments[0].base_offset if self.segments else 0
-        for seg in self.segments:
-            for pos, h, data in iter_whole_batches(seg.log, 0, seg.size):
-                if h is None:
-                    problems.append(f"segment {seg.base_offset}: unreadable batch at {pos}")
-                    break
-                if crc32c(data[CRC_START:]) != h.crc:
-                    problems.append(f"segment {seg.base_offset}: CRC mismatch at offset {h.base_offset}")
-                if h.base_offset < expect:
-                    problems.append(f"segment {seg.base_offset}: offset {h.base_offset} below {expect}")
-                expect = h.last_offset + 1
-        return problems
+            local = self.local_log
+            self.producer_state.take_snapshot_if_moved(sync=sync)
+            local.close(sync=sync)
+            self.leader_epoch_cache.sync(fsync=sync, log_end_offset=local.log_end_offset)
+            local.recovery_point = local.log_end_offset
 
     def __repr__(self) -> str:
         return (
             f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
-            f"end={self._leo}, segments={len(self.segments)})"
+            f"end={self.local_log.log_end_offset}, segments={len(self.local_log.segments)})"
         )
-
-
-def _fsync_path(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -280,6 +280,30 @@ class ProducerStateManager:
         self._snapshots = known
         return path
 
+    def take_snapshot_at_roll(self) -> Path | None:
+        """A snapshot at a segment boundary (Kafka takes one on roll), not fsynced: the log's next
+        flush does that. Only a shortcut for recovery (which otherwise replays from an older one):
+        no disk space for it must not fail the append that rolled, so None then."""
+        path = None
+        try:
+            path = self.take_snapshot(sync=False)
+        except OSError as e:
+            log.warning(
+                "no producer state snapshot for %s at %d: %s", self.directory.name, self.map_end_offset, e
+            )
+        self.delete_old_snapshots(keep=3)
+        return path
+
+    def take_snapshot_if_moved(self, *, sync: bool = True) -> None:
+        """A snapshot at a clean close, only when the state moved past the newest one (Kafka's rule:
+        a stop after an idle restart then creates no file per partition; file creation is most of
+        a close). And none for a log that never had producer state: without a snapshot, a clean
+        start takes the state as empty (as Kafka's loader does) and replays nothing."""
+        snapshots = self.snapshot_offsets()
+        if self.map_end_offset not in snapshots and (snapshots or not self.is_empty):
+            self.take_snapshot(sync=sync)
+            self.delete_old_snapshots(keep=3)
+
     def load(
         self,
         log_start_offset: int,

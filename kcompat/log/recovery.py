@@ -14,6 +14,9 @@ On open, in this order:
      offsets above the previous batch's. The first batch that fails cuts the log there (the segment
      is truncated and later segments deleted) and ONE warning line says what was cut. The engine
      never refuses to start for a bad tail, and nothing before the first bad batch is touched.
+The segments left become the partition's LocalLog (`load_local_log`); its PartitionLog then makes
+its producer state agree with them (`rebuild_producer_state`: the newest snapshot, then the batch
+headers after it replayed), as it does again after every truncation.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kcompat.log.batch_scan import iter_whole_batches
+from kcompat.log.batch_scan import iter_headers, iter_whole_batches
 from kcompat.log.config import LogConfig
 from kcompat.log.index import CorruptIndex
+from kcompat.log.local_log import LocalLog
 from kcompat.log.log_files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -43,7 +48,13 @@ from kcompat.log.log_files import (
 )
 from kcompat.log.segment import LogSegment
 from kcompat.wire.checksum import crc32c
-from kcompat.wire.record_batch import CRC_START, BatchHeader
+from kcompat.wire.control_batch import MARKER_RECORD_READ, control_type
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.record_batch import CRC_START, HEADER_SIZE, BatchHeader
+
+if TYPE_CHECKING:
+    from kcompat.log.leader_epoch import LeaderEpochCache
+    from kcompat.log.producer_state import ProducerStateManager
 
 log = logging.getLogger("kcompat.log")
 
@@ -253,3 +264,82 @@ def _recover_unflushed(
             del segments[i + 1 :]
             _report_cut(seg, truncated, reason, next_offset, dropped=len(dropped))
             break
+
+
+def load_local_log(
+    directory: Path,
+    topic: str,
+    partition: int,
+    config: LogConfig,
+    epochs: LeaderEpochCache,
+    names: list[str],
+    *,
+    now_ms: int,
+    recovery_point: int,
+    log_start_offset: int,
+    clean_shutdown: bool,
+) -> LocalLog:
+    """The LocalLog of a partition directory, its segments opened and recovered (`names`: the
+    directory's listing, empty for a directory just made: nothing to load). `epochs` learns
+    the leader epoch of every batch recovery re-validates. A log without segments gets one empty
+    active segment at `log_start_offset`."""
+
+    def on_recovered(h: BatchHeader) -> None:
+        if h.partition_leader_epoch > epochs.latest_epoch:
+            epochs.assign(h.partition_leader_epoch, h.base_offset)
+
+    segments = (
+        []
+        if not names
+        else load_segments(
+            directory,
+            config,
+            now_ms=now_ms,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+            on_batch=on_recovered,
+            names=names,
+        )
+    )
+    if not segments:
+        segments = [LogSegment(directory, log_start_offset, config, created_ms=now_ms, active=True)]
+    return LocalLog(directory, topic, partition, config, segments, now_ms=now_ms)
+
+
+def rebuild_producer_state(
+    ps: ProducerStateManager,
+    local: LocalLog,
+    log_start_offset: int,
+    names: list[str] | None = None,
+    *,
+    clean_shutdown: bool = False,
+) -> None:
+    """Load the newest producer snapshot and replay batch headers from it to the log end (Kafka's
+    rebuildProducerState: at load, and after a truncation). `names`: the directory's listing, when
+    the caller has it."""
+    leo = local.log_end_offset
+    start = ps.load(log_start_offset, leo, names, clean_shutdown=clean_shutdown)
+    for seg in local.segments_from(start):
+        pos = 0
+        if seg.base_offset < start:
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            pos = found[0]
+        for p, h in iter_headers(seg.log, pos, seg.size):
+            if h.last_offset < start:
+                continue
+            if not h.is_control or h.producer_id < 0:
+                ps.update(h)
+                continue
+            # A marker: an abort missing from the index (lost with an unflushed tail) comes back.
+            rec = seg.log.pread(min(MARKER_RECORD_READ, h.size - HEADER_SIZE), p + HEADER_SIZE)
+            try:
+                kind = control_type(rec, h)
+            except DecodeError:
+                ps.update(h)
+                continue
+            aborted = ps.update_control(h, kind)
+            if aborted is not None:
+                seg.txn_index.append(aborted)
+    ps.map_end_offset = leo

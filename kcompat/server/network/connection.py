@@ -3,25 +3,28 @@ backpressure, zero-copy writes.
 
     request frame = size int32 | size bytes (header and body, handed to the broker)
 
-Framing (size checks, buffers, large frames) is kcompat.wire.framing.FrameReader, with no I/O.
+Framing itself (size checks, buffers, large frames) is kcompat.wire.framing.FrameReader, which
+does no I/O: this module receives into its buffer and hands its frames to the broker.
 The connection works on the raw non-blocking socket with loop.add_reader/add_writer, not on an
 asyncio transport: a transport-owned socket cannot take add_writer, and uvloop has no sendfile,
 so owning the socket is what lets response bytes and file slices (os.sendfile) go out in order.
 
 - The size prefix is checked against socket.request.max.bytes (by the reader) before any of the
   frame is buffered; a negative or larger size closes the connection.
-- Requests are handled in order (as Kafka does per connection; Produce pipelining: answer_queue.py)
-  by one task per connection; other connections proceed concurrently.
+- Requests are handled one at a time, in order (as Kafka does per connection), by one task per
+  connection; other connections proceed concurrently. Only a Produce may go ahead while an earlier
+  acks=all Produce waits for the ISR, its answer still sent in order (answer_queue.py).
   Pipelined requests are read ahead up to `Limits.max_queued_requests` and `max_queued_bytes`;
   reading pauses while that much waits, or while more than `write_high_water` response bytes are
   unsent, and resumes below `write_low_water`.
 - Frames are handed over in buffers of their own (never views of the read buffer), so the broker
   may keep memoryviews of a frame (the reader guarantees it).
-- TLS (SSL, SASL_SSL listeners): the socket is a tls_socket.TlsSocket (many TLS records per read);
-  its handshake is driven by readiness callbacks, so a stalled handshake holds only its own
-  connection. Ciphertext the poller cannot see (a full read buffer, a request sent with the last
-  handshake flight) is read on the next loop turn (`_tls_pending`); the client's certificate
-  gives the principal (`tls_principal`).
+- TLS (SSL, SASL_SSL listeners): the socket is a kcompat.server.network.tls_socket.TlsSocket
+  (OpenSSL on memory buffers, many TLS records per read); its handshake is driven by readiness
+  callbacks like everything else, so a stalled handshake holds only its own connection. It may
+  hold ciphertext the poller cannot see (a full read buffer, a request sent with the last
+  handshake flight): that is read on the next loop turn (`_tls_pending`). The client's
+  certificate gives the principal (`tls_principal`).
 - SASL (SASL_PLAINTEXT, SASL_SSL): frames go through the connection's SaslAuthenticator until it
   is complete (kcompat.server.auth.sasl); only then do they reach the broker, with `client.principal`.
 """
