@@ -22,14 +22,22 @@ and a key its declaration lacks raises. Registering one API key twice is a bug a
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kcompat.wire.protocol import Request
 from kcompat.wire.schema import Api, VersionRange
 
-NO_RESPONSE: Any = object()
+
+class NoResponse(enum.Enum):
+    """What a request that gets no response returns (Produce with acks=0)."""
+
+    NO_RESPONSE = "no response"
+
+
+NO_RESPONSE: Final = NoResponse.NO_RESPONSE
 
 
 @dataclass(frozen=True, slots=True)
