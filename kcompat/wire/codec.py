@@ -65,6 +65,7 @@ def _runtime_class(name: str, names: tuple[str, ...], factories: Factories) -> t
     """A class of the generated classes' shape, for a message with no generated module."""
 
     def __init__(self: Struct, **values: Any) -> None:
+        self._unknown_tags = None
         for fname, make in factories.items():
             setattr(self, fname, values.pop(fname) if fname in values else make())
         if values:
@@ -389,6 +390,7 @@ def _struct_coders(
 
     def decode(r: Reader) -> Any:
         o = new(cls)
+        o._unknown_tags = None
         for fname, make in absent:
             setattr(o, fname, make())
         for fname, read in step_reads:

@@ -235,6 +235,31 @@ class _Inline:
         return [f"if {var} is None: {null}", "else:", *_indent(body)]
 
 
+def _tagged_checks(
+    ns: dict[str, Any], tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]]
+) -> tuple[list[str], list[str]]:
+    """The tests, for an instance and for a dict, of whether a struct has tagged fields to write
+    (unknown tags, or a field that differs from its default): none, and one byte is written."""
+    attr_checks = ["value._unknown_tags"]
+    key_checks = []
+    for tag, (fname, _, _, make) in tagged.items():
+        ns[f"T{tag}"] = default = make()  # only compared with, never handed out
+        if isinstance(default, Struct):
+            # A struct compared by its fields' values in C (Struct.__eq__ is a Python call, and
+            # this test runs on every answer): its own class only; anything else is checked
+            # the reference's way, by write_tagged.
+            ns[f"TC{tag}"], ns[f"TK{tag}"], ns[f"TV{tag}"] = (
+                type(default),
+                default._key,
+                default._key(default),
+            )
+            attr_checks.append(f"(type(v := value.{fname}) is not TC{tag} or TK{tag}(v) != TV{tag})")
+        else:
+            attr_checks.append(f"value.{fname} != T{tag}")
+        key_checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag})")
+    return attr_checks, key_checks
+
+
 def generate(
     cls: type[Struct],
     fields: tuple[F, ...],
@@ -306,6 +331,7 @@ def generate(
         "        buf = r.buf",
         "        end = r.end",
         "        o = new(cls)",
+        "        o._unknown_tags = None",
     ]
     for j, (fname, make) in enumerate(absent):
         f = by_name[fname]
@@ -354,12 +380,7 @@ def generate(
             "            r.pos = pos",
             "            read_tagged(r, o)",
         ]
-        attr_checks = ["getattr(value, UNKNOWN_TAGS, None)"]
-        key_checks = []
-        for tag, (fname, _, _, make) in tagged.items():
-            ns[f"T{tag}"] = make()  # only compared with, never handed out
-            attr_checks.append(f"value.{fname} != T{tag}")
-            key_checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag})")
+        attr_checks, key_checks = _tagged_checks(ns, tagged)
         for body, checks in ((by_attr, attr_checks), (by_key, key_checks)):
             if checks:
                 body += [
