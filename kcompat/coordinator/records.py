@@ -139,7 +139,8 @@ def encode_key(key: RecordKey) -> bytes:
     kind = _KEY_TYPES[type(key)]
     w = Writer()
     w.int16(kind)
-    _KEYS[kind][1].write(w, dataclasses.asdict(key), KEY_FIELDS_VERSION)
+    codec = _KEYS[kind][1]
+    codec.write(w, codec.build(dataclasses.asdict(key)), KEY_FIELDS_VERSION)
     return w.getvalue()
 
 
@@ -386,7 +387,7 @@ def encode_value(value: RecordValue) -> bytes:
         version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
     w = Writer()
     w.int16(version)
-    kind.codec.write(w, kind.to_wire(value), version)
+    kind.codec.write(w, kind.codec.build(kind.to_wire(value)), version)
     return w.getvalue()
 
 

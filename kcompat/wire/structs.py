@@ -30,7 +30,6 @@ Records = bytes | bytearray | memoryview | Sized
 NEW: Any = object()
 
 UNKNOWN_TAGS = "_unknown_tags"
-MISSING: Any = object()  # a key absent from a dict being encoded
 
 Decoder = Callable[[Reader], Any]
 Encoder = Callable[[Writer, Any], None]

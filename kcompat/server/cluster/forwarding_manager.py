@@ -55,7 +55,17 @@ from kcompat.wire.messages.list_partition_reassignments import LIST_PARTITION_RE
 from kcompat.wire.messages.principal import DEFAULT_PRINCIPAL_DATA
 from kcompat.wire.messages.update_features import UPDATE_FEATURES
 from kcompat.wire.primitives import Reader
-from kcompat.wire.protocol import Chunk, Request, api, decode_response, encode_request, encode_response
+from kcompat.wire.protocol import (
+    Chunk,
+    Request,
+    api,
+    decode_response,
+    encode_request,
+    encode_response,
+    response_codec,
+)
+from kcompat.wire.types.envelope import EnvelopeRequest
+from kcompat.wire.types.principal import DefaultPrincipalData
 
 log = logging.getLogger("kcompat.cluster")
 
@@ -97,7 +107,7 @@ def serialize_principal(
 
     The one place a principal enters a forwarded request: the connection's (ANONYMOUS on
     PLAINTEXT; the SASL user or the mTLS-mapped name otherwise)."""
-    body = {"type": principal_type, "name": name, "token_authenticated": token_authenticated}
+    body = DefaultPrincipalData(type=principal_type, name=name, token_authenticated=token_authenticated)
     return _PRINCIPAL_VERSION.to_bytes(2, "big") + _principal_codec.encode(body, _PRINCIPAL_VERSION)
 
 
@@ -116,13 +126,13 @@ def client_address_bytes(host: str) -> bytes:
         return bytes(4)  # not an IP (a Unix socket in tests): 0.0.0.0, as an unknown peer
 
 
-def envelope_body(request_frame: bytes, client_host: str, principal: bytes | None = None) -> dict[str, Any]:
+def envelope_body(request_frame: bytes, client_host: str, principal: bytes | None = None) -> EnvelopeRequest:
     """The Envelope request: the client's request bytes as received (header and body, no size)."""
-    return {
-        "request_data": request_frame,
-        "request_principal": serialize_principal() if principal is None else principal,
-        "client_host_address": client_address_bytes(client_host),
-    }
+    return EnvelopeRequest(
+        request_data=request_frame,
+        request_principal=serialize_principal() if principal is None else principal,
+        client_host_address=client_address_bytes(client_host),
+    )
 
 
 def unwrap_response(request: Request[Any], response_data: bytes) -> Any:
@@ -137,8 +147,13 @@ def unwrap_response(request: Request[Any], response_data: bytes) -> Any:
     return body
 
 
-def error_response(request: Request[Any], error: ErrorCode, message: str | None = None) -> dict[str, Any]:
-    """The forwarded request's own error response (Kafka's AbstractRequest.getErrorResponse)."""
+def error_response(request: Request[Any], error: ErrorCode, message: str | None = None) -> Any:
+    """The forwarded request's own error response (Kafka's AbstractRequest.getErrorResponse), typed."""
+    return response_codec(request.api_key).build(_error_fields(request, error, message))
+
+
+def _error_fields(request: Request[Any], error: ErrorCode, message: str | None) -> dict[str, Any]:
+    """error_response's fields, per API (written as nested dicts: eleven APIs' shapes in one place)."""
     b, v, code = request.body, request.api_version, int(error)
     key = request.api_key
     if key == CREATE_TOPICS.key:
@@ -329,7 +344,7 @@ class ForwardingManager:
         except DecodeError:
             return ErrorCode.UNKNOWN_SERVER_ERROR
 
-    async def _exchange(self, envelope: dict[str, Any]) -> bytes | ErrorCode:
+    async def _exchange(self, envelope: EnvelopeRequest) -> bytes | ErrorCode:
         """The Envelope's response_data, or the error the client's request is to get instead."""
         deadline = time.monotonic() + self._timeout_ms / 1000
         while True:
