@@ -1,6 +1,7 @@
 """The typed message classes (kcompat/wire/types, written by tools/gen_messages.py): a misspelt
-field raises where it is written and where it is encoded; every declared message and version
-round-trips through them; the checked-in modules are what the declarations generate."""
+field raises where it is written (or built from a dict), and a dict is never encoded; every
+declared message and version round-trips through them; the checked-in modules are what the
+declarations generate."""
 
 from __future__ import annotations
 
