@@ -162,7 +162,7 @@ class Responder:
                     await asyncio.sleep(0.05)
                 if key == 0 and req.body.acks == 0:
                     continue
-                reply = self.answer(key, version, req.body)
+                reply = protocol.response_codec(key).build(self.answer(key, version, req.body))
                 writer.write(b"".join(protocol.encode_response(key, version, correlation, reply)))  # type: ignore[arg-type]
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):

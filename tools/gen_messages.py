@@ -155,8 +155,9 @@ def _render_class(c: _Class, class_of: dict[str, str]) -> list[str]:
             body.append(f"self.{f.name} = {f.name}")
         else:
             body.append(f"self.{f.name} = {fresh} if {f.name} is NEW else {f.name}")
+    body.append("self._unknown_tags = None")  # set, so that the encoder reads it without an exception
     if not params:
-        lines += ["    def __init__(self) -> None:", "        pass"]
+        lines += ["    def __init__(self) -> None:", "        self._unknown_tags = None"]
     else:
         lines.append("    def __init__(")
         lines.append("        self,")

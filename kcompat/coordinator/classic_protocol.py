@@ -28,9 +28,9 @@ from kcompat.coordinator.consumer_group_records import delete_consumer_group_rec
 from kcompat.coordinator.group_store import GroupStore
 from kcompat.coordinator.messages import (
     JoinGroupProtocol,
-    JoinGroupResponse,
-    LeaveGroupMemberResponse,
-    LeaveGroupResponse,
+    JoinGroupResult,
+    LeaveGroupMemberResult,
+    LeaveGroupResult,
     MemberIdentity,
     SyncGroupAssignment,
 )
@@ -86,7 +86,7 @@ class ClassicGroupProtocol:
         client_id: str = "",
         client_host: str = "",
         require_known_member_id: bool = True,
-    ) -> JoinGroupResponse | Deferred:
+    ) -> JoinGroupResult | Deferred:
         """JoinGroup. `require_known_member_id` is true for request v4+ (answer MEMBER_ID_REQUIRED first).
 
         Usually deferred: the result's `token` is answered by a later call's completions once the
@@ -96,8 +96,8 @@ class ClassicGroupProtocol:
             rebalance_timeout_ms = session_timeout_ms
         protocols = list(protocols)
 
-        def fail(code: int, mid: str = member_id) -> JoinGroupResponse:
-            return JoinGroupResponse(code, member_id=mid)
+        def fail(code: int, mid: str = member_id) -> JoinGroupResult:
+            return JoinGroupResult(code, member_id=mid)
 
         if not group_id:
             return fail(E.INVALID_GROUP_ID)
@@ -150,11 +150,11 @@ class ClassicGroupProtocol:
         now: int,
         require_known_member_id: bool,
         j: Joiner,
-    ) -> JoinGroupResponse | Deferred:
+    ) -> JoinGroupResult | Deferred:
         if group.state is ClassicGroupState.DEAD:
-            return JoinGroupResponse(E.COORDINATOR_NOT_AVAILABLE)
+            return JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE)
         if not group.supports_protocols(j.protocol_type, j.protocols):
-            return JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL)
+            return JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL)
         new_id = self.store.member_id(j.client_id)
         if j.instance_id is not None and j.instance_id in group.static_members:
             return self._replace_static_member(
@@ -164,7 +164,7 @@ class ClassicGroupProtocol:
             # The client must come back with this id; until it does (or its session passes) the
             # join phase waits for it.
             group.pending_members[new_id] = now + j.session_timeout
-            return JoinGroupResponse(E.MEMBER_ID_REQUIRED, member_id=new_id)
+            return JoinGroupResult(E.MEMBER_ID_REQUIRED, member_id=new_id)
         return self._add_member_and_rebalance(out, group, j.member(new_id), now)
 
     def _join_known_member(
@@ -174,17 +174,17 @@ class ClassicGroupProtocol:
         now: int,
         member_id: str,
         j: Joiner,
-    ) -> JoinGroupResponse | Deferred:
+    ) -> JoinGroupResult | Deferred:
         if group.state is ClassicGroupState.DEAD:
-            return JoinGroupResponse(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+            return JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         if not group.supports_protocols(j.protocol_type, j.protocols):
-            return JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            return JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if member_id in group.pending_members:
             del group.pending_members[member_id]
             return self._add_member_and_rebalance(out, group, j.member(member_id), now)
         error = validate_member(group, member_id, j.instance_id)
         if error:
-            return JoinGroupResponse(error, member_id=member_id)
+            return JoinGroupResult(error, member_id=member_id)
         member = group.members[member_id]
         outcome = KNOWN_MEMBER_JOIN[group.state]
         if outcome is KnownMemberJoinOutcome.WAIT:
@@ -205,7 +205,7 @@ class ClassicGroupProtocol:
 
     def _add_member_and_rebalance(
         self, out: Effects, group: ClassicGroup, member: ClassicMember, now: int
-    ) -> JoinGroupResponse | Deferred:
+    ) -> JoinGroupResult | Deferred:
         token = self.store.token()
         member.join_token = token
         member.is_new = True
@@ -227,12 +227,10 @@ class ClassicGroupProtocol:
         rebalance_timeout: int,
         session_timeout: int,
         protocols: list[JoinGroupProtocol],
-    ) -> JoinGroupResponse | Deferred:
+    ) -> JoinGroupResult | Deferred:
         token = self.store.token()
         # A JoinGroup sent again supersedes the earlier one, which can no longer be answered usefully.
-        out.complete(
-            member.join_token, JoinGroupResponse(E.REBALANCE_IN_PROGRESS, member_id=member.member_id)
-        )
+        out.complete(member.join_token, JoinGroupResult(E.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout
         member.session_timeout_ms = session_timeout
@@ -250,11 +248,11 @@ class ClassicGroupProtocol:
         rebalance_timeout: int,
         session_timeout: int,
         protocols: list[JoinGroupProtocol],
-    ) -> JoinGroupResponse | Deferred:
+    ) -> JoinGroupResult | Deferred:
         """A static member restarted: it takes over its old member id's place under a new id."""
         old_id = group.static_members[instance_id]
         old = group.members[old_id]
-        out.complete(old.join_token, JoinGroupResponse(E.FENCED_INSTANCE_ID, member_id=old_id))
+        out.complete(old.join_token, JoinGroupResult(E.FENCED_INSTANCE_ID, member_id=old_id))
         out.complete(old.sync_token, SyncGroupResponse(error_code=E.FENCED_INSTANCE_ID))
         old.join_token = old.sync_token = None
         member = group.replace_static_member(instance_id, old_id, new_id)
@@ -384,28 +382,28 @@ class ClassicGroupProtocol:
 
     def leave_group(
         self, out: Effects, now_ms: int, *, group_id: str, members: Sequence[MemberIdentity]
-    ) -> LeaveGroupResponse | Deferred:
+    ) -> LeaveGroupResult | Deferred:
         """LeaveGroup; v0-2 pass their one member id as a single MemberIdentity (see `legacy_error_code`)."""
         if not group_id:
-            return LeaveGroupResponse(E.INVALID_GROUP_ID)
+            return LeaveGroupResult(E.INVALID_GROUP_ID)
         group = self.store.groups.get(group_id)
         if group is None:
-            return LeaveGroupResponse(E.UNKNOWN_MEMBER_ID)
+            return LeaveGroupResult(E.UNKNOWN_MEMBER_ID)
         if isinstance(group, ConsumerGroup):
-            return LeaveGroupResponse(
+            return LeaveGroupResult(
                 E.NONE,
                 [
-                    LeaveGroupMemberResponse(m.member_id, m.group_instance_id, E.UNKNOWN_MEMBER_ID)
+                    LeaveGroupMemberResult(m.member_id, m.group_instance_id, E.UNKNOWN_MEMBER_ID)
                     for m in members
                 ],
             )
         if group.state is ClassicGroupState.DEAD:
-            return LeaveGroupResponse(E.COORDINATOR_NOT_AVAILABLE)
+            return LeaveGroupResult(E.COORDINATOR_NOT_AVAILABLE)
         left = []
         for ident in members:
             code = self._leave_one(out, group, ident, now_ms)
-            left.append(LeaveGroupMemberResponse(ident.member_id, ident.group_instance_id, code))
-        return LeaveGroupResponse(E.NONE, left)
+            left.append(LeaveGroupMemberResult(ident.member_id, ident.group_instance_id, code))
+        return LeaveGroupResult(E.NONE, left)
 
     def _leave_one(self, out: Effects, group: ClassicGroup, ident: MemberIdentity, now: int) -> int:
         if ident.group_instance_id is None:

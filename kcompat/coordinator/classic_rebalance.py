@@ -14,7 +14,7 @@ import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup, ClassicMember
 from kcompat.coordinator.classic_state import ClassicGroupState, GroupEvent, can_rebalance
 from kcompat.coordinator.group_store import GroupStore
-from kcompat.coordinator.messages import JoinGroupResponse
+from kcompat.coordinator.messages import JoinGroupResult
 from kcompat.coordinator.result import Effects, Timer
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types.sync_group import SyncGroupResponse
@@ -127,7 +127,7 @@ class ClassicRebalance:
             for mid in list(group.pending_sync):
                 m = group.members.get(mid)
                 if m is not None:
-                    out.complete(m.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
+                    out.complete(m.join_token, JoinGroupResult(E.UNKNOWN_MEMBER_ID))
                     out.complete(m.sync_token, SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
                     group.remove(mid)
             self.prepare_rebalance(out, group, now)
@@ -146,7 +146,7 @@ class ClassicRebalance:
         self, out: Effects, group: ClassicGroup, member: ClassicMember, now: int
     ) -> None:
         # A member that goes while its JoinGroup waits is told to rejoin from scratch.
-        out.complete(member.join_token, JoinGroupResponse(E.UNKNOWN_MEMBER_ID))
+        out.complete(member.join_token, JoinGroupResult(E.UNKNOWN_MEMBER_ID))
         out.complete(member.sync_token, SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
         member.join_token = member.sync_token = None
         group.remove(member.member_id)
@@ -159,9 +159,9 @@ class ClassicRebalance:
 
     def join_response(
         self, group: ClassicGroup, member: ClassicMember, skip_assignment: bool = False
-    ) -> JoinGroupResponse:
+    ) -> JoinGroupResult:
         is_leader = group.leader_id == member.member_id
-        return JoinGroupResponse(
+        return JoinGroupResult(
             E.NONE,
             generation_id=group.generation_id,
             protocol_type=group.protocol_type,

@@ -38,7 +38,7 @@ from kcompat.coordinator.consumer_group_target import refresh_subscription_metad
 from kcompat.coordinator.group_store import GroupStore
 from kcompat.coordinator.messages import (
     ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeatResult,
     TopicPartitions,
 )
 from kcompat.coordinator.result import Effects, Timer
@@ -69,16 +69,16 @@ class ConsumerGroupProtocol:
         api_version: int = 1,
         client_id: str = "",
         client_host: str = "",
-    ) -> ConsumerGroupHeartbeatResponse:
+    ) -> ConsumerGroupHeartbeatResult:
         """ConsumerGroupHeartbeat v0/v1: join (epoch 0), heartbeat (epoch > 0), leave (-1), static leave (-2)."""
         error = self._validate_heartbeat_request(request, api_version)
         if error is not None:
-            return ConsumerGroupHeartbeatResponse(E.INVALID_REQUEST, error, request.member_id or None)
+            return ConsumerGroupHeartbeatResult(E.INVALID_REQUEST, error, request.member_id or None)
         if (
             request.server_assignor is not None
             and request.server_assignor not in self.store.config.consumer_assignors
         ):
-            return ConsumerGroupHeartbeatResponse(
+            return ConsumerGroupHeartbeatResult(
                 E.UNSUPPORTED_ASSIGNOR,
                 f"Assignor {request.server_assignor} is not supported.",
                 request.member_id,
@@ -87,7 +87,7 @@ class ConsumerGroupProtocol:
             try:
                 re.compile(request.subscribed_topic_regex)
             except re.error as e:
-                return ConsumerGroupHeartbeatResponse(E.INVALID_REGULAR_EXPRESSION, str(e), request.member_id)
+                return ConsumerGroupHeartbeatResult(E.INVALID_REGULAR_EXPRESSION, str(e), request.member_id)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._consumer_leave(out, request, now_ms)
         return self._consumer_heartbeat(out, request, now_ms, client_id, client_host)
@@ -121,14 +121,14 @@ class ConsumerGroupProtocol:
 
     def _consumer_heartbeat(
         self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int, client_id: str, client_host: str
-    ) -> ConsumerGroupHeartbeatResponse:
+    ) -> ConsumerGroupHeartbeatResult:
         group = self._heartbeat_group(out, req, now)
-        if isinstance(group, ConsumerGroupHeartbeatResponse):
+        if isinstance(group, ConsumerGroupHeartbeatResult):
             return group
         member_id = req.member_id or str(self.store.new_uuid())  # v0 joins may leave the id to the broker
         owned = _owned(req.topic_partitions)
         found = self._heartbeat_member(out, group, req, member_id, owned)
-        if isinstance(found, ConsumerGroupHeartbeatResponse):
+        if isinstance(found, ConsumerGroupHeartbeatResult):
             return found
         member, bump = found
         self._apply_heartbeat(out, group, req, member, member_id, client_id, client_host, bump)
@@ -140,7 +140,7 @@ class ConsumerGroupProtocol:
             and req.topic_partitions is not None
         )
         send_assignment = req.member_epoch == 0 or full_request or after.assigned != member.assigned
-        return ConsumerGroupHeartbeatResponse(
+        return ConsumerGroupHeartbeatResult(
             E.NONE,
             None,
             member_id,
@@ -151,7 +151,7 @@ class ConsumerGroupProtocol:
 
     def _heartbeat_group(
         self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int
-    ) -> ConsumerGroup | ConsumerGroupHeartbeatResponse:
+    ) -> ConsumerGroup | ConsumerGroupHeartbeatResult:
         """The consumer group a heartbeat is for, created on a first join; an error response otherwise."""
         group = self.store.groups.get(req.group_id)
         joining = req.member_epoch == 0
@@ -176,7 +176,7 @@ class ConsumerGroupProtocol:
         req: ConsumerGroupHeartbeatRequest,
         member_id: str,
         owned: Owned,
-    ) -> tuple[ConsumerMember, bool] | ConsumerGroupHeartbeatResponse:
+    ) -> tuple[ConsumerMember, bool] | ConsumerGroupHeartbeatResult:
         """The member a heartbeat is from (a new one on a join, a static member taken over) and whether
         it is new (a group epoch bump); or the fencing / unknown-member error response."""
         joining = req.member_epoch == 0
@@ -307,27 +307,27 @@ class ConsumerGroupProtocol:
 
     def _consumer_leave(
         self, out: Effects, req: ConsumerGroupHeartbeatRequest, now: int
-    ) -> ConsumerGroupHeartbeatResponse:
+    ) -> ConsumerGroupHeartbeatResult:
         group = self.store.groups.get(req.group_id)
         if not isinstance(group, ConsumerGroup):
-            return ConsumerGroupHeartbeatResponse(
+            return ConsumerGroupHeartbeatResult(
                 E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.", req.member_id
             )
         if req.instance_id is not None:
             member_id = group.static_members.get(req.instance_id)
             if member_id is None:
-                return ConsumerGroupHeartbeatResponse(
+                return ConsumerGroupHeartbeatResult(
                     E.UNKNOWN_MEMBER_ID, f"Instance {req.instance_id} is unknown.", req.member_id
                 )
             if member_id != req.member_id:
-                return ConsumerGroupHeartbeatResponse(
+                return ConsumerGroupHeartbeatResult(
                     E.FENCED_INSTANCE_ID,
                     f"Instance {req.instance_id} is held by another member.",
                     req.member_id,
                 )
         member = group.members.get(req.member_id)
         if member is None:
-            return ConsumerGroupHeartbeatResponse(
+            return ConsumerGroupHeartbeatResult(
                 E.UNKNOWN_MEMBER_ID,
                 f"Member {req.member_id} is not a member of group {req.group_id}.",
                 req.member_id,
@@ -344,7 +344,7 @@ class ConsumerGroupProtocol:
             emit_current_assignment(out, group.group_id, left)
         else:
             self._remove_consumer_member(out, group, member)
-        return ConsumerGroupHeartbeatResponse(E.NONE, None, req.member_id, req.member_epoch, 0)
+        return ConsumerGroupHeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, 0)
 
     def _fence_consumer_member(
         self, group: ConsumerGroup, member: ConsumerMember, out: Effects, now: int
@@ -402,8 +402,8 @@ def _member_record_fields(m: ConsumerMember) -> tuple[Any, ...]:
     )
 
 
-def _error(req: ConsumerGroupHeartbeatRequest, code: int, message: str) -> ConsumerGroupHeartbeatResponse:
-    return ConsumerGroupHeartbeatResponse(code, message, req.member_id)
+def _error(req: ConsumerGroupHeartbeatRequest, code: int, message: str) -> ConsumerGroupHeartbeatResult:
+    return ConsumerGroupHeartbeatResult(code, message, req.member_id)
 
 
 def _updated_member(

@@ -9,7 +9,10 @@ Where an answer is exactly a wire struct (SyncGroup's and Heartbeat's responses,
 DescribedGroup, ListGroups' ListedGroup, DeleteGroups' DeletableGroupResult, OffsetCommit's and
 OffsetDelete's responses) the coordinator returns kcompat.wire.types' class itself;
 what stays here differs from the wire: versions folded together (JoinGroup's protocol_name None,
-LeaveGroup's legacy error), None meaning "unchanged", names resolved from topic ids.
+LeaveGroup's legacy error), None meaning "unchanged", names resolved from topic ids. What the
+coordinator answers with is a *Result (JoinGroupResult, OffsetFetchGroupResult, ...), as Kafka's
+coordinator names its results, so that no name here stands for a different class in
+kcompat.wire.types.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class JoinGroupMember:
 
 
 @dataclass
-class JoinGroupResponse:
+class JoinGroupResult:
     error_code: int
     generation_id: int = -1
     protocol_type: str | None = None
@@ -62,16 +65,16 @@ class MemberIdentity:
 
 
 @dataclass
-class LeaveGroupMemberResponse:
+class LeaveGroupMemberResult:
     member_id: str
     group_instance_id: str | None
     error_code: int
 
 
 @dataclass
-class LeaveGroupResponse:
+class LeaveGroupResult:
     error_code: int
-    members: list[LeaveGroupMemberResponse] = field(default_factory=list)
+    members: list[LeaveGroupMemberResult] = field(default_factory=list)
 
     @property
     def legacy_error_code(self) -> int:
@@ -113,7 +116,7 @@ class OffsetFetchRequestGroup:
 
 
 @dataclass
-class OffsetFetchResponsePartition:
+class OffsetFetchPartitionResult:
     partition_index: int
     committed_offset: int = -1
     committed_leader_epoch: int = -1
@@ -122,15 +125,15 @@ class OffsetFetchResponsePartition:
 
 
 @dataclass
-class OffsetFetchResponseTopic:
+class OffsetFetchTopicResult:
     name: str
-    partitions: list[OffsetFetchResponsePartition]
+    partitions: list[OffsetFetchPartitionResult]
 
 
 @dataclass
-class OffsetFetchResponseGroup:
+class OffsetFetchGroupResult:
     group_id: str
-    topics: list[OffsetFetchResponseTopic]
+    topics: list[OffsetFetchTopicResult]
     error_code: int = ErrorCode.NONE
 
 
@@ -168,7 +171,7 @@ class ConsumerGroupHeartbeatRequest:
 
 
 @dataclass
-class ConsumerGroupHeartbeatResponse:
+class ConsumerGroupHeartbeatResult:
     error_code: int
     error_message: str | None = None
     member_id: str | None = None

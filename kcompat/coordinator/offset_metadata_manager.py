@@ -20,10 +20,10 @@ from kcompat.coordinator.group_store import Group, GroupStore
 from kcompat.coordinator.messages import (
     OffsetCommitRequestTopic,
     OffsetDeleteRequestTopic,
+    OffsetFetchGroupResult,
+    OffsetFetchPartitionResult,
     OffsetFetchRequestGroup,
-    OffsetFetchResponseGroup,
-    OffsetFetchResponsePartition,
-    OffsetFetchResponseTopic,
+    OffsetFetchTopicResult,
 )
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import Effects
@@ -160,22 +160,22 @@ class OffsetMetadataManager:
         out.emit(rec.OffsetCommitKey(group_id, topic, p.partition_index), value)
         return E.NONE
 
-    def fetch_offsets(self, groups: Sequence[OffsetFetchRequestGroup]) -> list[OffsetFetchResponseGroup]:
+    def fetch_offsets(self, groups: Sequence[OffsetFetchRequestGroup]) -> list[OffsetFetchGroupResult]:
         """OffsetFetch for one group (v0-7) or several (v8+). Unknown offsets come back as -1."""
         return [self._fetch_group(g) for g in groups]
 
-    def _fetch_group(self, req: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
+    def _fetch_group(self, req: OffsetFetchRequestGroup) -> OffsetFetchGroupResult:
         if not req.group_id:
-            return OffsetFetchResponseGroup(req.group_id, [], E.INVALID_GROUP_ID)
+            return OffsetFetchGroupResult(req.group_id, [], E.INVALID_GROUP_ID)
         group = self.store.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup) and not (req.member_id is None and req.member_epoch < 0):
             member = group.members.get(req.member_id or "")
             if member is None:
-                return OffsetFetchResponseGroup(req.group_id, [], E.UNKNOWN_MEMBER_ID)
+                return OffsetFetchGroupResult(req.group_id, [], E.UNKNOWN_MEMBER_ID)
             if req.member_epoch != member.member_epoch:
-                return OffsetFetchResponseGroup(req.group_id, [], E.STALE_MEMBER_EPOCH)
+                return OffsetFetchGroupResult(req.group_id, [], E.STALE_MEMBER_EPOCH)
         committed = self.offsets.get(req.group_id, {})
-        topics: list[OffsetFetchResponseTopic] = []
+        topics: list[OffsetFetchTopicResult] = []
         if req.topics is None:
             by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(committed):
@@ -188,11 +188,11 @@ class OffsetMetadataManager:
             for p in partitions:
                 v = committed.get((name, p))
                 if v is None:
-                    parts.append(OffsetFetchResponsePartition(p))
+                    parts.append(OffsetFetchPartitionResult(p))
                 else:
-                    parts.append(OffsetFetchResponsePartition(p, v.offset, v.leader_epoch, v.metadata))
-            topics.append(OffsetFetchResponseTopic(name, parts))
-        return OffsetFetchResponseGroup(req.group_id, topics)
+                    parts.append(OffsetFetchPartitionResult(p, v.offset, v.leader_epoch, v.metadata))
+            topics.append(OffsetFetchTopicResult(name, parts))
+        return OffsetFetchGroupResult(req.group_id, topics)
 
     def delete_offsets(
         self, out: Effects, now_ms: int, *, group_id: str, topics: Sequence[OffsetDeleteRequestTopic]

@@ -133,13 +133,17 @@ _KEYS: dict[int, tuple[type, MessageCodec]] = {
     )
 }
 _KEY_TYPES: dict[type, int] = {cls: kind for kind, (cls, _) in _KEYS.items() if kind != 0}
+_KEY_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls, _ in _KEYS.values()
+}
 
 
 def encode_key(key: RecordKey) -> bytes:
     kind = _KEY_TYPES[type(key)]
     w = Writer()
     w.int16(kind)
-    _KEYS[kind][1].write(w, dataclasses.asdict(key), KEY_FIELDS_VERSION)
+    codec = _KEYS[kind][1]
+    codec.write(w, codec.cls(**{n: getattr(key, n) for n in _KEY_FIELDS[type(key)]}), KEY_FIELDS_VERSION)
     return w.getvalue()
 
 
@@ -300,12 +304,14 @@ def _fields_of(cls: type, body: Any) -> dict[str, Any]:
 class _ValueKind(NamedTuple):
     codec: MessageCodec
     write_version: int
-    to_wire: Callable[[Any], dict[str, Any]]
+    to_wire: Callable[[Any], Any]  # the wire struct, or the nested dicts it is built from
     from_wire: Callable[[Any], RecordValue]
 
 
-def _plain(cls: type) -> tuple[Callable[[Any], dict[str, Any]], Callable[[Any], RecordValue]]:
-    return dataclasses.asdict, lambda body: cls(**_fields_of(cls, body))
+def _plain(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], RecordValue]]:
+    """A flat value: its wire struct has the dataclass's fields (offset commits: one per partition)."""
+    wire, names = _codec(cls).cls, tuple(f.name for f in dataclasses.fields(cls))
+    return lambda v: wire(**{n: getattr(v, n) for n in names}), lambda body: cls(**_fields_of(cls, body))
 
 
 _VALUES: dict[type, _ValueKind] = {
@@ -386,7 +392,8 @@ def encode_value(value: RecordValue) -> bytes:
         version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
     w = Writer()
     w.int16(version)
-    kind.codec.write(w, kind.to_wire(value), version)
+    body = kind.to_wire(value)
+    kind.codec.write(w, kind.codec.build(body) if isinstance(body, dict) else body, version)
     return w.getvalue()
 
 

@@ -9,6 +9,7 @@ metadata/src/main/resources/common/metadata/*.json). Keys 6, 13 and 16 were remo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kcompat.wire.codec import MessageCodec
@@ -76,12 +77,14 @@ CODECS: dict[int, MessageCodec] = {
 
 
 def encode_record(api_key: int, version: int, body: Any) -> bytes:
-    """A record value: the frame header, then `body` (a dict or a decoded struct) at `version`."""
+    """A record value: the frame header, then `body` (the record's struct, or the nested dicts it is
+    built from) at `version`."""
     w = Writer()
     w.uvarint(FRAME_VERSION)
     w.uvarint(api_key)
     w.uvarint(version)
-    CODECS[api_key].write(w, body, version)
+    codec = CODECS[api_key]
+    codec.write(w, codec.build(body) if isinstance(body, Mapping) else body, version)
     return w.getvalue()
 
 

@@ -45,6 +45,7 @@ from kcompat.wire.protocol import (
     encode_response,
     peek_header,
 )
+from kcompat.wire.types.api_versions import ApiVersion, ApiVersionsResponse
 
 log = logging.getLogger("kcompat.server")
 
@@ -171,8 +172,8 @@ def api_versions_unsupported(correlation_id: int) -> list[Chunk]:
     """ApiVersions v0 with UNSUPPORTED_VERSION and our range, as Kafka answers a version it lacks."""
     reg = HANDLERS.get(API_VERSIONS_KEY)
     high = reg.max_version if reg else 0
-    body = {
-        "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
-        "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": 0, "max_version": high}],
-    }
+    body = ApiVersionsResponse(
+        error_code=int(ErrorCode.UNSUPPORTED_VERSION),
+        api_keys=[ApiVersion(api_key=API_VERSIONS_KEY, min_version=0, max_version=high)],
+    )
     return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)

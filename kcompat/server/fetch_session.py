@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.types.fetch import PartitionData
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -50,8 +51,8 @@ INT32_MAX = 2**31 - 1
 
 # A partition as the request names it: (topic name, partition) before v13, (topic id, partition) from v13.
 PartitionKey = tuple[Any, int]
-# A partition's answer as the handler builds it: the response's PartitionData fields.
-PartitionResult = dict[str, Any]
+# A partition's answer as the handler builds it: the response's PartitionData.
+PartitionResult = PartitionData
 
 
 def next_epoch(epoch: int) -> int:
@@ -64,24 +65,25 @@ def next_epoch(epoch: int) -> int:
 def must_respond(cached: CachedPartition, result: PartitionResult, update: bool) -> bool:
     """Whether an incremental response carries this partition (and, with `update`, remember what
     the client now knows). Errors reset the known high watermark so the recovery is sent too."""
-    respond = len(result.get("records") or b"") > 0
-    hwm = result.get("high_watermark", -1)
+    respond = len(result.records or b"") > 0
+    hwm = result.high_watermark
     if cached.high_watermark != hwm:
         respond = True
         if update:
             cached.high_watermark = hwm
-    start = result.get("log_start_offset", -1)
+    start = result.log_start_offset
     if cached.log_start_offset != start:
         respond = True
         if update:
             cached.log_start_offset = start
-    if result.get("preferred_read_replica", -1) != -1:
+    if result.preferred_read_replica != -1:
         respond = True
-    if result.get("error_code", 0) != 0:
+    if result.error_code != 0:
         if update:
             cached.high_watermark = -1
         respond = True
-    if result.get("diverging_epoch") is not None:
+    diverging = result.diverging_epoch  # present when it differs from the absent (-1, -1)
+    if diverging.epoch >= 0 or diverging.end_offset >= 0:
         respond = True
     return respond
 
@@ -311,9 +313,7 @@ class FetchContext:
 
             def create() -> dict[PartitionKey, CachedPartition]:
                 return {
-                    key: CachedPartition(
-                        params[key], res.get("high_watermark", -1), res.get("log_start_offset", -1)
-                    )
+                    key: CachedPartition(params[key], res.high_watermark, res.log_start_offset)
                     for key, res in results
                 }
 
@@ -333,7 +333,7 @@ class FetchContext:
                 continue
             if must_respond(cached, res, True):
                 sent.append((key, res))
-                if len(res.get("records") or b"") > 0:  # fairness: partitions that returned data go last
+                if len(res.records or b"") > 0:  # fairness: partitions that returned data go last
                     session.partitions[key] = session.partitions.pop(key)
         return 0, session.id, sent
 

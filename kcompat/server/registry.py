@@ -16,30 +16,39 @@ A handler returns the response body, NO_RESPONSE (Produce with acks=0) or Deferr
 request is taken (a Produce's records appended) and its body comes later, while the connection may
 take the next Produce (kcompat.server.network.connection: Produce pipelining). The body is an instance
 of the response's class from kcompat.wire.types (so mypy checks its field names, as it checks the
-request's through Request[...]); a plain dict is still accepted from handlers not yet converted,
-and a key its declaration lacks raises. Registering one API key twice is a bug and fails at import.
+request's through Request[...]); the codec encodes nothing else. Registering one API key twice is
+a bug and fails at import.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kcompat.wire.protocol import Request
 from kcompat.wire.schema import Api, VersionRange
+from kcompat.wire.structs import Struct
 
-NO_RESPONSE: Any = object()
+
+class NoResponse(enum.Enum):
+    """What a request that gets no response returns (Produce with acks=0)."""
+
+    NO_RESPONSE = "no response"
+
+
+NO_RESPONSE: Final = NoResponse.NO_RESPONSE
 
 
 @dataclass(frozen=True, slots=True)
 class Deferred:
     """The body of a request taken now and answered later (acks=all waiting for the ISR)."""
 
-    body: Awaitable[Any]
+    body: Awaitable[Struct]
 
 
-Handler = Callable[[Any, Request], Awaitable[Any]]
+Handler = Callable[[Any, Request[Any]], Awaitable[Struct | Deferred | NoResponse]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,8 @@ closures over precomputed field steps, cached on first use:
                                   lacks get their defaults; in flexible versions the tagged-field
                                   section is read, known tags decoded, unknown ones kept as raw
                                   bytes so that re-encoding gives back the same bytes
-    encode(writer, value)         value is an instance of the message's class, or a plain dict
-                                  (missing keys take defaults; a key the declaration lacks, in
-                                  any version, is a TypeError naming it)
+    encode(writer, value)         value is an instance of the message's class (or an Encoded
+                                  stand-in, see pre_encode); anything else is a TypeError
 
 Values are instances of the typed classes generated from the declarations into kcompat.wire.types
 (tools/gen_messages.py): one slotted class per message and struct name, version-less, with
@@ -17,12 +16,16 @@ snake_case attributes. A message with no generated module (one declared only in 
 classes of the same shape built here. `bytes` fields decode to bytes; `records` fields decode to
 a memoryview of the request buffer (zero copy) and encode from bytes, memoryviews or pass-through
 objects (file slices) that the Writer keeps in place for sendfile.
+
+Nested dicts are not encoded: MessageCodec.build makes the typed message from them, for tests, tools
+and the command-line client, which write their requests as literals (a key the declaration lacks,
+in any version, is a TypeError naming it; missing keys take defaults).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from kcompat.wire.codegen import generate
@@ -30,7 +33,6 @@ from kcompat.wire.errors import DecodeError
 from kcompat.wire.primitives import Reader, Writer
 from kcompat.wire.schema import F, Message
 from kcompat.wire.structs import FIXED_SIZE as _FIXED_SIZE
-from kcompat.wire.structs import MISSING as _MISSING
 from kcompat.wire.structs import UNKNOWN_TAGS, Decoder, Encoded, Encoder, Struct, field_names, splice
 from kcompat.wire.structs import field_shape as _shape
 from kcompat.wire.types import MODULES
@@ -65,6 +67,7 @@ def _runtime_class(name: str, names: tuple[str, ...], factories: Factories) -> t
     """A class of the generated classes' shape, for a message with no generated module."""
 
     def __init__(self: Struct, **values: Any) -> None:
+        self._unknown_tags = None
         for fname, make in factories.items():
             setattr(self, fname, values.pop(fname) if fname in values else make())
         if values:
@@ -73,36 +76,16 @@ def _runtime_class(name: str, names: tuple[str, ...], factories: Factories) -> t
     return type(name, (Struct,), {"__slots__": names, "__init__": __init__})
 
 
-def _coercer(cls: type[Struct], factories: Factories) -> Callable[[Any], Any]:
-    """What an encoder does with a value that is not an instance of its class: a dict (or another
-    struct, or an object with attributes) becomes one, and a field the declaration lacks raises."""
+def _refuser(cls: type[Struct]) -> Callable[[Any], Any]:
+    """What an encoder does with a value that is not an instance of its class: refuse it."""
     name = cls.__name__
-    known = factories.keys()
 
-    def coerce(value: Any) -> Any:
-        if isinstance(value, cls):
+    def refuse(value: Any) -> Any:
+        if isinstance(value, cls):  # a subclass
             return value
-        if isinstance(value, dict):
-            items = value
-        elif isinstance(value, Struct):
-            items = {n: getattr(value, n) for n in field_names(type(value))}
-            if (tags := getattr(value, UNKNOWN_TAGS, None)) is not None:
-                items[UNKNOWN_TAGS] = tags
-        elif hasattr(value, "__dict__"):
-            items = vars(value)
-        else:
-            raise TypeError(f"{name}: cannot encode a {type(value).__name__}")
-        if not items.keys() <= known:
-            extra = sorted(k for k in items if k not in known and k != UNKNOWN_TAGS)
-            if extra:
-                raise TypeError(f"{name} has no field(s) {extra}")
-            items = dict(items)
-            o = cls(**{k: v for k, v in items.items() if k != UNKNOWN_TAGS})
-            setattr(o, UNKNOWN_TAGS, items[UNKNOWN_TAGS])
-            return o
-        return cls(**items)
+        raise TypeError(f"{name}: cannot encode a {type(value).__name__}, only a {name}")
 
-    return coerce
+    return refuse
 
 
 class MessageCodec:
@@ -114,6 +97,7 @@ class MessageCodec:
         self._typed = _typed_structs(message)
         self.classes: dict[str, type[Struct]] = {}
         self.factories: dict[type[Struct], Factories] = {}
+        self._nested: dict[type[Struct], dict[str, tuple[type[Struct], bool]]] = {}  # struct fields
         self.cls = self._class_for(message.name, message.fields)
         self._compiled: dict[tuple[str, int], tuple[Decoder, Encoder, int]] = {}
 
@@ -136,6 +120,9 @@ class MessageCodec:
         self.factories[cls] = factories
         for f in fields:
             factories[f.name] = self._factory(f)
+        self._nested[cls] = {
+            f.name: (self.classes[f.element_type], f.is_array) for f in fields if f.is_struct
+        }
         return cls
 
     def _factory(self, f: F) -> Callable[[], Any]:
@@ -153,6 +140,35 @@ class MessageCodec:
     # -- public -------------------------------------------------------------------------------
     def new(self, **values: Any) -> Any:
         return self.cls(**values)
+
+    def build(self, values: Mapping[str, Any]) -> Any:
+        """The message made from nested mappings (lists of them for arrays of structs), for tests,
+        tools and the command-line client; instances among them are kept. A key the declaration
+        lacks is a TypeError naming it; missing keys take their defaults."""
+        return self._build(self.cls, values)
+
+    def _build(self, cls: type[Struct], value: Any) -> Any:
+        if isinstance(value, cls) or type(value) is Encoded:
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{cls.__name__}: cannot build one from a {type(value).__name__}")
+        known = self.factories[cls]
+        extra = sorted(k for k in value if k not in known and k != UNKNOWN_TAGS)
+        if extra:
+            raise TypeError(f"{cls.__name__} has no field(s) {extra}")
+        nested = self._nested[cls]
+        fields = {}
+        for k, v in value.items():
+            if k == UNKNOWN_TAGS:
+                continue
+            sub = nested.get(k)
+            if sub is not None and v is not None:
+                v = [self._build(sub[0], x) for x in v] if sub[1] else self._build(sub[0], v)
+            fields[k] = v
+        o = cls(**fields)
+        if UNKNOWN_TAGS in value:
+            setattr(o, UNKNOWN_TAGS, value[UNKNOWN_TAGS])
+        return o
 
     def decode(self, data: bytes | bytearray | memoryview | Reader, version: int) -> Any:
         """Decode one message body of `version`; a trailing remainder is an error for whole buffers."""
@@ -206,7 +222,7 @@ class MessageCodec:
     def _struct(self, cls: type[Struct], fields: tuple[F, ...], version: int) -> tuple[Decoder, Encoder, int]:
         flexible = version in self.message.flexible
         factories = self.factories[cls]
-        coerce = _coercer(cls, factories)
+        coerce = _refuser(cls)
         steps, tagged, absent, min_size = self._plan(fields, factories, version, flexible)
         read_tagged, write_tagged = _tagged_coders(cls.__name__, tagged)
         decode, encode = _struct_coders(
@@ -355,13 +371,10 @@ def _tagged_coders(
             setattr(o, UNKNOWN_TAGS, unknown)
 
     def write_tagged(w: Writer, value: Any) -> None:
-        is_dict = isinstance(value, dict)  # the generated coder's dict path
-        out: list[tuple[int, bytes]] = list((value if is_dict else value_tags(value)).get(UNKNOWN_TAGS) or ())
+        out: list[tuple[int, bytes]] = list(value_tags(value).get(UNKNOWN_TAGS) or ())
         for tag, (fname, _, write, make) in tagged.items():
-            v = value.get(fname, _MISSING) if is_dict else getattr(value, fname)
-            if (
-                v is _MISSING or v == make()
-            ):  # Kafka writes a tagged field only when it differs from its default
+            v = getattr(value, fname)
+            if v == make():  # Kafka writes a tagged field only when it differs from its default
                 continue
             sub = Writer()
             write(sub, v)
@@ -389,6 +402,7 @@ def _struct_coders(
 
     def decode(r: Reader) -> Any:
         o = new(cls)
+        o._unknown_tags = None
         for fname, make in absent:
             setattr(o, fname, make())
         for fname, read in step_reads:

@@ -13,8 +13,7 @@ from typing import Any
 from kcompat.wire.primitives import Reader, Writer, encode_uvarint
 from kcompat.wire.schema import F
 from kcompat.wire.structs import FIXED_SIZE as _FIXED_SIZE
-from kcompat.wire.structs import MISSING as _MISSING
-from kcompat.wire.structs import UNKNOWN_TAGS, Decoder, Encoded, Encoder, Struct, splice
+from kcompat.wire.structs import Decoder, Encoded, Encoder, Struct, splice
 from kcompat.wire.structs import field_shape as _shape
 
 # -- generated coders ---------------------------------------------------------------------------
@@ -235,6 +234,29 @@ class _Inline:
         return [f"if {var} is None: {null}", "else:", *_indent(body)]
 
 
+def _tagged_checks(
+    ns: dict[str, Any], tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]]
+) -> list[str]:
+    """The tests of whether a struct has tagged fields to write (unknown tags, or a field that
+    differs from its default): none, and one byte is written."""
+    attr_checks = ["value._unknown_tags"]
+    for tag, (fname, _, _, make) in tagged.items():
+        ns[f"T{tag}"] = default = make()  # only compared with, never handed out
+        if isinstance(default, Struct):
+            # A struct compared by its fields' values in C (Struct.__eq__ is a Python call, and
+            # this test runs on every answer): its own class only; anything else is checked
+            # the reference's way, by write_tagged.
+            ns[f"TC{tag}"], ns[f"TK{tag}"], ns[f"TV{tag}"] = (
+                type(default),
+                default._key,
+                default._key(default),
+            )
+            attr_checks.append(f"(type(v := value.{fname}) is not TC{tag} or TK{tag}(v) != TV{tag})")
+        else:
+            attr_checks.append(f"value.{fname} != T{tag}")
+    return attr_checks
+
+
 def generate(
     cls: type[Struct],
     fields: tuple[F, ...],
@@ -262,8 +284,6 @@ def generate(
         "coerce": coerce,
         "Encoded": Encoded,
         "splice": splice,
-        "UNKNOWN_TAGS": UNKNOWN_TAGS,
-        "MISSING": _MISSING,
         "getattr": getattr,
         "type": type,
         "isinstance": isinstance,
@@ -306,6 +326,7 @@ def generate(
         "        buf = r.buf",
         "        end = r.end",
         "        o = new(cls)",
+        "        o._unknown_tags = None",
     ]
     for j, (fname, make) in enumerate(absent):
         f = by_name[fname]
@@ -315,12 +336,9 @@ def generate(
         else:
             ns[f"K{j}"] = make()
             dec.append(f"        o.{fname} = K{j}")
-    # Two encoder bodies: one reading an instance's attributes, one reading a dict the way the
-    # handlers not yet typed build their answers (missing keys take defaults). A dict with a key the
-    # declaration lacks, or any other value, is made an instance first (coerce raises naming the
-    # field), outside the try, as the reference does.
+    # The encoder reads an instance's attributes; any other value is refused (coerce raises),
+    # outside the try, as the reference does.
     by_attr: list[str] = []
-    by_key: list[str] = []
     for g, (fmt, members) in enumerate(groups):
         if fmt is None:
             ((fname, i),) = members
@@ -333,19 +351,14 @@ def generate(
             if write is None:
                 ns[f"W{i}"] = steps[i][2]
                 write = [f"W{i}(w, v)"]
-            ns[f"D{i}"] = steps[i][3]
             by_attr += [f"v = value.{fname}", *write]
-            by_key += [f"v = get({fname!r}, D{i})", *write]
             continue
         s = struct.Struct(fmt)
         ns[f"S{g}"], ns[f"P{g}"] = s.unpack_from, s.pack
         targets = ", ".join(f"o.{fname}" for fname, _ in members)
         unpack = f"{targets}{',' if len(members) == 1 else ''} = S{g}(buf, pos)"
         dec += _indent([f"if pos + {s.size} > end: raise FB", unpack, f"pos += {s.size}"], 8)
-        for _, i in members:
-            ns[f"D{i}"] = steps[i][3]
         by_attr.append(f"w.buf += P{g}({', '.join(f'value.{fname}' for fname, _ in members)})")
-        by_key.append(f"w.buf += P{g}({', '.join(f'get({fname!r}, D{i})' for fname, i in members)})")
     if flexible:
         dec += [
             "        if pos < end and buf[pos] == 0:",
@@ -354,22 +367,12 @@ def generate(
             "            r.pos = pos",
             "            read_tagged(r, o)",
         ]
-        attr_checks = ["getattr(value, UNKNOWN_TAGS, None)"]
-        key_checks = []
-        for tag, (fname, _, _, make) in tagged.items():
-            ns[f"T{tag}"] = make()  # only compared with, never handed out
-            attr_checks.append(f"value.{fname} != T{tag}")
-            key_checks.append(f"((v := get({fname!r}, MISSING)) is not MISSING and v != T{tag})")
-        for body, checks in ((by_attr, attr_checks), (by_key, key_checks)):
-            if checks:
-                body += [
-                    f"if {' or '.join(checks)}:",
-                    "    write_tagged(w, value)",
-                    "else:",
-                    "    w.buf.append(0)",
-                ]
-            else:
-                body.append("w.buf.append(0)")
+        by_attr += [
+            f"if {' or '.join(_tagged_checks(ns, tagged))}:",
+            "    write_tagged(w, value)",
+            "else:",
+            "    w.buf.append(0)",
+        ]
     else:
         dec.append("        r.pos = pos")
     dec += [
@@ -378,19 +381,10 @@ def generate(
         "        r.pos = start",
         "        return ref_decode(r)",
     ]
-    ns["KNOWN"] = frozenset(by_name)
     enc = [
         "def encode(w, value):",
         "    n0 = len(w.buf)",
         "    c0 = len(w.chunks)",
-        "    if type(value) is dict and value.keys() <= KNOWN:",
-        "        get = value.get",
-        "        try:",
-        *_indent(by_key or ["pass"], 12),
-        "        except Exception:",
-        "            rewind(w, n0, c0)",
-        "            ref_encode(w, value)",
-        "        return",
         "    if type(value) is not cls:",
         "        if type(value) is Encoded:",
         f"            splice(w, value, cls, {version})",

@@ -16,6 +16,7 @@ code before it knows which versions the broker speaks.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -137,27 +138,27 @@ def decode_request(frame: bytes | bytearray | memoryview, *, strict: bool = True
 def encode_request(
     api_key: int, api_version: int, correlation_id: int, body: Any, client_id: str | None = "kcompat"
 ) -> bytes:
-    """A whole request frame, size prefix included (for tests, tools and benchmarks)."""
+    """A whole request frame, size prefix included (for tests, tools, benchmarks and the client).
+    `body` is the request's typed message, or nested mappings it is built from (MessageCodec.build)."""
     w = Writer()
     w.int32(0)
     hv = request_header_version(api_key, api_version)
-    _request_header.write(
-        w,
-        {
-            "request_api_key": api_key,
-            "request_api_version": api_version,
-            "correlation_id": correlation_id,
-            "client_id": client_id,
-        },
-        hv,
+    header = RequestHeader(
+        request_api_key=api_key,
+        request_api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=client_id,
     )
-    request_codec(api_key).write(w, body, api_version)
+    _request_header.write(w, header, hv)
+    codec = request_codec(api_key)
+    codec.write(w, codec.build(body) if isinstance(body, Mapping) else body, api_version)
     data = w.getvalue()
     return _SIZE.pack(len(data) - 4) + data[4:]
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Chunk]:
-    """A whole response frame as chunks: bytes, and any pass-through record slices in place."""
+    """A whole response frame as chunks: bytes, and any pass-through record slices in place.
+    `body` is the response's typed message (kcompat.wire.types); anything else is a TypeError."""
     w = Writer()
     w.int32(0)  # size, patched below
     w.int32(correlation_id)

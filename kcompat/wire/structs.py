@@ -30,7 +30,6 @@ Records = bytes | bytearray | memoryview | Sized
 NEW: Any = object()
 
 UNKNOWN_TAGS = "_unknown_tags"
-MISSING: Any = object()  # a key absent from a dict being encoded
 
 Decoder = Callable[[Reader], Any]
 Encoder = Callable[[Writer, Any], None]
@@ -50,12 +49,14 @@ FIXED_SIZE = {
 
 class Struct:
     """Fields in __slots__ (the subclass's); tagged fields of unknown tags, when a decoded message
-    had any, in _unknown_tags, so that re-encoding gives back the same bytes."""
+    had any, in _unknown_tags, so that re-encoding gives back the same bytes. Constructors and
+    decoders set _unknown_tags (None when there are none): the encoder reads it on every struct,
+    and reading an unset slot would cost an exception each time."""
 
     __slots__ = (UNKNOWN_TAGS,)
     __hash__ = None  # type: ignore[assignment]  # mutable
 
-    _unknown_tags: list[tuple[int, bytes]]
+    _unknown_tags: list[tuple[int, bytes]] | None
 
     _key: Callable[[Any], Any]  # the fields' values as a tuple, for __eq__ (per class, C speed)
 

@@ -19,6 +19,7 @@ from kcompat.server.fetch_session import (
     next_epoch,
 )
 from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.types.fetch import EpochEndOffset, PartitionData
 
 EVICT = 120_000
 
@@ -31,9 +32,8 @@ def data(*parts: int, topic: str = "t") -> dict[tuple[Any, int], Any]:
     return {(topic, p): fp() for p in parts}
 
 
-def res(hwm: int = 0, start: int = 0, records: bytes = b"", error: int = 0) -> dict[str, Any]:
-    return {"error_code": error, "high_watermark": hwm, "log_start_offset": start, "records": records,
-            "preferred_read_replica": -1}  # fmt: skip
+def res(hwm: int = 0, start: int = 0, records: bytes = b"", error: int = 0) -> PartitionData:
+    return PartitionData(error_code=error, high_watermark=hwm, log_start_offset=start, records=records)
 
 
 def manager(slots: int = 1000) -> FetchManager:
@@ -121,12 +121,13 @@ def test_incremental_response_holds_only_what_changed() -> None:
 
     log = {p: res() for p in range(4)}  # what a read of each partition finds, round after round
 
-    def round_(epoch: int, changes: dict[int, dict[str, Any]]) -> list[int]:
+    def round_(epoch: int, changes: dict[int, PartitionData]) -> list[int]:
         log.update(changes)
         ctx = m.new_context(12, sid, epoch, False, {}, [], 0)
         assert ctx.kind == "incremental"
         err, got_sid, sent = ctx.respond([(k, log[k[1]]) for k, _ in ctx.partitions], 0)
-        log.update({p: {**r, "records": b""} for p, r in log.items()})  # records are read once
+        for r in log.values():
+            r.records = b""  # records are read once
         assert (err, got_sid) == (0, sid)
         return [k[1] for k, _ in sent]
 
@@ -139,7 +140,7 @@ def test_incremental_response_holds_only_what_changed() -> None:
     assert round_(7, {3: res()}) == [3]  # recovered: the error reset the known hwm to -1, so hwm 0 is news
     assert round_(8, {}) == []
     pref = res()
-    pref["preferred_read_replica"] = 2
+    pref.preferred_read_replica = 2
     assert round_(9, {0: pref}) == [0]
     assert round_(10, {0: res()}) == []
     # Partitions that returned records go to the end of the session's order (fairness).
@@ -256,5 +257,5 @@ def test_must_respond_without_update_keeps_the_cached_state() -> None:
     assert must_respond(cached, res(hwm=4), True) and cached.high_watermark == 4
     assert not must_respond(cached, res(hwm=4), True)
     diverging = res(hwm=4)
-    diverging["diverging_epoch"] = {"epoch": 1, "end_offset": 2}
+    diverging.diverging_epoch = EpochEndOffset(epoch=1, end_offset=2)
     assert must_respond(cached, diverging, True)

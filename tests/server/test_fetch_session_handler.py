@@ -14,6 +14,7 @@ from kcompat.server.cluster.replication.fetch_session_handler import (
 )
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.types.fetch import PartitionData
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 VERSION = 17
@@ -40,8 +41,7 @@ class Leader:
             self.fetch_offsets[key] = params.fetch_offset
             hw = self.hw.get(key, 0)
             records = b"x" if params.fetch_offset < hw else b""
-            results.append((key, {"error_code": 0, "high_watermark": hw, "log_start_offset": 0, "records": records,
-                                  "preferred_read_replica": -1}))  # fmt: skip
+            results.append((key, PartitionData(high_watermark=hw, log_start_offset=0, records=records)))
         error, session_id, sent = ctx.respond(results, 0)
         return error, session_id, [k for k, _ in sent]
 

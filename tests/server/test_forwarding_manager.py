@@ -24,9 +24,21 @@ from kcompat.server.cluster.forwarding_manager import (
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
-from kcompat.wire.protocol import decode_request, encode_request, encode_response, request_codec
+from kcompat.wire.protocol import (
+    decode_request,
+    encode_request,
+    encode_response,
+    request_codec,
+    response_codec,
+)
 
 ENVELOPE, CREATE_TOPICS = 58, 19
+
+
+def respond(api_key: int, version: int, correlation: int, body: Any) -> list[Any]:
+    """A response frame's chunks; the fake controllers here write their answers as dicts."""
+    typed = response_codec(api_key).build(body) if isinstance(body, dict) else body
+    return encode_response(api_key, version, correlation, typed)
 
 
 def frame_of(api_key: int, version: int, correlation: int, body: dict[str, Any]) -> bytes:
@@ -79,9 +91,9 @@ def test_unwrap_checks_the_correlation_id() -> None:
         "throttle_time_ms": 0,
         "topics": [{"name": "t", "topic_id": uuid.uuid4(), "error_code": 0, "num_partitions": 3}],
     }
-    data = joined(encode_response(CREATE_TOPICS, 7, 42, answer))[4:]
+    data = joined(respond(CREATE_TOPICS, 7, 42, answer))[4:]
     assert unwrap_response(request, data).topics[0].num_partitions == 3
-    other = joined(encode_response(CREATE_TOPICS, 7, 43, answer))[4:]
+    other = joined(respond(CREATE_TOPICS, 7, 43, answer))[4:]
     with pytest.raises(DecodeError):
         unwrap_response(request, other)
 
@@ -159,7 +171,7 @@ def test_every_forwarded_api_has_an_error_response(api_key: int) -> None:
     version, body = REQUESTS[api_key]
     request = decode_request(frame_of(api_key, version, 7, body))
     response = error_response(request, ErrorCode.REQUEST_TIMED_OUT)
-    data = joined(encode_response(api_key, version, 7, response))
+    data = joined(respond(api_key, version, 7, response))
     text = repr(unwrap_response(request, data[4:]))
     assert f"error_code={int(ErrorCode.REQUEST_TIMED_OUT)}" in text, text
 
@@ -194,11 +206,9 @@ class StandInController:
                     who = deserialize_principal(bytes(envelope.body.request_principal))[1]
                     answer = {"throttle_time_ms": 0, "topics": [{"name": t.name, "error_code": 0, "error_message": who}
                                                                 for t in inner.body.topics]}  # fmt: skip
-                    data = joined(
-                        encode_response(inner.api_key, inner.api_version, inner.correlation_id, answer)
-                    )[4:]
+                    data = joined(respond(inner.api_key, inner.api_version, inner.correlation_id, answer))[4:]
                     body = {"response_data": data, "error_code": 0}
-                writer.write(joined(encode_response(ENVELOPE, 0, envelope.correlation_id, body)))
+                writer.write(joined(respond(ENVELOPE, 0, envelope.correlation_id, body)))
                 await writer.drain()
         except asyncio.IncompleteReadError:
             pass
@@ -256,7 +266,7 @@ def test_unsupported_version_closes_the_clients_connection() -> None:
             (size,) = struct.unpack(">i", await reader.readexactly(4))
             envelope = decode_request(await reader.readexactly(size))
             body = {"response_data": None, "error_code": int(ErrorCode.UNSUPPORTED_VERSION)}
-            writer.write(joined(encode_response(ENVELOPE, 0, envelope.correlation_id, body)))
+            writer.write(joined(respond(ENVELOPE, 0, envelope.correlation_id, body)))
             await writer.drain()
             await reader.read()  # until the forwarder hangs up
             writer.close()

@@ -11,6 +11,7 @@ from kcompat.log import LogConfig, PartitionLog
 from kcompat.server.cluster.replication.partition import Partition, Registration
 from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
 from kcompat.server.handlers.fetch import _diverged
+from kcompat.wire.types.fetch import EpochEndOffset, FetchPartition, PartitionData
 from tests.log.batches import batch
 
 CONFIG = LogConfig(segment_bytes=1 << 20)
@@ -47,12 +48,12 @@ def test_leader_high_watermark_waits_for_the_isr_and_min_isr(tmp_path):
 
 def test_leader_answers_diverging_epoch_where_the_follower_went_on(tmp_path):
     leader = plog_with(tmp_path, "l", [0, 0, 2, 2])  # epoch 0 ends at 2
-    fp = SimpleNamespace(last_fetched_epoch=1, fetch_offset=3)  # the follower has an epoch 1 at 2
-    out: dict = {}
+    fp = FetchPartition(last_fetched_epoch=1, fetch_offset=3)  # the follower has an epoch 1 at 2
+    out = PartitionData()
     assert _diverged(leader, fp, out)
-    assert out["diverging_epoch"] == {"epoch": 0, "end_offset": 2}
-    assert not _diverged(leader, SimpleNamespace(last_fetched_epoch=2, fetch_offset=4), {})
-    assert not _diverged(leader, SimpleNamespace(last_fetched_epoch=-1, fetch_offset=0), {})
+    assert out.diverging_epoch == EpochEndOffset(epoch=0, end_offset=2)
+    assert not _diverged(leader, FetchPartition(last_fetched_epoch=2, fetch_offset=4), PartitionData())
+    assert not _diverged(leader, FetchPartition(last_fetched_epoch=-1, fetch_offset=0), PartitionData())
 
 
 def test_follower_truncates_to_the_divergence_and_drops_an_empty_epoch(tmp_path):

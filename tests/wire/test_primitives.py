@@ -71,9 +71,10 @@ def test_lengths_are_checked_before_allocation(data: str, call: str) -> None:
 
 
 def test_api_versions_response_header_is_v0_even_when_flexible() -> None:
-    chunks = protocol.encode_response(
-        18, 3, 7, {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]}
+    body = protocol.response_codec(18).build(
+        {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]}
     )
+    chunks = protocol.encode_response(18, 3, 7, body)
     frame = b"".join(c for c in chunks if isinstance(c, bytes))
     # size | correlation id (no tagged fields: header v0) | error 0 | compact array of 1 | key 18 0-4 | tags | throttle | tags
     assert frame.hex() == "0000001300000007000002001200000004000000000000"

@@ -1,6 +1,7 @@
 """The typed message classes (kcompat/wire/types, written by tools/gen_messages.py): a misspelt
-field raises where it is written and where it is encoded; every declared message and version
-round-trips through them; the checked-in modules are what the declarations generate."""
+field raises where it is written (or built from a dict), and a dict is never encoded; every
+declared message and version round-trips through them; the checked-in modules are what the
+declarations generate."""
 
 from __future__ import annotations
 
@@ -76,24 +77,29 @@ def test_misspelt_attribute_raises_on_assignment() -> None:
         r.eror_code = 27  # type: ignore[attr-defined]
 
 
-def test_misspelt_dict_key_raises_on_encode() -> None:
+def test_a_dict_is_not_encoded() -> None:
+    """Only the typed classes are encoded: a dict (which would answer 0 for a forgotten error_code)
+    is refused, at the top and nested, by the generated coder and the reference alike."""
+    with pytest.raises(TypeError, match="HeartbeatResponse: cannot encode a dict"):
+        protocol.encode_response(12, 4, 7, {"error_code": 27})
+    typed = DeleteRecordsResponse(
+        topics=[DeleteRecordsTopicResult(name="t", partitions=[{"partition_index": 0}])]
+    )  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="DeleteRecordsPartitionResult: cannot encode a dict"):
+        protocol.encode_response(21, 1, 7, typed)
+    with pytest.raises(TypeError, match="DeleteRecordsPartitionResult: cannot encode a dict"):
+        MessageCodec(DELETE_RECORDS.response, generated=False).encode(typed, 1)
+
+
+def test_misspelt_dict_key_raises_on_build() -> None:
     with pytest.raises(TypeError, match=r"HeartbeatResponse has no field\(s\) \['eror_code'\]"):
-        protocol.encode_response(12, 4, 7, {"eror_code": 27})
-    # nested, in the generated coder and in the reference alike
+        protocol.response_codec(12).build({"eror_code": 27})
     body = {
         "throttle_time_ms": 0,
         "topics": [{"name": "t", "partitions": [{"partition_index": 0, "low_watermak": 1}]}],
     }
     with pytest.raises(TypeError, match="low_watermak"):
-        protocol.encode_response(21, 2, 7, body)
-    with pytest.raises(TypeError, match="low_watermak"):
-        MessageCodec(DELETE_RECORDS.response, generated=False).encode(body, 2)
-    # a dict inside a typed instance is checked the same way
-    typed = DeleteRecordsResponse(
-        topics=[DeleteRecordsTopicResult(name="t", partitions=[{"partition_indx": 0}])]
-    )  # type: ignore[list-item]
-    with pytest.raises(TypeError, match="partition_indx"):
-        protocol.encode_response(21, 1, 7, typed)
+        protocol.response_codec(21).build(body)
 
 
 def test_field_of_another_version_is_accepted() -> None:
@@ -106,7 +112,7 @@ def test_field_of_another_version_is_accepted() -> None:
     assert back.throttle_time_ms == 0 and back.api_keys == [ApiVersion(api_key=1)]
 
 
-def test_dict_and_instance_encode_alike() -> None:
+def test_built_and_constructed_encode_alike() -> None:
     as_dict = {
         "throttle_time_ms": 3,
         "topics": [{"name": "t", "partitions": [{"partition_index": 2, "low_watermark": 9}]}],
@@ -119,8 +125,10 @@ def test_dict_and_instance_encode_alike() -> None:
             )
         ],
     )
+    built = protocol.response_codec(21).build(as_dict)
+    assert built == as_typed
     for v in (0, 1, 2):
-        assert protocol.encode_response(21, v, 1, as_dict) == protocol.encode_response(21, v, 1, as_typed)
+        assert protocol.encode_response(21, v, 1, built) == protocol.encode_response(21, v, 1, as_typed)
 
 
 def test_stale_generated_classes_are_reported() -> None:
@@ -140,7 +148,7 @@ def test_message_without_generated_module_gets_classes_of_the_same_shape() -> No
     with pytest.raises(TypeError, match="'c'"):
         codec.new(c=1)
     with pytest.raises(TypeError, match="'c'"):
-        codec.encode({"c": 1}, 0)
+        codec.build({"c": 1})
 
 
 # -- every message and version round-trips through the typed classes ------------------------------
@@ -156,7 +164,7 @@ def test_typed_round_trip(message: Message, version: int, data: st.DataObject) -
     plain = data.draw(message_values(message, version))
     typed = _typed(_structs(message), message.name, message.fields, plain)
     encoded = codec.encode(typed, version)
-    assert encoded == codec.encode(plain, version)
+    assert encoded == codec.encode(codec.build(plain), version)
     decoded = codec.decode(encoded, version)
     assert type(decoded) is type(typed)
     # the generated defaults are the codec's: fields the version lacks come back equal too

@@ -55,7 +55,29 @@ from kcompat.wire.messages.list_partition_reassignments import LIST_PARTITION_RE
 from kcompat.wire.messages.principal import DEFAULT_PRINCIPAL_DATA
 from kcompat.wire.messages.update_features import UPDATE_FEATURES
 from kcompat.wire.primitives import Reader
-from kcompat.wire.protocol import Chunk, Request, api, decode_response, encode_request, encode_response
+from kcompat.wire.protocol import (
+    Chunk,
+    Request,
+    api,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+from kcompat.wire.structs import Struct
+from kcompat.wire.types import alter_configs as ac
+from kcompat.wire.types import alter_partition_reassignments as apr
+from kcompat.wire.types import create_acls as ca
+from kcompat.wire.types import create_partitions as cp
+from kcompat.wire.types import create_topics as ct
+from kcompat.wire.types import delete_acls as da
+from kcompat.wire.types import delete_topics as dt
+from kcompat.wire.types import describe_quorum as dq
+from kcompat.wire.types import elect_leaders as el
+from kcompat.wire.types import incremental_alter_configs as iac
+from kcompat.wire.types import list_partition_reassignments as lpr
+from kcompat.wire.types import update_features as uf
+from kcompat.wire.types.envelope import EnvelopeRequest
+from kcompat.wire.types.principal import DefaultPrincipalData
 
 log = logging.getLogger("kcompat.cluster")
 
@@ -97,7 +119,7 @@ def serialize_principal(
 
     The one place a principal enters a forwarded request: the connection's (ANONYMOUS on
     PLAINTEXT; the SASL user or the mTLS-mapped name otherwise)."""
-    body = {"type": principal_type, "name": name, "token_authenticated": token_authenticated}
+    body = DefaultPrincipalData(type=principal_type, name=name, token_authenticated=token_authenticated)
     return _PRINCIPAL_VERSION.to_bytes(2, "big") + _principal_codec.encode(body, _PRINCIPAL_VERSION)
 
 
@@ -116,13 +138,13 @@ def client_address_bytes(host: str) -> bytes:
         return bytes(4)  # not an IP (a Unix socket in tests): 0.0.0.0, as an unknown peer
 
 
-def envelope_body(request_frame: bytes, client_host: str, principal: bytes | None = None) -> dict[str, Any]:
+def envelope_body(request_frame: bytes, client_host: str, principal: bytes | None = None) -> EnvelopeRequest:
     """The Envelope request: the client's request bytes as received (header and body, no size)."""
-    return {
-        "request_data": request_frame,
-        "request_principal": serialize_principal() if principal is None else principal,
-        "client_host_address": client_address_bytes(client_host),
-    }
+    return EnvelopeRequest(
+        request_data=request_frame,
+        request_principal=serialize_principal() if principal is None else principal,
+        client_host_address=client_address_bytes(client_host),
+    )
 
 
 def unwrap_response(request: Request[Any], response_data: bytes) -> Any:
@@ -137,88 +159,108 @@ def unwrap_response(request: Request[Any], response_data: bytes) -> Any:
     return body
 
 
-def error_response(request: Request[Any], error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def error_response(request: Request[Any], error: ErrorCode, message: str | None = None) -> Struct:
     """The forwarded request's own error response (Kafka's AbstractRequest.getErrorResponse)."""
     b, v, code = request.body, request.api_version, int(error)
     key = request.api_key
     if key == CREATE_TOPICS.key:
-        return {
-            "throttle_time_ms": 0,
-            "topics": [{"name": t.name, "error_code": code, "error_message": message} for t in b.topics],
-        }
+        return ct.CreateTopicsResponse(
+            throttle_time_ms=0,
+            topics=[
+                ct.CreatableTopicResult(name=t.name, error_code=code, error_message=message) for t in b.topics
+            ],
+        )
     if key == DELETE_TOPICS.key:
         if v >= 6:
             topics = [
-                {"name": t.name, "topic_id": t.topic_id, "error_code": code, "error_message": message}
+                dt.DeletableTopicResult(
+                    name=t.name, topic_id=t.topic_id, error_code=code, error_message=message
+                )
                 for t in b.topics
             ]
         else:
-            topics = [{"name": name, "error_code": code, "error_message": message} for name in b.topic_names]
-        return {"throttle_time_ms": 0, "responses": topics}
+            topics = [
+                dt.DeletableTopicResult(name=name, error_code=code, error_message=message)
+                for name in b.topic_names
+            ]
+        return dt.DeleteTopicsResponse(throttle_time_ms=0, responses=topics)
     if key == CREATE_PARTITIONS.key:
-        return {
-            "throttle_time_ms": 0,
-            "results": [{"name": t.name, "error_code": code, "error_message": message} for t in b.topics],
-        }
-    if key in (ALTER_CONFIGS.key, INCREMENTAL_ALTER_CONFIGS.key):
-        return {
-            "throttle_time_ms": 0,
-            "responses": [
-                {
-                    "error_code": code,
-                    "error_message": message,
-                    "resource_type": r.resource_type,
-                    "resource_name": r.resource_name,
-                }
-                for r in b.resources
+        return cp.CreatePartitionsResponse(
+            throttle_time_ms=0,
+            results=[
+                cp.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
+                for t in b.topics
             ],
-        }
+        )
+    if key in (ALTER_CONFIGS.key, INCREMENTAL_ALTER_CONFIGS.key):
+        types = ac if key == ALTER_CONFIGS.key else iac
+        resources = [
+            types.AlterConfigsResourceResponse(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in b.resources
+        ]
+        if key == ALTER_CONFIGS.key:
+            return ac.AlterConfigsResponse(throttle_time_ms=0, responses=resources)
+        return iac.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=resources)
     if key == ELECT_LEADERS.key:
         results = [
-            {
-                "topic": t.topic,
-                "partition_result": [
-                    {"partition_id": p, "error_code": code, "error_message": message} for p in t.partitions
-                ],
-            }
-            for t in b.topic_partitions or ()
-        ]
-        return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": results}
-    if key == ALTER_PARTITION_REASSIGNMENTS.key:
-        responses = [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": code, "error_message": message}
+            el.ReplicaElectionResult(
+                topic=t.topic,
+                partition_result=[
+                    el.PartitionResult(partition_id=p, error_code=code, error_message=message)
                     for p in t.partitions
                 ],
-            }
+            )
+            for t in b.topic_partitions or ()
+        ]
+        return el.ElectLeadersResponse(throttle_time_ms=0, error_code=code, replica_election_results=results)
+    if key == ALTER_PARTITION_REASSIGNMENTS.key:
+        responses = [
+            apr.ReassignableTopicResponse(
+                name=t.name,
+                partitions=[
+                    apr.ReassignablePartitionResponse(
+                        partition_index=p.partition_index, error_code=code, error_message=message
+                    )
+                    for p in t.partitions
+                ],
+            )
             for t in b.topics
         ]
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": responses}
-    if key == UPDATE_FEATURES.key:
-        results = (
-            [{"feature": f.feature, "error_code": code, "error_message": message} for f in b.feature_updates]
-            if v < 2
-            else []
+        return apr.AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=code, error_message=message, responses=responses
         )
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "results": results}
+    if key == UPDATE_FEATURES.key:
+        features = [
+            uf.UpdatableFeatureResult(feature=f.feature, error_code=code, error_message=message)
+            for f in (b.feature_updates if v < 2 else ())
+        ]
+        return uf.UpdateFeaturesResponse(
+            throttle_time_ms=0, error_code=code, error_message=message, results=features
+        )
     if key == LIST_PARTITION_REASSIGNMENTS.key:
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": []}
+        return lpr.ListPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=code, error_message=message, topics=[]
+        )
     if key == DESCRIBE_QUORUM.key:
-        return {"error_code": code, "error_message": message, "topics": []}
+        return dq.DescribeQuorumResponse(error_code=code, error_message=message, topics=[])
     if key == CREATE_ACLS.key:
-        return {
-            "throttle_time_ms": 0,
-            "results": [{"error_code": code, "error_message": message} for _ in b.creations],
-        }
+        return ca.CreateAclsResponse(
+            throttle_time_ms=0,
+            results=[ca.AclCreationResult(error_code=code, error_message=message) for _ in b.creations],
+        )
     if key == DELETE_ACLS.key:
-        return {
-            "throttle_time_ms": 0,
-            "filter_results": [
-                {"error_code": code, "error_message": message, "matching_acls": []} for _ in b.filters
+        return da.DeleteAclsResponse(
+            throttle_time_ms=0,
+            filter_results=[
+                da.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[])
+                for _ in b.filters
             ],
-        }
+        )
     raise ValueError(f"API key {key} is not forwarded")
 
 
@@ -329,7 +371,7 @@ class ForwardingManager:
         except DecodeError:
             return ErrorCode.UNKNOWN_SERVER_ERROR
 
-    async def _exchange(self, envelope: dict[str, Any]) -> bytes | ErrorCode:
+    async def _exchange(self, envelope: EnvelopeRequest) -> bytes | ErrorCode:
         """The Envelope's response_data, or the error the client's request is to get instead."""
         deadline = time.monotonic() + self._timeout_ms / 1000
         while True:

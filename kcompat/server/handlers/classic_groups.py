@@ -27,7 +27,7 @@ LeaveGroup version notes:
 from __future__ import annotations
 
 from kcompat.coordinator import JoinGroupProtocol, MemberIdentity, SyncGroupAssignment
-from kcompat.coordinator.messages import JoinGroupResponse, LeaveGroupResponse
+from kcompat.coordinator.messages import JoinGroupResult, LeaveGroupResult
 from kcompat.server.auth import access
 from kcompat.server.context import RequestContext
 from kcompat.server.handlers.group_coordinator import client_host, coordinate
@@ -67,7 +67,7 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
             require_known_member_id=v >= 4,
         ),
         group=body.group_id,
-        refuse=lambda e: JoinGroupResponse(int(e), member_id=body.member_id),
+        refuse=lambda e: JoinGroupResult(int(e), member_id=body.member_id),
     )
     members = [] if resp.skip_assignment and v < 9 else resp.members
     return jg.JoinGroupResponse(
@@ -150,7 +150,7 @@ async def leave_group(ctx: RequestContext, request: Request[lg.LeaveGroupRequest
         ),
         creates=False,
         group=body.group_id,
-        refuse=lambda e: LeaveGroupResponse(int(e)),
+        refuse=lambda e: LeaveGroupResult(int(e)),
     )
     if v < 3:
         return lg.LeaveGroupResponse(throttle_time_ms=0, error_code=int(resp.legacy_error_code))

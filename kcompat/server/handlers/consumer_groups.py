@@ -14,7 +14,7 @@ GROUP_ID_NOT_FOUND, on which the Java Admin falls back to DescribeGroups.
 from __future__ import annotations
 
 from kcompat.coordinator import ConsumerGroupHeartbeatRequest, TopicPartitions
-from kcompat.coordinator.messages import ConsumerGroupHeartbeatResponse
+from kcompat.coordinator.messages import ConsumerGroupHeartbeatResult
 from kcompat.server.auth import access
 from kcompat.server.auth.consumer_group_acl import heartbeat_error, hide_refused_topics
 from kcompat.server.context import RequestContext
@@ -74,7 +74,7 @@ async def consumer_group_heartbeat(
             client_host=host,
         ),
         group=body.group_id,
-        refuse=lambda e: ConsumerGroupHeartbeatResponse(int(e)),
+        refuse=lambda e: ConsumerGroupHeartbeatResult(int(e)),
     )
     assignment = None
     if resp.assignment is not None:

@@ -64,6 +64,18 @@ from kcompat.server.replica_manager import UNTIMED_WAIT_S
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.protocol import Request
+from kcompat.wire.types.fetch import (
+    AbortedTransaction,
+    EpochEndOffset,
+    FetchableTopicResponse,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    PartitionData,
+    SnapshotId,
+)
 
 log = logging.getLogger("kcompat.server.fetch")
 
@@ -73,9 +85,15 @@ LEADER_HINTS_VERSION = 16
 NO_LEADER_EPOCH = -1
 _UNKNOWN_ID, _DENIED = ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
+# The tagged fields' absent values, shared by every partition's answer rather than made for each
+# (the hot path); an answer that has one gets an instance of its own, these are never changed.
+_NO_DIVERGING_EPOCH = EpochEndOffset()
+_NO_LEADER = LeaderIdAndEpoch()
+_NO_SNAPSHOT = SnapshotId()
+
 
 @handles(FETCH, "4-18")
-async def fetch(ctx: RequestContext, request: Request) -> Any:
+async def fetch(ctx: RequestContext, request: Request[FetchRequest]) -> FetchResponse:
     body = request.body
     version = request.api_version
     by_id = version >= TOPIC_IDS_VERSION
@@ -83,7 +101,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     replica_epoch = body.replica_state.replica_epoch if version >= REPLICA_STATE_VERSION else -1
 
     # Partitions by (topic id or name, partition); a repeated one keeps its first position.
-    fetch_data: dict[tuple[Any, int], Any] = {}
+    fetch_data: dict[tuple[Any, int], FetchPartition] = {}
     for ft in body.topics:
         tkey = ft.topic_id if by_id else ft.topic
         for fp in ft.partitions:
@@ -102,7 +120,7 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
             body.session_epoch,
             ErrorCode.of(context.error).name,
         )
-        return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
+        return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
 
     # (key, topic name or None, partition, request partition) for what the context reads.
     reads = [(key, _topic_name(ctx.metadata, key[0], by_id), key[1], fp) for key, fp in context.partitions]
@@ -139,8 +157,8 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
     if total:
         stats = ctx.stats
         for (_, name, _, _), out in zip(reads, results, strict=True):
-            if name is not None and out["records"]:
-                stats.bytes_out(name, len(out["records"]))
+            if name is not None and out.records:
+                stats.bytes_out(name, len(out.records))
     error, session_id, sent = context.respond(
         list(zip([r[0] for r in reads], results, strict=True)), ctx.now_ms
     )
@@ -158,37 +176,40 @@ async def fetch(ctx: RequestContext, request: Request) -> Any:
             session_id,
         )
 
-    # Kafka groups consecutive partitions of a topic; a topic interleaved with another repeats.
-    topics: list[dict[str, Any]] = []
-    last: Any = None
-    for (tkey, _), part in sent:
-        if not topics or tkey != last:
-            last = tkey
-            topics.append(
-                {"topic": "" if by_id else tkey, "topic_id": tkey if by_id else None, "partitions": []}
-            )
-        topics[-1]["partitions"].append(part)
-    response: dict[str, Any] = {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "session_id": session_id,
-        "responses": topics,
-    }
+    topics = _by_topic(sent, by_id)
+    response = FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=topics)
     if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
         known = ctx.metadata.live_brokers(ctx.listener)
         if known is None:
             host, port = ctx.endpoint
             identity = ctx.identity
-            response["node_endpoints"] = [
-                {"node_id": identity.node_id, "host": host, "port": port, "rack": identity.rack}
+            response.node_endpoints = [
+                NodeEndpoint(node_id=identity.node_id, host=host, port=port, rack=identity.rack)
             ]
         else:
-            response["node_endpoints"] = [
-                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            response.node_endpoints = [
+                NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                 for b in known
                 if b.node_id in hinted
             ]
     return response
+
+
+def _by_topic(sent: list[tuple[tuple[Any, int], PartitionData]], by_id: bool) -> list[FetchableTopicResponse]:
+    """Kafka groups consecutive partitions of a topic; a topic interleaved with another repeats."""
+    topics: list[FetchableTopicResponse] = []
+    last: Any = None
+    parts: list[PartitionData] = []
+    for (tkey, _), part in sent:
+        if not topics or tkey != last:
+            last = tkey
+            parts = []
+            if by_id:
+                topics.append(FetchableTopicResponse(topic_id=tkey, partitions=parts))
+            else:
+                topics.append(FetchableTopicResponse(topic=tkey, partitions=parts))
+        parts.append(part)
+    return topics
 
 
 def _topic_name(metadata: Any, tkey: Any, by_id: bool) -> str | None:
@@ -200,14 +221,14 @@ def _topic_name(metadata: Any, tkey: Any, by_id: bool) -> str | None:
 
 async def _read_all(
     ctx: RequestContext,
-    reads: list[tuple[Any, str | None, int, Any]],
+    reads: list[tuple[Any, str | None, int, FetchPartition]],
     max_bytes: int,
     replica: tuple[int, int],
     hints: bool,
     first: bool,
     committed: bool,
     denied: frozenset[str] = frozenset(),
-) -> tuple[list[dict[str, Any]], int, bool, set[int]]:
+) -> tuple[list[PartitionData], int, bool, set[int]]:
     """Each partition's answer, the record bytes read, whether any failed, the leaders named in hints.
     A follower's fetch state is taken when its request arrives (`first`), not again when a parked
     fetch wakes, as Kafka's DelayedFetch does: a stalled follower's old fetch cannot rejoin the ISR.
@@ -225,33 +246,31 @@ async def _read_all(
     for _, topic, partition, fp in reads:
         if turns.due():
             await turns.give()
-        out: dict[str, Any] = {
-            "partition_index": partition,
-            "error_code": 0,
-            "high_watermark": -1,
-            "last_stable_offset": -1,
-            "log_start_offset": -1,
-            "aborted_transactions": [],
-            "preferred_read_replica": -1,
-            "records": b"",
-        }
+        out = PartitionData(
+            partition_index=partition,
+            high_watermark=-1,
+            diverging_epoch=_NO_DIVERGING_EPOCH,
+            current_leader=_NO_LEADER,
+            snapshot_id=_NO_SNAPSHOT,
+            records=b"",
+        )
         results.append(out)
         if topic is None or topic in denied:
-            out["error_code"] = int(_UNKNOWN_ID if topic is None else _DENIED)
+            out.error_code = int(_UNKNOWN_ID if topic is None else _DENIED)
             errors = True
             continue
         t = metadata.topic(topic)
         if t is None or not 0 <= partition < t.partitions:
-            out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             errors = True
             continue
         p = replicas.partitions.get((topic, partition)) if cluster else None
         refused = _refusal(ctx, t, partition, fp.current_leader_epoch, replica_id, p)
         if refused is not None:
             error, hint = refused
-            out["error_code"] = int(error)
+            out.error_code = int(error)
             if hints and hint is not None:
-                out["current_leader"] = {"leader_id": hint[0], "leader_epoch": hint[1]}
+                out.current_leader = LeaderIdAndEpoch(leader_id=hint[0], leader_epoch=hint[1])
                 hinted.add(hint[0])
             errors = True
             continue
@@ -267,11 +286,11 @@ async def _read_all(
         )
         # followers read to the log end, consumers below the HW (read_committed: below the LSO)
         end = leo if replica_id >= 0 else (lso if committed else hwm)
-        out.update(high_watermark=hwm, last_stable_offset=lso, log_start_offset=start)
+        out.high_watermark, out.last_stable_offset, out.log_start_offset = hwm, lso, start
         # Out of range only outside the log: a consumer between the HW and the log end (a new
         # leader whose HW has not caught up yet) reads nothing, as Kafka answers.
         if not start <= fp.fetch_offset <= leo:
-            out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+            out.error_code = int(ErrorCode.OFFSET_OUT_OF_RANGE)
             errors = True
             continue
         limit = min(fp.partition_max_bytes, max_bytes - total)
@@ -284,18 +303,18 @@ async def _read_all(
         n = len(data)
         if n:
             if committed:
-                out["aborted_transactions"] = [
-                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                out.aborted_transactions = [
+                    AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
                     for a in plog.aborted_transactions(fp.fetch_offset, lso)
                 ]
-            out["records"] = data
+            out.records = data
             total += n
             min_one = False
     return results, total, errors, hinted
 
 
 def _follower_fetched(
-    ctx: RequestContext, p: Any, plog: Any, fp: Any, replica: tuple[int, int], out: dict[str, Any]
+    ctx: RequestContext, p: Any, plog: Any, fp: FetchPartition, replica: tuple[int, int], out: PartitionData
 ) -> bool:
     """A follower's fetch as it arrives: True when its log diverged (answered with DivergingEpoch);
     else its fetch offset is recorded (which may move the HW) and the ISR may take it back."""
@@ -330,19 +349,17 @@ def _refusal(
     return (ErrorCode[unready.error_name], None) if unready is not None else None
 
 
-def _diverged(plog: Any, fp: Any, out: dict[str, Any]) -> bool:
+def _diverged(plog: Any, fp: FetchPartition, out: PartitionData) -> bool:
     """A follower whose last fetched epoch ends earlier here (or is unknown here) gets DivergingEpoch
     {the largest epoch here not above it, where that epoch ends} and truncates (KIP-595 for Fetch)."""
-    last_epoch = getattr(fp, "last_fetched_epoch", -1)
+    last_epoch = fp.last_fetched_epoch
     if last_epoch < 0:
         return False
     epoch, end_offset = plog.end_offset_for_epoch(last_epoch)
     if epoch == last_epoch and end_offset >= fp.fetch_offset:
         return False
-    out.update(
-        high_watermark=plog.high_watermark,
-        last_stable_offset=plog.high_watermark,
-        log_start_offset=plog.log_start_offset,
-        diverging_epoch={"epoch": epoch, "end_offset": end_offset},
-    )
+    out.high_watermark = plog.high_watermark
+    out.last_stable_offset = plog.high_watermark
+    out.log_start_offset = plog.log_start_offset
+    out.diverging_epoch = EpochEndOffset(epoch=epoch, end_offset=end_offset)
     return True

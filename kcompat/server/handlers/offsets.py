@@ -44,7 +44,7 @@ from kcompat.coordinator import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopic,
 )
-from kcompat.coordinator.messages import OffsetFetchResponseGroup, OffsetFetchResponseTopic
+from kcompat.coordinator.messages import OffsetFetchGroupResult, OffsetFetchTopicResult
 from kcompat.server.auth import access, offset_acl
 from kcompat.server.context import RequestContext
 from kcompat.server.handlers.group_coordinator import coordinate
@@ -183,7 +183,7 @@ def _topics(
 
 
 def _partitions(
-    t: OffsetFetchResponseTopic, row: Callable[..., R], ctx: RequestContext | None = None, group_id: str = ""
+    t: OffsetFetchTopicResult, row: Callable[..., R], ctx: RequestContext | None = None, group_id: str = ""
 ) -> list[R]:
     """The partition rows of the v0-7 (OffsetFetchResponsePartition) or v8+ (...Partitions) layout;
     with `ctx` (require_stable), offsets pending in a transaction are UNSTABLE_OFFSET_COMMIT (KIP-447:
@@ -216,7 +216,7 @@ def _partitions(
 
 async def _fetch_offsets(
     ctx: RequestContext, wanted: list[OffsetFetchRequestGroup]
-) -> list[OffsetFetchResponseGroup]:
+) -> list[OffsetFetchGroupResult]:
     """The committed offsets of `wanted`; in cluster mode a group this broker does not coordinate
     gets NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS), and only replicated offsets are shown."""
     coordinator = ctx.groups.coordinator
@@ -230,7 +230,7 @@ async def _fetch_offsets(
             creates=False,
             group=g.group_id,
             committed=True,
-            refuse=lambda e: [OffsetFetchResponseGroup(g.group_id, [], int(e))],
+            refuse=lambda e: [OffsetFetchGroupResult(g.group_id, [], int(e))],
         )
     out = []
     for g in wanted:

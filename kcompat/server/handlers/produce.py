@@ -63,7 +63,7 @@ from kcompat.server.errors import ApiError
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.network.turns import Turns
 from kcompat.server.record_checks import check_records
-from kcompat.server.registry import NO_RESPONSE, Deferred, handles
+from kcompat.server.registry import NO_RESPONSE, Deferred, NoResponse, handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire import compression as codecs
@@ -79,6 +79,16 @@ from kcompat.wire.record_batch import (
     validate_batch,
 )
 from kcompat.wire.records import LOG_APPEND_TIME, build_batch, decode_batch
+from kcompat.wire.structs import Records
+from kcompat.wire.types.produce import (
+    BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 
 log = logging.getLogger("kcompat.server")
 _storage_errors = LogThrottle(log)  # a full disk fails every append: one line every 10 s says so
@@ -87,18 +97,26 @@ TOPIC_IDS = 13  # the first Produce version that names topics by id
 LEADER_HINTS = 10  # current_leader / node_endpoints (KIP-951)
 IMPLICIT_ADD = 12  # transactions v2: a transactional batch adds its partition (KIP-890 part 2)
 
+# The answers' absent leader hint, shared rather than made for each partition (the hot path): a
+# partition refused with NOT_LEADER_OR_FOLLOWER gets a LeaderIdAndEpoch of its own, never this one.
+_NO_LEADER = LeaderIdAndEpoch()
+
+Pending = list[
+    tuple[PartitionProduceResponse, str, int, int]
+]  # acks=all: answer, topic, partition, last offset
+
 
 @handles(PRODUCE, "3-13", advertised_min=0)
-async def produce(ctx: RequestContext, request: Request) -> Any:
+async def produce(
+    ctx: RequestContext, request: Request[ProduceRequest]
+) -> ProduceResponse | Deferred | NoResponse:
     v = request.api_version
     body = request.body
     acks = body.acks
     failed = False
     responses = []
     leaders: set[int] = set()  # KIP-951: the endpoints of leaders named in NOT_LEADER_OR_FOLLOWER hints
-    pending: list[
-        tuple[dict[str, Any], str, int, int]
-    ] = []  # acks=all: (response, topic, partition, last offset)
+    pending: Pending = []
     await ctx.replicas.await_logs(_named_partitions(ctx, body, v), max(body.timeout_ms, 0) / 1000)
     turns = Turns()
     for td in body.topic_data:
@@ -114,12 +132,7 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
             if turns.due():  # let other connections' requests in (turns.py)
                 await turns.give()
                 topic = None  # looked up again: the topic may have gone or changed meanwhile
-            resp: dict[str, Any] = {
-                "index": pd.index,
-                "base_offset": -1,
-                "log_append_time_ms": -1,
-                "log_start_offset": -1,
-            }
+            resp = PartitionProduceResponse(index=pd.index, base_offset=-1, current_leader=_NO_LEADER)
             try:
                 if acks not in (-1, 0, 1):
                     raise ApiError(ErrorCode.INVALID_REQUIRED_ACKS)
@@ -129,30 +142,29 @@ async def produce(ctx: RequestContext, request: Request) -> Any:
                     raise ApiError(denied)
                 if topic is None:
                     topic = await _topic(ctx, name)
-                answer, last_offset = await _produce_partition(
-                    ctx, topic, pd.index, pd.records, v, acks, body.transactional_id
+                last_offset = await _produce_partition(
+                    ctx, topic, pd.index, pd.records, v, acks, body.transactional_id, resp
                 )
-                resp.update(answer)
                 if last_offset >= 0:
                     pending.append((resp, name, pd.index, last_offset))
             except ApiError as e:
                 failed = True
                 _refused(resp, e, v, leaders)
             parts.append(resp)
-        responses.append({"name": name, "topic_id": td.topic_id, "partition_responses": parts})
+        responses.append(TopicProduceResponse(name=name, topic_id=td.topic_id, partition_responses=parts))
     if acks == 0:
         if failed:
             raise CloseConnection("Produce with acks=0 failed; closing so the producer refreshes metadata")
         return NO_RESPONSE
-    response: dict[str, Any] = {"responses": responses, "throttle_time_ms": 0}
+    response = ProduceResponse(responses=responses, throttle_time_ms=0)
     if leaders:
-        response["node_endpoints"] = _endpoints(ctx, leaders)
+        response.node_endpoints = _endpoints(ctx, leaders)
     if pending:  # appended: the connection may take its next Produce while this one waits for the ISR
         return Deferred(_replicated(ctx, pending, body.timeout_ms, response))
     return response
 
 
-def _named_partitions(ctx: RequestContext, body: Any, v: int) -> Iterator[tuple[str, int]]:
+def _named_partitions(ctx: RequestContext, body: ProduceRequest, v: int) -> Iterator[tuple[str, int]]:
     """(topic name, partition) of each partition the request names: those whose logs are still to
     be made are made off the event loop before the appends (ReplicaManager.await_logs)."""
     for td in body.topic_data:
@@ -163,23 +175,22 @@ def _named_partitions(ctx: RequestContext, body: Any, v: int) -> Iterator[tuple[
                 yield name, pd.index
 
 
-def _refused(resp: dict[str, Any], e: ApiError, v: int, leaders: set[int]) -> None:
+def _refused(resp: PartitionProduceResponse, e: ApiError, v: int, leaders: set[int]) -> None:
     """A partition's answer for its error (with the leader hint of NOT_LEADER_OR_FOLLOWER, noted in `leaders`)."""
-    resp["error_code"] = int(e.error)
-    resp["error_message"] = e.message
+    resp.error_code = int(e.error)
+    resp.error_message = e.message
     if e.records:
-        resp["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.records]
+        resp.record_errors = [
+            BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m) for i, m in e.records
+        ]
     if isinstance(e, NotLeader) and v >= LEADER_HINTS and e.leader >= 0:
-        resp["current_leader"] = {"leader_id": e.leader, "leader_epoch": e.leader_epoch}
+        resp.current_leader = LeaderIdAndEpoch(leader_id=e.leader, leader_epoch=e.leader_epoch)
         leaders.add(e.leader)
 
 
 async def _replicated(
-    ctx: RequestContext,
-    pending: list[tuple[dict[str, Any], str, int, int]],
-    timeout_ms: int,
-    response: dict[str, Any],
-) -> dict[str, Any]:
+    ctx: RequestContext, pending: Pending, timeout_ms: int, response: ProduceResponse
+) -> ProduceResponse:
     await _await_replication(ctx, pending, timeout_ms)
     return response
 
@@ -195,18 +206,16 @@ class NotLeader(ApiError):
         self.leader_epoch = leader_epoch
 
 
-def _endpoints(ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
+def _endpoints(ctx: RequestContext, node_ids: set[int]) -> list[NodeEndpoint]:
     listener = ctx.listener
     return [
-        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in ctx.metadata.live_brokers(listener) or ()
         if b.node_id in node_ids
     ]
 
 
-async def _await_replication(
-    ctx: RequestContext, pending: list[tuple[dict[str, Any], str, int, int]], timeout_ms: int
-) -> None:
+async def _await_replication(ctx: RequestContext, pending: Pending, timeout_ms: int) -> None:
     """acks=all in cluster mode: each append's answer once replicated (delayed_produce.py)."""
     codes = await await_replicated(
         ctx.replicas.partitions,
@@ -217,17 +226,13 @@ async def _await_replication(
     )
     for (resp, _, _, _), code in zip(pending, codes, strict=True):
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            resp.update(
-                error_code=int(code),
-                base_offset=-1,
-                error_message="leadership moved before the records were replicated",
-            )
+            resp.error_code = int(code)
+            resp.base_offset = -1
+            resp.error_message = "leadership moved before the records were replicated"
         elif code == ErrorCode.REQUEST_TIMED_OUT:
-            resp.update(
-                error_code=int(code),
-                base_offset=-1,
-                error_message="the records were not replicated to the ISR in time",
-            )
+            resp.error_code = int(code)
+            resp.base_offset = -1
+            resp.error_message = "the records were not replicated to the ISR in time"
 
 
 def _leadership(ctx: RequestContext, t: TopicInfo, partition: int, acks: int) -> tuple[int, Any]:
@@ -270,14 +275,22 @@ async def _topic(ctx: RequestContext, name: str) -> _Topic:
 
 
 async def _produce_partition(
-    ctx: RequestContext, topic: _Topic, partition: int, records: Any, v: int, acks: int, txn_id: str | None
-) -> tuple[dict[str, Any], int]:
-    """The partition's answer, and the last offset to await with acks=all in cluster mode (else -1)."""
+    ctx: RequestContext,
+    topic: _Topic,
+    partition: int,
+    records: Records | None,
+    v: int,
+    acks: int,
+    txn_id: str | None,
+    resp: PartitionProduceResponse,
+) -> int:
+    """Append, and fill in the partition's answer `resp`; the last offset to await with acks=all
+    in cluster mode (else -1)."""
     t, conf, target = topic
     if not 0 <= partition < t.partitions:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     leader_epoch, replica = _leadership(ctx, t, partition, acks)
-    h = _check_batch(records, conf, v)
+    records, h = _check_batch(records, conf, v)
     txns = ctx.transactions
     if h.is_transactional and v >= IMPLICIT_ADD and txns.transaction_version >= 2:  # joins its txn
         await txns.add_implicitly(txn_id, h.producer_id, h.producer_epoch, t.name, partition)
@@ -307,21 +320,20 @@ async def _produce_partition(
         raise ApiError.from_log(e) from None
     if not info.duplicate:  # a retried batch answered with its first offsets was counted the first time
         ctx.stats.records_in(t.name, info.last_offset - info.base_offset + 1, len(batch))
-    answer = {
-        "error_code": 0,
-        "base_offset": info.base_offset,
-        "log_append_time_ms": info.log_append_time_ms,
-        "log_start_offset": info.log_start_offset,
-    }
-    return answer, info.last_offset if replica is not None and acks == -1 else -1
+    resp.base_offset = info.base_offset
+    resp.log_append_time_ms = info.log_append_time_ms
+    resp.log_start_offset = info.log_start_offset
+    return info.last_offset if replica is not None and acks == -1 else -1
 
 
-def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:
-    """The one batch's header, once it passes the checks Kafka makes before looking at records."""
+def _check_batch(records: Records | None, conf: LogConfig, v: int) -> tuple[memoryview, BatchHeader]:
+    """The records (a decoded request's view of its frame) and their one batch's header, once it
+    passes the checks Kafka makes before looking at records."""
     if records is None or len(records) == 0:
         raise ApiError(
             ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have exactly one record batch"
         )
+    assert isinstance(records, memoryview)
     try:
         h = validate_batch(records)
     except RecordBatchError as e:
@@ -338,7 +350,7 @@ def _check_batch(records: Any, conf: LogConfig, v: int) -> BatchHeader:
         )
     if h.compression == codecs.ZSTD and v < 7:
         raise ApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
-    return h
+    return records, h
 
 
 def _recompress(batch: bytearray, h: BatchHeader, target: int) -> bytearray:

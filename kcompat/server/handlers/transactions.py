@@ -25,7 +25,7 @@ Version notes:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from kcompat.coordinator import OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from kcompat.coordinator.transaction.coordinator import TV2
@@ -42,6 +42,24 @@ from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.txn_offset_commit import TXN_OFFSET_COMMIT
 from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.protocol import Request
+from kcompat.wire.types import txn_offset_commit as toc
+from kcompat.wire.types.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from kcompat.wire.types.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTopicResult,
+)
+from kcompat.wire.types.end_txn import EndTxnRequest, EndTxnResponse
+from kcompat.wire.types.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 
 FENCED_CODE_VERSION = 2  # the first version of these APIs that knows PRODUCER_FENCED
 BATCHED = 4  # AddPartitionsToTxn: several transactions, VerifyOnly
@@ -60,7 +78,9 @@ def fenced_as(error: ErrorCode, version: int, since: int = FENCED_CODE_VERSION) 
 
 
 @handles(ADD_PARTITIONS_TO_TXN, "0-5")
-async def add_partitions_to_txn(ctx: RequestContext, request: Request) -> Any:
+async def add_partitions_to_txn(
+    ctx: RequestContext, request: Request[AddPartitionsToTxnRequest]
+) -> AddPartitionsToTxnResponse:
     body = request.body
     v = request.api_version
     if v < BATCHED:
@@ -73,19 +93,25 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Request) -> Any:
             False,
             v,
         )
-        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
     out = []
     for txn in body.transactions:
         results = await _add_partitions(
             ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only, v
         )
-        out.append({"transactional_id": txn.transactional_id, "topic_results": results})
-    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out}
+        out.append(AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=results))
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=out)
 
 
 async def _add_partitions(
-    ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool, v: int
-) -> list[dict[str, Any]]:
+    ctx: RequestContext,
+    txn_id: str,
+    pid: int,
+    epoch: int,
+    topics: list[AddPartitionsToTxnTopic],
+    verify_only: bool,
+    v: int,
+) -> list[AddPartitionsToTxnTopicResult]:
     svc = ctx.transactions
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], int] = {}
@@ -111,10 +137,14 @@ async def _add_partitions(
             txn_id,
         )
         codes = dict.fromkeys(wanted, fenced_as(r.error, v))
-    by_topic: dict[str, list[dict[str, int]]] = {}
+    by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
     for (topic, p), code in codes.items():
-        by_topic.setdefault(topic, []).append({"partition_index": p, "partition_error_code": code})
-    return [{"name": t, "results_by_partition": parts} for t, parts in by_topic.items()]
+        by_topic.setdefault(topic, []).append(
+            AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
+        )
+    return [
+        AddPartitionsToTxnTopicResult(name=t, results_by_partition=parts) for t, parts in by_topic.items()
+    ]
 
 
 def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
@@ -126,11 +156,13 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 
 
 @handles(ADD_OFFSETS_TO_TXN, "0-4")
-async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
+async def add_offsets_to_txn(
+    ctx: RequestContext, request: Request[AddOffsetsToTxnRequest]
+) -> AddOffsetsToTxnResponse:
     body = request.body
     svc = ctx.transactions
     if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
-        return {"throttle_time_ms": 0, "error_code": int(denied)}
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=int(denied))
     await ctx.groups.ensure_topic()
     tp = (CONSUMER_OFFSETS, svc.offsets_partition_of(body.group_id))
     r = await svc.run(
@@ -139,18 +171,18 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Any:
         ),
         body.transactional_id,
     )
-    return {"throttle_time_ms": 0, "error_code": fenced_as(r.error, request.api_version)}
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=fenced_as(r.error, request.api_version))
 
 
 # --- EndTxn ------------------------------------------------------------------------------------
 
 
 @handles(END_TXN, "0-5")
-async def end_txn(ctx: RequestContext, request: Request) -> Any:
+async def end_txn(ctx: RequestContext, request: Request[EndTxnRequest]) -> EndTxnResponse:
     body = request.body
     svc = ctx.transactions
     if (denied := access.transactional_id_error(ctx, access.WRITE, body.transactional_id)) is not None:
-        return {"throttle_time_ms": 0, "error_code": int(denied)}
+        return EndTxnResponse(throttle_time_ms=0, error_code=int(denied))
     tv = TV2 if request.api_version >= TV2_END_TXN else 0
     r = await svc.run(
         lambda now: svc.coordinator.end_txn(
@@ -165,55 +197,64 @@ async def end_txn(ctx: RequestContext, request: Request) -> Any:
         body.transactional_id,
     )
     ok = r.error == ErrorCode.NONE
-    return {
-        "throttle_time_ms": 0,
-        "error_code": fenced_as(r.error, request.api_version),
-        "producer_id": r.producer_id if ok else -1,
-        "producer_epoch": r.producer_epoch if ok else -1,
-    }
+    return EndTxnResponse(
+        throttle_time_ms=0,
+        error_code=fenced_as(r.error, request.api_version),
+        producer_id=r.producer_id if ok else -1,
+        producer_epoch=r.producer_epoch if ok else -1,
+    )
 
 
 # --- TxnOffsetCommit ---------------------------------------------------------------------------
 
 
-def _refused(topics: list[Any], code: int) -> list[dict[str, Any]]:
+def _refused(
+    topics: Sequence[toc.TxnOffsetCommitRequestTopic], code: int
+) -> list[toc.TxnOffsetCommitResponseTopic]:
     return [
-        {
-            "name": t.name,
-            "partitions": [{"partition_index": p.partition_index, "error_code": code} for p in t.partitions],
-        }
+        toc.TxnOffsetCommitResponseTopic(
+            name=t.name,
+            partitions=[
+                toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                for p in t.partitions
+            ],
+        )
         for t in topics
     ]
 
 
 @handles(TXN_OFFSET_COMMIT, "0-5")
-async def txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
+async def txn_offset_commit(
+    ctx: RequestContext, request: Request[toc.TxnOffsetCommitRequest]
+) -> toc.TxnOffsetCommitResponse:
     """KafkaApis' order: WRITE on the transactional id and READ on the group refuse every
     partition; then READ on each topic: a refused topic's partitions are answered
     TOPIC_AUTHORIZATION_FAILED and left out of what the coordinator sees."""
     body = request.body
     if (denied := access.txn_group_error(ctx, body.transactional_id, body.group_id)) is not None:
-        return {"throttle_time_ms": 0, "topics": _refused(body.topics, int(denied))}
+        return toc.TxnOffsetCommitResponse(throttle_time_ms=0, topics=_refused(body.topics, int(denied)))
     names = access.topics_denied(ctx, access.READ, [t.name for t in body.topics])
     if not names:
         return await _txn_offset_commit(ctx, request)
     refused = _refused([t for t in body.topics if t.name in names], int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     body.topics = [t for t in body.topics if t.name not in names]
     if not body.topics:
-        return {"throttle_time_ms": 0, "topics": refused}
+        return toc.TxnOffsetCommitResponse(throttle_time_ms=0, topics=refused)
     answer = await _txn_offset_commit(ctx, request)
-    answer["topics"].extend(refused)
+    answer.topics.extend(refused)
     return answer
 
 
-async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
+async def _txn_offset_commit(
+    ctx: RequestContext, request: Request[toc.TxnOffsetCommitRequest]
+) -> toc.TxnOffsetCommitResponse:
     body = request.body
     v = request.api_version
     svc = ctx.transactions
     groups = ctx.groups
 
-    def answer(code: int) -> Any:
-        return {"throttle_time_ms": 0, "topics": _refused(body.topics, code)}
+    def answer(code: int) -> toc.TxnOffsetCommitResponse:
+        return toc.TxnOffsetCommitResponse(throttle_time_ms=0, topics=_refused(body.topics, code))
 
     if not body.group_id:
         return answer(int(ErrorCode.INVALID_GROUP_ID))
@@ -282,19 +323,21 @@ async def _txn_offset_commit(ctx: RequestContext, request: Request) -> Any:
         )
     except CoordinatorUnavailable:
         raise CloseConnection("the group coordinator is shutting down") from None
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": int(p.error_code)}
+    return toc.TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            toc.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    toc.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=int(p.error_code)
+                    )
                     for p in t.partitions
                 ],
-            }
+            )
             for t in resp
         ],
-    }
+    )
 
 
 def _verification_code(code: ErrorCode, v: int) -> int:
@@ -312,7 +355,9 @@ def _verification_code(code: ErrorCode, v: int) -> int:
 
 
 @handles(WRITE_TXN_MARKERS, "1-2")
-async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
+async def write_txn_markers(
+    ctx: RequestContext, request: Request[WriteTxnMarkersRequest]
+) -> WriteTxnMarkersResponse:
     svc = ctx.transactions
     denied = access.cluster_error(ctx, access.CLUSTER_ACTION)  # a broker's (or an admin's abort) right
     out = []
@@ -325,13 +370,14 @@ async def write_txn_markers(ctx: RequestContext, request: Request) -> Any:
                 tps, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch
             )
         topics = [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p, "error_code": int(codes[(t.name, p)])} for p in t.partition_indexes
+            WritableTxnMarkerTopicResult(
+                name=t.name,
+                partitions=[
+                    WritableTxnMarkerPartitionResult(partition_index=p, error_code=int(codes[(t.name, p)]))
+                    for p in t.partition_indexes
                 ],
-            }
+            )
             for t in m.topics
         ]
-        out.append({"producer_id": m.producer_id, "topics": topics})
-    return {"markers": out}
+        out.append(WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(markers=out)

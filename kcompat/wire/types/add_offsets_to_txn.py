@@ -30,6 +30,7 @@ class AddOffsetsToTxnRequest(Struct):
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.group_id = group_id
+        self._unknown_tags = None
 
 
 class AddOffsetsToTxnResponse(Struct):
@@ -48,6 +49,7 @@ class AddOffsetsToTxnResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

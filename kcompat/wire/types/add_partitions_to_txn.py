@@ -33,6 +33,7 @@ class AddPartitionsToTxnRequest(Struct):
         self.v3_and_below_producer_id = v3_and_below_producer_id
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is NEW else v3_and_below_topics
+        self._unknown_tags = None
 
 
 class AddPartitionsToTxnTransaction(Struct):
@@ -60,6 +61,7 @@ class AddPartitionsToTxnTransaction(Struct):
         self.producer_epoch = producer_epoch
         self.verify_only = verify_only
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class AddPartitionsToTxnTopic(Struct):
@@ -78,6 +80,7 @@ class AddPartitionsToTxnTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AddPartitionsToTxnResponse(Struct):
@@ -102,6 +105,7 @@ class AddPartitionsToTxnResponse(Struct):
         self.error_code = error_code
         self.results_by_transaction = [] if results_by_transaction is NEW else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is NEW else results_by_topic_v3_and_below
+        self._unknown_tags = None
 
 
 class AddPartitionsToTxnResult(Struct):
@@ -120,6 +124,7 @@ class AddPartitionsToTxnResult(Struct):
     ) -> None:
         self.transactional_id = transactional_id
         self.topic_results = [] if topic_results is NEW else topic_results
+        self._unknown_tags = None
 
 
 class AddPartitionsToTxnTopicResult(Struct):
@@ -138,6 +143,7 @@ class AddPartitionsToTxnTopicResult(Struct):
     ) -> None:
         self.name = name
         self.results_by_partition = [] if results_by_partition is NEW else results_by_partition
+        self._unknown_tags = None
 
 
 class AddPartitionsToTxnPartitionResult(Struct):
@@ -156,6 +162,7 @@ class AddPartitionsToTxnPartitionResult(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.partition_error_code = partition_error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

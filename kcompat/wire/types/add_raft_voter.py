@@ -39,6 +39,7 @@ class AddRaftVoterRequest(Struct):
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is NEW else listeners
         self.ack_when_committed = ack_when_committed
+        self._unknown_tags = None
 
 
 class Listener(Struct):
@@ -60,6 +61,7 @@ class Listener(Struct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 class AddRaftVoterResponse(Struct):
@@ -81,6 +83,7 @@ class AddRaftVoterResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

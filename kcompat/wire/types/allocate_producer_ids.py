@@ -24,6 +24,7 @@ class AllocateProducerIdsRequest(Struct):
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
+        self._unknown_tags = None
 
 
 class AllocateProducerIdsResponse(Struct):
@@ -48,6 +49,7 @@ class AllocateProducerIdsResponse(Struct):
         self.error_code = error_code
         self.producer_id_start = producer_id_start
         self.producer_id_len = producer_id_len
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

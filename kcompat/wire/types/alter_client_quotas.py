@@ -24,6 +24,7 @@ class AlterClientQuotasRequest(Struct):
     ) -> None:
         self.entries = [] if entries is NEW else entries
         self.validate_only = validate_only
+        self._unknown_tags = None
 
 
 class AlterClientQuotasRequestEntryData(Struct):
@@ -42,6 +43,7 @@ class AlterClientQuotasRequestEntryData(Struct):
     ) -> None:
         self.entity = [] if entity is NEW else entity
         self.ops = [] if ops is NEW else ops
+        self._unknown_tags = None
 
 
 class EntityData(Struct):
@@ -60,6 +62,7 @@ class EntityData(Struct):
     ) -> None:
         self.entity_type = entity_type
         self.entity_name = entity_name
+        self._unknown_tags = None
 
 
 class OpData(Struct):
@@ -81,6 +84,7 @@ class OpData(Struct):
         self.key = key
         self.value = value
         self.remove = remove
+        self._unknown_tags = None
 
 
 class AlterClientQuotasResponse(Struct):
@@ -99,6 +103,7 @@ class AlterClientQuotasResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.entries = [] if entries is NEW else entries
+        self._unknown_tags = None
 
 
 class AlterClientQuotasResponseEntryData(Struct):
@@ -120,6 +125,7 @@ class AlterClientQuotasResponseEntryData(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.entity = [] if entity is NEW else entity
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -24,6 +24,7 @@ class AlterConfigsRequest(Struct):
     ) -> None:
         self.resources = [] if resources is NEW else resources
         self.validate_only = validate_only
+        self._unknown_tags = None
 
 
 class AlterConfigsResource(Struct):
@@ -45,6 +46,7 @@ class AlterConfigsResource(Struct):
         self.resource_type = resource_type
         self.resource_name = resource_name
         self.configs = [] if configs is NEW else configs
+        self._unknown_tags = None
 
 
 class AlterableConfig(Struct):
@@ -63,6 +65,7 @@ class AlterableConfig(Struct):
     ) -> None:
         self.name = name
         self.value = value
+        self._unknown_tags = None
 
 
 class AlterConfigsResponse(Struct):
@@ -81,6 +84,7 @@ class AlterConfigsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is NEW else responses
+        self._unknown_tags = None
 
 
 class AlterConfigsResourceResponse(Struct):
@@ -105,6 +109,7 @@ class AlterConfigsResourceResponse(Struct):
         self.error_message = error_message
         self.resource_type = resource_type
         self.resource_name = resource_name
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -30,6 +30,7 @@ class AlterPartitionRequest(Struct):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class AlterPartitionRequestTopicData(Struct):
@@ -48,6 +49,7 @@ class AlterPartitionRequestTopicData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AlterPartitionRequestPartitionData(Struct):
@@ -78,6 +80,7 @@ class AlterPartitionRequestPartitionData(Struct):
         self.new_isr_with_epochs = [] if new_isr_with_epochs is NEW else new_isr_with_epochs
         self.leader_recovery_state = leader_recovery_state
         self.partition_epoch = partition_epoch
+        self._unknown_tags = None
 
 
 class BrokerState(Struct):
@@ -96,6 +99,7 @@ class BrokerState(Struct):
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
+        self._unknown_tags = None
 
 
 class AlterPartitionResponse(Struct):
@@ -117,6 +121,7 @@ class AlterPartitionResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class AlterPartitionResponseTopicData(Struct):
@@ -135,6 +140,7 @@ class AlterPartitionResponseTopicData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AlterPartitionResponsePartitionData(Struct):
@@ -168,6 +174,7 @@ class AlterPartitionResponsePartitionData(Struct):
         self.isr = [] if isr is NEW else isr
         self.leader_recovery_state = leader_recovery_state
         self.partition_epoch = partition_epoch
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

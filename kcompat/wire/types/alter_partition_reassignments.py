@@ -27,6 +27,7 @@ class AlterPartitionReassignmentsRequest(Struct):
         self.timeout_ms = timeout_ms
         self.allow_replication_factor_change = allow_replication_factor_change
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class ReassignableTopic(Struct):
@@ -45,6 +46,7 @@ class ReassignableTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ReassignablePartition(Struct):
@@ -63,6 +65,7 @@ class ReassignablePartition(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.replicas = replicas
+        self._unknown_tags = None
 
 
 class AlterPartitionReassignmentsResponse(Struct):
@@ -90,6 +93,7 @@ class AlterPartitionReassignmentsResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is NEW else responses
+        self._unknown_tags = None
 
 
 class ReassignableTopicResponse(Struct):
@@ -108,6 +112,7 @@ class ReassignableTopicResponse(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ReassignablePartitionResponse(Struct):
@@ -129,6 +134,7 @@ class ReassignablePartitionResponse(Struct):
         self.partition_index = partition_index
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

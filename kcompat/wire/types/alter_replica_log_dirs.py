@@ -21,6 +21,7 @@ class AlterReplicaLogDirsRequest(Struct):
         dirs: list[AlterReplicaLogDir] = NEW,
     ) -> None:
         self.dirs = [] if dirs is NEW else dirs
+        self._unknown_tags = None
 
 
 class AlterReplicaLogDir(Struct):
@@ -39,6 +40,7 @@ class AlterReplicaLogDir(Struct):
     ) -> None:
         self.path = path
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class AlterReplicaLogDirTopic(Struct):
@@ -57,6 +59,7 @@ class AlterReplicaLogDirTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AlterReplicaLogDirsResponse(Struct):
@@ -75,6 +78,7 @@ class AlterReplicaLogDirsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class AlterReplicaLogDirTopicResult(Struct):
@@ -93,6 +97,7 @@ class AlterReplicaLogDirTopicResult(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AlterReplicaLogDirPartitionResult(Struct):
@@ -111,6 +116,7 @@ class AlterReplicaLogDirPartitionResult(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

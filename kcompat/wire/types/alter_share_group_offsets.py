@@ -27,6 +27,7 @@ class AlterShareGroupOffsetsRequest(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class AlterShareGroupOffsetsRequestTopic(Struct):
@@ -45,6 +46,7 @@ class AlterShareGroupOffsetsRequestTopic(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AlterShareGroupOffsetsRequestPartition(Struct):
@@ -63,6 +65,7 @@ class AlterShareGroupOffsetsRequestPartition(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.start_offset = start_offset
+        self._unknown_tags = None
 
 
 class AlterShareGroupOffsetsResponse(Struct):
@@ -87,6 +90,7 @@ class AlterShareGroupOffsetsResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is NEW else responses
+        self._unknown_tags = None
 
 
 class AlterShareGroupOffsetsResponseTopic(Struct):
@@ -108,6 +112,7 @@ class AlterShareGroupOffsetsResponseTopic(Struct):
         self.topic_name = topic_name
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AlterShareGroupOffsetsResponsePartition(Struct):
@@ -129,6 +134,7 @@ class AlterShareGroupOffsetsResponsePartition(Struct):
         self.partition_index = partition_index
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -24,6 +24,7 @@ class AlterUserScramCredentialsRequest(Struct):
     ) -> None:
         self.deletions = [] if deletions is NEW else deletions
         self.upsertions = [] if upsertions is NEW else upsertions
+        self._unknown_tags = None
 
 
 class ScramCredentialDeletion(Struct):
@@ -42,6 +43,7 @@ class ScramCredentialDeletion(Struct):
     ) -> None:
         self.name = name
         self.mechanism = mechanism
+        self._unknown_tags = None
 
 
 class ScramCredentialUpsertion(Struct):
@@ -69,6 +71,7 @@ class ScramCredentialUpsertion(Struct):
         self.iterations = iterations
         self.salt = salt
         self.salted_password = salted_password
+        self._unknown_tags = None
 
 
 class AlterUserScramCredentialsResponse(Struct):
@@ -87,6 +90,7 @@ class AlterUserScramCredentialsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class AlterUserScramCredentialsResult(Struct):
@@ -108,6 +112,7 @@ class AlterUserScramCredentialsResult(Struct):
         self.user = user
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

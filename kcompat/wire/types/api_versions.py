@@ -24,6 +24,7 @@ class ApiVersionsRequest(Struct):
     ) -> None:
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
+        self._unknown_tags = None
 
 
 class ApiVersionsResponse(Struct):
@@ -57,6 +58,7 @@ class ApiVersionsResponse(Struct):
         self.finalized_features_epoch = finalized_features_epoch
         self.finalized_features = [] if finalized_features is NEW else finalized_features
         self.zk_migration_ready = zk_migration_ready
+        self._unknown_tags = None
 
 
 class ApiVersion(Struct):
@@ -78,6 +80,7 @@ class ApiVersion(Struct):
         self.api_key = api_key
         self.min_version = min_version
         self.max_version = max_version
+        self._unknown_tags = None
 
 
 class SupportedFeatureKey(Struct):
@@ -99,6 +102,7 @@ class SupportedFeatureKey(Struct):
         self.name = name
         self.min_version = min_version
         self.max_version = max_version
+        self._unknown_tags = None
 
 
 class FinalizedFeatureKey(Struct):
@@ -120,6 +124,7 @@ class FinalizedFeatureKey(Struct):
         self.name = name
         self.max_version_level = max_version_level
         self.min_version_level = min_version_level
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

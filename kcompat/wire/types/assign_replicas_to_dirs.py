@@ -30,6 +30,7 @@ class AssignReplicasToDirsRequest(Struct):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.directories = [] if directories is NEW else directories
+        self._unknown_tags = None
 
 
 class AssignReplicasToDirsRequestDirectoryData(Struct):
@@ -48,6 +49,7 @@ class AssignReplicasToDirsRequestDirectoryData(Struct):
     ) -> None:
         self.id = id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class AssignReplicasToDirsRequestTopicData(Struct):
@@ -66,6 +68,7 @@ class AssignReplicasToDirsRequestTopicData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AssignReplicasToDirsRequestPartitionData(Struct):
@@ -81,6 +84,7 @@ class AssignReplicasToDirsRequestPartitionData(Struct):
         partition_index: int = 0,
     ) -> None:
         self.partition_index = partition_index
+        self._unknown_tags = None
 
 
 class AssignReplicasToDirsResponse(Struct):
@@ -102,6 +106,7 @@ class AssignReplicasToDirsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.directories = [] if directories is NEW else directories
+        self._unknown_tags = None
 
 
 class AssignReplicasToDirsResponseDirectoryData(Struct):
@@ -120,6 +125,7 @@ class AssignReplicasToDirsResponseDirectoryData(Struct):
     ) -> None:
         self.id = id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class AssignReplicasToDirsResponseTopicData(Struct):
@@ -138,6 +144,7 @@ class AssignReplicasToDirsResponseTopicData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AssignReplicasToDirsResponsePartitionData(Struct):
@@ -156,6 +163,7 @@ class AssignReplicasToDirsResponsePartitionData(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

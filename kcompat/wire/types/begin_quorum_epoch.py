@@ -33,6 +33,7 @@ class BeginQuorumEpochRequest(Struct):
         self.voter_id = voter_id
         self.topics = [] if topics is NEW else topics
         self.leader_endpoints = [] if leader_endpoints is NEW else leader_endpoints
+        self._unknown_tags = None
 
 
 class BeginQuorumEpochRequestTopicData(Struct):
@@ -51,6 +52,7 @@ class BeginQuorumEpochRequestTopicData(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class BeginQuorumEpochRequestPartitionData(Struct):
@@ -75,6 +77,7 @@ class BeginQuorumEpochRequestPartitionData(Struct):
         self.voter_directory_id = voter_directory_id
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class LeaderEndpoint(Struct):
@@ -96,6 +99,7 @@ class LeaderEndpoint(Struct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 class BeginQuorumEpochResponse(Struct):
@@ -117,6 +121,7 @@ class BeginQuorumEpochResponse(Struct):
         self.error_code = error_code
         self.topics = [] if topics is NEW else topics
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
+        self._unknown_tags = None
 
 
 class BeginQuorumEpochResponseTopicData(Struct):
@@ -135,6 +140,7 @@ class BeginQuorumEpochResponseTopicData(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class BeginQuorumEpochResponsePartitionData(Struct):
@@ -159,6 +165,7 @@ class BeginQuorumEpochResponsePartitionData(Struct):
         self.error_code = error_code
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class NodeEndpoint(Struct):
@@ -180,6 +187,7 @@ class NodeEndpoint(Struct):
         self.node_id = node_id
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

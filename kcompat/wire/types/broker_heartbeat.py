@@ -41,6 +41,7 @@ class BrokerHeartbeatRequest(Struct):
         self.want_shut_down = want_shut_down
         self.offline_log_dirs = [] if offline_log_dirs is NEW else offline_log_dirs
         self.cordoned_log_dirs = cordoned_log_dirs
+        self._unknown_tags = None
 
 
 class BrokerHeartbeatResponse(Struct):
@@ -68,6 +69,7 @@ class BrokerHeartbeatResponse(Struct):
         self.is_caught_up = is_caught_up
         self.is_fenced = is_fenced
         self.should_shut_down = should_shut_down
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

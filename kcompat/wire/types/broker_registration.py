@@ -48,6 +48,7 @@ class BrokerRegistrationRequest(Struct):
         self.is_migrating_zk_broker = is_migrating_zk_broker
         self.log_dirs = [] if log_dirs is NEW else log_dirs
         self.previous_broker_epoch = previous_broker_epoch
+        self._unknown_tags = None
 
 
 class Listener(Struct):
@@ -72,6 +73,7 @@ class Listener(Struct):
         self.host = host
         self.port = port
         self.security_protocol = security_protocol
+        self._unknown_tags = None
 
 
 class Feature(Struct):
@@ -93,6 +95,7 @@ class Feature(Struct):
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tags = None
 
 
 class BrokerRegistrationResponse(Struct):
@@ -114,6 +117,7 @@ class BrokerRegistrationResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.broker_epoch = broker_epoch
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -27,6 +27,7 @@ class ConsumerGroupDescribeRequest(Struct):
     ) -> None:
         self.group_ids = [] if group_ids is NEW else group_ids
         self.include_authorized_operations = include_authorized_operations
+        self._unknown_tags = None
 
 
 class ConsumerGroupDescribeResponse(Struct):
@@ -45,6 +46,7 @@ class ConsumerGroupDescribeResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is NEW else groups
+        self._unknown_tags = None
 
 
 class DescribedGroup(Struct):
@@ -84,6 +86,7 @@ class DescribedGroup(Struct):
         self.assignor_name = assignor_name
         self.members = [] if members is NEW else members
         self.authorized_operations = authorized_operations
+        self._unknown_tags = None
 
 
 class Member(Struct):
@@ -129,6 +132,7 @@ class Member(Struct):
         self.assignment = Assignment() if assignment is NEW else assignment
         self.target_assignment = Assignment() if target_assignment is NEW else target_assignment
         self.member_type = member_type
+        self._unknown_tags = None
 
 
 class Assignment(Struct):
@@ -144,6 +148,7 @@ class Assignment(Struct):
         topic_partitions: list[TopicPartitions] = NEW,
     ) -> None:
         self.topic_partitions = [] if topic_partitions is NEW else topic_partitions
+        self._unknown_tags = None
 
 
 class TopicPartitions(Struct):
@@ -165,6 +170,7 @@ class TopicPartitions(Struct):
         self.topic_id = topic_id
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -51,6 +51,7 @@ class ConsumerGroupHeartbeatRequest(Struct):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.server_assignor = server_assignor
         self.topic_partitions = topic_partitions
+        self._unknown_tags = None
 
 
 class TopicPartitions(Struct):
@@ -69,6 +70,7 @@ class TopicPartitions(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ConsumerGroupHeartbeatResponse(Struct):
@@ -102,6 +104,7 @@ class ConsumerGroupHeartbeatResponse(Struct):
         self.member_epoch = member_epoch
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = Assignment() if assignment is NEW else assignment
+        self._unknown_tags = None
 
 
 class Assignment(Struct):
@@ -117,6 +120,7 @@ class Assignment(Struct):
         topic_partitions: list[TopicPartitions] = NEW,
     ) -> None:
         self.topic_partitions = [] if topic_partitions is NEW else topic_partitions
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

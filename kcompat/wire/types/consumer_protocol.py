@@ -33,6 +33,7 @@ class ConsumerProtocolSubscription(Struct):
         self.owned_partitions = [] if owned_partitions is NEW else owned_partitions
         self.generation_id = generation_id
         self.rack_id = rack_id
+        self._unknown_tags = None
 
 
 class ConsumerProtocolSubscriptionTopicPartition(Struct):
@@ -51,6 +52,7 @@ class ConsumerProtocolSubscriptionTopicPartition(Struct):
     ) -> None:
         self.topic = topic
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ConsumerProtocolAssignment(Struct):
@@ -69,6 +71,7 @@ class ConsumerProtocolAssignment(Struct):
     ) -> None:
         self.assigned_partitions = [] if assigned_partitions is NEW else assigned_partitions
         self.user_data = user_data
+        self._unknown_tags = None
 
 
 class ConsumerProtocolAssignmentTopicPartition(Struct):
@@ -87,6 +90,7 @@ class ConsumerProtocolAssignmentTopicPartition(Struct):
     ) -> None:
         self.topic = topic
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -36,6 +36,7 @@ class ControllerRegistrationRequest(Struct):
         self.zk_migration_ready = zk_migration_ready
         self.listeners = [] if listeners is NEW else listeners
         self.features = [] if features is NEW else features
+        self._unknown_tags = None
 
 
 class Listener(Struct):
@@ -60,6 +61,7 @@ class Listener(Struct):
         self.host = host
         self.port = port
         self.security_protocol = security_protocol
+        self._unknown_tags = None
 
 
 class Feature(Struct):
@@ -81,6 +83,7 @@ class Feature(Struct):
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tags = None
 
 
 class ControllerRegistrationResponse(Struct):
@@ -102,6 +105,7 @@ class ControllerRegistrationResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

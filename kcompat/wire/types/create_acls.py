@@ -21,6 +21,7 @@ class CreateAclsRequest(Struct):
         creations: list[AclCreation] = NEW,
     ) -> None:
         self.creations = [] if creations is NEW else creations
+        self._unknown_tags = None
 
 
 class AclCreation(Struct):
@@ -54,6 +55,7 @@ class AclCreation(Struct):
         self.host = host
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tags = None
 
 
 class CreateAclsResponse(Struct):
@@ -72,6 +74,7 @@ class CreateAclsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class AclCreationResult(Struct):
@@ -90,6 +93,7 @@ class AclCreationResult(Struct):
     ) -> None:
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -30,6 +30,7 @@ class CreateDelegationTokenRequest(Struct):
         self.owner_principal_name = owner_principal_name
         self.renewers = [] if renewers is NEW else renewers
         self.max_lifetime_ms = max_lifetime_ms
+        self._unknown_tags = None
 
 
 class CreatableRenewers(Struct):
@@ -48,6 +49,7 @@ class CreatableRenewers(Struct):
     ) -> None:
         self.principal_type = principal_type
         self.principal_name = principal_name
+        self._unknown_tags = None
 
 
 class CreateDelegationTokenResponse(Struct):
@@ -93,6 +95,7 @@ class CreateDelegationTokenResponse(Struct):
         self.token_id = token_id
         self.hmac = hmac
         self.throttle_time_ms = throttle_time_ms
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

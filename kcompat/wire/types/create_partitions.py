@@ -27,6 +27,7 @@ class CreatePartitionsRequest(Struct):
         self.topics = [] if topics is NEW else topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
+        self._unknown_tags = None
 
 
 class CreatePartitionsTopic(Struct):
@@ -48,6 +49,7 @@ class CreatePartitionsTopic(Struct):
         self.name = name
         self.count = count
         self.assignments = [] if assignments is NEW else assignments
+        self._unknown_tags = None
 
 
 class CreatePartitionsAssignment(Struct):
@@ -63,6 +65,7 @@ class CreatePartitionsAssignment(Struct):
         broker_ids: list[int] = NEW,
     ) -> None:
         self.broker_ids = [] if broker_ids is NEW else broker_ids
+        self._unknown_tags = None
 
 
 class CreatePartitionsResponse(Struct):
@@ -81,6 +84,7 @@ class CreatePartitionsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class CreatePartitionsTopicResult(Struct):
@@ -102,6 +106,7 @@ class CreatePartitionsTopicResult(Struct):
         self.name = name
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

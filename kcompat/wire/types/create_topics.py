@@ -30,6 +30,7 @@ class CreateTopicsRequest(Struct):
         self.topics = [] if topics is NEW else topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
+        self._unknown_tags = None
 
 
 class CreatableTopic(Struct):
@@ -57,6 +58,7 @@ class CreatableTopic(Struct):
         self.replication_factor = replication_factor
         self.assignments = [] if assignments is NEW else assignments
         self.configs = [] if configs is NEW else configs
+        self._unknown_tags = None
 
 
 class CreatableReplicaAssignment(Struct):
@@ -75,6 +77,7 @@ class CreatableReplicaAssignment(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.broker_ids = [] if broker_ids is NEW else broker_ids
+        self._unknown_tags = None
 
 
 class CreatableTopicConfig(Struct):
@@ -93,6 +96,7 @@ class CreatableTopicConfig(Struct):
     ) -> None:
         self.name = name
         self.value = value
+        self._unknown_tags = None
 
 
 class CreateTopicsResponse(Struct):
@@ -111,6 +115,7 @@ class CreateTopicsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class CreatableTopicResult(Struct):
@@ -147,6 +152,7 @@ class CreatableTopicResult(Struct):
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
         self.configs = [] if configs is NEW else configs
+        self._unknown_tags = None
 
 
 class CreatableTopicConfigs(Struct):
@@ -174,6 +180,7 @@ class CreatableTopicConfigs(Struct):
         self.read_only = read_only
         self.config_source = config_source
         self.is_sensitive = is_sensitive
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -21,6 +21,7 @@ class DeleteAclsRequest(Struct):
         filters: list[DeleteAclsFilter] = NEW,
     ) -> None:
         self.filters = [] if filters is NEW else filters
+        self._unknown_tags = None
 
 
 class DeleteAclsFilter(Struct):
@@ -54,6 +55,7 @@ class DeleteAclsFilter(Struct):
         self.host_filter = host_filter
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tags = None
 
 
 class DeleteAclsResponse(Struct):
@@ -72,6 +74,7 @@ class DeleteAclsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.filter_results = [] if filter_results is NEW else filter_results
+        self._unknown_tags = None
 
 
 class DeleteAclsFilterResult(Struct):
@@ -93,6 +96,7 @@ class DeleteAclsFilterResult(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.matching_acls = [] if matching_acls is NEW else matching_acls
+        self._unknown_tags = None
 
 
 class DeleteAclsMatchingAcl(Struct):
@@ -132,6 +136,7 @@ class DeleteAclsMatchingAcl(Struct):
         self.host = host
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

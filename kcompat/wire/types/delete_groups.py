@@ -21,6 +21,7 @@ class DeleteGroupsRequest(Struct):
         groups_names: list[str] = NEW,
     ) -> None:
         self.groups_names = [] if groups_names is NEW else groups_names
+        self._unknown_tags = None
 
 
 class DeleteGroupsResponse(Struct):
@@ -39,6 +40,7 @@ class DeleteGroupsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class DeletableGroupResult(Struct):
@@ -57,6 +59,7 @@ class DeletableGroupResult(Struct):
     ) -> None:
         self.group_id = group_id
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

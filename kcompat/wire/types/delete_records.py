@@ -24,6 +24,7 @@ class DeleteRecordsRequest(Struct):
     ) -> None:
         self.topics = [] if topics is NEW else topics
         self.timeout_ms = timeout_ms
+        self._unknown_tags = None
 
 
 class DeleteRecordsTopic(Struct):
@@ -42,6 +43,7 @@ class DeleteRecordsTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class DeleteRecordsPartition(Struct):
@@ -60,6 +62,7 @@ class DeleteRecordsPartition(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.offset = offset
+        self._unknown_tags = None
 
 
 class DeleteRecordsResponse(Struct):
@@ -78,6 +81,7 @@ class DeleteRecordsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class DeleteRecordsTopicResult(Struct):
@@ -96,6 +100,7 @@ class DeleteRecordsTopicResult(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class DeleteRecordsPartitionResult(Struct):
@@ -117,6 +122,7 @@ class DeleteRecordsPartitionResult(Struct):
         self.partition_index = partition_index
         self.low_watermark = low_watermark
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

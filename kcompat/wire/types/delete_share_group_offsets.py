@@ -27,6 +27,7 @@ class DeleteShareGroupOffsetsRequest(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class DeleteShareGroupOffsetsRequestTopic(Struct):
@@ -42,6 +43,7 @@ class DeleteShareGroupOffsetsRequestTopic(Struct):
         topic_name: str = "",
     ) -> None:
         self.topic_name = topic_name
+        self._unknown_tags = None
 
 
 class DeleteShareGroupOffsetsResponse(Struct):
@@ -66,6 +68,7 @@ class DeleteShareGroupOffsetsResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is NEW else responses
+        self._unknown_tags = None
 
 
 class DeleteShareGroupOffsetsResponseTopic(Struct):
@@ -90,6 +93,7 @@ class DeleteShareGroupOffsetsResponseTopic(Struct):
         self.topic_id = topic_id
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

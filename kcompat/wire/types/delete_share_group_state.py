@@ -27,6 +27,7 @@ class DeleteShareGroupStateRequest(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class DeleteStateData(Struct):
@@ -45,6 +46,7 @@ class DeleteStateData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionData(Struct):
@@ -60,6 +62,7 @@ class PartitionData(Struct):
         partition: int = 0,
     ) -> None:
         self.partition = partition
+        self._unknown_tags = None
 
 
 class DeleteShareGroupStateResponse(Struct):
@@ -75,6 +78,7 @@ class DeleteShareGroupStateResponse(Struct):
         results: list[DeleteStateResult] = NEW,
     ) -> None:
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class DeleteStateResult(Struct):
@@ -93,6 +97,7 @@ class DeleteStateResult(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionResult(Struct):
@@ -114,6 +119,7 @@ class PartitionResult(Struct):
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -30,6 +30,7 @@ class DeleteTopicsRequest(Struct):
         self.topics = [] if topics is NEW else topics
         self.topic_names = [] if topic_names is NEW else topic_names
         self.timeout_ms = timeout_ms
+        self._unknown_tags = None
 
 
 class DeleteTopicState(Struct):
@@ -48,6 +49,7 @@ class DeleteTopicState(Struct):
     ) -> None:
         self.name = name
         self.topic_id = topic_id
+        self._unknown_tags = None
 
 
 class DeleteTopicsResponse(Struct):
@@ -66,6 +68,7 @@ class DeleteTopicsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is NEW else responses
+        self._unknown_tags = None
 
 
 class DeletableTopicResult(Struct):
@@ -90,6 +93,7 @@ class DeletableTopicResult(Struct):
         self.topic_id = topic_id
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -39,6 +39,7 @@ class DescribeAclsRequest(Struct):
         self.host_filter = host_filter
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tags = None
 
 
 class DescribeAclsResponse(Struct):
@@ -63,6 +64,7 @@ class DescribeAclsResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.resources = [] if resources is NEW else resources
+        self._unknown_tags = None
 
 
 class DescribeAclsResource(Struct):
@@ -87,6 +89,7 @@ class DescribeAclsResource(Struct):
         self.resource_name = resource_name
         self.pattern_type = pattern_type
         self.acls = [] if acls is NEW else acls
+        self._unknown_tags = None
 
 
 class AclDescription(Struct):
@@ -111,6 +114,7 @@ class AclDescription(Struct):
         self.host = host
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

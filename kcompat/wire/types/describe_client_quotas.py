@@ -24,6 +24,7 @@ class DescribeClientQuotasRequest(Struct):
     ) -> None:
         self.components = [] if components is NEW else components
         self.strict = strict
+        self._unknown_tags = None
 
 
 class ComponentData(Struct):
@@ -45,6 +46,7 @@ class ComponentData(Struct):
         self.entity_type = entity_type
         self.match_type = match_type
         self.match = match
+        self._unknown_tags = None
 
 
 class DescribeClientQuotasResponse(Struct):
@@ -69,6 +71,7 @@ class DescribeClientQuotasResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.entries = [] if entries is NEW else entries
+        self._unknown_tags = None
 
 
 class EntryData(Struct):
@@ -87,6 +90,7 @@ class EntryData(Struct):
     ) -> None:
         self.entity = [] if entity is NEW else entity
         self.values = [] if values is NEW else values
+        self._unknown_tags = None
 
 
 class EntityData(Struct):
@@ -105,6 +109,7 @@ class EntityData(Struct):
     ) -> None:
         self.entity_type = entity_type
         self.entity_name = entity_name
+        self._unknown_tags = None
 
 
 class ValueData(Struct):
@@ -123,6 +128,7 @@ class ValueData(Struct):
     ) -> None:
         self.key = key
         self.value = value
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

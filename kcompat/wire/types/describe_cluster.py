@@ -27,6 +27,7 @@ class DescribeClusterRequest(Struct):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
         self.include_fenced_brokers = include_fenced_brokers
+        self._unknown_tags = None
 
 
 class DescribeClusterResponse(Struct):
@@ -63,6 +64,7 @@ class DescribeClusterResponse(Struct):
         self.controller_id = controller_id
         self.brokers = [] if brokers is NEW else brokers
         self.cluster_authorized_operations = cluster_authorized_operations
+        self._unknown_tags = None
 
 
 class DescribeClusterBroker(Struct):
@@ -90,6 +92,7 @@ class DescribeClusterBroker(Struct):
         self.port = port
         self.rack = rack
         self.is_fenced = is_fenced
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -27,6 +27,7 @@ class DescribeConfigsRequest(Struct):
         self.resources = [] if resources is NEW else resources
         self.include_synonyms = include_synonyms
         self.include_documentation = include_documentation
+        self._unknown_tags = None
 
 
 class DescribeConfigsResource(Struct):
@@ -48,6 +49,7 @@ class DescribeConfigsResource(Struct):
         self.resource_type = resource_type
         self.resource_name = resource_name
         self.configuration_keys = [] if configuration_keys is NEW else configuration_keys
+        self._unknown_tags = None
 
 
 class DescribeConfigsResponse(Struct):
@@ -66,6 +68,7 @@ class DescribeConfigsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class DescribeConfigsResult(Struct):
@@ -93,6 +96,7 @@ class DescribeConfigsResult(Struct):
         self.resource_type = resource_type
         self.resource_name = resource_name
         self.configs = [] if configs is NEW else configs
+        self._unknown_tags = None
 
 
 class DescribeConfigsResourceResult(Struct):
@@ -129,6 +133,7 @@ class DescribeConfigsResourceResult(Struct):
         self.synonyms = [] if synonyms is NEW else synonyms
         self.config_type = config_type
         self.documentation = documentation
+        self._unknown_tags = None
 
 
 class DescribeConfigsSynonym(Struct):
@@ -150,6 +155,7 @@ class DescribeConfigsSynonym(Struct):
         self.name = name
         self.value = value
         self.source = source
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

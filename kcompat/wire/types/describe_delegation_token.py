@@ -21,6 +21,7 @@ class DescribeDelegationTokenRequest(Struct):
         owners: list[DescribeDelegationTokenOwner] | None = NEW,
     ) -> None:
         self.owners = [] if owners is NEW else owners
+        self._unknown_tags = None
 
 
 class DescribeDelegationTokenOwner(Struct):
@@ -39,6 +40,7 @@ class DescribeDelegationTokenOwner(Struct):
     ) -> None:
         self.principal_type = principal_type
         self.principal_name = principal_name
+        self._unknown_tags = None
 
 
 class DescribeDelegationTokenResponse(Struct):
@@ -60,6 +62,7 @@ class DescribeDelegationTokenResponse(Struct):
         self.error_code = error_code
         self.tokens = [] if tokens is NEW else tokens
         self.throttle_time_ms = throttle_time_ms
+        self._unknown_tags = None
 
 
 class DescribedDelegationToken(Struct):
@@ -102,6 +105,7 @@ class DescribedDelegationToken(Struct):
         self.token_id = token_id
         self.hmac = hmac
         self.renewers = [] if renewers is NEW else renewers
+        self._unknown_tags = None
 
 
 class DescribedDelegationTokenRenewer(Struct):
@@ -120,6 +124,7 @@ class DescribedDelegationTokenRenewer(Struct):
     ) -> None:
         self.principal_type = principal_type
         self.principal_name = principal_name
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -24,6 +24,7 @@ class DescribeGroupsRequest(Struct):
     ) -> None:
         self.groups = [] if groups is NEW else groups
         self.include_authorized_operations = include_authorized_operations
+        self._unknown_tags = None
 
 
 class DescribeGroupsResponse(Struct):
@@ -42,6 +43,7 @@ class DescribeGroupsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is NEW else groups
+        self._unknown_tags = None
 
 
 class DescribedGroup(Struct):
@@ -78,6 +80,7 @@ class DescribedGroup(Struct):
         self.protocol_data = protocol_data
         self.members = [] if members is NEW else members
         self.authorized_operations = authorized_operations
+        self._unknown_tags = None
 
 
 class DescribedGroupMember(Struct):
@@ -108,6 +111,7 @@ class DescribedGroupMember(Struct):
         self.client_host = client_host
         self.member_metadata = member_metadata
         self.member_assignment = member_assignment
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -21,6 +21,7 @@ class DescribeLogDirsRequest(Struct):
         topics: list[DescribableLogDirTopic] | None = NEW,
     ) -> None:
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class DescribableLogDirTopic(Struct):
@@ -39,6 +40,7 @@ class DescribableLogDirTopic(Struct):
     ) -> None:
         self.topic = topic
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class DescribeLogDirsResponse(Struct):
@@ -60,6 +62,7 @@ class DescribeLogDirsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class DescribeLogDirsResult(Struct):
@@ -90,6 +93,7 @@ class DescribeLogDirsResult(Struct):
         self.total_bytes = total_bytes
         self.usable_bytes = usable_bytes
         self.is_cordoned = is_cordoned
+        self._unknown_tags = None
 
 
 class DescribeLogDirsTopic(Struct):
@@ -108,6 +112,7 @@ class DescribeLogDirsTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class DescribeLogDirsPartition(Struct):
@@ -132,6 +137,7 @@ class DescribeLogDirsPartition(Struct):
         self.partition_size = partition_size
         self.offset_lag = offset_lag
         self.is_future_key = is_future_key
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

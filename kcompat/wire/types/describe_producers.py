@@ -21,6 +21,7 @@ class DescribeProducersRequest(Struct):
         topics: list[TopicRequest] = NEW,
     ) -> None:
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class TopicRequest(Struct):
@@ -39,6 +40,7 @@ class TopicRequest(Struct):
     ) -> None:
         self.name = name
         self.partition_indexes = [] if partition_indexes is NEW else partition_indexes
+        self._unknown_tags = None
 
 
 class DescribeProducersResponse(Struct):
@@ -57,6 +59,7 @@ class DescribeProducersResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class TopicResponse(Struct):
@@ -75,6 +78,7 @@ class TopicResponse(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionResponse(Struct):
@@ -99,6 +103,7 @@ class PartitionResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.active_producers = [] if active_producers is NEW else active_producers
+        self._unknown_tags = None
 
 
 class ProducerState(Struct):
@@ -129,6 +134,7 @@ class ProducerState(Struct):
         self.last_timestamp = last_timestamp
         self.coordinator_epoch = coordinator_epoch
         self.current_txn_start_offset = current_txn_start_offset
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

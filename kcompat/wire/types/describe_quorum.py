@@ -24,6 +24,7 @@ class DescribeQuorumRequest(Struct):
         topics: list[DescribeQuorumRequestTopicData] = NEW,
     ) -> None:
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class DescribeQuorumRequestTopicData(Struct):
@@ -42,6 +43,7 @@ class DescribeQuorumRequestTopicData(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class DescribeQuorumRequestPartitionData(Struct):
@@ -57,6 +59,7 @@ class DescribeQuorumRequestPartitionData(Struct):
         partition_index: int = 0,
     ) -> None:
         self.partition_index = partition_index
+        self._unknown_tags = None
 
 
 class DescribeQuorumResponse(Struct):
@@ -81,6 +84,7 @@ class DescribeQuorumResponse(Struct):
         self.error_message = error_message
         self.topics = [] if topics is NEW else topics
         self.nodes = [] if nodes is NEW else nodes
+        self._unknown_tags = None
 
 
 class DescribeQuorumResponseTopicData(Struct):
@@ -99,6 +103,7 @@ class DescribeQuorumResponseTopicData(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class DescribeQuorumResponsePartitionData(Struct):
@@ -135,6 +140,7 @@ class DescribeQuorumResponsePartitionData(Struct):
         self.high_watermark = high_watermark
         self.current_voters = [] if current_voters is NEW else current_voters
         self.observers = [] if observers is NEW else observers
+        self._unknown_tags = None
 
 
 class ReplicaState(Struct):
@@ -162,6 +168,7 @@ class ReplicaState(Struct):
         self.log_end_offset = log_end_offset
         self.last_fetch_timestamp = last_fetch_timestamp
         self.last_caught_up_timestamp = last_caught_up_timestamp
+        self._unknown_tags = None
 
 
 class Node(Struct):
@@ -180,6 +187,7 @@ class Node(Struct):
     ) -> None:
         self.node_id = node_id
         self.listeners = [] if listeners is NEW else listeners
+        self._unknown_tags = None
 
 
 class Listener(Struct):
@@ -201,6 +209,7 @@ class Listener(Struct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -24,6 +24,7 @@ class DescribeShareGroupOffsetsRequest(Struct):
         groups: list[DescribeShareGroupOffsetsRequestGroup] = NEW,
     ) -> None:
         self.groups = [] if groups is NEW else groups
+        self._unknown_tags = None
 
 
 class DescribeShareGroupOffsetsRequestGroup(Struct):
@@ -42,6 +43,7 @@ class DescribeShareGroupOffsetsRequestGroup(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class DescribeShareGroupOffsetsRequestTopic(Struct):
@@ -60,6 +62,7 @@ class DescribeShareGroupOffsetsRequestTopic(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class DescribeShareGroupOffsetsResponse(Struct):
@@ -78,6 +81,7 @@ class DescribeShareGroupOffsetsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is NEW else groups
+        self._unknown_tags = None
 
 
 class DescribeShareGroupOffsetsResponseGroup(Struct):
@@ -102,6 +106,7 @@ class DescribeShareGroupOffsetsResponseGroup(Struct):
         self.topics = [] if topics is NEW else topics
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 class DescribeShareGroupOffsetsResponseTopic(Struct):
@@ -123,6 +128,7 @@ class DescribeShareGroupOffsetsResponseTopic(Struct):
         self.topic_name = topic_name
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class DescribeShareGroupOffsetsResponsePartition(Struct):
@@ -153,6 +159,7 @@ class DescribeShareGroupOffsetsResponsePartition(Struct):
         self.lag = lag
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

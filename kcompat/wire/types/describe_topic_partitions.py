@@ -30,6 +30,7 @@ class DescribeTopicPartitionsRequest(Struct):
         self.topics = [] if topics is NEW else topics
         self.response_partition_limit = response_partition_limit
         self.cursor = Cursor() if cursor is NEW else cursor
+        self._unknown_tags = None
 
 
 class TopicRequest(Struct):
@@ -45,6 +46,7 @@ class TopicRequest(Struct):
         name: str = "",
     ) -> None:
         self.name = name
+        self._unknown_tags = None
 
 
 class Cursor(Struct):
@@ -63,6 +65,7 @@ class Cursor(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partition_index = partition_index
+        self._unknown_tags = None
 
 
 class DescribeTopicPartitionsResponse(Struct):
@@ -84,6 +87,7 @@ class DescribeTopicPartitionsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
         self.next_cursor = Cursor() if next_cursor is NEW else next_cursor
+        self._unknown_tags = None
 
 
 class DescribeTopicPartitionsResponseTopic(Struct):
@@ -114,6 +118,7 @@ class DescribeTopicPartitionsResponseTopic(Struct):
         self.is_internal = is_internal
         self.partitions = [] if partitions is NEW else partitions
         self.topic_authorized_operations = topic_authorized_operations
+        self._unknown_tags = None
 
 
 class DescribeTopicPartitionsResponsePartition(Struct):
@@ -153,6 +158,7 @@ class DescribeTopicPartitionsResponsePartition(Struct):
         self.eligible_leader_replicas = eligible_leader_replicas
         self.last_known_elr = last_known_elr
         self.offline_replicas = [] if offline_replicas is NEW else offline_replicas
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -21,6 +21,7 @@ class DescribeTransactionsRequest(Struct):
         transactional_ids: list[str] = NEW,
     ) -> None:
         self.transactional_ids = [] if transactional_ids is NEW else transactional_ids
+        self._unknown_tags = None
 
 
 class DescribeTransactionsResponse(Struct):
@@ -39,6 +40,7 @@ class DescribeTransactionsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.transaction_states = [] if transaction_states is NEW else transaction_states
+        self._unknown_tags = None
 
 
 class TransactionState(Struct):
@@ -75,6 +77,7 @@ class TransactionState(Struct):
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class TopicData(Struct):
@@ -93,6 +96,7 @@ class TopicData(Struct):
     ) -> None:
         self.topic = topic
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -21,6 +21,7 @@ class DescribeUserScramCredentialsRequest(Struct):
         users: list[UserName] | None = NEW,
     ) -> None:
         self.users = [] if users is NEW else users
+        self._unknown_tags = None
 
 
 class UserName(Struct):
@@ -36,6 +37,7 @@ class UserName(Struct):
         name: str = "",
     ) -> None:
         self.name = name
+        self._unknown_tags = None
 
 
 class DescribeUserScramCredentialsResponse(Struct):
@@ -60,6 +62,7 @@ class DescribeUserScramCredentialsResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class DescribeUserScramCredentialsResult(Struct):
@@ -84,6 +87,7 @@ class DescribeUserScramCredentialsResult(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.credential_infos = [] if credential_infos is NEW else credential_infos
+        self._unknown_tags = None
 
 
 class CredentialInfo(Struct):
@@ -102,6 +106,7 @@ class CredentialInfo(Struct):
     ) -> None:
         self.mechanism = mechanism
         self.iterations = iterations
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

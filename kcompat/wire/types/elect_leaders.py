@@ -27,6 +27,7 @@ class ElectLeadersRequest(Struct):
         self.election_type = election_type
         self.topic_partitions = [] if topic_partitions is NEW else topic_partitions
         self.timeout_ms = timeout_ms
+        self._unknown_tags = None
 
 
 class TopicPartitions(Struct):
@@ -45,6 +46,7 @@ class TopicPartitions(Struct):
     ) -> None:
         self.topic = topic
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ElectLeadersResponse(Struct):
@@ -66,6 +68,7 @@ class ElectLeadersResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.replica_election_results = [] if replica_election_results is NEW else replica_election_results
+        self._unknown_tags = None
 
 
 class ReplicaElectionResult(Struct):
@@ -84,6 +87,7 @@ class ReplicaElectionResult(Struct):
     ) -> None:
         self.topic = topic
         self.partition_result = [] if partition_result is NEW else partition_result
+        self._unknown_tags = None
 
 
 class PartitionResult(Struct):
@@ -105,6 +109,7 @@ class PartitionResult(Struct):
         self.partition_id = partition_id
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -30,6 +30,7 @@ class EndQuorumEpochRequest(Struct):
         self.cluster_id = cluster_id
         self.topics = [] if topics is NEW else topics
         self.leader_endpoints = [] if leader_endpoints is NEW else leader_endpoints
+        self._unknown_tags = None
 
 
 class EndQuorumEpochRequestTopicData(Struct):
@@ -48,6 +49,7 @@ class EndQuorumEpochRequestTopicData(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class EndQuorumEpochRequestPartitionData(Struct):
@@ -75,6 +77,7 @@ class EndQuorumEpochRequestPartitionData(Struct):
         self.leader_epoch = leader_epoch
         self.preferred_successors = [] if preferred_successors is NEW else preferred_successors
         self.preferred_candidates = [] if preferred_candidates is NEW else preferred_candidates
+        self._unknown_tags = None
 
 
 class ReplicaInfo(Struct):
@@ -93,6 +96,7 @@ class ReplicaInfo(Struct):
     ) -> None:
         self.candidate_id = candidate_id
         self.candidate_directory_id = candidate_directory_id
+        self._unknown_tags = None
 
 
 class LeaderEndpoint(Struct):
@@ -114,6 +118,7 @@ class LeaderEndpoint(Struct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 class EndQuorumEpochResponse(Struct):
@@ -135,6 +140,7 @@ class EndQuorumEpochResponse(Struct):
         self.error_code = error_code
         self.topics = [] if topics is NEW else topics
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
+        self._unknown_tags = None
 
 
 class EndQuorumEpochResponseTopicData(Struct):
@@ -153,6 +159,7 @@ class EndQuorumEpochResponseTopicData(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class EndQuorumEpochResponsePartitionData(Struct):
@@ -177,6 +184,7 @@ class EndQuorumEpochResponsePartitionData(Struct):
         self.error_code = error_code
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class NodeEndpoint(Struct):
@@ -198,6 +206,7 @@ class NodeEndpoint(Struct):
         self.node_id = node_id
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

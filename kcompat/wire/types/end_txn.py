@@ -30,6 +30,7 @@ class EndTxnRequest(Struct):
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.committed = committed
+        self._unknown_tags = None
 
 
 class EndTxnResponse(Struct):
@@ -54,6 +55,7 @@ class EndTxnResponse(Struct):
         self.error_code = error_code
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

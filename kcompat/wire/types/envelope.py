@@ -27,6 +27,7 @@ class EnvelopeRequest(Struct):
         self.request_data = request_data
         self.request_principal = request_principal
         self.client_host_address = client_host_address
+        self._unknown_tags = None
 
 
 class EnvelopeResponse(Struct):
@@ -45,6 +46,7 @@ class EnvelopeResponse(Struct):
     ) -> None:
         self.response_data = response_data
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

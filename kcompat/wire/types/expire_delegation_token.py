@@ -24,6 +24,7 @@ class ExpireDelegationTokenRequest(Struct):
     ) -> None:
         self.hmac = hmac
         self.expiry_time_period_ms = expiry_time_period_ms
+        self._unknown_tags = None
 
 
 class ExpireDelegationTokenResponse(Struct):
@@ -45,6 +46,7 @@ class ExpireDelegationTokenResponse(Struct):
         self.error_code = error_code
         self.expiry_timestamp_ms = expiry_timestamp_ms
         self.throttle_time_ms = throttle_time_ms
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

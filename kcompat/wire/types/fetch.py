@@ -57,6 +57,7 @@ class FetchRequest(Struct):
         self.topics = [] if topics is NEW else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is NEW else forgotten_topics_data
         self.rack_id = rack_id
+        self._unknown_tags = None
 
 
 class ReplicaState(Struct):
@@ -75,6 +76,7 @@ class ReplicaState(Struct):
     ) -> None:
         self.replica_id = replica_id
         self.replica_epoch = replica_epoch
+        self._unknown_tags = None
 
 
 class FetchTopic(Struct):
@@ -96,6 +98,7 @@ class FetchTopic(Struct):
         self.topic = topic
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class FetchPartition(Struct):
@@ -132,6 +135,7 @@ class FetchPartition(Struct):
         self.partition_max_bytes = partition_max_bytes
         self.replica_directory_id = replica_directory_id
         self.high_watermark = high_watermark
+        self._unknown_tags = None
 
 
 class ForgottenTopic(Struct):
@@ -153,6 +157,7 @@ class ForgottenTopic(Struct):
         self.topic = topic
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class FetchResponse(Struct):
@@ -180,6 +185,7 @@ class FetchResponse(Struct):
         self.session_id = session_id
         self.responses = [] if responses is NEW else responses
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
+        self._unknown_tags = None
 
 
 class FetchableTopicResponse(Struct):
@@ -201,6 +207,7 @@ class FetchableTopicResponse(Struct):
         self.topic = topic
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionData(Struct):
@@ -246,6 +253,7 @@ class PartitionData(Struct):
         self.aborted_transactions = [] if aborted_transactions is NEW else aborted_transactions
         self.preferred_read_replica = preferred_read_replica
         self.records = records
+        self._unknown_tags = None
 
 
 class EpochEndOffset(Struct):
@@ -264,6 +272,7 @@ class EpochEndOffset(Struct):
     ) -> None:
         self.epoch = epoch
         self.end_offset = end_offset
+        self._unknown_tags = None
 
 
 class LeaderIdAndEpoch(Struct):
@@ -282,6 +291,7 @@ class LeaderIdAndEpoch(Struct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class SnapshotId(Struct):
@@ -300,6 +310,7 @@ class SnapshotId(Struct):
     ) -> None:
         self.end_offset = end_offset
         self.epoch = epoch
+        self._unknown_tags = None
 
 
 class AbortedTransaction(Struct):
@@ -318,6 +329,7 @@ class AbortedTransaction(Struct):
     ) -> None:
         self.producer_id = producer_id
         self.first_offset = first_offset
+        self._unknown_tags = None
 
 
 class NodeEndpoint(Struct):
@@ -342,6 +354,7 @@ class NodeEndpoint(Struct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -33,6 +33,7 @@ class FetchSnapshotRequest(Struct):
         self.replica_id = replica_id
         self.max_bytes = max_bytes
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class FetchSnapshotRequestTopicSnapshot(Struct):
@@ -51,6 +52,7 @@ class FetchSnapshotRequestTopicSnapshot(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class FetchSnapshotRequestPartitionSnapshot(Struct):
@@ -78,6 +80,7 @@ class FetchSnapshotRequestPartitionSnapshot(Struct):
         self.snapshot_id = SnapshotId() if snapshot_id is NEW else snapshot_id
         self.position = position
         self.replica_directory_id = replica_directory_id
+        self._unknown_tags = None
 
 
 class SnapshotId(Struct):
@@ -96,6 +99,7 @@ class SnapshotId(Struct):
     ) -> None:
         self.end_offset = end_offset
         self.epoch = epoch
+        self._unknown_tags = None
 
 
 class FetchSnapshotResponse(Struct):
@@ -120,6 +124,7 @@ class FetchSnapshotResponse(Struct):
         self.error_code = error_code
         self.topics = [] if topics is NEW else topics
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
+        self._unknown_tags = None
 
 
 class FetchSnapshotResponseTopicSnapshot(Struct):
@@ -138,6 +143,7 @@ class FetchSnapshotResponseTopicSnapshot(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class FetchSnapshotResponsePartitionSnapshot(Struct):
@@ -171,6 +177,7 @@ class FetchSnapshotResponsePartitionSnapshot(Struct):
         self.size = size
         self.position = position
         self.unaligned_records = unaligned_records
+        self._unknown_tags = None
 
 
 class LeaderIdAndEpoch(Struct):
@@ -189,6 +196,7 @@ class LeaderIdAndEpoch(Struct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class NodeEndpoint(Struct):
@@ -210,6 +218,7 @@ class NodeEndpoint(Struct):
         self.node_id = node_id
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

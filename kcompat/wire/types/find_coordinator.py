@@ -27,6 +27,7 @@ class FindCoordinatorRequest(Struct):
         self.key = key
         self.key_type = key_type
         self.coordinator_keys = [] if coordinator_keys is NEW else coordinator_keys
+        self._unknown_tags = None
 
 
 class FindCoordinatorResponse(Struct):
@@ -60,6 +61,7 @@ class FindCoordinatorResponse(Struct):
         self.host = host
         self.port = port
         self.coordinators = [] if coordinators is NEW else coordinators
+        self._unknown_tags = None
 
 
 class Coordinator(Struct):
@@ -90,6 +92,7 @@ class Coordinator(Struct):
         self.port = port
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

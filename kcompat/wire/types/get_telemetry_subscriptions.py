@@ -24,6 +24,7 @@ class GetTelemetrySubscriptionsRequest(Struct):
         client_instance_id: UUID = ZERO_UUID,
     ) -> None:
         self.client_instance_id = client_instance_id
+        self._unknown_tags = None
 
 
 class GetTelemetrySubscriptionsResponse(Struct):
@@ -63,6 +64,7 @@ class GetTelemetrySubscriptionsResponse(Struct):
         self.telemetry_max_bytes = telemetry_max_bytes
         self.delta_temporality = delta_temporality
         self.requested_metrics = [] if requested_metrics is NEW else requested_metrics
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

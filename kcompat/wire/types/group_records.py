@@ -30,6 +30,7 @@ class OffsetCommitKey(Struct):
         self.group = group
         self.topic = topic
         self.partition = partition
+        self._unknown_tags = None
 
 
 class OffsetCommitValue(Struct):
@@ -60,6 +61,7 @@ class OffsetCommitValue(Struct):
         self.commit_timestamp = commit_timestamp
         self.expire_timestamp = expire_timestamp
         self.topic_id = topic_id
+        self._unknown_tags = None
 
 
 class GroupMetadataKey(Struct):
@@ -75,6 +77,7 @@ class GroupMetadataKey(Struct):
         group: str = "",
     ) -> None:
         self.group = group
+        self._unknown_tags = None
 
 
 class GroupMetadataValue(Struct):
@@ -105,6 +108,7 @@ class GroupMetadataValue(Struct):
         self.leader = leader
         self.current_state_timestamp = current_state_timestamp
         self.members = [] if members is NEW else members
+        self._unknown_tags = None
 
 
 class MemberMetadata(Struct):
@@ -141,6 +145,7 @@ class MemberMetadata(Struct):
         self.session_timeout = session_timeout
         self.subscription = subscription
         self.assignment = assignment
+        self._unknown_tags = None
 
 
 class ConsumerGroupMetadataKey(Struct):
@@ -156,6 +161,7 @@ class ConsumerGroupMetadataKey(Struct):
         group_id: str = "",
     ) -> None:
         self.group_id = group_id
+        self._unknown_tags = None
 
 
 class ConsumerGroupMetadataValue(Struct):
@@ -174,6 +180,7 @@ class ConsumerGroupMetadataValue(Struct):
     ) -> None:
         self.epoch = epoch
         self.metadata_hash = metadata_hash
+        self._unknown_tags = None
 
 
 class ConsumerGroupPartitionMetadataKey(Struct):
@@ -189,6 +196,7 @@ class ConsumerGroupPartitionMetadataKey(Struct):
         group_id: str = "",
     ) -> None:
         self.group_id = group_id
+        self._unknown_tags = None
 
 
 class ConsumerGroupPartitionMetadataValue(Struct):
@@ -204,6 +212,7 @@ class ConsumerGroupPartitionMetadataValue(Struct):
         topics: list[TopicMetadata] = NEW,
     ) -> None:
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class TopicMetadata(Struct):
@@ -228,6 +237,7 @@ class TopicMetadata(Struct):
         self.topic_name = topic_name
         self.num_partitions = num_partitions
         self.partition_metadata = [] if partition_metadata is NEW else partition_metadata
+        self._unknown_tags = None
 
 
 class PartitionMetadata(Struct):
@@ -246,6 +256,7 @@ class PartitionMetadata(Struct):
     ) -> None:
         self.partition = partition
         self.racks = [] if racks is NEW else racks
+        self._unknown_tags = None
 
 
 class ConsumerGroupMemberMetadataKey(Struct):
@@ -264,6 +275,7 @@ class ConsumerGroupMemberMetadataKey(Struct):
     ) -> None:
         self.group_id = group_id
         self.member_id = member_id
+        self._unknown_tags = None
 
 
 class ConsumerGroupMemberMetadataValue(Struct):
@@ -303,6 +315,7 @@ class ConsumerGroupMemberMetadataValue(Struct):
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.server_assignor = server_assignor
         self.classic_member_metadata = ClassicMemberMetadata() if classic_member_metadata is NEW else classic_member_metadata
+        self._unknown_tags = None
 
 
 class ClassicMemberMetadata(Struct):
@@ -321,6 +334,7 @@ class ClassicMemberMetadata(Struct):
     ) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.supported_protocols = [] if supported_protocols is NEW else supported_protocols
+        self._unknown_tags = None
 
 
 class ClassicProtocol(Struct):
@@ -339,6 +353,7 @@ class ClassicProtocol(Struct):
     ) -> None:
         self.name = name
         self.metadata = metadata
+        self._unknown_tags = None
 
 
 class ConsumerGroupTargetAssignmentMetadataKey(Struct):
@@ -354,6 +369,7 @@ class ConsumerGroupTargetAssignmentMetadataKey(Struct):
         group_id: str = "",
     ) -> None:
         self.group_id = group_id
+        self._unknown_tags = None
 
 
 class ConsumerGroupTargetAssignmentMetadataValue(Struct):
@@ -372,6 +388,7 @@ class ConsumerGroupTargetAssignmentMetadataValue(Struct):
     ) -> None:
         self.assignment_epoch = assignment_epoch
         self.assignment_timestamp = assignment_timestamp
+        self._unknown_tags = None
 
 
 class ConsumerGroupTargetAssignmentMemberKey(Struct):
@@ -390,6 +407,7 @@ class ConsumerGroupTargetAssignmentMemberKey(Struct):
     ) -> None:
         self.group_id = group_id
         self.member_id = member_id
+        self._unknown_tags = None
 
 
 class ConsumerGroupTargetAssignmentMemberValue(Struct):
@@ -405,6 +423,7 @@ class ConsumerGroupTargetAssignmentMemberValue(Struct):
         topic_partitions: list[TopicPartition] = NEW,
     ) -> None:
         self.topic_partitions = [] if topic_partitions is NEW else topic_partitions
+        self._unknown_tags = None
 
 
 class TopicPartition(Struct):
@@ -423,6 +442,7 @@ class TopicPartition(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ConsumerGroupCurrentMemberAssignmentKey(Struct):
@@ -441,6 +461,7 @@ class ConsumerGroupCurrentMemberAssignmentKey(Struct):
     ) -> None:
         self.group_id = group_id
         self.member_id = member_id
+        self._unknown_tags = None
 
 
 class ConsumerGroupCurrentMemberAssignmentValue(Struct):
@@ -468,6 +489,7 @@ class ConsumerGroupCurrentMemberAssignmentValue(Struct):
         self.state = state
         self.assigned_partitions = [] if assigned_partitions is NEW else assigned_partitions
         self.partitions_pending_revocation = [] if partitions_pending_revocation is NEW else partitions_pending_revocation
+        self._unknown_tags = None
 
 
 class TopicPartitions(Struct):
@@ -489,6 +511,7 @@ class TopicPartitions(Struct):
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
         self.assignment_epochs = assignment_epochs
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

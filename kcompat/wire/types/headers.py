@@ -30,6 +30,7 @@ class RequestHeader(Struct):
         self.request_api_version = request_api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
+        self._unknown_tags = None
 
 
 class ResponseHeader(Struct):
@@ -45,6 +46,7 @@ class ResponseHeader(Struct):
         correlation_id: int = 0,
     ) -> None:
         self.correlation_id = correlation_id
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -30,6 +30,7 @@ class HeartbeatRequest(Struct):
         self.generation_id = generation_id
         self.member_id = member_id
         self.group_instance_id = group_instance_id
+        self._unknown_tags = None
 
 
 class HeartbeatResponse(Struct):
@@ -48,6 +49,7 @@ class HeartbeatResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

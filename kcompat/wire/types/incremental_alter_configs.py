@@ -24,6 +24,7 @@ class IncrementalAlterConfigsRequest(Struct):
     ) -> None:
         self.resources = [] if resources is NEW else resources
         self.validate_only = validate_only
+        self._unknown_tags = None
 
 
 class AlterConfigsResource(Struct):
@@ -45,6 +46,7 @@ class AlterConfigsResource(Struct):
         self.resource_type = resource_type
         self.resource_name = resource_name
         self.configs = [] if configs is NEW else configs
+        self._unknown_tags = None
 
 
 class AlterableConfig(Struct):
@@ -66,6 +68,7 @@ class AlterableConfig(Struct):
         self.name = name
         self.config_operation = config_operation
         self.value = value
+        self._unknown_tags = None
 
 
 class IncrementalAlterConfigsResponse(Struct):
@@ -84,6 +87,7 @@ class IncrementalAlterConfigsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is NEW else responses
+        self._unknown_tags = None
 
 
 class AlterConfigsResourceResponse(Struct):
@@ -108,6 +112,7 @@ class AlterConfigsResourceResponse(Struct):
         self.error_message = error_message
         self.resource_type = resource_type
         self.resource_name = resource_name
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -36,6 +36,7 @@ class InitProducerIdRequest(Struct):
         self.producer_epoch = producer_epoch
         self.enable2_pc = enable2_pc
         self.keep_prepared_txn = keep_prepared_txn
+        self._unknown_tags = None
 
 
 class InitProducerIdResponse(Struct):
@@ -66,6 +67,7 @@ class InitProducerIdResponse(Struct):
         self.producer_epoch = producer_epoch
         self.ongoing_txn_producer_id = ongoing_txn_producer_id
         self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -27,6 +27,7 @@ class InitializeShareGroupStateRequest(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class InitializeStateData(Struct):
@@ -45,6 +46,7 @@ class InitializeStateData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionData(Struct):
@@ -66,6 +68,7 @@ class PartitionData(Struct):
         self.partition = partition
         self.state_epoch = state_epoch
         self.start_offset = start_offset
+        self._unknown_tags = None
 
 
 class InitializeShareGroupStateResponse(Struct):
@@ -81,6 +84,7 @@ class InitializeShareGroupStateResponse(Struct):
         results: list[InitializeStateResult] = NEW,
     ) -> None:
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class InitializeStateResult(Struct):
@@ -99,6 +103,7 @@ class InitializeStateResult(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionResult(Struct):
@@ -120,6 +125,7 @@ class PartitionResult(Struct):
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -42,6 +42,7 @@ class JoinGroupRequest(Struct):
         self.protocol_type = protocol_type
         self.protocols = [] if protocols is NEW else protocols
         self.reason = reason
+        self._unknown_tags = None
 
 
 class JoinGroupRequestProtocol(Struct):
@@ -60,6 +61,7 @@ class JoinGroupRequestProtocol(Struct):
     ) -> None:
         self.name = name
         self.metadata = metadata
+        self._unknown_tags = None
 
 
 class JoinGroupResponse(Struct):
@@ -99,6 +101,7 @@ class JoinGroupResponse(Struct):
         self.skip_assignment = skip_assignment
         self.member_id = member_id
         self.members = [] if members is NEW else members
+        self._unknown_tags = None
 
 
 class JoinGroupResponseMember(Struct):
@@ -120,6 +123,7 @@ class JoinGroupResponseMember(Struct):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.metadata = metadata
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -27,6 +27,7 @@ class LeaveGroupRequest(Struct):
         self.group_id = group_id
         self.member_id = member_id
         self.members = [] if members is NEW else members
+        self._unknown_tags = None
 
 
 class MemberIdentity(Struct):
@@ -48,6 +49,7 @@ class MemberIdentity(Struct):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.reason = reason
+        self._unknown_tags = None
 
 
 class LeaveGroupResponse(Struct):
@@ -69,6 +71,7 @@ class LeaveGroupResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.members = [] if members is NEW else members
+        self._unknown_tags = None
 
 
 class MemberResponse(Struct):
@@ -90,6 +93,7 @@ class MemberResponse(Struct):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

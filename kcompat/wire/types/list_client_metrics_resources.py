@@ -14,7 +14,7 @@ class ListClientMetricsResourcesRequest(Struct):
     __slots__ = ()
 
     def __init__(self) -> None:
-        pass
+        self._unknown_tags = None
 
 
 class ListClientMetricsResourcesResponse(Struct):
@@ -36,6 +36,7 @@ class ListClientMetricsResourcesResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.client_metrics_resources = [] if client_metrics_resources is NEW else client_metrics_resources
+        self._unknown_tags = None
 
 
 class ClientMetricsResource(Struct):
@@ -51,6 +52,7 @@ class ClientMetricsResource(Struct):
         name: str = "",
     ) -> None:
         self.name = name
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -21,6 +21,7 @@ class ListConfigResourcesRequest(Struct):
         resource_types: list[int] = NEW,
     ) -> None:
         self.resource_types = [] if resource_types is NEW else resource_types
+        self._unknown_tags = None
 
 
 class ListConfigResourcesResponse(Struct):
@@ -42,6 +43,7 @@ class ListConfigResourcesResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.config_resources = [] if config_resources is NEW else config_resources
+        self._unknown_tags = None
 
 
 class ConfigResource(Struct):
@@ -60,6 +62,7 @@ class ConfigResource(Struct):
     ) -> None:
         self.resource_name = resource_name
         self.resource_type = resource_type
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

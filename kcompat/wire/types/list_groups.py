@@ -24,6 +24,7 @@ class ListGroupsRequest(Struct):
     ) -> None:
         self.states_filter = [] if states_filter is NEW else states_filter
         self.types_filter = [] if types_filter is NEW else types_filter
+        self._unknown_tags = None
 
 
 class ListGroupsResponse(Struct):
@@ -45,6 +46,7 @@ class ListGroupsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.groups = [] if groups is NEW else groups
+        self._unknown_tags = None
 
 
 class ListedGroup(Struct):
@@ -69,6 +71,7 @@ class ListedGroup(Struct):
         self.protocol_type = protocol_type
         self.group_state = group_state
         self.group_type = group_type
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

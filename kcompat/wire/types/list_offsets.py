@@ -30,6 +30,7 @@ class ListOffsetsRequest(Struct):
         self.isolation_level = isolation_level
         self.topics = [] if topics is NEW else topics
         self.timeout_ms = timeout_ms
+        self._unknown_tags = None
 
 
 class ListOffsetsTopic(Struct):
@@ -48,6 +49,7 @@ class ListOffsetsTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ListOffsetsPartition(Struct):
@@ -69,6 +71,7 @@ class ListOffsetsPartition(Struct):
         self.partition_index = partition_index
         self.current_leader_epoch = current_leader_epoch
         self.timestamp = timestamp
+        self._unknown_tags = None
 
 
 class ListOffsetsResponse(Struct):
@@ -87,6 +90,7 @@ class ListOffsetsResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class ListOffsetsTopicResponse(Struct):
@@ -105,6 +109,7 @@ class ListOffsetsTopicResponse(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ListOffsetsPartitionResponse(Struct):
@@ -132,6 +137,7 @@ class ListOffsetsPartitionResponse(Struct):
         self.timestamp = timestamp
         self.offset = offset
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

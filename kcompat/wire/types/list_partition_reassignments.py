@@ -24,6 +24,7 @@ class ListPartitionReassignmentsRequest(Struct):
     ) -> None:
         self.timeout_ms = timeout_ms
         self.topics = topics
+        self._unknown_tags = None
 
 
 class ListPartitionReassignmentsTopics(Struct):
@@ -42,6 +43,7 @@ class ListPartitionReassignmentsTopics(Struct):
     ) -> None:
         self.name = name
         self.partition_indexes = [] if partition_indexes is NEW else partition_indexes
+        self._unknown_tags = None
 
 
 class ListPartitionReassignmentsResponse(Struct):
@@ -66,6 +68,7 @@ class ListPartitionReassignmentsResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class OngoingTopicReassignment(Struct):
@@ -84,6 +87,7 @@ class OngoingTopicReassignment(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class OngoingPartitionReassignment(Struct):
@@ -108,6 +112,7 @@ class OngoingPartitionReassignment(Struct):
         self.replicas = [] if replicas is NEW else replicas
         self.adding_replicas = [] if adding_replicas is NEW else adding_replicas
         self.removing_replicas = [] if removing_replicas is NEW else removing_replicas
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -30,6 +30,7 @@ class ListTransactionsRequest(Struct):
         self.producer_id_filters = [] if producer_id_filters is NEW else producer_id_filters
         self.duration_filter = duration_filter
         self.transactional_id_pattern = transactional_id_pattern
+        self._unknown_tags = None
 
 
 class ListTransactionsResponse(Struct):
@@ -54,6 +55,7 @@ class ListTransactionsResponse(Struct):
         self.error_code = error_code
         self.unknown_state_filters = [] if unknown_state_filters is NEW else unknown_state_filters
         self.transaction_states = [] if transaction_states is NEW else transaction_states
+        self._unknown_tags = None
 
 
 class TransactionState(Struct):
@@ -75,6 +77,7 @@ class TransactionState(Struct):
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.transaction_state = transaction_state
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -33,6 +33,7 @@ class MetadataRequest(Struct):
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
+        self._unknown_tags = None
 
 
 class MetadataRequestTopic(Struct):
@@ -51,6 +52,7 @@ class MetadataRequestTopic(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.name = name
+        self._unknown_tags = None
 
 
 class MetadataResponse(Struct):
@@ -84,6 +86,7 @@ class MetadataResponse(Struct):
         self.topics = [] if topics is NEW else topics
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 class MetadataResponseBroker(Struct):
@@ -108,6 +111,7 @@ class MetadataResponseBroker(Struct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tags = None
 
 
 class MetadataResponseTopic(Struct):
@@ -138,6 +142,7 @@ class MetadataResponseTopic(Struct):
         self.is_internal = is_internal
         self.partitions = [] if partitions is NEW else partitions
         self.topic_authorized_operations = topic_authorized_operations
+        self._unknown_tags = None
 
 
 class MetadataResponsePartition(Struct):
@@ -171,6 +176,7 @@ class MetadataResponsePartition(Struct):
         self.replica_nodes = [] if replica_nodes is NEW else replica_nodes
         self.isr_nodes = [] if isr_nodes is NEW else isr_nodes
         self.offline_replicas = [] if offline_replicas is NEW else offline_replicas
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -24,6 +24,7 @@ class AbortTransactionRecord(Struct):
         reason: str | None = None,
     ) -> None:
         self.reason = reason
+        self._unknown_tags = None
 
 
 class AccessControlEntryRecord(Struct):
@@ -60,6 +61,7 @@ class AccessControlEntryRecord(Struct):
         self.host = host
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tags = None
 
 
 class BeginTransactionRecord(Struct):
@@ -75,6 +77,7 @@ class BeginTransactionRecord(Struct):
         name: str | None = None,
     ) -> None:
         self.name = name
+        self._unknown_tags = None
 
 
 class BrokerRegistrationChangeRecord(Struct):
@@ -105,6 +108,7 @@ class BrokerRegistrationChangeRecord(Struct):
         self.in_controlled_shutdown = in_controlled_shutdown
         self.log_dirs = [] if log_dirs is NEW else log_dirs
         self.cordoned_log_dirs = cordoned_log_dirs
+        self._unknown_tags = None
 
 
 class ClearElrRecord(Struct):
@@ -120,6 +124,7 @@ class ClearElrRecord(Struct):
         topic_name: str = "",
     ) -> None:
         self.topic_name = topic_name
+        self._unknown_tags = None
 
 
 class ClientQuotaRecord(Struct):
@@ -144,6 +149,7 @@ class ClientQuotaRecord(Struct):
         self.key = key
         self.value = value
         self.remove = remove
+        self._unknown_tags = None
 
 
 class EntityData(Struct):
@@ -162,6 +168,7 @@ class EntityData(Struct):
     ) -> None:
         self.entity_type = entity_type
         self.entity_name = entity_name
+        self._unknown_tags = None
 
 
 class ConfigRecord(Struct):
@@ -186,6 +193,7 @@ class ConfigRecord(Struct):
         self.resource_name = resource_name
         self.name = name
         self.value = value
+        self._unknown_tags = None
 
 
 class DelegationTokenRecord(Struct):
@@ -219,6 +227,7 @@ class DelegationTokenRecord(Struct):
         self.max_timestamp = max_timestamp
         self.expiration_timestamp = expiration_timestamp
         self.token_id = token_id
+        self._unknown_tags = None
 
 
 class EndTransactionRecord(Struct):
@@ -227,7 +236,7 @@ class EndTransactionRecord(Struct):
     __slots__ = ()
 
     def __init__(self) -> None:
-        pass
+        self._unknown_tags = None
 
 
 class FeatureLevelRecord(Struct):
@@ -246,6 +255,7 @@ class FeatureLevelRecord(Struct):
     ) -> None:
         self.name = name
         self.feature_level = feature_level
+        self._unknown_tags = None
 
 
 class FenceBrokerRecord(Struct):
@@ -264,6 +274,7 @@ class FenceBrokerRecord(Struct):
     ) -> None:
         self.id = id
         self.epoch = epoch
+        self._unknown_tags = None
 
 
 class NoOpRecord(Struct):
@@ -272,7 +283,7 @@ class NoOpRecord(Struct):
     __slots__ = ()
 
     def __init__(self) -> None:
-        pass
+        self._unknown_tags = None
 
 
 class PartitionChangeRecord(Struct):
@@ -318,6 +329,7 @@ class PartitionChangeRecord(Struct):
         self.directories = directories
         self.eligible_leader_replicas = eligible_leader_replicas
         self.last_known_elr = last_known_elr
+        self._unknown_tags = None
 
 
 class PartitionRecord(Struct):
@@ -369,6 +381,7 @@ class PartitionRecord(Struct):
         self.directories = [] if directories is NEW else directories
         self.eligible_leader_replicas = eligible_leader_replicas
         self.last_known_elr = last_known_elr
+        self._unknown_tags = None
 
 
 class ProducerIdsRecord(Struct):
@@ -390,6 +403,7 @@ class ProducerIdsRecord(Struct):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.next_producer_id = next_producer_id
+        self._unknown_tags = None
 
 
 class RegisterBrokerRecord(Struct):
@@ -435,6 +449,7 @@ class RegisterBrokerRecord(Struct):
         self.in_controlled_shutdown = in_controlled_shutdown
         self.log_dirs = [] if log_dirs is NEW else log_dirs
         self.cordoned_log_dirs = cordoned_log_dirs
+        self._unknown_tags = None
 
 
 class BrokerEndpoint(Struct):
@@ -459,6 +474,7 @@ class BrokerEndpoint(Struct):
         self.host = host
         self.port = port
         self.security_protocol = security_protocol
+        self._unknown_tags = None
 
 
 class BrokerFeature(Struct):
@@ -480,6 +496,7 @@ class BrokerFeature(Struct):
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tags = None
 
 
 class RegisterControllerRecord(Struct):
@@ -507,6 +524,7 @@ class RegisterControllerRecord(Struct):
         self.zk_migration_ready = zk_migration_ready
         self.end_points = [] if end_points is NEW else end_points
         self.features = [] if features is NEW else features
+        self._unknown_tags = None
 
 
 class ControllerEndpoint(Struct):
@@ -531,6 +549,7 @@ class ControllerEndpoint(Struct):
         self.host = host
         self.port = port
         self.security_protocol = security_protocol
+        self._unknown_tags = None
 
 
 class ControllerFeature(Struct):
@@ -552,6 +571,7 @@ class ControllerFeature(Struct):
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tags = None
 
 
 class RemoveAccessControlEntryRecord(Struct):
@@ -567,6 +587,7 @@ class RemoveAccessControlEntryRecord(Struct):
         id: UUID = ZERO_UUID,
     ) -> None:
         self.id = id
+        self._unknown_tags = None
 
 
 class RemoveDelegationTokenRecord(Struct):
@@ -582,6 +603,7 @@ class RemoveDelegationTokenRecord(Struct):
         token_id: str = "",
     ) -> None:
         self.token_id = token_id
+        self._unknown_tags = None
 
 
 class RemoveTopicRecord(Struct):
@@ -597,6 +619,7 @@ class RemoveTopicRecord(Struct):
         topic_id: UUID = ZERO_UUID,
     ) -> None:
         self.topic_id = topic_id
+        self._unknown_tags = None
 
 
 class RemoveUserScramCredentialRecord(Struct):
@@ -615,6 +638,7 @@ class RemoveUserScramCredentialRecord(Struct):
     ) -> None:
         self.name = name
         self.mechanism = mechanism
+        self._unknown_tags = None
 
 
 class TopicRecord(Struct):
@@ -633,6 +657,7 @@ class TopicRecord(Struct):
     ) -> None:
         self.name = name
         self.topic_id = topic_id
+        self._unknown_tags = None
 
 
 class UnfenceBrokerRecord(Struct):
@@ -651,6 +676,7 @@ class UnfenceBrokerRecord(Struct):
     ) -> None:
         self.id = id
         self.epoch = epoch
+        self._unknown_tags = None
 
 
 class UnregisterBrokerRecord(Struct):
@@ -669,6 +695,7 @@ class UnregisterBrokerRecord(Struct):
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
+        self._unknown_tags = None
 
 
 class UserScramCredentialRecord(Struct):
@@ -699,6 +726,7 @@ class UserScramCredentialRecord(Struct):
         self.stored_key = stored_key
         self.server_key = server_key
         self.iterations = iterations
+        self._unknown_tags = None
 
 
 class ZkMigrationStateRecord(Struct):
@@ -714,6 +742,7 @@ class ZkMigrationStateRecord(Struct):
         zk_migration_state: int = 0,
     ) -> None:
         self.zk_migration_state = zk_migration_state
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -39,6 +39,7 @@ class OffsetCommitRequest(Struct):
         self.group_instance_id = group_instance_id
         self.retention_time_ms = retention_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class OffsetCommitRequestTopic(Struct):
@@ -60,6 +61,7 @@ class OffsetCommitRequestTopic(Struct):
         self.name = name
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class OffsetCommitRequestPartition(Struct):
@@ -84,6 +86,7 @@ class OffsetCommitRequestPartition(Struct):
         self.committed_offset = committed_offset
         self.committed_leader_epoch = committed_leader_epoch
         self.committed_metadata = committed_metadata
+        self._unknown_tags = None
 
 
 class OffsetCommitResponse(Struct):
@@ -102,6 +105,7 @@ class OffsetCommitResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class OffsetCommitResponseTopic(Struct):
@@ -123,6 +127,7 @@ class OffsetCommitResponseTopic(Struct):
         self.name = name
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class OffsetCommitResponsePartition(Struct):
@@ -141,6 +146,7 @@ class OffsetCommitResponsePartition(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -24,6 +24,7 @@ class OffsetDeleteRequest(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class OffsetDeleteRequestTopic(Struct):
@@ -42,6 +43,7 @@ class OffsetDeleteRequestTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class OffsetDeleteRequestPartition(Struct):
@@ -57,6 +59,7 @@ class OffsetDeleteRequestPartition(Struct):
         partition_index: int = 0,
     ) -> None:
         self.partition_index = partition_index
+        self._unknown_tags = None
 
 
 class OffsetDeleteResponse(Struct):
@@ -78,6 +81,7 @@ class OffsetDeleteResponse(Struct):
         self.error_code = error_code
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class OffsetDeleteResponseTopic(Struct):
@@ -96,6 +100,7 @@ class OffsetDeleteResponseTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class OffsetDeleteResponsePartition(Struct):
@@ -114,6 +119,7 @@ class OffsetDeleteResponsePartition(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

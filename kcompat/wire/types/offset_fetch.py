@@ -33,6 +33,7 @@ class OffsetFetchRequest(Struct):
         self.topics = [] if topics is NEW else topics
         self.groups = [] if groups is NEW else groups
         self.require_stable = require_stable
+        self._unknown_tags = None
 
 
 class OffsetFetchRequestTopic(Struct):
@@ -51,6 +52,7 @@ class OffsetFetchRequestTopic(Struct):
     ) -> None:
         self.name = name
         self.partition_indexes = [] if partition_indexes is NEW else partition_indexes
+        self._unknown_tags = None
 
 
 class OffsetFetchRequestGroup(Struct):
@@ -75,6 +77,7 @@ class OffsetFetchRequestGroup(Struct):
         self.member_id = member_id
         self.member_epoch = member_epoch
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class OffsetFetchRequestTopics(Struct):
@@ -96,6 +99,7 @@ class OffsetFetchRequestTopics(Struct):
         self.name = name
         self.topic_id = topic_id
         self.partition_indexes = [] if partition_indexes is NEW else partition_indexes
+        self._unknown_tags = None
 
 
 class OffsetFetchResponse(Struct):
@@ -120,6 +124,7 @@ class OffsetFetchResponse(Struct):
         self.topics = [] if topics is NEW else topics
         self.error_code = error_code
         self.groups = [] if groups is NEW else groups
+        self._unknown_tags = None
 
 
 class OffsetFetchResponseTopic(Struct):
@@ -138,6 +143,7 @@ class OffsetFetchResponseTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class OffsetFetchResponsePartition(Struct):
@@ -165,6 +171,7 @@ class OffsetFetchResponsePartition(Struct):
         self.committed_leader_epoch = committed_leader_epoch
         self.metadata = metadata
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 class OffsetFetchResponseGroup(Struct):
@@ -186,6 +193,7 @@ class OffsetFetchResponseGroup(Struct):
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 class OffsetFetchResponseTopics(Struct):
@@ -207,6 +215,7 @@ class OffsetFetchResponseTopics(Struct):
         self.name = name
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class OffsetFetchResponsePartitions(Struct):
@@ -234,6 +243,7 @@ class OffsetFetchResponsePartitions(Struct):
         self.committed_leader_epoch = committed_leader_epoch
         self.metadata = metadata
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -24,6 +24,7 @@ class OffsetForLeaderEpochRequest(Struct):
     ) -> None:
         self.replica_id = replica_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class OffsetForLeaderTopic(Struct):
@@ -42,6 +43,7 @@ class OffsetForLeaderTopic(Struct):
     ) -> None:
         self.topic = topic
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class OffsetForLeaderPartition(Struct):
@@ -63,6 +65,7 @@ class OffsetForLeaderPartition(Struct):
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class OffsetForLeaderEpochResponse(Struct):
@@ -81,6 +84,7 @@ class OffsetForLeaderEpochResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class OffsetForLeaderTopicResult(Struct):
@@ -99,6 +103,7 @@ class OffsetForLeaderTopicResult(Struct):
     ) -> None:
         self.topic = topic
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class EpochEndOffset(Struct):
@@ -123,6 +128,7 @@ class EpochEndOffset(Struct):
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.end_offset = end_offset
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -27,6 +27,7 @@ class DefaultPrincipalData(Struct):
         self.type = type
         self.name = name
         self.token_authenticated = token_authenticated
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -33,6 +33,7 @@ class ProduceRequest(Struct):
         self.acks = acks
         self.timeout_ms = timeout_ms
         self.topic_data = [] if topic_data is NEW else topic_data
+        self._unknown_tags = None
 
 
 class TopicProduceData(Struct):
@@ -54,6 +55,7 @@ class TopicProduceData(Struct):
         self.name = name
         self.topic_id = topic_id
         self.partition_data = [] if partition_data is NEW else partition_data
+        self._unknown_tags = None
 
 
 class PartitionProduceData(Struct):
@@ -72,6 +74,7 @@ class PartitionProduceData(Struct):
     ) -> None:
         self.index = index
         self.records = records
+        self._unknown_tags = None
 
 
 class ProduceResponse(Struct):
@@ -93,6 +96,7 @@ class ProduceResponse(Struct):
         self.responses = [] if responses is NEW else responses
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
+        self._unknown_tags = None
 
 
 class TopicProduceResponse(Struct):
@@ -114,6 +118,7 @@ class TopicProduceResponse(Struct):
         self.name = name
         self.topic_id = topic_id
         self.partition_responses = [] if partition_responses is NEW else partition_responses
+        self._unknown_tags = None
 
 
 class PartitionProduceResponse(Struct):
@@ -150,6 +155,7 @@ class PartitionProduceResponse(Struct):
         self.record_errors = [] if record_errors is NEW else record_errors
         self.error_message = error_message
         self.current_leader = LeaderIdAndEpoch() if current_leader is NEW else current_leader
+        self._unknown_tags = None
 
 
 class BatchIndexAndErrorMessage(Struct):
@@ -168,6 +174,7 @@ class BatchIndexAndErrorMessage(Struct):
     ) -> None:
         self.batch_index = batch_index
         self.batch_index_error_message = batch_index_error_message
+        self._unknown_tags = None
 
 
 class LeaderIdAndEpoch(Struct):
@@ -186,6 +193,7 @@ class LeaderIdAndEpoch(Struct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class NodeEndpoint(Struct):
@@ -210,6 +218,7 @@ class NodeEndpoint(Struct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

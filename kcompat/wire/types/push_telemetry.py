@@ -36,6 +36,7 @@ class PushTelemetryRequest(Struct):
         self.terminating = terminating
         self.compression_type = compression_type
         self.metrics = metrics
+        self._unknown_tags = None
 
 
 class PushTelemetryResponse(Struct):
@@ -54,6 +55,7 @@ class PushTelemetryResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -33,6 +33,7 @@ class LeaderChangeMessage(Struct):
         self.leader_id = leader_id
         self.voters = [] if voters is NEW else voters
         self.granting_voters = [] if granting_voters is NEW else granting_voters
+        self._unknown_tags = None
 
 
 class LeaderChangeMessageVoter(Struct):
@@ -51,6 +52,7 @@ class LeaderChangeMessageVoter(Struct):
     ) -> None:
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
+        self._unknown_tags = None
 
 
 class SnapshotHeaderRecord(Struct):
@@ -69,6 +71,7 @@ class SnapshotHeaderRecord(Struct):
     ) -> None:
         self.version = version
         self.last_contained_log_timestamp = last_contained_log_timestamp
+        self._unknown_tags = None
 
 
 class SnapshotFooterRecord(Struct):
@@ -84,6 +87,7 @@ class SnapshotFooterRecord(Struct):
         version: int = 0,
     ) -> None:
         self.version = version
+        self._unknown_tags = None
 
 
 class KRaftVersionRecord(Struct):
@@ -102,6 +106,7 @@ class KRaftVersionRecord(Struct):
     ) -> None:
         self.version = version
         self.k_raft_version = k_raft_version
+        self._unknown_tags = None
 
 
 class VotersRecord(Struct):
@@ -120,6 +125,7 @@ class VotersRecord(Struct):
     ) -> None:
         self.version = version
         self.voters = [] if voters is NEW else voters
+        self._unknown_tags = None
 
 
 class VotersRecordVoter(Struct):
@@ -144,6 +150,7 @@ class VotersRecordVoter(Struct):
         self.voter_directory_id = voter_directory_id
         self.endpoints = [] if endpoints is NEW else endpoints
         self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is NEW else k_raft_version_feature
+        self._unknown_tags = None
 
 
 class Endpoint(Struct):
@@ -165,6 +172,7 @@ class Endpoint(Struct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 class KRaftVersionFeature(Struct):
@@ -183,6 +191,7 @@ class KRaftVersionFeature(Struct):
     ) -> None:
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -42,6 +42,7 @@ class QuorumStateData(Struct):
         self.voted_directory_id = voted_directory_id
         self.applied_offset = applied_offset
         self.current_voters = [] if current_voters is NEW else current_voters
+        self._unknown_tags = None
 
 
 class Voter(Struct):
@@ -57,6 +58,7 @@ class Voter(Struct):
         voter_id: int = 0,
     ) -> None:
         self.voter_id = voter_id
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

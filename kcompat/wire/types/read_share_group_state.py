@@ -27,6 +27,7 @@ class ReadShareGroupStateRequest(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class ReadStateData(Struct):
@@ -45,6 +46,7 @@ class ReadStateData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionData(Struct):
@@ -63,6 +65,7 @@ class PartitionData(Struct):
     ) -> None:
         self.partition = partition
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class ReadShareGroupStateResponse(Struct):
@@ -78,6 +81,7 @@ class ReadShareGroupStateResponse(Struct):
         results: list[ReadStateResult] = NEW,
     ) -> None:
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class ReadStateResult(Struct):
@@ -96,6 +100,7 @@ class ReadStateResult(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionResult(Struct):
@@ -126,6 +131,7 @@ class PartitionResult(Struct):
         self.state_epoch = state_epoch
         self.start_offset = start_offset
         self.state_batches = [] if state_batches is NEW else state_batches
+        self._unknown_tags = None
 
 
 class StateBatch(Struct):
@@ -150,6 +156,7 @@ class StateBatch(Struct):
         self.last_offset = last_offset
         self.delivery_state = delivery_state
         self.delivery_count = delivery_count
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

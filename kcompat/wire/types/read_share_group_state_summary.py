@@ -27,6 +27,7 @@ class ReadShareGroupStateSummaryRequest(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class ReadStateSummaryData(Struct):
@@ -45,6 +46,7 @@ class ReadStateSummaryData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionData(Struct):
@@ -63,6 +65,7 @@ class PartitionData(Struct):
     ) -> None:
         self.partition = partition
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class ReadShareGroupStateSummaryResponse(Struct):
@@ -78,6 +81,7 @@ class ReadShareGroupStateSummaryResponse(Struct):
         results: list[ReadStateSummaryResult] = NEW,
     ) -> None:
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class ReadStateSummaryResult(Struct):
@@ -96,6 +100,7 @@ class ReadStateSummaryResult(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionResult(Struct):
@@ -129,6 +134,7 @@ class PartitionResult(Struct):
         self.leader_epoch = leader_epoch
         self.start_offset = start_offset
         self.delivery_complete_count = delivery_complete_count
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -30,6 +30,7 @@ class RemoveRaftVoterRequest(Struct):
         self.cluster_id = cluster_id
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
+        self._unknown_tags = None
 
 
 class RemoveRaftVoterResponse(Struct):
@@ -51,6 +52,7 @@ class RemoveRaftVoterResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -24,6 +24,7 @@ class RenewDelegationTokenRequest(Struct):
     ) -> None:
         self.hmac = hmac
         self.renew_period_ms = renew_period_ms
+        self._unknown_tags = None
 
 
 class RenewDelegationTokenResponse(Struct):
@@ -45,6 +46,7 @@ class RenewDelegationTokenResponse(Struct):
         self.error_code = error_code
         self.expiry_timestamp_ms = expiry_timestamp_ms
         self.throttle_time_ms = throttle_time_ms
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

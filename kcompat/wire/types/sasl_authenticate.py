@@ -21,6 +21,7 @@ class SaslAuthenticateRequest(Struct):
         auth_bytes: bytes = b'',
     ) -> None:
         self.auth_bytes = auth_bytes
+        self._unknown_tags = None
 
 
 class SaslAuthenticateResponse(Struct):
@@ -45,6 +46,7 @@ class SaslAuthenticateResponse(Struct):
         self.error_message = error_message
         self.auth_bytes = auth_bytes
         self.session_lifetime_ms = session_lifetime_ms
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -21,6 +21,7 @@ class SaslHandshakeRequest(Struct):
         mechanism: str = "",
     ) -> None:
         self.mechanism = mechanism
+        self._unknown_tags = None
 
 
 class SaslHandshakeResponse(Struct):
@@ -39,6 +40,7 @@ class SaslHandshakeResponse(Struct):
     ) -> None:
         self.error_code = error_code
         self.mechanisms = [] if mechanisms is NEW else mechanisms
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -36,6 +36,7 @@ class ShareAcknowledgeRequest(Struct):
         self.share_session_epoch = share_session_epoch
         self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class AcknowledgeTopic(Struct):
@@ -54,6 +55,7 @@ class AcknowledgeTopic(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class AcknowledgePartition(Struct):
@@ -72,6 +74,7 @@ class AcknowledgePartition(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.acknowledgement_batches = [] if acknowledgement_batches is NEW else acknowledgement_batches
+        self._unknown_tags = None
 
 
 class AcknowledgementBatch(Struct):
@@ -93,6 +96,7 @@ class AcknowledgementBatch(Struct):
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.acknowledge_types = [] if acknowledge_types is NEW else acknowledge_types
+        self._unknown_tags = None
 
 
 class ShareAcknowledgeResponse(Struct):
@@ -123,6 +127,7 @@ class ShareAcknowledgeResponse(Struct):
         self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is NEW else responses
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
+        self._unknown_tags = None
 
 
 class ShareAcknowledgeTopicResponse(Struct):
@@ -141,6 +146,7 @@ class ShareAcknowledgeTopicResponse(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionData(Struct):
@@ -165,6 +171,7 @@ class PartitionData(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.current_leader = LeaderIdAndEpoch() if current_leader is NEW else current_leader
+        self._unknown_tags = None
 
 
 class LeaderIdAndEpoch(Struct):
@@ -183,6 +190,7 @@ class LeaderIdAndEpoch(Struct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class NodeEndpoint(Struct):
@@ -207,6 +215,7 @@ class NodeEndpoint(Struct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

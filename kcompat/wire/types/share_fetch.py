@@ -57,6 +57,7 @@ class ShareFetchRequest(Struct):
         self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is NEW else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is NEW else forgotten_topics_data
+        self._unknown_tags = None
 
 
 class FetchTopic(Struct):
@@ -75,6 +76,7 @@ class FetchTopic(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class FetchPartition(Struct):
@@ -96,6 +98,7 @@ class FetchPartition(Struct):
         self.partition_index = partition_index
         self.partition_max_bytes = partition_max_bytes
         self.acknowledgement_batches = [] if acknowledgement_batches is NEW else acknowledgement_batches
+        self._unknown_tags = None
 
 
 class AcknowledgementBatch(Struct):
@@ -117,6 +120,7 @@ class AcknowledgementBatch(Struct):
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.acknowledge_types = [] if acknowledge_types is NEW else acknowledge_types
+        self._unknown_tags = None
 
 
 class ForgottenTopic(Struct):
@@ -135,6 +139,7 @@ class ForgottenTopic(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class ShareFetchResponse(Struct):
@@ -165,6 +170,7 @@ class ShareFetchResponse(Struct):
         self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is NEW else responses
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
+        self._unknown_tags = None
 
 
 class ShareFetchableTopicResponse(Struct):
@@ -183,6 +189,7 @@ class ShareFetchableTopicResponse(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionData(Struct):
@@ -219,6 +226,7 @@ class PartitionData(Struct):
         self.current_leader = LeaderIdAndEpoch() if current_leader is NEW else current_leader
         self.records = records
         self.acquired_records = [] if acquired_records is NEW else acquired_records
+        self._unknown_tags = None
 
 
 class LeaderIdAndEpoch(Struct):
@@ -237,6 +245,7 @@ class LeaderIdAndEpoch(Struct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tags = None
 
 
 class AcquiredRecords(Struct):
@@ -258,6 +267,7 @@ class AcquiredRecords(Struct):
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.delivery_count = delivery_count
+        self._unknown_tags = None
 
 
 class NodeEndpoint(Struct):
@@ -282,6 +292,7 @@ class NodeEndpoint(Struct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -27,6 +27,7 @@ class ShareGroupDescribeRequest(Struct):
     ) -> None:
         self.group_ids = [] if group_ids is NEW else group_ids
         self.include_authorized_operations = include_authorized_operations
+        self._unknown_tags = None
 
 
 class ShareGroupDescribeResponse(Struct):
@@ -45,6 +46,7 @@ class ShareGroupDescribeResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is NEW else groups
+        self._unknown_tags = None
 
 
 class DescribedGroup(Struct):
@@ -84,6 +86,7 @@ class DescribedGroup(Struct):
         self.assignor_name = assignor_name
         self.members = [] if members is NEW else members
         self.authorized_operations = authorized_operations
+        self._unknown_tags = None
 
 
 class Member(Struct):
@@ -117,6 +120,7 @@ class Member(Struct):
         self.client_host = client_host
         self.subscribed_topic_names = [] if subscribed_topic_names is NEW else subscribed_topic_names
         self.assignment = Assignment() if assignment is NEW else assignment
+        self._unknown_tags = None
 
 
 class Assignment(Struct):
@@ -132,6 +136,7 @@ class Assignment(Struct):
         topic_partitions: list[TopicPartitions] = NEW,
     ) -> None:
         self.topic_partitions = [] if topic_partitions is NEW else topic_partitions
+        self._unknown_tags = None
 
 
 class TopicPartitions(Struct):
@@ -153,6 +158,7 @@ class TopicPartitions(Struct):
         self.topic_id = topic_id
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

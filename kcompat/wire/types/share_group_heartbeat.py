@@ -36,6 +36,7 @@ class ShareGroupHeartbeatRequest(Struct):
         self.member_epoch = member_epoch
         self.rack_id = rack_id
         self.subscribed_topic_names = subscribed_topic_names
+        self._unknown_tags = None
 
 
 class ShareGroupHeartbeatResponse(Struct):
@@ -69,6 +70,7 @@ class ShareGroupHeartbeatResponse(Struct):
         self.member_epoch = member_epoch
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = Assignment() if assignment is NEW else assignment
+        self._unknown_tags = None
 
 
 class Assignment(Struct):
@@ -84,6 +86,7 @@ class Assignment(Struct):
         topic_partitions: list[TopicPartitions] = NEW,
     ) -> None:
         self.topic_partitions = [] if topic_partitions is NEW else topic_partitions
+        self._unknown_tags = None
 
 
 class TopicPartitions(Struct):
@@ -102,6 +105,7 @@ class TopicPartitions(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

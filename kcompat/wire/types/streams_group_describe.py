@@ -24,6 +24,7 @@ class StreamsGroupDescribeRequest(Struct):
     ) -> None:
         self.group_ids = [] if group_ids is NEW else group_ids
         self.include_authorized_operations = include_authorized_operations
+        self._unknown_tags = None
 
 
 class StreamsGroupDescribeResponse(Struct):
@@ -42,6 +43,7 @@ class StreamsGroupDescribeResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is NEW else groups
+        self._unknown_tags = None
 
 
 class DescribedGroup(Struct):
@@ -81,6 +83,7 @@ class DescribedGroup(Struct):
         self.topology = Topology() if topology is NEW else topology
         self.members = [] if members is NEW else members
         self.authorized_operations = authorized_operations
+        self._unknown_tags = None
 
 
 class Topology(Struct):
@@ -99,6 +102,7 @@ class Topology(Struct):
     ) -> None:
         self.epoch = epoch
         self.subtopologies = subtopologies
+        self._unknown_tags = None
 
 
 class Subtopology(Struct):
@@ -126,6 +130,7 @@ class Subtopology(Struct):
         self.repartition_sink_topics = [] if repartition_sink_topics is NEW else repartition_sink_topics
         self.state_changelog_topics = [] if state_changelog_topics is NEW else state_changelog_topics
         self.repartition_source_topics = [] if repartition_source_topics is NEW else repartition_source_topics
+        self._unknown_tags = None
 
 
 class TopicInfo(Struct):
@@ -150,6 +155,7 @@ class TopicInfo(Struct):
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.topic_configs = [] if topic_configs is NEW else topic_configs
+        self._unknown_tags = None
 
 
 class KeyValue(Struct):
@@ -168,6 +174,7 @@ class KeyValue(Struct):
     ) -> None:
         self.key = key
         self.value = value
+        self._unknown_tags = None
 
 
 class Member(Struct):
@@ -225,6 +232,7 @@ class Member(Struct):
         self.assignment = Assignment() if assignment is NEW else assignment
         self.target_assignment = Assignment() if target_assignment is NEW else target_assignment
         self.is_classic = is_classic
+        self._unknown_tags = None
 
 
 class Endpoint(Struct):
@@ -243,6 +251,7 @@ class Endpoint(Struct):
     ) -> None:
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 class TaskOffset(Struct):
@@ -264,6 +273,7 @@ class TaskOffset(Struct):
         self.subtopology_id = subtopology_id
         self.partition = partition
         self.offset = offset
+        self._unknown_tags = None
 
 
 class Assignment(Struct):
@@ -285,6 +295,7 @@ class Assignment(Struct):
         self.active_tasks = [] if active_tasks is NEW else active_tasks
         self.standby_tasks = [] if standby_tasks is NEW else standby_tasks
         self.warmup_tasks = [] if warmup_tasks is NEW else warmup_tasks
+        self._unknown_tags = None
 
 
 class TaskIds(Struct):
@@ -303,6 +314,7 @@ class TaskIds(Struct):
     ) -> None:
         self.subtopology_id = subtopology_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -69,6 +69,7 @@ class StreamsGroupHeartbeatRequest(Struct):
         self.task_offsets = task_offsets
         self.task_end_offsets = task_end_offsets
         self.shutdown_application = shutdown_application
+        self._unknown_tags = None
 
 
 class Topology(Struct):
@@ -87,6 +88,7 @@ class Topology(Struct):
     ) -> None:
         self.epoch = epoch
         self.subtopologies = [] if subtopologies is NEW else subtopologies
+        self._unknown_tags = None
 
 
 class Subtopology(Struct):
@@ -120,6 +122,7 @@ class Subtopology(Struct):
         self.repartition_sink_topics = [] if repartition_sink_topics is NEW else repartition_sink_topics
         self.repartition_source_topics = [] if repartition_source_topics is NEW else repartition_source_topics
         self.copartition_groups = [] if copartition_groups is NEW else copartition_groups
+        self._unknown_tags = None
 
 
 class TopicInfo(Struct):
@@ -144,6 +147,7 @@ class TopicInfo(Struct):
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.topic_configs = [] if topic_configs is NEW else topic_configs
+        self._unknown_tags = None
 
 
 class KeyValue(Struct):
@@ -162,6 +166,7 @@ class KeyValue(Struct):
     ) -> None:
         self.key = key
         self.value = value
+        self._unknown_tags = None
 
 
 class CopartitionGroup(Struct):
@@ -183,6 +188,7 @@ class CopartitionGroup(Struct):
         self.source_topics = [] if source_topics is NEW else source_topics
         self.source_topic_regex = [] if source_topic_regex is NEW else source_topic_regex
         self.repartition_source_topics = [] if repartition_source_topics is NEW else repartition_source_topics
+        self._unknown_tags = None
 
 
 class TaskIds(Struct):
@@ -201,6 +207,7 @@ class TaskIds(Struct):
     ) -> None:
         self.subtopology_id = subtopology_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class Endpoint(Struct):
@@ -219,6 +226,7 @@ class Endpoint(Struct):
     ) -> None:
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 class TaskOffset(Struct):
@@ -240,6 +248,7 @@ class TaskOffset(Struct):
         self.subtopology_id = subtopology_id
         self.partition = partition
         self.offset = offset
+        self._unknown_tags = None
 
 
 class StreamsGroupHeartbeatResponse(Struct):
@@ -294,6 +303,7 @@ class StreamsGroupHeartbeatResponse(Struct):
         self.warmup_tasks = warmup_tasks
         self.endpoint_information_epoch = endpoint_information_epoch
         self.partitions_by_user_endpoint = partitions_by_user_endpoint
+        self._unknown_tags = None
 
 
 class Status(Struct):
@@ -312,6 +322,7 @@ class Status(Struct):
     ) -> None:
         self.status_code = status_code
         self.status_detail = status_detail
+        self._unknown_tags = None
 
 
 class EndpointToPartitions(Struct):
@@ -333,6 +344,7 @@ class EndpointToPartitions(Struct):
         self.user_endpoint = Endpoint() if user_endpoint is NEW else user_endpoint
         self.active_partitions = [] if active_partitions is NEW else active_partitions
         self.standby_partitions = [] if standby_partitions is NEW else standby_partitions
+        self._unknown_tags = None
 
 
 class TopicPartition(Struct):
@@ -351,6 +363,7 @@ class TopicPartition(Struct):
     ) -> None:
         self.topic = topic
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -39,6 +39,7 @@ class SyncGroupRequest(Struct):
         self.protocol_type = protocol_type
         self.protocol_name = protocol_name
         self.assignments = [] if assignments is NEW else assignments
+        self._unknown_tags = None
 
 
 class SyncGroupRequestAssignment(Struct):
@@ -57,6 +58,7 @@ class SyncGroupRequestAssignment(Struct):
     ) -> None:
         self.member_id = member_id
         self.assignment = assignment
+        self._unknown_tags = None
 
 
 class SyncGroupResponse(Struct):
@@ -84,6 +86,7 @@ class SyncGroupResponse(Struct):
         self.protocol_type = protocol_type
         self.protocol_name = protocol_name
         self.assignment = assignment
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

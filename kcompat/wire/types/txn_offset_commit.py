@@ -42,6 +42,7 @@ class TxnOffsetCommitRequest(Struct):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class TxnOffsetCommitRequestTopic(Struct):
@@ -60,6 +61,7 @@ class TxnOffsetCommitRequestTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class TxnOffsetCommitRequestPartition(Struct):
@@ -84,6 +86,7 @@ class TxnOffsetCommitRequestPartition(Struct):
         self.committed_offset = committed_offset
         self.committed_leader_epoch = committed_leader_epoch
         self.committed_metadata = committed_metadata
+        self._unknown_tags = None
 
 
 class TxnOffsetCommitResponse(Struct):
@@ -102,6 +105,7 @@ class TxnOffsetCommitResponse(Struct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class TxnOffsetCommitResponseTopic(Struct):
@@ -120,6 +124,7 @@ class TxnOffsetCommitResponseTopic(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class TxnOffsetCommitResponsePartition(Struct):
@@ -138,6 +143,7 @@ class TxnOffsetCommitResponsePartition(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -21,6 +21,7 @@ class TransactionLogKey(Struct):
         transactional_id: str = "",
     ) -> None:
         self.transactional_id = transactional_id
+        self._unknown_tags = None
 
 
 class TransactionLogValue(Struct):
@@ -66,6 +67,7 @@ class TransactionLogValue(Struct):
         self.transaction_last_update_timestamp_ms = transaction_last_update_timestamp_ms
         self.transaction_start_timestamp_ms = transaction_start_timestamp_ms
         self.client_transaction_version = client_transaction_version
+        self._unknown_tags = None
 
 
 class PartitionsSchema(Struct):
@@ -84,6 +86,7 @@ class PartitionsSchema(Struct):
     ) -> None:
         self.topic = topic
         self.partition_ids = [] if partition_ids is NEW else partition_ids
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -21,6 +21,7 @@ class UnregisterBrokerRequest(Struct):
         broker_id: int = 0,
     ) -> None:
         self.broker_id = broker_id
+        self._unknown_tags = None
 
 
 class UnregisterBrokerResponse(Struct):
@@ -42,6 +43,7 @@ class UnregisterBrokerResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -27,6 +27,7 @@ class UpdateFeaturesRequest(Struct):
         self.timeout_ms = timeout_ms
         self.feature_updates = [] if feature_updates is NEW else feature_updates
         self.validate_only = validate_only
+        self._unknown_tags = None
 
 
 class FeatureUpdateKey(Struct):
@@ -51,6 +52,7 @@ class FeatureUpdateKey(Struct):
         self.max_version_level = max_version_level
         self.allow_downgrade = allow_downgrade
         self.upgrade_type = upgrade_type
+        self._unknown_tags = None
 
 
 class UpdateFeaturesResponse(Struct):
@@ -75,6 +77,7 @@ class UpdateFeaturesResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class UpdatableFeatureResult(Struct):
@@ -96,6 +99,7 @@ class UpdatableFeatureResult(Struct):
         self.feature = feature
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -39,6 +39,7 @@ class UpdateRaftVoterRequest(Struct):
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is NEW else listeners
         self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is NEW else k_raft_version_feature
+        self._unknown_tags = None
 
 
 class Listener(Struct):
@@ -60,6 +61,7 @@ class Listener(Struct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 class KRaftVersionFeature(Struct):
@@ -78,6 +80,7 @@ class KRaftVersionFeature(Struct):
     ) -> None:
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tags = None
 
 
 class UpdateRaftVoterResponse(Struct):
@@ -99,6 +102,7 @@ class UpdateRaftVoterResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.current_leader = CurrentLeader() if current_leader is NEW else current_leader
+        self._unknown_tags = None
 
 
 class CurrentLeader(Struct):
@@ -123,6 +127,7 @@ class CurrentLeader(Struct):
         self.leader_epoch = leader_epoch
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -30,6 +30,7 @@ class VoteRequest(Struct):
         self.cluster_id = cluster_id
         self.voter_id = voter_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class VoteRequestTopicData(Struct):
@@ -48,6 +49,7 @@ class VoteRequestTopicData(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class VoteRequestPartitionData(Struct):
@@ -84,6 +86,7 @@ class VoteRequestPartitionData(Struct):
         self.last_offset_epoch = last_offset_epoch
         self.last_offset = last_offset
         self.pre_vote = pre_vote
+        self._unknown_tags = None
 
 
 class VoteResponse(Struct):
@@ -105,6 +108,7 @@ class VoteResponse(Struct):
         self.error_code = error_code
         self.topics = [] if topics is NEW else topics
         self.node_endpoints = [] if node_endpoints is NEW else node_endpoints
+        self._unknown_tags = None
 
 
 class VoteResponseTopicData(Struct):
@@ -123,6 +127,7 @@ class VoteResponseTopicData(Struct):
     ) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class VoteResponsePartitionData(Struct):
@@ -150,6 +155,7 @@ class VoteResponsePartitionData(Struct):
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.vote_granted = vote_granted
+        self._unknown_tags = None
 
 
 class NodeEndpoint(Struct):
@@ -171,6 +177,7 @@ class NodeEndpoint(Struct):
         self.node_id = node_id
         self.host = host
         self.port = port
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -27,6 +27,7 @@ class WriteShareGroupStateRequest(Struct):
     ) -> None:
         self.group_id = group_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class WriteStateData(Struct):
@@ -45,6 +46,7 @@ class WriteStateData(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionData(Struct):
@@ -75,6 +77,7 @@ class PartitionData(Struct):
         self.start_offset = start_offset
         self.delivery_complete_count = delivery_complete_count
         self.state_batches = [] if state_batches is NEW else state_batches
+        self._unknown_tags = None
 
 
 class StateBatch(Struct):
@@ -99,6 +102,7 @@ class StateBatch(Struct):
         self.last_offset = last_offset
         self.delivery_state = delivery_state
         self.delivery_count = delivery_count
+        self._unknown_tags = None
 
 
 class WriteShareGroupStateResponse(Struct):
@@ -114,6 +118,7 @@ class WriteShareGroupStateResponse(Struct):
         results: list[WriteStateResult] = NEW,
     ) -> None:
         self.results = [] if results is NEW else results
+        self._unknown_tags = None
 
 
 class WriteStateResult(Struct):
@@ -132,6 +137,7 @@ class WriteStateResult(Struct):
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class PartitionResult(Struct):
@@ -153,6 +159,7 @@ class PartitionResult(Struct):
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

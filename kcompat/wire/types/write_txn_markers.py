@@ -21,6 +21,7 @@ class WriteTxnMarkersRequest(Struct):
         markers: list[WritableTxnMarker] = NEW,
     ) -> None:
         self.markers = [] if markers is NEW else markers
+        self._unknown_tags = None
 
 
 class WritableTxnMarker(Struct):
@@ -51,6 +52,7 @@ class WritableTxnMarker(Struct):
         self.topics = [] if topics is NEW else topics
         self.coordinator_epoch = coordinator_epoch
         self.transaction_version = transaction_version
+        self._unknown_tags = None
 
 
 class WritableTxnMarkerTopic(Struct):
@@ -69,6 +71,7 @@ class WritableTxnMarkerTopic(Struct):
     ) -> None:
         self.name = name
         self.partition_indexes = [] if partition_indexes is NEW else partition_indexes
+        self._unknown_tags = None
 
 
 class WriteTxnMarkersResponse(Struct):
@@ -84,6 +87,7 @@ class WriteTxnMarkersResponse(Struct):
         markers: list[WritableTxnMarkerResult] = NEW,
     ) -> None:
         self.markers = [] if markers is NEW else markers
+        self._unknown_tags = None
 
 
 class WritableTxnMarkerResult(Struct):
@@ -102,6 +106,7 @@ class WritableTxnMarkerResult(Struct):
     ) -> None:
         self.producer_id = producer_id
         self.topics = [] if topics is NEW else topics
+        self._unknown_tags = None
 
 
 class WritableTxnMarkerTopicResult(Struct):
@@ -120,6 +125,7 @@ class WritableTxnMarkerTopicResult(Struct):
     ) -> None:
         self.name = name
         self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
 
 
 class WritableTxnMarkerPartitionResult(Struct):
@@ -138,6 +144,7 @@ class WritableTxnMarkerPartitionResult(Struct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tags = None
 
 
 # The classes of each message, by declared struct name: what the codec decodes into.

@@ -22,9 +22,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.types.fetch import FetchPartition
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -42,16 +42,16 @@ class PartitionFetch:
     log_start_offset: int
     partition_max_bytes: int
 
-    def as_request(self, index: int, directory_id: uuid.UUID) -> dict[str, Any]:
-        return {
-            "partition": index,
-            "current_leader_epoch": self.current_leader_epoch,
-            "fetch_offset": self.fetch_offset,
-            "last_fetched_epoch": self.last_fetched_epoch,
-            "log_start_offset": self.log_start_offset,
-            "partition_max_bytes": self.partition_max_bytes,
-            "replica_directory_id": directory_id,
-        }
+    def as_request(self, index: int, directory_id: uuid.UUID) -> FetchPartition:
+        return FetchPartition(
+            partition=index,
+            current_leader_epoch=self.current_leader_epoch,
+            fetch_offset=self.fetch_offset,
+            last_fetched_epoch=self.last_fetched_epoch,
+            log_start_offset=self.log_start_offset,
+            partition_max_bytes=self.partition_max_bytes,
+            replica_directory_id=directory_id,
+        )
 
 
 @dataclass(frozen=True, slots=True)

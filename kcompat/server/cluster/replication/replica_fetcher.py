@@ -41,6 +41,7 @@ from kcompat.server.cluster.replication.fetch_session_handler import (
 from kcompat.server.cluster.replication.partition import Partition
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
+from kcompat.wire.types.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState
 
 log = logging.getLogger("kcompat.replication")
 
@@ -121,27 +122,29 @@ class ReplicaFetcher:
             if not ok:
                 await asyncio.sleep(self.settings.backoff_ms / 1000)
 
-    def _request(self, data: FetchRequestData) -> dict[str, Any]:
+    def _request(self, data: FetchRequestData) -> FetchRequest:
         s = self.settings
-        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        topics: dict[uuid.UUID, list[FetchPartition]] = {}
         for (topic_id, index), pf in data.to_send.items():
             topics.setdefault(topic_id, []).append(pf.as_request(index, s.directory_id))
         forgotten: dict[uuid.UUID, list[int]] = {}
         for topic_id, index in data.to_forget:
             forgotten.setdefault(topic_id, []).append(index)
-        return {
-            "cluster_id": s.cluster_id,
-            "replica_state": {"replica_id": s.node_id, "replica_epoch": self._broker_epoch()},
-            "max_wait_ms": s.max_wait_ms,
-            "min_bytes": s.min_bytes,
-            "max_bytes": s.max_bytes,
-            "isolation_level": 0,
-            "session_id": data.session_id,
-            "session_epoch": data.session_epoch,
-            "topics": [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()],
-            "forgotten_topics_data": [{"topic_id": tid, "partitions": ps} for tid, ps in forgotten.items()],
-            "rack_id": "",
-        }
+        return FetchRequest(
+            cluster_id=s.cluster_id,
+            replica_state=ReplicaState(replica_id=s.node_id, replica_epoch=self._broker_epoch()),
+            max_wait_ms=s.max_wait_ms,
+            min_bytes=s.min_bytes,
+            max_bytes=s.max_bytes,
+            isolation_level=0,
+            session_id=data.session_id,
+            session_epoch=data.session_epoch,
+            topics=[FetchTopic(topic_id=tid, partitions=parts) for tid, parts in topics.items()],
+            forgotten_topics_data=[
+                ForgottenTopic(topic_id=tid, partitions=ps) for tid, ps in forgotten.items()
+            ],
+            rack_id="",
+        )
 
     async def _fetch_once(self) -> bool:
         sent: dict[Key, tuple[Partition, int, int]] = {}
