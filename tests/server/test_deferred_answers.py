@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,13 +13,13 @@ import pytest
 from kcompat.server.registry import HANDLERS, Deferred
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import decode_response
-from tests.server.broker_harness import BrokerHarness, flatten
+from tests.server.broker_harness import HarnessFactory, flatten
 
 
 def test_a_deferred_body_comes_back_as_a_future_of_the_response(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    broker_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h = BrokerHarness(tmp_path)
+    h = broker_harness()
     reg = HANDLERS[API_VERSIONS.key]
 
     async def later(ctx: Any, request: Any) -> Deferred:
