@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import java_executable
 from kafka.admin import KafkaAdminClient
+from support import java_executable
 
 from compat_tests.crash.ledger import read_topic
 from kcompat.testing import Broker, BrokerFactory, api_versions_ready, free_port, recv_exact

@@ -133,7 +133,7 @@ def wait_until(
     what: str | None = None,
     *,
     timeout: float = 10.0,
-    interval: float = 0.05,
+    interval: float = 0.1,
     sleep: Callable[[float], object] = time.sleep,
 ) -> Any:
     """Call `condition()` until it returns something truthy and return that; AssertionError naming
