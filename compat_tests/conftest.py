@@ -75,18 +75,29 @@ def cluster_broker_factory(tmp_path: Path) -> Iterator[ClusterBrokerFactory]:
 
 # -- figures: what tests measured, printed once at the end of the session -------------------------
 
+# A figure rides on its test's report (user_properties), so that it reaches the process that
+# prints the summary when the tests ran on xdist workers.
+_FIGURE = "kcompat-figure"
 _FIGURES = pytest.StashKey[dict[str, str]]()
 
 
 @pytest.fixture
 def report_figure(request: pytest.FixtureRequest) -> ReportFigure:
     """`report_figure(name, text)` keeps a figure for the end-of-session report (a measurement, not a check)."""
-    figures = request.config.stash.setdefault(_FIGURES, {})
 
     def report(name: str, text: str) -> None:
-        figures[name] = text
+        request.node.user_properties.append((_FIGURE, (name, text)))
 
     return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> None:
+    figures = config.stash.setdefault(_FIGURES, {})
+    for key, value in report.user_properties:
+        if key == _FIGURE:
+            name, text = value
+            figures[name] = text
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

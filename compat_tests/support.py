@@ -9,8 +9,10 @@ Kafka's are needed) and fails the test with the tool's output when it exits non-
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -125,6 +127,23 @@ def kcat_executable() -> str:
 
 
 ReportFigure = Callable[[str, str], None]  # the report_figure fixture: (name, text)
+
+DEFAULT_ADMIN_PORT = 9644  # admin.listener's default (127.0.0.1:9644), held by a developer's `make run`
+
+
+@contextmanager
+def default_admin_port_taken() -> Iterator[None]:
+    """127.0.0.1:9644 held for the duration, as a `make run` beside the tests holds it (when
+    something else already has it, it is taken all the same)."""
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            held.bind(("127.0.0.1", DEFAULT_ADMIN_PORT))
+            held.listen(1)
+        except OSError:
+            pass
+        yield
+
 
 # -- cluster mode: `kcompat serve` brokers under a real Kafka controller quorum -------------------
 
