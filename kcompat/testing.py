@@ -52,11 +52,8 @@ The ``Broker`` object
 
 When a test that used a broker fails, the tail of each broker's log is added to the report.
 
-Helpers
--------
 ``wait_until(condition, what, timeout=10)`` polls until ``condition()`` is truthy and returns it
-(AssertionError naming ``what`` on timeout); ``wait_until_async`` is the same inside a coroutine.
-``free_port()`` gives a port for any other listener a test opens.
+(``wait_until_async`` in a coroutine); ``free_port()`` gives a port for any other listener.
 
 Test-friendly defaults
 ----------------------
@@ -137,12 +134,12 @@ def wait_until(
     sleep: Callable[[float], object] = time.sleep,
 ) -> Any:
     """Call `condition()` until it returns something truthy and return that; AssertionError naming
-    `what` (or the condition) after `timeout` seconds. `sleep` waits between tries: pass one that
-    runs an event loop (``lambda s: loop.run_until_complete(asyncio.sleep(s))``) to drive it meanwhile."""
+    `what` after `timeout` seconds. `sleep` waits between tries: one that runs an event loop
+    (``lambda s: loop.run_until_complete(asyncio.sleep(s))``) lets the loop work meanwhile."""
     deadline = time.monotonic() + timeout
     while not (value := condition()):
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or _name(condition)}")
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or condition}")
         sleep(interval)
     return value
 
@@ -158,13 +155,9 @@ async def wait_until_async(
     deadline = time.monotonic() + timeout
     while not (value := condition()):
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or _name(condition)}")
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or condition}")
         await asyncio.sleep(interval)
     return value
-
-
-def _name(condition: Callable[[], Any]) -> str:
-    return str(getattr(condition, "__qualname__", condition))
 
 
 # ApiVersions v0 request, request header v1 (the readiness probe speaks the real protocol):

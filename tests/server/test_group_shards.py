@@ -6,8 +6,6 @@ offsets shown, only once the high watermark (a follower's fetch) passes them."""
 
 from __future__ import annotations
 
-import asyncio
-
 from kcompat.coordinator.records import offsets_partition
 from kcompat.coordinator.shards import ShardState
 from kcompat.server.cluster.group_shards import GroupShards
@@ -17,7 +15,7 @@ from kcompat.testing import wait_until
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
 from tests.server.broker_harness import HarnessFactory
-from tests.server.groups_harness import GroupHarness
+from tests.server.groups_harness import GroupHarness, ShardsClock
 from tests.server.test_groups_offsets import commit, fetch
 
 N = 3  # the harness's offsets.topic.num.partitions
@@ -34,7 +32,7 @@ def publish(h: GroupHarness, shards: GroupShards) -> None:
 
 
 def test_shards_follow_leadership_and_answer_only_replicated_writes(broker_harness: HarnessFactory) -> None:
-    h = broker_harness({"offsets.commit.timeout.ms": "300"}, kind=GroupHarness)
+    h = broker_harness(kind=GroupHarness)
     h.create_topic("t", 2)
     group = "g"
     p = offsets_partition(group, N)
@@ -50,8 +48,10 @@ def test_shards_follow_leadership_and_answer_only_replicated_writes(broker_harne
         part = Partition(CONSUMER_OFFSETS, i, node, plog, Registration(-1, -1, -1, (), ()))
         part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
         parts[(CONSUMER_OFFSETS, i)] = part
+    clock = ShardsClock()  # a wait for replication times out only inside clock.timing_out
     svc.shards = shards = GroupShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
-                                      topic=broker.metadata.topic, timeout_ms=lambda: 300)  # fmt: skip
+                                      topic=broker.metadata.topic, timeout_ms=lambda: 30_000,
+                                      clock=clock)  # fmt: skip
     publish(h, shards)
     assert fetch(h, group, {"t": [0]})[0] == E.NOT_COORDINATOR
 
@@ -63,7 +63,7 @@ def test_shards_follow_leadership_and_answer_only_replicated_writes(broker_harne
     wait_until(lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the load", sleep=h.sleep)
     assert group in svc.coordinator.offsets
     # The commit is in the leader's log but no follower has it: not shown yet.
-    assert fetch(h, group, {"t": [0]})[0] == E.COORDINATOR_NOT_AVAILABLE
+    assert clock.timing_out(lambda: fetch(h, group, {"t": [0]}))[0] == E.COORDINATOR_NOT_AVAILABLE
     assert leader.update_follower(FOLLOWER, leader.log.log_end_offset, 1, broker.now_ms())
     assert fetch(h, group, {"t": [0]}) == (0, {("t", 0): (5, 0, "m5", 0)})
     assert commit(h, elsewhere, {("t", 0): 1}) == {("t", 0): E.NOT_COORDINATOR}
@@ -73,14 +73,16 @@ def test_shards_follow_leadership_and_answer_only_replicated_writes(broker_harne
         {"name": "t", "partitions": [{"partition_index": 1, "committed_offset": 9,
                                       "committed_leader_epoch": 0, "committed_metadata": ""}]}]}  # fmt: skip
     task = h.start(OFFSET_COMMIT, 9, body)
-    h.run(asyncio.sleep(0.05))
+    h.settle()
     assert not task.done()
     end = leader.log.log_end_offset
     assert leader.update_follower(FOLLOWER, end, 1, broker.now_ms())
     broker.replicas.fetch_waiters.notify((CONSUMER_OFFSETS, p))
     assert h.run(task).topics[0].partitions[0].error_code == 0
     # Not replicated within offsets.commit.timeout.ms: COORDINATOR_NOT_AVAILABLE, as Kafka maps it.
-    assert commit(h, group, {("t", 1): 10}) == {("t", 1): E.COORDINATOR_NOT_AVAILABLE}
+    assert clock.timing_out(lambda: commit(h, group, {("t", 1): 10})) == {
+        ("t", 1): E.COORDINATOR_NOT_AVAILABLE
+    }
 
     # The ISR shrinks below min.insync.replicas: refused as Kafka's acks=all append is
     # (COORDINATOR_NOT_AVAILABLE), and the shard reloaded, so the refused commit is not kept.

@@ -23,7 +23,7 @@ from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.record_batch import read_header, split_batches
 from tests.server.broker_harness import HarnessFactory
-from tests.server.groups_harness import GroupHarness
+from tests.server.groups_harness import GroupHarness, ShardsClock
 from tests.server.test_transactions import add, end, init, produce
 
 N = 3  # transaction.state.log.num.partitions
@@ -63,8 +63,10 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(
     data = Partition("t", 0, node, broker.replicas.partition_log("t", 0), Registration(-1, -1, -1, (), ()))
     data.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
     parts[("t", 0)] = data
+    clock = ShardsClock()  # a wait for replication times out only inside clock.timing_out
     svc.shards = shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
-                                    topic=broker.metadata.topic, timeout_ms=lambda: 300)  # fmt: skip
+                                    topic=broker.metadata.topic, timeout_ms=lambda: 30_000,
+                                    clock=clock)  # fmt: skip
     # Markers as in cluster mode (the single-node metadata names this broker as every leader,
     # so they are all written here, as leader, or retried while this broker only follows).
     svc.markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
@@ -104,7 +106,7 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(
 
     # Not replicated within the timeout: COORDINATOR_NOT_AVAILABLE, as Kafka maps it.
     other = next(f"x{i}" for i in range(100) if transaction_partition(f"x{i}", N) == p)
-    assert init(h, other).error_code == E.COORDINATOR_NOT_AVAILABLE
+    assert clock.timing_out(lambda: init(h, other)).error_code == E.COORDINATOR_NOT_AVAILABLE
 
     # Resigned: the shard's ids go, and their requests get NOT_COORDINATOR.
     leader.make_follower(Registration(FOLLOWER, 2, 2, (node, FOLLOWER), (node, FOLLOWER)))
