@@ -41,10 +41,7 @@ def test_a_deferred_body_comes_back_as_a_future_of_the_response(
         return flatten(await answer)
 
     gate = asyncio.Event()
-    try:
-        data = h.run(go())
-        correlation, resp = decode_response(API_VERSIONS.key, 3, data[4:])
-        assert correlation == h.correlation
-        assert resp.error_code == 0 and any(k.api_key == API_VERSIONS.key for k in resp.api_keys)
-    finally:
-        h.close()
+    data = h.run(go())
+    correlation, resp = decode_response(API_VERSIONS.key, 3, data[4:])
+    assert correlation == h.correlation
+    assert resp.error_code == 0 and any(k.api_key == API_VERSIONS.key for k in resp.api_keys)
