@@ -92,9 +92,9 @@ def report_figure(request: pytest.FixtureRequest) -> ReportFigure:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> None:
+def pytest_report_teststatus(report: pytest.TestReport | pytest.CollectReport, config: pytest.Config) -> None:
     figures = config.stash.setdefault(_FIGURES, {})
-    for key, value in report.user_properties:
+    for key, value in getattr(report, "user_properties", ()):  # a CollectReport has none
         if key == _FIGURE:
             name, text = value
             figures[name] = text
