@@ -48,14 +48,20 @@ check: $(LINT_STAMP)
 	$(BIN)/python tools/gen_schemas.py --check
 	$(BIN)/python tools/gen_messages.py --check
 
+# The layers run on pytest-xdist workers (`make unit WORKERS=0` runs one process). Every broker a
+# test starts has free ports and a directory of its own, so workers (and a `make run` beside them)
+# do not meet. In compat_tests a module's tests stay on one worker (--dist loadfile): they share
+# its broker, Kafka controller or cluster.
+WORKERS ?= auto
+
 unit: $(TEST_STAMP)
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q -n $(WORKERS)
 
 compat: install-test
-	$(BIN)/python -m pytest compat_tests -q -m "not slow and not unstable" --durations=15
+	$(BIN)/python -m pytest compat_tests -q -m "not slow and not unstable" --durations=15 -n $(WORKERS) --dist loadfile
 
 slow: install-test
-	$(BIN)/python -m pytest compat_tests -q -m "slow and not unstable" --durations=15
+	$(BIN)/python -m pytest compat_tests -q -m "slow and not unstable" --durations=15 -n $(WORKERS) --dist loadfile
 
 # pytest exits 5 when it collected nothing, and make stops on it: every layer must run tests.
 test: install-test check unit compat slow

@@ -147,6 +147,8 @@ class KcompatBroker(BrokerProcess):
         return {
             "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.data_dir),
+            # On, as by default, but on a port of its own: 9644 may be another broker's (`make run`).
+            "admin.listener": f"{self.host}:{free_port()}",
             **COMMON,
         }
 

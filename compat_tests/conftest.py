@@ -1,5 +1,4 @@
-"""Shared helpers for the compatibility tests: Apache Kafka's command-line tools and the Java
-clients, run from the jars tools/setup-test-deps.sh resolves into .deps/ (`make test` runs it).
+"""Fixtures for the compatibility tests; their helpers are in support.py (import them from there).
 
 The broker fixtures (kcompat_broker, kcompat_broker_factory, kcompat_session_broker) come from the
 kcompat.testing plugin, which pytest loads through its entry point.
@@ -8,124 +7,22 @@ kcompat.testing plugin, which pytest loads through its entry point.
         kafka_tool("kafka-topics", "--bootstrap-server", kcompat_broker.bootstrap,
                    "--create", "--topic", "t", "--partitions", "3")
 
-`kafka_tool(name, *args)` runs `java -cp '.deps/kafka/*' <main class> args...` (no wrapper scripts of
-Kafka's are needed) and fails the test with the tool's output when it exits non-zero.
+Cluster mode: a real Kafka 4.3 KRaft controller quorum (kcompat.testing_cluster) and `kcompat serve`
+brokers under it. A controller JVM takes seconds to start, so one quorum serves a whole test module.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support import ClusterBrokerFactory, ReportFigure, cluster_broker, kafka_tool, kcat_executable
 
-ROOT = Path(__file__).resolve().parent.parent
-DEPS = ROOT / ".deps"
-KAFKA_JARS = DEPS / "kafka"  # Apache Kafka 4.x broker, tools and their dependencies
-KAFKA_CLIENTS_39_JARS = DEPS / "kafka-clients-3.9"  # the Java client line Spark 4 uses
-SETUP_HINT = "run `bash tools/setup-test-deps.sh` (make test does) to install it"
-
-# Kafka's bin/*.sh scripts name these main classes (Kafka 4.3; tools moved from kafka.* in core
-# to org.apache.kafka.tools.* over the 3.x/4.x releases).
-KAFKA_TOOLS: dict[str, str] = {
-    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-    "kafka-acls": "org.apache.kafka.tools.AclCommand",
-    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
-    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-    "kafka-configs": "kafka.admin.ConfigCommand",
-    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
-    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
-    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
-    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
-    "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
-    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
-    "kafka-storage": "kafka.tools.StorageTool",
-    "kafka-server-start": "kafka.Kafka",
-    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
-    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
-    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
-    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
-    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
-    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-}
-
-# Short-lived tools start faster with the client JIT only and a serial GC (2 shared cores).
-QUICK_JVM = ["-Xms32m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
-# Throughput-measuring or long-running ones get the full JIT.
-FULL_JVM = ["-Xms256m", "-Xmx1g", "-Djava.awt.headless=true"]
-_FULL_JIT_TOOLS = {"kafka-producer-perf-test", "kafka-consumer-perf-test", "kafka-server-start"}
-
-
-def java_classpath(folder: Path = KAFKA_JARS) -> str:
-    """`folder/*` for java -cp; fails the test clearly when the jars were never installed."""
-    if not any(folder.glob("*.jar")):
-        pytest.fail(f"no jars in {folder}: {SETUP_HINT}", pytrace=False)
-    return str(folder / "*")
-
-
-def java_executable() -> str:
-    java = shutil.which("java")
-    if java is None:
-        pytest.fail(f"java is not on PATH: {SETUP_HINT}", pytrace=False)
-    return java
-
-
-def kafka_tool_command(name: str, *args: str, jvm_opts: Sequence[str] | None = None) -> list[str]:
-    """The java command line that runs Kafka tool `name` (a key of KAFKA_TOOLS) with `args`."""
-    if name not in KAFKA_TOOLS:
-        raise KeyError(f"unknown Kafka tool {name!r}; known: {', '.join(sorted(KAFKA_TOOLS))}")
-    opts = list(jvm_opts) if jvm_opts is not None else (FULL_JVM if name in _FULL_JIT_TOOLS else QUICK_JVM)
-    return [java_executable(), *opts, "-cp", java_classpath(KAFKA_JARS), KAFKA_TOOLS[name], *args]
-
-
-def _tail(text: str, lines: int = 60) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def kafka_tool(
-    name: str,
-    *args: str,
-    input: str | None = None,
-    timeout: float = 120,
-    check: bool = True,
-    env: Mapping[str, str] | None = None,
-    jvm_opts: Sequence[str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run a Kafka command-line tool to completion; with `check`, a non-zero exit fails the test
-    showing the command and its output."""
-    cmd = kafka_tool_command(name, *args, jvm_opts=jvm_opts)
-    try:
-        result = subprocess.run(
-            cmd,
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=None if env is None else dict(env),
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise AssertionError(
-            f"{name} did not finish within {timeout}s: {' '.join(args)}\n--- stdout\n{_tail(out)}\n--- stderr\n{_tail(err)}"
-        ) from None
-    if check and result.returncode != 0:
-        raise AssertionError(
-            f"{name} exited with {result.returncode}: {' '.join(args)}\n"
-            f"--- stdout\n{_tail(result.stdout)}\n--- stderr\n{_tail(result.stderr)}"
-        )
-    return result
-
-
-def kcat_executable() -> str:
-    kcat = shutil.which("kcat")
-    if kcat is None:
-        pytest.fail(f"kcat is not on PATH: {SETUP_HINT}", pytrace=False)
-    return kcat
+from kcompat.testing import Broker
+from kcompat.testing_cluster import ControllerQuorum
 
 
 @pytest.fixture(name="kafka_tool")
@@ -140,21 +37,67 @@ def kcat_fixture() -> str:
     return kcat_executable()
 
 
+@pytest.fixture(scope="module")
+def kraft_quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
+    """One Kafka controller (process.roles=controller) formatted with kcompat's features."""
+    why_not = ControllerQuorum.available()
+    if why_not is not None:
+        pytest.fail(why_not, pytrace=False)
+    with ControllerQuorum(tmp_path_factory.mktemp("quorum"), voters=1) as quorum:
+        yield quorum
+
+
+@pytest.fixture(scope="module")
+def kraft_quorum_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
+    """Three Kafka controllers formatted as one dynamic quorum (--initial-controllers)."""
+    why_not = ControllerQuorum.available()
+    if why_not is not None:
+        pytest.fail(why_not, pytrace=False)
+    with ControllerQuorum(tmp_path_factory.mktemp("quorum3"), voters=3) as quorum:
+        yield quorum
+
+
+@pytest.fixture
+def cluster_broker_factory(tmp_path: Path) -> Iterator[ClusterBrokerFactory]:
+    """`factory(quorum, node_id, **overrides)`: a cluster-mode Broker, not started; every broker
+    made here is stopped when the test ends."""
+    made: list[Broker] = []
+
+    def factory(quorum: ControllerQuorum, node_id: int, **overrides: str) -> Broker:
+        broker = cluster_broker(quorum, tmp_path, node_id, **overrides)
+        made.append(broker)
+        return broker
+
+    yield factory
+    for broker in made:
+        broker.stop()
+
+
 # -- figures: what tests measured, printed once at the end of the session -------------------------
 
-ReportFigure = Callable[[str, str], None]
+# A figure rides on its test's report (user_properties), so that it reaches the process that
+# prints the summary when the tests ran on xdist workers.
+_FIGURE = "kcompat-figure"
 _FIGURES = pytest.StashKey[dict[str, str]]()
 
 
 @pytest.fixture
 def report_figure(request: pytest.FixtureRequest) -> ReportFigure:
     """`report_figure(name, text)` keeps a figure for the end-of-session report (a measurement, not a check)."""
-    figures = request.config.stash.setdefault(_FIGURES, {})
 
     def report(name: str, text: str) -> None:
-        figures[name] = text
+        request.node.user_properties.append((_FIGURE, (name, text)))
 
     return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport | pytest.CollectReport, config: pytest.Config) -> None:
+    figures = config.stash.setdefault(_FIGURES, {})
+    for key, value in getattr(report, "user_properties", ()):  # a CollectReport has none
+        if key == _FIGURE:
+            name, text = value
+            figures[name] = text
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

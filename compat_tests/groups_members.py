@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conftest import KAFKA_CLIENTS_39_JARS, KAFKA_JARS, ROOT, java_classpath, java_executable
+from support import KAFKA_CLIENTS_39_JARS, KAFKA_JARS, ROOT, java_classpath, java_executable
 
 MEMBER_SCRIPT = ROOT / "compat_tests" / "group_member.py"
 JAVA_SOURCE = ROOT / "compat_tests" / "java" / "Consumer.java"

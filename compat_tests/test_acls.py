@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import kafka_tool
+from support import kafka_tool
 
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port
 

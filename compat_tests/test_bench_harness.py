@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from benchmarks import fetch_path, metadata_probe, metadata_scale, txn
 from benchmarks.plan import QUICK, consume_key, produce_key

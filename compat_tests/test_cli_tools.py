@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from benchmarks.brokers import KafkaBroker
-from kcompat.testing import free_port
+from kcompat.testing import free_port, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -71,14 +71,6 @@ def kc_json(kc: Run, *args: str, input: str | None = None) -> Any:
     return json.loads(kc(*args, "--format", "json", input=input).stdout)
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}", pytrace=False)
-        time.sleep(0.2)
-
-
 def new_topic() -> str:
     return f"cli-{uuid.uuid4().hex[:10]}"
 
@@ -123,10 +115,18 @@ def test_topic_create_describe_alter_delete(kc: Run, bootstrap: str) -> None:
 
     added = kc_json(kc, "topic", "add-partitions", topic, "--num", "2")
     assert added == [{"topic": topic, "partitions_before": 3, "partitions": 5}]
-    wait_for(lambda: len(kc_json(kc, "topic", "describe", topic)["partitions"]) == 5, "5 partitions")
+    wait_until(
+        lambda: len(kc_json(kc, "topic", "describe", topic)["partitions"]) == 5,
+        "5 partitions",
+        timeout=30,
+    )
 
     assert kc("topic", "delete", topic).stdout == f"deleted topic {topic}\n"
-    wait_for(lambda: topic not in {t["topic"] for t in kc_json(kc, "topic", "list")}, "the topic to go")
+    wait_until(
+        lambda: topic not in {t["topic"] for t in kc_json(kc, "topic", "list")},
+        "the topic to go",
+        timeout=30,
+    )
     gone = kc("topic", "describe", topic, ok=False)
     assert (gone.returncode, gone.stderr) == (1, f"kcompat: topic {topic}: UNKNOWN_TOPIC_OR_PARTITION\n")
 
@@ -262,7 +262,11 @@ def test_group_describe_every_assigned_partition_then_seek(kc: Run, bootstrap: s
     finally:
         consumer.close()
 
-    wait_for(lambda: kc_json(kc, "group", "describe", group)["state"] == "Empty", "the group to empty")
+    wait_until(
+        lambda: kc_json(kc, "group", "describe", group)["state"] == "Empty",
+        "the group to empty",
+        timeout=30,
+    )
     assert group in {g["group"] for g in kc_json(kc, "group", "list")}
 
     moved = kc_json(kc, "group", "seek", group, "--to", "start")
@@ -295,7 +299,11 @@ def test_group_describe_every_assigned_partition_then_seek(kc: Run, bootstrap: s
     }[0] == expected
 
     assert kc("group", "delete", group).stdout == f"deleted group {group}\n"
-    wait_for(lambda: group not in {g["group"] for g in kc_json(kc, "group", "list")}, "the group to go")
+    wait_until(
+        lambda: group not in {g["group"] for g in kc_json(kc, "group", "list")},
+        "the group to go",
+        timeout=30,
+    )
 
 
 def test_cluster_info(kc: Run, bootstrap: str) -> None:

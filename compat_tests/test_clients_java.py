@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, java_classpath, java_executable
+from support import ROOT, java_classpath, java_executable
 
 from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
 from compat_tests.fetch_log import DebugBroker, assert_incremental_session, fetch_lines

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import kafka_tool
+from support import kafka_tool
 
 from compat_tests.client_data import unique
 

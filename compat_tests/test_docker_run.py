@@ -57,6 +57,9 @@ def base_env(data_dir: Path) -> dict[str, str]:
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     env["KCOMPAT_DATA_DIR"] = str(data_dir)  # /var/lib/kafka/data inside the image
+    # The admin listener's port (127.0.0.1:9644) is the container's own; here it may be another
+    # broker's (a `make run` beside the tests), so it moves to a free one, as the other ports do.
+    env["KAFKA_ADMIN_LISTENER"] = f"127.0.0.1:{free_port()}"
     return env
 
 
@@ -155,8 +158,12 @@ def test_as_testcontainers_kafka_module_runs_it(tmp_path: Path, started: list[St
     command = ["sh", "-c", f"while [ ! -f {starter} ]; do sleep 0.1; done; {starter}"]
     started.append(s := start(command, env, tmp_path))
     advertised = f"PLAINTEXT://127.0.0.1:{plaintext},BROKER://{socket.gethostname()}:{broker}"
-    starter.write_text(f"#!/bin/bash\nexport KAFKA_ADVERTISED_LISTENERS={advertised}\n{RUN_SCRIPT} \n")
-    starter.chmod(0o777)
+    # Whole and executable before the loop can see it: written under another name, then renamed
+    # (the loop may otherwise run it between the write and the chmod: "Permission denied").
+    partial = starter.with_name(starter.name + ".partial")
+    partial.write_text(f"#!/bin/bash\nexport KAFKA_ADVERTISED_LISTENERS={advertised}\n{RUN_SCRIPT} \n")
+    partial.chmod(0o777)
+    partial.rename(starter)
 
     s.wait_for_line(READY_LINE)
     info = roundtrip(f"127.0.0.1:{plaintext}")

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import KAFKA_JARS, kafka_tool
+from support import KAFKA_JARS, kafka_tool
 
 from kcompat.log import LogCleaner, LogConfig, LogManager, PartitionLog
 from kcompat.log.batch_scan import iter_headers

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import kafka_tool
+from support import kafka_tool
 
 from compat_tests.client_data import unique
 from compat_tests.groups_members import Group, python_member

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import KAFKA_CLIENTS_39_JARS, KAFKA_JARS, KAFKA_TOOLS, ROOT, kafka_tool, kcat_executable
+from support import KAFKA_CLIENTS_39_JARS, KAFKA_JARS, KAFKA_TOOLS, ROOT, kafka_tool, kcat_executable
 
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 

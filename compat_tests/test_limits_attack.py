@@ -21,12 +21,12 @@ import statistics
 import struct
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from support import ReportFigure
 
 from compat_tests.crash.proc import RssSampler, mib, open_fds, rss_bytes
 from compat_tests.crash.wire_client import (
@@ -44,7 +44,6 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.protocol import decode_response, encode_request
 
 pytestmark = pytest.mark.timeout(180)
-ReportFigure = Callable[[str, str], None]  # the report_figure fixture (compat_tests/conftest.py)
 IDLE_CONNECTIONS = int(os.environ.get("KCOMPAT_IDLE_CONNECTIONS", "2000"))
 
 

@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
+from support import default_admin_port_taken
 
 from kcompat.testing import Broker, free_port
 
@@ -187,13 +188,7 @@ def test_admin_port_taken(tmp_path: Path) -> None:
         assert proc.returncode == 1
         assert f"cannot listen on admin.listener 127.0.0.1:{port}" in err and "Traceback" not in err
     # The default port taken (by this test, or by anything else holding 9644): the broker starts anyway.
-    with socket.socket() as default:
-        default.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            default.bind(("127.0.0.1", 9644))
-            default.listen(1)
-        except OSError:
-            pass  # something else has it: taken all the same
+    with default_admin_port_taken():
         out = _run_until_listening(_serve(tmp_path))
     assert "admin listener not started: 127.0.0.1:9644 is in use" in out
     assert " listening on " in out

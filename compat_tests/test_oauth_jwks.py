@@ -24,8 +24,8 @@ import jwt
 import pytest
 import trustme
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from conftest import QUICK_JVM, kafka_tool
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from support import QUICK_JVM, kafka_tool
 
 from compat_tests.client_data import unique
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port

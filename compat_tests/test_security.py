@@ -27,12 +27,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AIOTopicPartition
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from conftest import kafka_tool
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KPTopicPartition
+from support import kafka_tool
 
 from compat_tests.client_data import unique
 from kcompat.testing import TEST_DEFAULTS, Broker, closed_by_peer, free_port

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import kafka_tool
+from support import kafka_tool
 
 pytestmark = pytest.mark.timeout(120)
 

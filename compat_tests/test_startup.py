@@ -19,14 +19,15 @@ import os
 import socket
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import java_executable
 from kafka.admin import KafkaAdminClient
+from support import default_admin_port_taken, java_executable
 
 from compat_tests.crash.ledger import read_topic
 from kcompat.testing import Broker, BrokerFactory, api_versions_ready, free_port, recv_exact
@@ -149,37 +150,44 @@ log.retention.check.interval.ms=300000
 def test_kafka_combined_mode_server_properties_starts_as_it_is(tmp_path: Path) -> None:
     props = tmp_path / "server.properties"
     props.write_text(KAFKA_SERVER_PROPERTIES)
-    port, controller_port = free_port(), free_port()
+    port, controller_port, admin_port = free_port(), free_port(), free_port()
     cmd = [
-        "python", "-m", "kcompat", "serve", str(props),
+        sys.executable, "-m", "kcompat", "serve", str(props),
         "--override", f"listeners=PLAINTEXT://:{port},CONTROLLER://:{controller_port}",
         "--override", f"advertised.listeners=PLAINTEXT://localhost:{port},CONTROLLER://localhost:{controller_port}",
         "--override", f"log.dirs={tmp_path / 'kraft-combined-logs'}",
+        # kcompat's own listener too: its default port (9644) may be another broker's, as with
+        # `make run` beside the tests (held below), and then it would warn.
+        "--override", f"admin.listener=127.0.0.1:{admin_port}",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
     log_path = tmp_path / "broker.log"
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 30
-        while not api_versions_ready("127.0.0.1", port):
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.05)
-        # A real client round trip through the advertised PLAINTEXT listener (localhost).
-        create_topic(f"localhost:{port}", "from-kafka-config", 1)
-        assert produce_acked(f"localhost:{port}", "from-kafka-config", 10) == 10
-        text = log_path.read_text()
-        skipped = [line for line in text.splitlines() if "controller listener" in line]
-        assert (
-            len(skipped) == 1 and " INFO " in skipped[0] and f"CONTROLLER://:{controller_port}" in skipped[0]
-        )
-        assert " ERROR " not in text and " WARNING " not in text, text
-        with socket.socket() as s:  # the controller port is not opened
-            assert s.connect_ex(("127.0.0.1", controller_port)) != 0
-    finally:
-        proc.terminate()
-        assert proc.wait(30) == 0
+    with default_admin_port_taken():  # as a `make run` beside the tests holds it
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + 30
+            while not api_versions_ready("127.0.0.1", port):
+                assert proc.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.05)
+            # A real client round trip through the advertised PLAINTEXT listener (localhost).
+            create_topic(f"localhost:{port}", "from-kafka-config", 1)
+            assert produce_acked(f"localhost:{port}", "from-kafka-config", 10) == 10
+            text = log_path.read_text()
+            skipped = [line for line in text.splitlines() if "controller listener" in line]
+            assert (
+                len(skipped) == 1
+                and " INFO " in skipped[0]
+                and f"CONTROLLER://:{controller_port}" in skipped[0]
+            )
+            assert " ERROR " not in text and " WARNING " not in text, text
+            assert f"metrics at http://127.0.0.1:{admin_port}/metrics" in text, text
+            with socket.socket() as s:  # the controller port is not opened
+                assert s.connect_ex(("127.0.0.1", controller_port)) != 0
+        finally:
+            proc.terminate()
+            assert proc.wait(30) == 0
 
 
 def _api_versions_v0(correlation_id: int) -> bytes:

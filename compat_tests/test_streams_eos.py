@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import DEPS, ROOT, ReportFigure, java_classpath, java_executable
+from support import DEPS, ROOT, ReportFigure, java_classpath, java_executable
 
 from compat_tests.groups_members import JVM, compile_java
 from kcompat.testing import BrokerFactory

@@ -52,6 +52,9 @@ The ``Broker`` object
 
 When a test that used a broker fails, the tail of each broker's log is added to the report.
 
+``wait_until(condition, what, timeout=10)`` polls until ``condition()`` is truthy and returns it
+(``wait_until_async`` in a coroutine); ``free_port()`` gives a port for any other listener.
+
 Test-friendly defaults
 ----------------------
 Brokers started here use ``group.initial.rebalance.delay.ms=0`` (consumer groups form at once) and
@@ -66,6 +69,7 @@ The start timeout is 30 s, or ``KCOMPAT_START_TIMEOUT`` seconds when set.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -92,6 +96,8 @@ __all__ = [
     "kcompat_broker_factory",
     "kcompat_session_broker",
     "recv_exact",
+    "wait_until",
+    "wait_until_async",
 ]
 
 # Settings that make a broker pleasant in tests; the factory's overrides win over these.
@@ -117,6 +123,41 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def wait_until(
+    condition: Callable[[], Any],
+    what: str | None = None,
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.1,
+    sleep: Callable[[float], object] = time.sleep,
+) -> Any:
+    """Call `condition()` until it returns something truthy and return that; AssertionError naming
+    `what` after `timeout` seconds. `sleep` waits between tries: one that runs an event loop
+    (``lambda s: loop.run_until_complete(asyncio.sleep(s))``) lets the loop work meanwhile."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or condition}")
+        sleep(interval)
+    return value
+
+
+async def wait_until_async(
+    condition: Callable[[], Any],
+    what: str | None = None,
+    *,
+    timeout: float = 10.0,  # noqa: ASYNC109 (fails the test naming `what`, as wait_until's does)
+    interval: float = 0.001,
+) -> Any:
+    """`wait_until` inside a coroutine: the event loop runs other tasks between tries."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or condition}")
+        await asyncio.sleep(interval)
+    return value
 
 
 # ApiVersions v0 request, request header v1 (the readiness probe speaks the real protocol):

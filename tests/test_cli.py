@@ -75,6 +75,7 @@ def test_unusable_keystore_and_bad_add_scram_are_one_line(tmp_path: Path) -> Non
         f"ssl.keystore.location={tmp_path / 'nope.p12'}",
         "--override",
         f"log.dirs={tmp_path / 'data'}",
+        *NO_ADMIN,
     )
     assert result.returncode == 1
     (line,) = [x for x in result.stderr.splitlines() if " ERROR " in x]
@@ -161,6 +162,11 @@ def test_serve_hands_the_config_to_the_server(monkeypatch: pytest.MonkeyPatch) -
 # --- start-up errors from the filesystem and the network: one line, exit 1 ------------------------
 
 
+# A broker these tests start opens no port of a fixed number: the admin listener (127.0.0.1:9644 by
+# default, a developer's `make run` may hold it) is switched off.
+NO_ADMIN = ("--override", "admin.listener=")
+
+
 def serve_on(log_dirs: Path | str, *extra: str) -> subprocess.CompletedProcess[str]:
     return run(
         "serve",
@@ -168,6 +174,7 @@ def serve_on(log_dirs: Path | str, *extra: str) -> subprocess.CompletedProcess[s
         "listeners=PLAINTEXT://127.0.0.1:0",
         "--override",
         f"log.dirs={log_dirs}",
+        *NO_ADMIN,
         *extra,
     )
 
@@ -229,7 +236,7 @@ def test_a_used_log_dir_made_read_only(tmp_path: Path) -> None:
     path = tmp_path / "used"
     process = subprocess.Popen(
         [sys.executable, "-m", "kcompat", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-         "--override", f"log.dirs={path}"],
+         "--override", f"log.dirs={path}", *NO_ADMIN],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert process.stderr is not None
@@ -261,6 +268,7 @@ def test_a_port_in_use_hints_at_the_listeners_override(tmp_path: Path) -> None:
             f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--override",
             f"log.dirs={tmp_path}",
+            *NO_ADMIN,
         )
     line = the_error_line(result)
     assert f"cannot listen on PLAINTEXT://127.0.0.1:{port}: Address already in use" in line

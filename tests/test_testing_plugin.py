@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import struct
@@ -14,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from kcompat.testing import Broker, BrokerFactory, BrokerStartError, api_versions_ready, free_port
+from kcompat.testing import (
+    Broker,
+    BrokerFactory,
+    BrokerStartError,
+    api_versions_ready,
+    free_port,
+    wait_until,
+    wait_until_async,
+)
 
 
 class FakeApiVersionsServer:
@@ -150,3 +159,21 @@ def test_failed_test_report_shows_broker_log(tmp_path: Path) -> None:
     assert "deliberate" in result.stdout
     assert "kcompat broker 127.0.0.1:" in result.stdout and "log (tail)" in result.stdout
     assert "kcompat-testing: starting" in result.stdout
+
+
+def test_wait_until_returns_the_first_truthy_value_and_names_what_timed_out() -> None:
+    tries = iter([0, None, "ready"])
+    slept: list[float] = []
+    assert wait_until(lambda: next(tries), "the value", interval=0.5, sleep=slept.append) == "ready"
+    assert slept == [0.5, 0.5]  # the given sleep waits between tries
+    with pytest.raises(AssertionError, match=r"timed out after 0\.01s waiting for the flag"):
+        wait_until(lambda: False, "the flag", timeout=0.01, interval=0.001)
+
+
+def test_wait_until_async_lets_the_loop_run_between_tries() -> None:
+    async def main() -> str:
+        flag: list[str] = []
+        asyncio.get_running_loop().call_later(0.01, flag.append, "set")
+        return (await wait_until_async(lambda: flag, timeout=5))[0]
+
+    assert asyncio.run(main()) == "set"

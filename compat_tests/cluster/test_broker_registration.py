@@ -10,9 +10,10 @@ import signal
 import uuid
 from pathlib import Path
 
-from compat_tests.cluster.conftest import ClusterBrokerFactory, log_has, wait_for
-from compat_tests.conftest import kafka_tool
+from support import ClusterBrokerFactory, kafka_tool, log_has
+
 from compat_tests.crash.wire_client import WireClient
+from kcompat.testing import wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 
 BROKER_ID = 1
@@ -27,9 +28,13 @@ def test_broker_registers_is_unfenced_and_follows_metadata(
     broker = cluster_broker_factory(kraft_quorum, BROKER_ID)
     broker.start()
     try:
-        wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced")
+        wait_until(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced", timeout=40)
         # The heartbeat answer may unfence before the observer fetched the UnfenceBrokerRecord.
-        wait_for(lambda: log_has(broker, f"metadata: broker {BROKER_ID} is unfenced"), "the unfencing record")
+        wait_until(
+            lambda: log_has(broker, f"metadata: broker {BROKER_ID} is unfenced"),
+            "the unfencing record",
+            timeout=40,
+        )
         status = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", kraft_quorum.bootstrap_servers,
                             "describe", "--status").stdout  # fmt: skip
         observers = next(line for line in status.splitlines() if line.startswith("CurrentObservers"))
@@ -54,8 +59,14 @@ def test_broker_registers_is_unfenced_and_follows_metadata(
         assert created.error_code == 0, created
         assert isinstance(created.topic_id, uuid.UUID)
         for p in (0, 1):
-            wait_for(lambda p=p: log_has(broker, f"metadata: clustered-{p} leader: leader {BROKER_ID} epoch 0, replicas [{BROKER_ID}], isr [{BROKER_ID}]"),
-                     f"partition {p} in the broker's image")  # fmt: skip
+            wait_until(
+                lambda p=p: log_has(
+                    broker,
+                    f"metadata: clustered-{p} leader: leader {BROKER_ID} epoch 0, replicas [{BROKER_ID}], isr [{BROKER_ID}]",
+                ),
+                f"partition {p} in the broker's image",
+                timeout=40,
+            )
     finally:
         broker.stop()
     # Stopping is a controlled shutdown through heartbeats, confirmed by the controller.
@@ -74,7 +85,7 @@ def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
     broker = cluster_broker_factory(kraft_quorum, node_id)
     broker.start()
     try:
-        wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced")
+        wait_until(lambda: log_has(broker, "RECOVERY -> RUNNING"), "the broker to be unfenced", timeout=40)
         assert broker.process is not None
         # Kafka's own account, in the controller's log: fenced for the lapsed session, then unfenced
         # by the next heartbeat (both records may reach the broker in one Fetch).
@@ -88,13 +99,14 @@ def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
 
         broker.process.send_signal(signal.SIGSTOP)  # silent past the controller's 9 s session timeout
         try:
-            wait_for(
+            wait_until(
                 lambda: fenced in controller_log.read_text(errors="replace"),
                 "the controller to fence the broker",
+                timeout=40,
             )
         finally:
             broker.process.send_signal(signal.SIGCONT)
-        wait_for(fenced_then_unfenced, "the controller to fence and then unfence the broker")
+        wait_until(fenced_then_unfenced, "the controller to fence and then unfence the broker", timeout=40)
         assert "because its session has timed out" in controller_log.read_text(errors="replace")
     finally:
         broker.stop()
@@ -107,8 +119,14 @@ def test_fenced_by_the_controller_then_unfenced_and_restart_registers_again(
     assert len(epochs) == 1
     broker.start()  # same log dir: same directory id, a new incarnation
     try:
-        wait_for(lambda: log_has(broker, "RECOVERY -> RUNNING") and len(re.findall("registered with broker epoch", broker.log_path.read_text())) == 2,
-                 "the restarted broker to be unfenced")  # fmt: skip
+        wait_until(
+            lambda: (
+                log_has(broker, "RECOVERY -> RUNNING")
+                and len(re.findall("registered with broker epoch", broker.log_path.read_text())) == 2
+            ),
+            "the restarted broker to be unfenced",
+            timeout=40,
+        )
         again = [
             int(m)
             for m in re.findall(
@@ -143,7 +161,9 @@ def test_secured_listeners_are_registered_with_their_protocol(
     )
     broker.listeners["SASL_PLAINTEXT"] = sasl_port = free_port()
     broker.start()
-    wait_for(lambda: log_has(broker, f"metadata: broker {node_id} is unfenced"), "the unfencing record")
+    wait_until(
+        lambda: log_has(broker, f"metadata: broker {node_id} is unfenced"), "the unfencing record", timeout=40
+    )
     admin = AdminClient({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
                          "sasl.mechanisms": "PLAIN", "sasl.username": "bob", "sasl.password": "bob-secret"})  # fmt: skip
     md = admin.list_topics(timeout=30)

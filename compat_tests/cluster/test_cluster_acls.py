@@ -22,9 +22,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from support import ClusterBrokerFactory, log_has
 
-from compat_tests.cluster.conftest import ClusterBrokerFactory, log_has, wait_for
-from kcompat.testing import free_port
+from kcompat.testing import free_port, wait_until
 from kcompat.testing_cluster import ControllerQuorum
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -66,12 +66,16 @@ def test_acls_from_the_metadata_log(
     )
     broker.listeners["SASL_PLAINTEXT"] = free_port()
     broker.start()
-    wait_for(lambda: log_has(broker, f"metadata: broker {NODE_ID} is unfenced"), "the unfencing record")
+    wait_until(
+        lambda: log_has(broker, f"metadata: broker {NODE_ID} is unfenced"), "the unfencing record", timeout=40
+    )
     admin, alice = client(broker, "admin"), client(broker, "alice")
     for f in admin.create_topics([NewTopic("orders", 1, 1), NewTopic("hidden", 1, 1)]).values():
         f.result(30)
-    wait_for(
-        lambda: {"orders", "hidden"} <= set(admin.list_topics(timeout=10).topics), "the topics in the image"
+    wait_until(
+        lambda: {"orders", "hidden"} <= set(admin.list_topics(timeout=10).topics),
+        "the topics in the image",
+        timeout=40,
     )
     assert not {"orders", "hidden"} & set(alice.list_topics(timeout=10).topics)  # no ACLs: nothing
 
@@ -85,7 +89,11 @@ def test_acls_from_the_metadata_log(
 
     every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                              AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
-    wait_for(lambda: set(alice.list_topics(timeout=10).topics) >= {"orders"}, "the ACL in the broker's image")
+    wait_until(
+        lambda: set(alice.list_topics(timeout=10).topics) >= {"orders"},
+        "the ACL in the broker's image",
+        timeout=40,
+    )
     assert "hidden" not in alice.list_topics(timeout=10).topics
     described = admin.describe_acls(every).result(30)
     assert [(b.name, b.principal, b.operation) for b in described] == [
@@ -94,7 +102,9 @@ def test_acls_from_the_metadata_log(
 
     deleted = admin.delete_acls([every])[every].result(30)
     assert [b.name for b in deleted] == ["orders"]
-    wait_for(
-        lambda: "orders" not in alice.list_topics(timeout=10).topics, "the removal in the broker's image"
+    wait_until(
+        lambda: "orders" not in alice.list_topics(timeout=10).topics,
+        "the removal in the broker's image",
+        timeout=40,
     )
     assert admin.describe_acls(every).result(30) == []

@@ -21,11 +21,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from compat_tests.client_data import unique
-from compat_tests.cluster.conftest import wait_for
 from compat_tests.cluster.test_group_coordinator import Cluster
 from compat_tests.groups_members import KAFKA_CLIENTS_39_JARS, KAFKA_JARS, Group, compile_java, java_member
 from compat_tests.test_clients_java import QUIET, SOURCE, JavaClient
-from kcompat.testing import Broker
+from kcompat.testing import Broker, wait_until
 from kcompat.testing_cluster import ControllerQuorum
 from kcompat.wire.messages.describe_configs import DESCRIBE_CONFIGS
 
@@ -65,7 +64,11 @@ def create_topic(cluster: Cluster, prefix: str) -> str:
     leaders = cluster.leaders(topic, PARTITIONS)
     assert leaders == {p: ids[p] for p in range(PARTITIONS)}, leaders
     for b in cluster.brokers.values():  # every leader holds acks=all to the topic's own minimum
-        wait_for(lambda b=b: min_insync(cluster, b, topic) == "2", f"min.insync.replicas=2 on {b.bootstrap}")
+        wait_until(
+            lambda b=b: min_insync(cluster, b, topic) == "2",
+            f"min.insync.replicas=2 on {b.bootstrap}",
+            timeout=40,
+        )
     return topic
 
 

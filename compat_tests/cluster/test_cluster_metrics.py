@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import http.client
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
+from support import cluster_broker
 
-from compat_tests.cluster.conftest import cluster_broker
-from kcompat.testing import Broker, free_port
+from kcompat.testing import Broker, free_port, wait_until
 from kcompat.testing_cluster import ControllerQuorum
 
 pytestmark = pytest.mark.timeout(180)
@@ -87,14 +86,6 @@ def page(b: Broker, path: str) -> str:
     return body
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
-
-
 def gauges(brokers: dict[int, Broker], name: str, ids: tuple[int, ...] = (1, 2)) -> dict[int, float]:
     return {i: scrape(brokers[i])[RM + name] for i in ids}
 
@@ -110,9 +101,16 @@ def test_under_replicated_follows_a_killed_follower_and_the_console_shows_the_cl
     admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
     admin.create_topics([NewTopic(TOPIC, len(ASSIGNMENT), replica_assignment=ASSIGNMENT,
                                   config={"min.insync.replicas": "2"})])[TOPIC].result(30)  # fmt: skip
-    wait_for(lambda: all(isr == [1, 2, 3] for isr in isr_of(brokers[1]).values()) and len(isr_of(brokers[1])) == 4,
-             "every partition with a full ISR")  # fmt: skip
-    wait_for(lambda: gauges(brokers, "leadercount", (1, 2, 3)) == LED, "leader counts from the image")
+    wait_until(
+        lambda: all(isr == [1, 2, 3] for isr in isr_of(brokers[1]).values()) and len(isr_of(brokers[1])) == 4,
+        "every partition with a full ISR",
+        timeout=60,
+    )
+    wait_until(
+        lambda: gauges(brokers, "leadercount", (1, 2, 3)) == LED,
+        "leader counts from the image",
+        timeout=60,
+    )
     assert gauges(brokers, "partitioncount", (1, 2, 3)) == {1: 4, 2: 4, 3: 4}
     assert gauges(brokers, "underreplicatedpartitions", (1, 2, 3)) == {1: 0, 2: 0, 3: 0}
     assert gauges(brokers, "offlinereplicacount", (1, 2, 3)) == {1: 0, 2: 0, 3: 0}
@@ -142,11 +140,18 @@ def test_under_replicated_follows_a_killed_follower_and_the_console_shows_the_cl
                         page(brokers[2], f"/topic?name={TOPIC}"))  # fmt: skip
         return row is not None and sorted(map(int, row.group(1).split(","))) == [1, 2, 3]
 
-    wait_for(full_isr_shown, "the topic page shows the full ISR of the partition assigned [1, 3, 2]")
+    wait_until(
+        full_isr_shown,
+        "the topic page shows the full ISR of the partition assigned [1, 3, 2]",
+        timeout=60,
+    )
 
     brokers[3].kill()
-    wait_for(lambda: gauges(brokers, "underreplicatedpartitions") == {1: 2, 2: 2},
-             "2 under-replicated partitions on each leader", timeout=60)  # fmt: skip
+    wait_until(
+        lambda: gauges(brokers, "underreplicatedpartitions") == {1: 2, 2: 2},
+        "2 under-replicated partitions on each leader",
+        timeout=60,
+    )
     assert all(isr == [1, 2] for isr in isr_of(brokers[1]).values())
     shrinks = gauges(brokers, "isrshrinks_total")
     assert {i: shrinks[i] - shrinks_before[i] for i in shrinks} == {1: 2, 2: 2}
@@ -161,8 +166,11 @@ def test_under_replicated_follows_a_killed_follower_and_the_console_shows_the_cl
     # controller allows once the old session ends) already rejoin the ISR, as with Kafka (KIP-903
     # accepts -1); the controller then drops the old incarnation and a second expand would count.
     brokers[3].start(wait=False)
-    wait_for(lambda: gauges(brokers, "underreplicatedpartitions") == {1: 0, 2: 0},
-             "the follower back in every ISR", timeout=60)  # fmt: skip
+    wait_until(
+        lambda: gauges(brokers, "underreplicatedpartitions") == {1: 0, 2: 0},
+        "the follower back in every ISR",
+        timeout=60,
+    )
     expands = gauges(brokers, "isrexpands_total")
     assert {i: expands[i] - expands_before[i] for i in expands} == {1: 2, 2: 2}
     assert all(isr == [1, 2, 3] for isr in isr_of(brokers[1]).values())

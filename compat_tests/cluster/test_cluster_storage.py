@@ -31,7 +31,8 @@ def test_a_dir_formatted_for_another_node_or_cluster_is_refused(
         ),
     ):
         cmd = [sys.executable, "-m", "kcompat", "serve", "--override", f"log.dirs={data}",
-               "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "process.roles=broker",
+               "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "admin.listener=",
+               "--override", "process.roles=broker",
                "--override", f"controller.quorum.bootstrap.servers={kraft_quorum.bootstrap_servers}"]  # fmt: skip
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]
@@ -47,6 +48,7 @@ def test_a_broker_id_equal_to_a_controller_id_is_refused(
 ) -> None:
     controller = kraft_quorum.controllers[0]
     cmd = [sys.executable, "-m", "kcompat", "serve", "--override", f"log.dirs={tmp_path / 'data'}",
+           "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "admin.listener=",
            "--override", "process.roles=broker", "--override", f"node.id={controller.node_id}",
            "--override", f"controller.quorum.voters={controller.node_id}@{controller.endpoint}"]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)

@@ -20,14 +20,14 @@ from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import ROOT, java_classpath, java_executable
+from support import ROOT, java_classpath, java_executable
 
 from compat_tests.client_data import unique
-from compat_tests.cluster.conftest import wait_for
-from compat_tests.cluster.test_group_coordinator import Cluster, wait_value
+from compat_tests.cluster.test_group_coordinator import Cluster
 from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, KAFKA_JARS, compile_java
 from compat_tests.test_streams_eos import MILLIS_PER_WORD, Updates, WordCountApp, input_lines
+from kcompat.testing import wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
@@ -69,7 +69,7 @@ class TxnCluster(Cluster):
                     return {c.key: int(c.node_id) for c in cs}
             return None
 
-        return wait_value(got, f"coordinators of {keys}")  # type: ignore[return-value]
+        return wait_until(got, f"coordinators of {keys}", timeout=40)  # type: ignore[return-value]
 
     def key_on(self, key_type: int, prefix: str, node: int) -> str:
         """A fresh key (transactional id or group) whose coordinator is broker `node`. A broker
@@ -89,7 +89,7 @@ class TxnCluster(Cluster):
                 {"topic": topic, "partitions": list(range(STATE_PARTITIONS))}]})  # fmt: skip
         finally:
             client.close()
-        return wait_value(on, f"one of {keys} coordinated by broker {node}")  # type: ignore[return-value]
+        return wait_until(on, f"one of {keys} coordinated by broker {node}", timeout=40)  # type: ignore[return-value]
 
     def topic_led_by(self, prefix: str, leaders: list[int]) -> str:
         """RF=3, min.insync.replicas=2, partition p led by leaders[p] (preferred replica first)."""
@@ -125,7 +125,7 @@ def read_all(
         return sum(map(len, out.values())) >= expect
 
     try:
-        wait_for(caught_up, f"{expect} {isolation} values of {topic}")
+        wait_until(caught_up, f"{expect} {isolation} values of {topic}", timeout=40)
         for m in c.consume(100, 1.0):  # anything past what was expected shows here
             out[m.partition()].append(m.value())
     finally:
@@ -244,7 +244,7 @@ def test_a_leader_verifies_at_the_remote_coordinator_with_kafkas_codes(cluster: 
                                                                 "producer_id": -1, "producer_epoch": -1})  # fmt: skip
         return r if r.error_code == 0 else None  # type: ignore[attr-defined]
 
-    r = wait_value(init, "InitProducerId at the coordinator")
+    r = wait_until(init, "InitProducerId at the coordinator", timeout=40)
     pid, epoch = r.producer_id, r.producer_epoch  # type: ignore[attr-defined]
 
     def produce(version: int, producer_id: int = pid) -> int:
@@ -340,7 +340,11 @@ def test_markers_reach_the_next_leader_after_kill9_of_a_partition_leader(cluster
     finally:
         runs = victim.logs().count("RECOVERY -> RUNNING")
         victim.start()
-        wait_for(lambda: victim.logs().count("RECOVERY -> RUNNING") > runs, "the restarted broker unfenced")
+        wait_until(
+            lambda: victim.logs().count("RECOVERY -> RUNNING") > runs,
+            "the restarted broker unfenced",
+            timeout=40,
+        )
 
 
 @pytest.mark.slow  # ~14 s on a shared 2-core machine: past the default layer's budget

@@ -4,7 +4,8 @@ cluster mode will talk to)."""
 
 from __future__ import annotations
 
-from compat_tests.conftest import kafka_tool
+from support import kafka_tool
+
 from compat_tests.crash.wire_client import WireClient
 from kcompat.testing_cluster import FEATURES, HOST, ControllerQuorum
 

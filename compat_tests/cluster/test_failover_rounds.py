@@ -22,8 +22,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from compat_tests.cluster.test_replication import BROKER_IDS, Cluster, wait_for
+from compat_tests.cluster.test_replication import BROKER_IDS, Cluster
 from compat_tests.crash.wire_client import WireClient, produce_body, read_frame
+from kcompat.testing import wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.protocol import decode_response, encode_request
 
@@ -110,7 +111,7 @@ def fault_report(
 
 def first_ack_after(producer: LedgerProducer, t: float, timeout: float = 60) -> float:
     """Seconds from `t` to the first write acknowledged after it (waits for one)."""
-    wait_for(
+    wait_until(
         lambda: any(a > t for a in list(producer.acked.values())), "an acknowledged write", timeout=timeout
     )
     return min(a for a in list(producer.acked.values()) if a > t) - t
@@ -138,8 +139,11 @@ def test_a_zombie_leader_acknowledges_nothing_that_vanishes(cluster: Cluster) ->
         time.sleep(1.0)
         zombie.process.send_signal(signal.SIGSTOP)
         try:
-            wait_for(lambda: (p := cluster.partitions("zombie", other)[0])[0] != leader and p[1] > epoch,
-                     "a new leader while the old one is stopped", timeout=60)  # fmt: skip
+            wait_until(
+                lambda: (p := cluster.partitions("zombie", other)[0])[0] != leader and p[1] > epoch,
+                "a new leader while the old one is stopped",
+                timeout=60,
+            )
             time.sleep(1.0)
             # Queued while stopped: answered once it runs again, before or after its image catches up.
             client = WireClient(HOST, zombie.port, timeout=30)
@@ -152,8 +156,11 @@ def test_a_zombie_leader_acknowledges_nothing_that_vanishes(cluster: Cluster) ->
         client.close()
         p = answer.responses[0].partition_responses[0]
         assert p.error_code != 0, "the zombie acknowledged an acks=all write"
-        wait_for(lambda: sorted(cluster.partitions("zombie", other)[0][3]) == list(BROKER_IDS),
-                 "the old leader back in the ISR", timeout=90)  # fmt: skip
+        wait_until(
+            lambda: sorted(cluster.partitions("zombie", other)[0][3]) == list(BROKER_IDS),
+            "the old leader back in the ISR",
+            timeout=90,
+        )
     finally:
         producer.stopping.set()
         producer.join(150)
@@ -180,11 +187,16 @@ def test_kill_the_leader_round_after_round(cluster: Cluster) -> None:
             leader, epoch, _replicas, _isr = cluster.partitions(TOPIC)[0]
             cluster.brokers[leader].kill()
             killed_at = time.monotonic()
-            wait_for(lambda leader=leader, epoch=epoch: (p := cluster.partitions(TOPIC)[0])[0] != leader and p[1] > epoch,
-                     "a new leader", timeout=60)  # fmt: skip
+            wait_until(
+                lambda leader=leader, epoch=epoch: (
+                    (p := cluster.partitions(TOPIC)[0])[0] != leader and p[1] > epoch
+                ),
+                "a new leader",
+                timeout=60,
+            )
             failovers.append(first_ack_after(producer, killed_at))
             cluster.start(leader)
-            wait_for(
+            wait_until(
                 lambda: sorted(cluster.partitions(TOPIC)[0][3]) == list(BROKER_IDS),
                 "the ISR whole again",
                 timeout=90,

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 from kafka.admin import KafkaAdminClient, NewPartitions
+from support import kafka_tool
 
-from compat_tests.cluster.conftest import wait_for
-from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
+from kcompat.testing import wait_until
 from kcompat.testing_cluster import DevCluster
 
 INIT_PRODUCER_ID, METADATA, CREATE_TOPICS = 22, 3, 19
@@ -58,21 +58,28 @@ def test_kafka_topics_create_and_admin_alter_delete_go_through_the_controller(
     # the controller placed it on both brokers: each broker's image has both partitions, RF 2
     for node in (1, 2):
         for p in (0, 1):
-            wait_for(lambda p=p, node=node: re.search(rf"metadata: fwd-{p} \w+: leader \d epoch 0, replicas \[\d, \d\]",
-                                                      broker_log(cluster, node)) is not None,
-                     f"fwd-{p} in broker {node}'s image")  # fmt: skip
+            wait_until(lambda p=p, node=node: re.search(rf"metadata: fwd-{p} \w+: leader \d epoch 0, replicas \[\d, \d\]",
+                                                      broker_log(cluster, node)) is not None, f"fwd-{p} in broker {node}'s image", timeout=40)  # fmt: skip
 
     # CreatePartitions and DeleteTopics from kafka-python, through the second broker
     admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[1].endpoint, request_timeout_ms=30000)
     try:
         admin.create_partitions({"fwd": NewPartitions(total_count=3)})
-        wait_for(lambda: in_image(cluster, "metadata: fwd-2 "), "the third partition in the image")
+        wait_until(
+            lambda: in_image(cluster, "metadata: fwd-2 "), "the third partition in the image", timeout=40
+        )
         admin.delete_topics(["fwd"])
     finally:
         admin.close()
-    wait_for(lambda: in_image(cluster, "metadata: topic fwd removed"), "the topic's removal in the image")
-    wait_for(
-        lambda: in_image(cluster, "metadata: topic fwd removed", 2), "the topic's removal in broker 2's image"
+    wait_until(
+        lambda: in_image(cluster, "metadata: topic fwd removed"),
+        "the topic's removal in the image",
+        timeout=40,
+    )
+    wait_until(
+        lambda: in_image(cluster, "metadata: topic fwd removed", 2),
+        "the topic's removal in broker 2's image",
+        timeout=40,
     )
 
 
@@ -104,9 +111,10 @@ def test_kafka_configs_alter_reaches_the_controller(kcompat_cluster: DevCluster)
     out = kafka_tool("kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "topics",
                      "--entity-name", "configured", "--add-config", "retention.ms=123456").stdout  # fmt: skip
     assert "Completed updating config for topic configured." in out
-    wait_for(
+    wait_until(
         lambda: in_image(cluster, "metadata: configs of topic 'configured': retention.ms=123456"),
         "the topic config in the image",
+        timeout=40,
     )
     # A cluster-wide broker default, set through a kcompat broker, read back from the controller.
     kafka_tool("kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
@@ -188,8 +196,13 @@ def test_metadata_auto_creates_through_the_controller(kcompat_cluster: DevCluste
         r
     )  # as Kafka answers while the controller creates it
     # one partition (num.partitions), placed by the controller on one of the two brokers
-    wait_for(lambda: in_image(cluster, "metadata: auto-made-0 ", 1) or in_image(cluster, "metadata: auto-made-0 ", 2),
-             "the auto-created topic in an image")  # fmt: skip
+    wait_until(
+        lambda: (
+            in_image(cluster, "metadata: auto-made-0 ", 1) or in_image(cluster, "metadata: auto-made-0 ", 2)
+        ),
+        "the auto-created topic in an image",
+        timeout=40,
+    )
     assert "auto-created topic auto-made through the controller (1 partitions)" in broker_log(cluster, 1)
 
 
@@ -265,8 +278,10 @@ def test_each_dev_cluster_broker_serves_a_console_listing_the_cluster(kcompat_cl
         return body
 
     for url in urls:
-        wait_for(
-            lambda url=url: "active controller (quorum leader)" in brokers_page(url), "the active controller"
+        wait_until(
+            lambda url=url: "active controller (quorum leader)" in brokers_page(url),
+            "the active controller",
+            timeout=40,
         )
         html = brokers_page(url)
         for b in kcompat_cluster.brokers:

@@ -14,19 +14,17 @@ and `kafka-consumer-groups --describe` through a kcompat broker shows them.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
+from support import cluster_broker, kafka_tool
 
-from compat_tests.cluster.conftest import cluster_broker
 from compat_tests.cluster.test_replication import Cluster as ReplicationCluster
-from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
 from kcompat.coordinator.records import offsets_partition
-from kcompat.testing import Broker
+from kcompat.testing import Broker, wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 from kcompat.wire.messages.metadata import METADATA
@@ -88,7 +86,7 @@ class Cluster(ReplicationCluster):
                     return {p.partition_index: p.leader_id for p in t.partitions}
             return None
 
-        return wait_value(got, f"live leaders of {topic}")  # type: ignore[return-value]
+        return wait_until(got, f"live leaders of {topic}", timeout=40)  # type: ignore[return-value]
 
     def committed(self, coordinator: int, group: str, topic: str, partitions: int) -> dict[int, int]:
         """OffsetFetch v8 (require_stable) of the topic's partitions from broker `coordinator`."""
@@ -110,18 +108,7 @@ class Cluster(ReplicationCluster):
             c = r.coordinators[0]  # type: ignore[attr-defined]
             return int(c.node_id) if c.error_code == 0 else None
 
-        return wait_value(got, f"the coordinator of {group}")  # type: ignore[return-value]
-
-
-def wait_value(fn: object, what: str, timeout: float = 40.0) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()  # type: ignore[operator]
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
+        return wait_until(got, f"the coordinator of {group}", timeout=40)  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +173,11 @@ def test_group_commits_rebalances_and_survives_kill_of_its_coordinator(cluster: 
         assigned[0] = {p.partition for p in partitions}  # type: ignore[attr-defined]
 
     a.subscribe([TOPIC], on_assign=on_assign)
-    wait_value(lambda: a.poll(0.2) is not None and assigned[0] == {0, 1}, "member A assigned both partitions")
+    wait_until(
+        lambda: a.poll(0.2) is not None and assigned[0] == {0, 1},
+        "member A assigned both partitions",
+        timeout=40,
+    )
     a.commit(offsets=[TP(TOPIC, p, off) for p, off in COMMITTED.items()], asynchronous=False)
     got = {tp.partition: tp.offset for tp in a.committed([TP(TOPIC, 0), TP(TOPIC, 1)], timeout=10)}
     assert got == COMMITTED
@@ -197,10 +188,15 @@ def test_group_commits_rebalances_and_survives_kill_of_its_coordinator(cluster: 
     b = kafka.KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False,
                             auto_offset_reset="earliest", session_timeout_ms=10000)  # fmt: skip
     try:
-        wait_value(lambda: b.poll(timeout_ms=200) is not None and len(b.assignment()) == 1,
-                   "member B assigned one partition")  # fmt: skip
+        wait_until(
+            lambda: b.poll(timeout_ms=200) is not None and len(b.assignment()) == 1,
+            "member B assigned one partition",
+            timeout=40,
+        )
         (b_tp,) = b.assignment()
-        wait_value(lambda: assigned[0] == {1 - b_tp.partition}, "member A down to the other partition")
+        wait_until(
+            lambda: assigned[0] == {1 - b_tp.partition}, "member A down to the other partition", timeout=40
+        )
         assert b.committed(b_tp) == COMMITTED[b_tp.partition]
     finally:
         b.close(autocommit=False)
@@ -211,20 +207,25 @@ def test_group_commits_rebalances_and_survives_kill_of_its_coordinator(cluster: 
     # kill -9 of the coordinator: another broker leads the group's partition and loads its state.
     cluster.brokers[coordinator].kill()
     survivor = cluster.live()[0]
-    new_coordinator = wait_value(lambda: (n := cluster.coordinator(group, survivor)) != coordinator and n,
-                                 "a new coordinator", timeout=60)  # fmt: skip
+    new_coordinator = wait_until(
+        lambda: (n := cluster.coordinator(group, survivor)) != coordinator and n,
+        "a new coordinator",
+        timeout=60,
+    )
     assert new_coordinator in cluster.live_ids()
 
     c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
     try:
-        committed = wait_value(
+        committed = wait_until(
             lambda: _committed(c, TP), "the committed offsets from the new coordinator", timeout=60
         )
         assert committed == COMMITTED, "a committed offset was lost in the failover"
         c.subscribe([TOPIC])
         first: dict[int, int] = {}
-        wait_value(lambda: _first_offsets(c, first) and len(first) == 2, "records from both partitions")
+        wait_until(
+            lambda: _first_offsets(c, first) and len(first) == 2, "records from both partitions", timeout=40
+        )
         assert first == COMMITTED, "the group did not resume from its committed offsets"
     finally:
         c.close()

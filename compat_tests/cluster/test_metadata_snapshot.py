@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import ClusterBrokerFactory
 
-from compat_tests.cluster.conftest import ClusterBrokerFactory, wait_for
 from compat_tests.crash.wire_client import WireClient
+from kcompat.testing import wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 
 BROKER_ID = 4
@@ -37,8 +38,10 @@ def test_late_broker_loads_the_snapshot(
     early = cluster_broker_factory(snapshotting_quorum, EARLY_ID)
     early.start()
     try:
-        wait_for(
-            lambda: "RECOVERY -> RUNNING" in early.log_path.read_text(), "the first broker to be unfenced"
+        wait_until(
+            lambda: "RECOVERY -> RUNNING" in early.log_path.read_text(),
+            "the first broker to be unfenced",
+            timeout=40,
         )
         client = WireClient(HOST, snapshotting_quorum.controllers[0].port)
         try:
@@ -50,19 +53,24 @@ def test_late_broker_loads_the_snapshot(
         finally:
             client.close()
         assert response.topics[0].error_code == 0
-        wait_for(
+        wait_until(
             lambda: "metadata: in-snapshot-2 leader" in early.log_path.read_text(),
             "the topic in the first image",
+            timeout=40,
         )
         before = set(snapshots(snapshotting_quorum))
-        wait_for(
-            lambda: bool(set(snapshots(snapshotting_quorum)) - before), "a snapshot written after the topic"
+        wait_until(
+            lambda: bool(set(snapshots(snapshotting_quorum)) - before),
+            "a snapshot written after the topic",
+            timeout=40,
         )
         late = cluster_broker_factory(snapshotting_quorum, BROKER_ID)
         late.start()
         try:
-            wait_for(
-                lambda: "RECOVERY -> RUNNING" in late.log_path.read_text(), "the late broker to be unfenced"
+            wait_until(
+                lambda: "RECOVERY -> RUNNING" in late.log_path.read_text(),
+                "the late broker to be unfenced",
+                timeout=40,
             )
             text = late.log_path.read_text()
             loaded = re.search(
@@ -71,9 +79,10 @@ def test_late_broker_loads_the_snapshot(
             assert loaded is not None, text[-3000:]
             assert int(loaded.group(4)) == 1 and int(loaded.group(5)) >= 1  # the topic and the first broker
             # The heartbeat answer may unfence before the observer fetched the UnfenceBrokerRecord.
-            wait_for(
+            wait_until(
                 lambda: f"metadata: broker {BROKER_ID} is unfenced" in late.log_path.read_text(),
                 "the unfencing record",
+                timeout=40,
             )
         finally:
             late.stop()

@@ -34,10 +34,10 @@ from compat_tests.cluster.test_failover_rounds import (
     longest_pause,
     read_all,
 )
-from compat_tests.cluster.test_replication import BROKER_IDS, LAG_MAX_MS, Cluster, wait_for
+from compat_tests.cluster.test_replication import BROKER_IDS, LAG_MAX_MS, Cluster
 from compat_tests.crash.wire_client import WireClient, produce_body
 from kcompat.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets
-from kcompat.testing import Broker
+from kcompat.testing import Broker, wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 
 SESSION_TIMEOUT_MS = 4000  # the controller fences a broker silent this long (Kafka's default is 9 s)
@@ -134,18 +134,18 @@ def test_leader_cut_off_from_its_followers(cluster: ProxiedCluster, direction: s
     producer.start()
     failovers: list[float] = []
     try:
-        wait_for(lambda: len(producer.acked) > 50, "writes acknowledged before the cut")
+        wait_until(lambda: len(producer.acked) > 50, "writes acknowledged before the cut", timeout=40)
         leader = cluster.partitions(topic)[0][0]
         proxy = cluster.proxies[leader]
         cut_at = time.monotonic()
         proxy.cut(fetchers_of(leader).match, direction)
-        wait_for(lambda: cluster.isr(topic) == [leader], "the ISR shrunk to the leader", timeout=30)
+        wait_until(lambda: cluster.isr(topic) == [leader], "the ISR shrunk to the leader", timeout=30)
         acked_while_cut = len(producer.acked)
         time.sleep(1.0)  # writes keep coming: below min.insync.replicas none is acknowledged
         assert len(producer.acked) == acked_while_cut, "acknowledged below min.insync.replicas"
         proxy.heal()
         healed_at = time.monotonic()
-        wait_for(lambda: cluster.isr(topic) == list(BROKER_IDS), "the ISR whole again", timeout=60)
+        wait_until(lambda: cluster.isr(topic) == list(BROKER_IDS), "the ISR whole again", timeout=60)
         # An acknowledgement in flight may land just after the cut: the outage is the longest pause.
         end = healed_at + first_ack_after(producer, healed_at)
         failovers.append(longest_pause(producer, cut_at, end + 0.001))
@@ -165,13 +165,16 @@ def test_leader_cut_off_from_the_controller(cluster: ProxiedCluster) -> None:
     controller_proxy: TcpProxy = cluster.controller_proxy  # type: ignore[attr-defined]
     failovers: list[float] = []
     try:
-        wait_for(lambda: len(producer.acked) > 50, "writes acknowledged before the cut")
+        wait_until(lambda: len(producer.acked) > 50, "writes acknowledged before the cut", timeout=40)
         leader, epoch, _replicas, _isr = cluster.partitions(topic)[0]
         other = next(i for i in BROKER_IDS if i != leader)
         cut_at = time.monotonic()
         controller_proxy.cut(channels_of(leader).match, "both")
-        wait_for(lambda: (p := cluster.partitions(topic, other)[0])[0] not in (leader, -1) and p[1] > epoch,
-                 "a new leader elected without the isolated one", timeout=60)  # fmt: skip
+        wait_until(
+            lambda: (p := cluster.partitions(topic, other)[0])[0] not in (leader, -1) and p[1] > epoch,
+            "a new leader elected without the isolated one",
+            timeout=60,
+        )
         first_ack_after(producer, cut_at)
         # The isolated broker still believes it leads: an acks=all write to it must not be acknowledged.
         client = WireClient(HOST, cluster.brokers[leader].port, timeout=30)
@@ -187,7 +190,7 @@ def test_leader_cut_off_from_the_controller(cluster: ProxiedCluster) -> None:
             "the cut dropped nothing: the broker did not go through the proxy"
         )
         controller_proxy.heal()
-        wait_for(
+        wait_until(
             lambda: cluster.isr(topic, other) == list(BROKER_IDS),
             "the old leader back in the ISR",
             timeout=90,
@@ -240,16 +243,27 @@ def test_a_restarted_leader_alone_in_its_isr_serves_what_was_committed(cluster: 
 
     assert high_watermark() == 100
     cluster.brokers[follower].kill()
-    wait_for(lambda: cluster.isr(topic, witness) == [leader], "the ISR shrunk to the leader", timeout=30)
+    wait_until(lambda: cluster.isr(topic, witness) == [leader], "the ISR shrunk to the leader", timeout=30)
     checkpoint = cluster.brokers[leader].data_dir / REPLICATION_OFFSET_CHECKPOINT
-    wait_for(
-        lambda: (read_offsets(checkpoint) or {}).get((topic, 0)) == 100, "the high watermark checkpointed"
+    wait_until(
+        lambda: (read_offsets(checkpoint) or {}).get((topic, 0)) == 100,
+        "the high watermark checkpointed",
+        timeout=40,
     )
     cluster.brokers[leader].kill()
     cluster.start(leader)
-    wait_for(lambda: "RECOVERY -> RUNNING" in cluster.brokers[leader].logs().split("kcompat-testing: starting")[-1],
-             "the leader restarted")  # fmt: skip
-    wait_for(lambda: high_watermark() == 100, "every acknowledged record served by the restarted leader")
+    wait_until(
+        lambda: (
+            "RECOVERY -> RUNNING" in cluster.brokers[leader].logs().split("kcompat-testing: starting")[-1]
+        ),
+        "the leader restarted",
+        timeout=40,
+    )
+    wait_until(
+        lambda: high_watermark() == 100,
+        "every acknowledged record served by the restarted leader",
+        timeout=40,
+    )
     assert cluster.isr(topic, witness) == [leader]  # alone in its ISR: nothing but the checkpoint set it
     cluster.start(follower)
-    wait_for(lambda: cluster.isr(topic, witness) == sorted(replicas), "the ISR whole again", timeout=60)
+    wait_until(lambda: cluster.isr(topic, witness) == sorted(replicas), "the ISR whole again", timeout=60)

@@ -25,10 +25,10 @@ from compat_tests.cluster.test_failover_rounds import (
     longest_pause,
     read_all,
 )
-from compat_tests.cluster.test_replication import BROKER_IDS, Cluster, wait_for
+from compat_tests.cluster.test_replication import BROKER_IDS, Cluster
 from compat_tests.crash.wire_client import WireClient
 from kcompat.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets
-from kcompat.testing import Broker
+from kcompat.testing import Broker, wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum, answers_api_versions
 
 pytestmark = pytest.mark.slow
@@ -87,7 +87,7 @@ class QuorumCluster(Cluster):
             created = response.topics[0]
             return None if created.error_code == NOT_CONTROLLER else created
 
-        created: Any = wait_for(attempt, f"topic {name} created on the active controller", timeout=60)
+        created: Any = wait_until(attempt, f"topic {name} created on the active controller", timeout=60)
         assert created.error_code == 0, created
         return created.topic_id  # type: ignore[no-any-return]
 
@@ -124,14 +124,14 @@ def test_kill_the_active_controller(cluster: QuorumCluster) -> None:
     failovers: list[float] = []
     try:
         for _ in range(ROUNDS):
-            wait_for(lambda: len(producer.acked) > 20, "writes acknowledged")
-            active = wait_for(lambda: quorum_leader(quorum) + 1, "a quorum leader") - 1  # type: ignore[operator]
+            wait_until(lambda: len(producer.acked) > 20, "writes acknowledged", timeout=40)
+            active = wait_until(lambda: quorum_leader(quorum) + 1, "a quorum leader", timeout=40) - 1  # type: ignore[operator]
             victim = next(c for c in quorum.controllers if c.node_id == active)
             quorum.kill(victim)
             killed_at = time.monotonic()
             # Writes need no controller while the ISR holds: acknowledged on, whatever the election takes.
             assert first_ack_after(producer, killed_at) < 5.0
-            wait_for(
+            wait_until(
                 lambda active=active: quorum_leader(quorum) not in (-1, active),
                 "another quorum leader",
                 timeout=60,
@@ -141,13 +141,13 @@ def test_kill_the_active_controller(cluster: QuorumCluster) -> None:
             cluster.create_topic(new_topic, 1, 3, {})
             cluster.partitions(new_topic)
             quorum.launch(victim)
-            wait_for(
+            wait_until(
                 lambda victim=victim: answers_api_versions(HOST, victim.port),
                 "the controller back",
                 timeout=60,
             )
             failovers.append(longest_pause(producer, killed_at, time.monotonic()))  # the outage, if any
-        wait_for(
+        wait_until(
             lambda: sorted(cluster.partitions(topic)[0][3]) == list(BROKER_IDS), "the ISR whole", timeout=60
         )
     finally:
@@ -171,10 +171,13 @@ def test_kill_every_broker_at_once(cluster: QuorumCluster) -> None:
     failovers: list[float] = []
     try:
         for _ in range(ROUNDS):
-            wait_for(lambda: len(producer.acked) > 50, "writes acknowledged")
+            wait_until(lambda: len(producer.acked) > 50, "writes acknowledged", timeout=40)
             # What the restarted replicas start their high watermarks from (written every 5 s).
-            wait_for(lambda: all(checkpointed_hw(b, topic) > 0 for b in cluster.brokers.values()),
-                     "high watermarks checkpointed", timeout=30)  # fmt: skip
+            wait_until(
+                lambda: all(checkpointed_hw(b, topic) > 0 for b in cluster.brokers.values()),
+                "high watermarks checkpointed",
+                timeout=30,
+            )
             for b in cluster.brokers.values():
                 b.kill()
             killed_at = time.monotonic()
@@ -184,8 +187,11 @@ def test_kill_every_broker_at_once(cluster: QuorumCluster) -> None:
             for b in [cluster.start(node_id, wait=False) for node_id in BROKER_IDS]:
                 b.wait_ready()
             failovers.append(first_ack_after(producer, killed_at, timeout=120))
-            wait_for(lambda: sorted(cluster.partitions(topic)[0][3]) == list(BROKER_IDS), "the ISR whole again",
-                     timeout=90)  # fmt: skip
+            wait_until(
+                lambda: sorted(cluster.partitions(topic)[0][3]) == list(BROKER_IDS),
+                "the ISR whole again",
+                timeout=90,
+            )
     finally:
         producer.stopping.set()
         producer.join(150)

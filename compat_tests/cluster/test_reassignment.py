@@ -25,16 +25,17 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import kafka
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from support import kafka_tool
 
 from compat_tests.cluster.test_replication import Cluster, JavaBroker, replicas_identical
-from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient
 from kcompat.coordinator.records import offsets_partition
+from kcompat.testing import wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 
@@ -42,14 +43,6 @@ pytestmark = pytest.mark.timeout(240)
 
 TOPIC = "moving"
 JAVA = 4
-
-
-def wait_for(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +55,11 @@ def mixed(
         for node_id in (1, 2):
             c.start(node_id)
         java.start()
-        wait_for(lambda: sorted(b.node_id for b in c.metadata(c.brokers[1], "none").brokers) == [1, 2, JAVA],  # type: ignore[attr-defined]
-                 "both kcompat brokers and the Java broker unfenced", timeout=90)  # fmt: skip
+        wait_until(
+            lambda: sorted(b.node_id for b in c.metadata(c.brokers[1], "none").brokers) == [1, 2, JAVA],
+            "both kcompat brokers and the Java broker unfenced",
+            timeout=90,
+        )
         yield c, java
     finally:
         java.stop()
@@ -99,7 +95,11 @@ class Ledger:
 
     def wait_acked(self, more: int, timeout: float = 60.0) -> None:
         target = len(self.acked) + more
-        wait_for(lambda: len(self.acked) >= target, f"{more} more records acknowledged", timeout)
+        wait_until(
+            lambda: len(self.acked) >= target,
+            f"{more} more records acknowledged",
+            timeout=timeout,
+        )
 
 
 def reassign(c: Cluster, bootstrap: str, replicas: list[int], topic: str = TOPIC) -> None:
@@ -113,7 +113,7 @@ def reassign(c: Cluster, bootstrap: str, replicas: list[int], topic: str = TOPIC
 
     # The move is done when the image's replicas are the target (adding and removing ones gone);
     # then the tool's own --verify must say so too.
-    wait_for(lambda: c.partitions(topic)[0][2] == replicas, f"the move to {replicas}", timeout=90)
+    wait_until(lambda: c.partitions(topic)[0][2] == replicas, f"the move to {replicas}", timeout=90)
     verify = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
                         "--reassignment-json-file", str(plan), "--verify").stdout  # fmt: skip
     assert f"Reassignment of partition {topic}-0 is completed" in verify, verify
@@ -122,8 +122,11 @@ def reassign(c: Cluster, bootstrap: str, replicas: list[int], topic: str = TOPIC
 def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[Cluster, JavaBroker]) -> None:
     c, java = mixed
     c.create_topic(TOPIC, 1, 2, {}, assignments=[[JAVA, 1]])
-    wait_for(lambda: c.partitions(TOPIC)[0][0] == JAVA and sorted(c.partitions(TOPIC)[0][3]) == [1, JAVA],
-             "the Java broker leading with kcompat in the ISR")  # fmt: skip
+    wait_until(
+        lambda: c.partitions(TOPIC)[0][0] == JAVA and sorted(c.partitions(TOPIC)[0][3]) == [1, JAVA],
+        "the Java broker leading with kcompat in the ISR",
+        timeout=60,
+    )
 
     bootstrap = f"{c.bootstrap},{HOST}:{java.port}"
     ledger = Ledger(bootstrap)
@@ -134,19 +137,30 @@ def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[
         reassign(c, bootstrap, [1, 2])
         leader, _epoch, replicas, isr = c.partitions(TOPIC)[0]
         assert (leader, replicas, sorted(isr)) == (1, [1, 2], [1, 2])
-        wait_for(lambda: not (java.data / f"{TOPIC}-0").exists(), "the removed Java replica deleted")
+        wait_until(
+            lambda: not (java.data / f"{TOPIC}-0").exists(),
+            "the removed Java replica deleted",
+            timeout=60,
+        )
         ledger.wait_acked(150)
         # And back: the Java broker follows the kcompat leader, then leads again as preferred replica.
         reassign(c, bootstrap, [JAVA, 1])
         leader, _epoch, replicas, isr = c.partitions(TOPIC)[0]
         assert (leader, replicas, sorted(isr)) == (1, [JAVA, 1], [1, JAVA])
-        wait_for(lambda: not any((c.root / "broker-2" / f"{TOPIC}-0").glob("*.log")),
-                 "the removed kcompat replica deleted")  # fmt: skip
+        wait_until(
+            lambda: not any((c.root / "broker-2" / f"{TOPIC}-0").glob("*.log")),
+            "the removed kcompat replica deleted",
+            timeout=60,
+        )
         ledger.wait_acked(150)
         out = kafka_tool("kafka-leader-election", "--bootstrap-server", bootstrap, "--election-type", "preferred",
                          "--topic", TOPIC, "--partition", "0").stdout  # fmt: skip
         assert f"Successfully completed leader election (PREFERRED) for partitions {TOPIC}-0" in out, out
-        wait_for(lambda: c.partitions(TOPIC)[0][0] == JAVA, "the preferred Java replica leading")
+        wait_until(
+            lambda: c.partitions(TOPIC)[0][0] == JAVA,
+            "the preferred Java replica leading",
+            timeout=60,
+        )
         ledger.wait_acked(150)
     finally:
         ledger.stop.set()
@@ -173,23 +187,32 @@ def test_reassign_java_to_kcompat_and_back_then_preferred_election(mixed: tuple[
         "kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--topic", TOPIC
     ).stdout
     assert f"Leader: {JAVA}" in described and f"Replicas: {JAVA},1" in described, described
-    wait_for(lambda: bool(java.segment(TOPIC, 0)) and java.segment(TOPIC, 0) == c.segment(1, TOPIC, 0),
-             "the Java and the kcompat replica byte-identical")  # fmt: skip
+    wait_until(
+        lambda: bool(java.segment(TOPIC, 0)) and java.segment(TOPIC, 0) == c.segment(1, TOPIC, 0),
+        "the Java and the kcompat replica byte-identical",
+        timeout=60,
+    )
 
 
 def test_replica_moved_away_while_down_is_a_stray_at_restart(mixed: tuple[Cluster, JavaBroker]) -> None:
     c, java = mixed
     topic = "strays"
     c.create_topic(topic, 2, 2, {}, assignments=[[2, 1], [1, 2]])
-    wait_for(
-        lambda: all(sorted(p[3]) == [1, 2] for p in c.partitions(topic).values()), "both replicas in sync"
+    wait_until(
+        lambda: all(sorted(p[3]) == [1, 2] for p in c.partitions(topic).values()),
+        "both replicas in sync",
+        timeout=60,
     )
     producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
     for i in range(20):
         producer.produce(topic, f"r-{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
     for p in (0, 1):
-        wait_for(lambda p=p: replicas_identical(c, topic, p, [1, 2]), f"{topic}-{p} replicated to broker 2")
+        wait_until(
+            lambda p=p: replicas_identical(c, topic, p, [1, 2]),
+            f"{topic}-{p} replicated to broker 2",
+            timeout=60,
+        )
 
     c.brokers[2].stop()
     bootstrap = f"{c.bootstrap},{HOST}:{java.port}"
@@ -198,12 +221,24 @@ def test_replica_moved_away_while_down_is_a_stray_at_restart(mixed: tuple[Cluste
     assert (data / f"{topic}-0").is_dir()  # nobody told the stopped broker
 
     c.start(2)
-    wait_for(lambda: not (data / f"{topic}-0").exists(), "the moved-away replica gone from its place")
+    wait_until(
+        lambda: not (data / f"{topic}-0").exists(),
+        "the moved-away replica gone from its place",
+        timeout=60,
+    )
     strays = list(data.glob(f"{topic}-0.*-stray"))
     assert len(strays) == 1 and any(strays[0].glob("*.log")), strays  # moved aside, not deleted (Kafka 4.x)
     # The replica still assigned is kept: it rejoins the ISR, byte-identical to the leader's.
-    wait_for(lambda: sorted(c.partitions(topic)[1][3]) == [1, 2], f"{topic}-1 back in sync on broker 2")
-    wait_for(lambda: replicas_identical(c, topic, 1, [1, 2]), f"{topic}-1 identical on both brokers")
+    wait_until(
+        lambda: sorted(c.partitions(topic)[1][3]) == [1, 2],
+        f"{topic}-1 back in sync on broker 2",
+        timeout=60,
+    )
+    wait_until(
+        lambda: replicas_identical(c, topic, 1, [1, 2]),
+        f"{topic}-1 identical on both brokers",
+        timeout=60,
+    )
     log_text = c.brokers[2].log_path.read_text(errors="replace")
     assert f"{topic}-0: not a replica here in the metadata: stray log moved aside" in log_text
     assert f"{topic}-1: not a replica" not in log_text
@@ -230,7 +265,11 @@ def test_group_coordinated_by_the_java_broker_with_members_on_kcompat(
     assert producer.flush(30) == 0
 
     kcompat = c.brokers[1]
-    wait_for(lambda: find_coordinator(kcompat.port, "probe") is not None, "__consumer_offsets created")
+    wait_until(
+        lambda: find_coordinator(kcompat.port, "probe") is not None,
+        "__consumer_offsets created",
+        timeout=60,
+    )
     offsets = c.partitions("__consumer_offsets")
     group = next((g for g in (f"java-led-{i}" for i in range(1000))
                   if offsets[offsets_partition(g, len(offsets))][0] == JAVA), None)  # fmt: skip
@@ -246,7 +285,11 @@ def test_group_coordinated_by_the_java_broker_with_members_on_kcompat(
         assigned[0] = {p.partition for p in partitions}
 
     a.subscribe([topic], on_assign=on_assign)
-    wait_for(lambda: a.poll(0.2) is not None and assigned[0] == {0, 1}, "member A assigned both partitions")
+    wait_until(
+        lambda: a.poll(0.2) is not None and assigned[0] == {0, 1},
+        "member A assigned both partitions",
+        timeout=60,
+    )
     a.commit(offsets=[TopicPartition(topic, p, o) for p, o in committed.items()], asynchronous=False)
     got = a.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
     assert {tp.partition: tp.offset for tp in got} == committed
@@ -262,10 +305,17 @@ def test_group_coordinated_by_the_java_broker_with_members_on_kcompat(
     b = kafka.KafkaConsumer(topic, bootstrap_servers=c.bootstrap, group_id=group, enable_auto_commit=False,
                             auto_offset_reset="earliest", session_timeout_ms=10000)  # fmt: skip
     try:
-        wait_for(lambda: b.poll(timeout_ms=200) is not None and len(b.assignment()) == 1,
-                 "member B assigned one partition")  # fmt: skip
+        wait_until(
+            lambda: b.poll(timeout_ms=200) is not None and len(b.assignment()) == 1,
+            "member B assigned one partition",
+            timeout=60,
+        )
         (b_tp,) = b.assignment()
-        wait_for(lambda: assigned[0] == {1 - b_tp.partition}, "member A down to the other partition")
+        wait_until(
+            lambda: assigned[0] == {1 - b_tp.partition},
+            "member A down to the other partition",
+            timeout=60,
+        )
         assert b.committed(b_tp) == committed[b_tp.partition]
     finally:
         b.close(autocommit=False)

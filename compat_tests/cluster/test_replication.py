@@ -18,15 +18,15 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from support import kafka_tool
 
-from compat_tests.conftest import kafka_tool
 from compat_tests.crash.wire_client import WireClient, produce_body
-from kcompat.testing import Broker, free_port
+from kcompat.testing import Broker, free_port, wait_until
 from kcompat.testing_cluster import CONTROLLER_JVM, HOST, KAFKA_JARS, ControllerQuorum, answers_api_versions
 
 BROKER_IDS = (1, 2, 3)
@@ -34,17 +34,6 @@ CREATE_TOPICS, METADATA, PRODUCE = 19, 3, 0
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
 LAG_MAX_MS = 4000
-
-
-def wait_for(condition: Callable[[], object], what: str, timeout: float = 40.0) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = condition()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 class Cluster:
@@ -148,7 +137,7 @@ class Cluster:
                             for p in t.partitions}  # fmt: skip
             return None
 
-        return wait_for(got, f"leaders of {topic}")  # type: ignore[return-value]
+        return wait_until(got, f"leaders of {topic}", timeout=40)  # type: ignore[return-value]
 
     def segment(self, node_id: int, topic: str, partition: int) -> bytes:
         d = self.root / f"broker-{node_id}" / f"{topic}-{partition}"
@@ -182,7 +171,7 @@ class JavaBroker:
                 [java, *CONTROLLER_JVM, "-cp", str(KAFKA_JARS / "*"), "kafka.Kafka", str(self.workdir / "server.properties")],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
-        wait_for(lambda: answers_api_versions(HOST, self.port), "the Java broker to listen", timeout=90)
+        wait_until(lambda: answers_api_versions(HOST, self.port), "the Java broker to listen", timeout=90)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -300,8 +289,11 @@ def test_acks_all_producers_read_back_and_replicas_byte_identical(cluster: Clust
     assert out.splitlines() == [v.decode() for v in by_partition[0]]
 
     for index, (_leader, _epoch, replicas, _isr) in parts.items():
-        wait_for(lambda index=index, replicas=replicas: replicas_identical(cluster, "replicated", index, replicas),
-                 f"replicas of replicated-{index} byte-identical")  # fmt: skip
+        wait_until(
+            lambda index=index, replicas=replicas: replicas_identical(cluster, "replicated", index, replicas),
+            f"replicas of replicated-{index} byte-identical",
+            timeout=40,
+        )
 
 
 def test_stalled_followers_leave_the_isr_and_rejoin(cluster: Cluster) -> None:
@@ -317,8 +309,11 @@ def test_stalled_followers_leave_the_isr_and_rejoin(cluster: Cluster) -> None:
         b.process.send_signal(signal.SIGSTOP)
     try:
         took = time.monotonic()
-        wait_for(lambda: cluster.partitions("stalled", leader)[0][3] == [leader], "the ISR shrunk to the leader",
-                 timeout=30)  # fmt: skip
+        wait_until(
+            lambda: cluster.partitions("stalled", leader)[0][3] == [leader],
+            "the ISR shrunk to the leader",
+            timeout=30,
+        )
         shrunk_after = time.monotonic() - took
         client = WireClient(HOST, cluster.brokers[leader].port)
         try:
@@ -334,8 +329,11 @@ def test_stalled_followers_leave_the_isr_and_rejoin(cluster: Cluster) -> None:
         "the leader did not shrink the ISR"
     )
     assert shrunk_after >= LAG_MAX_MS / 1000 - 1
-    wait_for(lambda: sorted(cluster.partitions("stalled")[0][3]) == list(BROKER_IDS),
-             "the followers back in the ISR", timeout=30)  # fmt: skip
+    wait_until(
+        lambda: sorted(cluster.partitions("stalled")[0][3]) == list(BROKER_IDS),
+        "the followers back in the ISR",
+        timeout=30,
+    )
 
 
 def test_kill_leader_loses_no_acknowledged_record(cluster: Cluster) -> None:
@@ -364,7 +362,7 @@ def test_kill_leader_loses_no_acknowledged_record(cluster: Cluster) -> None:
         return (got[0], got[1]) if got[0] != leader and got[1] > epoch else None
 
     took = time.monotonic()
-    new, new_epoch = wait_for(new_leader, "a new leader elected by the controller", timeout=60)  # type: ignore[misc]
+    new, new_epoch = wait_until(new_leader, "a new leader elected by the controller", timeout=60)  # type: ignore[misc]
     assert new in BROKER_IDS and new != leader
     for i in range(500):
         producer.produce("failover", f"after-{i}".encode(), on_delivery=delivered)
@@ -390,9 +388,16 @@ def test_kill_leader_loses_no_acknowledged_record(cluster: Cluster) -> None:
     # The old leader comes back as a follower, catches up, and the kcompat leader takes it back
     # into the ISR through AlterPartition; its segment ends byte-identical to the others'.
     cluster.start(leader)
-    wait_for(lambda: sorted(cluster.partitions("failover")[0][3]) == list(BROKER_IDS),
-             f"broker {leader} back in the ISR", timeout=60)  # fmt: skip
-    wait_for(lambda: replicas_identical(cluster, "failover", 0, list(BROKER_IDS)), "replicas byte-identical")
+    wait_until(
+        lambda: sorted(cluster.partitions("failover")[0][3]) == list(BROKER_IDS),
+        f"broker {leader} back in the ISR",
+        timeout=60,
+    )
+    wait_until(
+        lambda: replicas_identical(cluster, "failover", 0, list(BROKER_IDS)),
+        "replicas byte-identical",
+        timeout=40,
+    )
 
 
 def test_mixed_cluster_replicates_both_ways_with_a_java_broker(cluster: Cluster) -> None:
@@ -402,8 +407,11 @@ def test_mixed_cluster_replicates_both_ways_with_a_java_broker(cluster: Cluster)
     java.start()
     try:
         kcompat = next(i for i, b in cluster.brokers.items() if b.running)
-        wait_for(lambda: 4 in [b.node_id for b in cluster.metadata(cluster.brokers[kcompat], "none").brokers],  # type: ignore[attr-defined]
-                 "the Java broker registered and unfenced", timeout=60)  # fmt: skip
+        wait_until(
+            lambda: 4 in [b.node_id for b in cluster.metadata(cluster.brokers[kcompat], "none").brokers],
+            "the Java broker registered and unfenced",
+            timeout=60,
+        )
         client = WireClient(HOST, cluster.quorum.controllers[0].port)
         try:
             r = client.call(CREATE_TOPICS, 7, {
@@ -424,9 +432,8 @@ def test_mixed_cluster_replicates_both_ways_with_a_java_broker(cluster: Cluster)
             producer.poll(0)
         assert producer.flush(60) == 0
         for index in (0, 1):
-            wait_for(lambda index=index: bool(java.segment("mixed", index))
-                     and java.segment("mixed", index) == cluster.segment(kcompat, "mixed", index),
-                     f"mixed-{index} byte-identical on the Java and the kcompat replica")  # fmt: skip
+            wait_until(lambda index=index: bool(java.segment("mixed", index))
+                     and java.segment("mixed", index) == cluster.segment(kcompat, "mixed", index), f"mixed-{index} byte-identical on the Java and the kcompat replica", timeout=40)  # fmt: skip
         assert sorted(parts[0][3]) == sorted(parts[1][3]) == sorted([kcompat, 4])
         # The kcompat follower fetched mixed-1 from the Java leader in an incremental fetch session
         # (KIP-227): a non-zero session id, and the Java broker never refused a request of it.

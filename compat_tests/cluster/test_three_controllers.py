@@ -5,8 +5,9 @@ follow the metadata log."""
 
 from __future__ import annotations
 
-from compat_tests.cluster.conftest import ClusterBrokerFactory, wait_for
-from compat_tests.conftest import kafka_tool
+from support import ClusterBrokerFactory, kafka_tool
+
+from kcompat.testing import wait_until
 from kcompat.testing_cluster import ControllerQuorum
 
 BROKER_ID = 7
@@ -29,11 +30,16 @@ def test_broker_finds_the_leader_of_three_controllers(
     })  # fmt: skip
     broker.start()
     try:
-        wait_for(lambda: "RECOVERY -> RUNNING" in broker.log_path.read_text(), "the broker to be unfenced")
+        wait_until(
+            lambda: "RECOVERY -> RUNNING" in broker.log_path.read_text(),
+            "the broker to be unfenced",
+            timeout=40,
+        )
         # the UnfenceBrokerRecord may reach the image a fetch after the heartbeat that said RUNNING
-        wait_for(
+        wait_until(
             lambda: f"metadata: broker {BROKER_ID} is unfenced" in broker.log_path.read_text(),
             "the unfencing in the image",
+            timeout=40,
         )
         log_text = broker.log_path.read_text()
         assert f"broker {BROKER_ID} registration: NOT_CONTROLLER from {ordered[0].endpoint}" in log_text
@@ -47,8 +53,10 @@ def test_broker_finds_the_leader_of_three_controllers(
         assert (
             f"forwarding: {ordered[0].endpoint} is not the active controller" in broker.log_path.read_text()
         )
-        wait_for(
-            lambda: "metadata: forwarded-0 leader" in broker.log_path.read_text(), "the topic in the image"
+        wait_until(
+            lambda: "metadata: forwarded-0 leader" in broker.log_path.read_text(),
+            "the topic in the image",
+            timeout=40,
         )
     finally:
         broker.stop()

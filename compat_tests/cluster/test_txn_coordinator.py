@@ -9,18 +9,17 @@ broker. Three kcompat brokers under one Kafka 4.3.1 controller.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import cluster_broker
 
-from compat_tests.cluster.conftest import cluster_broker, wait_for
 from compat_tests.crash.wire_client import WireClient
 from kcompat.coordinator.transaction.log_records import transaction_partition
-from kcompat.testing import Broker
+from kcompat.testing import Broker, wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
@@ -45,14 +44,6 @@ def init(b: Broker) -> Any:
                                              "producer_id": -1, "producer_epoch": -1})  # fmt: skip
 
 
-def wait_value(fn: Any, what: str, timeout: float = 40.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := fn()):
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.1)
-    return value
-
-
 @pytest.fixture(scope="module")
 def brokers(
     kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory
@@ -70,7 +61,7 @@ def brokers(
             })  # fmt: skip
             b.start()
         for b in made.values():
-            wait_for(lambda b=b: "RECOVERY -> RUNNING" in b.logs(), "brokers unfenced")
+            wait_until(lambda b=b: "RECOVERY -> RUNNING" in b.logs(), "brokers unfenced", timeout=40)
         yield made
     finally:
         for b in made.values():
@@ -97,7 +88,7 @@ def leader_of_state(brokers: dict[int, Broker], exclude: int | None = None) -> i
                 return int(part.leader_id)
         return None
 
-    return int(wait_value(got, "a live leader of the transactional id's partition"))
+    return int(wait_until(got, "a live leader of the transactional id's partition", timeout=40))
 
 
 def test_txn_state_follows_leadership_and_survives_kill_of_the_coordinator(
@@ -107,8 +98,8 @@ def test_txn_state_follows_leadership_and_survives_kill_of_the_coordinator(
     assert init(brokers[1]).error_code in (E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.NONE)
     leader = leader_of_state(brokers)
     others = [b for i, b in brokers.items() if i != leader]
-    first = wait_value(
-        lambda: (r := init(brokers[leader])).error_code == 0 and r, "InitProducerId at the leader"
+    first = wait_until(
+        lambda: (r := init(brokers[leader])).error_code == 0 and r, "InitProducerId at the leader", timeout=40
     )
     assert first.producer_epoch == 0
     for b in others:
@@ -120,7 +111,9 @@ def test_txn_state_follows_leadership_and_survives_kill_of_the_coordinator(
     # kill -9 of the coordinator's broker: the next leader loads the partition and knows the id.
     brokers[leader].kill()
     successor = leader_of_state(brokers, exclude=leader)
-    again = wait_value(
-        lambda: (r := init(brokers[successor])).error_code == 0 and r, "InitProducerId after failover"
+    again = wait_until(
+        lambda: (r := init(brokers[successor])).error_code == 0 and r,
+        "InitProducerId after failover",
+        timeout=40,
     )
     assert (again.producer_id, again.producer_epoch) == (first.producer_id, 1)

@@ -22,7 +22,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .conftest import kafka_reader, with_millis
 from .kafka_io import (
     Rec,
     consume_all,
@@ -33,6 +32,7 @@ from .kafka_io import (
     stored_batches,
     unique,
 )
+from .support import kafka_reader, with_millis
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

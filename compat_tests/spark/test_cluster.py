@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from compat_tests.cluster.conftest import kraft_quorum  # noqa: F401  (the module's controller)
-from compat_tests.cluster.test_replication import BROKER_IDS, Cluster, wait_for
+from compat_tests.cluster.test_replication import BROKER_IDS, Cluster
+from kcompat.testing import wait_until
 from kcompat.testing_cluster import ControllerQuorum
 
-from .conftest import kafka_reader, with_millis
 from .kafka_io import Rec, consume_all, produce, spark_rows_to_recs, unique
+from .support import kafka_reader, with_millis
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -33,7 +33,7 @@ VICTIM = 2  # leads partition 1; the bootstrap list starts with broker 1
 
 
 @pytest.fixture(scope="module")
-def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:  # noqa: F811
+def cluster(kraft_quorum: ControllerQuorum, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(kraft_quorum, tmp_path_factory.mktemp("spark-cluster"))
     with c.running(BROKER_IDS):
         yield c
@@ -52,12 +52,13 @@ def create_topic(cluster: Cluster, prefix: str) -> str:
     ids = list(BROKER_IDS)
     placed = [ids[p:] + ids[:p] for p in range(PARTITIONS)]
     cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"}, assignments=placed)
-    wait_for(
+    wait_until(
         lambda: all(
             leader == ids[p] and sorted(isr) == ids
             for p, (leader, _, _, isr) in cluster.partitions(topic).items()
         ),
         f"{topic}: partition p led by broker p+1, ISR whole",
+        timeout=40,
     )
     return topic
 
@@ -134,18 +135,18 @@ def test_streaming_copy_survives_a_broker_killed(
 
         for step in range(3):  # the query is running and copying before the fault
             feed(step * 20, 20)
-        wait_for(lambda: copied() >= len(sent), "the first records copied", timeout=120)
+        wait_until(lambda: copied() >= len(sent), "the first records copied", timeout=120)
 
         cluster.brokers[VICTIM].kill()
         killed_at = time.monotonic()
         for step in range(3, 8):  # more input while broker 2's partitions fail over
             feed(step * 20, 20)
-        wait_for(
+        wait_until(
             lambda: sorted(cluster.partitions(source)[1][3]) == [1, 3] or None,
             "partition 1's ISR without the killed broker",
             timeout=60,
         )
-        wait_for(lambda: copied() >= len(sent), "every record copied after the kill", timeout=180)
+        wait_until(lambda: copied() >= len(sent), "every record copied after the kill", timeout=180)
         caught_up = time.monotonic() - killed_at
         assert query.isActive and query.exception() is None, query.exception()
     finally:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from .conftest import kafka_reader
 from .kafka_io import create_topics, unique
+from .support import kafka_reader
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -1,6 +1,6 @@
 """An in-process Broker on a private event loop, driven with real request frames (no sockets).
 
-h = BrokerHarness(tmp_path, {"auto.create.topics.enable": "false"})
+h = broker_harness({"auto.create.topics.enable": "false"})   # the fixture (tests/conftest.py)
 resp = h.call(METADATA, 12, {"topics": None})      # encode_request -> Broker.handle -> decode
 h.restart()                                        # close cleanly and start again on the same dirs
 """
@@ -8,7 +8,6 @@ h.restart()                                        # close cleanly and start aga
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,15 +33,8 @@ def flatten(chunks: list[Any]) -> bytes:
     return bytes(out)
 
 
-UNTIL_TIMEOUT_S = 5.0
-
-
-async def until(condition: Callable[[], object]) -> None:
-    """Let the loop run until `condition()` holds; AssertionError after UNTIL_TIMEOUT_S seconds."""
-    deadline = time.monotonic() + UNTIL_TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {condition.__qualname__}"
-        await asyncio.sleep(0.001)
+# `broker_harness(props, kind=BrokerHarness, path=..., **kw)`: the fixture of tests/conftest.py.
+HarnessFactory = Callable[..., Any]
 
 
 class BrokerHarness:
@@ -54,6 +46,7 @@ class BrokerHarness:
         }
         self.clock = clock
         self.loop = asyncio.new_event_loop()
+        self.closed = False
         self.correlation = 0
         self.broker = self._start()
 
@@ -65,6 +58,10 @@ class BrokerHarness:
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
+
+    def sleep(self, seconds: float) -> None:
+        """Run the loop for `seconds`: the `sleep` of kcompat.testing.wait_until for this broker."""
+        self.run(asyncio.sleep(seconds))
 
     def raw(self, frame: bytes) -> list[Any] | None:
         """Broker.handle on a whole frame (size prefix included); the chunks it returned."""
@@ -98,6 +95,10 @@ class BrokerHarness:
         self.broker = self._start()
 
     def close(self) -> None:
+        """Close the broker and the loop (once: the fixture closes what a test left open)."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.run(self.broker.close())
         finally:

@@ -8,9 +8,9 @@ h.advance(10_000)                               # move the clock and fire the co
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kcompat.coordinator.consumer_protocol import encode_subscription
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
@@ -19,6 +19,8 @@ from kcompat.wire.messages.join_group import JOIN_GROUP
 from kcompat.wire.messages.sync_group import SYNC_GROUP
 from kcompat.wire.schema import Api
 from tests.server.broker_harness import BrokerHarness
+
+T = TypeVar("T")
 
 
 class FakeClock:
@@ -29,6 +31,27 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class ShardsClock:
+    """The monotonic clock (seconds) of a coordinator's shards (CoordinatorShards(clock=...)). Within
+    `timing_out(call)` every reading is a minute later, so a wait for replication times out at once
+    instead of after the coordinator's timeout in real time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.step = 0.0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+    def timing_out(self, call: Callable[[], T]) -> T:
+        self.step = 60.0
+        try:
+            return call()
+        finally:
+            self.step = 0.0
 
 
 class GroupHarness(BrokerHarness):

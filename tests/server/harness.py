@@ -27,7 +27,7 @@ import uvloop
 from kcompat.config.listeners import Listener
 from kcompat.server.network.connection import Client, Limits
 from kcompat.server.network.reactor import Reactor
-from kcompat.testing import recv_exact
+from kcompat.testing import recv_exact, wait_until
 from kcompat.wire.errors import DecodeError
 
 
@@ -163,11 +163,7 @@ class ServerThread:
 
     def wait_for(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
         """`fn()`, run on the server's loop, once it is true; AssertionError after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while not (value := self.call(fn)):
-            assert time.monotonic() < deadline, f"timed out waiting for {fn.__qualname__}"
-            time.sleep(0.001)
-        return value
+        return wait_until(lambda: self.call(fn), fn.__qualname__, timeout=timeout, interval=0.001)
 
     def connection(self) -> Any:
         """The one live connection, once it is accepted."""

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import decode_response
-from tests.server.broker_harness import BrokerHarness, batch, flatten
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch, flatten
 
 TOPIC, GROUP, CLUSTER = 2, 3, 4
 LITERAL, PREFIXED, ANY_PATTERN = 3, 4, 1
@@ -30,13 +29,10 @@ ALICE = Client("c-1", "10.0.0.7", 50000, "PLAINTEXT", "SASL_PLAINTEXT", principa
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(
-        tmp_path,
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    return broker_harness(
         {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS;User:root"},
     )
-    yield harness
-    harness.close()
 
 
 def as_client(h: BrokerHarness, client: Client, api: Any, version: int, body: Any) -> Any:
@@ -99,17 +95,14 @@ def test_create_describe_delete_and_restart(h: BrokerHarness, version: int) -> N
     assert [r.resource_name for r in h.call(DESCRIBE_ACLS, version, any_filter()).resources] == ["orders"]
 
 
-def test_without_authorizer_security_disabled(tmp_path: Path) -> None:
-    h = BrokerHarness(tmp_path)
-    try:
-        assert h.call(DESCRIBE_ACLS, 3, any_filter()).error_code == int(ErrorCode.SECURITY_DISABLED)
-        r = h.call(CREATE_ACLS, 3, {"creations": [creation("t", READ)]}).results[0]
-        assert r.error_code == int(ErrorCode.SECURITY_DISABLED)
-        r = h.call(DELETE_ACLS, 3, {"filters": [any_filter()]}).filter_results[0]
-        assert r.error_code == int(ErrorCode.SECURITY_DISABLED)
-        assert produce_error(h, ALICE, "free") == 0  # and nothing is checked
-    finally:
-        h.close()
+def test_without_authorizer_security_disabled(broker_harness: HarnessFactory) -> None:
+    h = broker_harness()
+    assert h.call(DESCRIBE_ACLS, 3, any_filter()).error_code == int(ErrorCode.SECURITY_DISABLED)
+    r = h.call(CREATE_ACLS, 3, {"creations": [creation("t", READ)]}).results[0]
+    assert r.error_code == int(ErrorCode.SECURITY_DISABLED)
+    r = h.call(DELETE_ACLS, 3, {"filters": [any_filter()]}).filter_results[0]
+    assert r.error_code == int(ErrorCode.SECURITY_DISABLED)
+    assert produce_error(h, ALICE, "free") == 0  # and nothing is checked
 
 
 def test_acl_apis_need_cluster_rights(h: BrokerHarness) -> None:

@@ -5,7 +5,6 @@ encoded and decoded as on the wire), as a super user and as alice."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from kcompat.wire.messages.create_acls import CREATE_ACLS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
 from kcompat.wire.messages.txn_offset_commit import TXN_OFFSET_COMMIT
-from tests.server.broker_harness import BrokerHarness
+from tests.server.broker_harness import BrokerHarness, HarnessFactory
 from tests.server.test_acls import ALICE, DESCRIBE, GROUP, PREFIXED, READ, WRITE, as_client, creation
 
 TRANSACTIONAL_ID, DESCRIBE_CONFIGS, CREATE = 5, 10, 5
@@ -27,16 +26,14 @@ GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(
-        tmp_path,
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    harness = broker_harness(
         {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS;User:root"},
     )
     for name in ("orders", "audit"):
         harness.call(CREATE_TOPICS, 7, {"topics": [{"name": name, "num_partitions": 2, "replication_factor": -1}],
                                         "timeout_ms": 1000})  # fmt: skip
-    yield harness
-    harness.close()
+    return harness
 
 
 def allow(h: BrokerHarness, *creations: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kcompat.config import BrokerConfig
 from kcompat.server.admin.login import BasicLogin, login_for
-from kcompat.storage.scram_credentials import ScramCredentialStore, from_password
+from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore, from_password
 
 
 def basic(user: str, password: str) -> str:
@@ -42,3 +42,23 @@ def test_only_with_a_sasl_listener(tmp_path: Path) -> None:
     })  # fmt: skip
     login = login_for(config, store.get)
     assert login is not None and login.check(basic("bob", "bob-secret")) == "bob"
+
+
+def test_a_passed_login_is_remembered_for_a_minute_then_checked_again() -> None:
+    now = [0.0]
+    stored = {"SCRAM-SHA-256": from_password("SCRAM-SHA-256", "alice-secret")}
+    looked_up: list[str] = []
+
+    def scram_get(user: str, mechanism: str) -> ScramCredential | None:
+        looked_up.append(mechanism)
+        return stored.get(mechanism)
+
+    login = BasicLogin({}, scram_get, clock=lambda: now[0])
+    assert login.check(basic("alice", "alice-secret")) == "alice"
+    checked = len(looked_up)
+    now[0] += 59.0
+    assert login.check(basic("alice", "alice-secret")) == "alice"
+    assert len(looked_up) == checked  # remembered: the credential was not derived again
+    stored["SCRAM-SHA-256"] = from_password("SCRAM-SHA-256", "changed")  # the password changed
+    now[0] += 2.0  # a minute after the first check
+    assert login.check(basic("alice", "alice-secret")) is None  # checked again, against the new one

@@ -10,19 +10,18 @@ import pytest
 
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.registry import HANDLERS
+from kcompat.testing import wait_until_async
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import decode_response, encode_request
-from tests.server.broker_harness import BrokerHarness, batch, flatten, until
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch, flatten
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path)
-    yield harness
-    harness.close()
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    return broker_harness()
 
 
 def ranges(resp) -> dict[int, tuple[int, int]]:
@@ -46,14 +45,11 @@ def test_api_versions_lists_the_handler_table(h: BrokerHarness, version: int) ->
         assert resp.finalized_features_epoch == 0
 
 
-def test_group_version_is_not_finalized_without_the_consumer_protocol(tmp_path: Path) -> None:
-    h = BrokerHarness(tmp_path, {"group.coordinator.rebalance.protocols": "classic"})
-    try:
-        resp = h.call(API_VERSIONS, 4, {"client_software_name": "x", "client_software_version": "1"})
-        assert [f.name for f in resp.supported_features] == ["group.version", "transaction.version"]
-        assert [f.name for f in resp.finalized_features] == ["transaction.version"]
-    finally:
-        h.close()
+def test_group_version_is_not_finalized_without_the_consumer_protocol(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"group.coordinator.rebalance.protocols": "classic"})
+    resp = h.call(API_VERSIONS, 4, {"client_software_name": "x", "client_software_version": "1"})
+    assert [f.name for f in resp.supported_features] == ["group.version", "transaction.version"]
+    assert [f.name for f in resp.finalized_features] == ["transaction.version"]
 
 
 def test_advertised_ranges_cover_the_client_matrix(h: BrokerHarness) -> None:
@@ -155,31 +151,28 @@ def test_state_survives_a_restart(h: BrokerHarness, tmp_path: Path) -> None:
     assert h.broker.replicas.partition_log("keep", 0).log_end_offset == 1
 
 
-def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
+def test_retention_runs_on_its_interval(broker_harness: HarnessFactory) -> None:
     from kcompat.wire.messages.create_topics import CREATE_TOPICS
 
     # The clock starts at the records' own time, so nothing expires while they are written (the
     # maintenance loop may run between two produces on a loaded machine), then jumps to today.
     now = [1_700_000_000.0]
-    h = BrokerHarness(tmp_path, {"log.retention.check.interval.ms": "50"}, clock=lambda: now[0])
-    try:
-        configs = [{"name": "retention.ms", "value": "1000"}, {"name": "segment.ms", "value": "1"}]
-        h.call(CREATE_TOPICS, 7, {"topics": [{"name": "old", "num_partitions": 1, "replication_factor": 1,
-                                              "configs": configs}], "timeout_ms": 100})  # fmt: skip
-        for value in (b"a", b"b", b"c"):  # timestamps of 2023 (batch's ts)
-            h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100,
-                                "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": batch(value)}]}]})  # fmt: skip
-            now[0] += 0.01  # segment.ms=1: each append rolls a new segment
-        plog = h.broker.replicas.partition_log("old", 0)
-        h.run(h.broker.run_maintenance())  # nothing past retention.ms yet
-        assert plog.log_start_offset == 0
-        now[0] = time.time()  # the records are now long past retention.ms
-        h.run(
-            until(lambda: plog.log_start_offset == 3)
-        )  # the maintenance loop, not a direct call, deletes them
-        assert (plog.log_start_offset, plog.log_end_offset) == (
-            3,
-            3,
-        )  # all expired: Kafka rolls, then deletes all
-    finally:
-        h.close()
+    h = broker_harness({"log.retention.check.interval.ms": "50"}, clock=lambda: now[0])
+    configs = [{"name": "retention.ms", "value": "1000"}, {"name": "segment.ms", "value": "1"}]
+    h.call(CREATE_TOPICS, 7, {"topics": [{"name": "old", "num_partitions": 1, "replication_factor": 1,
+                                          "configs": configs}], "timeout_ms": 100})  # fmt: skip
+    for value in (b"a", b"b", b"c"):  # timestamps of 2023 (batch's ts)
+        h.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 100,
+                            "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": batch(value)}]}]})  # fmt: skip
+        now[0] += 0.01  # segment.ms=1: each append rolls a new segment
+    plog = h.broker.replicas.partition_log("old", 0)
+    h.run(h.broker.run_maintenance())  # nothing past retention.ms yet
+    assert plog.log_start_offset == 0
+    now[0] = time.time()  # the records are now long past retention.ms
+    h.run(
+        wait_until_async(lambda: plog.log_start_offset == 3)
+    )  # the maintenance loop, not a direct call, deletes them
+    assert (plog.log_start_offset, plog.log_end_offset) == (
+        3,
+        3,
+    )  # all expired: Kafka rolls, then deletes all

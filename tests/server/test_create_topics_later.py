@@ -10,14 +10,12 @@ import pytest
 
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
-from tests.server.broker_harness import BrokerHarness
+from tests.server.broker_harness import BrokerHarness, HarnessFactory
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path)
-    yield harness
-    harness.close()
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    return broker_harness()
 
 
 def create(h: BrokerHarness, names: list[str], partitions: int) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,13 +13,13 @@ import pytest
 from kcompat.server.registry import HANDLERS, Deferred
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import decode_response
-from tests.server.broker_harness import BrokerHarness, flatten
+from tests.server.broker_harness import HarnessFactory, flatten
 
 
 def test_a_deferred_body_comes_back_as_a_future_of_the_response(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    broker_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h = BrokerHarness(tmp_path)
+    h = broker_harness()
     reg = HANDLERS[API_VERSIONS.key]
 
     async def later(ctx: Any, request: Any) -> Deferred:
@@ -42,10 +41,7 @@ def test_a_deferred_body_comes_back_as_a_future_of_the_response(
         return flatten(await answer)
 
     gate = asyncio.Event()
-    try:
-        data = h.run(go())
-        correlation, resp = decode_response(API_VERSIONS.key, 3, data[4:])
-        assert correlation == h.correlation
-        assert resp.error_code == 0 and any(k.api_key == API_VERSIONS.key for k in resp.api_keys)
-    finally:
-        h.close()
+    data = h.run(go())
+    correlation, resp = decode_response(API_VERSIONS.key, 3, data[4:])
+    assert correlation == h.correlation
+    assert resp.error_code == 0 and any(k.api_key == API_VERSIONS.key for k in resp.api_keys)

@@ -23,6 +23,7 @@ from kcompat.server.cluster.replication.partition import Partition
 from kcompat.server.cluster.replication.replica_delta import ReplicaDeltaApplier
 from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kcompat.server.replica_manager import ReplicaManager
+from kcompat.testing import wait_until_async
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
@@ -31,14 +32,12 @@ from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.messages.produce import PRODUCE
 from tests.metadata.test_metadata_loader import D1, T1, partition, register, topic
 from tests.metadata.test_metadata_loader import batch as metadata_batch
-from tests.server.broker_harness import BrokerHarness, batch, until
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch
 
 
 @pytest.fixture
-def h(tmp_path: Path) -> Iterator[BrokerHarness]:
-    harness = BrokerHarness(tmp_path)
-    yield harness
-    harness.close()
+def h(broker_harness: HarnessFactory) -> Iterator[BrokerHarness]:
+    return broker_harness()
 
 
 @pytest.fixture
@@ -138,7 +137,7 @@ def test_past_the_timeout_the_partitions_answer_not_leader_then_their_logs(h: Br
         assert made(h, "c") == set()
     finally:
         making.release()
-    h.run(until(lambda: made(h, "c") == set(range(8))))
+    h.run(wait_until_async(lambda: made(h, "c") == set(range(8))))
     assert codes(h.call(LIST_OFFSETS, 10, list_offsets("c", range(8), version=10))) == [0] * 8
 
 
@@ -166,12 +165,12 @@ def test_a_topic_deleted_while_its_logs_are_made_for_a_request_leaves_none(h: Br
 
     async def scenario() -> tuple[Any, Any]:
         request = asyncio.ensure_future(h.call_async(LIST_OFFSETS, 7, list_offsets("e", range(20))))
-        await until(lambda: h.broker.replicas._making)  # its worker thread is waiting for the lock
+        await wait_until_async(lambda: h.broker.replicas._making)  # its worker thread is waiting for the lock
         held.release()
         deletion = asyncio.ensure_future(
             h.call_async(DELETE_TOPICS, 5, {"topic_names": ["e"], "timeout_ms": 100})
         )
-        await until(lambda: h.broker.metadata.topic("e") is None)
+        await wait_until_async(lambda: h.broker.metadata.topic("e") is None)
         making.release()
         return await request, await deletion
 

@@ -246,7 +246,13 @@ def test_unreachable_controller_times_out_with_request_timed_out() -> None:
         port = int(server.sockets[0].getsockname()[1])
         server.close()
         await server.wait_closed()  # nothing listens there now
-        fm = ForwardingManager([("127.0.0.1", port)], node_id=1, timeout_ms=400)
+        readings: list[float] = []
+
+        def clock() -> float:  # every reading 10 s later: the 30 s timeout passes after a few retries
+            readings.append(10.0 * len(readings))
+            return readings[-1]
+
+        fm = ForwardingManager([("127.0.0.1", port)], node_id=1, timeout_ms=30_000, clock=clock)
         request = decode_request(frame_of(CREATE_TOPICS, 7, 9, CREATE))
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -255,7 +261,8 @@ def test_unreachable_controller_times_out_with_request_timed_out() -> None:
         fm.close()
         body = unwrap_response(request, joined(chunks)[4:])
         assert body.topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT
-        assert 0.4 <= elapsed < 3.0
+        assert readings[-1] - readings[0] >= 30.0  # answered once the timeout passed, not before
+        assert elapsed < 3.0  # by the forwarder's clock: not waited out in real time
 
     asyncio.run(run())
 

@@ -4,7 +4,6 @@ versions, DescribeGroups, ListGroups, DeleteGroups, timers, bad input, and __con
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,15 +25,15 @@ from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.sync_group import SYNC_GROUP
 from kcompat.wire.record_batch import split_batches
 from kcompat.wire.records import decode_batch
+from tests.server.broker_harness import HarnessFactory
 from tests.server.groups_harness import GroupHarness, heartbeat, join_body, join_new, sync, sync_body
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = GroupHarness(tmp_path)
+def h(broker_harness: HarnessFactory) -> GroupHarness:
+    harness = broker_harness(kind=GroupHarness)
     harness.create_topic("t", 6)
-    yield harness
-    harness.close()
+    return harness
 
 
 def stored_keys(h: GroupHarness, partition: int) -> list[tuple[Any, bool]]:
@@ -190,17 +189,14 @@ def test_rebalance_timeout_answers_the_waiting_join_through_the_timer(h: GroupHa
     assert (j.error_code, j.generation_id, [m.member_id for m in j.members]) == (0, gen + 1, [ids[0]])
 
 
-def test_initial_rebalance_delay_is_honoured(tmp_path: Path) -> None:
-    h = GroupHarness(tmp_path, {"group.initial.rebalance.delay.ms": "3000"})
-    try:
-        first = h.start(JOIN_GROUP, 9, join_body("g", join_new(h, "g")))
-        h.settle()
-        assert not first.done()
-        h.advance(3_000)
-        h.settle()
-        assert first.result().error_code == 0 and first.result().generation_id == 1
-    finally:
-        h.close()
+def test_initial_rebalance_delay_is_honoured(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"group.initial.rebalance.delay.ms": "3000"}, kind=GroupHarness)
+    first = h.start(JOIN_GROUP, 9, join_body("g", join_new(h, "g")))
+    h.settle()
+    assert not first.done()
+    h.advance(3_000)
+    h.settle()
+    assert first.result().error_code == 0 and first.result().generation_id == 1
 
 
 def test_old_join_versions(h: GroupHarness) -> None:

@@ -4,7 +4,6 @@ assignors, ConsumerGroupDescribe, OffsetCommit/OffsetFetch v9 with member epochs
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,15 +16,15 @@ from kcompat.wire.messages.join_group import JOIN_GROUP
 from kcompat.wire.messages.list_groups import LIST_GROUPS
 from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
+from tests.server.broker_harness import HarnessFactory
 from tests.server.groups_harness import GroupHarness, join_body, join_new, sync
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = GroupHarness(tmp_path)
+def h(broker_harness: HarnessFactory) -> GroupHarness:
+    harness = broker_harness(kind=GroupHarness)
     harness.create_topic("t", 6)
-    yield harness
-    harness.close()
+    return harness
 
 
 class Member:
@@ -164,22 +163,16 @@ def test_members_and_epochs_survive_a_restart(h: GroupHarness) -> None:
     assert {m.member_id: (m.epoch, m.partitions()) for m in members} == before
 
 
-def test_consumer_protocol_switched_off(tmp_path: Path) -> None:
-    h = GroupHarness(tmp_path, {"group.coordinator.rebalance.protocols": "classic"})
-    try:
-        h.create_topic("t", 6)
-        r = Member(h, "g").heartbeat()
-        assert r.error_code == E.UNSUPPORTED_VERSION
-        assert h.call(LIST_GROUPS, 5, {"types_filter": []}).groups == []
-    finally:
-        h.close()
+def test_consumer_protocol_switched_off(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"group.coordinator.rebalance.protocols": "classic"}, kind=GroupHarness)
+    h.create_topic("t", 6)
+    r = Member(h, "g").heartbeat()
+    assert r.error_code == E.UNSUPPORTED_VERSION
+    assert h.call(LIST_GROUPS, 5, {"types_filter": []}).groups == []
 
 
-def test_group_consumer_assignors_limits_what_members_may_pick(tmp_path: Path) -> None:
-    h = GroupHarness(tmp_path, {"group.consumer.assignors": "range"})
-    try:
-        h.create_topic("t", 6)
-        assert Member(h, "g", "uniform").heartbeat().error_code == E.UNSUPPORTED_ASSIGNOR
-        assert Member(h, "g", "range").heartbeat().error_code == E.NONE
-    finally:
-        h.close()
+def test_group_consumer_assignors_limits_what_members_may_pick(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"group.consumer.assignors": "range"}, kind=GroupHarness)
+    h.create_topic("t", 6)
+    assert Member(h, "g", "uniform").heartbeat().error_code == E.UNSUPPORTED_ASSIGNOR
+    assert Member(h, "g", "range").heartbeat().error_code == E.NONE

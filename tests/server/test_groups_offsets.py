@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,18 +18,18 @@ from kcompat.wire.messages.join_group import JOIN_GROUP
 from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
 from kcompat.wire.messages.offset_delete import OFFSET_DELETE
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
+from tests.server.broker_harness import HarnessFactory
 from tests.server.groups_harness import GroupHarness, join_body, join_new, sync
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = GroupHarness(
-        tmp_path, {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
+def h(broker_harness: HarnessFactory) -> GroupHarness:
+    harness = broker_harness(
+        {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}, kind=GroupHarness
     )
     harness.create_topic("t", 6)
     harness.create_topic("u", 2)
-    yield harness
-    harness.close()
+    return harness
 
 
 def commit(h: GroupHarness, group: str, offsets: dict[tuple[str, int], int], version: int = 9, generation: int = -1,
@@ -274,15 +273,12 @@ def test_retention_time_of_v2_to_v4(h: GroupHarness) -> None:
     assert fetch(h, "g", {"t": [0]})[1][("t", 0)][0] == -1
 
 
-def test_offset_metadata_max_bytes(tmp_path: Path) -> None:
-    h = GroupHarness(tmp_path, {"offset.metadata.max.bytes": "2"})
-    try:
-        h.create_topic("t", 1)
-        # commit() stores metadata "m<offset>": "m5" fits in 2 bytes, "m10" does not
-        assert commit(h, "g", {("t", 0): 5}) == {("t", 0): E.NONE}
-        assert commit(h, "g", {("t", 0): 10}) == {("t", 0): E.OFFSET_METADATA_TOO_LARGE}
-    finally:
-        h.close()
+def test_offset_metadata_max_bytes(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"offset.metadata.max.bytes": "2"}, kind=GroupHarness)
+    h.create_topic("t", 1)
+    # commit() stores metadata "m<offset>": "m5" fits in 2 bytes, "m10" does not
+    assert commit(h, "g", {("t", 0): 5}) == {("t", 0): E.NONE}
+    assert commit(h, "g", {("t", 0): 10}) == {("t", 0): E.OFFSET_METADATA_TOO_LARGE}
 
 
 def test_a_commit_wakes_a_fetch_parked_on_the_offsets_partition(h: GroupHarness) -> None:

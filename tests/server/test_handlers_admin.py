@@ -19,16 +19,14 @@ from kcompat.wire.messages.describe_log_dirs import DESCRIBE_LOG_DIRS
 from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
-from tests.server.broker_harness import BrokerHarness, batch
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch
 
 TOPIC, BROKER = 2, 4
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path, {"num.partitions": "2", "log.retention.hours": "48"})
-    yield harness
-    harness.close()
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    return broker_harness({"num.partitions": "2", "log.retention.hours": "48"})
 
 
 def create(
@@ -129,14 +127,11 @@ def test_delete_topics_by_name_and_id(h: BrokerHarness, tmp_path: Path) -> None:
     assert [t.name for t in h.call(METADATA, 12, {"topics": None}).topics] == ["a"]
 
 
-def test_delete_topic_disabled(tmp_path: Path) -> None:
-    h = BrokerHarness(tmp_path, {"delete.topic.enable": "false"})
-    try:
-        create(h, {"name": "a"})
-        r = h.call(DELETE_TOPICS, 4, {"topic_names": ["a"], "timeout_ms": 100}).responses[0]
-        assert r.error_code == ErrorCode.TOPIC_DELETION_DISABLED
-    finally:
-        h.close()
+def test_delete_topic_disabled(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"delete.topic.enable": "false"})
+    create(h, {"name": "a"})
+    r = h.call(DELETE_TOPICS, 4, {"topic_names": ["a"], "timeout_ms": 100}).responses[0]
+    assert r.error_code == ErrorCode.TOPIC_DELETION_DISABLED
 
 
 def test_create_partitions(h: BrokerHarness) -> None:

@@ -6,27 +6,26 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kcompat.log.log_file import FetchSlice
+from kcompat.testing import wait_until_async
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import encode_request
 from kcompat.wire.record_batch import split_batches
-from tests.server.broker_harness import BrokerHarness, batch, until
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path, {"num.partitions": "3"})
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    harness = broker_harness({"num.partitions": "3"})
     harness.call(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
-    yield harness
-    harness.close()
+    return harness
 
 
 def produce(h: BrokerHarness, records: bytes, partition: int = 0, topic: str = "t") -> int:
@@ -150,7 +149,7 @@ def test_long_poll_is_woken_by_an_append(h: BrokerHarness) -> None:
         fetching = asyncio.ensure_future(
             h.call_async(FETCH, 12, fetch_body([("t", 0, 0), ("t", 2, 0)], max_wait=5000))
         )
-        await until(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
+        await wait_until_async(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
         assert not fetching.done()
         await h.call_async(
             PRODUCE,
@@ -177,7 +176,7 @@ def test_long_poll_waits_for_min_bytes(h: BrokerHarness) -> None:
             h.call_async(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=5000, min_bytes=300))
         )
         for i in range(3):
-            await until(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
+            await wait_until_async(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
             assert not fetching.done()
             await h.call_async(
                 PRODUCE,
@@ -204,7 +203,7 @@ def test_close_releases_parked_fetches(h: BrokerHarness) -> None:
 
     async def scenario() -> Any:
         fetching = asyncio.ensure_future(h.call_async(FETCH, 12, fetch_body([("t", 0, 1)], max_wait=10000)))
-        await until(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
+        await wait_until_async(lambda: h.broker.replicas.fetch_waiters.parked() == 1)
         t0 = time.monotonic()
         await h.broker.close()
         resp = await asyncio.wait_for(fetching, 2)
@@ -306,15 +305,12 @@ def test_fenced_leader_epoch_carries_the_leader_from_v16(h: BrokerHarness, versi
         assert (p.current_leader.leader_id, resp.node_endpoints) == (-1, [])
 
 
-def test_long_poll_deadline_follows_the_broker_clock(tmp_path: Path) -> None:
+def test_long_poll_deadline_follows_the_broker_clock(broker_harness: HarnessFactory) -> None:
     ticks = iter(range(0, 10**6, 60))  # every reading of the clock is a minute later
 
-    harness = BrokerHarness(tmp_path, {"num.partitions": "1"}, clock=lambda: float(next(ticks)))
-    try:
-        harness.call(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
-        t0 = time.monotonic()
-        resp = harness.call(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=30_000))
-        assert time.monotonic() - t0 < 5  # the 30 s wait was over by the broker's clock
-        assert resp.responses[0].partitions[0].error_code == 0
-    finally:
-        harness.close()
+    harness = broker_harness({"num.partitions": "1"}, clock=lambda: float(next(ticks)))
+    harness.call(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
+    t0 = time.monotonic()
+    resp = harness.call(FETCH, 12, fetch_body([("t", 0, 0)], max_wait=30_000))
+    assert time.monotonic() - t0 < 5  # the 30 s wait was over by the broker's clock
+    assert resp.responses[0].partitions[0].error_code == 0

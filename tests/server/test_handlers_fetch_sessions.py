@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,16 +13,15 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
-from tests.server.broker_harness import BrokerHarness, batch
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch
 from tests.server.test_handlers_fetch import by_id, fetch_body, produce
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path, {"num.partitions": "3"})
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    harness = broker_harness({"num.partitions": "3"})
     harness.call(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
-    yield harness
-    harness.close()
+    return harness
 
 
 def parts(resp: Any) -> list[tuple[int, int, int, int]]:
@@ -100,15 +98,12 @@ def test_incremental_long_poll_wakes_on_any_partition_of_the_session(h: BrokerHa
     assert [(p, e, hw) for p, e, hw, _ in parts(resp)] == [(1, 0, 1)] and parts(resp)[0][3] > 0
 
 
-def test_sessionless_fetches_and_a_full_cache(tmp_path: Path) -> None:
-    h = BrokerHarness(tmp_path, {"num.partitions": "1", "max.incremental.fetch.session.cache.slots": "8"})
-    try:
-        h.call(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
-        assert h.call(FETCH, 12, fetch_body([("t", 0, 0)])).session_id == 0  # epoch -1: no session
-        ids = [h.call(FETCH, 12, fetch_body([("t", 0, 0)], session_epoch=0)).session_id for _ in range(9)]
-        assert (
-            all(ids[:8]) and ids[8] == 0
-        )  # one slot per shard: the ninth finds none, a full answer all the same
-        assert len(h.broker.fetch_sessions.cache) == 8
-    finally:
-        h.close()
+def test_sessionless_fetches_and_a_full_cache(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"num.partitions": "1", "max.incremental.fetch.session.cache.slots": "8"})
+    h.call(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
+    assert h.call(FETCH, 12, fetch_body([("t", 0, 0)])).session_id == 0  # epoch -1: no session
+    ids = [h.call(FETCH, 12, fetch_body([("t", 0, 0)], session_epoch=0)).session_id for _ in range(9)]
+    assert (
+        all(ids[:8]) and ids[8] == 0
+    )  # one slot per shard: the ninth finds none, a full answer all the same
+    assert len(h.broker.fetch_sessions.cache) == 8

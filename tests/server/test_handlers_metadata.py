@@ -15,14 +15,12 @@ from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from kcompat.wire.messages.metadata import METADATA
-from tests.server.broker_harness import BrokerHarness
+from tests.server.broker_harness import BrokerHarness, HarnessFactory
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path, {"num.partitions": "2", "broker.rack": "r1", "node.id": "3"})
-    yield harness
-    harness.close()
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    return broker_harness({"num.partitions": "2", "broker.rack": "r1", "node.id": "3"})
 
 
 def create(h: BrokerHarness, name: str, partitions: int = 1) -> None:
@@ -58,28 +56,20 @@ def test_brokers_controller_and_partitions(h: BrokerHarness) -> None:
             for p in t.partitions] == [(i, 3, 0, [3], [3], []) for i in range(3)]  # fmt: skip
 
 
-def test_auto_creation_rules(tmp_path: Path) -> None:
-    h = BrokerHarness(tmp_path)
-    try:
-        r = h.call(METADATA, 8, {"topics": [{"name": "new"}], "allow_auto_topic_creation": False})
-        assert r.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        r = h.call(METADATA, 8, {"topics": [{"name": "new"}], "allow_auto_topic_creation": True})
-        assert r.topics[0].error_code == 0 and len(r.topics[0].partitions) == 1
-        r = h.call(
-            METADATA, 3, {"topics": [{"name": "old-client"}]}
-        )  # before v4 the request always allows it
-        assert r.topics[0].error_code == 0
-        r = h.call(METADATA, 8, {"topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})
-        assert r.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
-    finally:
-        h.close()
-    off = BrokerHarness(tmp_path / "off", {"auto.create.topics.enable": "false"})
-    try:
-        r = off.call(METADATA, 12, {"topics": [{"name": "new"}], "allow_auto_topic_creation": True})
-        assert r.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert r.topics[0].partitions == []
-    finally:
-        off.close()
+def test_auto_creation_rules(tmp_path: Path, broker_harness: HarnessFactory) -> None:
+    h = broker_harness()
+    r = h.call(METADATA, 8, {"topics": [{"name": "new"}], "allow_auto_topic_creation": False})
+    assert r.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    r = h.call(METADATA, 8, {"topics": [{"name": "new"}], "allow_auto_topic_creation": True})
+    assert r.topics[0].error_code == 0 and len(r.topics[0].partitions) == 1
+    r = h.call(METADATA, 3, {"topics": [{"name": "old-client"}]})  # before v4 the request always allows it
+    assert r.topics[0].error_code == 0
+    r = h.call(METADATA, 8, {"topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})
+    assert r.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    off = broker_harness({"auto.create.topics.enable": "false"}, path=tmp_path / "off")
+    r = off.call(METADATA, 12, {"topics": [{"name": "new"}], "allow_auto_topic_creation": True})
+    assert r.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert r.topics[0].partitions == []
 
 
 def test_topic_ids_and_lookup_by_id(h: BrokerHarness) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,14 +14,12 @@ from kcompat.wire.messages.init_producer_id import INIT_PRODUCER_ID
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from kcompat.wire.messages.produce import PRODUCE
-from tests.server.broker_harness import BrokerHarness, batch
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path, {"num.partitions": "1"})
-    yield harness
-    harness.close()
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    return broker_harness({"num.partitions": "1"})
 
 
 def produce(h: BrokerHarness, records: bytes, topic: str = "t") -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,14 +15,12 @@ from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import encode_request
 from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import Record, build_batch, decode_batch
-from tests.server.broker_harness import BrokerHarness, batch
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path, {"num.partitions": "2"})
-    yield harness
-    harness.close()
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    return broker_harness({"num.partitions": "2"})
 
 
 def produce(
@@ -95,14 +92,11 @@ def test_v12_and_v13(h: BrokerHarness, version: int) -> None:
     assert fetched(h, "t")  # the record landed in "t"
 
 
-def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:
-    h = BrokerHarness(tmp_path, {"auto.create.topics.enable": "false"})
-    try:
-        r = produce(h, "nope", batch(b"a"))
-        assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert h.broker.metadata.topic("nope") is None
-    finally:
-        h.close()
+def test_unknown_topic_without_auto_create(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"auto.create.topics.enable": "false"})
+    r = produce(h, "nope", batch(b"a"))
+    assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert h.broker.metadata.topic("nope") is None
 
 
 def test_unknown_partition(h: BrokerHarness) -> None:
@@ -119,16 +113,13 @@ def test_corrupt_crc_is_corrupt_message(h: BrokerHarness) -> None:
     assert h.broker.replicas.partition_log("t", 0).log_end_offset == 0
 
 
-def test_record_over_max_message_bytes(tmp_path: Path) -> None:
-    h = BrokerHarness(tmp_path, {"message.max.bytes": "1000"})
-    try:
-        r = produce(h, "t", batch(b"x" * 2000))
-        assert r.error_code == ErrorCode.MESSAGE_TOO_LARGE
-        assert produce(h, "t", batch(b"x" * 100)).error_code == 0
-        create(h, "small", {"max.message.bytes": "200"})
-        assert produce(h, "small", batch(b"x" * 300)).error_code == ErrorCode.MESSAGE_TOO_LARGE
-    finally:
-        h.close()
+def test_record_over_max_message_bytes(broker_harness: HarnessFactory) -> None:
+    h = broker_harness({"message.max.bytes": "1000"})
+    r = produce(h, "t", batch(b"x" * 2000))
+    assert r.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert produce(h, "t", batch(b"x" * 100)).error_code == 0
+    create(h, "small", {"max.message.bytes": "200"})
+    assert produce(h, "small", batch(b"x" * 300)).error_code == ErrorCode.MESSAGE_TOO_LARGE
 
 
 def test_two_batches_in_one_partition_are_invalid(h: BrokerHarness) -> None:
@@ -183,18 +174,15 @@ def test_acks_zero_error_closes_the_connection(h: BrokerHarness) -> None:
         h.raw(frame)
 
 
-def test_log_append_time(tmp_path: Path) -> None:
+def test_log_append_time(broker_harness: HarnessFactory) -> None:
     now = [1_800_000_000.0]
-    h = BrokerHarness(tmp_path, clock=lambda: now[0])
-    try:
-        create(h, "lat", {"message.timestamp.type": "LogAppendTime"})
-        r = produce(h, "lat", batch(b"a", b"b", ts=1000))
-        assert r.error_code == 0 and r.log_append_time_ms == 1_800_000_000_000
-        h_, recs = decode_batch(fetched(h, "lat"))  # CRC recomputed: decode_batch verifies it
-        assert h_.log_append_time and [x.timestamp for x in recs] == [1_800_000_000_000] * 2
-        assert produce(h, "t", batch(b"a", ts=1000)).log_append_time_ms == -1
-    finally:
-        h.close()
+    h = broker_harness(clock=lambda: now[0])
+    create(h, "lat", {"message.timestamp.type": "LogAppendTime"})
+    r = produce(h, "lat", batch(b"a", b"b", ts=1000))
+    assert r.error_code == 0 and r.log_append_time_ms == 1_800_000_000_000
+    h_, recs = decode_batch(fetched(h, "lat"))  # CRC recomputed: decode_batch verifies it
+    assert h_.log_append_time and [x.timestamp for x in recs] == [1_800_000_000_000] * 2
+    assert produce(h, "t", batch(b"a", ts=1000)).log_append_time_ms == -1
 
 
 @pytest.mark.parametrize(
@@ -290,11 +278,9 @@ LONG_MAX = 2**63 - 1
 
 
 @pytest.fixture
-def hc(tmp_path: Path):
+def hc(broker_harness: HarnessFactory) -> BrokerHarness:
     """A broker whose clock stands still at NOW."""
-    harness = BrokerHarness(tmp_path, {"num.partitions": "1"}, clock=lambda: NOW / 1000)
-    yield harness
-    harness.close()
+    return broker_harness({"num.partitions": "1"}, clock=lambda: NOW / 1000)
 
 
 def keyed(*keys: bytes | None, ts: int = NOW, **kw: Any) -> bytes:
@@ -343,34 +329,28 @@ def test_create_time_outside_the_window_is_invalid_timestamp(hc: BrokerHarness) 
     assert produce(hc, "t", keyed(b"a", ts=-1)).error_code == 0  # NO_TIMESTAMP is never checked
 
 
-def test_timestamp_window_from_topic_overrides_and_broker_defaults(tmp_path: Path) -> None:
+def test_timestamp_window_from_topic_overrides_and_broker_defaults(broker_harness: HarnessFactory) -> None:
     props = {"log.message.timestamp.before.max.ms": "60000", "log.message.timestamp.after.max.ms": "1000"}
-    h = BrokerHarness(tmp_path, props, clock=lambda: NOW / 1000)
-    try:
-        create(h, "b")
-        assert produce(h, "b", keyed(b"a", ts=NOW - 60_000)).error_code == 0
-        r = produce(h, "b", keyed(b"a", b"b", ts=NOW - 60_001))
-        assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0]
-        assert f"within [{NOW - 60_000}, {NOW + 1000}]" in r.record_errors[0].batch_index_error_message
-        assert produce(h, "b", keyed(b"a", ts=NOW + 1001)).error_code == ErrorCode.INVALID_TIMESTAMP
-        create(
-            h, "o", {"message.timestamp.before.max.ms": "5000", "message.timestamp.after.max.ms": "86400000"}
-        )
-        assert produce(h, "o", keyed(b"a", ts=NOW + 80_000_000)).error_code == 0
-        assert (
-            produce(h, "o", keyed(b"a", ts=NOW - 5001, compression=1)).error_code
-            == ErrorCode.INVALID_TIMESTAMP
-        )
-        # LogAppendTime topics take any producer timestamp: the broker's replaces it.
-        create(h, "l", {"message.timestamp.type": "LogAppendTime"})
-        assert produce(h, "l", keyed(b"a", ts=NOW + 10**9)).error_code == 0
-        # A key error and a timestamp error together: INVALID_TIMESTAMP, both records named.
-        create(h, "ck", {"cleanup.policy": "compact"})
-        r = produce(h, "ck", build_batch([Record(0, NOW, None, b"x"), Record(1, NOW + 10**7, b"k", b"y")]))
-        assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [
-            0,
-            1,
-        ]
-        assert h.broker.replicas.partition_log("ck", 0).log_end_offset == 0
-    finally:
-        h.close()
+    h = broker_harness(props, clock=lambda: NOW / 1000)
+    create(h, "b")
+    assert produce(h, "b", keyed(b"a", ts=NOW - 60_000)).error_code == 0
+    r = produce(h, "b", keyed(b"a", b"b", ts=NOW - 60_001))
+    assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [0]
+    assert f"within [{NOW - 60_000}, {NOW + 1000}]" in r.record_errors[0].batch_index_error_message
+    assert produce(h, "b", keyed(b"a", ts=NOW + 1001)).error_code == ErrorCode.INVALID_TIMESTAMP
+    create(h, "o", {"message.timestamp.before.max.ms": "5000", "message.timestamp.after.max.ms": "86400000"})
+    assert produce(h, "o", keyed(b"a", ts=NOW + 80_000_000)).error_code == 0
+    assert (
+        produce(h, "o", keyed(b"a", ts=NOW - 5001, compression=1)).error_code == ErrorCode.INVALID_TIMESTAMP
+    )
+    # LogAppendTime topics take any producer timestamp: the broker's replaces it.
+    create(h, "l", {"message.timestamp.type": "LogAppendTime"})
+    assert produce(h, "l", keyed(b"a", ts=NOW + 10**9)).error_code == 0
+    # A key error and a timestamp error together: INVALID_TIMESTAMP, both records named.
+    create(h, "ck", {"cleanup.policy": "compact"})
+    r = produce(h, "ck", build_batch([Record(0, NOW, None, b"x"), Record(1, NOW + 10**7, b"k", b"y")]))
+    assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [
+        0,
+        1,
+    ]
+    assert h.broker.replicas.partition_log("ck", 0).log_end_offset == 0

@@ -3,26 +3,21 @@ start-up and changed at run time reach every live log, with no string round trip
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
-from tests.server.broker_harness import BrokerHarness
+from tests.server.broker_harness import BrokerHarness, HarnessFactory
 
 BROKER = 4
 MIB = 1024 * 1024
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(
-        tmp_path, {"log.segment.bytes": str(3 * MIB), "producer.id.expiration.ms": "90000"}
-    )
-    yield harness
-    harness.close()
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    return broker_harness({"log.segment.bytes": str(3 * MIB), "producer.id.expiration.ms": "90000"})
 
 
 def create(h: BrokerHarness, name: str, configs: dict[str, str] | None = None) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from kcompat.wire.messages.txn_offset_commit import TXN_OFFSET_COMMIT
 from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.record_batch import read_header, split_batches
 from kcompat.wire.records import decode_batch
-from tests.server.broker_harness import BrokerHarness, batch
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch
 
 
 class Clock:
@@ -45,18 +44,14 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def h(tmp_path: Path, clock: Clock):
-    harness = BrokerHarness(
-        tmp_path,
-        {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "3",
-         "transaction.max.timeout.ms": "60000"},
-        clock=clock,
-    )  # fmt: skip
+def h(broker_harness: HarnessFactory, clock: Clock) -> BrokerHarness:
+    props = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "3",
+             "transaction.max.timeout.ms": "60000"}  # fmt: skip
+    harness = broker_harness(props, clock=clock)
     resp = harness.call(CREATE_TOPICS, 7, {"topics": [{"name": "t", "num_partitions": 2, "replication_factor": 1,
                                                        "configs": []}], "timeout_ms": 1000})  # fmt: skip
     assert resp.topics[0].error_code == 0
-    yield harness
-    harness.close()
+    return harness
 
 
 def init(h: BrokerHarness, txn_id: str = "tx", timeout: int = 10_000, version: int = 4, **kw: Any) -> Any:

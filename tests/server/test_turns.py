@@ -6,7 +6,6 @@ partition, so these tests do not depend on the machine's speed."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,21 +17,20 @@ from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.schema import Api
-from tests.server.broker_harness import BrokerHarness, batch
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch
 
 TOPICS = ("a", "b", "c")
 PARTITIONS = 4
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    harness = BrokerHarness(tmp_path, {"auto.create.topics.enable": "false"})
+def h(broker_harness: HarnessFactory) -> BrokerHarness:
+    harness = broker_harness({"auto.create.topics.enable": "false"})
     body = {"topics": [{"name": n, "num_partitions": PARTITIONS, "replication_factor": 1} for n in TOPICS],
             "timeout_ms": 1000}  # fmt: skip
     assert all(t.error_code == 0 for t in harness.call(CREATE_TOPICS, 7, body).topics)
     harness.run(harness.broker.replicas.created())  # no request below waits for new logs (await_logs)
-    yield harness
-    harness.close()
+    return harness
 
 
 def with_ticker(h: BrokerHarness, api: Api, version: int, body: Any, on_tick: Any = None) -> tuple[Any, int]:

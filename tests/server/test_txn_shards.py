@@ -8,8 +8,6 @@ PrepareCommit is completed (its markers written) by the next load."""
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
 from typing import Any
 
 from kcompat.coordinator.shards import ShardState
@@ -20,23 +18,18 @@ from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender,
 from kcompat.server.cluster.txn_shards import TxnShards
 from kcompat.server.cluster.txn_writes import ReplicatedTxnWrites
 from kcompat.storage.topic_store import TRANSACTION_STATE
+from kcompat.testing import wait_until
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.record_batch import read_header, split_batches
-from tests.server.groups_harness import GroupHarness
+from tests.server.broker_harness import HarnessFactory
+from tests.server.groups_harness import GroupHarness, ShardsClock
 from tests.server.test_transactions import add, end, init, produce
 
 N = 3  # transaction.state.log.num.partitions
 FOLLOWER = 2
-
-
-def wait_until(h: GroupHarness, condition, what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        h.run(asyncio.sleep(0.01))
 
 
 class NoEndpoints:
@@ -56,139 +49,135 @@ def control_batches(h: GroupHarness, topic: str, partition: int) -> int:
     return sum(1 for pos, _ in split_batches(data) if read_header(data, pos).is_control)
 
 
-def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(tmp_path: Path) -> None:
-    h = GroupHarness(
-        tmp_path, {"transaction.state.log.num.partitions": str(N), "offsets.topic.num.partitions": "1"}
+def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(
+    broker_harness: HarnessFactory,
+) -> None:
+    h = broker_harness(
+        {"transaction.state.log.num.partitions": str(N), "offsets.topic.num.partitions": "1"},
+        kind=GroupHarness,
     )
-    try:
-        h.create_topic("t", 1)
-        broker = h.broker
-        node, svc = broker.node_id, broker.txn_service
-        r = init(h)  # single node: creates __transaction_state, stores "tx" at once
-        assert r.error_code == 0
-        pid, epoch = r.producer_id, r.producer_epoch
-        assert add(h, pid, epoch, [0]) == [0]
-        p = transaction_partition("tx", N)
+    h.create_topic("t", 1)
+    broker = h.broker
+    node, svc = broker.node_id, broker.txn_service
+    r = init(h)  # single node: creates __transaction_state, stores "tx" at once
+    assert r.error_code == 0
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert add(h, pid, epoch, [0]) == [0]
+    p = transaction_partition("tx", N)
 
-        # From here on, a cluster-mode broker that leads none of __transaction_state yet (t-0 it leads alone).
-        svc.coordinator.unload(lambda _id: True)
-        # cluster mode's hosted replicas, which its assembly would hand the replica manager
-        parts: dict[tuple[str, int], Partition] = {}
-        broker.replicas.partitions = parts
-        for i in range(N):
-            part = Partition(TRANSACTION_STATE, i, node, broker.replicas.partition_log(TRANSACTION_STATE, i),
-                             Registration(-1, -1, -1, (), ()))  # fmt: skip
-            part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
-            parts[(TRANSACTION_STATE, i)] = part
-        data = Partition(
-            "t", 0, node, broker.replicas.partition_log("t", 0), Registration(-1, -1, -1, (), ())
-        )
-        data.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
-        parts[("t", 0)] = data
-        shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
-                           topic=broker.metadata.topic, timeout_ms=lambda: 300)  # fmt: skip
-        # Markers as in cluster mode (the single-node metadata names this broker as every leader,
-        # so they are all written here, as leader, or retried while this broker only follows).
-        markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
-                                  partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
-        verifier = TxnVerifier(BrokerChannels(NoEndpoints(broker.metadata), "PLAINTEXT", node))
-        # The service's writes become cluster mode's, as cluster/assembly.py builds them.
-        svc.writes = writes = ReplicatedTxnWrites(svc, shards=shards, markers=markers, verifier=verifier)
+    # From here on, a cluster-mode broker that leads none of __transaction_state yet (t-0 it leads alone).
+    svc.coordinator.unload(lambda _id: True)
+    # cluster mode's hosted replicas, which its assembly would hand the replica manager
+    parts: dict[tuple[str, int], Partition] = {}
+    broker.replicas.partitions = parts
+    for i in range(N):
+        part = Partition(TRANSACTION_STATE, i, node, broker.replicas.partition_log(TRANSACTION_STATE, i),
+                         Registration(-1, -1, -1, (), ()))  # fmt: skip
+        part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
+        parts[(TRANSACTION_STATE, i)] = part
+    data = Partition("t", 0, node, broker.replicas.partition_log("t", 0), Registration(-1, -1, -1, (), ()))
+    data.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
+    parts[("t", 0)] = data
+    clock = ShardsClock()  # a wait for replication times out only inside clock.timing_out
+    shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
+                       topic=broker.metadata.topic, timeout_ms=lambda: 30_000, clock=clock)  # fmt: skip
+    # Markers as in cluster mode (the single-node metadata names this broker as every leader,
+    # so they are all written here, as leader, or retried while this broker only follows).
+    markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
+                              partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
+    verifier = TxnVerifier(BrokerChannels(NoEndpoints(broker.metadata), "PLAINTEXT", node))
+    # The service's writes become cluster mode's, as cluster/assembly.py builds them.
+    svc.writes = writes = ReplicatedTxnWrites(svc, shards=shards, markers=markers, verifier=verifier)
 
-        async def publish() -> None:
-            shards.on_image()
+    async def publish() -> None:
+        shards.on_image()
 
-        def follower_fetches(part: Partition) -> None:
-            assert part.update_follower(FOLLOWER, part.log.log_end_offset, 1, broker.now_ms())
-            broker.replicas.fetch_waiters.notify((part.topic, part.index))
+    def follower_fetches(part: Partition) -> None:
+        assert part.update_follower(FOLLOWER, part.log.log_end_offset, 1, broker.now_ms())
+        broker.replicas.fetch_waiters.notify((part.topic, part.index))
 
-        h.run(publish())
-        assert init(h).error_code == E.NOT_COORDINATOR
-        assert end(h, pid, epoch, True) == E.NOT_COORDINATOR
+    h.run(publish())
+    assert init(h).error_code == E.NOT_COORDINATOR
+    assert end(h, pid, epoch, True) == E.NOT_COORDINATOR
 
-        # Elected: the shard loads the partition's log; "tx" is back, Ongoing with t-0.
-        leader = parts[(TRANSACTION_STATE, p)]
-        leader.make_leader(
-            Registration(node, 1, 1, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms()
-        )
-        h.run(publish())
-        assert shards.table.shards[p] == (ShardState.LOADING, 1)
-        wait_until(h, lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the load")
-        m = svc.coordinator.txns["tx"]
-        assert m.state is TransactionState.ONGOING and m.partitions == {("t", 0)}
+    # Elected: the shard loads the partition's log; "tx" is back, Ongoing with t-0.
+    leader = parts[(TRANSACTION_STATE, p)]
+    leader.make_leader(Registration(node, 1, 1, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms())
+    h.run(publish())
+    assert shards.table.shards[p] == (ShardState.LOADING, 1)
+    wait_until(lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the load", sleep=h.sleep)
+    m = svc.coordinator.txns["tx"]
+    assert m.state is TransactionState.ONGOING and m.partitions == {("t", 0)}
 
-        # EndTxn is answered once the follower has the PrepareCommit, not before. Its marker cannot
-        # be written to t-0 while this broker only follows it: retried, it stays in PrepareCommit.
-        task = h.start(END_TXN, 3, {"transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch,
-                                    "committed": True})  # fmt: skip
-        h.run(asyncio.sleep(0.05))
-        assert not task.done()
-        follower_fetches(leader)
-        assert h.run(task).error_code == 0
-        h.run(asyncio.sleep(0.3))  # a few rounds of retries
-        assert svc.coordinator.txns["tx"].state is TransactionState.PREPARE_COMMIT
-        assert control_batches(h, "t", 0) == 0 and ("tx", 1) in writes._sending
+    # EndTxn is answered once the follower has the PrepareCommit, not before. Its marker cannot
+    # be written to t-0 while this broker only follows it: retried, it stays in PrepareCommit.
+    task = h.start(END_TXN, 3, {"transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch,
+                                "committed": True})  # fmt: skip
+    h.run(asyncio.sleep(0.05))
+    assert not task.done()
+    follower_fetches(leader)
+    assert h.run(task).error_code == 0
+    h.run(asyncio.sleep(0.3))  # a few rounds of retries
+    assert svc.coordinator.txns["tx"].state is TransactionState.PREPARE_COMMIT
+    assert control_batches(h, "t", 0) == 0 and ("tx", 1) in writes._sending
 
-        # Not replicated within the timeout: COORDINATOR_NOT_AVAILABLE, as Kafka maps it.
-        other = next(f"x{i}" for i in range(100) if transaction_partition(f"x{i}", N) == p)
-        assert init(h, other).error_code == E.COORDINATOR_NOT_AVAILABLE
+    # Not replicated within the timeout: COORDINATOR_NOT_AVAILABLE, as Kafka maps it.
+    other = next(f"x{i}" for i in range(100) if transaction_partition(f"x{i}", N) == p)
+    assert clock.timing_out(lambda: init(h, other)).error_code == E.COORDINATOR_NOT_AVAILABLE
 
-        # Resigned: the shard's ids go, and their requests get NOT_COORDINATOR.
-        leader.make_follower(Registration(FOLLOWER, 2, 2, (node, FOLLOWER), (node, FOLLOWER)))
-        h.run(publish())
-        assert p not in shards.table.shards and "tx" not in svc.coordinator.txns
-        wait_until(h, lambda: not writes._sending, "the marker sender to give up")  # not its transaction now
-        assert init(h).error_code == E.NOT_COORDINATOR
+    # Resigned: the shard's ids go, and their requests get NOT_COORDINATOR.
+    leader.make_follower(Registration(FOLLOWER, 2, 2, (node, FOLLOWER), (node, FOLLOWER)))
+    h.run(publish())
+    assert p not in shards.table.shards and "tx" not in svc.coordinator.txns
+    wait_until(
+        lambda: not writes._sending, "the marker sender to give up", sleep=h.sleep
+    )  # not its transaction now
+    assert init(h).error_code == E.NOT_COORDINATOR
 
-        # WriteTxnMarkers to a partition this broker follows: NOT_LEADER_OR_FOLLOWER, nothing appended.
-        marker = {"producer_id": pid, "producer_epoch": epoch, "transaction_result": False, "coordinator_epoch": 0,
-                  "topics": [{"name": "t", "partition_indexes": [0]}]}  # fmt: skip
-        r = h.call(WRITE_TXN_MARKERS, 1, {"markers": [marker]})
-        assert r.markers[0].topics[0].partitions[0].error_code == E.NOT_LEADER_OR_FOLLOWER
-        assert control_batches(h, "t", 0) == 0
+    # WriteTxnMarkers to a partition this broker follows: NOT_LEADER_OR_FOLLOWER, nothing appended.
+    marker = {"producer_id": pid, "producer_epoch": epoch, "transaction_result": False, "coordinator_epoch": 0,
+              "topics": [{"name": "t", "partition_indexes": [0]}]}  # fmt: skip
+    r = h.call(WRITE_TXN_MARKERS, 1, {"markers": [marker]})
+    assert r.markers[0].topics[0].partitions[0].error_code == E.NOT_LEADER_OR_FOLLOWER
+    assert control_batches(h, "t", 0) == 0
 
-        # This broker now leads t-0 (alone) and is elected again for "tx": the load finds the
-        # PrepareCommit and completes it, the COMMIT marker in t-0, CompleteCommit once replicated.
-        data.make_leader(Registration(node, 1, 1, (node,), (node,)), now_ms=broker.now_ms())
-        leader.make_leader(
-            Registration(node, 3, 3, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms()
-        )
-        h.run(publish())
-        wait_until(h, lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the second load")
-        wait_until(h, lambda: control_batches(h, "t", 0) == 1, "the COMMIT marker")
-        wait_until(h, lambda: leader.high_watermark < leader.log.log_end_offset, "the CompleteCommit record")
-        wait_until(
-            h, lambda: len(writes._writes) == 1, "the marker task to end"
-        )  # the CompleteCommit's write waits
-        follower_fetches(leader)
-        wait_until(h, lambda: not writes._writes, "CompleteCommit replicated")
-        assert leader.high_watermark == leader.log.log_end_offset
-        assert svc.coordinator.txns["tx"].state is TransactionState.COMPLETE_COMMIT
+    # This broker now leads t-0 (alone) and is elected again for "tx": the load finds the
+    # PrepareCommit and completes it, the COMMIT marker in t-0, CompleteCommit once replicated.
+    data.make_leader(Registration(node, 1, 1, (node,), (node,)), now_ms=broker.now_ms())
+    leader.make_leader(Registration(node, 3, 3, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms())
+    h.run(publish())
+    wait_until(lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the second load", sleep=h.sleep)
+    wait_until(lambda: control_batches(h, "t", 0) == 1, "the COMMIT marker", sleep=h.sleep)
+    wait_until(
+        lambda: leader.high_watermark < leader.log.log_end_offset, "the CompleteCommit record", sleep=h.sleep
+    )
+    wait_until(
+        lambda: len(writes._writes) == 1, "the marker task to end", sleep=h.sleep
+    )  # the CompleteCommit's write waits
+    follower_fetches(leader)
+    wait_until(lambda: not writes._writes, "CompleteCommit replicated", sleep=h.sleep)
+    assert leader.high_watermark == leader.log.log_end_offset
+    assert svc.coordinator.txns["tx"].state is TransactionState.COMPLETE_COMMIT
 
-        # Produce verification with the coordinator on another broker and no way to ask it (no
-        # endpoint for its broker): the retriable NOT_ENOUGH_REPLICAS, nothing appended.
-        end_before = data.log.log_end_offset
-        leader.make_follower(Registration(FOLLOWER, 4, 4, (node, FOLLOWER), (node, FOLLOWER)))
-        h.run(publish())
-        assert produce(h, pid, epoch, 0, b"v").error_code == E.NOT_ENOUGH_REPLICAS
-        assert data.log.log_end_offset == end_before
-    finally:
-        h.close()
+    # Produce verification with the coordinator on another broker and no way to ask it (no
+    # endpoint for its broker): the retriable NOT_ENOUGH_REPLICAS, nothing appended.
+    end_before = data.log.log_end_offset
+    leader.make_follower(Registration(FOLLOWER, 4, 4, (node, FOLLOWER), (node, FOLLOWER)))
+    h.run(publish())
+    assert produce(h, pid, epoch, 0, b"v").error_code == E.NOT_ENOUGH_REPLICAS
+    assert data.log.log_end_offset == end_before
 
 
-def test_cluster_mode_reports_the_images_transaction_version(tmp_path: Path) -> None:
+def test_cluster_mode_reports_the_images_transaction_version(broker_harness: HarnessFactory) -> None:
     """ApiVersions' finalized transaction.version is what the image says (cluster/assembly.py sets it)."""
-    h = GroupHarness(tmp_path)
-    try:
+    h = broker_harness(kind=GroupHarness)
 
-        def finalized() -> dict[str, int]:
-            r = h.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
-            return {f.name: f.max_version_level for f in r.finalized_features}
+    def finalized() -> dict[str, int]:
+        r = h.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        return {f.name: f.max_version_level for f in r.finalized_features}
 
-        svc = h.broker.txn_service
-        svc.set_transaction_version(0)
-        assert "transaction.version" not in finalized() and svc.coordinator.config.transaction_version == 0
-        svc.set_transaction_version(2)
-        assert finalized()["transaction.version"] == 2 and svc.coordinator.config.transaction_version == 2
-    finally:
-        h.close()
+    svc = h.broker.txn_service
+    svc.set_transaction_version(0)
+    assert "transaction.version" not in finalized() and svc.coordinator.config.transaction_version == 0
+    svc.set_transaction_version(2)
+    assert finalized()["transaction.version"] == 2 and svc.coordinator.config.transaction_version == 2

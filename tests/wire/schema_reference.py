@@ -11,11 +11,34 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from kcompat.wire.messages import (
+    APIS,
+    consumer_protocol,
+    group_records,
+    headers,
+    metadata_records,
+    raft_control_records,
+    raft_records,
+    txn_records,
+)
 from kcompat.wire.schema import F, Message, VersionRange
 from tools.gen_schemas import field_versions, load_spec, parse_default, resolve_fields, snake
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_SPECS = ROOT.parent / "shared" / "kafka-protocol-4.3"
+
+# Every message kcompat declares: each API's request and response, headers, records.
+MESSAGES: list[Message] = [m for a in APIS.values() for m in (a.request, a.response)]
+for module in (
+    headers,
+    consumer_protocol,
+    group_records,
+    txn_records,
+    metadata_records,
+    raft_records,
+    raft_control_records,
+):
+    MESSAGES += [v for v in vars(module).values() if isinstance(v, Message)]
 
 
 def kafka_python_specs() -> Path | None:
@@ -103,3 +126,17 @@ def find_spec(specs_dir: Path, message: Message) -> Path | None:
         if load_spec(candidate).get("name") == message.name:
             return candidate
     return None
+
+
+def versions(r: VersionRange) -> range:
+    assert r.high is not None
+    return range(r.low, r.high + 1)
+
+
+def compare(message: Message, spec_path: Path, versions: range) -> int:
+    spec = load_resolved(spec_path)
+    compared = 0
+    for v in versions:
+        assert shape_of_ours(message.fields, v) == shape_of_spec(spec["fields"], v), f"{message.name} v{v}"
+        compared += 1
+    return compared

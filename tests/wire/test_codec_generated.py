@@ -17,8 +17,8 @@ from kcompat.wire.errors import DecodeError
 from kcompat.wire.primitives import Writer
 from kcompat.wire.schema import Message
 
+from .schema_reference import MESSAGES
 from .strategies import message_values
-from .test_conformance import MESSAGES
 
 CASES = [
     (m, v)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from kcompat.wire.codec import MessageCodec, Struct
 from kcompat.wire.errors import DecodeError
 
+from .schema_reference import MESSAGES
 from .strategies import message_values
-from .test_conformance import MESSAGES
 
 CASES = [
     (m, v)

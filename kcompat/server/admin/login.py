@@ -32,8 +32,11 @@ ScramLookup = Callable[[str, str], ScramCredential | None]
 
 
 class BasicLogin:
-    def __init__(self, plain: Mapping[str, str], scram_get: ScramLookup) -> None:
+    def __init__(
+        self, plain: Mapping[str, str], scram_get: ScramLookup, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._plain = dict(plain)
+        self._clock = clock  # seconds, for how long a login that passed is remembered
         self._scram_get = scram_get
         self._passed: OrderedDict[bytes, tuple[float, str]] = OrderedDict()
 
@@ -41,7 +44,7 @@ class BasicLogin:
         if not header or header[:6].lower() != "basic ":
             return None
         key = hashlib.sha256(header.encode()).digest()
-        now = time.monotonic()
+        now = self._clock()
         hit = self._passed.get(key)
         if hit is not None and hit[0] > now:
             return hit[1]

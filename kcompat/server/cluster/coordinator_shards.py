@@ -45,12 +45,14 @@ class CoordinatorShards:
         waiters: FetchWaiters,
         topic: Callable[[str], TopicInfo | None],
         timeout_ms: Callable[[], int],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.table = ShardTable()
         self._partitions = partitions  # the ReplicaManager's: leader or follower, as the image says
         self._waiters = waiters
         self._topic = topic
         self._timeout_ms = timeout_ms
+        self._clock = clock  # seconds, for the replication timeout (a test's can be moved on)
         self._loads: set[asyncio.Task[None]] = set()
 
     # --- what a coordinator's shard is -----------------------------------------------------------
@@ -115,7 +117,7 @@ class CoordinatorShards:
         task.add_done_callback(self._loads.discard)
 
     async def _load(self, p: int, epoch: int) -> None:
-        started = time.monotonic()
+        started = self._clock()
         try:
             records = await asyncio.to_thread(self._read, p)
         except Exception:
@@ -131,7 +133,7 @@ class CoordinatorShards:
             p,
             epoch,
             what,
-            (time.monotonic() - started) * 1000,
+            (self._clock() - started) * 1000,
         )
 
     def _unload(self, p: int) -> None:
@@ -164,7 +166,7 @@ class CoordinatorShards:
         return await self._await_hw({p: part.log.log_end_offset - 1})
 
     async def _await_hw(self, written: dict[int, int]) -> ErrorCode:
-        deadline = time.monotonic() + self._timeout_ms() / 1000
+        deadline = self._clock() + self._timeout_ms() / 1000
         while True:
             left = []
             for p, last in written.items():
@@ -177,7 +179,7 @@ class CoordinatorShards:
                     left.append((self.topic_name, p))
             if not left:
                 return ErrorCode.NONE
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock()
             if remaining <= 0 or self._waiters.closed:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
             await self._waiters.wait(left, remaining)

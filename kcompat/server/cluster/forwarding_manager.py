@@ -281,6 +281,7 @@ class ForwardingManager:
         node_id: int,
         leader: Callable[[], tuple[str, int] | None] = lambda: None,
         timeout_ms: int = FORWARD_TIMEOUT_MS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._channel = ControllerChannel(
             bootstrap,
@@ -289,6 +290,7 @@ class ForwardingManager:
         )
         self._leader = leader
         self._timeout_ms = timeout_ms
+        self._clock = clock  # seconds, for the forwarding timeout (a test's can be moved on)
         self._lock = asyncio.Lock()  # the channel carries one request at a time
         self._throttle = LogThrottle(log, 10.0)
         self.controller_versions: dict[int, tuple[int, int]] = {}
@@ -373,9 +375,9 @@ class ForwardingManager:
 
     async def _exchange(self, envelope: EnvelopeRequest) -> bytes | ErrorCode:
         """The Envelope's response_data, or the error the client's request is to get instead."""
-        deadline = time.monotonic() + self._timeout_ms / 1000
+        deadline = self._clock() + self._timeout_ms / 1000
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
             try:
@@ -400,7 +402,7 @@ class ForwardingManager:
                 )
             if r is None or r.error_code == ErrorCode.NOT_CONTROLLER:
                 self._rediscover()  # a new active controller, or the same one back
-                await asyncio.sleep(min(RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
+                await asyncio.sleep(min(RETRY_BACKOFF_S, max(0.0, deadline - self._clock())))
                 continue
             if r.error_code == ErrorCode.UNSUPPORTED_VERSION:
                 return ErrorCode.UNSUPPORTED_VERSION

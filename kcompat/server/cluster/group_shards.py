@@ -21,6 +21,7 @@ OffsetFetch never shows an offset a failover could take back.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -66,8 +67,11 @@ class GroupShards(CoordinatorShards):
         waiters: FetchWaiters,
         topic: Callable[[str], TopicInfo | None],
         timeout_ms: Callable[[], int],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms)
+        super().__init__(
+            partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms, clock=clock
+        )
         self.service = service
 
     # --- the GroupShardsPort (groups/shard_port.py) ------------------------------------------------

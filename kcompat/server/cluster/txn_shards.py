@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -54,8 +55,11 @@ class TxnShards(CoordinatorShards):
         waiters: FetchWaiters,
         topic: Callable[[str], TopicInfo | None],
         timeout_ms: Callable[[], int],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms)
+        super().__init__(
+            partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms, clock=clock
+        )
         self.service = service
 
     def on_image(self) -> None:
