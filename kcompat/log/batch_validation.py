@@ -18,7 +18,7 @@ import struct
 from typing import NamedTuple
 
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import CorruptRecord, MessageTooLarge, OutOfOrderSequence
+from kcompat.log.errors import CorruptRecord, MessageTooLarge, OutOfOrderSequence, RecordBatchTooLarge
 from kcompat.log.producer_state import ProducerStateManager, _in_sequence
 from kcompat.log.segment import BatchPlacement
 from kcompat.log.txn_index import marker_kind
@@ -61,8 +61,9 @@ class AppendInfo(NamedTuple):
 
 def frame_batches(buf: memoryview, config: LogConfig, verify_crc: bool) -> Framed:
     """The batches of `buf`: whole v2 batches and nothing after them, each within
-    max.message.bytes; with `verify_crc`, each CRC checked too (a follower's batches, which no
-    produce validator saw). Raises CorruptRecord or MessageTooLarge."""
+    max.message.bytes, all of them within one segment; with `verify_crc`, each CRC checked too (a
+    follower's batches, which no produce validator saw). Raises CorruptRecord, MessageTooLarge or
+    RecordBatchTooLarge."""
     try:
         spans = split_batches(buf)
         headers = [(pos, read_header(buf, pos)) for pos, _ in spans]
@@ -82,6 +83,8 @@ def frame_batches(buf: memoryview, config: LogConfig, verify_crc: bool) -> Frame
             raise CorruptRecord(f"batch has lastOffsetDelta {h.last_offset_delta}")
         if verify_crc and crc32c(buf[pos + CRC_START : pos + h.size]) != h.crc:
             raise CorruptRecord("record batch CRC does not match")
+    if len(buf) > config.segment_bytes:
+        raise RecordBatchTooLarge(f"{len(buf)} bytes do not fit in a segment of {config.segment_bytes}")
     return headers
 
 

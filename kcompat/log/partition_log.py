@@ -39,7 +39,7 @@ from kcompat.log.batch_validation import (
     frame_batches,
 )
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import OffsetOutOfRange, RecordBatchTooLarge
+from kcompat.log.errors import OffsetOutOfRange
 from kcompat.log.leader_epoch import LeaderEpochCache
 from kcompat.log.log_file import FetchSlice
 from kcompat.log.log_files import fsync_file, make_dir
@@ -212,8 +212,6 @@ class PartitionLog:
         cfg = local.config
         headers = frame_batches(buf, cfg, verify_crc)
         total = len(buf)
-        if total > cfg.segment_bytes:
-            raise RecordBatchTooLarge(f"{total} bytes do not fit in a segment of {cfg.segment_bytes}")
         with self.lock:
             dup = check_sequences(self.producer_state, headers, self._log_start_offset)
             if dup is not None:
@@ -259,8 +257,6 @@ class PartitionLog:
         cfg = local.config
         headers = frame_batches(buf, cfg, True)
         total = len(buf)
-        if total > cfg.segment_bytes:
-            raise RecordBatchTooLarge(f"{total} bytes do not fit in a segment of {cfg.segment_bytes}")
         with self.lock:
             placements, max_ts, offset = check_follower_offsets(headers, local.log_end_offset)
             if local.active_segment.should_roll(total, max_ts, offset - 1, now_ms):
