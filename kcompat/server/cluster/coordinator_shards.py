@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kcompat.coordinator.shards import ShardTable
 from kcompat.server.delayed_fetch import FetchWaiters
@@ -31,8 +31,10 @@ from kcompat.wire.error_codes import ErrorCode
 if TYPE_CHECKING:
     from kcompat.server.cluster.replication.partition import Partition
 
+Service = TypeVar("Service")
 
-class CoordinatorShards:
+
+class CoordinatorShards(Generic[Service]):
     """Subclasses say what a shard is: `_read` (blocking, in a thread), `_replay`, `_drop`."""
 
     topic_name = ""
@@ -40,6 +42,7 @@ class CoordinatorShards:
 
     def __init__(
         self,
+        service: Service,
         *,
         partitions: dict[tuple[str, int], Partition],
         waiters: FetchWaiters,
@@ -47,6 +50,7 @@ class CoordinatorShards:
         timeout_ms: Callable[[], int],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.service = service  # the coordinator's broker side, whose records the shards read and replay
         self.table = ShardTable()
         self._partitions = partitions  # the ReplicaManager's: leader or follower, as the image says
         self._waiters = waiters

@@ -21,20 +21,17 @@ OffsetFetch never shows an offset a failover could take back.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 import kcompat.coordinator.records as rec
 from kcompat.coordinator.records import Record
 from kcompat.server.cluster.coordinator_shards import CoordinatorShards
-from kcompat.server.delayed_fetch import FetchWaiters
-from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
+from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     from kcompat.coordinator import GroupCoordinator
-    from kcompat.server.cluster.replication.partition import Partition
     from kcompat.server.groups.offsets_topic import OffsetsTopic
 
 
@@ -54,25 +51,10 @@ class GroupService(Protocol):
 log = logging.getLogger("kcompat.server.groups")
 
 
-class GroupShards(CoordinatorShards):
+class GroupShards(CoordinatorShards[GroupService]):
     topic_name = CONSUMER_OFFSETS
     log = log
     coordinates_all = False
-
-    def __init__(
-        self,
-        service: GroupService,
-        *,
-        partitions: dict[tuple[str, int], Partition],
-        waiters: FetchWaiters,
-        topic: Callable[[str], TopicInfo | None],
-        timeout_ms: Callable[[], int],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(
-            partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms, clock=clock
-        )
-        self.service = service
 
     # --- the GroupShardsPort (groups/shard_port.py) ------------------------------------------------
 

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from kcompat.server.cluster.coordinator_shards import CoordinatorShards
-from kcompat.server.delayed_fetch import FetchWaiters
-from kcompat.storage.topic_store import TRANSACTION_STATE, TopicInfo
+from kcompat.storage.topic_store import TRANSACTION_STATE
 from kcompat.wire.errors import DecodeError
 
 if TYPE_CHECKING:
     from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator
-    from kcompat.server.cluster.replication.partition import Partition
 
 
 class TransactionService(Protocol):
@@ -43,24 +40,9 @@ log = logging.getLogger("kcompat.server.transactions")
 TXN_LOG_APPEND_TIMEOUT_MS = 30_000
 
 
-class TxnShards(CoordinatorShards):
+class TxnShards(CoordinatorShards[TransactionService]):
     topic_name = TRANSACTION_STATE
     log = log
-
-    def __init__(
-        self,
-        service: TransactionService,
-        *,
-        partitions: dict[tuple[str, int], Partition],
-        waiters: FetchWaiters,
-        topic: Callable[[str], TopicInfo | None],
-        timeout_ms: Callable[[], int],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(
-            partitions=partitions, waiters=waiters, topic=topic, timeout_ms=timeout_ms, clock=clock
-        )
-        self.service = service
 
     def on_image(self) -> None:
         super().on_image()
