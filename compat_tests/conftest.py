@@ -37,24 +37,24 @@ def kcat_fixture() -> str:
     return kcat_executable()
 
 
-@pytest.fixture(scope="module")
-def kraft_quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
-    """One Kafka controller (process.roles=controller) formatted with kcompat's features."""
+def _quorum(tmp_path_factory: pytest.TempPathFactory, name: str, voters: int) -> Iterator[ControllerQuorum]:
     why_not = ControllerQuorum.available()
     if why_not is not None:
         pytest.fail(why_not, pytrace=False)
-    with ControllerQuorum(tmp_path_factory.mktemp("quorum"), voters=1) as quorum:
+    with ControllerQuorum(tmp_path_factory.mktemp(name), voters=voters) as quorum:
         yield quorum
+
+
+@pytest.fixture(scope="module")
+def kraft_quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
+    """One Kafka controller (process.roles=controller) formatted with kcompat's features."""
+    yield from _quorum(tmp_path_factory, "quorum", voters=1)
 
 
 @pytest.fixture(scope="module")
 def kraft_quorum_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
     """Three Kafka controllers formatted as one dynamic quorum (--initial-controllers)."""
-    why_not = ControllerQuorum.available()
-    if why_not is not None:
-        pytest.fail(why_not, pytrace=False)
-    with ControllerQuorum(tmp_path_factory.mktemp("quorum3"), voters=3) as quorum:
-        yield quorum
+    yield from _quorum(tmp_path_factory, "quorum3", voters=3)
 
 
 @pytest.fixture
