@@ -248,17 +248,7 @@ class ChunkWriter:
                 sent = self._sock.send(head)
             except (BlockingIOError, InterruptedError):
                 return False
-        self.pending -= sent
-        while sent:
-            head = items[0]
-            assert isinstance(head, memoryview)
-            if sent >= head.nbytes:
-                sent -= head.nbytes
-                items.popleft()
-            else:
-                items[0] = head[sent:]
-                return False  # a short write: the socket buffer is full
-        return True
+        return self._sent(sent)
 
     def _send_tls_bytes(self) -> bool:
         items = self._items
@@ -271,7 +261,13 @@ class ChunkWriter:
             sent = self._sock.send(data)
         except _WOULD_BLOCK:
             return False
+        return self._sent(sent)
+
+    def _sent(self, sent: int) -> bool:
+        """Drop the `sent` bytes from the front of the queue; False after a short write (the socket
+        buffer is full)."""
         self.pending -= sent
+        items = self._items
         while sent:
             head = items[0]
             assert isinstance(head, memoryview)
