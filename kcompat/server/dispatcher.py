@@ -94,7 +94,7 @@ class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context", "_stats", "forwarder")
+    __slots__ = ("_context", "_forwards", "_stats", "forwarder")
 
     def __init__(
         self,
@@ -105,6 +105,8 @@ class RequestDispatcher:
         self._context = context
         self._stats = stats or BrokerStats()
         self.forwarder = forwarder
+        # A single node forwards nothing: its requests skip the forwarder without a call.
+        self._forwards = forwarder is not NO_FORWARDING
         load_handlers()
 
     async def handle(
@@ -120,7 +122,7 @@ class RequestDispatcher:
         except DecodeError as e:
             key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
             raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
-        if request.api_key in (forwarded := self.forwarder.versions()):
+        if self._forwards and request.api_key in (forwarded := self.forwarder.versions()):
             low, high = forwarded[request.api_key]
             if not low <= request.api_version <= high:
                 raise CloseConnection(f"API key {request.api_key} v{request.api_version} is not supported")
