@@ -225,8 +225,12 @@ def test_metadata_and_describe_from_the_image(cluster: Cluster) -> None:
 
 def test_produce_only_on_the_leader_with_hints(cluster: Cluster) -> None:
     cluster.create_topic("leader-only", 1, 3, {})
-    leader, epoch, _replicas, _isr = cluster.partitions("leader-only")[0]
-    other = next(b for i, b in cluster.brokers.items() if i != leader)
+    leader = cluster.partitions("leader-only")[0][0]
+    other_id = next(i for i in cluster.brokers if i != leader)
+    # The broker asked must know the topic first: until its image has it, a Produce there is
+    # LEADER_NOT_AVAILABLE (the topic is being created), not the hint this test is about.
+    leader, epoch, _replicas, _isr = cluster.partitions("leader-only", via=other_id)[0]
+    other = cluster.brokers[other_id]
     client = WireClient(HOST, other.port)
     try:
         r = client.call(PRODUCE, 11, produce_body("leader-only", b"v", acks=-1))
