@@ -16,6 +16,8 @@ to write in its turn.
 The dispatcher knows no broker state: it is given a factory of the RequestContext handlers see.
 Security plugs in here: SASL is settled before a connection's requests reach `handle`, and an
 Authorizer can be asked per request before the handler runs.
+With fault rules set (kcompat/faults, fault_hook.py), the hook is asked before the request is
+routed and before its answer goes out; with none, one attribute read per request.
 In cluster mode the Forwarder given (kcompat.server.cluster.forwarding_manager) names APIs that go to
 the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController);
 a single node's (NO_FORWARDING) names none.
@@ -33,6 +35,7 @@ from typing import Any, Protocol
 
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.broker_stats import BrokerStats
+from kcompat.server.fault_hook import FaultHook
 from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
@@ -94,15 +97,17 @@ class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context", "_forwards", "_stats", "forwarder")
+    __slots__ = ("_context", "_forwards", "_stats", "faults", "forwarder")
 
     def __init__(
         self,
         context: Callable[[Any, Request], Any],
         stats: BrokerStats | None = None,
         forwarder: Forwarder = NO_FORWARDING,
+        faults: FaultHook | None = None,
     ) -> None:
         self._context = context
+        self.faults = faults
         self._stats = stats or BrokerStats()
         self.forwarder = forwarder
         # A single node forwards nothing: its requests skip the forwarder without a call.
@@ -122,6 +127,14 @@ class RequestDispatcher:
         except DecodeError as e:
             key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
             raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
+        faults = self.faults
+        if faults is not None and faults.engine.armed:  # a rule is set: it may answer, or change the answer
+            return await faults.around(request, client, lambda: self._route(frame, request, client))
+        return await self._route(frame, request, client)
+
+    async def _route(
+        self, frame: memoryview, request: Request, client: Any
+    ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:
         if self._forwards and request.api_key in (forwarded := self.forwarder.versions()):
             low, high = forwarded[request.api_key]
             if not low <= request.api_version <= high:
