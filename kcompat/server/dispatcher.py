@@ -115,26 +115,27 @@ class RequestDispatcher:
         load_handlers()
 
     async def handle(
-        self, frame: memoryview, client: Any
+        self, frame: memoryview, client: Any, decoded: Request | None = None
     ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:
-        """The response's chunks (None: no response), or a future of them for a Deferred answer."""
-        try:
-            request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
-        except UnsupportedRequest as e:
-            if e.api_key == API_VERSIONS_KEY:
-                return api_versions_unsupported(e.correlation_id)
-            raise CloseConnection(str(e)) from None
-        except DecodeError as e:
-            key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
-            raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
-        faults = self.faults
-        if faults is not None and faults.engine.armed:  # a rule is set: it may answer, or change the answer
-            return await faults.around(request, client, lambda: self._route(frame, request, client))
-        return await self._route(frame, request, client)
-
-    async def _route(
-        self, frame: memoryview, request: Request, client: Any
-    ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:
+        """The response's chunks (None: no response), or a future of them for a Deferred answer.
+        `decoded`: the frame's request, when the fault hook calls back to serve it."""
+        if decoded is not None:
+            request = decoded
+        else:
+            try:
+                request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
+            except UnsupportedRequest as e:
+                if e.api_key == API_VERSIONS_KEY:
+                    return api_versions_unsupported(e.correlation_id)
+                raise CloseConnection(str(e)) from None
+            except DecodeError as e:
+                key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
+                raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
+            faults = self.faults
+            if (
+                faults is not None and faults.engine.rules
+            ):  # a rule is set: it may answer or change the answer
+                return await faults.around(request, client, lambda: self.handle(frame, client, request))
         if self._forwards and request.api_key in (forwarded := self.forwarder.versions()):
             low, high = forwarded[request.api_key]
             if not low <= request.api_version <= high:
