@@ -204,6 +204,25 @@ def test_kafka_python_retries_not_leader_without_loss(broker: Broker, faults: Fa
     assert consume_all(broker, topic, 20) == [f"v{i}".encode() for i in range(20)]
 
 
+@pytest.mark.parametrize("kind", ["corrupt", "duplicate"])
+def test_kafka_python_detects_a_bad_answer_and_retries_once(
+    broker: Broker, faults: Faults, kind: str
+) -> None:
+    """A wrong correlation id (corrupt) or an answer with none waiting (duplicate): kafka-python
+    raises CorrelationIdError, reconnects and retries; idempotence keeps the records once."""
+    topic = topic_name()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=5, retry_backoff_ms=50)
+    producer.send(topic, b"v0", partition=0).get(timeout=30)
+    rule = faults.add(kind, api="Produce", topic=topic, trigger="once")
+    offsets = [
+        producer.send(topic, f"v{i}".encode(), partition=0).get(timeout=30).offset for i in range(1, 6)
+    ]
+    producer.close()
+    assert faults.fired(rule) == 1
+    assert offsets == [1, 2, 3, 4, 5]
+    assert consume_all(broker, topic, 6) == [f"v{i}".encode() for i in range(6)]
+
+
 def test_confluent_retries_not_leader_without_loss(broker: Broker, faults: Faults) -> None:
     topic = topic_name()
     rule = faults.add("error", api="Produce", topic=topic, error=6, trigger={"times": 3})

@@ -2,9 +2,10 @@
 
 A response frame starts with its size (int32) and the correlation id (int32) of the request it
 answers; both actions keep the frame well-formed, so the client's check of the correlation id is
-what catches them (Java: "Correlation id for response ... does not match request", then it
-disconnects; librdkafka: a response with an unknown correlation id is dropped and the request
-times out; kafka-python: CorrelationIdError, the connection is closed).
+what catches them. Seen here: kafka-python raises CorrelationIdError, reconnects and retries;
+the Java client's I/O thread logs CorrelationIdMismatchException and the request expires at
+delivery.timeout.ms; librdkafka drops an answer with an unknown correlation id and the request
+times out. A duplicate is caught the same way, when the next answer's id is checked.
 """
 
 from __future__ import annotations
