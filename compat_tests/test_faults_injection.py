@@ -382,7 +382,8 @@ def post(
         with urllib.request.urlopen(req, timeout=10) as answer:
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+        with e:
+            return e.code, json.loads(e.read())
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,8 @@ class Faults:
             with urllib.request.urlopen(req, timeout=self.timeout) as answer:
                 return json.loads(answer.read() or b"null")
         except urllib.error.HTTPError as e:
-            text = e.read().decode("utf-8", "replace")
+            with e:  # its socket is closed here, not whenever it is collected
+                text = e.read().decode("utf-8", "replace")
             try:
                 message = json.loads(text)["error"]
             except (ValueError, KeyError, TypeError):

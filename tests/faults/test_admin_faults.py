@@ -80,6 +80,7 @@ def test_console_routes_stay_read_only(open_admin: tuple[str, FaultEngine]) -> N
     req = urllib.request.Request(f"{url}/metrics", data=b"{}", method="POST")
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req, timeout=5)
+    e.value.close()
     assert e.value.code == 405
     with urllib.request.urlopen(f"{url}/metrics", timeout=5) as page:
         assert page.read() == b"ok\n"
