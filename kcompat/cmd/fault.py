@@ -96,8 +96,10 @@ def _call(args: argparse.Namespace, what: Any) -> int:
         fail(f"the broker refused: {e}")
         return EXIT_USAGE
     except OSError as e:
+        reason = getattr(e, "reason", e)  # urllib wraps the socket's error
+        text = getattr(reason, "strerror", None) or str(reason)
         fail(
-            f"cannot reach the admin listener at {args.admin}: {getattr(e, 'reason', None) or e.strerror or e}"
+            f"cannot reach the admin listener at {args.admin} ({text}): is the broker up with admin.listener set?"
         )
         return EXIT_CANNOT_CONNECT
 
