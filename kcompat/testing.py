@@ -8,12 +8,10 @@ with a fresh data directory, and is ready when it has answered a real ApiVersion
 Fixtures
 --------
 ``kcompat_broker``
-    Function-scoped broker. ``broker.bootstrap`` is the ``"127.0.0.1:PORT"`` string for
-    ``bootstrap.servers``::
+    Function-scoped broker; ``broker.bootstrap`` is ``"127.0.0.1:PORT"`` for ``bootstrap.servers``::
 
         def test_roundtrip(kcompat_broker):
             producer = KafkaProducer(bootstrap_servers=kcompat_broker.bootstrap)
-            ...
 
 ``kcompat_broker_factory``
     Starts brokers with your own settings; all are stopped when the test ends. Settings are
@@ -24,8 +22,10 @@ Fixtures
             broker = kcompat_broker_factory({"message.max.bytes": 2048})
 
 ``kcompat_session_broker``
-    One broker shared by every test of the session (faster; tests must not depend on a clean
-    state, e.g. use unique topic names).
+    One broker shared by every test of the session (faster; use unique topic names).
+
+``kcompat_faults``
+    ``kcompat_faults(broker).add("drop", api="Fetch")``: fault rules (kcompat.testing_faults).
 
 ``kcompat_cluster``
     Module-scoped cluster (cluster mode, the same as ``kcompat dev-cluster``): one Apache Kafka
@@ -46,12 +46,10 @@ The ``Broker`` object
 * ``kill()``: SIGKILL, as a crash would.
 * ``start(wait=False)``, then ``wait_ready()``: start several at once and wait for each after
   (a cluster-mode broker answers only once its controller has unfenced it, as Kafka's does).
-* ``restart(clean=True)``: stop (or kill with ``clean=False``) and start again on the same port and
-  data directory, e.g. to check that state survives a restart.
+* ``restart(clean=True)``: stop (``clean=False``: kill) and start again on the same port and data.
 * ``logs()``: the text the broker has logged so far.
 
 When a test that used a broker fails, the tail of each broker's log is added to the report.
-
 ``wait_until(condition, what, timeout=10)`` polls until ``condition()`` is truthy and returns it
 (``wait_until_async`` in a coroutine); ``free_port()`` gives a port for any other listener.
 
@@ -61,10 +59,9 @@ Brokers started here use ``group.initial.rebalance.delay.ms=0`` (consumer groups
 one partition for the internal ``__consumer_offsets`` and ``__transaction_state`` topics, and no
 HTTP admin listener (``admin.listener`` empty: brokers side by side cannot all have port 9644;
 ``kcompat_broker_factory({"admin.listener": f"127.0.0.1:{free_port()}"})`` starts one, and
-``broker.admin_url`` is then its ``http://host:port``); anything can be overridden through the factory. ``KAFKA_*`` variables of the calling environment are not
-passed on, so a developer's shell cannot change what the tests see.
-
-The start timeout is 30 s, or ``KCOMPAT_START_TIMEOUT`` seconds when set.
+``broker.admin_url`` is then its ``http://host:port``); anything can be overridden through the
+factory. ``KAFKA_*`` variables of the calling environment are not passed on. The start timeout is
+30 s, or ``KCOMPAT_START_TIMEOUT`` seconds when set.
 """
 
 from __future__ import annotations
@@ -84,6 +81,8 @@ from typing import Any
 
 import pytest
 
+from kcompat.testing_faults import kcompat_faults
+
 __all__ = [
     "TEST_DEFAULTS",
     "Broker",
@@ -94,6 +93,7 @@ __all__ = [
     "free_port",
     "kcompat_broker",
     "kcompat_broker_factory",
+    "kcompat_faults",
     "kcompat_session_broker",
     "recv_exact",
     "wait_until",

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Check the architecture rules that imports, names and sizes can prove, from the source:
 
-1. kcompat/wire, kcompat/metadata, kcompat/coordinator and kcompat/security are functions over
-   bytes and values: they import nothing that does I/O or reads a clock (the server owns
-   sockets, files, tasks and time, and passes time in). A lazy import inside a function is
-   caught too.
+1. kcompat/wire, kcompat/metadata, kcompat/coordinator, kcompat/security and kcompat/faults
+   are functions over bytes and values: they import nothing that does I/O or reads a clock (the
+   server owns sockets, files, tasks and time, and passes time in). A lazy import inside a
+   function is caught too. kcompat/faults imports no kcompat.proxy either: it serves both.
 2. kcompat/log and kcompat/storage import nothing of kcompat.server (the log returns file slices;
    only the server touches sockets; metadata files are storage-side).
 3. The wings of kcompat/server (WINGS): nothing outside server/cluster/ imports it, except the
@@ -67,6 +67,7 @@ PURE = {
     "kcompat/metadata": _IO,
     "kcompat/coordinator": _IO,
     "kcompat/security": _IO,
+    "kcompat/faults": _IO | {"kcompat.proxy"},  # the rule engine serves the broker and the proxy alike
     "kcompat/log": {"kcompat.server"},
     "kcompat/storage": {"kcompat.server"},
 }

@@ -28,18 +28,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 from kcompat.config import BrokerConfig, new_cluster_id
+from kcompat.faults import FaultEngine
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.cluster_port import ClusterPort, SingleNode
 from kcompat.server.context import Access, BrokerIdentity, BrokerServices, CachedSetting, RequestContext
-from kcompat.server.dispatcher import RequestDispatcher
+from kcompat.server.dispatcher import CloseConnection, RequestDispatcher
+from kcompat.server.fault_hook import FaultHook
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
@@ -148,11 +151,18 @@ class Broker:
             fetch_max_bytes=CachedSetting(self.metadata, "fetch.max.bytes"),
             forwarded_versions=cluster.forwarder.versions,
         )
+        # Fault rules set at run time through the admin listener (kcompat/faults); none: no cost.
+        self.faults = FaultEngine()
+        hook = FaultHook(self.faults, self.node_id, CloseConnection, self._topic_name)
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
         self.dispatcher = RequestDispatcher(
-            partial(RequestContext, self.services), self.stats, cluster.forwarder
+            partial(RequestContext, self.services), self.stats, cluster.forwarder, hook
         )
         self.handle = self.dispatcher.handle
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.metadata.topics.by_id(topic_id)
+        return topic.name if topic is not None else None
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -16,6 +16,8 @@ to write in its turn.
 The dispatcher knows no broker state: it is given a factory of the RequestContext handlers see.
 Security plugs in here: SASL is settled before a connection's requests reach `handle`, and an
 Authorizer can be asked per request before the handler runs.
+With fault rules set (kcompat/faults, fault_hook.py), the hook is asked before the request is
+routed and before its answer goes out; with none, one attribute read per request.
 In cluster mode the Forwarder given (kcompat.server.cluster.forwarding_manager) names APIs that go to
 the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController);
 a single node's (NO_FORWARDING) names none.
@@ -33,6 +35,7 @@ from typing import Any, Protocol
 
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.broker_stats import BrokerStats
+from kcompat.server.fault_hook import FaultHook
 from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
@@ -94,15 +97,17 @@ class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context", "_forwards", "_stats", "forwarder")
+    __slots__ = ("_context", "_forwards", "_stats", "faults", "forwarder")
 
     def __init__(
         self,
         context: Callable[[Any, Request], Any],
         stats: BrokerStats | None = None,
         forwarder: Forwarder = NO_FORWARDING,
+        faults: FaultHook | None = None,
     ) -> None:
         self._context = context
+        self.faults = faults
         self._stats = stats or BrokerStats()
         self.forwarder = forwarder
         # A single node forwards nothing: its requests skip the forwarder without a call.
@@ -110,18 +115,27 @@ class RequestDispatcher:
         load_handlers()
 
     async def handle(
-        self, frame: memoryview, client: Any
+        self, frame: memoryview, client: Any, decoded: Request | None = None
     ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:
-        """The response's chunks (None: no response), or a future of them for a Deferred answer."""
-        try:
-            request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
-        except UnsupportedRequest as e:
-            if e.api_key == API_VERSIONS_KEY:
-                return api_versions_unsupported(e.correlation_id)
-            raise CloseConnection(str(e)) from None
-        except DecodeError as e:
-            key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
-            raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
+        """The response's chunks (None: no response), or a future of them for a Deferred answer.
+        `decoded`: the frame's request, when the fault hook calls back to serve it."""
+        if decoded is not None:
+            request = decoded
+        else:
+            try:
+                request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
+            except UnsupportedRequest as e:
+                if e.api_key == API_VERSIONS_KEY:
+                    return api_versions_unsupported(e.correlation_id)
+                raise CloseConnection(str(e)) from None
+            except DecodeError as e:
+                key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
+                raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
+            faults = self.faults
+            if (
+                faults is not None and faults.engine.rules
+            ):  # a rule is set: it may answer or change the answer
+                return await faults.around(request, client, lambda: self.handle(frame, client, request))
         if self._forwards and request.api_key in (forwarded := self.forwarder.versions()):
             low, high = forwarded[request.api_key]
             if not low <= request.api_version <= high:

@@ -10,7 +10,9 @@ hundred partitions), so a request costs the Kafka clients one short turn of the 
     AdminServer.close()               stops accepting and closes the connections
 
 With `login` (a Kafka listener uses SASL) every request needs an Authorization header it accepts
-(401 with a Basic challenge otherwise). Only GET and HEAD are answered (405 otherwise); a request h11 cannot parse closes the connection
+(401 with a Basic challenge otherwise). Only GET and HEAD are answered (405 otherwise), except on
+the `api` routes (the fault rules), which read a body of up to MAX_BODY bytes and take any
+method; a request h11 cannot parse closes the connection
 (logged at DEBUG); a connection idle for IDLE_S is closed.
 """
 
@@ -41,13 +43,20 @@ class Page:
 
 
 Route = Callable[[dict[str, list[str]]], Page]
+# A route that changes something (the fault rules): (method, path, query, body) -> Page.
+ApiRoute = Callable[[str, str, dict[str, list[str]], bytes], Page]
+MAX_BODY = 1 << 20
 
 
 class AdminServer:
     def __init__(
-        self, routes: dict[str, Route], login: Callable[[str | None], str | None] | None = None
+        self,
+        routes: dict[str, Route],
+        login: Callable[[str | None], str | None] | None = None,
+        api: dict[str, ApiRoute] | None = None,
     ) -> None:
         self.routes = routes
+        self.api = api or {}  # by path prefix: "/faults" serves /faults and /faults/...
         # with SASL on: HTTP Basic against the broker's users (admin_login.BasicLogin.check)
         self.login = login
         self._server: asyncio.Server | None = None
@@ -86,13 +95,33 @@ class AdminServer:
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
-                await self._answer(conn, writer, event)
+                api = self._api_route(event)
+                if api is None:
+                    await self._answer(conn, writer, event)
+                else:
+                    body = await _read_body(conn, reader)
+                    await self._answer(conn, writer, event, (api, body))
+                    if body is None:  # not read to its end: this connection cannot go on
+                        return
             elif isinstance(event, h11.ConnectionClosed) or conn.our_state is h11.MUST_CLOSE:
                 return
             if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
                 conn.start_next_cycle()  # keep-alive: the next request on this connection
 
-    async def _answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request) -> None:
+    def _api_route(self, request: h11.Request) -> ApiRoute | None:
+        path = urlsplit(request.target.decode("latin-1")).path
+        for prefix, route in self.api.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                return route
+        return None
+
+    async def _answer(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+        api: tuple[ApiRoute, bytes | None] | None = None,
+    ) -> None:
         method = request.method.decode()
         url = urlsplit(request.target.decode("latin-1"))
         route = self.routes.get(url.path)
@@ -104,6 +133,8 @@ class AdminServer:
                     break
         if self.login is not None and self.login(_header(request, b"authorization")) is None:
             page = Page(b"login required\n", status=401)
+        elif api is not None:
+            page = _api_page(api[0], method, url.path, query, api[1])
         elif method not in ("GET", "HEAD"):
             page = Page(b"only GET and HEAD\n", status=405)
         elif route is None:
@@ -128,6 +159,35 @@ class AdminServer:
         out += conn.send(h11.EndOfMessage()) or b""
         writer.write(out)
         await writer.drain()  # a request body (none for GET) is read and dropped by _exchange's loop
+
+
+async def _read_body(conn: h11.Connection, reader: asyncio.StreamReader) -> bytes | None:
+    """The request's body (None: over MAX_BODY, answered 413 and the connection closed)."""
+    body = bytearray()
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            async with asyncio.timeout(IDLE_S):
+                data = await reader.read(_READ_SIZE)
+            conn.receive_data(data)
+        elif isinstance(event, h11.Data):
+            body += event.data
+            if len(body) > MAX_BODY:
+                return None
+        elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+            return bytes(body)
+
+
+def _api_page(
+    route: ApiRoute, method: str, path: str, query: dict[str, list[str]], body: bytes | None
+) -> Page:
+    if body is None:
+        return Page(b'{"error": "request body over 1 MiB"}\n', "application/json", status=413)
+    try:
+        return route(method, path, query, body)
+    except Exception:
+        log.exception("admin %s %s failed", method, path)
+        return Page(b'{"error": "internal error"}\n', "application/json", status=500)
 
 
 def _header(request: h11.Request, name: bytes) -> str | None:

@@ -3,6 +3,7 @@
     open_admin(config)                    step 3 of start-up: bind, or say why not (only `socket` is needed)
     AdminListener.start(broker, reactor)  once the broker listens: serve the pages
         /metrics   Prometheus (kcompat.server.admin.metrics)
+        /faults    the fault rules: GET, POST, PUT, DELETE (kcompat.server.admin.faults)
         /...       the web console (kcompat.server.admin.console.pages)
 
 The HTTP code (h11) is imported by start() in a worker thread, after the start-up line: the Kafka
@@ -85,7 +86,13 @@ class AdminListener:
         from kcompat.server.admin.login import login_for
 
         login = login_for(broker.config, broker.scram.get)
-        self.server = http.AdminServer({path: lazy(path) for path in ROUTES}, login.check if login else None)
+        from kcompat.server.admin.faults import faults_route
+
+        self.server = http.AdminServer(
+            {path: lazy(path) for path in ROUTES},
+            login.check if login else None,
+            api={"/faults": faults_route(broker.faults)},
+        )
         await self.server.start(self.sock)
 
     async def close(self) -> None:

@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from kcompat.faults import FaultEngine
 from kcompat.metadata.image import MetadataImage
 from kcompat.server.broker_stats import LATENCY_BUCKETS_S
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
@@ -70,6 +71,7 @@ class BrokerCollector:
         yield created
         yield from self._logs()
         yield from self._groups()
+        yield from fault_metrics(self.broker.faults)
         if self.broker.replicas.cluster_mode:
             yield from replica_manager_metrics(self.broker)
 
@@ -236,6 +238,24 @@ def replica_manager_metrics(broker: Broker) -> Iterator[Metric]:
 
 def offline_partitions(image: MetadataImage) -> int:
     return sum(p.leader < 0 for t in image.topics_by_id.values() for p in t.partitions.values())
+
+
+def fault_metrics(engine: FaultEngine) -> Iterator[Metric]:
+    """The fault rules set now, and how often each fired (by action: kept after a rule is cleared)."""
+    rules = GaugeMetricFamily("kcompat_fault_rules", "Fault rules set now, by state.", labels=["state"])
+    for state in ("armed", "spent"):
+        rules.add_metric([state], sum(1 for s in engine.rules.values() if s.state == state))
+    fired = CounterMetricFamily(
+        "kcompat_fault_fired", "Requests a fault rule acted on since start-up, by action.", labels=["action"]
+    )
+    for action, n in sorted(engine.fired_by_action.items()):
+        fired.add_metric([action], n)
+    by_rule = CounterMetricFamily(
+        "kcompat_fault_rule_fired", "Requests each fault rule set now acted on.", labels=["rule", "action"]
+    )
+    for rule_id, s in engine.rules.items():
+        by_rule.add_metric([str(rule_id), s.rule.action.kind], s.fired)
+    yield from (rules, fired, by_rule)
 
 
 def metrics_page(collector: BrokerCollector) -> Callable[[dict[str, list[str]]], tuple[bytes, str]]:
