@@ -14,6 +14,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from types import MappingProxyType
 
 from kcompat.config import (
     BrokerConfig,
@@ -25,6 +26,14 @@ from kcompat.config import (
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError
+from kcompat.metadata.features import (
+    ELR_VERSION,
+    GROUP_VERSION,
+    SHARE_VERSION,
+    SINGLE_NODE_SUPPORTED,
+    TRANSACTION_VERSION,
+    Features,
+)
 from kcompat.server.errors import ApiError
 from kcompat.server.metadata_view import (
     BrokerEndpoint,
@@ -61,6 +70,15 @@ class LocalMetadata(ConfigReads):
         # The ReplicaManager, asked for when a change lands (it is built after this, on what this reads).
         self._partition_logs = logs
         self._unsaved: list[tuple[TopicInfo, range]] | None = None  # new logs waiting for the batch's save
+
+    def features(self) -> Features:
+        """The levels a single node finalizes, fixed while it runs (epoch 0): those of a Kafka
+        4.3.1 broker formatted with defaults, but for streams.version, metadata.version and
+        kraft.version; group.version only while the consumer protocol is enabled."""
+        levels = {TRANSACTION_VERSION: 2, SHARE_VERSION: 1, ELR_VERSION: 1}
+        if "consumer" in self._config.get("group.coordinator.rebalance.protocols"):
+            levels[GROUP_VERSION] = 1
+        return Features(SINGLE_NODE_SUPPORTED, MappingProxyType(levels), 0)
 
     def load(self) -> None:
         """Read the stored topics, producer ids and dynamic broker configs."""

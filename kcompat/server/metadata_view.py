@@ -19,6 +19,7 @@ from typing import Protocol
 
 from kcompat.config import BrokerConfig, ConfigEntry, TopicConfig, topic_config
 from kcompat.log.config import LogConfig
+from kcompat.metadata.features import Features
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire import compression as codecs
 
@@ -123,6 +124,8 @@ class MetadataView(Protocol):
     async def add_partitions(self, name: str, count: int) -> None: ...
     def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None: ...
     def alter_broker_config(self, config: BrokerConfig) -> None: ...
+    def features(self) -> Features:
+        """The feature levels ApiVersions reports (cluster mode: the image's, at its offset)."""
 
 
 class PartitionLogs(Protocol):

@@ -21,10 +21,12 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NoReturn
 
 from kcompat.config import BrokerConfig, ConfigError, TopicConfig, topic_config
 from kcompat.log.config import LogConfig
+from kcompat.metadata.features import CLUSTER_SUPPORTED, KRAFT_VERSION, Features
 from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from kcompat.security.authorizer import AclBinding
 from kcompat.server.errors import ApiError
@@ -105,6 +107,14 @@ class KRaftMetadata(ConfigReads):
 
     def load(self) -> None:
         """Nothing is stored locally: the image arrives from the controllers."""
+
+    def features(self) -> Features:
+        """The image's finalized levels at its offset (Kafka's KRaftMetadataCache.features),
+        with the quorum's kraft.version, never the local config."""
+        image = self.image
+        levels = dict(image.features)
+        levels[KRAFT_VERSION] = image.kraft_version
+        return Features(CLUSTER_SUPPORTED, MappingProxyType(levels), max(image.offset, 0))
 
     def set_image(self, image: MetadataImage) -> None:
         previous, self.image = self.image, image
