@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kcompat.config import BrokerConfig, ConfigEntry, TopicConfig, topic_config
@@ -50,6 +50,10 @@ class PartitionDescription:
     replicas: list[int]
     isr: list[int]
     offline: list[int]
+    # KIP-966, cluster mode: the image's eligible leader replicas (never counted as ISR) and the
+    # last-known ELR; empty on a single node, as Kafka sends them without ELR.
+    elr: list[int] = field(default_factory=list)
+    last_known_elr: list[int] = field(default_factory=list)
 
 
 class TopicsView(Protocol):

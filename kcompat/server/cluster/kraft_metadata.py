@@ -184,7 +184,16 @@ class KRaftMetadata(ConfigReads):
         live = {b.node_id for b in self.live_brokers(listener)}
         offline = [r for r in p.replicas if r not in live]
         error = 0 if p.leader in live else int(ErrorCode.LEADER_NOT_AVAILABLE)
-        return PartitionDescription(error, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), offline)
+        return PartitionDescription(
+            error,
+            p.leader,
+            p.leader_epoch,
+            list(p.replicas),
+            list(p.isr),
+            offline,
+            list(p.elr),
+            list(p.last_known_elr),
+        )
 
     def partitions_stamp(self, t: TopicInfo) -> object:
         # Images are immutable and replaced on change: a topic's registrations and the brokers'
