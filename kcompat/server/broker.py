@@ -41,6 +41,7 @@ from kcompat.server.cluster_port import ClusterPort, SingleNode
 from kcompat.server.context import Access, BrokerIdentity, BrokerServices, CachedSetting, RequestContext
 from kcompat.server.dispatcher import RequestDispatcher
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
+from kcompat.server.groups.group_configs import GroupConfigs
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
 from kcompat.server.metadata_view import MetadataView
@@ -115,6 +116,7 @@ class Broker:
             topic=self.metadata.topic,
             topics=self.metadata.topics.all,
             shards=lambda service: cluster.group_shards(service, self.replicas),
+            configs=GroupConfigs(self.metadata),
         )
         # Transactions: the coordinator of every transactional id, its markers appended through the replicas.
         self.txn_service = TransactionService(

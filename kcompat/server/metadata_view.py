@@ -13,6 +13,7 @@ answers in. Two implementations, neither importing the other:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -130,6 +131,16 @@ class MetadataView(Protocol):
     def alter_broker_config(self, config: BrokerConfig) -> None: ...
     def features(self) -> Features:
         """The feature levels ApiVersions reports (cluster mode: the image's, at its offset)."""
+
+    def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
+        """The configs set on a group (32) or client-metrics (16) resource; empty when none."""
+
+    def resource_names(self, resource_type: int) -> list[str]:
+        """Every resource of that type with configs set (ListConfigResources)."""
+
+    def alter_resource_configs(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        """Replace a resource's configs (validated). Single node: persisted; cluster mode never
+        gets here (AlterConfigs is forwarded to the controller, which writes ConfigRecords)."""
 
 
 class PartitionLogs(Protocol):

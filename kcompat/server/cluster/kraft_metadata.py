@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NoReturn
@@ -78,6 +78,9 @@ class _NoProducerIds:
         raise ApiError(
             ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer id blocks from the controller are not yet fetched"
         )
+
+
+_NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
 
 
 class KRaftMetadata(ConfigReads):
@@ -274,6 +277,16 @@ class KRaftMetadata(ConfigReads):
 
     def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
         self._controllers_only("AlterConfigs")
+
+    def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
+        """ConfigRecords of the image (a group's, a client-metrics subscription's)."""
+        return self.image.configs.get((resource_type, name), _NO_CONFIGS)
+
+    def resource_names(self, resource_type: int) -> list[str]:
+        return sorted(name for rtype, name in self.image.configs if rtype == resource_type)
+
+    def alter_resource_configs(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        self._controllers_only("group and client-metrics configs")
 
     def alter_broker_config(self, config: BrokerConfig) -> None:
         self._controllers_only("AlterConfigs")
