@@ -324,7 +324,9 @@ def describe_group_configs(
         if name in overrides:
             synonyms.append(ConfigSynonym(name, overrides[name], ConfigSource.GROUP_CONFIG))
         prop = BROKER_SYNONYM.get(name)
-        if prop is not None:
+        if prop is None:  # no broker synonym: Kafka lists the definition's default
+            synonyms.append(ConfigSynonym(name, d.default_text, ConfigSource.DEFAULT_CONFIG))
+        else:
             if prop in BROKER_CONFIGS:
                 synonyms += broker.synonyms_of(prop)
             else:
