@@ -6,6 +6,10 @@ eligible.leader.replicas.version=1, group.version=1, transaction.version=2, meta
 broker registers and is unfenced there, and `kafka-features describe` through it lists what the
 controller lists, at the metadata image's offset, as a Kafka broker reports it. A controller that finalized streams.version=1 refuses the
 registration, and the broker names the feature in one line.
+
+Group configs in cluster mode (issue 25, "Group configs") share the controller: kafka-configs
+through the kcompat broker is forwarded to the controller, which validates and writes
+ConfigRecords; the broker describes them from its image and its consumer groups use them.
 """
 
 from __future__ import annotations
@@ -85,3 +89,34 @@ def test_registration_refused_for_streams_names_the_feature(
         controller_log = quorum.controllers[0].log_file.read_text(errors="replace")
         assert "does not support finalized version 1 of streams.version" in controller_log
         broker.stop()
+
+
+def test_group_configs_are_config_records_of_the_image(
+    default_quorum: ControllerQuorum, cluster_broker_factory: ClusterBrokerFactory
+) -> None:
+    broker = cluster_broker_factory(default_quorum, 4)
+    broker.start()
+    wait_until(
+        lambda: log_has(broker, "metadata: broker 4 is unfenced"), "the broker to be unfenced", timeout=60
+    )
+    where = ("--bootstrap-server", broker.bootstrap, "--entity-type", "groups", "--entity-name", "cg")
+    kafka_tool("kafka-configs", *where, "--alter", "--add-config", "consumer.heartbeat.interval.ms=6000")
+
+    # The broker writes nothing itself in cluster mode: what it describes is the image's record.
+    def described() -> str:
+        return kafka_tool("kafka-configs", *where, "--describe").stdout
+
+    wait_until(
+        lambda: "consumer.heartbeat.interval.ms=6000" in described(),
+        "the ConfigRecord in the image",
+        timeout=30,
+    )
+    listed = kafka_tool("kafka-configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "groups",
+                        "--describe").stdout  # fmt: skip
+    assert "cg" in listed
+    refused = kafka_tool("kafka-configs", *where, "--alter", "--add-config", "consumer.session.timeout.ms=1000",
+                         check=False)  # fmt: skip
+    assert (
+        "must be greater than or equal to group.consumer.min.session.timeout.ms"
+        in refused.stdout + refused.stderr
+    )
