@@ -120,3 +120,14 @@ def test_group_configs_are_config_records_of_the_image(
         "must be greater than or equal to group.consumer.min.session.timeout.ms"
         in refused.stdout + refused.stderr
     )
+    # Broker loggers are the broker's own: answered here, never forwarded to the controller.
+    loggers = (
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--entity-type",
+        "broker-loggers",
+        "--entity-name",
+        "4",
+    )
+    kafka_tool("kafka-configs", *loggers, "--alter", "--add-config", "kcompat.cluster=DEBUG")
+    assert "kcompat.cluster=DEBUG" in kafka_tool("kafka-configs", *loggers, "--describe").stdout
