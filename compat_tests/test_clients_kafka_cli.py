@@ -15,16 +15,19 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def test_features_describe(kcompat_session_broker: Any) -> None:
-    """kafka-features describe: group.version (KIP-848 works), transaction.version 2 (transactions
-    v2 work on one node) and nothing kcompat lacks (no metadata.version: no KRaft metadata log)."""
+    """kafka-features describe: the levels a Kafka 4.3.1 broker formatted with defaults finalizes,
+    but for streams.version (no streams groups yet), and nothing else kcompat lacks (no
+    metadata.version: no KRaft metadata log)."""
     out = kafka_tool(
         "kafka-features", "--bootstrap-server", kcompat_session_broker.bootstrap, "describe"
     ).stdout
     rows = [line.split() for line in out.splitlines() if line.startswith("Feature:")]
-    assert rows == [["Feature:", "group.version", "SupportedMinVersion:", "0", "SupportedMaxVersion:", "1",
-                     "FinalizedVersionLevel:", "1", "Epoch:", "0"],
-                    ["Feature:", "transaction.version", "SupportedMinVersion:", "0", "SupportedMaxVersion:", "2",
-                     "FinalizedVersionLevel:", "2", "Epoch:", "0"]]  # fmt: skip
+    assert rows == [
+        ["Feature:", name, "SupportedMinVersion:", "0", "SupportedMaxVersion:", top,
+         "FinalizedVersionLevel:", top, "Epoch:", "0"]
+        for name, top in (("eligible.leader.replicas.version", "1"), ("group.version", "1"),
+                          ("share.version", "1"), ("transaction.version", "2"))
+    ]  # fmt: skip
 
 
 def test_broker_api_versions_are_kafka_4_3s_where_implemented(kcompat_session_broker: Any) -> None:

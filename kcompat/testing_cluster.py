@@ -14,9 +14,9 @@ and stops them. No pytest here, so a command can reuse it; the fixture lives in 
         cluster.bootstrap_servers   # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
 
 Storage is formatted with only the features kcompat can honour (FEATURES): a feature finalized at
-a level means every registering broker must claim and implement it (KIP-584), so levels kcompat does
-not implement (ELR, share and streams groups) are formatted off; transaction.version is 2, Kafka
-4.3's default (transactions v1 and v2 work in a cluster). The controller's
+a level means every registering broker must claim and implement it (KIP-584). That is Kafka 4.3's
+default format (group.version 1, transaction.version 2, share.version 1, ELR 1) but for
+streams.version, formatted off until kcompat has streams groups. The controller's
 log (log4j2 at INFO, through the log4j-slf4j binding already among the jars) goes to
 `<workdir>/controller-<id>/controller.log`: a rejected registration is explained only there.
 """
@@ -60,13 +60,13 @@ CONTROLLER_JVM = [
 TOOL_JVM = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
 # Finalized at format time (kafka-storage format --feature). metadata.version and kraft.version come
-# from the release default (4.3-IV0 = 30; kraft.version=1 for a dynamic quorum). group.version=1 is
-# KIP-848, which kcompat's consumer group coordinator implements.
+# from the release default (4.3-IV0 = 30; kraft.version=1 for a dynamic quorum); the others are the
+# release defaults too (kcompat/metadata/features.py says what each means), but streams.version.
 FEATURES = {
     "group.version": 1,
     "transaction.version": 2,
-    "eligible.leader.replicas.version": 0,
-    "share.version": 0,
+    "eligible.leader.replicas.version": 1,
+    "share.version": 1,
     "streams.version": 0,
 }
 

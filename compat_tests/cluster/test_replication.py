@@ -31,6 +31,7 @@ from kcompat.testing_cluster import CONTROLLER_JVM, HOST, KAFKA_JARS, Controller
 
 BROKER_IDS = (1, 2, 3)
 CREATE_TOPICS, METADATA, PRODUCE = 19, 3, 0
+DESCRIBE_TOPIC_PARTITIONS = 75
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
 LAG_MAX_MS = 4000
@@ -338,6 +339,48 @@ def test_stalled_followers_leave_the_isr_and_rejoin(cluster: Cluster) -> None:
         "the followers back in the ISR",
         timeout=30,
     )
+
+
+def elr_of(cluster: Cluster, via: int, topic: str) -> tuple[list[int], list[int], list[int]]:
+    """(ISR, ELR, last-known ELR) of partition 0 by DescribeTopicPartitions through broker `via`."""
+    client = WireClient(HOST, cluster.brokers[via].port)
+    try:
+        r = client.call(DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [{"name": topic}],
+                                                       "response_partition_limit": 100, "cursor": None})  # fmt: skip
+    finally:
+        client.close()
+    p = r.topics[0].partitions[0]
+    return sorted(p.isr_nodes), sorted(p.eligible_leader_replicas), sorted(p.last_known_elr)
+
+
+def test_elr_is_reported_and_never_counted_as_isr(cluster: Cluster) -> None:
+    """ELR on (KIP-966, the test controllers' format): followers stalled past the lag time leave
+    the ISR below min.insync.replicas, so Kafka's controller keeps them as eligible leader
+    replicas. The leader reports them (DescribeTopicPartitions, what kafka-topics --describe shows
+    as Elr) and still refuses acks=all: an ELR member is not ISR. Back, they rejoin the ISR and the
+    ELR empties."""
+    cluster.create_topic("elr", 1, 3, {"min.insync.replicas": "2"})
+    leader, _epoch, replicas, isr = cluster.partitions("elr")[0]
+    assert sorted(isr) == list(BROKER_IDS)
+    followers = sorted(r for r in replicas if r != leader)
+    stalled = [cluster.brokers[r] for r in followers]
+    for b in stalled:
+        assert b.process is not None
+        b.process.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: elr_of(cluster, leader, "elr")[:2] == ([leader], followers),
+                   "the stalled followers in the ELR", timeout=30)  # fmt: skip
+        client = WireClient(HOST, cluster.brokers[leader].port)
+        try:
+            r = client.call(PRODUCE, 9, produce_body("elr", b"v", acks=-1))
+        finally:
+            client.close()
+    finally:
+        for b in stalled:
+            b.process.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    assert r.responses[0].partition_responses[0].error_code == NOT_ENOUGH_REPLICAS
+    wait_until(lambda: elr_of(cluster, leader, "elr")[:2] == (list(BROKER_IDS), []),
+               "the followers back in the ISR, the ELR empty", timeout=40)  # fmt: skip
 
 
 def test_kill_leader_loses_no_acknowledged_record(cluster: Cluster) -> None:

@@ -145,7 +145,7 @@ class ConsumerGroupProtocol:
             None,
             member_id,
             after.member_epoch,
-            self.store.config.consumer_heartbeat_interval_ms,
+            self.store.consumer_heartbeat_interval_ms(group.group_id),
             topic_partitions(after.assigned) if send_assignment else None,
         )
 
@@ -275,7 +275,7 @@ class ConsumerGroupProtocol:
         if after is not before:
             group.members[member_id] = after
             emit_current_assignment(out, group.group_id, after)
-        after.session_deadline = now + self.store.config.consumer_session_timeout_ms
+        after.session_deadline = now + self.store.consumer_session_timeout_ms(group.group_id)
         if after.state is MemberState.UNREVOKED_PARTITIONS:
             if (
                 before.state is not MemberState.UNREVOKED_PARTITIONS

@@ -22,7 +22,7 @@ import kcompat.coordinator.records as rec
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.config import CoordinatorConfig
 from kcompat.coordinator.group_metadata_manager import GroupMetadataManager
-from kcompat.coordinator.group_store import Group, GroupStore, TopicMetadataFn
+from kcompat.coordinator.group_store import Group, GroupOverridesFn, GroupStore, TopicMetadataFn
 from kcompat.coordinator.offset_metadata_manager import OffsetMetadataManager
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import CoordinatorResult, Deferred, Effects, TickResult, Timer
@@ -44,8 +44,12 @@ class GroupCoordinator:
         *,
         topic_metadata: TopicMetadataFn | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        group_overrides: GroupOverridesFn | None = None,
     ) -> None:
+        """`group_overrides(group_id)`: the configs set on a group (GroupConfigs.overrides)."""
         store = self._store = GroupStore(config or CoordinatorConfig(), topic_metadata or dict, new_uuid)
+        if group_overrides is not None:
+            store.group_overrides = group_overrides
         self.group_manager = GroupMetadataManager(store)
         self.offset_manager = OffsetMetadataManager(store)
         self._next_expiry_check: int | None = None

@@ -72,4 +72,4 @@ class GroupMetadataManager:
         """Of every group, or of those named."""
         groups = self.store.groups
         chosen = groups.values() if group_ids is None else [groups[g] for g in group_ids if g in groups]
-        restart_timers(chosen, self.store.config.consumer_session_timeout_ms, now)
+        restart_timers(chosen, self.store.consumer_session_timeout_ms, now)

@@ -6,7 +6,7 @@ uncompacted log give the same state. OffsetCommit records are the OffsetMetadata
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import kcompat.coordinator.records as rec
@@ -43,7 +43,9 @@ def replay_group_record(
     _replay_consumer(group, key, value)
 
 
-def restart_timers(groups: Iterable[Group], consumer_session_timeout_ms: int, now: int) -> None:
+def restart_timers(
+    groups: Iterable[Group], consumer_session_timeout_ms: Callable[[str], int], now: int
+) -> None:
     """After a load, members' session timers start afresh, as in Kafka after a reload."""
     for group in groups:
         if isinstance(group, ClassicGroup):
@@ -51,7 +53,7 @@ def restart_timers(groups: Iterable[Group], consumer_session_timeout_ms: int, no
                 cm.session_deadline = now + cm.session_timeout_ms
         else:
             for m in group.members.values():
-                m.session_deadline = now + consumer_session_timeout_ms
+                m.session_deadline = now + consumer_session_timeout_ms(group.group_id)
             group.resolved_regex = {}
 
 

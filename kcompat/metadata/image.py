@@ -158,6 +158,8 @@ class MetadataImage:
     features: MappingProxyType[str, int] = field(default_factory=_empty)
     next_producer_id: int = 0
     acls: MappingProxyType[uuid.UUID, AclBinding] = field(default_factory=_empty)
+    # The quorum's kraft.version: a KRaftVersion control record, not a FeatureLevelRecord.
+    kraft_version: int = 0
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -186,6 +188,7 @@ class MetadataDelta:
         self._features: dict[str, int] | None = None
         self._next_producer_id: int | None = None
         self._acls: dict[uuid.UUID, AclBinding] | None = None
+        self.kraft_version: int | None = None  # set by the loader from a KRaftVersion control record
         self.records = 0
 
     # --- copy on first write ---
@@ -378,6 +381,7 @@ class MetadataDelta:
             if self._next_producer_id is None
             else self._next_producer_id,
             acls=image.acls if self._acls is None else MappingProxyType(self._acls),
+            kraft_version=image.kraft_version if self.kraft_version is None else self.kraft_version,
         )
 
 

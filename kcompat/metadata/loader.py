@@ -5,7 +5,8 @@ The Raft observer hands over the record batches of each Fetch answer and the ans
 watermark. Batches are kept until the high watermark passes them (a record below it is committed
 by the quorum; one above may still be truncated), then replayed in order:
 
-* control batches (LeaderChange, snapshot header/footer, KRaftVersion, Voters) are skipped;
+* control batches are skipped (LeaderChange, snapshot header/footer, Voters), but for KRaftVersion:
+  its level is the image's kraft.version (ApiVersions lists it, as Kafka's metadata cache does);
 * a metadata transaction (BeginTransactionRecord ... EndTransactionRecord) is buffered whole and
   dropped on AbortTransactionRecord (KAFKA-14538); the bootstrap records arrive in one;
 * an image is published only outside a transaction, at the end of a batch.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from kcompat.metadata import records as r
 from kcompat.metadata.image import MetadataDelta, MetadataImage
+from kcompat.wire.control_records import ControlType, parse_control_key
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.record_batch import BatchHeader, read_header, split_batches
 from kcompat.wire.records import decode_batch
@@ -61,7 +63,8 @@ class MetadataLoader:
         for pos, size in split_batches(data):
             batch = bytes(data[pos : pos + size])
             if read_header(batch).is_control:
-                continue  # SnapshotHeader / SnapshotFooter, KRaftVersion, Voters
+                _kraft_version(delta, batch)  # else SnapshotHeader / SnapshotFooter, Voters
+                continue
             _, recs = decode_batch(batch)
             for rec in recs:
                 if rec.value is None:
@@ -84,6 +87,9 @@ class MetadataLoader:
             h, batch = self._pending.pop(0)
             if not h.is_control:
                 self._replay_batch(h, batch)
+            elif not self.in_transaction:
+                self._delta = self._delta or MetadataDelta(self.image)
+                _kraft_version(self._delta, batch)
             if not self.in_transaction:
                 # Control batches and aborted transactions still move the applied offset on.
                 delta = self._delta or MetadataDelta(self.image)
@@ -113,3 +119,15 @@ class MetadataLoader:
                 if self._delta is None:
                     self._delta = MetadataDelta(self.image)
                 self._delta.replay(api_key, body)
+
+
+def _kraft_version(delta: MetadataDelta, batch: bytes) -> None:
+    """A KRaftVersion control record sets the quorum's kraft.version; its value is the bare
+    KRaftVersionRecord (int16 Version, int16 KRaftVersion, tagged fields; no version prefix)."""
+    _, recs = decode_batch(batch)
+    for rec in recs:
+        if parse_control_key(rec.key) == ControlType.KRAFT_VERSION:
+            value = rec.value
+            if value is None or len(value) < 4:
+                raise DecodeError("KRaftVersion control record too short", "kraft_version.value")
+            delta.kraft_version = int.from_bytes(value[2:4], "big", signed=True)

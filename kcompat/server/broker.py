@@ -44,6 +44,7 @@ from kcompat.server.context import Access, BrokerIdentity, BrokerServices, Cache
 from kcompat.server.dispatcher import CloseConnection, RequestDispatcher
 from kcompat.server.fault_hook import FaultHook
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
+from kcompat.server.groups.group_configs import GroupConfigs
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
 from kcompat.server.metadata_view import MetadataView
@@ -118,6 +119,7 @@ class Broker:
             topic=self.metadata.topic,
             topics=self.metadata.topics.all,
             shards=lambda service: cluster.group_shards(service, self.replicas),
+            configs=GroupConfigs(self.metadata),
         )
         # Transactions: the coordinator of every transactional id, its markers appended through the replicas.
         self.txn_service = TransactionService(

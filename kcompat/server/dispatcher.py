@@ -93,6 +93,19 @@ class _NoForwarding:
 NO_FORWARDING: Forwarder = _NoForwarding()
 
 
+BROKER_LOGGER_RESOURCE = 8
+_ALTER_CONFIGS_KEYS = (33, 44)  # AlterConfigs, IncrementalAlterConfigs
+
+
+def _broker_loggers_only(request: Request) -> bool:
+    """An (Incremental)AlterConfigs about this broker's loggers alone is answered here, not
+    forwarded: loggers are the broker's own, as Kafka's ConfigAdminManager keeps them."""
+    if request.api_key not in _ALTER_CONFIGS_KEYS:
+        return False
+    resources = request.body.resources
+    return bool(resources) and all(r.resource_type == BROKER_LOGGER_RESOURCE for r in resources)
+
+
 class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
@@ -136,7 +149,11 @@ class RequestDispatcher:
                 faults is not None and faults.engine.rules
             ):  # a rule is set: it may answer or change the answer
                 return await faults.around(request, client, lambda: self.handle(frame, client, request))
-        if self._forwards and request.api_key in (forwarded := self.forwarder.versions()):
+        if (
+            self._forwards
+            and request.api_key in (forwarded := self.forwarder.versions())
+            and not _broker_loggers_only(request)
+        ):
             low, high = forwarded[request.api_key]
             if not low <= request.api_version <= high:
                 raise CloseConnection(f"API key {request.api_key} v{request.api_version} is not supported")

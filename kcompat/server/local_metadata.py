@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from kcompat.config import (
     BrokerConfig,
@@ -25,6 +26,14 @@ from kcompat.config import (
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError
+from kcompat.metadata.features import (
+    ELR_VERSION,
+    GROUP_VERSION,
+    SHARE_VERSION,
+    SINGLE_NODE_SUPPORTED,
+    TRANSACTION_VERSION,
+    Features,
+)
 from kcompat.server.errors import ApiError
 from kcompat.server.metadata_view import (
     BrokerEndpoint,
@@ -34,6 +43,7 @@ from kcompat.server.metadata_view import (
     ProducerIds,
 )
 from kcompat.storage.producer_id_store import ProducerIdManager
+from kcompat.storage.resource_configs import ResourceConfigStore
 from kcompat.storage.topic_store import (
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
@@ -61,10 +71,21 @@ class LocalMetadata(ConfigReads):
         # The ReplicaManager, asked for when a change lands (it is built after this, on what this reads).
         self._partition_logs = logs
         self._unsaved: list[tuple[TopicInfo, range]] | None = None  # new logs waiting for the batch's save
+        self._resource_configs = ResourceConfigStore(directory)  # groups, client-metrics subscriptions
+
+    def features(self) -> Features:
+        """The levels a single node finalizes, fixed while it runs (epoch 0): those of a Kafka
+        4.3.1 broker formatted with defaults, but for streams.version, metadata.version and
+        kraft.version; group.version only while the consumer protocol is enabled."""
+        levels = {TRANSACTION_VERSION: 2, SHARE_VERSION: 1, ELR_VERSION: 1}
+        if "consumer" in self._config.get("group.coordinator.rebalance.protocols"):
+            levels[GROUP_VERSION] = 1
+        return Features(SINGLE_NODE_SUPPORTED, MappingProxyType(levels), 0)
 
     def load(self) -> None:
         """Read the stored topics, producer ids and dynamic broker configs."""
         self._topics.load()
+        self._resource_configs.load()
         self._producer_ids.load()
         node, default = self._topics.broker_configs()
         if node or default:
@@ -276,6 +297,18 @@ class LocalMetadata(ConfigReads):
             raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record configs of {t.name}: {e}") from None
         self._set_topic_config(t.name, topic_config(self._config, overrides))
         self._logs.set_config(t.name, self._log_configs[t.name])
+
+    def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
+        return self._resource_configs.get(resource_type, name)
+
+    def resource_names(self, resource_type: int) -> list[str]:
+        return self._resource_configs.names(resource_type)
+
+    def alter_resource_configs(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        try:
+            self._resource_configs.set(resource_type, name, configs)
+        except OSError as e:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot record configs of {name}: {e}") from None
 
     def alter_broker_config(self, config: BrokerConfig) -> None:
         """Adopt a config with changed dynamic values: persist them and refresh every topic's config."""

@@ -13,12 +13,14 @@ answers in. Two implementations, neither importing the other:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kcompat.config import BrokerConfig, ConfigEntry, TopicConfig, topic_config
 from kcompat.log.config import LogConfig
+from kcompat.metadata.features import Features
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire import compression as codecs
 
@@ -49,6 +51,10 @@ class PartitionDescription:
     replicas: list[int]
     isr: list[int]
     offline: list[int]
+    # KIP-966, cluster mode: the image's eligible leader replicas (never counted as ISR) and the
+    # last-known ELR; empty on a single node, as Kafka sends them without ELR.
+    elr: list[int] = field(default_factory=list)
+    last_known_elr: list[int] = field(default_factory=list)
 
 
 class TopicsView(Protocol):
@@ -123,6 +129,18 @@ class MetadataView(Protocol):
     async def add_partitions(self, name: str, count: int) -> None: ...
     def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None: ...
     def alter_broker_config(self, config: BrokerConfig) -> None: ...
+    def features(self) -> Features:
+        """The feature levels ApiVersions reports (cluster mode: the image's, at its offset)."""
+
+    def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
+        """The configs set on a group (32) or client-metrics (16) resource; empty when none."""
+
+    def resource_names(self, resource_type: int) -> list[str]:
+        """Every resource of that type with configs set (ListConfigResources)."""
+
+    def alter_resource_configs(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        """Replace a resource's configs (validated). Single node: persisted; cluster mode never
+        gets here (AlterConfigs is forwarded to the controller, which writes ConfigRecords)."""
 
 
 class PartitionLogs(Protocol):

@@ -20,7 +20,6 @@ from kcompat.server.cluster.txn_writes import ReplicatedTxnWrites
 from kcompat.storage.topic_store import TRANSACTION_STATE
 from kcompat.testing import wait_until
 from kcompat.wire.error_codes import ErrorCode as E
-from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.end_txn import END_TXN
 from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.record_batch import read_header, split_batches
@@ -168,16 +167,12 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(
     assert data.log.log_end_offset == end_before
 
 
-def test_cluster_mode_reports_the_images_transaction_version(broker_harness: HarnessFactory) -> None:
-    """ApiVersions' finalized transaction.version is what the image says (cluster/assembly.py sets it)."""
+def test_cluster_mode_follows_the_images_transaction_version(broker_harness: HarnessFactory) -> None:
+    """The coordinator writes the record format of the image's transaction.version (assembly.py
+    sets it); ApiVersions reads the image itself (tests/server/test_features.py)."""
     h = broker_harness(kind=GroupHarness)
-
-    def finalized() -> dict[str, int]:
-        r = h.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
-        return {f.name: f.max_version_level for f in r.finalized_features}
-
     svc = h.broker.txn_service
     svc.set_transaction_version(0)
-    assert "transaction.version" not in finalized() and svc.coordinator.config.transaction_version == 0
+    assert svc.coordinator.config.transaction_version == 0
     svc.set_transaction_version(2)
-    assert finalized()["transaction.version"] == 2 and svc.coordinator.config.transaction_version == 2
+    assert svc.coordinator.config.transaction_version == 2

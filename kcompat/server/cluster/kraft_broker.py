@@ -38,6 +38,7 @@ from kcompat.metadata.broker_lifecycle import (
     Request,
     SendHeartbeat,
 )
+from kcompat.metadata.features import CLUSTER_SUPPORTED, METADATA_VERSION, refusals
 from kcompat.metadata.image import MetadataImage
 from kcompat.metadata.loader import MetadataLoader
 from kcompat.server.cluster.controller_channel import ControllerChannel, ControllerUnavailable
@@ -62,20 +63,7 @@ FENCED_LEADER_EPOCH = 74
 NOT_LEADER_OR_FOLLOWER = 6
 UNKNOWN_LEADER_EPOCH = 76
 
-# What this broker claims (BrokerRegistration.Features). Claiming a level means implementing it:
-# metadata.version 7-30 (3.3-IV3 to 4.3-IV0: every record version the image decodes),
-# group.version 1 (KIP-848), transaction.version 2 (KIP-890 part 2: the coordinator's code; a
-# cluster-mode broker reports to clients the level the image finalized, see txn_service);
-# ELR, share and streams groups are not implemented.
-SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
-    "metadata.version": (7, 30),
-    "kraft.version": (0, 1),
-    "group.version": (0, 1),
-    "transaction.version": (0, 2),
-    "eligible.leader.replicas.version": (0, 0),
-    "share.version": (0, 0),
-    "streams.version": (0, 0),
-}
+UNSUPPORTED_VERSION = 35  # a registration refused for a feature level (metadata/features.py)
 
 
 def _now_ms() -> int:
@@ -255,6 +243,8 @@ class KRaftBroker:
                     *self._lifecycle_channel.target,
                 )
                 self._to_active_controller()
+            elif r.error_code == UNSUPPORTED_VERSION:
+                self._refused_for_features()
             else:
                 log.warning(
                     "broker %d registration refused with error %d (the controller log says why)",
@@ -266,6 +256,26 @@ class KRaftBroker:
             self._unreachable(e)
             self._lifecycle_channel.rotate()
             return lm.on_request_failed(_now_ms())
+
+    def _refused_for_features(self) -> None:
+        """UNSUPPORTED_VERSION carries no message: name the feature from the image (which the
+        observer follows meanwhile), one line, every 10 s while it lasts."""
+        finalized = self.loader.image.features
+        found = refusals(finalized, CLUSTER_SUPPORTED) if METADATA_VERSION in finalized else []
+        if found:
+            why = "; ".join(f.line() for f in found)
+        else:
+            why = (
+                "the controllers finalized a feature level this kcompat does not support "
+                "(not yet in the metadata fetched here); kafka-features.sh describe lists them"
+            )
+        self._throttle.log(
+            logging.ERROR,
+            "features",
+            "broker %d registration refused (UNSUPPORTED_VERSION): %s; retrying",
+            self.node_id,
+            why,
+        )
 
     def _unreachable(self, e: ControllerUnavailable) -> None:
         """Controllers down or not yet up: keep trying (as Kafka does), saying so every 10 s."""
@@ -291,7 +301,7 @@ class KRaftBroker:
             ],
             "features": [
                 {"name": name, "min_supported_version": lo, "max_supported_version": hi}
-                for name, (lo, hi) in SUPPORTED_FEATURES.items()
+                for name, (lo, hi) in CLUSTER_SUPPORTED.items()
             ],
             "rack": self.rack,
             "is_migrating_zk_broker": False,

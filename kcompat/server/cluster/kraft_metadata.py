@@ -19,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NoReturn
 
 from kcompat.config import BrokerConfig, ConfigError, TopicConfig, topic_config
 from kcompat.log.config import LogConfig
+from kcompat.metadata.features import CLUSTER_SUPPORTED, KRAFT_VERSION, Features
 from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from kcompat.security.authorizer import AclBinding
 from kcompat.server.errors import ApiError
@@ -78,6 +80,9 @@ class _NoProducerIds:
         )
 
 
+_NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
+
+
 class KRaftMetadata(ConfigReads):
     """The cluster-mode MetadataView (metadata_view.py); see the module docstring."""
 
@@ -105,6 +110,14 @@ class KRaftMetadata(ConfigReads):
 
     def load(self) -> None:
         """Nothing is stored locally: the image arrives from the controllers."""
+
+    def features(self) -> Features:
+        """The image's finalized levels at its offset (Kafka's KRaftMetadataCache.features),
+        with the quorum's kraft.version, never the local config."""
+        image = self.image
+        levels = dict(image.features)
+        levels[KRAFT_VERSION] = image.kraft_version
+        return Features(CLUSTER_SUPPORTED, MappingProxyType(levels), max(image.offset, 0))
 
     def set_image(self, image: MetadataImage) -> None:
         previous, self.image = self.image, image
@@ -174,7 +187,16 @@ class KRaftMetadata(ConfigReads):
         live = {b.node_id for b in self.live_brokers(listener)}
         offline = [r for r in p.replicas if r not in live]
         error = 0 if p.leader in live else int(ErrorCode.LEADER_NOT_AVAILABLE)
-        return PartitionDescription(error, p.leader, p.leader_epoch, list(p.replicas), list(p.isr), offline)
+        return PartitionDescription(
+            error,
+            p.leader,
+            p.leader_epoch,
+            list(p.replicas),
+            list(p.isr),
+            offline,
+            list(p.elr),
+            list(p.last_known_elr),
+        )
 
     def partitions_stamp(self, t: TopicInfo) -> object:
         # Images are immutable and replaced on change: a topic's registrations and the brokers'
@@ -255,6 +277,16 @@ class KRaftMetadata(ConfigReads):
 
     def alter_topic_configs(self, t: TopicInfo, overrides: dict[str, str]) -> None:
         self._controllers_only("AlterConfigs")
+
+    def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
+        """ConfigRecords of the image (a group's, a client-metrics subscription's)."""
+        return self.image.configs.get((resource_type, name), _NO_CONFIGS)
+
+    def resource_names(self, resource_type: int) -> list[str]:
+        return sorted(name for rtype, name in self.image.configs if rtype == resource_type)
+
+    def alter_resource_configs(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        self._controllers_only("group and client-metrics configs")
 
     def alter_broker_config(self, config: BrokerConfig) -> None:
         self._controllers_only("AlterConfigs")

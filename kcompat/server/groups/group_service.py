@@ -42,6 +42,7 @@ from kcompat.wire.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     from kcompat.coordinator.group_store import Group
+    from kcompat.server.groups.group_configs import GroupConfigs
 
 log = logging.getLogger("kcompat.server.groups")
 
@@ -109,8 +110,12 @@ class GroupService:
         topic: Callable[[str], TopicInfo | None],
         topics: Callable[[], Iterable[TopicInfo]],
         shards: Callable[[GroupService], GroupShardsPort] = AllGroupsHere,
+        configs: GroupConfigs | None = None,
     ) -> None:
         self.now_ms = now_ms
+        # The configs set on each group (ConfigResource 32); read on every heartbeat, so a change
+        # applies at once to a running group.
+        self.configs = configs
         self._setting = setting
         self.offsets_topic = offsets_topic
         self._topic = topic
@@ -133,7 +138,9 @@ class GroupService:
     async def start(self) -> None:
         # Built here, once: with the settings as they stand after the broker loaded its stored dynamic configs.
         self._coordinator = GroupCoordinator(
-            coordinator_config(self._setting), topic_metadata=self._topic_metadata
+            coordinator_config(self._setting),
+            topic_metadata=self._topic_metadata,
+            group_overrides=None if self.configs is None else self.configs.overrides,
         )
         if self.offsets_topic.exists():
             now = self.now_ms()

@@ -1,7 +1,11 @@
 """DescribeConfigs (key 32): v1-4.  AlterConfigs (key 33): v0-2.  IncrementalAlterConfigs (key 44): v0-1.
 
-Resources: topics (type 2) and the broker (type 4, named by its node id, or "" for the cluster-wide
-dynamic defaults). Broker loggers (8) and other types get INVALID_REQUEST.
+Resources: topics (type 2), the broker (type 4, named by its node id, or "" for the cluster-wide
+dynamic defaults), and (config_resources.py) groups (32, Kafka's GroupConfig), client-metrics
+subscriptions (16) and broker loggers (8, this process's loggers: IncrementalAlterConfigs only).
+Other types get INVALID_REQUEST. In cluster mode (Incremental)AlterConfigs is forwarded to the
+controller (group and client-metrics configs come back as ConfigRecords in the image), except a
+request only about broker loggers, which this broker answers (dispatcher.py), as Kafka's does.
 
 DescribeConfigs version notes:
 * v0 (removed in Kafka 4, KIP-896): name, value, read_only, is_default, is_sensitive (sensitive values are null)
@@ -33,6 +37,7 @@ from kcompat.config import ConfigEntry, ConfigError, ConfigType, format_value
 from kcompat.config.broker_properties import BROKER_CONFIGS
 from kcompat.config.topic_config import AlterOp, apply_incremental, validate_topic_configs
 from kcompat.server.auth import access
+from kcompat.server.config_resources import RESOURCE_TYPES, describe_entries, incremental, replace
 from kcompat.server.context import RequestContext
 from kcompat.server.errors import ApiError
 from kcompat.server.registry import handles
@@ -96,6 +101,8 @@ def _entries(
             include_documentation=documentation,
             cluster_default=cluster_default,
         )
+    if res.resource_type in RESOURCE_TYPES:
+        return describe_entries(ctx, res.resource_type, res.resource_name, names, synonyms, documentation)
     raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 
@@ -158,7 +165,7 @@ def _alter_each(
             if dupes[(res.resource_type, res.resource_name)] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
             _check_unique_keys([c.name for c in res.configs])
-            if res.resource_type not in (TOPIC, BROKER):
+            if res.resource_type not in (TOPIC, BROKER, *RESOURCE_TYPES):
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             if (
                 denied := access.config_error(ctx, access.ALTER_CONFIGS, res.resource_type, res.resource_name)
@@ -179,7 +186,9 @@ async def alter_configs(
 
     def alter(res: ac.AlterConfigsResource) -> None:
         changes = {c.name: c.value for c in res.configs}
-        if res.resource_type == TOPIC:
+        if res.resource_type in RESOURCE_TYPES:
+            replace(ctx, res.resource_type, res.resource_name, changes, body.validate_only)
+        elif res.resource_type == TOPIC:
             t = _topic(ctx, res.resource_name)
             overrides = _config_call(validate_topic_configs, changes)
             if not body.validate_only:
@@ -215,7 +224,9 @@ async def incremental_alter_configs(
         for _, op, _ in ops:
             if op not in tuple(AlterOp):
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op}")
-        if res.resource_type == TOPIC:
+        if res.resource_type in RESOURCE_TYPES:
+            incremental(ctx, res.resource_type, res.resource_name, ops, body.validate_only)
+        elif res.resource_type == TOPIC:
             t = _topic(ctx, res.resource_name)
             overrides = _config_call(apply_incremental, t.configs, ops)
             if not body.validate_only:

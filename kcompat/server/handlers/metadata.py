@@ -229,8 +229,9 @@ async def metadata(ctx: RequestContext, request: Request[MetadataRequest]) -> Me
 # DescribeTopicPartitions version notes:
 # * v0: topics by name (an empty list means all topics), paged by response_partition_limit with a
 #   cursor (topic name, partition) where the next page starts; topics sorted by name, as Kafka does.
-#   eligible_leader_replicas / last_known_elr are empty arrays, as Kafka sends them without ELR: the
-#   schema allows null, but Java's admin client calls .stream() on both and fails with an NPE.
+#   eligible_leader_replicas / last_known_elr: the image's (KIP-966, as KRaftMetadataCache reads
+#   them from the PartitionRegistration); empty arrays without ELR, never null: the schema allows
+#   null, but Java's admin client calls .stream() on both and fails with an NPE.
 @handles(DESCRIBE_TOPIC_PARTITIONS, "0")
 async def describe_topic_partitions(
     ctx: RequestContext, request: Request[DescribeTopicPartitionsRequest]
@@ -303,8 +304,8 @@ def _paged_topic(
             leader_epoch=d.leader_epoch,
             replica_nodes=d.replicas,
             isr_nodes=d.isr,
-            eligible_leader_replicas=[],
-            last_known_elr=[],
+            eligible_leader_replicas=d.elr,
+            last_known_elr=d.last_known_elr,
             offline_replicas=d.offline,
         )
         parts.append(part)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kcompat.log.partition_log import PartitionLog
+from kcompat.metadata.image import PartitionRegistration
 from kcompat.server.cluster.replication import isr as rules
 from kcompat.server.cluster.replication.isr import FollowerState
 
@@ -31,6 +32,15 @@ class Registration:
     partition_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+
+    @classmethod
+    def of(cls, reg: PartitionRegistration) -> Registration:
+        """The image's registration as replication uses it: the ISR alone. Eligible leader
+        replicas (KIP-966) are kept in the image but never count as ISR here, neither for the high
+        watermark nor for acks=all's min.insync.replicas check; a leader the controller elected
+        from the ELR comes with itself as the ISR and is a leader like any other (Kafka's
+        Partition.makeLeader has no ELR case): the high watermark waits for min ISR again."""
+        return cls(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr)
 
 
 @dataclass(eq=False)

@@ -104,7 +104,7 @@ class ReplicaDeltaApplier:
                     continue
                 tp = (topic.name, index)
                 seen.add(tp)
-                state = Registration(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr)
+                state = Registration.of(reg)
                 p = hosted.get(tp)
                 if p is None:
                     plog = self.replicas.open_log(topic.name, index, self.metadata.log_config(info))
