@@ -12,12 +12,16 @@ leader epoch) and checks:
   leader retries, as this one then does); nothing answered is missing;
 * the old leader epoch is fenced (the new leader's read was recorded before it was answered).
 
+The cluster-mode Persister (NetworkSharePersister) is checked against the same broker as a remote
+share coordinator: every Persister call crosses the wire as Kafka's inter-broker requests.
+
 Rounds: KCOMPAT_SHARE_CRASH_ROUNDS (default 4); the slow layer runs KCOMPAT_SHARE_CRASH_SLOW_ROUNDS
 (default 40).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import threading
@@ -26,7 +30,8 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -35,6 +40,11 @@ from kcompat.client.cluster import Cluster
 from kcompat.client.connection import Connection
 from kcompat.client.errors import CannotConnect
 from kcompat.kafka_uuid import to_base64
+from kcompat.server.cluster.share_persister import NetworkSharePersister
+from kcompat.server.cluster.txn_channels import BrokerChannels
+from kcompat.server.share.local_persister import LocalSharePersister
+from kcompat.server.share.persister import PersisterStateBatch, SharePartitionKey, ShareStateWrite
+from kcompat.storage.topic_store import SHARE_GROUP_STATE, TopicInfo
 from kcompat.testing import TEST_DEFAULTS, Broker
 from kcompat.wire.error_codes import ErrorCode
 
@@ -234,3 +244,69 @@ def test_kill9_share_state_many_rounds(tmp_path: Path, capsys: pytest.CaptureFix
             f"\nshare state kill -9: {SLOW_ROUNDS} rounds, {writes} writes read back (seed {seed}); "
             f"writes cut off by the kill but stored: {stored}"
         )
+
+
+class _OneRemoteCoordinator:
+    """The metadata NetworkSharePersister reads, naming the test's broker (node 1) as the leader of
+    every __share_group_state partition; this side is node 2."""
+
+    node_id = 2
+
+    def __init__(self, broker: Broker, partitions: int) -> None:
+        self._broker = broker
+        self._partitions = partitions
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return TopicInfo(name, uuid.uuid4(), self._partitions) if name == SHARE_GROUP_STATE else None
+
+    def leader_and_epoch(self, t: TopicInfo, partition: int) -> tuple[int, int]:
+        return 1, 0
+
+    def broker_endpoint(self, node_id: int, listener: str) -> Any:
+        host, port = self._broker.bootstrap.rsplit(":", 1)
+        return SimpleNamespace(host=host, port=int(port))
+
+    async def auto_create_topic(self, name: str) -> TopicInfo:
+        raise AssertionError("the topic exists")
+
+
+def test_network_persister_against_a_real_coordinator(broker: Broker) -> None:
+    with Cluster(broker.bootstrap) as cluster:
+        create_topic(cluster, "share-net", 2)
+        topic_id = cluster.topic("share-net").topic_id
+        key = f"net:{to_base64(topic_id)}:1"
+        _, found = cluster.bootstrap.request(
+            FIND_COORDINATOR, {"key_type": 2, "coordinator_keys": [key]}, version=6
+        )
+        assert found.coordinators[0].error_code == 0  # __share_group_state exists now
+
+    async def run() -> None:
+        metadata = _OneRemoteCoordinator(broker, 5)
+        local = LocalSharePersister(cast(Any, None))  # never called: the coordinator is remote
+        persister = NetworkSharePersister(
+            local, BrokerChannels(metadata, "PLAINTEXT", 2), metadata, clock=time.monotonic, timeout_s=5
+        )
+        try:
+            spk = SharePartitionKey("net", topic_id.bytes, 1)
+            assert await persister.initialize_state(spk, 0, 5) == 0
+            batches = (PersisterStateBatch(5, 7, ACKNOWLEDGED, 1), PersisterStateBatch(8, 8, 0, 2))
+            assert await persister.write_state(spk, ShareStateWrite(0, 3, 5, 3, batches)) == 0
+            got = await persister.read_state(spk, 3)
+            assert (got.error_code, got.state_epoch, got.start_offset, got.state_batches) == (
+                0,
+                0,
+                5,
+                batches,
+            )
+            summary = await persister.read_summary(spk, 3)
+            assert (summary.error_code, summary.leader_epoch, summary.delivery_complete_count) == (0, 3, 3)
+            stale = ShareStateWrite(0, 2, 5, 3, ())
+            assert await persister.write_state(spk, stale) == ErrorCode.FENCED_LEADER_EPOCH
+            unknown = SharePartitionKey("net", uuid.uuid4().bytes, 0)
+            assert (await persister.read_state(unknown, 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert await persister.delete_state(spk) == 0
+            assert (await persister.read_state(spk, 3)).start_offset == -1
+        finally:
+            persister.close()
+
+    asyncio.run(run())

@@ -46,7 +46,6 @@ from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
 from kcompat.server.metadata_view import MetadataView
 from kcompat.server.replica_manager import ReplicaManager
-from kcompat.server.share.local_persister import LocalSharePersister
 from kcompat.server.share.persister import Persister
 from kcompat.server.share.share_coordinator import ShareCoordinatorService
 from kcompat.server.transactions.txn_service import TransactionService
@@ -143,8 +142,9 @@ class Broker:
             partition_log=self.replicas.log_now,
             append=self.replicas.append,
             topic_by_id=self.metadata.topics.by_id,
+            shards=lambda service: cluster.share_shards(service, self.replicas),
         )
-        self.share_persister: Persister = LocalSharePersister(self.share_coordinator)
+        self.share_persister: Persister = cluster.share_persister(self.share_coordinator)
         self._background: list[asyncio.Task[None]] = []
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).

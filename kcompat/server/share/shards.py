@@ -25,6 +25,9 @@ class ShareShardsPort(Protocol):
         """NONE when a call for a share-partition of state partition `p` may run here now (-1: the
         topic does not exist yet), else NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS."""
 
+    def short_isr(self, p: int) -> bool:
+        """Partition `p`'s ISR is below min.insync.replicas (an acks=all append would fail)."""
+
     def leader_epoch(self, p: int) -> int | None:
         """The leader epoch to stamp on an append to partition `p` (None: the topic's own)."""
 
@@ -54,6 +57,9 @@ class AllSharesHere:
 
     async def admit(self, p: int) -> ErrorCode:
         return ErrorCode.NONE
+
+    def short_isr(self, p: int) -> bool:
+        return False
 
     def leader_epoch(self, p: int) -> int | None:
         return None

@@ -37,6 +37,7 @@ from kcompat.coordinator.share_coordinator import (
 )
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
+from kcompat.server.errors import ApiError
 from kcompat.server.share.shards import AllSharesHere, ShareShardsPort
 from kcompat.server.transactions.txn_log import read_state_records
 from kcompat.storage.topic_store import SHARE_GROUP_STATE, TopicInfo
@@ -157,7 +158,10 @@ class ShareCoordinatorService:
                 error=ErrorCode.COORDINATOR_NOT_AVAILABLE, message="The broker is shutting down."
             )
         if creates:
-            await self.ensure_topic()
+            try:
+                await self.ensure_topic()
+            except ApiError as e:  # cluster mode: the controller is creating it; the caller retries
+                return ShareResult(error=ErrorCode.COORDINATOR_NOT_AVAILABLE, message=e.message)
         p = self.partition_of(key) if self.num_partitions() > 0 else -1
         code = await self.shards.admit(p)
         if code != ErrorCode.NONE:
@@ -171,6 +175,17 @@ class ShareCoordinatorService:
         return result
 
     async def _store(self, p: int, records: list[Record]) -> ErrorCode:
+        if self.shards.short_isr(p):
+            # Kafka appends with acks=all: NOT_ENOUGH_REPLICAS, answered COORDINATOR_NOT_AVAILABLE;
+            # the state the call changed goes back to what the log holds.
+            log.warning(
+                "%s-%d: ISR below min.insync.replicas; %d record(s) refused",
+                SHARE_GROUP_STATE,
+                p,
+                len(records),
+            )
+            self.shards.reload(p)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         now = self.now_ms()
         t = self.lookup(SHARE_GROUP_STATE)
         epoch = self.shards.leader_epoch(p)
