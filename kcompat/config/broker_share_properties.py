@@ -54,6 +54,23 @@ SHARE_COORDINATOR_PROPERTIES: list[ConfigDef] = [
         between(0, 500),
     ),
     prop(
+        "share.coordinator.cold.partition.snapshot.interval.ms",
+        INT,
+        300000,
+        "How often share-partitions whose newest ShareSnapshot is this old get a fresh one, so that "
+        "older records can be pruned.",
+        MEDIUM,
+        at_least(1),
+    ),
+    prop(
+        "share.coordinator.state.topic.prune.interval.ms",
+        INT,
+        300000,
+        "How often the records of __share_group_state that no share-partition needs are deleted.",
+        MEDIUM,
+        at_least(1),
+    ),
+    prop(
         "share.coordinator.write.timeout.ms",
         INT,
         5000,

@@ -142,6 +142,7 @@ class Broker:
             partition_log=self.replicas.log_now,
             append=self.replicas.append,
             topic_by_id=self.metadata.topics.by_id,
+            delete_records=self.replicas.delete_records,
             shards=lambda service: cluster.share_shards(service, self.replicas),
         )
         self.share_persister: Persister = cluster.share_persister(self.share_coordinator)

@@ -20,6 +20,7 @@ from kcompat.coordinator.share_coordinator import (
     combine,
     state_partition,
 )
+from kcompat.coordinator.share_coordinator.prune import SnapshotOffsets
 from kcompat.coordinator.share_coordinator.records import SNAPSHOT, UPDATE, decode
 from kcompat.wire.error_codes import ErrorCode
 
@@ -323,3 +324,58 @@ def test_records_round_trip_and_partition_hash() -> None:
     # Kafka's partitionFor: abs(javaHashCode("group:topicIdBase64:partition")) % n
     assert KEY.coordinator_key() == "g:a6e4EJ2tEdGAtADAT9QwyA:0"
     assert 0 <= state_partition(KEY, 50) < 50
+
+
+def test_cold_snapshots_refresh_old_snapshots_and_keep_the_fencing_epochs() -> None:
+    s = _shard()
+    a, b = KEY, ShareKey("h", TOPIC, 1)
+    s.write(
+        0,
+        a,
+        state_epoch=0,
+        leader_epoch=4,
+        start_offset=0,
+        delivery_complete_count=1,
+        batches=(B(0, 3, ACKNOWLEDGED, 1),),
+    )
+    s.initialize(0, b, 1, 10)  # its leader epoch is -1 in the state ...
+    s.read(0, b, 6)  # ... and 6 where fencing looks
+    s.write(
+        500,
+        a,
+        state_epoch=0,
+        leader_epoch=4,
+        start_offset=0,
+        delivery_complete_count=2,
+        batches=(B(4, 4, ARCHIVED, 3),),
+    )
+    assert s.cold_snapshots(999, 1000, lambda k: True).records == ()  # nothing is a second old yet
+    r = s.cold_snapshots(1000, 1000, lambda k: True)
+    assert _kinds(list(r.records)) == [SNAPSHOT, SNAPSHOT]
+    assert s.states[b].leader_epoch == 6 and s.states[b].state_epoch == 1
+    assert s.states[a].batches == (B(0, 3, ACKNOWLEDGED, 1), B(4, 4, ARCHIVED, 3))
+    # the cold snapshots alone rebuild the state (what is left after a prune)
+    alone = _replayed(s, r.records)
+    assert alone.states == s.states and alone.leader_epochs == s.leader_epochs
+    assert s.cold_snapshots(5000, 1000, lambda k: True).records == ()  # all quiet: nothing new to save
+    s.write(5000, a, state_epoch=0, leader_epoch=4, start_offset=-1, delivery_complete_count=-1, batches=())
+    assert len(s.cold_snapshots(6000, 1000, lambda k: True).records) == 2  # no longer all quiet
+    assert s.cold_snapshots(6000, 1000, lambda k: k == b).records == ()  # b alone is quiet
+
+
+def test_snapshot_offsets_say_what_a_prune_may_drop() -> None:
+    s = _shard(per_snapshot=1)
+    offsets = SnapshotOffsets()
+    log = []
+    a, b = KEY, ShareKey("h", TOPIC, 1)
+    for key in (a, b, a, a, b, a):  # a: S U S U, b: S U
+        log.extend(_write(s, key=key, batches=(B(0, 0, ACKNOWLEDGED, 1),)).records)
+    for offset, r in enumerate(log):
+        offsets.note(0, offset, r.key, r.value)
+    assert _kinds(log) == [SNAPSHOT, SNAPSHOT, UPDATE, SNAPSHOT, UPDATE, UPDATE]
+    assert offsets.prune_point(0, len(log)) == 1  # b's only snapshot
+    fresh = _replayed(s, log=log[1:])
+    assert fresh.states == s.states
+    offsets.note(0, len(log), *s.delete(b).records[0])
+    assert offsets.prune_point(0, len(log) + 1) == 3  # a's newest snapshot
+    assert offsets.prune_point(1, 42) == 42  # nothing kept in a partition without share-partitions

@@ -213,3 +213,32 @@ def test_local_persister_round_trip(h: BrokerHarness) -> None:
     assert h.run(persister.write_state(key, stale)) == E.FENCED_LEADER_EPOCH
     assert h.run(persister.delete_state(key)) == 0
     assert h.run(persister.read_state(key, 1)).start_offset == -1
+
+
+def test_cold_snapshots_let_the_prune_drop_old_records(broker_harness: HarnessFactory) -> None:
+    now = [1_700_000_000.0]
+    h: BrokerHarness = broker_harness(
+        {
+            "share.coordinator.state.topic.num.partitions": "1",
+            "share.coordinator.cold.partition.snapshot.interval.ms": "60000",
+        },
+        clock=lambda: now[0],
+    )
+    h.run(h.broker.metadata.create_topic("t", 3))
+    for i in range(30):  # share-partitions 0 and 1: a snapshot each, then updates
+        assert _write(h, [(i, i, 2, 1)], start=-1, partition=i % 2).error_code == 0
+    svc = h.broker.share_coordinator
+    plog = h.broker.replicas.log_now(SHARE_GROUP_STATE, 0)
+    h.run(svc.prune())
+    assert plog.log_start_offset == 0  # each share-partition's only snapshot is at the start
+    now[0] += 61
+    h.run(svc.snapshot_cold(60000))
+    assert plog.log_end_offset == 32  # a fresh snapshot of each
+    h.run(svc.prune())
+    assert plog.log_start_offset == 30
+    want = [[(o, o, 2, 1) for o in range(p, 30, 2)] for p in (0, 1)]
+    assert [_batches(_read(h, partition=p)) for p in (0, 1)] == want
+    h.restart()
+    plog = h.broker.replicas.log_now(SHARE_GROUP_STATE, 0)
+    assert plog.log_start_offset == 30
+    assert [_batches(_read(h, partition=p)) for p in (0, 1)] == want  # from the cold snapshots alone

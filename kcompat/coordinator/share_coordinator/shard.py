@@ -216,7 +216,7 @@ class ShareCoordinatorShard:
                     _or(leader_epoch, cur.leader_epoch),
                     start,
                     _or(delivery_complete_count, cur.delivery_complete_count),
-                    cur.create_timestamp,
+                    now_ms,  # a snapshot of a write: created now (a cold snapshot keeps the time)
                     now_ms,
                     combine(cur.batches, batches, start),
                 ),
@@ -249,6 +249,34 @@ class ShareCoordinatorShard:
         # A new leader reads: record its epoch, so the old leader's writes are fenced from now on.
         rec = self._state_record(now_ms, key, cur.state_epoch, leader_epoch, cur.start_offset, -1, ())
         return ShareResult(records=(self._record(rec),), state=cur)
+
+    def cold_snapshots(self, now_ms: int, interval_ms: int, owned: Callable[[ShareKey], bool]) -> ShareResult:
+        """Kafka's snapshotColdPartitions: a fresh snapshot of every share-partition of `owned` whose
+        last snapshot is `interval_ms` old, so that the records below the newest snapshots can be
+        pruned (and none is left to the topic's retention). Nothing when all of them are quiet:
+        their last snapshot was such a one (created earlier than written) and no update followed."""
+        keys = [k for k in self.states if owned(k)]
+        if all(self._quiet(k) for k in keys):
+            return ShareResult()
+        records = []
+        for k in keys:
+            st = self.states[k]
+            if st.write_timestamp + interval_ms > now_ms:
+                continue
+            snap = dataclasses.replace(
+                st,
+                snapshot_epoch=st.snapshot_epoch + 1,
+                # the fencing epochs survive the pruning of the records that carried them
+                leader_epoch=max(st.leader_epoch, self.leader_epochs.get(k, -1)),
+                state_epoch=max(st.state_epoch, self.state_epochs.get(k, 0)),
+                write_timestamp=now_ms,
+            )
+            records.append(self._record(snapshot_record(k, snap)))
+        return ShareResult(records=tuple(records))
+
+    def _quiet(self, key: ShareKey) -> bool:
+        st = self.states[key]
+        return st.create_timestamp != st.write_timestamp and self.updates_since_snapshot.get(key, 0) == 0
 
     def summary(self, key: ShareKey) -> ShareResult:
         if (bad := self._invalid(key)) is not None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from kcompat.coordinator.shards import ANSWER
+from kcompat.coordinator.shards import ANSWER, ShardState
 from kcompat.server.cluster.coordinator_shards import CoordinatorShards
+from kcompat.server.share.state_log import StateRecord
 from kcompat.storage.topic_store import SHARE_GROUP_STATE
 from kcompat.wire.error_codes import ErrorCode
 
@@ -27,8 +28,8 @@ from kcompat.wire.error_codes import ErrorCode
 class ShareCoordinatorService(Protocol):
     """What the shards need of the broker's ShareCoordinatorService (share/share_coordinator.py)."""
 
-    def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]: ...
-    def replay(self, p: int, records: list[tuple[bytes, bytes | None]]) -> int: ...
+    def read_partition(self, p: int) -> list[StateRecord]: ...
+    def replay(self, p: int, records: list[StateRecord]) -> int: ...
     def unload(self, p: int) -> None: ...
 
 
@@ -40,10 +41,10 @@ class ShareShards(CoordinatorShards[ShareCoordinatorService]):
     log = log
     loads_at_start = False
 
-    def _read(self, p: int) -> list[tuple[bytes, bytes | None]]:
+    def _read(self, p: int) -> list[StateRecord]:
         return self.service.read_partition(p)
 
-    def _replay(self, p: int, records: list[tuple[bytes, bytes | None]]) -> str:
+    def _replay(self, p: int, records: list[StateRecord]) -> str:
         return f"{self.service.replay(p, records)} record(s)"
 
     def _drop(self, p: int) -> None:
@@ -56,6 +57,9 @@ class ShareShards(CoordinatorShards[ShareCoordinatorService]):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         now = self.table.shards.get(p)
         return ErrorCode.NOT_COORDINATOR if now is None else ANSWER[now[0]]
+
+    def served(self, num_partitions: int) -> list[int]:
+        return sorted(p for p, (state, _) in self.table.shards.items() if state is ShardState.ACTIVE)
 
     def short_isr(self, p: int) -> bool:
         return bool(self.below_min_isr({p}))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from kcompat.server.share.state_log import StateRecord
 from kcompat.wire.error_codes import ErrorCode
 
 
@@ -24,6 +25,9 @@ class ShareShardsPort(Protocol):
     async def admit(self, p: int) -> ErrorCode:
         """NONE when a call for a share-partition of state partition `p` may run here now (-1: the
         topic does not exist yet), else NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS."""
+
+    def served(self, num_partitions: int) -> list[int]:
+        """The partitions of the topic whose share-partitions are served here now."""
 
     def short_isr(self, p: int) -> bool:
         """Partition `p`'s ISR is below min.insync.replicas (an acks=all append would fail)."""
@@ -43,8 +47,8 @@ class ShareShardsPort(Protocol):
 class ShareHost(Protocol):
     """What a single node's answer needs of the service."""
 
-    def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]: ...
-    def replay(self, p: int, records: list[tuple[bytes, bytes | None]]) -> int: ...
+    def read_partition(self, p: int) -> list[StateRecord]: ...
+    def replay(self, p: int, records: list[StateRecord]) -> int: ...
     def unload(self, p: int) -> None: ...
 
 
@@ -57,6 +61,9 @@ class AllSharesHere:
 
     async def admit(self, p: int) -> ErrorCode:
         return ErrorCode.NONE
+
+    def served(self, num_partitions: int) -> list[int]:
+        return list(range(num_partitions))
 
     def short_isr(self, p: int) -> bool:
         return False

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kcompat.coordinator.records import Record
@@ -35,11 +35,12 @@ from kcompat.coordinator.share_coordinator import (
     ShareResult,
     state_partition,
 )
+from kcompat.coordinator.share_coordinator.prune import SnapshotOffsets
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server.errors import ApiError
 from kcompat.server.share.shards import AllSharesHere, ShareShardsPort
-from kcompat.server.transactions.txn_log import read_state_records
+from kcompat.server.share.state_log import StateRecord, read_state_records
 from kcompat.storage.topic_store import SHARE_GROUP_STATE, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
@@ -64,6 +65,7 @@ class ShareCoordinatorService:
         partition_log: Callable[[str, int], PartitionLog],
         append: Callable[..., Any],
         topic_by_id: Callable[[uuid.UUID], TopicInfo | None],
+        delete_records: Callable[[str, int, int], int],
         shards: Callable[[ShareCoordinatorService], ShareShardsPort] = AllSharesHere,
     ) -> None:
         self.now_ms = now_ms
@@ -74,6 +76,9 @@ class ShareCoordinatorService:
         self._append = append
         self._topic_by_id = topic_by_id
         self._shard: ShareCoordinatorShard | None = None
+        self.snapshots = SnapshotOffsets()  # how much of each partition a prune may drop
+        self._delete_records = delete_records
+        self._timers: list[asyncio.Task[None]] = []
         self._closed = False
         self.shards = shards(self)
 
@@ -91,6 +96,14 @@ class ShareCoordinatorService:
             ),
             self._partition_exists,
         )
+        cold = int(self._setting("share.coordinator.cold.partition.snapshot.interval.ms"))
+        prune = int(self._setting("share.coordinator.state.topic.prune.interval.ms"))
+        self._timers = [
+            asyncio.create_task(
+                self._every(cold, lambda: self.snapshot_cold(cold)), name="share-cold-snapshots"
+            ),
+            asyncio.create_task(self._every(prune, self.prune), name="share-state-prune"),
+        ]
         if not self.shards.loads_at_start:
             return  # cluster mode: partitions are loaded as their leadership arrives
         t = self.lookup(SHARE_GROUP_STATE)
@@ -109,7 +122,42 @@ class ShareCoordinatorService:
 
     async def close(self) -> None:
         self._closed = True
+        for t in self._timers:
+            t.cancel()
+        await asyncio.gather(*self._timers, return_exceptions=True)
+        self._timers = []
         await self.shards.close()
+
+    async def _every(self, interval_ms: int, step: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await step()
+            except Exception:
+                log.exception("share coordinator timer failed")
+
+    # --- housekeeping ----------------------------------------------------------------------------
+
+    async def snapshot_cold(self, interval_ms: int) -> None:
+        """share.coordinator.cold.partition.snapshot.interval.ms: re-snapshot the share-partitions
+        whose newest snapshot is that old, partition by partition of those served here."""
+        n = self.num_partitions()
+        for p in self.shards.served(n):
+            result = self.shard.cold_snapshots(self.now_ms(), interval_ms, _in_partition(p, n))
+            if result.records:
+                await self._store(p, list(result.records))
+
+    async def prune(self) -> None:
+        """share.coordinator.state.topic.prune.interval.ms: drop (DeleteRecords) what lies below the
+        newest snapshot of every share-partition of a partition, never past its high watermark."""
+        for p in self.shards.served(self.num_partitions()):
+            plog = self.partition_log(SHARE_GROUP_STATE, p)
+            point = min(self.snapshots.prune_point(p, plog.log_end_offset), plog.high_watermark)
+            if point > plog.log_start_offset:
+                try:
+                    self._delete_records(SHARE_GROUP_STATE, p, point)
+                except LogError as e:
+                    log.warning("cannot prune %s-%d below offset %d: %s", SHARE_GROUP_STATE, p, point, e)
 
     # --- the topic -----------------------------------------------------------------------------
 
@@ -128,23 +176,27 @@ class ShareCoordinatorService:
     def partition_of(self, key: ShareKey) -> int:
         return state_partition(key, self.num_partitions())
 
-    def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
+    def read_partition(self, p: int) -> list[StateRecord]:
         """Every record of partition `p`, oldest first (blocking: run it in a thread)."""
         return read_state_records(self.partition_log(SHARE_GROUP_STATE, p))
 
-    def replay(self, p: int, records: list[tuple[bytes, bytes | None]]) -> int:
-        for key, value in records:
+    def replay(self, p: int, records: list[StateRecord]) -> int:
+        for offset, key, value in records:
             try:
                 self.shard.replay(key, value)
+                self.snapshots.note(p, offset, key, value)
             except DecodeError as e:
-                log.error("skipping an unreadable %s-%d record: %s", SHARE_GROUP_STATE, p, e)
+                log.error(
+                    "skipping an unreadable %s-%d record at offset %d: %s", SHARE_GROUP_STATE, p, offset, e
+                )
         return len(records)
 
     def unload(self, p: int) -> None:
         """Forget the share-partitions of partition `p` (its leadership moved, or an append failed)."""
         n = self.num_partitions()
         if self._shard is not None and n > 0:
-            self._shard.unload(lambda key: state_partition(key, n) == p)
+            self._shard.unload(_in_partition(p, n))
+        self.snapshots.drop(p)
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -207,6 +259,9 @@ class ShareCoordinatorService:
             )
             self.shards.reload(p)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        first = info.last_offset - len(records) + 1
+        for i, r in enumerate(records):
+            self.snapshots.note(p, first + i, r.key, r.value)
         return await self.shards.replicated({p: info.last_offset})
 
     # --- what the shard asks of the broker -----------------------------------------------------
@@ -214,3 +269,7 @@ class ShareCoordinatorService:
     def _partition_exists(self, topic_id: uuid.UUID, partition: int) -> bool:
         t = self._topic_by_id(topic_id)
         return t is not None and 0 <= partition < t.partitions
+
+
+def _in_partition(p: int, n: int) -> Callable[[ShareKey], bool]:
+    return lambda key: state_partition(key, n) == p
