@@ -303,9 +303,12 @@ def test_network_persister_against_a_real_coordinator(broker: Broker) -> None:
             stale = ShareStateWrite(0, 2, 5, 3, ())
             assert await persister.write_state(spk, stale) == ErrorCode.FENCED_LEADER_EPOCH
             unknown = SharePartitionKey("net", uuid.uuid4().bytes, 0)
-            assert (await persister.read_state(unknown, 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert await persister.initialize_state(unknown, 0, 0) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert (
+                await persister.read_state(unknown, 0)
+            ).error_code == ErrorCode.INVALID_REQUEST  # not initialized
             assert await persister.delete_state(spk) == 0
-            assert (await persister.read_state(spk, 3)).start_offset == -1
+            assert (await persister.read_state(spk, 3)).error_code == ErrorCode.INVALID_REQUEST
         finally:
             persister.close()
 

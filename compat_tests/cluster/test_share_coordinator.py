@@ -20,6 +20,7 @@ from kcompat.testing import wait_until
 from kcompat.testing_cluster import ControllerQuorum
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
+from kcompat.wire.messages.initialize_share_group_state import INITIALIZE_SHARE_GROUP_STATE
 from kcompat.wire.messages.read_share_group_state import READ_SHARE_GROUP_STATE
 from kcompat.wire.messages.write_share_group_state import WRITE_SHARE_GROUP_STATE
 
@@ -99,9 +100,14 @@ def test_state_moves_with_the_state_partitions_leadership(cluster: ShareCluster)
     coordinator = cluster.share_coordinator(key)  # creates __share_group_state through the controller
     leaders = cluster.leaders("__share_group_state", STATE_PARTITIONS)
     assert leaders[state_partition(ShareKey(group, topic_id, 0), STATE_PARTITIONS)] == coordinator
-    wait_until(
-        lambda: _write(cluster, coordinator, group, topic_id, 0, 1) == 0, "the shard loaded", timeout=30
-    )
+    init = _body(group, topic_id, state_epoch=0, start_offset=0)
+
+    def initialized() -> bool:
+        r: Any = cluster.call(cluster.brokers[coordinator], INITIALIZE_SHARE_GROUP_STATE.key, 0, init)
+        return bool(r.results[0].partitions[0].error_code == 0)
+
+    wait_until(initialized, "the shard loaded", timeout=30)  # as the group coordinator does first
+    assert _write(cluster, coordinator, group, topic_id, 0, 1) == 0
     for i in range(1, 10):  # snapshots and updates, each answered once replicated
         assert _write(cluster, coordinator, group, topic_id, i, 1) == 0
     other = next(n for n in BROKER_IDS if n != coordinator)

@@ -122,8 +122,15 @@ def test_combine_matches_the_per_offset_rule() -> None:
             )
 
 
-def _shard(per_snapshot: int = 500, known: bool = True) -> ShareCoordinatorShard:
-    return ShareCoordinatorShard(ShareCoordinatorConfig(per_snapshot), lambda t, p: known)
+def _shard(
+    per_snapshot: int = 500, known: bool = True, init: tuple[ShareKey, ...] = (KEY,)
+) -> ShareCoordinatorShard:
+    """A shard with the share-partitions of `init` initialized (state epoch 0, start offset 0), as
+    the group coordinator does before any leader reads or writes them."""
+    s = ShareCoordinatorShard(ShareCoordinatorConfig(per_snapshot), lambda t, p: known)
+    for key in init:
+        assert s.initialize(0, key, 0, 0).error == ErrorCode.NONE
+    return s
 
 
 def _write(
@@ -168,26 +175,32 @@ def test_write_fencing(recorded: tuple[int, int], write: tuple[int, int], error:
 
 
 @pytest.mark.parametrize(
-    ("key", "known", "error"),
+    ("key", "known", "error", "unknown"),
     [
-        (ShareKey("", TOPIC, 0), True, ErrorCode.INVALID_REQUEST),
-        (ShareKey("g", uuid.UUID(int=0), 0), True, ErrorCode.INVALID_REQUEST),
-        (ShareKey("g", TOPIC, -1), True, ErrorCode.INVALID_REQUEST),
-        (KEY, False, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (ShareKey("", TOPIC, 0), True, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST),
+        (ShareKey("g", uuid.UUID(int=0), 0), True, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST),
+        (ShareKey("g", TOPIC, -1), True, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST),
+        # an unknown partition cannot be initialized; reads and writes find it uninitialized
+        (KEY, False, ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     ],
 )
-def test_bad_keys(key: ShareKey, known: bool, error: ErrorCode) -> None:
-    s = _shard(known=known)
+def test_bad_keys(key: ShareKey, known: bool, error: ErrorCode, unknown: ErrorCode) -> None:
+    s = _shard(known=known, init=())
     assert _write(s, key=key).error == error
     assert s.read(0, key, 0).error == error
-    assert s.initialize(0, key, 0, 0).error == error
-    assert s.summary(key).error == error
+    assert s.initialize(0, key, 0, 0).error == unknown
+    assert s.summary(key).error == unknown
     assert not s.states
 
 
-def test_read_of_an_unwritten_share_partition_is_uninitialized() -> None:
-    r = _shard().read(0, KEY, 3)
-    assert (r.error, r.state, r.records) == (ErrorCode.NONE, None, ())
+def test_reads_and_writes_need_an_initialized_share_partition() -> None:
+    s = _shard(init=())
+    for r in (s.read(0, KEY, 3), _write(s, batches=(B(0, 0, ACKNOWLEDGED, 1),))):
+        assert (r.error, r.records) == (ErrorCode.INVALID_REQUEST, ()) and r.message
+    summary = s.summary(KEY)
+    assert (summary.error, summary.state) == (ErrorCode.NONE, None)
+    assert s.initialize(0, KEY, 0, -1).error == ErrorCode.NONE
+    assert s.read(0, KEY, 3).state is not None
 
 
 def test_a_new_leaders_read_is_recorded_and_fences_the_old_leader() -> None:
@@ -219,13 +232,14 @@ def test_initialize_resets_the_state_and_fences_older_state_epochs() -> None:
 
 
 def test_delete_writes_a_tombstone_and_forgets() -> None:
-    s = _shard()
+    s = _shard(init=())
     assert s.delete(KEY).records == ()
+    s.initialize(0, KEY, 0, 0)
     _write(s, batches=(B(0, 0, ACKNOWLEDGED, 1),))
     r = s.delete(KEY)
     assert [rec.value for rec in r.records] == [None]
     assert KEY not in s.states and KEY not in s.leader_epochs
-    assert s.read(0, KEY, 0).state is None
+    assert s.read(0, KEY, 0).error == ErrorCode.INVALID_REQUEST
 
 
 def _kinds(records: list) -> list[int]:  # type: ignore[type-arg]
@@ -238,8 +252,8 @@ def test_snapshot_cadence(per_snapshot: int) -> None:
     records = []
     for i in range(12):
         records.extend(_write(s, start=0, batches=(B(i, i, ACKNOWLEDGED, 1),)).records)
-    # the first write snapshots, then `per_snapshot` updates between snapshots
-    want = [SNAPSHOT] + ([UPDATE] * per_snapshot + [SNAPSHOT]) * 12
+    # after initialize's snapshot, `per_snapshot` updates between snapshots
+    want = ([UPDATE] * per_snapshot + [SNAPSHOT]) * 12
     assert _kinds(records) == want[:12]
     assert s.states[KEY].batches == (B(0, 11, ACKNOWLEDGED, 1),)
 
@@ -256,7 +270,7 @@ def test_a_new_state_epoch_is_always_a_snapshot() -> None:
 def _replayed(
     s: ShareCoordinatorShard, records: tuple = (), log: list | None = None
 ) -> ShareCoordinatorShard:  # type: ignore[type-arg]
-    fresh = _shard(s.config.snapshot_update_records_per_snapshot)
+    fresh = _shard(s.config.snapshot_update_records_per_snapshot, init=())
     for r in [*(log or []), *records]:
         fresh.replay(r.key, r.value)
     return fresh
@@ -265,7 +279,7 @@ def _replayed(
 @pytest.mark.parametrize("per_snapshot", [0, 2, 5, 500])
 def test_replay_rebuilds_the_same_state(per_snapshot: int) -> None:
     rng = random.Random(per_snapshot)
-    s = _shard(per_snapshot)
+    s = _shard(per_snapshot, init=())
     log = []
     keys = [ShareKey(g, TOPIC, p) for g in ("a", "b") for p in range(3)]
     leader: dict[ShareKey, int] = {}
@@ -273,6 +287,8 @@ def test_replay_rebuilds_the_same_state(per_snapshot: int) -> None:
     for step in range(400):
         key = rng.choice(keys)
         op = rng.random()
+        if key not in s.states and op >= 0.05:
+            op = 0.05  # the group coordinator initializes a share-partition before its leader uses it
         if op < 0.05:
             r = s.delete(key)
             leader.pop(key, None)
@@ -338,7 +354,7 @@ def test_cold_snapshots_refresh_old_snapshots_and_keep_the_fencing_epochs() -> N
         delivery_complete_count=1,
         batches=(B(0, 3, ACKNOWLEDGED, 1),),
     )
-    s.initialize(0, b, 1, 10)  # its leader epoch is -1 in the state ...
+    s.initialize(0, b, 1, 10)  # its leader epoch is 0 in the state ...
     s.read(0, b, 6)  # ... and 6 where fencing looks
     s.write(
         500,
@@ -364,18 +380,18 @@ def test_cold_snapshots_refresh_old_snapshots_and_keep_the_fencing_epochs() -> N
 
 
 def test_snapshot_offsets_say_what_a_prune_may_drop() -> None:
-    s = _shard(per_snapshot=1)
+    s = _shard(per_snapshot=1, init=())
     offsets = SnapshotOffsets()
-    log = []
     a, b = KEY, ShareKey("h", TOPIC, 1)
-    for key in (a, b, a, a, b, a):  # a: S U S U, b: S U
+    log = [*s.initialize(0, a, 0, 0).records, *s.initialize(0, b, 0, 0).records]
+    for key in (a, b, a, a, b, a):
         log.extend(_write(s, key=key, batches=(B(0, 0, ACKNOWLEDGED, 1),)).records)
     for offset, r in enumerate(log):
         offsets.note(0, offset, r.key, r.value)
-    assert _kinds(log) == [SNAPSHOT, SNAPSHOT, UPDATE, SNAPSHOT, UPDATE, UPDATE]
-    assert offsets.prune_point(0, len(log)) == 1  # b's only snapshot
-    fresh = _replayed(s, log=log[1:])
+    assert _kinds(log) == [SNAPSHOT, SNAPSHOT, UPDATE, UPDATE, SNAPSHOT, UPDATE, SNAPSHOT, SNAPSHOT]
+    assert offsets.prune_point(0, len(log)) == 6  # b's newest snapshot; a's is at 7
+    fresh = _replayed(s, log=log[6:])
     assert fresh.states == s.states
     offsets.note(0, len(log), *s.delete(b).records[0])
-    assert offsets.prune_point(0, len(log) + 1) == 3  # a's newest snapshot
+    assert offsets.prune_point(0, len(log) + 1) == 7  # a's newest snapshot
     assert offsets.prune_point(1, 42) == 42  # nothing kept in a partition without share-partitions

@@ -77,6 +77,19 @@ def _write(
     return h.call(WRITE_SHARE_GROUP_STATE, version, body).results[0].partitions[0]
 
 
+def _init(h: BrokerHarness, partition: int = 0, state_epoch: int = 0, start: int = 0) -> int:
+    body = {
+        "group_id": "g",
+        "topics": [
+            {
+                "topic_id": _topic_id(h),
+                "partitions": [{"partition": partition, "state_epoch": state_epoch, "start_offset": start}],
+            }
+        ],
+    }
+    return int(h.call(INITIALIZE_SHARE_GROUP_STATE, 0, body).results[0].partitions[0].error_code)
+
+
 def _read(
     h: BrokerHarness, *, leader_epoch: int = 0, partition: int = 0, topic_id: uuid.UUID | None = None
 ) -> Any:
@@ -131,8 +144,12 @@ def test_find_coordinator_share_key(h: BrokerHarness) -> None:
 
 
 def test_write_read_and_replay_after_restart(h: BrokerHarness) -> None:
+    # the group coordinator initializes a share-partition before its leader reads or writes it
+    assert _read(h).error_code == E.INVALID_REQUEST
+    assert _write(h, [(0, 9, 0, 1)]).error_code == E.INVALID_REQUEST
+    assert _init(h) == 0
     p = _read(h)
-    assert (p.error_code, p.state_epoch, p.start_offset, p.state_batches) == (0, 0, -1, [])  # uninitialized
+    assert (p.error_code, p.state_epoch, p.start_offset, p.state_batches) == (0, 0, 0, [])
     assert _write(h, [(0, 9, 0, 1)]).error_code == 0
     assert _write(h, [(3, 4, 2, 1)], start=2).error_code == 0
     assert _write(h, [(5, 5, 4, 5)], start=-1, version=0).error_code == 0
@@ -140,12 +157,13 @@ def test_write_read_and_replay_after_restart(h: BrokerHarness) -> None:
     want = [(2, 2, 0, 1), (3, 4, 2, 1), (5, 5, 4, 5), (6, 9, 0, 1), (12, 14, 2, 1)]
     p = _read(h)
     assert (p.error_code, p.start_offset, _batches(p)) == (0, 2, want)
-    # the records are Kafka's: a snapshot, updates, a snapshot every 2 updates, in the key's partition
+    # the records are Kafka's: initialize's snapshot (leader epoch 0), then a snapshot every 2
+    # updates; all in the key's partition
     key = ShareKey("g", _topic_id(h), 0)
     part = state_partition(key, 5)
     records = read_state_records(h.broker.replicas.log_now(SHARE_GROUP_STATE, part))
     kinds = [int.from_bytes(k[:2], "big") for k, _ in records]
-    assert kinds == [SNAPSHOT, UPDATE, UPDATE, SNAPSHOT]
+    assert kinds == [SNAPSHOT, UPDATE, UPDATE, SNAPSHOT, UPDATE]
     assert all(decode(k, v)[0] == key for k, v in records)
     h.restart()
     p = _read(h)
@@ -163,6 +181,7 @@ def test_write_read_and_replay_after_restart(h: BrokerHarness) -> None:
 
 
 def test_fencing_and_errors(h: BrokerHarness) -> None:
+    assert _init(h) == 0
     assert _write(h, [(0, 0, 2, 1)], leader_epoch=3, state_epoch=1).error_code == 0
     r = _write(h, [(1, 1, 2, 1)], leader_epoch=2, state_epoch=1)
     assert r.error_code == E.FENCED_LEADER_EPOCH and r.error_message
@@ -170,8 +189,11 @@ def test_fencing_and_errors(h: BrokerHarness) -> None:
     assert _read(h, leader_epoch=2).error_code == E.FENCED_LEADER_EPOCH
     assert _read(h, leader_epoch=4).error_code == 0  # a new leader: the old one is fenced from now on
     assert _write(h, [(1, 1, 2, 1)], leader_epoch=3, state_epoch=1).error_code == E.FENCED_LEADER_EPOCH
-    assert _write(h, [], partition=7).error_code == E.UNKNOWN_TOPIC_OR_PARTITION
-    assert _read(h, topic_id=uuid.uuid4()).error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    # as Kafka 4.3: a partition that does not exist cannot be initialized, and reads and writes
+    # of one find it uninitialized
+    assert _init(h, partition=7) == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert _write(h, [], partition=7).error_code == E.INVALID_REQUEST
+    assert _read(h, topic_id=uuid.uuid4()).error_code == E.INVALID_REQUEST
     # initialize with a newer state epoch resets the state; an older one is fenced
     init = {
         "group_id": "g",
@@ -189,9 +211,9 @@ def test_fencing_and_errors(h: BrokerHarness) -> None:
     assert (p.state_epoch, p.start_offset, p.state_batches) == (2, 50, [])
     delete = {"group_id": "g", "topics": [{"topic_id": _topic_id(h), "partitions": [{"partition": 0}]}]}
     assert h.call(DELETE_SHARE_GROUP_STATE, 0, delete).results[0].partitions[0].error_code == 0
-    assert _read(h).start_offset == -1
+    assert _read(h).error_code == E.INVALID_REQUEST
     h.restart()
-    assert _read(h).start_offset == -1  # the tombstone is replayed too
+    assert _read(h).error_code == E.INVALID_REQUEST  # the tombstone is replayed too
 
 
 def test_local_persister_round_trip(h: BrokerHarness) -> None:
@@ -212,7 +234,7 @@ def test_local_persister_round_trip(h: BrokerHarness) -> None:
     stale = ShareStateWrite(0, 0, 10, 3, ())
     assert h.run(persister.write_state(key, stale)) == E.FENCED_LEADER_EPOCH
     assert h.run(persister.delete_state(key)) == 0
-    assert h.run(persister.read_state(key, 1)).start_offset == -1
+    assert h.run(persister.read_state(key, 1)).error_code == E.INVALID_REQUEST
 
 
 def test_cold_snapshots_let_the_prune_drop_old_records(broker_harness: HarnessFactory) -> None:
@@ -225,6 +247,7 @@ def test_cold_snapshots_let_the_prune_drop_old_records(broker_harness: HarnessFa
         clock=lambda: now[0],
     )
     h.run(h.broker.metadata.create_topic("t", 3))
+    assert _init(h, 0) == 0 and _init(h, 1) == 0
     for i in range(30):  # share-partitions 0 and 1: a snapshot each, then updates
         assert _write(h, [(i, i, 2, 1)], start=-1, partition=i % 2).error_code == 0
     svc = h.broker.share_coordinator
@@ -233,12 +256,12 @@ def test_cold_snapshots_let_the_prune_drop_old_records(broker_harness: HarnessFa
     assert plog.log_start_offset == 0  # each share-partition's only snapshot is at the start
     now[0] += 61
     h.run(svc.snapshot_cold(60000))
-    assert plog.log_end_offset == 32  # a fresh snapshot of each
+    assert plog.log_end_offset == 34  # a fresh snapshot of each
     h.run(svc.prune())
-    assert plog.log_start_offset == 30
+    assert plog.log_start_offset == 32
     want = [[(o, o, 2, 1) for o in range(p, 30, 2)] for p in (0, 1)]
     assert [_batches(_read(h, partition=p)) for p in (0, 1)] == want
     h.restart()
     plog = h.broker.replicas.log_now(SHARE_GROUP_STATE, 0)
-    assert plog.log_start_offset == 30
+    assert plog.log_start_offset == 32
     assert [_batches(_read(h, partition=p)) for p in (0, 1)] == want  # from the cold snapshots alone

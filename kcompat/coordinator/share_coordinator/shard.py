@@ -8,18 +8,19 @@ the same records at start-up, so both paths build the state one way):
 
     initialize  ShareSnapshot: a new state epoch and start offset, no batches
                 (FENCED_STATE_EPOCH when the recorded state epoch is newer)
-    write       ShareUpdate with the write's batches, or every
+    write       (of an initialized share-partition) ShareUpdate with the write's batches, or every
                 `share.coordinator.snapshot.update.records.per.snapshot` updates (and on a new
                 state epoch) a ShareSnapshot of the merged state; FENCED_LEADER_EPOCH /
                 FENCED_STATE_EPOCH when the recorded epochs are newer than the write's
-    read        the state; a newer leader epoch is recorded first (a ShareUpdate/ShareSnapshot),
-                fencing the old leader's writes; a share-partition never written reads as
-                uninitialized (start offset -1)
-    summary     the epochs, start offset and delivery-complete count, nothing recorded
+    read        (of an initialized share-partition) the state; a newer leader epoch is recorded
+                first (a ShareUpdate/ShareSnapshot), fencing the old leader's writes
+    summary     the epochs, start offset and delivery-complete count, nothing recorded (a
+                share-partition never initialized: start offset -1)
     delete      a tombstone (nothing when there is no state)
 
-Bad keys are INVALID_REQUEST; a topic or partition the metadata does not know is
-UNKNOWN_TOPIC_OR_PARTITION, as Kafka's coordinator answers.
+As Kafka 4.3's coordinator answers (compat_tests/test_share_state_kafka.py compares): bad keys,
+and a read or write of a share-partition that was never initialized (or was deleted), are
+INVALID_REQUEST; a topic or partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class ShareCoordinatorShard:
         self.config = config
         self._partition_exists = partition_exists
         self.states: dict[ShareKey, ShareState] = {}
-        # The newest epochs ever recorded: a re-initialized state (leader epoch -1) still fences.
+        # The newest epochs ever recorded: a re-initialized state (leader epoch 0) still fences.
         self.leader_epochs: dict[ShareKey, int] = {}
         self.state_epochs: dict[ShareKey, int] = {}
         self.updates_since_snapshot: dict[ShareKey, int] = {}
@@ -136,7 +137,7 @@ class ShareCoordinatorShard:
         snap = ShareState(
             snapshot_epoch=0 if cur is None else cur.snapshot_epoch + 1,
             state_epoch=state_epoch,
-            leader_epoch=-1,
+            leader_epoch=0,  # Kafka's PartitionFactory.DEFAULT_LEADER_EPOCH
             start_offset=start_offset,
             delivery_complete_count=0,
             create_timestamp=now_ms,
@@ -156,7 +157,7 @@ class ShareCoordinatorShard:
         delivery_complete_count: int,
         batches: Iterable[StateBatch],
     ) -> ShareResult:
-        if (bad := self._invalid(key)) is not None:
+        if (bad := self._uninitialized(key, "Write")) is not None:
             return bad
         recorded = self.leader_epochs.get(key)
         if recorded is not None and recorded > leader_epoch:
@@ -233,7 +234,7 @@ class ShareCoordinatorShard:
         )
 
     def read(self, now_ms: int, key: ShareKey, leader_epoch: int) -> ShareResult:
-        if (bad := self._invalid(key)) is not None:
+        if (bad := self._uninitialized(key, "Read")) is not None:
             return bad
         recorded = self.leader_epochs.get(key)
         if recorded is not None and recorded > leader_epoch:
@@ -241,9 +242,7 @@ class ShareCoordinatorShard:
                 ErrorCode.FENCED_LEADER_EPOCH,
                 f"Read request leader epoch {leader_epoch} is older than the recorded {recorded}.",
             )
-        cur = self.states.get(key)
-        if cur is None:
-            return ShareResult()
+        cur = self.states[key]
         if leader_epoch == -1 or leader_epoch == recorded:
             return ShareResult(state=cur)
         # A new leader reads: record its epoch, so the old leader's writes are fenced from now on.
@@ -289,6 +288,13 @@ class ShareCoordinatorShard:
         if key not in self.states and key not in self.leader_epochs:
             return ShareResult()
         return ShareResult(records=(self._record(tombstone(key)),))
+
+    def _uninitialized(self, key: ShareKey, what: str) -> ShareResult | None:
+        if (bad := self._invalid(key, known_topic=False)) is not None:
+            return bad
+        if key not in self.states:
+            return _refuse(ErrorCode.INVALID_REQUEST, f"{what} of a share-partition that is not initialized.")
+        return self._invalid(key)
 
     def _invalid(self, key: ShareKey, *, known_topic: bool = True) -> ShareResult | None:
         if not key.group_id:

@@ -9,7 +9,8 @@ Every partition is one call of the share coordinator, answered once its records 
 (replicated, in cluster mode). Errors are per partition: CLUSTER_AUTHORIZATION_FAILED without
 CLUSTER_ACTION (a broker's right), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS where this broker
 does not serve the share-partition's state partition (now), and the coordinator's own
-(FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST).
+(FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST: also a
+Read or Write of a share-partition not initialized). A request without a group id gets no results.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ async def _each(
     topics: list[tuple[uuid.UUID, list[P]]],
     call: Callable[[ShareKey, P], Awaitable[ShareResult]],
 ) -> list[tuple[uuid.UUID, list[tuple[int, ShareResult]]]]:
-    """Every (topic, partition) of the request, in its order, with the coordinator's answer."""
+    """Every (topic, partition) of the request, in its order, with the coordinator's answer; none
+    at all without a group id (Kafka 4.3's share coordinator answers so)."""
+    if not group_id:
+        return []
     denied = access.cluster_error(ctx, access.CLUSTER_ACTION)
     out = []
     for topic_id, partitions in topics:
@@ -119,7 +123,7 @@ async def read_share_group_state(
 
 def _read_result(p: int, r: ShareResult) -> rd.PartitionResult:
     s = r.state
-    if r.error != ErrorCode.NONE or s is None:  # never written: uninitialized
+    if r.error != ErrorCode.NONE or s is None:
         return rd.PartitionResult(
             partition=p, error_code=int(r.error), error_message=_message(r), state_epoch=0, start_offset=-1
         )
@@ -236,7 +240,7 @@ def _summary_result(p: int, r: ShareResult) -> sm.PartitionResult:
             error_code=int(r.error),
             error_message=_message(r),
             state_epoch=0,
-            leader_epoch=-1,
+            leader_epoch=0,  # as Kafka answers for a share-partition not initialized
             start_offset=-1,
         )
     return sm.PartitionResult(

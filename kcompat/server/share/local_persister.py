@@ -21,7 +21,7 @@ def share_key(key: SharePartitionKey) -> ShareKey:
 
 
 def read_answer(result: ShareResult) -> ShareStateRead:
-    """ReadShareGroupState's answer; a share-partition never written is uninitialized (start -1)."""
+    """ReadShareGroupState's answer (INVALID_REQUEST for a share-partition not initialized)."""
     s: ShareState | None = result.state
     if result.error or s is None:
         return ShareStateRead(error_code=int(result.error))
@@ -36,8 +36,10 @@ def read_answer(result: ShareResult) -> ShareStateRead:
 
 def summary_answer(result: ShareResult) -> ShareStateSummary:
     s = result.state
-    if result.error or s is None:
+    if result.error:
         return ShareStateSummary(error_code=int(result.error))
+    if s is None:  # not initialized: as Kafka answers
+        return ShareStateSummary(error_code=0, state_epoch=0, leader_epoch=0, start_offset=-1)
     return ShareStateSummary(
         error_code=0,
         state_epoch=s.state_epoch,
