@@ -176,6 +176,17 @@ def _sequence(address: tuple[str, int]) -> list[tuple[str, Any]]:
         out.append(
             ("summary after writes", (E(p.error_code).name, p.state_epoch, p.leader_epoch, p.start_offset))
         )
+        # overlaps the merge must settle as Kafka's combiner does: an older word (a lower delivery
+        # count, a non-terminal state) over a newer one, batches straddling the start offset
+        write("write of lower counts over higher", 0, 1, -1, (12, 15, 0, 2), (6, 9, 0, 1))
+        write("write of a terminal state at the same count", 0, 1, -1, (14, 20, 4, 2))
+        read("read merged again", 1)
+        write("write moving the start into a batch", 0, 1, 13, (30, 31, 2, 1))
+        read("read after the start moved", 1)
+        read("read with no leader epoch", -1)
+        write("write with no leader epoch", 0, -1, -1, (32, 32, 2, 1))
+        write("write with no state epoch", -1, 1, -1, (33, 33, 2, 1))
+        read("read after it", 1)
         write("write with an old leader epoch", 0, 0, -1, (8, 8, 2, 1))
         read("read with an old leader epoch", 0)
         read("read as a new leader", 3)

@@ -162,6 +162,8 @@ def _write(
         ((1, 5), (1, 4), ErrorCode.FENCED_LEADER_EPOCH),
         ((1, 5), (0, 5), ErrorCode.FENCED_STATE_EPOCH),
         ((1, 5), (0, 4), ErrorCode.FENCED_LEADER_EPOCH),  # the leader is checked first
+        ((1, 5), (1, -1), ErrorCode.NONE),  # a writer that gives no epoch is not fenced (Kafka)
+        ((1, 5), (-1, 5), ErrorCode.NONE),
     ],
 )
 def test_write_fencing(recorded: tuple[int, int], write: tuple[int, int], error: ErrorCode) -> None:
@@ -216,6 +218,7 @@ def test_a_new_leaders_read_is_recorded_and_fences_the_old_leader() -> None:
     )
     assert _write(s, leader_epoch=1).error == ErrorCode.FENCED_LEADER_EPOCH
     assert s.read(0, KEY, 1).error == ErrorCode.FENCED_LEADER_EPOCH
+    assert s.read(0, KEY, -1).error == ErrorCode.NONE  # nor a reader
     assert _replayed(s, newer.records).leader_epochs.get(KEY) == 2
 
 

@@ -159,14 +159,15 @@ class ShareCoordinatorShard:
     ) -> ShareResult:
         if (bad := self._uninitialized(key, "Write")) is not None:
             return bad
+        # -1 (a writer that does not say) is never fenced, as in Kafka
         recorded = self.leader_epochs.get(key)
-        if recorded is not None and recorded > leader_epoch:
+        if leader_epoch != -1 and recorded is not None and recorded > leader_epoch:
             return _refuse(
                 ErrorCode.FENCED_LEADER_EPOCH,
                 f"Write request leader epoch {leader_epoch} is older than the recorded {recorded}.",
             )
         recorded = self.state_epochs.get(key)
-        if recorded is not None and recorded > state_epoch:
+        if state_epoch != -1 and recorded is not None and recorded > state_epoch:
             return _refuse(
                 ErrorCode.FENCED_STATE_EPOCH,
                 f"Write request state epoch {state_epoch} is older than the recorded {recorded}.",
@@ -237,7 +238,7 @@ class ShareCoordinatorShard:
         if (bad := self._uninitialized(key, "Read")) is not None:
             return bad
         recorded = self.leader_epochs.get(key)
-        if recorded is not None and recorded > leader_epoch:
+        if leader_epoch != -1 and recorded is not None and recorded > leader_epoch:  # -1: any reader
             return _refuse(
                 ErrorCode.FENCED_LEADER_EPOCH,
                 f"Read request leader epoch {leader_epoch} is older than the recorded {recorded}.",
