@@ -227,7 +227,7 @@ class ShareCoordinatorShard:
             key,
             ShareUpdate(
                 cur.snapshot_epoch,
-                leader_epoch,
+                _or(leader_epoch, cur.leader_epoch),  # Kafka writes the epoch it keeps
                 start_offset,
                 delivery_complete_count,
                 combine((), batches, start_offset),
