@@ -16,7 +16,11 @@ replayed when this broker becomes its leader (the shards port, shards.py).
 
 `__share_group_state` is created on first need, as Kafka does: share.coordinator.state.topic.
 num.partitions partitions, cleanup.policy=delete (KIP-932: each ShareUpdate of a share-partition
-carries the same key, so compaction would lose all but the last).
+carries the same key, so compaction would lose all but the last). So that neither retention nor
+growth loses or keeps what it should not, two timers do Kafka's housekeeping: every
+share.coordinator.cold.partition.snapshot.interval.ms a share-partition whose newest snapshot is
+that old gets a fresh one, and every share.coordinator.state.topic.prune.interval.ms the records
+below the oldest newest-snapshot of a partition are deleted (SnapshotOffsets).
 """
 
 from __future__ import annotations
