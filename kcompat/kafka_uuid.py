@@ -18,6 +18,16 @@ def to_base64(u: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode("ascii")
 
 
+def from_base64(text: str) -> uuid.UUID:
+    """A Uuid from its 22-character text; ValueError when it is not one."""
+    if len(text) != 22:
+        raise ValueError(f"not a Kafka Uuid: {text!r}")
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"not a Kafka Uuid: {text!r}") from e
+
+
 def random_uuid() -> uuid.UUID:
     while True:
         u = uuid.uuid4()

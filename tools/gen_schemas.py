@@ -50,6 +50,10 @@ DATA_MODULES = {
         ],
     ),
     "txn_records": ("transaction-coordinator-records", ["TransactionLogKey", "TransactionLogValue"]),
+    "share_records": (
+        "share-coordinator-records",
+        ["ShareSnapshotKey", "ShareSnapshotValue", "ShareUpdateKey", "ShareUpdateValue"],
+    ),
     # The __cluster_metadata records a KRaft broker applies, every one the specs define.
     "metadata_records": ("metadata-records", ["*"]),
     # KRaft's own records: the quorum-state file, and the control records and snapshot

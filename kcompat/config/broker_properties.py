@@ -20,6 +20,7 @@ import binascii
 
 from kcompat.config.broker_group_properties import GROUP_PROPERTIES, TRANSACTION_PROPERTIES
 from kcompat.config.broker_log_properties import RECORD_PROPERTIES, STORAGE_PROPERTIES
+from kcompat.config.broker_share_properties import SHARE_COORDINATOR_PROPERTIES
 from kcompat.config.definition import INT_MAX, Check, ConfigDef, ListOf, OneOf, at_least, table
 from kcompat.config.shorthand import (
     BOOLEAN,
@@ -342,6 +343,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table(
         *RECORD_PROPERTIES,
         *GROUP_PROPERTIES,
         *TRANSACTION_PROPERTIES,
+        *SHARE_COORDINATOR_PROPERTIES,
     ]
 )
 

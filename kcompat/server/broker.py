@@ -9,6 +9,7 @@
         .replicas ─────► ReplicaManager (replica_manager.py): logs, parked fetches
         .groups ───────► GroupService (group_service.py): the group coordinator
         .transactions ─► TransactionService (txn_service.py): the transaction coordinator
+        .share_coordinator ─► ShareCoordinatorService (share/share_coordinator.py): __share_group_state
         .identity ─────► BrokerIdentity: node id, cluster id, advertised endpoints, rack
         .access, .scram, .stats, .fetch_sessions, .clock
 
@@ -49,6 +50,8 @@ from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
 from kcompat.server.metadata_view import MetadataView
 from kcompat.server.replica_manager import ReplicaManager
+from kcompat.server.share.persister import Persister
+from kcompat.server.share.share_coordinator import ShareCoordinatorService
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
@@ -134,6 +137,20 @@ class Broker:
             transaction_version=cluster.transaction_version,
             writes=lambda service: cluster.txn_writes(service, self.replicas),
         )
+        # Share groups' durable state: the share coordinator, and the Persister the share-partition
+        # leaders write through (this node's coordinator, called directly).
+        self.share_coordinator = ShareCoordinatorService(
+            now_ms=self.now_ms,
+            setting=config.get,
+            lookup=self.metadata.topic,
+            create=self.metadata.auto_create_topic,
+            partition_log=self.replicas.log_now,
+            append=self.replicas.append,
+            topic_by_id=self.metadata.topics.by_id,
+            delete_records=self.replicas.delete_records,
+            shards=lambda service: cluster.share_shards(service, self.replicas),
+        )
+        self.share_persister: Persister = cluster.share_persister(self.share_coordinator)
         self._background: list[asyncio.Task[None]] = []
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
@@ -145,6 +162,7 @@ class Broker:
             replicas=self.replicas,
             groups=self.group_service,
             transactions=self.txn_service,
+            share_coordinator=self.share_coordinator,
             access=Access(self.authorizer, self.acl_store),
             scram=self.scram,
             stats=self.stats,
@@ -246,6 +264,7 @@ class Broker:
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
         await self.group_service.start()  # replays __consumer_offsets
         await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
+        await self.share_coordinator.start()  # replays __share_group_state
         log.info(
             "broker %d of cluster %s started with %d topic(s)",
             self.node_id,
@@ -271,6 +290,7 @@ class Broker:
         """Answer what is parked (long-polling Fetches, JoinGroup/SyncGroup waits) now, so that the
         transport's grace period is spent finishing requests rather than waiting out timeouts."""
         self.replicas.begin_shutdown()
+        await self.share_coordinator.close()
         await self.txn_service.close()
         await self.group_service.close()
 

@@ -29,10 +29,14 @@ from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges
 from kcompat.server.local_metadata import LocalMetadata
 from kcompat.server.metadata_view import MetadataView, PartitionLogs
 from kcompat.server.replica_manager import ReplicaManager
+from kcompat.server.share.local_persister import LocalSharePersister
+from kcompat.server.share.persister import Persister
+from kcompat.server.share.shards import AllSharesHere, ShareShardsPort
 from kcompat.server.transactions.txn_writes import LocalTxnWrites, TxnWrites
 
 if TYPE_CHECKING:
     from kcompat.server.groups.group_service import GroupService
+    from kcompat.server.share.share_coordinator import ShareCoordinatorService
     from kcompat.server.transactions.txn_service import TransactionService
 
 
@@ -75,6 +79,8 @@ class ClusterPort(Protocol):
 
     def group_shards(self, service: GroupService, replicas: ReplicaManager) -> GroupShardsPort: ...
     def txn_writes(self, service: TransactionService, replicas: ReplicaManager) -> TxnWrites: ...
+    def share_shards(self, service: ShareCoordinatorService, replicas: ReplicaManager) -> ShareShardsPort: ...
+    def share_persister(self, coordinator: ShareCoordinatorService) -> Persister: ...
     def quorum_leader(self) -> tuple[str, int] | None:
         """(host, port) of the KRaft quorum leader once known."""
 
@@ -112,6 +118,12 @@ class SingleNode:
 
     def txn_writes(self, service: TransactionService, replicas: ReplicaManager) -> TxnWrites:
         return LocalTxnWrites(service)
+
+    def share_shards(self, service: ShareCoordinatorService, replicas: ReplicaManager) -> ShareShardsPort:
+        return AllSharesHere(service)
+
+    def share_persister(self, coordinator: ShareCoordinatorService) -> Persister:
+        return LocalSharePersister(coordinator)
 
     def quorum_leader(self) -> tuple[str, int] | None:
         return None

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kcompat.server.groups.group_service import GroupService
     from kcompat.server.metadata_view import MetadataView
     from kcompat.server.replica_manager import ReplicaManager
+    from kcompat.server.share.share_coordinator import ShareCoordinatorService
     from kcompat.server.transactions.txn_service import TransactionService
     from kcompat.storage.acl_store import AclStore
     from kcompat.storage.scram_credentials import ScramCredentialStore
@@ -119,6 +120,7 @@ class BrokerServices:
     replicas: ReplicaManager  # the partition logs and parked fetches (append here: it wakes them)
     groups: GroupService  # the group coordinator
     transactions: TransactionService  # the transaction coordinator
+    share_coordinator: ShareCoordinatorService  # the share coordinator (__share_group_state)
     access: Access
     scram: ScramCredentialStore  # SCRAM credentials (Describe/AlterUserScramCredentials)
     stats: BrokerStats  # what is counted as requests are served (the admin listener's /metrics)
@@ -188,6 +190,10 @@ class RequestContext:
     @property
     def transactions(self) -> TransactionService:
         return self.services.transactions
+
+    @property
+    def share_coordinator(self) -> ShareCoordinatorService:
+        return self.services.share_coordinator
 
     @property
     def authorizer(self) -> Authorizer | None:

@@ -23,6 +23,7 @@ from kcompat.config import (
     topic_config,
     validate_topic_configs,
 )
+from kcompat.config.broker_share_properties import share_state_topic_configs
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError
@@ -47,6 +48,7 @@ from kcompat.storage.resource_configs import ResourceConfigStore
 from kcompat.storage.topic_store import (
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
+    SHARE_GROUP_STATE,
     TRANSACTION_STATE,
     InvalidTopic,
     TopicInfo,
@@ -249,6 +251,13 @@ class LocalMetadata(ConfigReads):
                     "compression.type": "uncompressed",
                     "segment.bytes": str(self._config.get("transaction.state.log.segment.bytes")),
                 },
+                internal_ok=True,
+            )
+        if name == SHARE_GROUP_STATE:  # as Kafka's ShareCoordinatorService configures it (KIP-932)
+            return await self.create_topic(
+                name,
+                int(self._config.get("share.coordinator.state.topic.num.partitions")),
+                dict[str, str | None](share_state_topic_configs(self._config.get)),
                 internal_ok=True,
             )
         existing = self._topics.get(name)

@@ -36,7 +36,8 @@ MAX_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH: leaves room for "-<parti
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
+SHARE_GROUP_STATE = "__share_group_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_STATE})
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -36,12 +37,16 @@ from kcompat.server.cluster.replication.alter_partition import IsrManager
 from kcompat.server.cluster.replication.partition import Partition
 from kcompat.server.cluster.replication.replica_delta import ReplicaDeltaApplier
 from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from kcompat.server.cluster.share_persister import NetworkSharePersister
+from kcompat.server.cluster.share_shards import ShareShards
 from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender, TxnVerifier
 from kcompat.server.cluster.txn_shards import TXN_LOG_APPEND_TIMEOUT_MS, TxnShards
 from kcompat.server.cluster.txn_writes import ReplicatedTxnWrites
 from kcompat.server.cluster_port import StartedBroker
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.replica_manager import ReplicaManager
+from kcompat.server.share.local_persister import LocalSharePersister
+from kcompat.server.share.share_coordinator import ShareCoordinatorService
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 
@@ -70,6 +75,7 @@ class ClusterAssembly:
     _isr: IsrManager
     _groups: GroupShards
     _txns: TxnShards
+    _shares: ShareShards
     _txn_service: TransactionService
     _replicas: ReplicaManager
     _fetchers: ReplicaFetcherManager
@@ -168,6 +174,28 @@ class ClusterAssembly:
             timeout_ms=lambda: int(self.metadata.config.get("offsets.commit.timeout.ms")),
         )
         return self._groups
+
+    def share_shards(self, service: ShareCoordinatorService, replicas: ReplicaManager) -> ShareShards:
+        self._shares = ShareShards(
+            service,
+            partitions=self.hosted,
+            waiters=replicas.fetch_waiters,
+            topic=self.metadata.topic,
+            timeout_ms=lambda: int(self.metadata.config.get("share.coordinator.write.timeout.ms")),
+        )
+        return self._shares
+
+    def share_persister(self, coordinator: ShareCoordinatorService) -> NetworkSharePersister:
+        """The share-partition leaders' Persister: the coordinator of each share-partition's state
+        partition, here or on another broker (a connection per broker of its own)."""
+        persister = NetworkSharePersister(
+            LocalSharePersister(coordinator),
+            BrokerChannels(self.metadata, self.inter_broker, self.node_id),
+            self.metadata,
+            clock=time.monotonic,
+        )
+        self._services.append(persister)
+        return persister
 
     def txn_writes(self, service: TransactionService, replicas: ReplicaManager) -> ReplicatedTxnWrites:
         self._txn_service = service
@@ -270,6 +298,7 @@ class ClusterAssembly:
         self._applier.apply(image)
         self._groups.on_image()  # group coordinators load and unload with __consumer_offsets leadership
         self._txns.on_image()  # and transaction coordinators with __transaction_state's
+        self._shares.on_image()  # and the share coordinator with __share_group_state's
         self._txn_service.set_transaction_version(image.features.get("transaction.version", 0))
 
 

@@ -16,8 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kcompat.config.broker_share_properties import share_state_topic_configs
 from kcompat.server.cluster.forwarding_manager import ForwardingManager
-from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 
@@ -61,6 +62,11 @@ class AutoTopicCreationManager:
                 "min.insync.replicas": str(self._setting("transaction.state.log.min.isr")),
                 "segment.bytes": str(self._setting("transaction.state.log.segment.bytes")),
             }
+        elif name == SHARE_GROUP_STATE:  # as Kafka's ShareCoordinatorService creates it
+            partitions = int(self._setting("share.coordinator.state.topic.num.partitions"))
+            rf = int(self._setting("share.coordinator.state.topic.replication.factor"))
+            configs = share_state_topic_configs(self._setting)
+            configs["min.insync.replicas"] = str(self._setting("share.coordinator.state.topic.min.isr"))
         else:
             partitions, rf, configs = (
                 int(self._setting("num.partitions")),
