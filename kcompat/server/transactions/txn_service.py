@@ -300,9 +300,17 @@ class TransactionService:
         """One marker from WriteTxnMarkers (an admin's abort of a hanging transaction)."""
         return self.writes.write_marker(topic, partition, producer_id, epoch, commit, coordinator_epoch)
 
-    def settle_offsets(self, producer_id: int, commit: bool) -> None:
-        """A marker on `__consumer_offsets` settles the producer's pending offsets in the group coordinator."""
-        self.groups.coordinator.txn_offsets.complete(producer_id, commit)
+    def settle_offsets(self, producer_id: int, commit: bool, partition: int) -> None:
+        """A marker on `__consumer_offsets` partition `partition` settles the producer's pending
+        offsets of that partition's groups in the group coordinator."""
+        self.groups.coordinator.txn_offsets.complete(
+            producer_id, commit, lambda g: self.offsets_partition_of(g) == partition
+        )
+
+    def offsets_shard_error(self, partition: int) -> ErrorCode:
+        """NONE when the group coordinator has the groups of `__consumer_offsets` partition
+        `partition` loaded here now (cluster mode: the shard is ACTIVE; a single node: always)."""
+        return self.groups.shards.partition_error(partition)
 
     def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) of `__transaction_state` partition `p` (blocking: a thread)."""
