@@ -37,6 +37,7 @@ from kcompat.server.errors import ApiError
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.transactions.txn_log import read_state_records
 from kcompat.server.transactions.txn_writes import LocalTxnWrites, TopicPartition, TxnWrites
+from kcompat.server.transactions.verification import produce_error
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 
@@ -198,14 +199,15 @@ class TransactionService:
                 txn_id, producer_id, epoch, topic, partition, transaction_abortable, False
             )
             return
-        error = self.coordinator.in_transaction(producer_id, epoch, (topic, partition))
-        if error == ErrorCode.INVALID_PRODUCER_EPOCH:
-            raise ApiError(error, f"producer {producer_id} epoch {epoch} is fenced")
-        if error:
-            raise ApiError(
-                ErrorCode.INVALID_TXN_STATE,
-                f"{topic}-{partition} is not in the transaction of producer {producer_id}",
-            )
+        # The coordinator is here: its VerifyOnly answer, translated as a remote one would be
+        # (Kafka's leader asks its own broker the same way): the last transaction's markers still
+        # being written is the retriable CONCURRENT_TRANSACTIONS, never INVALID_TXN_STATE.
+        tp = (topic, partition)
+        code, message = produce_error(
+            self.coordinator.verify(txn_id, producer_id, epoch, [tp])[tp], transaction_abortable
+        )
+        if code:
+            raise ApiError(code, message)
 
     async def add_implicitly(
         self, txn_id: str | None, producer_id: int, epoch: int, topic: str, partition: int
@@ -227,14 +229,9 @@ class TransactionService:
                 txn_id, producer_id, epoch, [(topic, partition)], now, client_transaction_version=TV2
             )
         )
-        if r.error == ErrorCode.PRODUCER_FENCED:
-            raise ApiError(
-                ErrorCode.INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {epoch} is fenced"
-            )
-        if r.error:
-            raise ApiError(
-                r.error, f"{topic}-{partition} cannot join the transaction of producer {producer_id}"
-            )
+        code, message = produce_error(r.error, transaction_abortable=True)  # as a remote add's answer
+        if code:
+            raise ApiError(code, message)
 
     async def _at_coordinator(
         self,
