@@ -12,6 +12,7 @@ visible only with the COMMIT marker on `__consumer_offsets`.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -429,6 +430,30 @@ def test_markers_reach_the_next_leader_after_kill9_of_a_partition_leader(cluster
             "the restarted broker unfenced",
             timeout=40,
         )
+
+
+@pytest.mark.slow
+def test_a_broker_back_from_kill9_acts_only_once_registered(cluster: TxnCluster) -> None:
+    """A broker killed -9 and started at once is refused registration (DUPLICATE_BROKER_REGISTRATION)
+    until the controller expires its previous session and moves its leaderships away. Meanwhile the
+    image it reads still names it leader: it must not act on that (lead partitions, load
+    coordinators that complete transactions from a tail no other replica has, as one did in the
+    Streams kill -9 test, committing output whose offsets commit stayed in its own log), only
+    once this incarnation's registration is in the image, as Kafka's broker waits for its
+    initial catch-up."""
+    victim = cluster.brokers[2]
+    cluster.topic_led_by("limbo", leaders=[2])  # so the stale image names it leader of something
+    seen = len(victim.logs())
+    runs = victim.logs().count("RECOVERY -> RUNNING")
+    victim.restart(clean=False)
+    wait_until(lambda: victim.logs().count("RECOVERY -> RUNNING") > runs, "the restarted broker unfenced",
+               timeout=60)  # fmt: skip
+    text = victim.logs()[seen:]
+    refused, registered = text.find("registration refused"), text.find("registered with broker epoch")
+    assert 0 <= refused < registered, text[-3000:]  # the premise: the old session outlived the kill
+    acted = [m.start() for m in re.finditer(r": leader at epoch|coordinator for \S+ loaded", text)]
+    early = [text[i : i + 120] for i in acted if i < registered]
+    assert not early, early
 
 
 @pytest.mark.slow  # ~14 s on a shared 2-core machine: past the default layer's budget
