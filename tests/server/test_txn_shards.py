@@ -261,7 +261,7 @@ def test_offsets_marker_waits_for_the_group_shard_to_load(broker_harness: Harnes
         )
 
     def replicated() -> None:
-        assert leader.update_follower(FOLLOWER, leader.log.log_end_offset, 1, broker.now_ms())
+        leader.update_follower(FOLLOWER, leader.log.log_end_offset, 1, broker.now_ms())  # False: no news
         broker.replicas.fetch_waiters.notify((CONSUMER_OFFSETS, p))
 
     async def on_image() -> None:
@@ -270,10 +270,19 @@ def test_offsets_marker_waits_for_the_group_shard_to_load(broker_harness: Harnes
     def offsets_now() -> Any:
         task = h.start(OFFSET_FETCH, 7, {"group_id": "g", "require_stable": True,
                                          "topics": [{"name": "t", "partition_indexes": [0]}]})  # fmt: skip
-        h.settle()
-        replicated()
-        part = h.run(task).topics[0].partitions[0]
+        part = answered(task).topics[0].partitions[0]
         return part.error_code, part.committed_offset
+
+    def answered(task: Any) -> Any:
+        """`task`'s answer, the follower fetching whatever it waits for meanwhile (a loaded machine
+        may take a while to append)."""
+
+        def done() -> bool:
+            replicated()
+            return bool(task.done())
+
+        wait_until(done, "the answer", sleep=h.sleep)
+        return task.result()
 
     # Elected leader of the group's partition: the shard loads, its read done, not yet replayed.
     GatedShards.gate.clear()
@@ -297,10 +306,7 @@ def test_offsets_marker_waits_for_the_group_shard_to_load(broker_harness: Harnes
     assert offsets_now() == (0, 42)
 
     # The producer's next offsets, aborted: the committed ones stay.
-    task = h.start(TXN_OFFSET_COMMIT, 3, txn_commit(50))
-    h.settle()
-    replicated()
-    assert h.run(task).topics[0].partitions[0].error_code == 0
+    assert answered(h.start(TXN_OFFSET_COMMIT, 3, txn_commit(50))).topics[0].partitions[0].error_code == 0
     assert marker(False) == E.NONE
     assert offsets_now() == (0, 42)
     # ... and the marker refused while loading was never appended: one COMMIT, one ABORT.
@@ -347,10 +353,14 @@ def test_a_batch_while_the_last_markers_are_written_gets_the_retriable_code(
     def replicated(call: Any) -> Any:
         """`call` in flight, answered once the follower fetched what it stored."""
         task = h.start(*call)
-        h.settle()
-        assert state.update_follower(FOLLOWER, state.log.log_end_offset, 1, broker.now_ms())
-        broker.replicas.fetch_waiters.notify((TRANSACTION_STATE, 0))
-        return h.run(task)
+
+        def done() -> bool:
+            state.update_follower(FOLLOWER, state.log.log_end_offset, 1, broker.now_ms())  # False: no news
+            broker.replicas.fetch_waiters.notify((TRANSACTION_STATE, 0))
+            return bool(task.done())
+
+        wait_until(done, "the answer", sleep=h.sleep)
+        return task.result()
 
     h.run(publish())
     wait_until(lambda: shards.table.shards[0][0] == ShardState.ACTIVE, "the load", sleep=h.sleep)
@@ -376,7 +386,7 @@ def test_a_batch_while_the_last_markers_are_written_gets_the_retriable_code(
     wait_until(lambda: t1.log.log_end_offset == 1, "the COMMIT marker on t-1", sleep=h.sleep)
 
     def completed() -> bool:
-        assert state.update_follower(FOLLOWER, state.log.log_end_offset, 1, broker.now_ms())
+        state.update_follower(FOLLOWER, state.log.log_end_offset, 1, broker.now_ms())
         broker.replicas.fetch_waiters.notify((TRANSACTION_STATE, 0))
         return svc.coordinator.txns["tx"].state is TransactionState.COMPLETE_COMMIT
 
