@@ -323,6 +323,7 @@ def test_consume_transform_produce_across_brokers(cluster: TxnCluster) -> None:
     consume_transform_produce(cluster, 150)
 
 
+@pytest.mark.slow  # ~45 s with the JVM on a shared 2-core machine
 def test_java_43_consume_transform_produce_across_brokers(cluster: TxnCluster, tmp_path: Path) -> None:
     """TxnLoop.java: the same loop with the Java 4.3.1 client, transactions v2 (an epoch bump at
     every commit, each partition added by its leader at the coordinator's broker while the last
