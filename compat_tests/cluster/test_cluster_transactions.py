@@ -353,7 +353,7 @@ def test_java_43_consume_transform_produce_across_brokers(cluster: TxnCluster, t
 
 @pytest.mark.slow
 def test_consume_transform_produce_across_brokers_long(cluster: TxnCluster) -> None:
-    consume_transform_produce(cluster, 800)
+    consume_transform_produce(cluster, 500)
 
 
 @pytest.mark.slow
