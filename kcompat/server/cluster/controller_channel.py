@@ -74,6 +74,12 @@ class ControllerChannel:
             ) from None
 
     async def _call(self, api_key: int, version: int, body: Any) -> Any:
+        if self._writer is not None and (
+            self._writer.is_closing() or self._reader is None or self._reader.at_eof()
+        ):
+            # The peer closed it while it was idle (its connections.max.idle.ms, a restart): a new
+            # connection, rather than a request written into a closed one and failed with EOF.
+            self.close()
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(*self.target)
         assert self._reader is not None
