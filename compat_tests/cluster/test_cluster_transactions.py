@@ -12,6 +12,7 @@ visible only with the COMMIT marker on `__consumer_offsets`.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -270,6 +271,91 @@ def test_a_leader_verifies_at_the_remote_coordinator_with_kafkas_codes(cluster: 
     assert end.error_code == 0  # type: ignore[attr-defined]
 
 
+def consume_transform_produce(cluster: TxnCluster, txns: int, per_txn: int = 2) -> None:
+    """A transactional consume-transform-produce loop as applications write it (librdkafka,
+    read_committed input, offsets sent to the transaction, the next transaction begun and produced
+    at once after each commit), with the transaction coordinator, the group coordinator and the
+    partition leaders on different brokers: every commit's markers are WriteTxnMarkers to other
+    brokers while the next transaction's first batch is verified at the coordinator's broker.
+    The output holds each input record exactly once, in order; the group's offsets are at the end."""
+    txn_id = cluster.key_on(1, unique("ctp"), 1)
+    source = cluster.topic_led_by("ctp-in", leaders=[2])
+    sink = cluster.topic_led_by("ctp-out", leaders=[3])
+    group = cluster.key_on(0, unique("ctp-group"), 2)
+    bs = cluster.bootstrap
+    n = txns * per_txn
+    feed = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 5})
+    for i in range(n):
+        feed.produce(source, value=b"%d" % i, partition=0)
+    assert feed.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})  # fmt: skip
+    producer = Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": 30000,
+                         "acks": "all", "linger.ms": 0})  # fmt: skip
+    consumer.subscribe([source])
+    producer.init_transactions(30)
+    done = commits = 0
+    try:
+        while done < n:
+            batch = [m for m in consumer.consume(per_txn, 5.0) if not m.error()]
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for m in batch:
+                producer.produce(sink, value=b"out-" + m.value(), partition=0)
+            last = batch[-1].offset()
+            producer.send_offsets_to_transaction([TopicPartition(source, 0, last + 1)],
+                                                 consumer.consumer_group_metadata(), 30)  # fmt: skip
+            producer.commit_transaction(30)  # a KafkaException (fatal INVALID_TXN_STATE) fails the test
+            done += len(batch)
+            commits += 1
+    finally:
+        consumer.close()
+    assert commits >= txns // 2, commits
+    got = read_all(bs, sink, 1, "read_committed", n)
+    assert got == {0: [b"out-%d" % i for i in range(n)]}
+    wait_until(
+        lambda: cluster.committed(2, group, source, 1) == {0: n}, "the group's offsets at the end", timeout=20
+    )
+
+
+def test_consume_transform_produce_across_brokers(cluster: TxnCluster) -> None:
+    consume_transform_produce(cluster, 150)
+
+
+@pytest.mark.slow  # ~45 s with the JVM on a shared 2-core machine
+def test_java_43_consume_transform_produce_across_brokers(cluster: TxnCluster, tmp_path: Path) -> None:
+    """TxnLoop.java: the same loop with the Java 4.3.1 client, transactions v2 (an epoch bump at
+    every commit, each partition added by its leader at the coordinator's broker while the last
+    commit's markers may still be on their way); output partitions led by each broker, the
+    coordinator's included."""
+    txn_id = cluster.key_on(1, unique("jctp"), 1)
+    source = cluster.topic_led_by("jctp-in", leaders=[2])
+    sink = cluster.topic_led_by("jctp-out", leaders=[3, 1, 2])
+    group = cluster.key_on(0, unique("jctp-group"), 3)
+    n = 600
+    feed = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(n):
+        feed.produce(source, value=b"%d" % i, partition=0)
+    assert feed.flush(30) == 0
+    classes = compile_java(tmp_path / "classes", KAFKA_JARS, ROOT / "compat_tests" / "java" / "TxnLoop.java")
+    cp = f"{classes}:{java_classpath(KAFKA_JARS)}"
+    proc = subprocess.run([java_executable(), *JVM, "-cp", cp, "TxnLoop", cluster.bootstrap, source, sink, group,
+                           txn_id, str(n), "3"], capture_output=True, text=True, timeout=170)  # fmt: skip
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and lines and "error" not in lines[-1], (
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    )
+    assert lines[-1]["records"] == n and lines[-1]["commits"] >= n // 3, lines[-1]
+    got = read_all(cluster.bootstrap, sink, 3, "read_committed", n)
+    assert got == {p: [b"out-%d" % i for i in range(p, n, 3)] for p in range(3)}
+
+
+@pytest.mark.slow
+def test_consume_transform_produce_across_brokers_long(cluster: TxnCluster) -> None:
+    consume_transform_produce(cluster, 500)
+
+
 @pytest.mark.slow
 def test_streams_exactly_once_v2_survives_kill9_of_a_broker(cluster: TxnCluster, tmp_path: Path) -> None:
     """test_streams_eos.py's word count (Kafka Streams 4.3.1, exactly_once_v2) on the 3-broker
@@ -345,6 +431,30 @@ def test_markers_reach_the_next_leader_after_kill9_of_a_partition_leader(cluster
             "the restarted broker unfenced",
             timeout=40,
         )
+
+
+@pytest.mark.slow
+def test_a_broker_back_from_kill9_acts_only_once_registered(cluster: TxnCluster) -> None:
+    """A broker killed -9 and started at once is refused registration (DUPLICATE_BROKER_REGISTRATION)
+    until the controller expires its previous session and moves its leaderships away. Meanwhile the
+    image it reads still names it leader: it must not act on that (lead partitions, load
+    coordinators that complete transactions from a tail no other replica has, as one did in the
+    Streams kill -9 test, committing output whose offsets commit stayed in its own log), only
+    once this incarnation's registration is in the image, as Kafka's broker waits for its
+    initial catch-up."""
+    victim = cluster.brokers[2]
+    cluster.topic_led_by("limbo", leaders=[2])  # so the stale image names it leader of something
+    seen = len(victim.logs())
+    runs = victim.logs().count("RECOVERY -> RUNNING")
+    victim.restart(clean=False)
+    wait_until(lambda: victim.logs().count("RECOVERY -> RUNNING") > runs, "the restarted broker unfenced",
+               timeout=60)  # fmt: skip
+    text = victim.logs()[seen:]
+    refused, registered = text.find("registration refused"), text.find("registered with broker epoch")
+    assert 0 <= refused < registered, text[-3000:]  # the premise: the old session outlived the kill
+    acted = [m.start() for m in re.finditer(r": leader at epoch|coordinator for \S+ loaded", text)]
+    early = [text[i : i + 120] for i in acted if i < registered]
+    assert not early, early
 
 
 @pytest.mark.slow  # ~14 s on a shared 2-core machine: past the default layer's budget

@@ -69,7 +69,11 @@ class ShardTable:
         """NONE when this broker serves `group_id` now, else the error Kafka answers with."""
         if self.num_partitions <= 0:
             return ErrorCode.NOT_COORDINATOR
-        now = self.shards.get(self.partition(group_id))
+        return self.partition_error(self.partition(group_id))
+
+    def partition_error(self, partition: int) -> ErrorCode:
+        """NONE when the shard of `partition` is loaded here now, else the error Kafka answers with."""
+        now = self.shards.get(partition)
         return ErrorCode.NOT_COORDINATOR if now is None else ANSWER[now[0]]
 
     def owns(self, partition: int) -> bool:

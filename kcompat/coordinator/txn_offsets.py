@@ -77,12 +77,19 @@ class TxnOffsets:
             answered.append(OffsetCommitResponseTopic(name=topic.name, partitions=parts))
         return answered
 
-    def complete(self, producer_id: int, commit: bool) -> None:
-        """The producer's marker is in `__consumer_offsets`: its pending offsets become committed, or go."""
-        groups = self.pending.pop(producer_id, {})
+    def complete(self, producer_id: int, commit: bool, owned: Callable[[str], bool] | None = None) -> None:
+        """The producer's marker is in `__consumer_offsets`: its pending offsets become committed, or
+        go. `owned`: only those of the groups whose partition got the marker (Kafka completes a
+        transaction shard by shard); None: every group (a single node writes all its markers at once)."""
+        groups = self.pending.get(producer_id, {})
+        done = {g: offsets for g, offsets in groups.items() if owned is None or owned(g)}
+        for group_id in done:
+            del groups[group_id]
+        if not groups:
+            self.pending.pop(producer_id, None)
         if not commit:
             return
-        for group_id, offsets in groups.items():
+        for group_id, offsets in done.items():
             self.offsets.offsets.setdefault(group_id, {}).update(offsets)
 
     def replay(self, producer_id: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:

@@ -92,14 +92,15 @@ def test_bad_transactional_batches_get_kafkas_codes_and_leave_others_alone(h: Br
     pid = init(h).producer_id  # a v1 producer with an open transaction on t-0
     assert add(h, pid, 0, [0]) == [0]
     assert produce(h, pid, 0, 0, b"open").error_code == 0
-    # a producer the coordinator never registered: v1 (verification) and v2 (implicit add)
-    assert produce(h, 99_999, 0, 0, b"x").error_code == E.INVALID_TXN_STATE
+    # a producer the coordinator never registered: v1 (verification) and v2 (implicit add), the
+    # coordinator's answer as Kafka's leader passes it on (the same as from a remote coordinator)
+    assert produce(h, 99_999, 0, 0, b"x").error_code == E.INVALID_PRODUCER_ID_MAPPING
     assert produce12(h, 99_999, 0, 0, b"x") == E.INVALID_PRODUCER_ID_MAPPING
     assert produce12(h, 99_999, 0, 0, b"x", txn_id="nope") == E.INVALID_PRODUCER_ID_MAPPING
     assert produce12(h, pid, 0, 0, b"x", txn_id=None) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     # v1: a partition never added; a fenced epoch
     assert produce(h, pid, 0, 0, b"x", partition=1).error_code == E.INVALID_TXN_STATE
-    assert produce(h, pid, 1, 0, b"x").error_code == E.INVALID_TXN_STATE
+    assert produce(h, pid, 1, 0, b"x").error_code == E.INVALID_PRODUCER_EPOCH
     # markers for a producer no partition knows: written (Kafka's answer), nothing else moves
     r = h.call(WRITE_TXN_MARKERS, 2, {"markers": [{"producer_id": 88_888, "producer_epoch": 0,
                "transaction_result": False, "coordinator_epoch": 0, "transaction_version": 2,

@@ -86,3 +86,46 @@ def test_a_fenced_marker_drops_the_job_and_a_lost_transaction_is_not_pursued() -
     assert written == [("t", 0)]
     # A deleted topic has nothing left to mark: done at once.
     assert asyncio.run(s.send("tx", 7, 0, True, 0, (("gone", 0),), lambda: True)) is True
+
+
+def test_a_connection_the_peer_closed_while_idle_is_replaced_not_failed() -> None:
+    """Issue 26: inter-broker calls failed with 'IncompleteReadError 0 bytes read' when the peer
+    had closed the idle connection: the next request went into it. The channel now sees the EOF
+    and connects again."""
+    from kcompat.server.cluster.controller_channel import ControllerChannel
+    from kcompat.wire.messages.api_versions import API_VERSIONS
+    from kcompat.wire.protocol import encode_response
+    from kcompat.wire.types.api_versions import ApiVersionsResponse
+
+    async def scenario() -> tuple[int, int]:
+        connections = 0
+
+        async def serve_one_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            frame = await reader.readexactly(size)
+            correlation = int.from_bytes(frame[4:8], "big")
+            answer = ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
+            writer.write(
+                b"".join(bytes(c) for c in encode_response(API_VERSIONS.key, 0, correlation, answer))
+            )
+            await writer.drain()
+            writer.close()  # as after connections.max.idle.ms
+
+        server = await asyncio.start_server(serve_one_then_close, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        channel = ControllerChannel([("127.0.0.1", port)], client_id="t", request_timeout_s=5)
+        try:
+            first = await channel.call(API_VERSIONS.key, 0, {})
+            await asyncio.sleep(0.1)  # idle: the peer's close arrives
+            second = await channel.call(API_VERSIONS.key, 0, {})
+        finally:
+            channel.close()
+            server.close()
+            await server.wait_closed()
+        assert first.error_code == second.error_code == 0
+        return connections, 2
+
+    connections, calls = asyncio.run(scenario())
+    assert connections == calls

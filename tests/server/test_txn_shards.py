@@ -8,22 +8,30 @@ PrepareCommit is completed (its markers written) by the next load."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
+from kcompat.coordinator.records import offsets_partition
 from kcompat.coordinator.shards import ShardState
 from kcompat.coordinator.transaction.log_records import transaction_partition
 from kcompat.coordinator.transaction.state import TransactionState
+from kcompat.server.cluster.group_shards import GroupShards
 from kcompat.server.cluster.replication.partition import Partition, Registration
 from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender, TxnVerifier
 from kcompat.server.cluster.txn_shards import TxnShards
 from kcompat.server.cluster.txn_writes import ReplicatedTxnWrites
-from kcompat.storage.topic_store import TRANSACTION_STATE
+from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kcompat.testing import wait_until
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
+from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kcompat.wire.messages.end_txn import END_TXN
+from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
+from kcompat.wire.messages.produce import PRODUCE
+from kcompat.wire.messages.txn_offset_commit import TXN_OFFSET_COMMIT
 from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.record_batch import read_header, split_batches
-from tests.server.broker_harness import HarnessFactory
+from tests.server.broker_harness import HarnessFactory, batch
 from tests.server.groups_harness import GroupHarness, ShardsClock
 from tests.server.test_transactions import add, end, init, produce
 
@@ -40,6 +48,19 @@ class NoEndpoints:
 
     def broker_endpoint(self, node_id: int, listener: str) -> None:
         return None
+
+
+def txn_batch(h: GroupHarness, version: int, pid: int, seq: int, value: bytes) -> tuple[int, str | None]:
+    """A transactional batch of "tx" (epoch 0) to t-0 with acks=1 (cluster mode answers acks=all
+    later, which the harness's call does not wait for): its code and message."""
+    r = h.call(PRODUCE, version, batch_body(pid, seq, value)).responses[0].partition_responses[0]
+    return int(r.error_code), r.error_message
+
+
+def batch_body(pid: int, seq: int, value: bytes) -> Any:
+    records = batch(value, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    return {"transactional_id": "tx", "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}  # fmt: skip
 
 
 def control_batches(h: GroupHarness, topic: str, partition: int) -> int:
@@ -176,3 +197,197 @@ def test_cluster_mode_follows_the_images_transaction_version(broker_harness: Har
     assert svc.coordinator.config.transaction_version == 0
     svc.set_transaction_version(2)
     assert svc.coordinator.config.transaction_version == 2
+
+
+class GatedShards(GroupShards):
+    """GroupShards whose load, once it has read the partition, waits for `gate`: the test acts
+    while the shard is LOADING with the log already read, as a load racing a marker can be."""
+
+    gate = threading.Event()
+
+    def _read(self, p: int) -> Any:
+        loaded = super()._read(p)
+        assert self.gate.wait(10), "the test never opened the gate"
+        return loaded
+
+
+def test_offsets_marker_waits_for_the_group_shard_to_load(broker_harness: HarnessFactory) -> None:
+    """The CI failure of the Streams kill -9 test, pinned: the COMMIT marker of a transaction's
+    offsets reaches the new leader of their __consumer_offsets partition while its group shard is
+    still loading. Appended then, it fell after what the load read: the offsets came back pending
+    and stayed so, and the producer's next (aborted) transaction took them away, so the group
+    fell back to older offsets and a consumer reprocessed input whose output was committed. Now
+    the marker is refused (NOT_LEADER_OR_FOLLOWER, which the transaction coordinator retries)
+    until the shard is loaded, as Kafka's group coordinator refuses it."""
+    h = broker_harness({"transaction.state.log.num.partitions": "1"}, kind=GroupHarness)
+    h.create_topic("t", 1)
+    broker = h.broker
+    node, groups = broker.node_id, broker.group_service
+    pid = init(h).producer_id
+    assert h.call(ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0,
+                                          "group_id": "g"}).error_code == 0  # fmt: skip
+
+    def txn_commit(offset: int) -> Any:
+        return {"transactional_id": "tx", "group_id": "g", "producer_id": pid, "producer_epoch": 0,
+                "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                         "committed_metadata": ""}]}]}  # fmt: skip
+
+    assert h.call(TXN_OFFSET_COMMIT, 3, txn_commit(42)).topics[0].partitions[0].error_code == 0
+    # From here on the group side is cluster mode's: a broker that follows every __consumer_offsets partition.
+    groups.coordinator.unload(lambda _g: True)
+    parts: dict[tuple[str, int], Partition] = {}
+    broker.replicas.partitions = parts
+    for i in range(N):
+        part = Partition(CONSUMER_OFFSETS, i, node, broker.replicas.partition_log(CONSUMER_OFFSETS, i),
+                         Registration(-1, -1, -1, (), ()))  # fmt: skip
+        part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
+        parts[(CONSUMER_OFFSETS, i)] = part
+    groups.shards = shards = GatedShards(groups, partitions=parts, waiters=broker.replicas.fetch_waiters,
+                                         topic=broker.metadata.topic, timeout_ms=lambda: 30_000)  # fmt: skip
+    groups.offsets_topic.leader_epoch = shards.leader_epoch
+    p = offsets_partition("g", N)
+    leader = parts[(CONSUMER_OFFSETS, p)]
+
+    def marker(commit: bool) -> int:
+        m = {"producer_id": pid, "producer_epoch": 0, "transaction_result": commit, "coordinator_epoch": 0,
+             "topics": [{"name": CONSUMER_OFFSETS, "partition_indexes": [p]}]}  # fmt: skip
+        return int(
+            h.call(WRITE_TXN_MARKERS, 1, {"markers": [m]}).markers[0].topics[0].partitions[0].error_code
+        )
+
+    def replicated() -> None:
+        leader.update_follower(FOLLOWER, leader.log.log_end_offset, 1, broker.now_ms())  # False: no news
+        broker.replicas.fetch_waiters.notify((CONSUMER_OFFSETS, p))
+
+    async def on_image() -> None:
+        shards.on_image()
+
+    def offsets_now() -> Any:
+        task = h.start(OFFSET_FETCH, 7, {"group_id": "g", "require_stable": True,
+                                         "topics": [{"name": "t", "partition_indexes": [0]}]})  # fmt: skip
+        part = answered(task).topics[0].partitions[0]
+        return part.error_code, part.committed_offset
+
+    def answered(task: Any) -> Any:
+        """`task`'s answer, the follower fetching whatever it waits for meanwhile (a loaded machine
+        may take a while to append)."""
+
+        def done() -> bool:
+            replicated()
+            return bool(task.done())
+
+        wait_until(done, "the answer", sleep=h.sleep)
+        return task.result()
+
+    # Elected leader of the group's partition: the shard loads, its read done, not yet replayed.
+    GatedShards.gate.clear()
+    leader.make_leader(Registration(node, 1, 1, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms())
+    h.run(on_image())
+    assert shards.table.shards[p] == (ShardState.LOADING, 1)
+    end_before = leader.log.log_end_offset
+    # Its groups' writes wait too, offsets in a transaction as any other.
+    loading = h.start(TXN_OFFSET_COMMIT, 3, txn_commit(45))
+    h.settle()
+    assert (
+        loading.done()
+        and loading.result().topics[0].partitions[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    )
+    first = marker(True)
+    GatedShards.gate.set()
+    wait_until(lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the load", sleep=h.sleep)
+    while first != E.NONE:  # the transaction coordinator's retries
+        h.run(asyncio.sleep(0.1))
+        first = marker(True)
+    assert offsets_now() == (0, 42)
+
+    # The producer's next offsets, aborted: the committed ones stay.
+    assert answered(h.start(TXN_OFFSET_COMMIT, 3, txn_commit(50))).topics[0].partitions[0].error_code == 0
+    assert marker(False) == E.NONE
+    assert offsets_now() == (0, 42)
+    # ... and the marker refused while loading was never appended: one COMMIT, one ABORT.
+    assert control_batches(h, CONSUMER_OFFSETS, p) == 2 and leader.log.log_end_offset > end_before
+
+
+def test_a_batch_while_the_last_markers_are_written_gets_the_retriable_code(
+    broker_harness: HarnessFactory,
+) -> None:
+    """Issue 26, fault 1: a committed transaction whose markers are still being written (one of
+    its partitions has no leader here yet) stays PrepareCommit; a transactional batch of that
+    producer on a partition led by the coordinator's own broker then gets NOT_ENOUGH_REPLICAS
+    (CONCURRENT_TRANSACTIONS through the verification, retriable), as from a remote coordinator
+    and as Kafka's leader answers: never INVALID_TXN_STATE (fatal for the producer), and the
+    implicit add of Produce v12 not a bare CONCURRENT_TRANSACTIONS either."""
+    h = broker_harness(
+        {"transaction.state.log.num.partitions": "1", "offsets.topic.num.partitions": "1"}, kind=GroupHarness
+    )
+    h.create_topic("t", 2)
+    broker = h.broker
+    node, svc = broker.node_id, broker.txn_service
+    pid = init(h).producer_id  # single node: creates __transaction_state with "tx"
+    parts: dict[tuple[str, int], Partition] = {}
+    broker.replicas.partitions = parts
+    for topic, i in ((TRANSACTION_STATE, 0), ("t", 0), ("t", 1)):
+        part = Partition(
+            topic, i, node, broker.replicas.partition_log(topic, i), Registration(-1, -1, -1, (), ())
+        )
+        part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
+        parts[(topic, i)] = part
+    state, t0, t1 = parts[(TRANSACTION_STATE, 0)], parts[("t", 0)], parts[("t", 1)]
+    state.make_leader(Registration(node, 1, 1, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms())
+    t0.make_leader(Registration(node, 1, 1, (node,), (node,)), now_ms=broker.now_ms())  # t-1: followed
+    shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
+                       topic=broker.metadata.topic, timeout_ms=lambda: 30_000)  # fmt: skip
+    markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
+                              partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
+    verifier = TxnVerifier(BrokerChannels(NoEndpoints(broker.metadata), "PLAINTEXT", node))
+    svc.writes = ReplicatedTxnWrites(svc, shards=shards, markers=markers, verifier=verifier)
+
+    async def publish() -> None:
+        shards.on_image()
+
+    def replicated(call: Any) -> Any:
+        """`call` in flight, answered once the follower fetched what it stored."""
+        task = h.start(*call)
+
+        def done() -> bool:
+            state.update_follower(FOLLOWER, state.log.log_end_offset, 1, broker.now_ms())  # False: no news
+            broker.replicas.fetch_waiters.notify((TRANSACTION_STATE, 0))
+            return bool(task.done())
+
+        wait_until(done, "the answer", sleep=h.sleep)
+        return task.result()
+
+    h.run(publish())
+    wait_until(lambda: shards.table.shards[0][0] == ShardState.ACTIVE, "the load", sleep=h.sleep)
+    add_body = {"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": "t", "partitions": [0, 1]}]}  # fmt: skip
+    assert replicated((ADD_PARTITIONS_TO_TXN, 3, add_body)).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0  # fmt: skip
+    assert txn_batch(h, 9, pid, 0, b"a") == (0, None)
+    end_body = {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0, "committed": True}
+    assert replicated((END_TXN, 3, end_body)).error_code == 0
+    h.run(asyncio.sleep(0.2))  # the marker to t-1 is refused and retried: still PrepareCommit
+    assert svc.coordinator.txns["tx"].state is TransactionState.PREPARE_COMMIT
+
+    retriable = (
+        E.NOT_ENOUGH_REPLICAS,
+        "Unable to verify the partition has been added to the transaction. Underlying error: CONCURRENT_TRANSACTIONS",
+    )
+    assert txn_batch(h, 9, pid, 1, b"b") == retriable  # verification (Produce v9)
+    assert txn_batch(h, 12, pid, 1, b"b") == retriable  # the implicit add (Produce v12)
+    assert t0.log.log_end_offset == 2  # "a" and its COMMIT marker; nothing of the refused batches
+
+    # The marker reaches t-1 once it is led here: CompleteCommit, and the next batch joins at once.
+    t1.make_leader(Registration(node, 1, 1, (node,), (node,)), now_ms=broker.now_ms())
+    wait_until(lambda: t1.log.log_end_offset == 1, "the COMMIT marker on t-1", sleep=h.sleep)
+
+    def completed() -> bool:
+        state.update_follower(FOLLOWER, state.log.log_end_offset, 1, broker.now_ms())
+        broker.replicas.fetch_waiters.notify((TRANSACTION_STATE, 0))
+        return svc.coordinator.txns["tx"].state is TransactionState.COMPLETE_COMMIT
+
+    wait_until(completed, "CompleteCommit", sleep=h.sleep)
+    assert (
+        replicated((PRODUCE, 12, batch_body(pid, 1, b"b"))).responses[0].partition_responses[0].error_code
+        == 0
+    )
+    assert svc.coordinator.txns["tx"].state is TransactionState.ONGOING

@@ -63,10 +63,14 @@ class ControllerChannel:
         self._next_bootstrap += 1
 
     async def call(self, api_key: int, version: int, body: Any, timeout_s: float | None = None) -> Any:
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
+        # arrives as the call completes, and a task cancelled at shutdown would then go on.
         try:
-            return await asyncio.wait_for(
-                self._call(api_key, version, body), timeout_s or self.request_timeout_s
-            )
+            async with asyncio.timeout(timeout_s or self.request_timeout_s):
+                return await self._call(api_key, version, body)
+        except asyncio.CancelledError:
+            self.close()  # a request may be in flight: its late answer must not meet the next request
+            raise
         except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, DecodeError, ValueError) as e:
             self.close()
             raise ControllerUnavailable(
@@ -74,6 +78,12 @@ class ControllerChannel:
             ) from None
 
     async def _call(self, api_key: int, version: int, body: Any) -> Any:
+        if self._writer is not None and (
+            self._writer.is_closing() or self._reader is None or self._reader.at_eof()
+        ):
+            # The peer closed it while it was idle (its connections.max.idle.ms, a restart): a new
+            # connection, rather than a request written into a closed one and failed with EOF.
+            self.close()
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(*self.target)
         assert self._reader is not None

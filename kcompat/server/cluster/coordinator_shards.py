@@ -151,6 +151,9 @@ class CoordinatorShards(Generic[Service]):
     def error(self, key: str) -> ErrorCode:
         return self.table.error(key)
 
+    def partition_error(self, p: int) -> ErrorCode:
+        return self.table.partition_error(p)
+
     def below_min_isr(self, partitions: set[int]) -> list[int]:
         """Those of `partitions` whose ISR is smaller than min.insync.replicas (acks=all would fail)."""
         return sorted(

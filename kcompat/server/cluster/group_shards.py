@@ -50,6 +50,9 @@ class GroupService(Protocol):
 
 log = logging.getLogger("kcompat.server.groups")
 
+Pairs = list[tuple[bytes, bytes | None]]
+Loaded = tuple[Pairs, dict[int, Pairs]]  # a partition's records, and its open transactions' apart
+
 
 class GroupShards(CoordinatorShards[GroupService]):
     topic_name = CONSUMER_OFFSETS
@@ -83,16 +86,15 @@ class GroupShards(CoordinatorShards[GroupService]):
 
     # --- what a shard is -------------------------------------------------------------------------
 
-    def _read(self, p: int) -> list[tuple[bytes, bytes | None]]:
-        return self.service.offsets_topic.read_partition(p)
+    def _read(self, p: int) -> Loaded:
+        return self.service.offsets_topic.read_partition_txn(p)
 
-    def _replay(self, p: int, records: list[tuple[bytes, bytes | None]]) -> str:
-        topic = self.service.offsets_topic
+    def _replay(self, p: int, loaded: Loaded) -> str:
+        records, pending = loaded
         coordinator = self.service.coordinator
         before = len(coordinator.groups)
         coordinator.load(records, self.service.now_ms())
-        for producer_id in list(topic.pending_txn):
-            txn = [kv for kv in topic.pending_txn.pop(producer_id)]
+        for producer_id, txn in pending.items():  # this partition's open transactions only
             coordinator.txn_offsets.replay(producer_id, txn)
         self.service.wake()
         return f"{len(records)} record(s), {len(coordinator.groups) - before} group(s)"

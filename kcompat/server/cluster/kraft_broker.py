@@ -120,6 +120,14 @@ class KRaftBroker:
         # served, as Kafka's BrokerServer enables request processing after unfencing: a Metadata
         # answered before would name no live broker, and a client (librdkafka) would forget them all.
         self.serving = asyncio.Event()
+        # Set once this incarnation's registration is accepted and the image holds it (Kafka's
+        # initial catch-up): only then do images reach the replica manager and the coordinators.
+        # A process restarted after kill -9 while its previous session still lives is refused
+        # (DUPLICATE_BROKER_REGISTRATION) until the controller fences that session and moves its
+        # leaderships; the image it reads meanwhile still names it leader, and acting on it (as
+        # a coordinator completing transactions from an unreplicated tail, say) would write
+        # markers and state no other replica has.
+        self.caught_up = False
         self._throttle = LogThrottle(log, 10.0)
         self.bootstrap = bootstrap
 
@@ -419,11 +427,15 @@ class KRaftBroker:
         return True
 
     async def _published(self, image: MetadataImage) -> None:
-        if self.before_image is not None:
+        lm = self.lifecycle
+        if not self.caught_up and lm.registered and image.offset >= lm.broker_epoch:
+            mine = image.brokers.get(self.node_id)
+            self.caught_up = mine is not None and mine.incarnation_id == self.incarnation_id
+        if self.caught_up and self.before_image is not None:
             await self.before_image(image)
-        self.lifecycle.update_metadata_offset(image.offset)
+        lm.update_metadata_offset(image.offset)
         self._wake.set()
-        if self.on_image is not None:
+        if self.caught_up and self.on_image is not None:
             self.on_image(image)
         self._maybe_serve()
 

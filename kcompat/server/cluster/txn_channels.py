@@ -29,6 +29,7 @@ from kcompat.coordinator.records import offsets_partition
 from kcompat.server.cluster.controller_channel import ControllerChannel, ControllerUnavailable
 from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.server.delayed_produce import await_replicated
+from kcompat.server.transactions.verification import produce_error
 from kcompat.storage.topic_store import TRANSACTION_STATE, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
@@ -45,15 +46,6 @@ REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms default
 _ABANDON = {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
 # ... and the partition can be counted as done (the producer never wrote to it).
 _SKIP = {ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION}
-# ReplicaManager: retriable verification failures reach older producers as NOT_ENOUGH_REPLICAS.
-_RETRIABLE_AS_NOT_ENOUGH_REPLICAS = {
-    ErrorCode.CONCURRENT_TRANSACTIONS,
-    ErrorCode.NETWORK_EXCEPTION,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_COORDINATOR,
-}
-
 TopicPartition = tuple[str, int]
 
 
@@ -258,20 +250,8 @@ class TxnVerifier:
                 code = ErrorCode.NETWORK_EXCEPTION
             else:
                 code = ErrorCode.of(r.error_code)
-                if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
-                    code = ErrorCode.INVALID_TXN_STATE  # never shown to the producer as such
                 for txn in r.results_by_transaction if not code else ():
                     for topic in txn.topic_results:
                         for part in topic.results_by_partition:
                             code = ErrorCode.of(part.partition_error_code)
-        if code == ErrorCode.PRODUCER_FENCED:
-            code = ErrorCode.INVALID_PRODUCER_EPOCH  # what producers expect here
-        elif code == ErrorCode.TRANSACTION_ABORTABLE and not transaction_abortable:
-            code = ErrorCode.INVALID_TXN_STATE
-        if code in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS:
-            return ErrorCode.NOT_ENOUGH_REPLICAS, (
-                f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}"
-            )
-        if code == ErrorCode.INVALID_TXN_STATE:
-            return code, "Partition was not added to the transaction"
-        return code, code.name
+        return produce_error(code, transaction_abortable)

@@ -117,10 +117,20 @@ class OffsetsTopic:
         return out
 
     def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
-        """What read_all reads, of partition `p` alone (a shard's load in cluster mode); its open
-        transactions are added to `pending_txn`."""
+        """What read_all reads, of partition `p` alone; its open transactions are added to `pending_txn`."""
+        out, pending = self.read_partition_txn(p)
+        for producer_id, records in pending.items():
+            self.pending_txn.setdefault(producer_id, []).extend(records)
+        return out
+
+    def read_partition_txn(
+        self, p: int
+    ) -> tuple[list[tuple[bytes, bytes | None]], dict[int, list[tuple[bytes, bytes | None]]]]:
+        """Partition `p`'s records and, apart, those of its transactions without a marker yet
+        (producer id -> records): a shard's load in cluster mode, in a thread beside other loads,
+        so nothing is shared with them."""
         out: list[tuple[bytes, bytes | None]] = []
-        pending = self.pending_txn
+        pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
         plog = self._partition_log(CONSUMER_OFFSETS, p)
         for h, batch in iter_log_batches(plog):
             if h.is_control:
@@ -150,4 +160,4 @@ class OffsetsTopic:
                     log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
                     continue
                 target.append((r.key, r.value))
-        return out
+        return out, pending

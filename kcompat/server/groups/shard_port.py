@@ -31,6 +31,9 @@ class GroupShardsPort(Protocol):
     def error(self, group: str) -> ErrorCode:
         """NONE when this broker coordinates `group` now."""
 
+    def partition_error(self, p: int) -> ErrorCode:
+        """NONE when the groups of __consumer_offsets partition `p` are coordinated (loaded) here now."""
+
     def short_isr(self, records: list[Record]) -> list[int]:
         """The partitions of `records` whose ISR is below min.insync.replicas (acks=all would fail)."""
 
@@ -67,6 +70,9 @@ class AllGroupsHere:
         return ErrorCode.NONE
 
     def error(self, group: str) -> ErrorCode:
+        return ErrorCode.NONE
+
+    def partition_error(self, p: int) -> ErrorCode:
         return ErrorCode.NONE
 
     def short_isr(self, records: list[Record]) -> list[int]:

@@ -320,9 +320,15 @@ async def _txn_offset_commit(
                 partition_exists=groups.partition_exists,
             ),
             producer=(body.producer_id, body.producer_epoch),
+            # Cluster mode: only while the group's shard is loaded here (NOT_COORDINATOR,
+            # COORDINATOR_LOAD_IN_PROGRESS otherwise), as for any group write.
+            group=body.group_id,
+            refuse=lambda code: answer(int(code)),
         )
     except CoordinatorUnavailable:
         raise CloseConnection("the group coordinator is shutting down") from None
+    if isinstance(resp, toc.TxnOffsetCommitResponse):
+        return resp  # refused
     return toc.TxnOffsetCommitResponse(
         throttle_time_ms=0,
         topics=[

@@ -37,6 +37,7 @@ from kcompat.server.errors import ApiError
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.transactions.txn_log import read_state_records
 from kcompat.server.transactions.txn_writes import LocalTxnWrites, TopicPartition, TxnWrites
+from kcompat.server.transactions.verification import produce_error
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 
@@ -198,14 +199,15 @@ class TransactionService:
                 txn_id, producer_id, epoch, topic, partition, transaction_abortable, False
             )
             return
-        error = self.coordinator.in_transaction(producer_id, epoch, (topic, partition))
-        if error == ErrorCode.INVALID_PRODUCER_EPOCH:
-            raise ApiError(error, f"producer {producer_id} epoch {epoch} is fenced")
-        if error:
-            raise ApiError(
-                ErrorCode.INVALID_TXN_STATE,
-                f"{topic}-{partition} is not in the transaction of producer {producer_id}",
-            )
+        # The coordinator is here: its VerifyOnly answer, translated as a remote one would be
+        # (Kafka's leader asks its own broker the same way): the last transaction's markers still
+        # being written is the retriable CONCURRENT_TRANSACTIONS, never INVALID_TXN_STATE.
+        tp = (topic, partition)
+        code, message = produce_error(
+            self.coordinator.verify(txn_id, producer_id, epoch, [tp])[tp], transaction_abortable
+        )
+        if code:
+            raise ApiError(code, message)
 
     async def add_implicitly(
         self, txn_id: str | None, producer_id: int, epoch: int, topic: str, partition: int
@@ -227,14 +229,9 @@ class TransactionService:
                 txn_id, producer_id, epoch, [(topic, partition)], now, client_transaction_version=TV2
             )
         )
-        if r.error == ErrorCode.PRODUCER_FENCED:
-            raise ApiError(
-                ErrorCode.INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {epoch} is fenced"
-            )
-        if r.error:
-            raise ApiError(
-                r.error, f"{topic}-{partition} cannot join the transaction of producer {producer_id}"
-            )
+        code, message = produce_error(r.error, transaction_abortable=True)  # as a remote add's answer
+        if code:
+            raise ApiError(code, message)
 
     async def _at_coordinator(
         self,
@@ -300,9 +297,17 @@ class TransactionService:
         """One marker from WriteTxnMarkers (an admin's abort of a hanging transaction)."""
         return self.writes.write_marker(topic, partition, producer_id, epoch, commit, coordinator_epoch)
 
-    def settle_offsets(self, producer_id: int, commit: bool) -> None:
-        """A marker on `__consumer_offsets` settles the producer's pending offsets in the group coordinator."""
-        self.groups.coordinator.txn_offsets.complete(producer_id, commit)
+    def settle_offsets(self, producer_id: int, commit: bool, partition: int) -> None:
+        """A marker on `__consumer_offsets` partition `partition` settles the producer's pending
+        offsets of that partition's groups in the group coordinator."""
+        self.groups.coordinator.txn_offsets.complete(
+            producer_id, commit, lambda g: self.offsets_partition_of(g) == partition
+        )
+
+    def offsets_shard_error(self, partition: int) -> ErrorCode:
+        """NONE when the group coordinator has the groups of `__consumer_offsets` partition
+        `partition` loaded here now (cluster mode: the shard is ACTIVE; a single node: always)."""
+        return self.groups.shards.partition_error(partition)
 
     def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) of `__transaction_state` partition `p` (blocking: a thread)."""

@@ -49,7 +49,8 @@ class TxnHost(Protocol):
 
     @property
     def coordinator(self) -> TransactionCoordinator: ...
-    def settle_offsets(self, producer_id: int, commit: bool) -> None: ...
+    def settle_offsets(self, producer_id: int, commit: bool, partition: int) -> None: ...
+    def offsets_shard_error(self, partition: int) -> ErrorCode: ...
     def read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]: ...
 
 
@@ -154,6 +155,12 @@ class TxnLogWrites:
         epoch_of_leader = self._leader_epoch(topic, partition, t)
         if epoch_of_leader is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if topic == CONSUMER_OFFSETS and svc.offsets_shard_error(partition):
+            # The group coordinator's shard is still loading (or gone): a marker appended now could
+            # fall after what the load read and never settle the pending offsets it replays. Kafka's
+            # KafkaApis turns the coordinator's COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR into
+            # NOT_LEADER_OR_FOLLOWER, which the transaction coordinator retries.
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         entry = svc.partition_log(topic, partition).producer_state.producers.get(producer_id)
         if entry is not None and epoch < entry.epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
@@ -166,7 +173,7 @@ class TxnLogWrites:
         except LogError as e:
             return ErrorCode[e.error_name]
         if topic == CONSUMER_OFFSETS:
-            svc.settle_offsets(producer_id, commit)
+            svc.settle_offsets(producer_id, commit, partition)
         return ErrorCode.NONE
 
 
@@ -257,7 +264,7 @@ class LocalTxnWrites(TxnLogWrites):
                 failed = True
                 continue
             if topic == CONSUMER_OFFSETS:
-                svc.settle_offsets(job.producer_id, job.commit)
+                svc.settle_offsets(job.producer_id, job.commit, partition)
         if failed:
             self._retry.append(job)
             return
