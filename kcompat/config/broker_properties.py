@@ -20,6 +20,7 @@ import binascii
 
 from kcompat.config.broker_group_properties import GROUP_PROPERTIES, TRANSACTION_PROPERTIES
 from kcompat.config.broker_log_properties import RECORD_PROPERTIES, STORAGE_PROPERTIES
+from kcompat.config.broker_share_properties import SHARE_PROPERTIES
 from kcompat.config.definition import INT_MAX, Check, ConfigDef, ListOf, OneOf, at_least, table
 from kcompat.config.shorthand import (
     BOOLEAN,
@@ -341,6 +342,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table(
         *STORAGE_PROPERTIES,
         *RECORD_PROPERTIES,
         *GROUP_PROPERTIES,
+        *SHARE_PROPERTIES,
         *TRANSACTION_PROPERTIES,
     ]
 )
@@ -360,8 +362,6 @@ IGNORED_PREFIXES: dict[str, str] = {
     "replica.": ONE_NODE,
     "leader.imbalance.": ONE_NODE,
     "remote.log.": NO_TIERED_STORAGE,
-    "share.": "kcompat has no share groups.",
-    "group.share.": "kcompat has no share groups.",
     "zookeeper.": "Kafka 4 has no ZooKeeper mode.",
 }
 

@@ -45,6 +45,7 @@ from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
 from kcompat.server.metadata_view import MetadataView
 from kcompat.server.replica_manager import ReplicaManager
+from kcompat.server.share.share_group_service import ShareService
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
@@ -129,6 +130,17 @@ class Broker:
             transaction_version=cluster.transaction_version,
             writes=lambda service: cluster.txn_writes(service, self.replicas),
         )
+        # Share groups: membership here (the group coordinator's side) and the share-partitions this
+        # broker leads, their state kept by the in-memory persister until the ShareCoordinator is wired.
+        self.share_service = ShareService(
+            now_ms=self.now_ms,
+            setting=lambda name: self.config.get(name),
+            topic=self.metadata.topic,
+            by_id=lambda topic_id: self.metadata.topics.by_id(topic_id),
+            partition_log=self.replicas.log_now,
+            leader_epoch=lambda t, partition: self.metadata.leader_and_epoch(t, partition)[1],
+            notify=lambda topic, partition: self.replicas.fetch_waiters.notify((topic, partition)),
+        )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
@@ -147,6 +159,7 @@ class Broker:
             clock=clock,
             fetch_max_bytes=CachedSetting(self.metadata, "fetch.max.bytes"),
             forwarded_versions=cluster.forwarder.versions,
+            share=self.share_service,
         )
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
         self.dispatcher = RequestDispatcher(
@@ -234,6 +247,7 @@ class Broker:
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
         await self.group_service.start()  # replays __consumer_offsets
         await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
+        self.share_service.start()
         log.info(
             "broker %d of cluster %s started with %d topic(s)",
             self.node_id,
@@ -259,6 +273,7 @@ class Broker:
         """Answer what is parked (long-polling Fetches, JoinGroup/SyncGroup waits) now, so that the
         transport's grace period is spent finishing requests rather than waiting out timeouts."""
         self.replicas.begin_shutdown()
+        await self.share_service.close()
         await self.txn_service.close()
         await self.group_service.close()
 
