@@ -61,7 +61,9 @@ async def describe_groups(
     return dg.DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
-            _not_found(g.group_id, g.group_id in coordinator.groups)
+            _not_found(
+                g.group_id, g.group_id in coordinator.groups or ctx.share.group(g.group_id) is not None
+            )
             if request.api_version >= 6 and g.error_code == 0 and g.group_state == DEAD
             else g
             for g in groups
@@ -102,8 +104,23 @@ async def list_groups(ctx: RequestContext, request: Request[lsg.ListGroupsReques
         ),
         creates=False,
     )
-    groups = access.describable_groups(ctx, groups)
+    groups = access.describable_groups(ctx, groups + _share_groups(ctx, states, types))
     return lsg.ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+def _share_groups(ctx: RequestContext, states: list[str], types: list[str]) -> list[lsg.ListedGroup]:
+    """The share groups (KIP-932), listed with protocol type and group type `share`; filters match
+    case-insensitively, as Kafka's."""
+    if types and "share" not in {t.lower() for t in types}:
+        return []
+    wanted = {s.lower() for s in states}
+    return [
+        lsg.ListedGroup(
+            group_id=g.group_id, protocol_type="share", group_state=g.state.value, group_type="share"
+        )
+        for g in ctx.share.groups.groups.values()
+        if not wanted or g.state.value.lower() in wanted
+    ]
 
 
 @handles(DELETE_GROUPS, "0-2")

@@ -51,7 +51,8 @@ class ShareService:
         self.now_ms = now_ms
         self._setting = setting
         self._topic = topic
-        self._overrides = group_overrides
+        # group id -> the group configs set on that group (features' group config resources)
+        self.group_overrides = group_overrides
         self.groups = ShareGroups()
         self.partitions = SharePartitionManager(
             now_ms=now_ms,
@@ -61,17 +62,18 @@ class ShareService:
             by_id=by_id,
             leader_epoch=leader_epoch,
             notify=notify,
-            group_overrides=group_overrides,
+            group_overrides=lambda group_id: self.group_overrides(group_id),
         )
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.Task[None] | None = None
+        self._closed = False
 
     def partitions_of(self, topic: str) -> list[tuple[uuid.UUID, int]]:
         t = self._topic(topic)
         return [] if t is None else [(t.topic_id, p) for p in range(t.partitions)]
 
     def timing(self, group_id: str) -> ShareGroupTiming:
-        o = self._overrides(group_id)
+        o = self.group_overrides(group_id)
 
         def num(group_key: str, broker_key: str) -> int:
             v = o.get(group_key)
@@ -91,6 +93,9 @@ class ShareService:
         self._timer = asyncio.create_task(self._expiry_loop())
 
     async def close(self) -> None:
+        self._closed = True
+        if self._wake is not None:
+            self._wake.set()
         if self._timer is not None:
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -144,7 +149,7 @@ class ShareService:
 
     async def _expiry_loop(self) -> None:
         assert self._wake is not None
-        while True:
+        while not self._closed:  # a cancel that wait_for swallowed (3.11) still ends the loop
             self._wake.clear()
             deadline = self.groups.next_deadline_ms()
             delay = None if deadline is None else max(0.0, (deadline - self.now_ms()) / 1000)

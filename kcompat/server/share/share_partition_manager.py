@@ -89,6 +89,7 @@ class SharePartitionManager:
         self.sessions = ShareSessionCache(int(setting("group.share.max.share.sessions")))
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.Task[None] | None = None
+        self._closed = False
 
     def settings(self, group_id: str) -> GroupSettings:
         return GroupSettings(self._setting, self._overrides(group_id))
@@ -100,6 +101,9 @@ class SharePartitionManager:
         self._timer = asyncio.create_task(self._timer_loop())
 
     async def close(self) -> None:
+        self._closed = True
+        if self._wake is not None:
+            self._wake.set()
         if self._timer is not None:
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -263,7 +267,7 @@ class SharePartitionManager:
 
     async def _timer_loop(self) -> None:
         assert self._wake is not None
-        while True:
+        while not self._closed:  # a cancel that wait_for swallowed (3.11) still ends the loop
             deadlines = [d for sp in self.partitions.values() if (d := sp.next_deadline_ms()) is not None]
             self._wake.clear()
             if deadlines:
