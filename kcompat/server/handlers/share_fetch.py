@@ -35,10 +35,10 @@ def _session(
 ) -> ShareSession | ErrorCode:
     sessions = ctx.share.partitions.sessions
     if epoch == INITIAL_EPOCH:
+        # As Kafka's SharePartitionManager: membership is the group coordinator's business, not
+        # checked here (a member that left has its records released and its session closed).
         if not opening_allowed:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
-        if not ctx.share.is_member(group, member):
-            return ErrorCode.UNKNOWN_MEMBER_ID
         return sessions.open(group, member)
     return sessions.next(group, member, epoch)
 
