@@ -134,6 +134,11 @@ def test_two_members_share_a_group_each_record_once(broker: Broker) -> None:
         assert all(len(ms) > 0 for ms in got), [len(ms) for ms in got]
         # implicit mode accepts what was delivered: nothing comes again
         assert drain([a, b], 1, timeout=LOCK_MS / 1000 + 2) == [[], []]
+        offsets = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap,
+                             "--describe", "--group", "g-two")  # fmt: skip
+        rows = [line.split() for line in offsets.stdout.splitlines() if line.startswith("g-two")]
+        # GROUP TOPIC PARTITION LEADER-EPOCH START-OFFSET LAG: all delivered and acknowledged
+        assert sorted((r[1], r[2], r[-1]) for r in rows) == [(t, "0", "0"), (t, "1", "0")], offsets.stdout
     finally:
         a.close()
         b.close()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.describe_share_group_offsets import DESCRIBE_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.list_groups import LIST_GROUPS
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.messages.share_acknowledge import SHARE_ACKNOWLEDGE
@@ -190,3 +191,23 @@ def test_read_committed_skips_aborted_records(h: BrokerHarness) -> None:
     assert acquired(share_fetch(h, "a", 1)) == [(3, 3, 1), (5, 5, 1)]
     sp = h.broker.share_service.partitions.partitions[("g", tid(h), 0)]
     assert sp.start_offset == 3  # the aborted records and the marker were archived
+
+
+def test_unknown_topic_id_and_describe_share_group_offsets(h: BrokerHarness) -> None:
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"a", b"b", b"c")
+    heartbeat(h, "a", 0)
+    r = h.call(SHARE_FETCH, 2, {"group_id": "g", "member_id": "a", "share_session_epoch": 0, "max_wait_ms": 0,
+                                "max_bytes": 1 << 20, "max_records": 10, "topics": [
+                                    {"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0}]}]})  # fmt: skip
+    assert [p.error_code for t in r.responses for p in t.partitions] == [E.UNKNOWN_TOPIC_ID]
+    assert acquired(share_fetch(h, "a", 1)) == [(0, 2, 1)]
+    acknowledge(h, "a", 2, [(0, 0, [ACCEPT])])
+    d = h.call(DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [
+        {"group_id": "g", "topics": None}, {"group_id": "none", "topics": None},
+        {"group_id": "g", "topics": [{"topic_name": "t", "partitions": [0, 1]}]}]})  # fmt: skip
+    rows = [(p.partition_index, p.start_offset, p.lag) for t in d.groups[0].topics for p in t.partitions]
+    assert rows == [(0, 1, 2)]  # offset 0 accepted: 1 and 2 still to go
+    assert d.groups[1].error_code == E.GROUP_ID_NOT_FOUND
+    rows = [(p.partition_index, p.start_offset, p.lag) for t in d.groups[2].topics for p in t.partitions]
+    assert rows == [(0, 1, 2), (1, -1, -1)]  # partition 1 was never fetched
