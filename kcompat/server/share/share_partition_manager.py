@@ -88,6 +88,7 @@ class SharePartitionManager:
         self._loading: dict[SpKey, asyncio.Future[SharePartition | ErrorCode]] = {}
         self.sessions = ShareSessionCache(int(setting("group.share.max.share.sessions")))
         self._wake: asyncio.Event | None = None
+        self._sleeping_until: int | None = None  # the deadline the lock timer sleeps to (None: none)
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -181,7 +182,7 @@ class SharePartitionManager:
         err, span = sp.acknowledge(member_id, list(batches), self.now_ms())
         if err != ErrorCode.NONE or span is None:
             return err
-        self._arm()  # RENEW moved deadlines; RELEASE made records available
+        # RENEW only moves deadlines later: the timer wakes early at worst, and sleeps again.
         self._notify(t.name, partition)
         return await self._write(group_id, t, partition, sp, span)
 
@@ -229,7 +230,7 @@ class SharePartitionManager:
             return [], b""
         acquired = sp.acquire(member_id, read.batches, max_records, self.now_ms())
         if acquired:
-            self._arm()
+            self._arm(self.now_ms() + sp.limits.lock_duration_ms)
         return acquired, acquired_bytes(read, acquired)
 
     # --- releasing -------------------------------------------------------------------------------
@@ -261,8 +262,10 @@ class SharePartitionManager:
                 err.name,
             )
 
-    def _arm(self) -> None:
-        if self._wake is not None:
+    def _arm(self, deadline: int) -> None:
+        """A lock runs out at `deadline`: wake the timer only when that is before its own wake-up,
+        so a busy share fetch path does not make it rescan every partition each time."""
+        if self._wake is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._wake.set()
 
     async def _timer_loop(self) -> None:
@@ -270,6 +273,7 @@ class SharePartitionManager:
         while not self._closed:  # a cancel that wait_for swallowed (3.11) still ends the loop
             deadlines = [d for sp in self.partitions.values() if (d := sp.next_deadline_ms()) is not None]
             self._wake.clear()
+            self._sleeping_until = min(deadlines) if deadlines else None
             if deadlines:
                 delay = max(0.0, (min(deadlines) - self.now_ms()) / 1000)
                 try:
