@@ -6,7 +6,8 @@
         a record released as often as group.share.delivery.count.limit allows is archived;
     a member killed -9 holding acquired records: they come back to the other member, once the
         acquisition lock (group.share.record.lock.duration.ms) ran out, with the count raised;
-    Java's KafkaShareConsumer 4.3.1 (Kafka's VerifiableShareConsumer) beside a confluent member;
+    Java's KafkaShareConsumer 4.3.1 (Kafka's VerifiableShareConsumer) beside a confluent member,
+        and in explicit mode (java/ShareConsumer.java): RELEASE, REJECT and the delivery-count limit;
     kafka-share-groups --describe --members / --state.
 
 Share groups start at `latest` (share.auto.offset.reset), so each test first has its members
@@ -28,7 +29,8 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
-from support import kafka_tool, kafka_tool_command
+from groups_members import compile_java
+from support import KAFKA_JARS, ROOT, java_classpath, java_executable, kafka_tool, kafka_tool_command
 
 from kcompat.testing import TEST_DEFAULTS, Broker
 
@@ -296,3 +298,62 @@ def test_java_share_consumer_beside_a_confluent_one_and_kafka_share_groups(
         if java.stdout is not None:
             java.stdout.close()
         c.close()
+
+
+def test_java_explicit_release_reject_and_the_delivery_limit(broker: Broker, tmp_path: Path) -> None:
+    t = topic(broker, "share-java-acks", 1)
+    classes = compile_java(
+        tmp_path / "classes", KAFKA_JARS, ROOT / "compat_tests" / "java" / "ShareConsumer.java"
+    )
+    cp = f"{classes}:{java_classpath(KAFKA_JARS)}"
+    cmd = [
+        java_executable(),
+        "-Xmx256m",
+        "-cp",
+        cp,
+        "ShareConsumer",
+        broker.bootstrap,
+        "g-java-acks",
+        t,
+        "90",
+    ]
+    java = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(java.stdout or []), daemon=True)
+    reader.start()
+    try:
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        deadline = time.time() + 60
+        while not any(line.startswith(WARM.decode()) for line in lines):  # it starts at latest
+            assert time.time() < deadline and java.poll() is None, "the Java share consumer got nothing"
+            p.produce(t, value=WARM)
+            p.flush(10)
+            time.sleep(0.5)
+        p.produce(t, value=b"release-me")
+        p.produce(t, value=b"reject-me")
+        p.produce(t, value=b"accept-me")
+        p.flush(10)
+
+        def counts() -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            for line in lines:
+                value, _, count = line.strip().rpartition(" ")
+                if value != WARM.decode():
+                    out.setdefault(value, []).append(count)
+            return out
+
+        deadline = time.time() + 60
+        while len(counts().get("release-me", [])) < DELIVERY_LIMIT and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(LOCK_MS / 1000 + 2)  # nothing more may come
+        assert counts() == {"release-me": ["1", "2", "3"], "reject-me": ["1"], "accept-me": ["1"]}
+    finally:
+        java.terminate()
+        try:
+            java.wait(30)
+        except subprocess.TimeoutExpired:
+            java.kill()
+            java.wait(10)
+        reader.join(10)
+        if java.stdout is not None:
+            java.stdout.close()
