@@ -362,6 +362,10 @@ IGNORED_PREFIXES: dict[str, str] = {
     "replica.": ONE_NODE,
     "leader.imbalance.": ONE_NODE,
     "remote.log.": NO_TIERED_STORAGE,
+    # Share groups: the settings kcompat implements are defined (broker_share_properties); the
+    # others (the share coordinator's state topic, persister class ...) have no effect here yet.
+    "share.": "kcompat keeps share-group state without Kafka's share coordinator settings.",
+    "group.share.": "kcompat does not implement this share group setting.",
     "zookeeper.": "Kafka 4 has no ZooKeeper mode.",
 }
 
