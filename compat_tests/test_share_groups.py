@@ -144,6 +144,15 @@ def test_two_members_share_a_group_each_record_once(broker: Broker) -> None:
     finally:
         a.close()
         b.close()
+    # both left: the group is empty and can be deleted
+    listed = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--list")
+    assert "g-two" in listed.stdout.split(), listed.stdout
+    deleted = kafka_tool(
+        "kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--delete", "--group", "g-two"
+    )
+    assert "successful" in deleted.stdout, deleted.stdout
+    listed = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--list")
+    assert "g-two" not in listed.stdout.split(), listed.stdout
 
 
 def test_release_redelivers_reject_archives_and_the_delivery_limit(broker: Broker) -> None:

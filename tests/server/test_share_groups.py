@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.delete_groups import DELETE_GROUPS
 from kcompat.wire.messages.describe_share_group_offsets import DESCRIBE_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.list_groups import LIST_GROUPS
 from kcompat.wire.messages.produce import PRODUCE
@@ -211,3 +212,19 @@ def test_unknown_topic_id_and_describe_share_group_offsets(h: BrokerHarness) -> 
     assert d.groups[1].error_code == E.GROUP_ID_NOT_FOUND
     rows = [(p.partition_index, p.start_offset, p.lag) for t in d.groups[2].topics for p in t.partitions]
     assert rows == [(0, 1, 2), (1, -1, -1)]  # partition 1 was never fetched
+
+
+def test_delete_groups_deletes_an_empty_share_group_and_its_state(h: BrokerHarness) -> None:
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"a")
+    heartbeat(h, "a", 0)
+    assert acquired(share_fetch(h, "a", 0)) == [(0, 0, 1)]
+    r = h.call(DELETE_GROUPS, 2, {"groups_names": ["g"]})
+    assert [x.error_code for x in r.results] == [E.NON_EMPTY_GROUP]
+    heartbeat(h, "a", -1)
+    r = h.call(DELETE_GROUPS, 2, {"groups_names": ["g"]})
+    assert [x.error_code for x in r.results] == [0]
+    assert h.call(LIST_GROUPS, 5, {"types_filter": ["share"]}).groups == []
+    # a new group of that name starts again from its reset point, nothing remembered
+    heartbeat(h, "b", 0)
+    assert acquired(share_fetch(h, "b", 0)) == [(0, 0, 1)]

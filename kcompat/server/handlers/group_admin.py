@@ -131,9 +131,14 @@ async def delete_groups(
     denied = access.groups_denied(ctx, access.DELETE, names)
     elsewhere = _not_here(ctx, [n for n in names if n not in denied])
     here = [g for g in names if g not in elsewhere and g not in denied]
+    shares = [g for g in here if ctx.share.group(g) is not None]
+    here = [g for g in here if g not in shares]
     results = await coordinate(
         ctx, lambda now: ctx.groups.coordinator.delete_groups(now, here), creates=False
     )
+    results += [
+        dlg.DeletableGroupResult(group_id=g, error_code=int(await ctx.share.delete_group(g))) for g in shares
+    ]
     results += [dlg.DeletableGroupResult(group_id=g, error_code=int(e)) for g, e in elsewhere.items()]
     results += [dlg.DeletableGroupResult(group_id=n, error_code=int(e)) for n, e in denied.items()]
     return dlg.DeleteGroupsResponse(throttle_time_ms=0, results=results)

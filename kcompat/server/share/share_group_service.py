@@ -24,6 +24,7 @@ from kcompat.server.share.memory_persister import InMemoryPersister
 from kcompat.server.share.persister import Persister
 from kcompat.server.share.share_partition_manager import SharePartitionManager
 from kcompat.storage.topic_store import TopicInfo
+from kcompat.wire.error_codes import ErrorCode
 
 log = logging.getLogger("kcompat.server.share")
 
@@ -142,6 +143,18 @@ class ShareService:
     def is_member(self, group_id: str, member_id: str) -> bool:
         g = self.groups.groups.get(group_id)
         return g is not None and member_id in g.members
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: only when it has no members; its share-partition state goes too."""
+        g = self.groups.groups.get(group_id)
+        if g is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if g.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        err = await self.partitions.delete_group(group_id)
+        if err == ErrorCode.NONE:
+            del self.groups.groups[group_id]
+        return err
 
     async def member_gone(self, group_id: str, member_id: str) -> None:
         self.partitions.sessions.remove_member(group_id, member_id)

@@ -293,5 +293,14 @@ class SharePartitionManager:
                     except Exception:
                         log.exception("share lock expiry of group %s failed", gid)
 
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """Forget the group's share-partitions here and in the persister (DeleteGroups)."""
+        for topic_id, partition, _ in self.group_partitions(group_id):
+            err = await self.persister.delete_state(SharePartitionKey(group_id, topic_id.bytes, partition))
+            if err != ErrorCode.NONE:
+                return ErrorCode.of(err)
+            del self.partitions[(group_id, topic_id, partition)]
+        return ErrorCode.NONE
+
     def group_partitions(self, group_id: str) -> list[tuple[uuid.UUID, int, SharePartition]]:
         return [(tid, p, sp) for (gid, tid, p), sp in self.partitions.items() if gid == group_id]
