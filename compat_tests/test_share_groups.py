@@ -366,3 +366,22 @@ def test_java_explicit_release_reject_and_the_delivery_limit(broker: Broker, tmp
         reader.join(10)
         if java.stdout is not None:
             java.stdout.close()
+
+
+def test_kafka_share_groups_reset_offsets_then_a_consumer_reads_from_there(broker: Broker) -> None:
+    t = topic(broker, "share-reset", 1)
+    values = [f"old{i}".encode() for i in range(20)]
+    produce(broker, t, values, 1)
+    reset = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--reset-offsets",
+                       "--to-earliest", "--execute", "--group", "g-reset", "--topic", t)  # fmt: skip
+    assert "g-reset" in reset.stdout, reset.stdout
+    c = share_consumer(broker, "g-reset", t)
+    try:
+        # from the earliest offset, not from the end (share.auto.offset.reset's latest)
+        got = [m.value() for ms in drain([c], len(values), timeout=30) for m in ms]
+        assert sorted(got) == sorted(values), got
+    finally:
+        c.close()
+    gone = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--delete-offsets",
+                      "--group", "g-reset", "--topic", t)  # fmt: skip
+    assert "Successful" in gone.stdout or "successful" in gone.stdout, gone.stdout

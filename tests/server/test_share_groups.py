@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.alter_share_group_offsets import ALTER_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.delete_groups import DELETE_GROUPS
+from kcompat.wire.messages.delete_share_group_offsets import DELETE_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.describe_share_group_offsets import DESCRIBE_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.list_groups import LIST_GROUPS
 from kcompat.wire.messages.produce import PRODUCE
@@ -228,3 +230,26 @@ def test_delete_groups_deletes_an_empty_share_group_and_its_state(h: BrokerHarne
     # a new group of that name starts again from its reset point, nothing remembered
     heartbeat(h, "b", 0)
     assert acquired(share_fetch(h, "b", 0)) == [(0, 0, 1)]
+
+
+def test_alter_and_delete_share_group_offsets(h: BrokerHarness) -> None:
+    produce(h, b"a", b"b", b"c", b"d")
+    # before any consumer: set the start, the group is made
+    r = h.call(ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 2}]}]})  # fmt: skip
+    assert r.error_code == 0 and [p.error_code for t in r.responses for p in t.partitions] == [0]
+    heartbeat(h, "a", 0)
+    assert acquired(share_fetch(h, "a", 0)) == [(2, 3, 1)]
+    r = h.call(ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}]})  # fmt: skip
+    assert r.error_code == E.NON_EMPTY_GROUP
+    heartbeat(h, "a", -1)
+    r = h.call(
+        DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": [{"topic_name": "t"}, {"topic_name": "x"}]}
+    )
+    assert [t.error_code for t in r.responses] == [0, E.UNKNOWN_TOPIC_OR_PARTITION]
+    # the state is gone: latest again (the end of the log), nothing of 0-3 comes back
+    heartbeat(h, "b", 0)
+    assert acquired(share_fetch(h, "b", 0)) == []
+    produce(h, b"e")
+    assert acquired(share_fetch(h, "b", 1)) == [(4, 4, 1)]
