@@ -173,9 +173,26 @@ def test_latest_starts_at_the_end_and_the_member_leaving_releases(h: BrokerHarne
     assert acquired(share_fetch(h, "a", 0)) == []
     produce(h, b"new1", b"new2")
     assert acquired(share_fetch(h, "a", 1)) == [(1, 2, 1)]
-    heartbeat(h, "a", -1)  # leaves holding 1-2
+    heartbeat(h, "a", -1)  # leaves holding 1-2, as a client closing sends its leave first
+    assert acquired(share_fetch(h, "b", 0)) == []  # still a's
+    # its final acknowledgement still counts; the closing session releases the rest
+    assert ack_errors(share_fetch(h, "a", -1, acks=[(1, 1, [ACCEPT])])) == [0]
     assert share_fetch(h, "a", 2).error_code == E.SHARE_SESSION_NOT_FOUND
-    assert acquired(share_fetch(h, "b", 0)) == [(1, 2, 2)]
+    assert acquired(share_fetch(h, "b", 1)) == [(2, 2, 2)]
+
+
+def test_a_member_whose_session_times_out_loses_its_records_and_session(h: BrokerHarness) -> None:
+    overrides(h, {"share.auto.offset.reset": "earliest", "share.session.timeout.ms": "300"})
+    produce(h, b"x", b"y")
+    heartbeat(h, "a", 0)
+    assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
+    heartbeat(h, "b", 0)
+    h.sleep(0.2)
+    heartbeat(h, "b", 2)  # b keeps heartbeating, a does not
+    h.sleep(0.25)
+    assert [m for m in h.broker.share_service.group("g").members] == ["b"]  # type: ignore[union-attr]
+    assert share_fetch(h, "a", 1).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert acquired(share_fetch(h, "b", 0)) == [(0, 1, 2)]  # long before the 1 s lock ran out
 
 
 def test_read_committed_skips_aborted_records(h: BrokerHarness) -> None:
@@ -253,3 +270,18 @@ def test_alter_and_delete_share_group_offsets(h: BrokerHarness) -> None:
     assert acquired(share_fetch(h, "b", 0)) == []
     produce(h, b"e")
     assert acquired(share_fetch(h, "b", 1)) == [(4, 4, 1)]
+
+
+def test_share_session_cache_limit_and_eviction_of_departed_members() -> None:
+    from kcompat.server.share.share_sessions import ShareSession, ShareSessionCache
+
+    cache = ShareSessionCache(2)
+    assert isinstance(cache.open("g", "a", lambda g, m: True), ShareSession)
+    assert isinstance(cache.open("g", "b", lambda g, m: True), ShareSession)
+    assert cache.open("g", "c", lambda g, m: True) == E.SHARE_SESSION_LIMIT_REACHED
+    assert isinstance(cache.open("g", "c", lambda g, m: m != "a"), ShareSession)  # a left its group
+    assert cache.next("g", "a", 1) == E.SHARE_SESSION_NOT_FOUND
+    s = cache.next("g", "b", 1)
+    assert isinstance(s, ShareSession) and s.epoch == 2
+    assert cache.next("g", "b", 1) == E.INVALID_SHARE_SESSION_EPOCH
+    assert cache.next("g", "b", -1) is s and len(cache) == 1

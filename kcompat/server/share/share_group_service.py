@@ -133,8 +133,9 @@ class ShareService:
         )
         if self._wake is not None:
             self._wake.set()
-        if member_epoch == -1 and result.member_epoch == -1:
-            await self.member_gone(group_id, member_id)
+        # A member leaving keeps its share session: clients send the leave heartbeat before their
+        # final ShareAcknowledge (epoch -1), whose acknowledgements must still count; that final
+        # request, or the lock timing out, releases what the member still holds.
         return result, timing.heartbeat_interval_ms
 
     def group(self, group_id: str) -> ShareGroup | None:

@@ -7,12 +7,14 @@ requests cover, and the epoch that orders them.
 
 A stale or repeated epoch is INVALID_SHARE_SESSION_EPOCH; a session that does not exist (never
 opened, closed, or evicted) is SHARE_SESSION_NOT_FOUND; more than group.share.max.share.sessions
-sessions is SHARE_SESSION_LIMIT_REACHED.
+sessions is SHARE_SESSION_LIMIT_REACHED, unless the least recently used session of a member that
+has left its group can make room.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kcompat.wire.error_codes import ErrorCode
@@ -36,12 +38,27 @@ class ShareSessionCache:
         self.max_sessions = max_sessions
         self.sessions: dict[tuple[str, str], ShareSession] = {}
 
-    def open(self, group_id: str, member_id: str) -> ShareSession | ErrorCode:
+    def open(
+        self, group_id: str, member_id: str, is_member: Callable[[str, str], bool]
+    ) -> ShareSession | ErrorCode:
         key = (group_id, member_id)
-        if key not in self.sessions and len(self.sessions) >= self.max_sessions:
+        if (
+            key not in self.sessions
+            and len(self.sessions) >= self.max_sessions
+            and not self._evict(is_member)
+        ):
             return ErrorCode.SHARE_SESSION_LIMIT_REACHED
+        self.sessions.pop(key, None)  # a new session goes to the back: the most recently used
         s = self.sessions[key] = ShareSession(group_id, member_id, 1)
         return s
+
+    def _evict(self, is_member: Callable[[str, str], bool]) -> bool:
+        """Make room: drop the least recently used session of a member no longer in its group."""
+        for key in self.sessions:
+            if not is_member(*key):
+                del self.sessions[key]
+                return True
+        return False
 
     def next(self, group_id: str, member_id: str, epoch: int) -> ShareSession | ErrorCode:
         """The session a request with `epoch` (not 0) continues; with -1 it is removed."""
@@ -54,6 +71,7 @@ class ShareSessionCache:
         if epoch != s.epoch:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
         s.epoch = s.epoch + 1 if s.epoch < 0x7FFFFFFF else 1
+        self.sessions[(group_id, member_id)] = self.sessions.pop((group_id, member_id))  # most recent last
         return s
 
     def remove_member(self, group_id: str, member_id: str) -> ShareSession | None:
