@@ -40,6 +40,8 @@ from kcompat.wire.error_codes import ErrorCode
 log = logging.getLogger("kcompat.server.share")
 
 SpKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
+READ_FLOOR = 1 << 20  # bytes a share fetch reads from a partition's log at least (one batch at least)
+READ_PER_RECORD = 2048  # and per record it may still acquire
 
 
 class GroupSettings:
@@ -225,7 +227,10 @@ class SharePartitionManager:
         offset = sp.next_fetch_offset()
         if offset > plog.log_end_offset:
             return [], b""
-        read: ReadBatches = read_batches(plog, offset, max_bytes, read_committed)
+        # Read about what max_records can use, not the whole of MaxBytes (50 MiB from Java): what is
+        # not acquired would be read again by the next fetch.
+        budget = min(max_bytes, max(READ_FLOOR, max_records * READ_PER_RECORD))
+        read: ReadBatches = read_batches(plog, offset, budget, read_committed)
         if not read.batches:
             return [], b""
         acquired = sp.acquire(member_id, read.batches, max_records, self.now_ms())
