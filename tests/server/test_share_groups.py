@@ -105,6 +105,7 @@ def test_heartbeat_assigns_with_the_simple_assignor_and_describe_lists_members(h
         != b.assignment.topic_partitions[0].partitions
     )
     assert heartbeat(h, "nobody", 5).error_code == E.UNKNOWN_MEMBER_ID
+    assert heartbeat(h, "", 0).error_code == E.INVALID_REQUEST
     assert heartbeat(h, "a", 1).error_code == E.FENCED_MEMBER_EPOCH
     d = h.call(SHARE_GROUP_DESCRIBE, 1, {"group_ids": ["g", "none"], "include_authorized_operations": False})
     assert d.groups[0].group_state == "Stable" and {m.member_id for m in d.groups[0].members} == {"a", "b"}
