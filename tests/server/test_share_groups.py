@@ -12,9 +12,11 @@ import pytest
 
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.alter_share_group_offsets import ALTER_SHARE_GROUP_OFFSETS
+from kcompat.wire.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from kcompat.wire.messages.delete_groups import DELETE_GROUPS
 from kcompat.wire.messages.delete_share_group_offsets import DELETE_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.describe_share_group_offsets import DESCRIBE_SHARE_GROUP_OFFSETS
+from kcompat.wire.messages.join_group import JOIN_GROUP
 from kcompat.wire.messages.list_groups import LIST_GROUPS
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.messages.share_acknowledge import SHARE_ACKNOWLEDGE
@@ -286,3 +288,21 @@ def test_share_session_cache_limit_and_eviction_of_departed_members() -> None:
     assert isinstance(s, ShareSession) and s.epoch == 2
     assert cache.next("g", "b", 1) == E.INVALID_SHARE_SESSION_EPOCH
     assert cache.next("g", "b", -1) is s and len(cache) == 1
+
+
+def test_a_share_group_id_is_refused_to_classic_and_consumer_members(h: BrokerHarness) -> None:
+    heartbeat(h, "a", 0)
+    j = h.call(JOIN_GROUP, 9, {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                               "member_id": "", "protocol_type": "consumer",
+                               "protocols": [{"name": "range", "metadata": b""}]})  # fmt: skip
+    assert j.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    c = h.call(CONSUMER_GROUP_HEARTBEAT, 1, {"group_id": "g", "member_id": "m1", "member_epoch": 0,
+                                             "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["t"],
+                                             "topic_partitions": []})  # fmt: skip
+    assert c.error_code == E.GROUP_ID_NOT_FOUND
+    # and a consumer group's id is refused to share members
+    c = h.call(CONSUMER_GROUP_HEARTBEAT, 1, {"group_id": "cg", "member_id": "m1", "member_epoch": 0,
+                                             "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["t"],
+                                             "topic_partitions": []})  # fmt: skip
+    assert c.error_code == 0
+    assert heartbeat(h, "s", 0, group="cg").error_code == E.GROUP_ID_NOT_FOUND
