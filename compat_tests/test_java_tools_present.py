@@ -32,6 +32,7 @@ PROBES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "kafka-metadata-quorum": (("--help",), 0, "usage: kafka-metadata-quorum"),
     "kafka-producer-perf-test": (("--help",), 1, "usage: kafka-producer-perf-test"),
     "kafka-storage": (("--help",), 0, "usage: kafka-storage"),
+    "kafka-verifiable-share-consumer": (("--help",), 1, "usage: verifiable-share-consumer"),
 }
 
 

@@ -99,7 +99,10 @@ WINGS = (
     WingRule(
         "network-handles-no-requests",
         "kcompat/server/network",
-        tuple(f"{_S}.{m}" for m in ("handlers", "groups", "transactions", "cluster", "broker", "dispatcher")),
+        tuple(
+            f"{_S}.{m}"
+            for m in ("handlers", "groups", "transactions", "share", "cluster", "broker", "dispatcher")
+        ),
         "the network wing moves frames; requests are the core's",
     ),
     WingRule(
@@ -107,6 +110,12 @@ WINGS = (
         "kcompat/server/admin",
         tuple(f"{_S}.{m}" for m in ("handlers", "dispatcher", "registry", "cluster")),
         "the admin listener reads through the read model",
+    ),
+    WingRule(
+        "share-serves-handlers",
+        "kcompat/server/share",
+        tuple(f"{_S}.{m}" for m in ("handlers", "dispatcher", "broker", "network", "cluster")),
+        "share groups are services the handlers call, never the other way round",
     ),
     WingRule(
         "handlers-see-no-broker",

@@ -20,7 +20,7 @@ import binascii
 
 from kcompat.config.broker_group_properties import GROUP_PROPERTIES, TRANSACTION_PROPERTIES
 from kcompat.config.broker_log_properties import RECORD_PROPERTIES, STORAGE_PROPERTIES
-from kcompat.config.broker_share_properties import SHARE_COORDINATOR_PROPERTIES
+from kcompat.config.broker_share_properties import SHARE_COORDINATOR_PROPERTIES, SHARE_PROPERTIES
 from kcompat.config.definition import INT_MAX, Check, ConfigDef, ListOf, OneOf, at_least, table
 from kcompat.config.shorthand import (
     BOOLEAN,
@@ -342,6 +342,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table(
         *STORAGE_PROPERTIES,
         *RECORD_PROPERTIES,
         *GROUP_PROPERTIES,
+        *SHARE_PROPERTIES,
         *TRANSACTION_PROPERTIES,
         *SHARE_COORDINATOR_PROPERTIES,
     ]
@@ -362,8 +363,10 @@ IGNORED_PREFIXES: dict[str, str] = {
     "replica.": ONE_NODE,
     "leader.imbalance.": ONE_NODE,
     "remote.log.": NO_TIERED_STORAGE,
-    "share.": "kcompat has no share groups.",
-    "group.share.": "kcompat has no share groups.",
+    # Share groups: the settings kcompat implements are defined (broker_share_properties); the
+    # others (the share coordinator's state topic, persister class ...) have no effect here yet.
+    "share.": "kcompat keeps share-group state without Kafka's share coordinator settings.",
+    "group.share.": "kcompat does not implement this share group setting.",
     "zookeeper.": "Kafka 4 has no ZooKeeper mode.",
 }
 

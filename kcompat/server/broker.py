@@ -52,6 +52,7 @@ from kcompat.server.metadata_view import MetadataView
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.share.persister import Persister
 from kcompat.server.share.share_coordinator import ShareCoordinatorService
+from kcompat.server.share.share_group_service import ShareService
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
@@ -107,6 +108,8 @@ class Broker:
         self.fetch_sessions = FetchManager(
             FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))
         )
+        # The configs set on each group (ConfigResource 32), read by consumer and share groups alike.
+        group_configs = GroupConfigs(self.metadata)
         # Consumer groups and committed offsets, through narrow ports (no reference back to the broker).
         self.group_service = GroupService(
             now_ms=self.now_ms,
@@ -122,7 +125,7 @@ class Broker:
             topic=self.metadata.topic,
             topics=self.metadata.topics.all,
             shards=lambda service: cluster.group_shards(service, self.replicas),
-            configs=GroupConfigs(self.metadata),
+            configs=group_configs,
         )
         # Transactions: the coordinator of every transactional id, its markers appended through the replicas.
         self.txn_service = TransactionService(
@@ -151,6 +154,19 @@ class Broker:
             shards=lambda service: cluster.share_shards(service, self.replicas),
         )
         self.share_persister: Persister = cluster.share_persister(self.share_coordinator)
+        # Share groups: membership here (the group coordinator's side) and the share-partitions this
+        # broker leads, whose state goes through the Persister before an acknowledgement is answered.
+        self.share_service = ShareService(
+            now_ms=self.now_ms,
+            setting=lambda name: self.config.get(name),
+            topic=self.metadata.topic,
+            by_id=lambda topic_id: self.metadata.topics.by_id(topic_id),
+            partition_log=self.replicas.log_now,
+            leader_epoch=lambda t, partition: self.metadata.leader_and_epoch(t, partition)[1],
+            notify=lambda topic, partition: self.replicas.fetch_waiters.notify((topic, partition)),
+            persister=self.share_persister,
+            group_overrides=group_configs.overrides,
+        )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
@@ -170,6 +186,7 @@ class Broker:
             clock=clock,
             fetch_max_bytes=CachedSetting(self.metadata, "fetch.max.bytes"),
             forwarded_versions=cluster.forwarder.versions,
+            share=self.share_service,
         )
         # Fault rules set at run time through the admin listener (kcompat/faults); none: no cost.
         self.faults = FaultEngine()
@@ -265,6 +282,7 @@ class Broker:
         await self.group_service.start()  # replays __consumer_offsets
         await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
         await self.share_coordinator.start()  # replays __share_group_state
+        self.share_service.start()
         log.info(
             "broker %d of cluster %s started with %d topic(s)",
             self.node_id,
@@ -290,6 +308,7 @@ class Broker:
         """Answer what is parked (long-polling Fetches, JoinGroup/SyncGroup waits) now, so that the
         transport's grace period is spent finishing requests rather than waiting out timeouts."""
         self.replicas.begin_shutdown()
+        await self.share_service.close()
         await self.share_coordinator.close()
         await self.txn_service.close()
         await self.group_service.close()

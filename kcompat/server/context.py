@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kcompat.server.metadata_view import MetadataView
     from kcompat.server.replica_manager import ReplicaManager
     from kcompat.server.share.share_coordinator import ShareCoordinatorService
+    from kcompat.server.share.share_group_service import ShareService
     from kcompat.server.transactions.txn_service import TransactionService
     from kcompat.storage.acl_store import AclStore
     from kcompat.storage.scram_credentials import ScramCredentialStore
@@ -130,6 +131,7 @@ class BrokerServices:
     # Cluster mode: the API versions the active controller answers (forwarded to it; ApiVersions
     # lists them); None on a single node.
     forwarded_versions: Callable[[], dict[int, tuple[int, int]]]
+    share: ShareService  # share groups (KIP-932): membership and the share-partitions led here
 
 
 class RequestContext:
@@ -186,6 +188,10 @@ class RequestContext:
     @property
     def groups(self) -> GroupService:
         return self.services.groups
+
+    @property
+    def share(self) -> ShareService:
+        return self.services.share
 
     @property
     def transactions(self) -> TransactionService:

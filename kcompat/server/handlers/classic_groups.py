@@ -32,6 +32,7 @@ from kcompat.server.auth import access
 from kcompat.server.context import RequestContext
 from kcompat.server.handlers.group_coordinator import client_host, coordinate
 from kcompat.server.registry import handles
+from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.heartbeat import HEARTBEAT
 from kcompat.wire.messages.join_group import JOIN_GROUP
 from kcompat.wire.messages.leave_group import LEAVE_GROUP
@@ -49,6 +50,8 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
     v = request.api_version
     if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
         return jg.JoinGroupResponse(error_code=int(denied), member_id=body.member_id)
+    if ctx.share.group(body.group_id) is not None:  # a share group's id, as Kafka answers it
+        return jg.JoinGroupResponse(error_code=int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL), member_id="")
     protocols = [JoinGroupProtocol(p.name, bytes(p.metadata)) for p in body.protocols]
     host = client_host(ctx)
     resp = await coordinate(

@@ -61,7 +61,9 @@ async def describe_groups(
     return dg.DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
-            _not_found(g.group_id, g.group_id in coordinator.groups)
+            _not_found(
+                g.group_id, g.group_id in coordinator.groups or ctx.share.group(g.group_id) is not None
+            )
             if request.api_version >= 6 and g.error_code == 0 and g.group_state == DEAD
             else g
             for g in groups
@@ -102,8 +104,23 @@ async def list_groups(ctx: RequestContext, request: Request[lsg.ListGroupsReques
         ),
         creates=False,
     )
-    groups = access.describable_groups(ctx, groups)
+    groups = access.describable_groups(ctx, groups + _share_groups(ctx, states, types))
     return lsg.ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+def _share_groups(ctx: RequestContext, states: list[str], types: list[str]) -> list[lsg.ListedGroup]:
+    """The share groups (KIP-932), listed with protocol type and group type `share`; filters match
+    case-insensitively, as Kafka's."""
+    if types and "share" not in {t.lower() for t in types}:
+        return []
+    wanted = {s.lower() for s in states}
+    return [
+        lsg.ListedGroup(
+            group_id=g.group_id, protocol_type="share", group_state=g.state.value, group_type="share"
+        )
+        for g in ctx.share.groups.groups.values()
+        if not wanted or g.state.value.lower() in wanted
+    ]
 
 
 @handles(DELETE_GROUPS, "0-2")
@@ -114,9 +131,14 @@ async def delete_groups(
     denied = access.groups_denied(ctx, access.DELETE, names)
     elsewhere = _not_here(ctx, [n for n in names if n not in denied])
     here = [g for g in names if g not in elsewhere and g not in denied]
+    shares = [g for g in here if ctx.share.group(g) is not None]
+    here = [g for g in here if g not in shares]
     results = await coordinate(
         ctx, lambda now: ctx.groups.coordinator.delete_groups(now, here), creates=False
     )
+    results += [
+        dlg.DeletableGroupResult(group_id=g, error_code=int(await ctx.share.delete_group(g))) for g in shares
+    ]
     results += [dlg.DeletableGroupResult(group_id=g, error_code=int(e)) for g, e in elsewhere.items()]
     results += [dlg.DeletableGroupResult(group_id=n, error_code=int(e)) for n, e in denied.items()]
     return dlg.DeleteGroupsResponse(throttle_time_ms=0, results=results)

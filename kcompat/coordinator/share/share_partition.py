@@ -1,0 +1,377 @@
+"""A share-partition's in-flight records (Kafka's SharePartition), pure: the time is passed in.
+
+    start offset (SPSO) ── in flight: runs of offsets, each one state ──► end offset (SPEO)
+
+Everything below the start offset is done (acknowledged or archived); everything from the end
+offset on has never been acquired. In between, the records are kept as runs: a fetched batch is one
+run, and an acknowledgement that covers part of it splits it, down to single offsets when each
+offset is acknowledged its own way (Kafka's per-batch state that becomes per-offset state).
+
+    AVAILABLE ──acquire──► ACQUIRED ──ACCEPT──► ACKNOWLEDGED
+        ▲                     │ ─────REJECT/GAP──► ARCHIVED
+        └─RELEASE/lock expiry─┘   (past share.delivery.count.limit: ARCHIVED instead)
+
+Each acquisition raises the delivery count; a record released (by the client, by its lock timing
+out or by its member leaving) once its count has reached the limit is archived, not made available
+again. The start offset moves over completed runs at the front, so the in-flight window (at most
+`share.partition.max.record.locks` records) frees up as consumers acknowledge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from kcompat.wire.error_codes import ErrorCode
+
+
+class RecordState(IntEnum):
+    """Kafka's RecordState ids (the persisted DeliveryState uses 0, 2 and 4)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AcknowledgeType(IntEnum):
+    """AcknowledgementBatches' AcknowledgeTypes (ShareFetch/ShareAcknowledge)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4  # v2: keep the records, restart their lock
+
+
+class Event(IntEnum):
+    """What happens to a run besides an acknowledgement."""
+
+    ACQUIRE = 10
+    EXPIRE = 11  # the acquisition lock timed out, or the member left / closed its session
+    ARCHIVE = 12  # never to be delivered: aborted, a control batch, below the log start
+
+
+# The state table: (state, event or acknowledge type) -> next state. Anything else is refused
+# (INVALID_RECORD_STATE for an acknowledgement).
+TRANSITIONS: dict[tuple[RecordState, int], RecordState] = {
+    (RecordState.AVAILABLE, Event.ACQUIRE): RecordState.ACQUIRED,
+    (RecordState.AVAILABLE, Event.ARCHIVE): RecordState.ARCHIVED,
+    (RecordState.ACQUIRED, AcknowledgeType.ACCEPT): RecordState.ACKNOWLEDGED,
+    (RecordState.ACQUIRED, AcknowledgeType.RELEASE): RecordState.AVAILABLE,
+    (RecordState.ACQUIRED, AcknowledgeType.REJECT): RecordState.ARCHIVED,
+    (RecordState.ACQUIRED, AcknowledgeType.GAP): RecordState.ARCHIVED,
+    (RecordState.ACQUIRED, AcknowledgeType.RENEW): RecordState.ACQUIRED,
+    (RecordState.ACQUIRED, Event.EXPIRE): RecordState.AVAILABLE,
+}
+
+DONE = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
+
+
+@dataclass(frozen=True, slots=True)
+class ShareLimits:
+    delivery_count_limit: int = 5  # share.delivery.count.limit
+    max_record_locks: int = 2000  # share.partition.max.record.locks
+    lock_duration_ms: int = 30000  # share.record.lock.duration.ms
+
+
+@dataclass(slots=True)
+class Run:
+    """Offsets first..last (inclusive) in one state; `member` and `deadline_ms` while ACQUIRED."""
+
+    first: int
+    last: int
+    state: RecordState
+    delivery_count: int
+    member: str | None = None
+    deadline_ms: int = 0
+
+    def split_at(self, offset: int) -> Run:
+        """Cut before `offset` (first < offset <= last): self keeps the front, the back is returned."""
+        back = Run(offset, self.last, self.state, self.delivery_count, self.member, self.deadline_ms)
+        self.last = offset - 1
+        return back
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedBatch:
+    """A batch read from the log, as the share fetch saw it: offsets and whether it is deliverable
+    (control batches and, for read_committed, aborted data are archived, never acquired)."""
+
+    first: int
+    last: int
+    deliverable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    first: int
+    last: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    """A run as the persister stores it (ACQUIRED is stored as AVAILABLE: a lock does not survive)."""
+
+    first: int
+    last: int
+    state: int
+    delivery_count: int
+
+
+class SharePartition:
+    """One share group's view of one topic-partition, on that partition's leader."""
+
+    def __init__(self, start_offset: int, limits: ShareLimits) -> None:
+        self.limits = limits
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        self.runs: list[Run] = []  # sorted, contiguous from start_offset to end_offset - 1
+
+    # --- state kept by the persister -------------------------------------------------------------
+
+    def load(self, start_offset: int, batches: Iterable[StateBatch]) -> None:
+        """The state read back (a restart, a new leader): what was acquired is available again."""
+        self.start_offset = self.end_offset = start_offset
+        self.runs = []
+        for b in sorted(batches, key=lambda b: b.first):
+            if b.last < self.end_offset:
+                continue
+            first = max(b.first, self.end_offset)
+            if first > self.end_offset:  # a hole in what was stored: not yet delivered
+                self.runs.append(Run(self.end_offset, first - 1, RecordState.AVAILABLE, 0))
+            state = RecordState(b.state) if b.state in (2, 4) else RecordState.AVAILABLE
+            self.runs.append(Run(first, b.last, state, b.delivery_count))
+            self.end_offset = b.last + 1
+        self._advance()
+
+    def state_batches(self, lo: int | None = None, hi: int | None = None) -> tuple[StateBatch, ...]:
+        """The in-flight runs overlapping [lo, hi] (all without bounds) in the persister's terms."""
+        out = []
+        for r in self.runs:
+            if (lo is not None and r.last < lo) or (hi is not None and r.first > hi):
+                continue
+            state = RecordState.AVAILABLE if r.state == RecordState.ACQUIRED else r.state
+            out.append(StateBatch(r.first, r.last, int(state), r.delivery_count))
+        return tuple(out)
+
+    def delivery_complete_count(self) -> int:
+        return sum(r.last - r.first + 1 for r in self.runs if r.state in DONE)
+
+    # --- fetching --------------------------------------------------------------------------------
+
+    def next_fetch_offset(self) -> int:
+        """Where a share fetch reads from: the first available in-flight record, else the end."""
+        for r in self.runs:
+            if r.state == RecordState.AVAILABLE:
+                return r.first
+        return self.end_offset
+
+    def can_acquire(self) -> bool:
+        """Whether a fetch could acquire anything: records made available again, or room in the window."""
+        return self.next_fetch_offset() < self.end_offset or self._room() > 0
+
+    def _room(self) -> int:
+        return self.limits.max_record_locks - (self.end_offset - self.start_offset)
+
+    def reset_to(self, offset: int) -> None:
+        """Move the start past records the log no longer holds (retention, DeleteRecords), or to
+        where share.auto.offset.reset placed an empty share-partition."""
+        if offset <= self.start_offset:
+            return
+        self.runs = [r for r in self.runs if r.last >= offset]
+        if self.runs and self.runs[0].first < offset:
+            self.runs[0] = self.runs[0].split_at(offset)
+        self.start_offset = offset
+        self.end_offset = max(self.end_offset, offset)
+        self._advance()
+
+    def acquire(
+        self, member: str, batches: Iterable[FetchedBatch], max_records: int, now_ms: int
+    ) -> list[Acquired]:
+        """Acquire for `member` what `batches` (read from next_fetch_offset) hold: available in-flight
+        records, then new ones past the end while the window has room, at most `max_records`."""
+        out: list[Acquired] = []
+        budget = max_records
+        deadline = now_ms + self.limits.lock_duration_ms
+        for b in batches:
+            if budget <= 0:
+                break
+            if b.last < self.start_offset:
+                continue
+            first = max(b.first, self.start_offset)
+            # the part of the batch already in flight: acquire what is available
+            if first < self.end_offset:
+                hi = min(b.last, self.end_offset - 1)
+                if b.deliverable:
+                    budget = self._acquire_in_flight(member, first, hi, budget, deadline, out)
+                first = hi + 1
+            if first > b.last or first != self.end_offset:
+                continue
+            # new records past the end
+            take = b.last - first + 1
+            if b.deliverable:
+                take = min(take, budget, self._room())
+                if take <= 0:
+                    break
+                last = first + take - 1
+                self.runs.append(Run(first, last, RecordState.ACQUIRED, 1, member, deadline))
+                self._note(out, first, last, 1)
+                budget -= take
+            else:
+                self.runs.append(Run(first, b.last, RecordState.ARCHIVED, 0))
+            self.end_offset = first + take
+        self._advance()
+        return out
+
+    def _acquire_in_flight(
+        self, member: str, lo: int, hi: int, budget: int, deadline: int, out: list[Acquired]
+    ) -> int:
+        i = self._split_range(lo, hi)
+        while i < len(self.runs) and self.runs[i].first <= hi and budget > 0:
+            r = self.runs[i]
+            if r.state == RecordState.AVAILABLE:
+                if r.last - r.first + 1 > budget:
+                    self.runs.insert(i + 1, r.split_at(r.first + budget))
+                r.state = TRANSITIONS[(r.state, Event.ACQUIRE)]
+                r.delivery_count += 1
+                r.member, r.deadline_ms = member, deadline
+                self._note(out, r.first, r.last, r.delivery_count)
+                budget -= r.last - r.first + 1
+            i += 1
+        return budget
+
+    @staticmethod
+    def _note(out: list[Acquired], first: int, last: int, count: int) -> None:
+        if out and out[-1].last + 1 == first and out[-1].delivery_count == count:
+            out[-1] = Acquired(out[-1].first, last, count)
+        else:
+            out.append(Acquired(first, last, count))
+
+    # --- acknowledging ---------------------------------------------------------------------------
+
+    def acknowledge(
+        self, member: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int
+    ) -> tuple[ErrorCode, tuple[int, int] | None]:
+        """Apply (first, last, types) acknowledgements of `member`: one type for the whole range,
+        or one per offset. All or nothing: INVALID_RECORD_STATE when any offset is not acquired
+        by this member (or a type is unknown), and then nothing changes. Returns the error and the
+        span of offsets changed (for the persister)."""
+        plan: list[tuple[int, int, int]] = []
+        for first, last, types in batches:
+            if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
+                return ErrorCode.INVALID_REQUEST, None
+            if any(t not in AcknowledgeType._value2member_map_ for t in types):
+                return ErrorCode.INVALID_REQUEST, None
+            if len(types) == 1:
+                plan.append((first, last, types[0]))
+            else:
+                plan.extend((first + k, first + k, t) for k, t in enumerate(types))
+        for first, last, _ in plan:
+            if not self._all_acquired_by(member, first, last):
+                return ErrorCode.INVALID_RECORD_STATE, None
+        if not plan:
+            return ErrorCode.NONE, None
+        deadline = now_ms + self.limits.lock_duration_ms
+        for first, last, ack in plan:
+            i = self._split_range(first, last)
+            while i < len(self.runs) and self.runs[i].first <= last:
+                self._transition(self.runs[i], ack, deadline)
+                i += 1
+        span = (min(p[0] for p in plan), max(p[1] for p in plan))
+        self._advance()
+        return ErrorCode.NONE, span
+
+    def _all_acquired_by(self, member: str, first: int, last: int) -> bool:
+        if first < self.start_offset or last >= self.end_offset:
+            return False
+        for r in self.runs:
+            if r.last < first or r.first > last:
+                continue
+            if r.state != RecordState.ACQUIRED or r.member != member:
+                return False
+        return True
+
+    def _transition(self, r: Run, event: int, deadline: int) -> None:
+        nxt = TRANSITIONS[(r.state, event)]
+        if nxt == RecordState.AVAILABLE and r.delivery_count >= self.limits.delivery_count_limit:
+            nxt = RecordState.ARCHIVED  # delivered as often as allowed
+        r.state = nxt
+        if nxt == RecordState.ACQUIRED:
+            r.deadline_ms = deadline  # RENEW
+        else:
+            r.member, r.deadline_ms = None, 0
+
+    # --- releasing -------------------------------------------------------------------------------
+
+    def release_member(self, member: str) -> tuple[int, int] | None:
+        """The member left or closed its share session: its acquired records go back (or are archived)."""
+        return self._release(lambda r: r.member == member)
+
+    def expire_locks(self, now_ms: int) -> tuple[int, int] | None:
+        """Release every run whose acquisition lock has timed out by `now_ms`."""
+        return self._release(lambda r: r.deadline_ms <= now_ms)
+
+    def _release(self, pick: Callable[[Run], bool]) -> tuple[int, int] | None:
+        lo = hi = None
+        for r in self.runs:
+            if r.state == RecordState.ACQUIRED and pick(r):
+                self._transition(r, Event.EXPIRE, 0)
+                lo = r.first if lo is None else lo
+                hi = r.last
+        if lo is None or hi is None:
+            return None
+        self._advance()
+        return lo, hi
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [r.deadline_ms for r in self.runs if r.state == RecordState.ACQUIRED]
+        return min(deadlines) if deadlines else None
+
+    def acquired_count(self) -> int:
+        return sum(r.last - r.first + 1 for r in self.runs if r.state == RecordState.ACQUIRED)
+
+    # --- bookkeeping -----------------------------------------------------------------------------
+
+    def _split_range(self, lo: int, hi: int) -> int:
+        """Split runs so that lo starts one and hi ends one; the index of the run starting at lo."""
+        i = 0
+        while i < len(self.runs):
+            r = self.runs[i]
+            if r.first < lo <= r.last:
+                self.runs.insert(i + 1, r.split_at(lo))
+                continue
+            if r.first <= hi < r.last:
+                self.runs.insert(i + 1, r.split_at(hi + 1))
+            i += 1
+        for i, r in enumerate(self.runs):
+            if r.last >= lo:
+                return i
+        return len(self.runs)
+
+    def _advance(self) -> None:
+        """Drop completed runs at the front (the start offset moves) and merge equal neighbours."""
+        k = 0
+        while k < len(self.runs) and self.runs[k].state in DONE:
+            self.start_offset = self.runs[k].last + 1
+            k += 1
+        if k:
+            del self.runs[:k]
+        if not self.runs:
+            self.start_offset = self.end_offset
+        merged: list[Run] = []
+        for r in self.runs:
+            p = merged[-1] if merged else None
+            if (
+                p is not None
+                and p.state == r.state
+                and p.delivery_count == r.delivery_count
+                and p.member == r.member
+                and p.deadline_ms == r.deadline_ms
+            ):
+                p.last = r.last
+            else:
+                merged.append(r)
+        self.runs = merged
