@@ -26,6 +26,7 @@ from compat_tests.crash.wire_client import WireClient
 from kcompat.coordinator.records import offsets_partition
 from kcompat.testing import Broker, wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
+from kcompat.wire.messages.describe_cluster import DESCRIBE_CLUSTER
 from kcompat.wire.messages.find_coordinator import FIND_COORDINATOR
 from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.offset_fetch import OFFSET_FETCH
@@ -52,11 +53,18 @@ class Cluster(ReplicationCluster):
 
     def start(self, node_id: int, wait: bool = True) -> Broker:
         data = self.root / f"data-{node_id}"
-        self.quorum.format_broker(data, node_id)
-        b = cluster_broker(self.quorum, self.root, node_id, **self.SETTINGS)
+        if not (data / "meta.properties").exists():
+            self.quorum.format_broker(data, node_id)
+        b = self.brokers.get(node_id) or cluster_broker(self.quorum, self.root, node_id, **self.SETTINGS)
         self.brokers[node_id] = b
         b.start(wait)
         return b
+
+    def restart_stopped(self) -> None:
+        """Start again every broker a test stopped (same port and data) and wait until it serves."""
+        for node_id, b in self.brokers.items():
+            if not b.running:
+                self.start(node_id)
 
     def live_ids(self) -> set[int]:
         return {i for i, b in self.brokers.items() if b.running}
@@ -250,3 +258,44 @@ def _first_offsets(c: object, first: dict[int, int]) -> bool:
     if msg is not None and msg.error() is None:
         first.setdefault(msg.partition(), msg.offset())
     return True
+
+
+def test_describe_cluster_lists_a_fenced_broker_only_when_asked(cluster: Cluster) -> None:
+    """kill -9 of a broker: once the controller fenced it (its session lapsed), DescribeCluster v2
+    leaves it out unless include_fenced_brokers, and then lists it with IsFenced, as Kafka does."""
+    cluster.restart_stopped()
+    victim = max(cluster.live_ids())
+    cluster.brokers[victim].kill()
+    survivor = cluster.live()[0]
+    try:
+
+        def listed(include_fenced: bool) -> dict[int, bool]:
+            r = cluster.call(survivor, DESCRIBE_CLUSTER.key, 2, {
+                "include_cluster_authorized_operations": False, "endpoint_type": 1,
+                "include_fenced_brokers": include_fenced,
+            })  # fmt: skip
+            assert r.error_code == 0, r  # type: ignore[attr-defined]
+            return {b.broker_id: b.is_fenced for b in r.brokers}  # type: ignore[attr-defined]
+
+        live = {i: False for i in BROKER_IDS if i != victim}
+        wait_until(lambda: listed(False) == live, f"broker {victim} fenced (session lapsed)", timeout=60)
+        assert listed(True) == {**live, victim: True}
+
+        def endpoints(*flags: str) -> dict[int, str]:
+            out = kafka_tool("kafka-cluster", "list-endpoints", "--bootstrap-server", survivor.bootstrap,
+                             *flags).stdout  # fmt: skip
+            return {
+                int(cols[0]): line
+                for line in out.splitlines()
+                if (cols := line.split()) and cols[0].isdigit()
+            }
+
+        assert sorted(endpoints()) == sorted(live)
+        with_fenced = endpoints("--include-fenced-brokers")
+        assert sorted(with_fenced) == list(BROKER_IDS), with_fenced
+        assert "fenced" in with_fenced[victim].lower() and "unfenced" not in with_fenced[victim].lower(), (
+            with_fenced
+        )
+        assert all("unfenced" in with_fenced[i].lower() for i in live), with_fenced
+    finally:
+        cluster.restart_stopped()
