@@ -14,6 +14,7 @@ and `kafka-consumer-groups --describe` through a kcompat broker shows them.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import ClassVar
@@ -245,6 +246,12 @@ def test_group_commits_rebalances_and_survives_kill_of_its_coordinator(cluster: 
     assert rows == COMMITTED, out
 
 
+def _preferred_election(via: Broker) -> bool:
+    kafka_tool("kafka-leader-election", "--bootstrap-server", via.bootstrap, "--election-type", "PREFERRED",
+               "--all-topic-partitions", check=False)  # fmt: skip
+    return True
+
+
 def _committed(c: object, tp: type) -> dict[int, int] | None:
     try:
         got = c.committed([tp(TOPIC, 0), tp(TOPIC, 1)], timeout=5)  # type: ignore[attr-defined]
@@ -299,3 +306,195 @@ def test_describe_cluster_lists_a_fenced_broker_only_when_asked(cluster: Cluster
         assert all("unfenced" in with_fenced[i].lower() for i in live), with_fenced
     finally:
         cluster.restart_stopped()
+
+
+FAILOVER_PARTITIONS = 3
+
+
+class Member(threading.Thread):
+    """A confluent-kafka member of a classic group that commits what it consumed every second,
+    keeping every delivery, every commit acknowledged and every member id it had."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        # librdkafka's defaults otherwise (classic: session.timeout.ms 45 s, range,roundrobin)
+        self.consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "group.protocol": protocol,
+        })  # fmt: skip
+        self.stop = threading.Event()
+        self.deliveries: list[tuple[int, int, float]] = []  # (partition, offset, when)
+        self.commits: list[tuple[float, dict[int, int]]] = []  # acknowledged: (when, partition -> offset)
+        self.commit_errors: list[str] = []
+        self.member_ids: list[str] = []
+        self.assignments: list[set[int]] = []
+
+    def run(self) -> None:
+        c = self.consumer
+        TP = confluent_kafka.TopicPartition
+
+        # Eager (classic) callbacks name the whole assignment, incremental (KIP-848) ones the change.
+        def on_assign(_c: object, ps: list[object]) -> None:
+            now = self.assignments[-1] if self.assignments else set()
+            self.assignments.append(now | {p.partition for p in ps})  # type: ignore[attr-defined]
+
+        def on_revoke(_c: object, ps: list[object]) -> None:
+            now = self.assignments[-1] if self.assignments else set()
+            self.assignments.append(now - {p.partition for p in ps})  # type: ignore[attr-defined]
+
+        c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        next_commit = time.monotonic() + 1
+        pending: dict[int, int] = {}
+        while not self.stop.is_set():
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is None:
+                self.deliveries.append((msg.partition(), msg.offset(), time.monotonic()))
+                pending[msg.partition()] = msg.offset() + 1
+            mid = c.memberid()
+            if mid and (not self.member_ids or self.member_ids[-1] != mid):
+                self.member_ids.append(mid)
+            if time.monotonic() >= next_commit:
+                next_commit = time.monotonic() + 1
+                if pending:
+                    offsets = [TP(self.topic, p, o) for p, o in pending.items()]
+                    try:
+                        done = c.commit(offsets=offsets, asynchronous=False)
+                    except confluent_kafka.KafkaException as e:
+                        self.commit_errors.append(str(e.args[0]))
+                    else:
+                        ok = {tp.partition: tp.offset for tp in done or [] if tp.error is None}  # type: ignore[attr-defined]
+                        self.commits.append((time.monotonic(), ok))
+                        pending = {}
+        c.close()
+
+
+def redeliveries(members: list[Member]) -> tuple[int, list[tuple[int, int]]]:
+    """(records delivered more than once, those of them below an offset of their partition whose
+    commit was acknowledged before the repeat: progress the group lost)."""
+    commits = sorted((t, p, o) for m in members for t, ok in m.commits for p, o in ok.items())
+    seen: set[tuple[int, int]] = set()
+    repeated = 0
+    lost: list[tuple[int, int]] = []
+    for p, o, t in sorted((d for m in members for d in m.deliveries), key=lambda d: d[2]):
+        if (p, o) in seen:
+            repeated += 1
+            if any(cp == p and co > o and ct < t for ct, cp, co in commits):
+                lost.append((p, o))
+        seen.add((p, o))
+    return repeated, lost
+
+
+@pytest.mark.parametrize(
+    ("protocol", "after_kill_s"),
+    [
+        pytest.param("classic", 8, id="classic-short"),
+        pytest.param("consumer", 8, id="consumer-short"),
+        pytest.param("classic", 60, id="classic-long", marks=pytest.mark.slow),
+        pytest.param("consumer", 60, id="consumer-long", marks=pytest.mark.slow),
+    ],
+)
+def test_kill_of_the_coordinator_keeps_members_and_their_progress(
+    cluster: Cluster, protocol: str, after_kill_s: int
+) -> None:
+    """kill -9 of a classic group's coordinator's broker while 3 confluent-kafka members consume and
+    commit every second: the members keep their ids (the new coordinator knows them from the
+    GroupMetadata record; while it is gone or loading they get NOT_COORDINATOR or
+    COORDINATOR_LOAD_IN_PROGRESS, never UNKNOWN_MEMBER_ID), so nothing is delivered twice, as on a
+    Java cluster (issue 26, fault 2)."""
+    cluster.restart_stopped()
+    topic = f"ledger-{protocol}-{after_kill_s}"
+    cluster.create_topic(topic, FAILOVER_PARTITIONS, 3, {})
+    cluster.leaders(topic, FAILOVER_PARTITIONS)
+    group = f"failover-{protocol}-{after_kill_s}"
+    first = cluster.live()[0]
+    cluster.coordinator("probe", first)
+    coordinator = cluster.coordinator(group, first)
+
+    produced = threading.Event()
+    acked: list[tuple[int, int]] = []
+
+    def produce() -> None:
+        p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                                      "linger.ms": 5})  # fmt: skip
+
+        def delivered(err: object, msg: object) -> None:
+            if err is None:
+                acked.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+        i = 0
+        while not produced.is_set():
+            p.produce(topic, value=str(i).encode(), partition=i % FAILOVER_PARTITIONS, on_delivery=delivered)
+            p.poll(0)
+            i += 1
+            time.sleep(0.01)
+        p.flush(60)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    members = [Member(cluster.bootstrap, group, topic, protocol) for _ in range(3)]
+    for m in members:
+        m.start()
+    try:
+        wait_until(
+            lambda: (
+                sorted(p for m in members if m.assignments for p in m.assignments[-1])
+                == list(range(FAILOVER_PARTITIONS))
+                and all(m.commits for m in members)
+            ),
+            "3 members sharing the partitions and committing",
+            timeout=60,
+        )
+        time.sleep(3)
+        ids_before = [m.member_ids[-1] for m in members]
+        cluster.brokers[coordinator].kill()
+        survivor = cluster.live()[0]
+        new = wait_until(
+            lambda: (n := cluster.coordinator(group, survivor)) != coordinator and n,
+            "a new coordinator",
+            timeout=60,
+        )
+        killed_at = time.monotonic()
+        wait_until(
+            lambda: all(any(t > killed_at for t, ok in m.commits if ok) for m in members),
+            f"every member committing through the new coordinator ({new})",
+            timeout=90,
+        )
+        time.sleep(after_kill_s)
+        # The killed broker comes back and leads its partitions again (a preferred election, as an
+        # operator's rolling restart ends): the group moves back to it, a second load.
+        cluster.restart_stopped()
+        wait_until(
+            lambda: _preferred_election(survivor) and cluster.coordinator(group, survivor) == coordinator,
+            "the group back on its first coordinator",
+            timeout=90,
+        )
+        back_at = time.monotonic()
+        wait_until(
+            lambda: all(any(t > back_at for t, ok in m.commits if ok) for m in members),
+            "every member committing through its first coordinator again",
+            timeout=90,
+        )
+        time.sleep(after_kill_s)
+    finally:
+        produced.set()
+        producer.join(90)
+    try:
+        # Everything acknowledged is consumed, then the members stop.
+        wait_until(
+            lambda: set(acked) <= {(p, o) for m in members for p, o, _ in m.deliveries},
+            "every acknowledged record consumed",
+            timeout=90,
+        )
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(30)
+    repeated, lost = redeliveries(members)
+    ids_after = [m.member_ids[-1] for m in members]
+    print(f"{len(acked)} records, {repeated} delivered twice, {len(lost)} below an acknowledged commit; "
+          f"member ids {ids_before} -> {ids_after}; commit errors {[e for m in members for e in m.commit_errors][:5]}")  # fmt: skip
+    assert lost == [], f"{len(lost)} records redelivered below an acknowledged commit: {lost[:10]}"
+    assert ids_after == ids_before, [m.member_ids for m in members]
+    assert repeated == 0, f"{repeated} records delivered twice"
