@@ -651,3 +651,45 @@ def test_cluster_mode_broker_id_must_not_be_a_controller_id() -> None:
     )
     # The combined roles (single-node mode) keep today's behaviour whatever the voters say.
     load("node.id=3000", "controller.quorum.voters=3000@127.0.0.1:9093")
+
+
+CLUSTER_USED = (
+    "offsets.topic.replication.factor=3",
+    "inter.broker.listener.name=PLAINTEXT",
+    "transaction.state.log.replication.factor=3",
+    "transaction.state.log.min.isr=2",
+    "replica.lag.time.max.ms=5000",
+)
+
+
+def ignored_lines(caplog: pytest.LogCaptureFixture) -> dict[str, str]:
+    out = {}
+    for r in caplog.records:
+        m = re.fullmatch(r"property (\S+) accepted and ignored: (.*)", r.getMessage())
+        if m:
+            out[m[1]] = m[2]
+    return out
+
+
+def test_a_single_node_says_it_has_nothing_to_replicate(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, "kcompat.config"):
+        load(*CLUSTER_USED)
+    said = ignored_lines(caplog)
+    assert {k.split("=")[0] for k in CLUSTER_USED} <= set(said)
+    assert all("single node" in said[k.split("=")[0]] for k in CLUSTER_USED)
+
+
+def test_cluster_mode_does_not_call_what_it_uses_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    """Cluster mode replicates and elects: the properties it uses are not "accepted and ignored:
+    kcompat is a single node"; those it does ignore say why, truly (issue 26)."""
+    cluster = ("process.roles=broker", "node.id=4", "controller.quorum.bootstrap.servers=127.0.0.1:9093",
+               "controller.listener.names=CONTROLLER")  # fmt: skip
+    with caplog.at_level(logging.INFO, "kcompat.config"):
+        load(*cluster, *CLUSTER_USED, "min.insync.replicas=2", "auto.leader.rebalance.enable=true", "num.replica.fetchers=2",
+             "replica.socket.timeout.ms=30000", "metadata.log.dir=/tmp/m")  # fmt: skip
+    said = ignored_lines(caplog)
+    assert not {k.split("=")[0] for k in CLUSTER_USED} & set(said), said
+    assert not [m for m in said.values() if "single node" in m or "no KRaft" in m], said
+    assert "controller" in said["auto.leader.rebalance.enable"]
+    assert set(said) == {"auto.leader.rebalance.enable", "num.replica.fetchers", "replica.socket.timeout.ms",
+                         "metadata.log.dir"}  # fmt: skip

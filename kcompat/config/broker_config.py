@@ -22,7 +22,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kcompat.config.broker_properties import BROKER_CONFIGS, IGNORED_PREFIXES, RESTART_ONLY
+from kcompat.config.broker_properties import BROKER_CONFIGS, CLUSTER_IGNORED, IGNORED_PREFIXES, RESTART_ONLY
 from kcompat.config.definition import (
     ConfigDef,
     ConfigEntry,
@@ -34,6 +34,7 @@ from kcompat.config.definition import (
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import Listener, parse_listeners, parse_protocol_map
 from kcompat.config.security import ListenerSecurity, is_security_key, parse_security
+from kcompat.config.shorthand import NO_QUORUM, ONE_NODE
 from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_SYNONYMS
 from kcompat.kafka_uuid import random_uuid_base64
 
@@ -52,6 +53,19 @@ def _ignored_reason(key: str) -> str | None:
         if key.startswith(prefix):
             return reason
     return None
+
+
+def _in_mode(key: str, reason: str | None, cluster: bool, *, defined: bool) -> str | None:
+    """Why `key` is ignored in this mode, None when this mode uses it: a single node's reasons
+    (nothing to replicate, no quorum) are not true of cluster mode, which ignores only some (a
+    prefix of CLUSTER_IGNORED names the keys kcompat does not define)."""
+    if reason is None or not cluster or reason not in (ONE_NODE, NO_QUORUM):
+        return reason
+    if key in CLUSTER_IGNORED:
+        return CLUSTER_IGNORED[key]
+    if defined:
+        return None
+    return next((r for k, r in CLUSTER_IGNORED.items() if k.endswith(".") and key.startswith(k)), None)
 
 
 def _topic_hint(key: str) -> str:
@@ -82,13 +96,16 @@ class BrokerConfig(TypedAttributes):
         self.origins: dict[str, str] = dict(origins or {})
         # ssl.*, sasl.*, listener.name.*: kept as given, resolved per listener by kcompat.config.security
         self.security_props: dict[str, str] = {}
+        cluster = "broker" in str((props or {}).get("process.roles", "")).split(",")
         for key, raw in (props or {}).items():
             definition = BROKER_CONFIGS.get(key)
             if definition is None and is_security_key(key):
                 self.security_props[key] = raw
                 continue
             if definition is None:
-                reason = _ignored_reason(key)
+                reason = _in_mode(
+                    key, _ignored_reason(key), cluster, defined=False
+                )  # each prefix has a reason in both
                 if reason is not None:
                     self.ignored[key] = reason
                     if warn:
@@ -99,8 +116,9 @@ class BrokerConfig(TypedAttributes):
                         log.warning("unknown property %s=%r ignored%s", key, raw, _topic_hint(key))
                 continue
             self._static[key] = self._parse(definition, raw)
-            if definition.ignored is not None and warn:
-                log.info("property %s accepted and ignored: %s", key, definition.ignored)
+            ignored = _in_mode(key, definition.ignored, cluster, defined=True)
+            if ignored is not None and warn:
+                log.info("property %s accepted and ignored: %s", key, ignored)
         # As Kafka does, either of node.id and broker.id given alone also sets the other.
         for name, other in (("node.id", "broker.id"), ("broker.id", "node.id")):
             if name in self._static and other not in self._static and self._static[name] >= 0:

@@ -370,4 +370,26 @@ IGNORED_PREFIXES: dict[str, str] = {
     "zookeeper.": "Kafka 4 has no ZooKeeper mode.",
 }
 
-__all__ = ["BROKER_CONFIGS", "IGNORED_PREFIXES", "RESTART_ONLY", "admin_address", "is_cluster_id"]
+# In cluster mode (process.roles=broker under Kafka's controllers) there is replication, leadership
+# and a quorum: what a single node ignores for their want is used, except what these name (a key,
+# or a prefix ending in "."), which cluster mode ignores for another reason.
+CONTROLLERS_SETTING = "a KRaft controller's setting: the Kafka controllers apply their own."
+NO_METADATA_LOG = "a kcompat broker keeps no metadata log of its own: it reads the controllers' at start-up."
+CLUSTER_IGNORED: dict[str, str] = {
+    "auto.leader.rebalance.enable": CONTROLLERS_SETTING,
+    "leader.imbalance.": CONTROLLERS_SETTING,
+    "controller.": CONTROLLERS_SETTING,
+    "num.replica.fetchers": "kcompat runs one replica fetcher per leader broker, on its event loop.",
+    "replica.": "kcompat's replica fetcher has no such setting.",
+    "metadata.": NO_METADATA_LOG,
+    "metadata.log.dir": NO_METADATA_LOG,
+}
+
+__all__ = [
+    "BROKER_CONFIGS",
+    "CLUSTER_IGNORED",
+    "IGNORED_PREFIXES",
+    "RESTART_ONLY",
+    "admin_address",
+    "is_cluster_id",
+]

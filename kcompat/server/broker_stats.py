@@ -49,11 +49,12 @@ class TopicStats:
 class RequestStats:
     """One API's requests: how many, their total time, and a count per latency bucket (+Inf last)."""
 
-    __slots__ = ("buckets", "count", "errors", "seconds")
+    __slots__ = ("buckets", "cancelled", "count", "errors", "seconds")
 
     def __init__(self) -> None:
         self.count = 0
         self.errors = 0  # requests whose handler failed (the connection was closed)
+        self.cancelled = 0  # requests taken whose answer was dropped with their closed connection
         self.seconds = 0.0
         self.buckets = [0] * (len(LATENCY_BUCKETS_S) + 1)
 
@@ -79,7 +80,7 @@ class BrokerStats:
     def bytes_out(self, topic: str, size: int) -> None:
         self.topic(topic).bytes_out += size
 
-    def observe(self, api_key: int, seconds: float, failed: bool = False) -> None:
+    def observe(self, api_key: int, seconds: float, failed: bool = False, cancelled: bool = False) -> None:
         stats = self.requests.get(api_key)
         if stats is None:
             stats = self.requests[api_key] = RequestStats()
@@ -88,6 +89,8 @@ class BrokerStats:
         stats.buckets[bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
         if failed:
             stats.errors += 1
+        if cancelled:
+            stats.cancelled += 1
 
     def forget_topic(self, name: str) -> None:
         """A deleted topic's counters go with it, as Kafka removes its BrokerTopicMetrics."""

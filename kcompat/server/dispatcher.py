@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import logging
 import pkgutil
 from collections.abc import Awaitable, Callable
+from functools import partial
 from time import perf_counter
 from typing import Any, Protocol
 
@@ -173,8 +175,20 @@ class RequestDispatcher:
         started = perf_counter()
         body = await self._body(reg, request, reg.handler(ctx, request), started)
         if isinstance(body, Deferred):  # taken; answered when its body is ready, in a task of its own
-            return asyncio.ensure_future(self._finish(reg, request, body.body, started))
+            answer = asyncio.ensure_future(self._finish(reg, request, body.body, started))
+            answer.add_done_callback(partial(self._ended, request.api_key, body.body, started))
+            return answer
         return self._encode(request, body, started)
+
+    def _ended(
+        self, api_key: int, pending: Awaitable[Any], started: float, answer: asyncio.Future[Any]
+    ) -> None:
+        """A Deferred answer cancelled with its connection ends here, counted. Cancelled before its
+        task first ran, its body was never awaited: it is closed, not left to the collector."""
+        if answer.cancelled():
+            if inspect.iscoroutine(pending):
+                pending.close()  # a no-op when the cancel reached it inside its await
+            self._stats.observe(api_key, perf_counter() - started, cancelled=True)
 
     async def _finish(
         self, reg: Registration, request: Request, pending: Awaitable[Any], started: float

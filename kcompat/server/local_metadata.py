@@ -130,6 +130,9 @@ class LocalMetadata(ConfigReads):
     def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
         return None
 
+    def fenced_brokers(self, listener: str) -> list[BrokerEndpoint]:
+        return []
+
     def controller_id(self, listener: str) -> int | None:
         return None
 

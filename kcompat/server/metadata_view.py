@@ -100,6 +100,9 @@ class MetadataView(Protocol):
     def live_brokers(self, listener: str) -> list[BrokerEndpoint] | None:
         """Every broker a client may use (None: this broker alone, as it advertises itself)."""
 
+    def fenced_brokers(self, listener: str) -> list[BrokerEndpoint]:
+        """The registered brokers the controllers hold fenced (none on a single node)."""
+
     def controller_id(self, listener: str) -> int | None: ...
     def topic_config(self, t: TopicInfo) -> TopicConfig: ...
     def log_config(self, t: TopicInfo) -> LogConfig: ...

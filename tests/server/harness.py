@@ -5,7 +5,8 @@ Fake request frame (after the size prefix):
     api_key int16 | api_version int16 | correlation_id int32 | command ASCII
 
 Commands: "echo:<text>", "sleep:<seconds>:<text>", "later:<seconds>:<text>" (taken at once, answered
-after the sleep: a Deferred acks=all Produce; the times it was taken and answered are kept), "big:<n>" (n bytes of a pattern), "none" (no
+after the sleep: a Deferred acks=all Produce; the times it was taken and answered are kept),
+"slowlater:<seconds>:<later args>" (as "later", taken only after a first sleep), "big:<n>" (n bytes of a pattern), "none" (no
 response, like Produce acks=0), "close" (CloseConnection), "decode" (DecodeError), "boom"
 (RuntimeError), "file" (the slice set in FakeBroker.slice between two byte chunks).
 Response frame: size int32 | correlation_id int32 | payload.
@@ -65,6 +66,10 @@ class FakeBroker:
         _, _, correlation = struct.unpack_from(">hhi", frame)
         command = bytes(frame[8:]).decode()
         self.taken[correlation] = time.monotonic()
+        if command.startswith("slowlater:"):
+            seconds, _, rest = command[10:].partition(":")
+            await asyncio.sleep(float(seconds))
+            command = "later:" + rest
         if command.startswith("later:"):
             self.handled.append(correlation)
             later = self.later[correlation] = asyncio.ensure_future(self._later(correlation, command[6:]))

@@ -139,6 +139,20 @@ def test_a_client_gone_before_a_later_answer_cancels_it(start: Any) -> None:
     assert 1 not in server.broker.answered
 
 
+def test_a_client_gone_while_its_produce_is_taken_cancels_the_later_answer(start: Any) -> None:
+    """The connection closed while the handler still worked: the answer it then returns to come
+    later is cancelled with the connection, not left to run with nobody to answer (issue 26)."""
+    server = start()
+    with server.connect() as s:
+        s.sendall(request(1, "slowlater:0.3:0.5:lost", 0))
+        server.wait_for(lambda: 1 in server.broker.taken)
+    server.wait_for(lambda: not server.reactor.connections)
+    server.wait_for(lambda: 1 in server.broker.later)
+    server.wait_for(lambda: server.broker.later[1].done())
+    assert server.broker.later[1].cancelled()
+    assert 1 not in server.broker.answered
+
+
 def test_a_slow_request_holds_only_its_own_connection(start: Any) -> None:
     server = start()
     with server.connect() as slow, server.connect() as quick:

@@ -6,6 +6,10 @@ offsets shown, only once the high watermark (a follower's fetch) passes them."""
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
 from kcompat.coordinator.records import offsets_partition
 from kcompat.coordinator.shards import ShardState
 from kcompat.server.cluster.group_shards import GroupShards
@@ -13,9 +17,10 @@ from kcompat.server.cluster.replication.partition import Partition, Registration
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.testing import wait_until
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.join_group import JOIN_GROUP
 from kcompat.wire.messages.offset_commit import OFFSET_COMMIT
 from tests.server.broker_harness import HarnessFactory
-from tests.server.groups_harness import GroupHarness, ShardsClock
+from tests.server.groups_harness import GroupHarness, ShardsClock, heartbeat, join_body, join_new, sync
 from tests.server.test_groups_offsets import commit, fetch
 
 N = 3  # the harness's offsets.topic.num.partitions
@@ -102,3 +107,53 @@ def test_shards_follow_leadership_and_answer_only_replicated_writes(broker_harne
     publish(h, shards)
     assert p not in shards.table.shards and group not in svc.coordinator.offsets
     assert fetch(h, group, {"t": [0]})[0] == E.NOT_COORDINATOR
+
+
+def test_a_classic_group_is_known_again_after_its_shard_loads(
+    broker_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stable classic group, then its coordinator moves here (a kill -9 elsewhere): while the
+    shard loads, a heartbeat gets NONE (Kafka answers blindly, so the member keeps its id and its
+    partitions), JoinGroup COORDINATOR_LOAD_IN_PROGRESS; once loaded, the members and generation of
+    the GroupMetadata record are the group's, so the same heartbeat is NONE and nobody is
+    UNKNOWN_MEMBER_ID (issue 26, fault 2)."""
+    h = broker_harness(kind=GroupHarness)
+    h.create_topic("t", 2)
+    group = "g"
+    p = offsets_partition(group, N)
+    member = join_new(h, group)
+    joined = h.call(JOIN_GROUP, 9, join_body(group, member))
+    assert joined.error_code == 0 and joined.leader == member
+    generation = joined.generation_id
+    assert sync(h, group, member, generation, {member: b"plan"}).error_code == 0
+    broker = h.broker
+    node, svc = broker.node_id, broker.group_service
+    svc.coordinator.unload(lambda _g: True)  # a cluster-mode broker that leads nothing yet
+    parts: dict[tuple[str, int], Partition] = {}
+    broker.replicas.partitions = parts
+    for i in range(N):
+        plog = broker.replicas.partition_log(CONSUMER_OFFSETS, i)
+        part = Partition(CONSUMER_OFFSETS, i, node, plog, Registration(-1, -1, -1, (), ()))
+        part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
+        parts[(CONSUMER_OFFSETS, i)] = part
+    svc.shards = shards = GroupShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
+                                      topic=broker.metadata.topic, timeout_ms=lambda: 30_000,
+                                      clock=ShardsClock())  # fmt: skip
+    svc.offsets_topic.leader_epoch = shards.leader_epoch
+    publish(h, shards)
+    assert heartbeat(h, group, member, generation) == E.NOT_COORDINATOR  # not here (yet)
+
+    gate = threading.Event()
+    read = shards._read
+    monkeypatch.setattr(shards, "_read", lambda q: gate.wait(10) and read(q))
+    parts[(CONSUMER_OFFSETS, p)].make_leader(
+        Registration(node, 1, 1, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms()
+    )
+    publish(h, shards)
+    assert shards.table.shards[p] == (ShardState.LOADING, 1)
+    assert heartbeat(h, group, member, generation) == E.NONE  # blindly, as Kafka
+    assert h.call(JOIN_GROUP, 9, join_body(group, member)).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    gate.set()
+    wait_until(lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the load", sleep=h.sleep)
+    assert heartbeat(h, group, member, generation) == E.NONE  # known from the GroupMetadata record
+    assert heartbeat(h, group, "stranger", generation) == E.UNKNOWN_MEMBER_ID

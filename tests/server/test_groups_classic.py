@@ -391,13 +391,14 @@ def test_group_survives_a_restart(h: GroupHarness) -> None:
     assert (s.error_code, decode_assignment(s.assignment)) == (0, {"t": [1, 3, 5]})
 
 
-def test_a_request_waiting_when_the_broker_closes_is_dropped(h: GroupHarness) -> None:
+def test_a_request_waiting_when_the_broker_closes_gets_not_coordinator(h: GroupHarness) -> None:
+    """As Kafka unloads its shards at shutdown: a JoinGroup waiting in a group gets NOT_COORDINATOR."""
     ids, _gen = form_group(h, "g", 2)
     waiting = h.start(JOIN_GROUP, 9, join_body("g", ids[0]))
     h.settle()
     h.run(h.broker.group_service.close())
     h.settle()
-    assert waiting.done() and isinstance(waiting.exception(), Exception)
+    assert waiting.done() and waiting.result().error_code == E.NOT_COORDINATOR
     assert h.broker.group_service._waiting == {}
 
 
@@ -409,3 +410,15 @@ def test_abandoned_wait_leaves_no_future_behind(h: GroupHarness) -> None:
     waiting.cancel()
     h.run(asyncio.sleep(0))
     assert h.broker.group_service._waiting == {}
+
+
+def test_a_coordinator_no_longer_active_answers_coordinator_not_available(h: GroupHarness) -> None:
+    """Kafka's GroupCoordinatorService, once not active (its broker shutting down), answers
+    COORDINATOR_NOT_AVAILABLE, which members take as "find the coordinator again", keeping their
+    ids; it does not close their connections (issue 26)."""
+    member = join_new(h, "g")
+    joined = h.call(JOIN_GROUP, 9, join_body("g", member))
+    assert sync(h, "g", member, joined.generation_id, {member: b"a"}).error_code == 0
+    h.run(h.broker.group_service.close())
+    assert heartbeat(h, "g", member, joined.generation_id) == E.COORDINATOR_NOT_AVAILABLE
+    assert h.call(JOIN_GROUP, 9, join_body("g", member)).error_code == E.COORDINATOR_NOT_AVAILABLE

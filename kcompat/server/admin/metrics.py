@@ -8,7 +8,8 @@ when the admin listener is on.
 Names are the ones a Kafka operator already graphs:
   * Kafka's JMX metrics as the Prometheus JMX exporter names them:
       kafka_server_brokertopicmetrics_{messagesin,bytesin,bytesout}_total{topic}
-      kafka_network_requestmetrics_requests_total{request}, ..._errors_total{request}
+      kafka_network_requestmetrics_requests_total{request}, ..._errors_total{request},
+      ..._cancelled_total{request} (kcompat's: answers dropped with their closed connection)
       kafka_network_requestmetrics_totaltime_seconds{request}   a histogram (Kafka: TotalTimeMs)
       kafka_server_socketservermetrics_connection_count, ..._connection_creation_total
       kafka_log_log_{size,logstartoffset,logendoffset,numlogsegments}{topic,partition}
@@ -102,6 +103,11 @@ class BrokerCollector:
         errors = CounterMetricFamily(
             prefix + "errors", "Requests whose handling failed and closed the connection.", labels=["request"]
         )
+        cancelled = CounterMetricFamily(
+            prefix + "cancelled",
+            "Requests taken whose answer was dropped with their closed connection (acks=all Produce).",
+            labels=["request"],
+        )
         time = HistogramMetricFamily(
             prefix + "totaltime_seconds",
             "Time from a request decoded to its response ready, parked waits included.",
@@ -112,12 +118,13 @@ class BrokerCollector:
             api = declared.name if declared is not None else str(key)
             total.add_metric([api], stats.count)
             errors.add_metric([api], stats.errors)
+            cancelled.add_metric([api], stats.cancelled)
             cumulative, running = [], 0
             for bound, n in zip(_BOUNDS, stats.buckets, strict=True):
                 running += n
                 cumulative.append((bound, running))
             time.add_metric([api], cumulative, stats.seconds)
-        yield from (total, errors, time)
+        yield from (total, errors, cancelled, time)
 
     def _logs(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]

@@ -13,6 +13,7 @@ import asyncio
 import struct
 from typing import Any
 
+from kcompat.server.cluster.peer_errors import peer_failure
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.protocol import decode_response, encode_request
 
@@ -65,17 +66,16 @@ class ControllerChannel:
     async def call(self, api_key: int, version: int, body: Any, timeout_s: float | None = None) -> Any:
         # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
         # arrives as the call completes, and a task cancelled at shutdown would then go on.
+        timeout = timeout_s or self.request_timeout_s
         try:
-            async with asyncio.timeout(timeout_s or self.request_timeout_s):
+            async with asyncio.timeout(timeout):
                 return await self._call(api_key, version, body)
         except asyncio.CancelledError:
             self.close()  # a request may be in flight: its late answer must not meet the next request
             raise
         except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, DecodeError, ValueError) as e:
             self.close()
-            raise ControllerUnavailable(
-                f"{self.target[0]}:{self.target[1]}: {type(e).__name__} {e}"
-            ) from None
+            raise ControllerUnavailable(peer_failure(*self.target, e, timeout)) from None
 
     async def _call(self, api_key: int, version: int, body: Any) -> Any:
         if self._writer is not None and (
@@ -92,10 +92,10 @@ class ControllerChannel:
         await self._writer.drain()
         (size,) = _SIZE.unpack(await self._reader.readexactly(4))
         if not 4 <= size <= MAX_RESPONSE_BYTES:
-            raise ValueError(f"response size {size}")
+            raise ValueError(f"a response size of {size} bytes")
         correlation, response = decode_response(api_key, version, await self._reader.readexactly(size))
         if correlation != self._correlation:
-            raise ValueError(f"correlation id {correlation}, expected {self._correlation}")
+            raise ValueError(f"correlation id {correlation} where {self._correlation} was due")
         return response
 
     def close(self) -> None:

@@ -42,6 +42,7 @@ from kcompat.metadata.features import CLUSTER_SUPPORTED, METADATA_VERSION, refus
 from kcompat.metadata.image import MetadataImage
 from kcompat.metadata.loader import MetadataLoader
 from kcompat.server.cluster.controller_channel import ControllerChannel, ControllerUnavailable
+from kcompat.server.cluster.peer_errors import registration_refused
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.broker_heartbeat import BROKER_HEARTBEAT
@@ -254,10 +255,12 @@ class KRaftBroker:
             elif r.error_code == UNSUPPORTED_VERSION:
                 self._refused_for_features()
             else:
-                log.warning(
-                    "broker %d registration refused with error %d (the controller log says why)",
+                self._throttle.log(
+                    logging.WARNING,
+                    f"refused-{r.error_code}",
+                    "broker %d registration refused: %s",
                     self.node_id,
-                    r.error_code,
+                    registration_refused(r.error_code),
                 )
             return lm.on_registration_response(_now_ms(), r.error_code, r.broker_epoch)
         except ControllerUnavailable as e:

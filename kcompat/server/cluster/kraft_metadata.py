@@ -204,9 +204,15 @@ class KRaftMetadata(ConfigReads):
         return (self.image.topic(t.name), self.image.brokers)
 
     def live_brokers(self, listener: str) -> list[BrokerEndpoint]:
+        return self._brokers(listener, fenced=False)
+
+    def fenced_brokers(self, listener: str) -> list[BrokerEndpoint]:
+        return self._brokers(listener, fenced=True)
+
+    def _brokers(self, listener: str, *, fenced: bool) -> list[BrokerEndpoint]:
         out = []
         for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
-            if b.fenced:
+            if b.fenced != fenced:
                 continue
             ep = next((e for e in b.endpoints if e.name == listener), None)
             if ep is not None:

@@ -192,8 +192,9 @@ class GroupService:
         committed: bool = False,
     ) -> Any:
         """Call the coordinator with the current time, store and deliver what it did, and return the
-        answer (waiting for it when the call was deferred). Raises CoordinatorUnavailable when the
-        broker closes first.
+        answer (waiting for it when the call was deferred). When the broker closes first:
+        `refuse(COORDINATOR_NOT_AVAILABLE)`, as Kafka answers once its coordinator is not active
+        (CoordinatorUnavailable without `refuse`).
 
         `creates=False` for calls that only read (ListGroups goes to every broker, and must not
         create __consumer_offsets); they can still fire timers, but only of groups that exist,
@@ -206,8 +207,8 @@ class GroupService:
         so what was written before it is replicated first. Without `refuse`, a failure closes the
         connection (CoordinatorUnavailable).
         """
-        if self._closed:
-            raise CoordinatorUnavailable()
+        if self._closed:  # Kafka's coordinator, no longer active, answers COORDINATOR_NOT_AVAILABLE
+            return _refused(refuse, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         code = await self.shards.admit(group, creates=creates, committed=committed)
         if code != ErrorCode.NONE:
             return _refused(refuse, code)
@@ -221,7 +222,7 @@ class GroupService:
         self._waiting[result.token] = fut
         try:
             return await fut
-        except NotCoordinator:
+        except (NotCoordinator, CoordinatorUnavailable):  # unloaded, or every shard is at close
             return _refused(refuse, ErrorCode.NOT_COORDINATOR)
         finally:
             self._waiting.pop(result.token, None)

@@ -16,6 +16,8 @@ SyncGroup version notes:
   echoed in the response
 
 Heartbeat version notes: v1 throttle_time_ms; v2 no change; v3 group_instance_id; v4 flexible.
+In cluster mode a heartbeat for a group whose shard is still loading is answered NONE, as Kafka's
+GroupCoordinatorService does; NOT_COORDINATOR where the shard is not here.
 
 LeaveGroup version notes:
 * v0-2: one member_id; the answer's error_code is the group's error, else the member's
@@ -130,8 +132,15 @@ async def heartbeat(ctx: RequestContext, request: Request[hb.HeartbeatRequest]) 
         ),
         creates=False,
         group=body.group_id,
-        refuse=lambda e: hb.HeartbeatResponse(error_code=int(e)),
+        refuse=_heartbeat_refused,
     )
+
+
+def _heartbeat_refused(error: ErrorCode) -> hb.HeartbeatResponse:
+    """While the group's shard is loading Kafka answers a heartbeat NONE, blindly: the member keeps
+    its session and its partitions until the coordinator knows it again (the loaded GroupMetadata)."""
+    code = ErrorCode.NONE if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
+    return hb.HeartbeatResponse(error_code=int(code))
 
 
 @handles(LEAVE_GROUP, "0-5")

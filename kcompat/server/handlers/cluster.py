@@ -6,8 +6,8 @@ DescribeCluster version notes:
   operations (INT32_MIN unless asked for; everything when asked: no ACLs)
 * v1: endpoint_type: 1 (brokers) answered; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE, as a
   broker does in Kafka
-* v2: include_fenced_brokers (KIP-1073); is_fenced per broker: false (this broker serves, so it is
-  never fenced)
+* v2: include_fenced_brokers (KIP-1073): the brokers the controllers hold fenced are listed only
+  when asked, with is_fenced set (a single node serves, so it is never fenced)
 
 DescribeLogDirs version notes:
 * v0: per log dir, the topics' partitions with their size; offset_lag 0 (we are the leader), no
@@ -61,13 +61,15 @@ async def describe_cluster(
             cluster_id=identity.cluster_id,
         )
     brokers, controller_id = brokers_of(ctx)
+    fenced = ctx.metadata.fenced_brokers(ctx.listener) if body.include_fenced_brokers else []
+    listed = sorted([(b, False) for b in brokers] + [(b, True) for b in fenced], key=lambda e: e[0].node_id)
     return DescribeClusterResponse(
         endpoint_type=BROKERS_ENDPOINT,
         cluster_id=identity.cluster_id,
         controller_id=controller_id,
         brokers=[
-            DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-            for b in brokers
+            DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=f)
+            for b, f in listed
         ],
         cluster_authorized_operations=access.cluster_operations(ctx, CLUSTER_OPERATIONS)
         if body.include_cluster_authorized_operations

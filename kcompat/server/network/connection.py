@@ -392,7 +392,10 @@ class Connection:
             finally:
                 self.busy = False
                 self.last_active = loop.time()
-            if self.closed:
+            if self.closed:  # while it was handled: an answer still to come goes with the connection
+                if isinstance(answer, asyncio.Future):
+                    deferred.push(answer)
+                    deferred.cancel()
                 return
             if isinstance(answer, asyncio.Future) or deferred:  # its turn comes after those before it
                 deferred.push(answer)
