@@ -17,7 +17,9 @@ The dispatcher knows no broker state: it is given a factory of the RequestContex
 Security plugs in here: SASL is settled before a connection's requests reach `handle`, and an
 Authorizer can be asked per request before the handler runs.
 With fault rules set (kcompat/faults, fault_hook.py), the hook is asked before the request is
-routed and before its answer goes out; with none, one attribute read per request.
+routed and before its answer goes out; while a capture runs (kcompat/capture, capture_hook.py)
+each request and the answer its client got are offered to it. With neither, two attribute tests
+per request (benchmarks/dispatch_seam.py measures them).
 In cluster mode the Forwarder given (kcompat.server.cluster.forwarding_manager) names APIs that go to
 the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController);
 a single node's (NO_FORWARDING) names none.
@@ -35,6 +37,7 @@ from typing import Any, Protocol
 
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.broker_stats import BrokerStats
+from kcompat.server.capture_hook import CaptureHook
 from kcompat.server.fault_hook import FaultHook
 from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration
 from kcompat.wire.error_codes import ErrorCode
@@ -97,7 +100,7 @@ class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context", "_forwards", "_stats", "faults", "forwarder")
+    __slots__ = ("_context", "_forwards", "_stats", "capture", "faults", "forwarder")
 
     def __init__(
         self,
@@ -105,9 +108,11 @@ class RequestDispatcher:
         stats: BrokerStats | None = None,
         forwarder: Forwarder = NO_FORWARDING,
         faults: FaultHook | None = None,
+        capture: CaptureHook | None = None,
     ) -> None:
         self._context = context
         self.faults = faults
+        self.capture = capture
         self._stats = stats or BrokerStats()
         self.forwarder = forwarder
         # A single node forwards nothing: its requests skip the forwarder without a call.
@@ -131,6 +136,9 @@ class RequestDispatcher:
             except DecodeError as e:
                 key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
                 raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
+            capture = self.capture
+            if capture is not None and capture.engine.on:  # it sees what the client gets, faults too
+                return await capture.around(request, client, lambda: self._faulted(frame, client, request))
             faults = self.faults
             if (
                 faults is not None and faults.engine.rules
@@ -158,6 +166,14 @@ class RequestDispatcher:
         if isinstance(body, Deferred):  # taken; answered when its body is ready, in a task of its own
             return asyncio.ensure_future(self._finish(reg, request, body.body, started))
         return self._encode(request, body, started)
+
+    async def _faulted(
+        self, frame: memoryview, client: Any, request: Request
+    ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:
+        faults = self.faults
+        if faults is not None and faults.engine.rules:
+            return await faults.around(request, client, lambda: self.handle(frame, client, request))
+        return await self.handle(frame, client, request)
 
     async def _finish(
         self, reg: Registration, request: Request, pending: Awaitable[Any], started: float
