@@ -22,7 +22,10 @@ _STOP = object()
 
 
 class JsonLinesWriter:
-    def __init__(self, path: Path, max_bytes: int, files: int, queue_lines: int = QUEUE_LINES) -> None:
+    def __init__(
+        self, path: Path, max_bytes: int, files: int, queue_lines: int = QUEUE_LINES, *, start: bool = True
+    ) -> None:
+        """`start` False: the thread waits for start() (a test fills the queue first)."""
         self.path = path
         self.max_bytes = max_bytes
         self.files = files
@@ -34,6 +37,10 @@ class JsonLinesWriter:
         self._file = open(path, "ab")  # noqa: SIM115  (closed by the writer thread)
         self._size = self._file.tell()
         self._thread = threading.Thread(target=self._run, name=f"capture {path.name}", daemon=True)
+        if start:
+            self._thread.start()
+
+    def start(self) -> None:
         self._thread.start()
 
     def put(self, entry: dict[str, Any]) -> None:

@@ -96,11 +96,18 @@ class _NoForwarding:
 NO_FORWARDING: Forwarder = _NoForwarding()
 
 
+class _NoCapture:
+    on = False
+
+
+_NO_CAPTURE = _NoCapture()
+
+
 class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context", "_forwards", "_stats", "capture", "faults", "forwarder")
+    __slots__ = ("_context", "_forwards", "_rules", "_stats", "_tap", "capture", "faults", "forwarder")
 
     def __init__(
         self,
@@ -113,6 +120,10 @@ class RequestDispatcher:
         self._context = context
         self.faults = faults
         self.capture = capture
+        # What the seam tests per request, held directly: the rules (a dict the fault engine keeps
+        # for its life) and the capture engine (its `on`); as cheap as one hook's test was.
+        self._rules: object = faults.engine.rules if faults is not None else {}
+        self._tap: Any = capture.engine if capture is not None else _NO_CAPTURE
         self._stats = stats or BrokerStats()
         self.forwarder = forwarder
         # A single node forwards nothing: its requests skip the forwarder without a call.
@@ -136,14 +147,14 @@ class RequestDispatcher:
             except DecodeError as e:
                 key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
                 raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
-            capture = self.capture
-            if capture is not None and capture.engine.on:  # it sees what the client gets, faults too
-                return await capture.around(request, client, lambda: self._faulted(frame, client, request))
-            faults = self.faults
-            if (
-                faults is not None and faults.engine.rules
-            ):  # a rule is set: it may answer or change the answer
-                return await faults.around(request, client, lambda: self.handle(frame, client, request))
+            if self._tap.on:  # a capture runs: it sees what the client gets, injected faults too
+                assert self.capture is not None
+                return await self.capture.around(
+                    request, client, lambda: self._faulted(frame, client, request)
+                )
+            if self._rules:  # a fault rule is set: it may answer or change the answer
+                assert self.faults is not None
+                return await self.faults.around(request, client, lambda: self.handle(frame, client, request))
         if self._forwards and request.api_key in (forwarded := self.forwarder.versions()):
             low, high = forwarded[request.api_key]
             if not low <= request.api_version <= high:
@@ -170,9 +181,8 @@ class RequestDispatcher:
     async def _faulted(
         self, frame: memoryview, client: Any, request: Request
     ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:
-        faults = self.faults
-        if faults is not None and faults.engine.rules:
-            return await faults.around(request, client, lambda: self.handle(frame, client, request))
+        if self._rules and self.faults is not None:
+            return await self.faults.around(request, client, lambda: self.handle(frame, client, request))
         return await self.handle(frame, client, request)
 
     async def _finish(
