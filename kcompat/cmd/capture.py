@@ -198,9 +198,17 @@ def replay(args: argparse.Namespace) -> int:
 
     try:
         stream = read_stream(Path(args.file))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        reason = e if isinstance(e, ReplayError) else f"cannot read {args.file}: {e}"
-        fail(str(reason))
+    except ReplayError as e:
+        fail(str(e))
+        return EXIT_USAGE
+    except OSError as e:
+        fail(f"cannot read {args.file} ({e.strerror}): give the file `capture show --format json` wrote")
+        return EXIT_USAGE
+    except json.JSONDecodeError as e:
+        fail(f"{args.file} is not JSON ({e.msg} at line {e.lineno}): give a capture or a full protocol log")
+        return EXIT_USAGE
+    except (ValueError, KeyError, TypeError):
+        fail(f"{args.file} is not a capture kcompat wrote: give a capture or a full protocol log")
         return EXIT_USAGE
     try:
         sent = run_replay(stream, args.bootstrap, batch=max(1, args.batch))
