@@ -110,6 +110,10 @@ def test_confluent_kafka_produce_and_consume_are_captured_exactly(broker: Broker
     head = captures.get(everything)
     assert head["running"] and head["dropped"] == 0 and head["match"] == {"topic": [topic]}
 
+    with urllib.request.urlopen(f"{broker.admin_url}/metrics", timeout=10) as page:
+        metrics = page.read().decode()
+    assert f'kcompat_capture_kept{{capture="{everything}",kind="records"}} 60.0' in metrics
+
     captures.stop(everything)
     ck_produce(broker, topic, 2, "ck-producer")
     assert len(captures.records(everything)) == 60  # stopped: nothing more kept
