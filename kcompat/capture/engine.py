@@ -58,6 +58,8 @@ class CaptureEngine:
         self.topic_name = topic_name
         self.captures: dict[int, Capture] = {}
         self.on = False
+        # The API keys some running capture may match (None: any): the others skip observe().
+        self.api_keys: frozenset[int] | None = frozenset()
         self._next_id = 1
         self._seq = 0
 
@@ -101,7 +103,9 @@ class CaptureEngine:
         self.clear()
 
     def _refresh(self) -> None:
-        self.on = any(c.running for c in self.captures.values())
+        running = [c.spec.match.api_keys for c in self.captures.values() if c.running]
+        self.on = bool(running)
+        self.api_keys = None if any(keys is None for keys in running) else frozenset().union(*running)  # type: ignore[arg-type]
 
     def describe(self, c: Capture) -> dict[str, Any]:
         out: dict[str, Any] = {"id": c.id, **spec_to_json(c.spec), "running": c.running, "seen": c.seen}

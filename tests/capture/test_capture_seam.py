@@ -51,8 +51,15 @@ def test_capture_sees_the_faults_answer_and_only_written_records(h: BrokerHarnes
     lines = (h.broker.log_dirs[0] / "captures" / "p.jsonl").read_text().splitlines()
     assert len(lines) == 3 and '"error_code":6' in lines[0]  # the injected answer, as the client got it
 
+    fetches = broker.captures.start(spec_from_json({"match": {"api": ["Fetch", "ListOffsets"]}}))
+    assert broker.captures.api_keys is None  # the topic capture may match any API
+    broker.captures.stop(cid)
+    assert broker.captures.api_keys == {1, 2}  # now a Produce does not even reach observe()
+    produce(h, b"d")
+    assert broker.captures.records(fetches)["seen"] == 0
+
     assert broker.dispatcher._tap.on
     broker.captures.clear()
     assert not broker.dispatcher._tap.on  # back to the plain path
     produce(h, b"c")
-    assert broker.captures.listing() == []
+    assert broker.captures.listing() == [] and broker.captures.api_keys == frozenset()
