@@ -126,9 +126,9 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
 def _add_client_nouns(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     # The noun modules import only the standard library here; the client and rich load when a
     # command runs.
-    from kcompat.cmd import cluster, consume, fault, group, produce, topic
+    from kcompat.cmd import capture, cluster, consume, fault, group, produce, topic
 
-    for noun in (topic, produce, consume, group, cluster, fault):
+    for noun in (topic, produce, consume, group, cluster, fault, capture):
         noun.register(commands)
 
 

@@ -41,11 +41,15 @@ def rule(action: str | Mapping[str, Any], /, *, trigger: Any = "always", **kw: A
     return {"match": match, "action": act, "trigger": trigger}
 
 
-class Faults:
+class AdminApi:
+    """JSON over HTTP to one of the admin listener's API routes (`path`: /faults, /captures)."""
+
+    path = ""
+
     def __init__(
         self, admin_url: str, user: str | None = None, password: str | None = None, timeout: float = 10.0
     ):
-        self.url = admin_url.rstrip("/") + "/faults"
+        self.url = admin_url.rstrip("/") + self.path
         self.timeout = timeout
         self._auth = None
         if user is not None:
@@ -69,6 +73,10 @@ class Faults:
             except (ValueError, KeyError, TypeError):
                 message = text.strip() or e.reason
             raise FaultApiError(e.code, f"{e.code}: {message}") from None
+
+
+class Faults(AdminApi):
+    path = "/faults"
 
     def add(self, action: str | Mapping[str, Any], /, **kw: Any) -> int:
         """Add a rule; its id."""

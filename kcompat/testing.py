@@ -21,11 +21,10 @@ Fixtures
             broker = kcompat_broker_factory(auto_create_topics_enable=False)
             broker = kcompat_broker_factory({"message.max.bytes": 2048})
 
-``kcompat_session_broker``
-    One broker shared by every test of the session (faster; use unique topic names).
+``kcompat_session_broker``: one broker shared by every test of the session (use unique topics).
 
-``kcompat_faults``
-    ``kcompat_faults(broker).add("drop", api="Fetch")``: fault rules (kcompat.testing_faults).
+``kcompat_faults``, ``kcompat_capture``: fault rules and traffic captures on a broker's admin
+    listener (kcompat.testing_faults: ``.add("drop", api="Fetch")``; kcompat.testing_capture).
 
 ``kcompat_cluster``
     Module-scoped cluster (cluster mode, the same as ``kcompat dev-cluster``): one Apache Kafka
@@ -81,6 +80,7 @@ from typing import Any
 
 import pytest
 
+from kcompat.testing_capture import kcompat_capture as kcompat_capture
 from kcompat.testing_faults import kcompat_faults
 
 __all__ = [

@@ -6,7 +6,8 @@
    server owns sockets, files, tasks and time, and passes time in). A lazy import inside a
    function is caught too. kcompat/faults imports no kcompat.proxy either: it serves both.
 2. kcompat/log and kcompat/storage import nothing of kcompat.server (the log returns file slices;
-   only the server touches sockets; metadata files are storage-side).
+   only the server touches sockets; metadata files are storage-side); kcompat/capture imports
+   neither kcompat.server nor kcompat.proxy (its engine serves both).
 3. The wings of kcompat/server (WINGS): nothing outside server/cluster/ imports it, except the
    assembly point (ASSEMBLY_IMPORTERS may import CLUSTER_ASSEMBLY, which builds cluster mode);
    network/ imports no request handling (handlers, groups, transactions, cluster, broker,
@@ -70,6 +71,8 @@ PURE = {
     "kcompat/faults": _IO | {"kcompat.proxy"},  # the rule engine serves the broker and the proxy alike
     "kcompat/log": {"kcompat.server"},
     "kcompat/storage": {"kcompat.server"},
+    # capture writes its files (a thread), but serves the broker and the proxy alike
+    "kcompat/capture": {"kcompat.server", "kcompat.proxy"},
 }
 
 

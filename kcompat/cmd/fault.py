@@ -87,11 +87,13 @@ def _client(args: argparse.Namespace) -> Any:
     return Faults(url, args.user, args.password)
 
 
-def _call(args: argparse.Namespace, what: Any) -> int:
+def _call(args: argparse.Namespace, what: Any, client: Any = None) -> int:
+    """Run `what(client)` against the admin listener; its refusals and absence as one line.
+    `client`: how to make the client from args (default: the fault rules' client)."""
     from kcompat.fault_client import FaultApiError
 
     try:
-        return int(what(_client(args)))
+        return int(what((client or _client)(args)))
     except FaultApiError as e:
         fail(f"the broker refused: {e}")
         return EXIT_USAGE

@@ -114,6 +114,11 @@ def _only(data: Mapping[str, Any], known: set[str], what: str) -> None:
         raise RuleError(f"{what}: unknown field(s) {', '.join(extra)} (known: {', '.join(sorted(known))})")
 
 
+def match_from_json(data: object) -> Match:
+    """The `match` object of a rule (traffic capture filters by the same matchers)."""
+    return _match(data)
+
+
 def _match(data: object) -> Match:
     if not isinstance(data, Mapping):
         raise RuleError("match: a JSON object of matchers")
@@ -249,8 +254,7 @@ _MATCHERS = {
 # -- to JSON ----------------------------------------------------------------------------------
 
 
-def rule_to_json(rule: Rule) -> dict[str, Any]:
-    m = rule.match
+def match_to_json(m: Match) -> dict[str, Any]:
     match: dict[str, Any] = {}
     for key, (attr, kind) in _MATCHERS.items():
         values = getattr(m, attr)
@@ -260,6 +264,11 @@ def rule_to_json(rule: Rule) -> dict[str, Any]:
     if m.versions is not None:
         low, high = m.versions
         match["versions"] = f"{low}+" if high is None else str(low) if low == high else f"{low}-{high}"
+    return match
+
+
+def rule_to_json(rule: Rule) -> dict[str, Any]:
+    match = match_to_json(rule.match)
     a = rule.action
     action: dict[str, Any] = {"kind": a.kind, "when": a.when}
     if a.kind == "error":

@@ -34,12 +34,14 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from kcompat.capture import CaptureEngine
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.faults import FaultEngine
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
+from kcompat.server.capture_hook import CaptureHook
 from kcompat.server.cluster_port import ClusterPort, SingleNode
 from kcompat.server.context import Access, BrokerIdentity, BrokerServices, CachedSetting, RequestContext
 from kcompat.server.dispatcher import CloseConnection, RequestDispatcher
@@ -191,9 +193,15 @@ class Broker:
         # Fault rules set at run time through the admin listener (kcompat/faults); none: no cost.
         self.faults = FaultEngine()
         hook = FaultHook(self.faults, self.node_id, CloseConnection, self._topic_name)
+        # Traffic captures started at run time (kcompat/capture); none running: no cost.
+        self.captures = CaptureEngine(self.log_dirs[0] / "captures", self._topic_name)
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
         self.dispatcher = RequestDispatcher(
-            partial(RequestContext, self.services), self.stats, cluster.forwarder, hook
+            partial(RequestContext, self.services),
+            self.stats,
+            cluster.forwarder,
+            hook,
+            CaptureHook(self.captures, self.node_id),
         )
         self.handle = self.dispatcher.handle
 
@@ -327,6 +335,7 @@ class Broker:
                 pass
             except Exception:
                 log.exception("background task failed while closing")
+        self.captures.close()  # capture files: what is queued is written
         await self.replicas.close(int(self.config.get("log.close.timeout.ms")) / 1000)
 
     async def _maintenance_loop(self, interval_s: float) -> None:

@@ -17,7 +17,9 @@ The dispatcher knows no broker state: it is given a factory of the RequestContex
 Security plugs in here: SASL is settled before a connection's requests reach `handle`, and an
 Authorizer can be asked per request before the handler runs.
 With fault rules set (kcompat/faults, fault_hook.py), the hook is asked before the request is
-routed and before its answer goes out; with none, one attribute read per request.
+routed and before its answer goes out; while a capture runs (kcompat/capture, capture_hook.py)
+each request and the answer its client got are offered to it. With neither, two attribute tests
+per request (benchmarks/dispatch_seam.py measures them).
 In cluster mode the Forwarder given (kcompat.server.cluster.forwarding_manager) names APIs that go to
 the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController);
 a single node's (NO_FORWARDING) names none.
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.broker_stats import BrokerStats
+from kcompat.server.capture_hook import CaptureHook
 from kcompat.server.fault_hook import FaultHook
 from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration
 from kcompat.wire.error_codes import ErrorCode
@@ -108,11 +111,18 @@ def _broker_loggers_only(request: Request) -> bool:
     return bool(resources) and all(r.resource_type == BROKER_LOGGER_RESOURCE for r in resources)
 
 
+class _NoCapture:
+    on = False
+
+
+_NO_CAPTURE = _NoCapture()
+
+
 class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context", "_forwards", "_stats", "faults", "forwarder")
+    __slots__ = ("_context", "_forwards", "_rules", "_stats", "_tap", "capture", "faults", "forwarder")
 
     def __init__(
         self,
@@ -120,9 +130,15 @@ class RequestDispatcher:
         stats: BrokerStats | None = None,
         forwarder: Forwarder = NO_FORWARDING,
         faults: FaultHook | None = None,
+        capture: CaptureHook | None = None,
     ) -> None:
         self._context = context
         self.faults = faults
+        self.capture = capture
+        # What the seam tests per request, held directly: the rules (a dict the fault engine keeps
+        # for its life) and the capture engine (its `on`); as cheap as one hook's test was.
+        self._rules: object = faults.engine.rules if faults is not None else {}
+        self._tap: Any = capture.engine if capture is not None else _NO_CAPTURE
         self._stats = stats or BrokerStats()
         self.forwarder = forwarder
         # A single node forwards nothing: its requests skip the forwarder without a call.
@@ -146,11 +162,14 @@ class RequestDispatcher:
             except DecodeError as e:
                 key, version = peek_header(frame)[:2] if len(frame) >= 8 else (-1, -1)
                 raise CloseConnection(f"request (API key {key} v{version}) does not decode: {e}") from None
-            faults = self.faults
-            if (
-                faults is not None and faults.engine.rules
-            ):  # a rule is set: it may answer or change the answer
-                return await faults.around(request, client, lambda: self.handle(frame, client, request))
+            if self._tap.on:  # a capture runs: it sees what the client gets, injected faults too
+                assert self.capture is not None
+                return await self.capture.around(
+                    request, client, lambda: self._faulted(frame, client, request)
+                )
+            if self._rules:  # a fault rule is set: it may answer or change the answer
+                assert self.faults is not None
+                return await self.faults.around(request, client, lambda: self.handle(frame, client, request))
         if (
             self._forwards
             and request.api_key in (forwarded := self.forwarder.versions())
@@ -189,6 +208,13 @@ class RequestDispatcher:
             if inspect.iscoroutine(pending):
                 pending.close()  # a no-op when the cancel reached it inside its await
             self._stats.observe(api_key, perf_counter() - started, cancelled=True)
+
+    async def _faulted(
+        self, frame: memoryview, client: Any, request: Request
+    ) -> list[Chunk] | asyncio.Future[list[Chunk] | None] | None:
+        if self._rules and self.faults is not None:
+            return await self.faults.around(request, client, lambda: self.handle(frame, client, request))
+        return await self.handle(frame, client, request)
 
     async def _finish(
         self, reg: Registration, request: Request, pending: Awaitable[Any], started: float

@@ -4,6 +4,7 @@
     AdminListener.start(broker, reactor)  once the broker listens: serve the pages
         /metrics   Prometheus (kcompat.server.admin.metrics)
         /faults    the fault rules: GET, POST, PUT, DELETE (kcompat.server.admin.faults)
+        /captures  traffic captures: GET, POST, DELETE (kcompat.server.admin.captures)
         /...       the web console (kcompat.server.admin.console.pages)
 
 The HTTP code (h11) is imported by start() in a worker thread, after the start-up line: the Kafka
@@ -86,12 +87,13 @@ class AdminListener:
         from kcompat.server.admin.login import login_for
 
         login = login_for(broker.config, broker.scram.get)
+        from kcompat.server.admin.captures import captures_route
         from kcompat.server.admin.faults import faults_route
 
         self.server = http.AdminServer(
             {path: lazy(path) for path in ROUTES},
             login.check if login else None,
-            api={"/faults": faults_route(broker.faults)},
+            api={"/faults": faults_route(broker.faults), "/captures": captures_route(broker.captures)},
         )
         await self.server.start(self.sock)
 

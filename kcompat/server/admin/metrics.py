@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from kcompat.capture import CaptureEngine
 from kcompat.faults import FaultEngine
 from kcompat.metadata.image import MetadataImage
 from kcompat.server.broker_stats import LATENCY_BUCKETS_S
@@ -73,6 +74,7 @@ class BrokerCollector:
         yield from self._logs()
         yield from self._groups()
         yield from fault_metrics(self.broker.faults)
+        yield from capture_metrics(self.broker.captures)
         if self.broker.replicas.cluster_mode:
             yield from replica_manager_metrics(self.broker)
 
@@ -263,6 +265,21 @@ def fault_metrics(engine: FaultEngine) -> Iterator[Metric]:
     for rule_id, s in engine.rules.items():
         by_rule.add_metric([str(rule_id), s.rule.action.kind], s.fired)
     yield from (rules, fired, by_rule)
+
+
+def capture_metrics(engine: CaptureEngine) -> Iterator[Metric]:
+    """Each traffic capture's matched exchanges, what it kept (records, or log lines written) and
+    what it dropped (over max_records, or lines its writer's queue had no room for)."""
+    labels = ["capture", "kind"]
+    seen = GaugeMetricFamily("kcompat_capture_seen", "Requests each capture matched.", labels=labels)
+    kept = GaugeMetricFamily("kcompat_capture_kept", "Records kept or log lines written.", labels=labels)
+    dropped = GaugeMetricFamily("kcompat_capture_dropped", "Records or log lines dropped.", labels=labels)
+    for c in engine.listing():
+        key = [str(c["id"]), c["kind"]]
+        seen.add_metric(key, c["seen"])
+        kept.add_metric(key, c.get("captured", c.get("written", 0)))
+        dropped.add_metric(key, c["dropped"])
+    yield from (seen, kept, dropped)
 
 
 def metrics_page(collector: BrokerCollector) -> Callable[[dict[str, list[str]]], tuple[bytes, str]]:
