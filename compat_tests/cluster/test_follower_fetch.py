@@ -6,8 +6,9 @@ Topic `rack-reads` has one partition on all three brokers, led by broker 1 (rack
 rack b must read every record exactly once from broker 2, one in rack c from broker 3: checked by
 the brokers' own byte counters on /metrics (kafka_server_brokertopicmetrics_bytesout, consumers
 only; followers' replication fetches count apart): the leader sends that consumer no record
-bytes, the follower in its rack all of them. Last, the leader moves mid-read (broker 1 stopped,
-then back): the consumer in rack c loses and repeats nothing.
+bytes, the follower in its rack all of them. Then, with a producer going on, the follower in rack
+c is killed (-9) mid-read and comes back lagging, and last the leader moves mid-read (broker 1
+stopped, then back): the consumer in rack c loses and repeats nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ TOPIC = "rack-reads"
 RACKS = {1: "a", 2: "b", 3: "c"}
 SELECTOR = {1: "org.apache.kafka.common.replica.RackAwareReplicaSelector", 2: "rack-aware", 3: "rack-aware"}
 COUNT = 300
+LAGGED = COUNT + 600  # the records there are after the lagging follower's test
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,8 @@ def brokers(
 
 def isr(b: Broker) -> list[int]:
     md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(TOPIC, timeout=10).topics[TOPIC]
-    return sorted(md.partitions[0].isrs)
+    p = md.partitions.get(0)  # not there yet right after CreateTopics
+    return [] if p is None else sorted(p.isrs)
 
 
 def produce(b: Broker, values: range, bootstrap: str | None = None) -> None:
@@ -134,14 +137,41 @@ def test_java_consumer_reads_everything_from_the_follower_in_its_rack(
     check_read_from(brokers, start("java-c"), rack_broker=3)
 
 
+def test_follower_killed_and_lagging_mid_read_loses_and_repeats_nothing(brokers: dict[int, Broker]) -> None:
+    """The follower a consumer reads from dies (kill -9) mid-read while a producer goes on: the
+    consumer goes back to the leader; restarted, the follower catches up from behind (lagging, out
+    of the ISR, then back in it) and may serve the consumer again."""
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    start = python_member("confluent", bootstrap, TOPIC, "rack-c-lagging", {"client.rack": "c"})
+    served = bytes_out(brokers)[3]
+    member = start("confluent-c")
+    writer = threading.Thread(target=produce, args=(brokers[1], range(COUNT, LAGGED), bootstrap))
+    try:
+        wait_until(lambda: len(member.records()) >= COUNT // 2, "half the records read", timeout=90)
+        wait_until(lambda: bytes_out(brokers)[3] > served, "broker 3 serving the consumer", timeout=30)
+        writer.start()
+        brokers[3].kill()
+        wait_until(lambda: isr(brokers[1]) == [1, 2], "broker 3 out of the ISR", timeout=60)
+        brokers[3].start()
+        writer.join(120)
+        assert not writer.is_alive()
+        wait_until(lambda: isr(brokers[1]) == [1, 2, 3], "broker 3 back in the ISR", timeout=60)
+    finally:
+        writer.join(120)
+    values = read_all(member, LAGGED)
+    assert len(values) == len(set(values)) == LAGGED
+
+
 def test_leader_moving_mid_read_loses_and_repeats_nothing(brokers: dict[int, Broker]) -> None:
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
     start = python_member("confluent", bootstrap, TOPIC, "rack-c-moving", {"client.rack": "c"})
+    served = bytes_out(brokers)[3]
     member = start("confluent-c")
-    more = COUNT + 600
-    writer = threading.Thread(target=produce, args=(brokers[2], range(COUNT, more), bootstrap))
+    more = LAGGED + 600
+    writer = threading.Thread(target=produce, args=(brokers[2], range(LAGGED, more), bootstrap))
     try:
         wait_until(lambda: len(member.records()) >= COUNT // 2, "half the records read", timeout=90)
+        wait_until(lambda: bytes_out(brokers)[3] > served, "broker 3 serving the consumer", timeout=30)
         writer.start()
         brokers[1].stop()  # controlled shutdown: the leadership moves to broker 2
         wait_until(lambda: isr(brokers[2]) == [2, 3], "broker 2 leading without broker 1", timeout=60)

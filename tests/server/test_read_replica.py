@@ -6,6 +6,7 @@ answers, and the leader naming a preferred read replica with no records."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from kcompat.log import LogConfig, PartitionLog
 from kcompat.server.cluster.replication.isr import FollowerState
 from kcompat.server.cluster.replication.partition import Partition, Registration
+from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
 from kcompat.server.cluster.replication.replica_selector import (
     RACK_AWARE,
     ReplicaView,
@@ -194,3 +196,19 @@ def test_leader_names_the_follower_in_the_clients_rack_with_no_records(tmp_path)
     assert out.preferred_read_replica == -1 and offsets_in(out.records)
     no_selector = context({("t", 0): p}, node_id=1)
     assert fetch(no_selector, 0, rack="b").preferred_read_replica == -1
+
+
+def test_a_followers_high_watermark_moving_wakes_its_consumers(tmp_path):
+    """The replica fetcher calls back when the follower's high watermark moves (assembly.py wakes
+    consumers long-polling there with it), not for an append that leaves it where it was."""
+    log = PartitionLog(tmp_path / "t-0", "t", 0, CONFIG, now_ms=0)
+    p = Partition("t", 0, 2, log, Registration(-1, -1, -1, (), ()))
+    p.make_follower(Registration(1, 3, 0, (1, 2), (1, 2)))
+    moved: list[int] = []
+    f = ReplicaFetcher(1, ("127.0.0.1", 1), FetcherSettings(node_id=2, cluster_id="c", directory_id=uuid.uuid4()),
+                       lambda: 7, lambda _name: None, lambda: 0, lambda q: moved.append(q.high_watermark))  # fmt: skip
+    f.add(p)
+    answer = SimpleNamespace(error_code=0, diverging_epoch=None, records=batch(2), high_watermark=0)
+    assert f._apply((p, 3, 0), answer) and log.log_end_offset == 2 and moved == []
+    answer = SimpleNamespace(error_code=0, diverging_epoch=None, records=None, high_watermark=2)
+    assert f._apply((p, 3, 2), answer) and moved == [2]

@@ -107,6 +107,7 @@ _UNKNOWN_ID, _DENIED = ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION
 _NO_DIVERGING_EPOCH = EpochEndOffset()
 _NO_LEADER = LeaderIdAndEpoch()
 _NO_SNAPSHOT = SnapshotId()
+_NO_RACKS: dict[int, str | None] = {}  # never written: no selector, no racks looked up
 
 
 @handles(FETCH, "4-18")
@@ -262,7 +263,7 @@ async def _read_all(
     cluster = replicas.cluster_mode
     select = replicas.read_replica if client_rack else None
     # each live broker's rack on the client's listener, for the selector (once per request)
-    racks = {b.node_id: b.rack for b in metadata.live_brokers(ctx.listener) or ()} if select else {}
+    racks = {b.node_id: b.rack for b in metadata.live_brokers(ctx.listener) or ()} if select else _NO_RACKS
     results = []
     total = 0
     errors = False
