@@ -233,6 +233,10 @@ def test_unknown_keys_warn_once_each(caplog: pytest.LogCaptureFixture) -> None:
             r"log.segment.bytes='100' is invalid: expected a value of at least 1048576",
         ),
         ("log.message.timestamp.type=Now", r"expected one of CreateTime, LogAppendTime"),
+        (
+            "replica.selector.class=com.example.Nearest",
+            r"replica.selector.class='com.example.Nearest' is invalid",
+        ),
         ("cluster.id=not-an-id", r"cluster.id='not-an-id' is invalid: expected 22 characters"),
         (
             "listeners=localhost:9092",

@@ -90,7 +90,24 @@ NETWORK_PROPERTIES: list[ConfigDef] = [
             "22 characters of URL-safe base64 (16 bytes), e.g. from `kafka-storage random-uuid`",
         ),
     ),
-    prop("broker.rack", STRING, None, "Rack reported for this broker in Metadata responses.", MEDIUM),
+    prop(
+        "broker.rack",
+        STRING,
+        None,
+        "Rack reported for this broker in Metadata responses and registered with the controller; "
+        "the rack-aware replica selector sends consumers of the same client.rack to it.",
+        MEDIUM,
+    ),
+    prop(
+        "replica.selector.class",
+        STRING,
+        None,
+        "Cluster mode: how a partition leader picks the replica a consumer should read from (KIP-392). "
+        "Unset: the leader serves every consumer. org.apache.kafka.common.replica.RackAwareReplicaSelector "
+        "(or rack-aware): an in-sync replica in the consumer's client.rack.",
+        MEDIUM,
+        OneOf(("org.apache.kafka.common.replica.RackAwareReplicaSelector", "rack-aware")),
+    ),
     prop(
         "listeners",
         LIST,

@@ -106,6 +106,7 @@ class Broker:
             cluster_mode=cluster.cluster_mode,
             isr=cluster.isr,
             hosted=cluster.hosted,
+            read_replica=cluster.read_replica_selector(),
         )
         self.fetch_sessions = FetchManager(
             FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))

@@ -6,7 +6,8 @@ turns these into metric families when /metrics is scraped, and is imported only 
 listener is on: a broker without it pays the increments and nothing else.
 
     Produce (handlers/produce.py) --records_in(topic, n, bytes)--> TopicStats.messages_in/bytes_in
-    Fetch   (handlers/fetch.py)   --bytes_out(topic, bytes)------> TopicStats.bytes_out
+    Fetch   (handlers/fetch.py)   --bytes_out(topic, bytes)------> TopicStats.bytes_out (consumers),
+                                                                     .replication_bytes_out (followers)
     every request (dispatcher.py) --observe(api_key, seconds)----> RequestStats: count, sum, buckets
 """
 
@@ -38,12 +39,13 @@ LATENCY_BUCKETS_S = (
 
 
 class TopicStats:
-    __slots__ = ("bytes_in", "bytes_out", "messages_in")
+    __slots__ = ("bytes_in", "bytes_out", "messages_in", "replication_bytes_out")
 
     def __init__(self) -> None:
         self.messages_in = 0
         self.bytes_in = 0
-        self.bytes_out = 0
+        self.bytes_out = 0  # to consumers; followers' fetches count apart, as Kafka's BytesOutPerSec
+        self.replication_bytes_out = 0
 
 
 class RequestStats:
@@ -77,8 +79,11 @@ class BrokerStats:
         stats.messages_in += messages
         stats.bytes_in += size
 
-    def bytes_out(self, topic: str, size: int) -> None:
-        self.topic(topic).bytes_out += size
+    def bytes_out(self, topic: str, size: int, replication: bool = False) -> None:
+        if replication:
+            self.topic(topic).replication_bytes_out += size
+        else:
+            self.topic(topic).bytes_out += size
 
     def observe(self, api_key: int, seconds: float, failed: bool = False, cancelled: bool = False) -> None:
         stats = self.requests.get(api_key)

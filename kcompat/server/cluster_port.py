@@ -25,7 +25,7 @@ from kcompat.config import BrokerConfig
 from kcompat.metadata.image import MetadataImage
 from kcompat.server.dispatcher import NO_FORWARDING, Forwarder
 from kcompat.server.groups.shard_port import AllGroupsHere, GroupShardsPort
-from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges
+from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges, ReadReplicaSelector
 from kcompat.server.local_metadata import LocalMetadata
 from kcompat.server.metadata_view import MetadataView, PartitionLogs
 from kcompat.server.replica_manager import ReplicaManager
@@ -74,6 +74,9 @@ class ClusterPort(Protocol):
         """Set once the listeners may be served (cluster mode: this broker is unfenced)."""
 
     def isr(self, replicas: ReplicaManager) -> IsrPort: ...
+    def read_replica_selector(self) -> ReadReplicaSelector | None:
+        """`replica.selector.class` (cluster mode; None: consumers read from the leader only)."""
+
     def offsets_leader_epoch(self, replicas: ReplicaManager) -> Callable[[int], int] | None:
         """The leader epoch to stamp on `__consumer_offsets` partition p (None: the topic's)."""
 
@@ -109,6 +112,9 @@ class SingleNode:
 
     def isr(self, replicas: ReplicaManager) -> IsrPort:
         return NoIsrChanges()
+
+    def read_replica_selector(self) -> ReadReplicaSelector | None:
+        return None  # the only replica is the leader
 
     def offsets_leader_epoch(self, replicas: ReplicaManager) -> Callable[[int], int] | None:
         return None

@@ -4,6 +4,7 @@ by cluster/assembly.py), and a single node's, which has none."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kcompat.log.partition_log import PartitionLog
@@ -27,6 +28,16 @@ class NoIsrChanges:
 
     def maybe_expand(self, p: Any, replica_id: int) -> None:
         pass
+
+
+class ReadReplicaSelector(Protocol):
+    """The leader's choice of the replica a consumer reads from (KIP-392, `replica.selector.class`;
+    cluster/replication/replica_selector.py): the follower's id, or -1 for the leader itself.
+    `racks`: each live broker's rack on the client's listener."""
+
+    def __call__(
+        self, p: Any, client_rack: str, fetch_offset: int, racks: Mapping[int, str | None], now_ms: int
+    ) -> int: ...
 
 
 class ReplicaRegistration(Protocol):
@@ -57,7 +68,9 @@ class HostedReplica(Protocol):
     @property
     def leader_epoch(self) -> int: ...
 
-    def update_follower(self, replica_id: int, fetch_offset: int, broker_epoch: int, now_ms: int) -> bool:
+    def update_follower(
+        self, replica_id: int, fetch_offset: int, broker_epoch: int, now_ms: int, log_start_offset: int = -1
+    ) -> bool:
         """A Fetch from a follower at `fetch_offset`: True when the high watermark moved."""
 
     def maybe_increment_hw(self) -> bool: ...

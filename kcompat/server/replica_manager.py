@@ -31,7 +31,7 @@ from kcompat.log.errors import KafkaStorageError, LoadAborted, LogError
 from kcompat.log.manager import LogManager
 from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
-from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges
+from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges, ReadReplicaSelector
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.storage.topic_store import TopicInfo
 
@@ -59,10 +59,13 @@ class ReplicaManager:
         cluster_mode: bool = False,
         isr: Callable[[ReplicaManager], IsrPort] = lambda _replicas: NoIsrChanges(),
         hosted: Mapping[tuple[str, int], HostedReplica] | None = None,
+        read_replica: ReadReplicaSelector | None = None,
     ) -> None:
         """`cluster_mode`: only the image makes a replica here; `isr` builds the ISR port from the
         partitions and waiters made here (cluster/assembly.py gives the AlterPartition one);
-        `hosted`: cluster mode's replicas, which its assembly fills as images arrive."""
+        `hosted`: cluster mode's replicas, which its assembly fills as images arrive;
+        `read_replica`: the leader's choice of a consumer's read replica (None: the leader's own)."""
+        self.read_replica = read_replica
         self._topic = topic
         self._log_config = log_config
         self.logs: LogManager | None = None

@@ -88,7 +88,12 @@ class BrokerCollector:
                 prefix + "bytesin", "Record batch bytes produced to the topic.", labels=["topic"]
             ),
             "bytes_out": CounterMetricFamily(
-                prefix + "bytesout", "Record batch bytes fetched from the topic.", labels=["topic"]
+                prefix + "bytesout", "Record batch bytes consumers fetched from the topic.", labels=["topic"]
+            ),
+            "replication_bytes_out": CounterMetricFamily(
+                prefix + "replicationbytesout",
+                "Record batch bytes followers fetched from the topic.",
+                labels=["topic"],
             ),
         }
         exists = self.broker.metadata.topic

@@ -37,6 +37,7 @@ from kcompat.server.cluster.replication.alter_partition import IsrManager
 from kcompat.server.cluster.replication.partition import Partition
 from kcompat.server.cluster.replication.replica_delta import ReplicaDeltaApplier
 from kcompat.server.cluster.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from kcompat.server.cluster.replication.replica_selector import selector_named
 from kcompat.server.cluster.share_persister import NetworkSharePersister
 from kcompat.server.cluster.share_shards import ShareShards
 from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender, TxnVerifier
@@ -44,6 +45,7 @@ from kcompat.server.cluster.txn_shards import TXN_LOG_APPEND_TIMEOUT_MS, TxnShar
 from kcompat.server.cluster.txn_writes import ReplicatedTxnWrites
 from kcompat.server.cluster_port import StartedBroker
 from kcompat.server.groups.group_service import GroupService
+from kcompat.server.isr_port import ReadReplicaSelector
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.share.local_persister import LocalSharePersister
 from kcompat.server.share.share_coordinator import ShareCoordinatorService
@@ -156,6 +158,9 @@ class ClusterAssembly:
         )
         return self._isr
 
+    def read_replica_selector(self) -> ReadReplicaSelector | None:
+        return selector_named(self._config.get("replica.selector.class"))
+
     def offsets_leader_epoch(self, replicas: ReplicaManager) -> Callable[[int], int]:
         partitions = self.hosted
 
@@ -238,7 +243,8 @@ class ClusterAssembly:
             broker_epoch=lambda: member.lifecycle.broker_epoch,
             topic_id=lambda name: member.image.topic_ids.get(name),
             now_ms=self._now_ms,
-            on_append=lambda p: None,
+            # a follower's high watermark moved: wake consumers long-polling here (KIP-392)
+            on_append=lambda p: replicas.fetch_waiters.notify((p.topic, p.index)),
         )
         self._isr.start()
         self._applier = ReplicaDeltaApplier(

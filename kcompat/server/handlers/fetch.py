@@ -13,7 +13,7 @@ Version notes:
 * v8: no change
 * v9: current_leader_epoch (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH)
 * v10: no change (zstd)
-* v11: rack_id accepted; preferred_read_replica always -1
+* v11: rack_id and preferred_read_replica (KIP-392, cluster mode; see "Reading from followers")
 * v12: flexible; last_fetched_epoch and diverging_epoch (cluster mode; a single node has no
   follower); snapshot_id not sent
 * v13: topics by id, in the request (an unknown id: UNKNOWN_TOPIC_ID) and in the response
@@ -33,6 +33,21 @@ checks its LastFetchedEpoch against the leader-epoch cache (DivergingEpoch when 
 an epoch this leader ended earlier), then records its fetch offset as its log end offset (which
 may move the high watermark and wake acks=all produces), then reads up to the log end. Consumers
 read below the high watermark.
+
+Reading from followers (KIP-392, cluster mode), as Kafka's ReplicaManager:
+* A consumer's Fetch v11+ may read from any replica hosted here, leader or follower; older
+  versions and other brokers' fetches only from the leader (NOT_LEADER_OR_FOLLOWER elsewhere).
+  A broker that no longer hosts the partition answers NOT_LEADER_OR_FOLLOWER; the leader epoch
+  is checked against the epoch this broker knows (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+* A follower serves up to its own high watermark (the leader's, as last fetched, capped by its log
+  end), read_committed up to its own last stable offset; an offset between its high watermark and
+  its log end reads nothing, one past its log end is OFFSET_OUT_OF_RANGE (the Java consumer then
+  goes back to the leader rather than resetting). Kafka's Fetch never answers OFFSET_NOT_AVAILABLE.
+* With `replica.selector.class` set, the leader asks the selector for each partition of a Fetch
+  v11+ from a consumer that sends its rack; when it names a follower, that partition's answer has
+  preferred_read_replica, the leader's offsets and no records, and the Fetch answers at once. No
+  selector (the default): nothing of this runs, the leader serves.
+* ListOffsets and OffsetForLeaderEpoch stay the leader's (their handlers refuse followers).
 
 Reading: records go out as the log's file slices (whole batches), sent with sendfile by the
 transport. Kafka's limits (KIP-74): the response's max_bytes (capped by fetch.max.bytes) and each
@@ -58,6 +73,7 @@ from typing import Any
 from kcompat.server.auth import access
 from kcompat.server.context import RequestContext
 from kcompat.server.epoch_fencing import leader_epoch_error
+from kcompat.server.isr_port import ReadReplicaSelector
 from kcompat.server.network.turns import Turns
 from kcompat.server.registry import handles
 from kcompat.server.replica_manager import UNTIMED_WAIT_S
@@ -79,6 +95,7 @@ from kcompat.wire.types.fetch import (
 
 log = logging.getLogger("kcompat.server.fetch")
 
+RACK_VERSION = 11
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
 LEADER_HINTS_VERSION = 16
@@ -90,6 +107,7 @@ _UNKNOWN_ID, _DENIED = ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION
 _NO_DIVERGING_EPOCH = EpochEndOffset()
 _NO_LEADER = LeaderIdAndEpoch()
 _NO_SNAPSHOT = SnapshotId()
+_NO_RACKS: dict[int, str | None] = {}  # never written: no selector, no racks looked up
 
 
 @handles(FETCH, "4-18")
@@ -99,6 +117,8 @@ async def fetch(ctx: RequestContext, request: Request[FetchRequest]) -> FetchRes
     by_id = version >= TOPIC_IDS_VERSION
     replica_id = body.replica_state.replica_id if version >= REPLICA_STATE_VERSION else body.replica_id
     replica_epoch = body.replica_state.replica_epoch if version >= REPLICA_STATE_VERSION else -1
+    # Kafka's ClientMetadata: a consumer's v11+ Fetch may read from a follower (None: the leader only)
+    client_rack = (body.rack_id or "") if replica_id < 0 and version >= RACK_VERSION else None
 
     # Partitions by (topic id or name, partition); a repeated one keeps its first position.
     fetch_data: dict[tuple[Any, int], FetchPartition] = {}
@@ -144,6 +164,7 @@ async def fetch(ctx: RequestContext, request: Request[FetchRequest]) -> FetchRes
             first,
             body.isolation_level == 1,
             denied,
+            client_rack,
         )
         first = False
         remaining = deadline - clock()
@@ -158,7 +179,7 @@ async def fetch(ctx: RequestContext, request: Request[FetchRequest]) -> FetchRes
         stats = ctx.stats
         for (_, name, _, _), out in zip(reads, results, strict=True):
             if name is not None and out.records:
-                stats.bytes_out(name, len(out.records))
+                stats.bytes_out(name, len(out.records), replica_id >= 0)
     error, session_id, sent = context.respond(
         list(zip([r[0] for r in reads], results, strict=True)), ctx.now_ms
     )
@@ -228,15 +249,21 @@ async def _read_all(
     first: bool,
     committed: bool,
     denied: frozenset[str] = frozenset(),
+    client_rack: str | None = None,
 ) -> tuple[list[PartitionData], int, bool, set[int]]:
-    """Each partition's answer, the record bytes read, whether any failed, the leaders named in hints.
+    """Each partition's answer, the record bytes read, whether to answer at once (an error, a
+    diverging epoch, a preferred read replica), the leaders named in hints.
     A follower's fetch state is taken when its request arrives (`first`), not again when a parked
     fetch wakes, as Kafka's DelayedFetch does: a stalled follower's old fetch cannot rejoin the ISR.
     `committed`: read_committed, below the last stable offset. Between two partitions' reads other
-    connections' requests get turns (turns.py); each partition's facts are looked up as it is read."""
+    connections' requests get turns (turns.py); each partition's facts are looked up as it is read.
+    `client_rack`: a consumer's v11+ Fetch (None: the leader serves only), its rack for the selector."""
     replicas, metadata = ctx.replicas, ctx.metadata  # once, not per partition
     replica_id = replica[0]
     cluster = replicas.cluster_mode
+    select = replicas.read_replica if client_rack else None
+    # each live broker's rack on the client's listener, for the selector (once per request)
+    racks = {b.node_id: b.rack for b in metadata.live_brokers(ctx.listener) or ()} if select else _NO_RACKS
     results = []
     total = 0
     errors = False
@@ -265,7 +292,7 @@ async def _read_all(
             errors = True
             continue
         p = replicas.partitions.get((topic, partition)) if cluster else None
-        refused = _refusal(ctx, t, partition, fp.current_leader_epoch, replica_id, p)
+        refused = _refusal(ctx, t, partition, fp.current_leader_epoch, replica_id, p, client_rack is not None)
         if refused is not None:
             error, hint = refused
             out.error_code = int(error)
@@ -273,6 +300,13 @@ async def _read_all(
                 out.current_leader = LeaderIdAndEpoch(leader_id=hint[0], leader_epoch=hint[1])
                 hinted.add(hint[0])
             errors = True
+            continue
+        if (
+            select is not None
+            and p is not None
+            and _sent_elsewhere(ctx, select, p, str(client_rack), racks, fp, out)
+        ):
+            errors = True  # answered at once, as Kafka does once it names a preferred replica
             continue
         plog = replicas.partition_log(topic, partition)
         if p is not None and replica_id >= 0 and first and _follower_fetched(ctx, p, plog, fp, replica, out):
@@ -313,6 +347,29 @@ async def _read_all(
     return results, total, errors, hinted
 
 
+def _sent_elsewhere(
+    ctx: RequestContext,
+    select: ReadReplicaSelector,
+    p: Any,
+    client_rack: str,
+    racks: dict[int, str | None],
+    fp: FetchPartition,
+    out: PartitionData,
+) -> bool:
+    """As leader: True when the selector sends this consumer to a follower (the answer names it as
+    preferred_read_replica, with the leader's offsets and no records)."""
+    if not p.is_leader:
+        return False
+    preferred = select(p, client_rack, fp.fetch_offset, racks, ctx.now_ms)
+    if preferred < 0:
+        return False
+    plog = p.log
+    out.preferred_read_replica = preferred
+    out.high_watermark, out.last_stable_offset = plog.high_watermark, plog.last_stable_offset
+    out.log_start_offset = plog.log_start_offset
+    return True
+
+
 def _follower_fetched(
     ctx: RequestContext, p: Any, plog: Any, fp: FetchPartition, replica: tuple[int, int], out: PartitionData
 ) -> bool:
@@ -321,7 +378,7 @@ def _follower_fetched(
     if _diverged(plog, fp, out):
         return True
     replicas, replica_id = ctx.replicas, replica[0]
-    if p.update_follower(replica_id, fp.fetch_offset, replica[1], ctx.now_ms):
+    if p.update_follower(replica_id, fp.fetch_offset, replica[1], ctx.now_ms, fp.log_start_offset):
         replicas.fetch_waiters.notify((p.topic, p.index))  # acks=all and consumers waiting on the HW
     if replicas.isr_manager is not None:
         replicas.isr_manager.maybe_expand(p, replica_id)
@@ -329,15 +386,16 @@ def _follower_fetched(
 
 
 def _refusal(
-    ctx: RequestContext, t: Any, partition: int, epoch: int, replica_id: int, p: Any
+    ctx: RequestContext, t: Any, partition: int, epoch: int, replica_id: int, p: Any, any_replica: bool
 ) -> tuple[ErrorCode, tuple[int, int] | None] | None:
-    """Why this broker does not serve the partition (error, the (leader, epoch) to hint), or None."""
+    """Why this broker does not serve the partition (error, the (leader, epoch) to hint), or None.
+    `any_replica`: a consumer's v11+ Fetch, which a follower hosting the partition serves too."""
     leader, leader_epoch = ctx.metadata.leader_and_epoch(t, partition)
     hint = (leader, leader_epoch) if leader >= 0 else None
     if (fenced := leader_epoch_error(epoch, leader_epoch)) is not None:
         return fenced, hint if fenced == ErrorCode.FENCED_LEADER_EPOCH else None
     if ctx.replicas.cluster_mode:
-        if leader != ctx.identity.node_id or p is None or not p.is_leader:
+        if p is None or not (any_replica or (p.is_leader and leader == ctx.identity.node_id)):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, hint
         return None
     if replica_id >= 0:  # a single node: no replica but itself, as Kafka answers a stranger

@@ -31,6 +31,9 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1  # the leader's log end when that fetch came
     broker_epoch: int = -1
+    log_start_offset: int = (
+        -1
+    )  # its log start offset as its last fetch said (Kafka's UnknownOffset until then)
 
 
 def high_watermark(

@@ -124,11 +124,14 @@ class Partition:
         self.log.start_replicated()
         return changed
 
-    def update_follower(self, replica_id: int, fetch_offset: int, broker_epoch: int, now_ms: int) -> bool:
+    def update_follower(
+        self, replica_id: int, fetch_offset: int, broker_epoch: int, now_ms: int, log_start_offset: int = -1
+    ) -> bool:
         """A Fetch from a follower at `fetch_offset`: True when the high watermark moved."""
         f = self.followers.get(replica_id)
         if f is None:
             return False
+        f.log_start_offset = log_start_offset
         rules.caught_up(f, self.log.log_end_offset, fetch_offset, now_ms)
         if broker_epoch >= 0:
             f.broker_epoch = broker_epoch

@@ -231,13 +231,13 @@ class ReplicaFetcher:
                 return self._truncate(p, diverging.epoch, diverging.end_offset)
             if rp.records:
                 p.log.append_as_follower(rp.records, now_ms=self._now_ms())
-                self._on_append(p)
         except LogError as e:
             log.error(
                 "replica fetch %s-%d from broker %d: cannot append: %s", p.topic, p.index, self.leader_id, e
             )
             return False
-        p.update_follower_hw(rp.high_watermark)
+        if p.update_follower_hw(rp.high_watermark):
+            self._on_append(p)  # consumers reading from this follower (KIP-392) may read further
         return True
 
     def _truncate(self, p: Partition, leader_epoch: int, leader_end: int) -> bool:
