@@ -55,7 +55,10 @@ def confluent_consume(bootstrap: str, topic: str, group: str, count: int, **conf
     return got
 
 
-def kafka_python_roundtrip(bootstrap: str, topic: str, values: list[str], group: str) -> list[str]:
+def kafka_python_roundtrip(
+    bootstrap: str, topic: str, values: list[str], group: str, expect: int
+) -> list[str]:
+    """Produce `values`, then read the topic in a group until `expect` records came."""
     producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for v in values:
         producer.send(topic, v.encode())
@@ -65,7 +68,7 @@ def kafka_python_roundtrip(bootstrap: str, topic: str, values: list[str], group:
                                    auto_offset_reset="earliest", consumer_timeout_ms=8000)  # fmt: skip
     got: list[str] = []
     deadline = time.monotonic() + 60
-    while len(got) < len(values) and time.monotonic() < deadline:
+    while len(got) < expect and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=500).values():
             got += [r.value.decode() for r in records]
     consumer.commit()
