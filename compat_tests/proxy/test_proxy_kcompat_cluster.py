@@ -9,6 +9,7 @@ upstream that is down) closes that client's connection only, with one log line.
 from __future__ import annotations
 
 import logging
+import socket
 import struct
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from support import kafka_tool
 
 from compat_tests.client_data import unique
 from compat_tests.cluster.test_group_coordinator import Cluster
-from compat_tests.crash.wire_client import produce_body
+from compat_tests.crash.wire_client import fetch_body, produce_body
 from compat_tests.proxy.checks import (
     Ledger,
     assert_no_upstream_address,
@@ -210,3 +211,44 @@ def test_upstream_down_closes_the_client_with_one_line(caplog: pytest.LogCapture
     lines = [r.getMessage() for r in caplog.records if "cannot reach the upstream" in r.getMessage()]
     assert len(lines) == 1, lines
     assert "proxy.upstream.bootstrap.servers" in lines[0]
+
+
+def test_a_slow_client_makes_the_proxy_stop_reading_upstream(cluster: Cluster, proxy: ProxyThread) -> None:
+    """40 pipelined 1 MiB Fetches from a client that reads nothing: the proxy holds at most about
+    proxy.buffer.bytes for it and stops reading the upstream; once the client reads, every answer
+    arrives, in order."""
+    topic = topic_led_by_each(cluster, "proxy-slow")
+    confluent_produce(
+        proxy.bootstrap, topic, ["x" * 10_000 + str(i) for i in range(400)], partitioner="murmur2"
+    )
+    requests = [encode_request(1, 11, c, fetch_body(topic, 0)) for c in range(40)]
+    limit = proxy.config.get("proxy.buffer.bytes")
+
+    async def held() -> list[tuple[int, bool]]:
+        assert proxy.server is not None
+        return [(c.transport.get_write_buffer_size(), c.upstream.transport.is_reading())  # type: ignore[union-attr]
+                for c in proxy.server.shared.connections if c.node_id == 1 and c.upstream is not None]  # fmt: skip
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        s.settimeout(30)
+        s.connect((HOST, proxy.node_port(1)))
+        s.sendall(b"".join(requests))
+        time.sleep(3)
+        states = proxy.call(held())
+        assert any(not reading for _, reading in states), states  # the upstream is paused
+        assert all(size <= limit + (2 << 20) for size, _ in states), (states, limit)
+        correlations = []
+        for _ in requests:
+            size = struct.unpack(">i", _read(s, 4))[0]
+            correlations.append(struct.unpack(">i", _read(s, size)[:4])[0])
+    assert correlations == list(range(40))
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(min(n - len(buf), 1 << 20))
+        assert chunk, "closed"
+        buf += chunk
+    return bytes(buf)
