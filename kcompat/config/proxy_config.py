@@ -14,10 +14,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kcompat.config.definition import Check, ConfigDef, TypedAttributes, at_least, between, table
+from kcompat.config.definition import Check, ConfigDef, OneOf, TypedAttributes, at_least, between, table
 from kcompat.config.errors import ConfigError
 from kcompat.config.load import parse_override
 from kcompat.config.properties_file import read_properties_file
+from kcompat.config.security import is_security_key
 from kcompat.config.shorthand import HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, prop
 
 log = logging.getLogger("kcompat.config")
@@ -100,6 +101,38 @@ PROXY_CONFIGS: dict[str, ConfigDef] = table(
             at_least(1024),
         ),
         prop(
+            "proxy.client.security.protocol",
+            STRING,
+            "PLAINTEXT",
+            "PLAINTEXT or SSL between clients and the proxy; with SSL the proxy's certificate comes from "
+            "Kafka's ssl.* properties (ssl.keystore.location, ...), optionally prefixed listener.name.proxy.",
+            HIGH,
+            OneOf(("PLAINTEXT", "SSL")),
+        ),
+        prop(
+            "proxy.upstream.security.protocol",
+            STRING,
+            "PLAINTEXT",
+            "PLAINTEXT or SSL between the proxy and the upstream brokers (independent of the client side).",
+            HIGH,
+            OneOf(("PLAINTEXT", "SSL")),
+        ),
+        prop(
+            "proxy.upstream.ssl.truststore.location",
+            STRING,
+            None,
+            "PEM file of the CA certificates the upstream brokers' certificates are checked against "
+            "(default: the system's).",
+            MEDIUM,
+        ),
+        prop(
+            "proxy.upstream.ssl.endpoint.identification.algorithm",
+            STRING,
+            "https",
+            "https: an upstream certificate must name the host the proxy connects to; empty: not checked.",
+            LOW,
+        ),
+        prop(
             "socket.request.max.bytes",
             INT,
             104857600,
@@ -119,8 +152,12 @@ class ProxyConfig(TypedAttributes):
     def __init__(self, props: Mapping[str, str] | None = None, *, warn: bool = False) -> None:
         self._values: dict[str, Any] = {}
         self.unknown: dict[str, str] = {}
+        self.security_props: dict[str, str] = {}  # ssl.*, listener.name.proxy.*: the client side's TLS
         for key, raw in (props or {}).items():
             definition = PROXY_CONFIGS.get(key)
+            if definition is None and is_security_key(key):
+                self.security_props[key] = raw
+                continue
             if definition is None:
                 self.unknown[key] = raw
                 if warn:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -47,6 +48,7 @@ class Shared:
     connect_timeout: float
     request_hook: RequestHook | None = None
     response_hook: ResponseHook | None = None
+    upstream_tls: ssl.SSLContext | None = None
     logs: LogLimit = field(default_factory=LogLimit)
     connections: set[ClientConnection] = field(default_factory=set)
     next_id: int = 0
@@ -90,10 +92,16 @@ class ClientConnection(asyncio.BufferedProtocol):
         why = "no upstream address is known for it"
         for host, port in targets:
             try:
+                tls = self.shared.upstream_tls
                 _, side = await asyncio.wait_for(
-                    loop.create_connection(lambda: UpstreamSide(self), host, port),
+                    loop.create_connection(
+                        lambda: UpstreamSide(self), host, port, ssl=tls, server_hostname=host if tls else None
+                    ),
                     self.shared.connect_timeout,
                 )
+            except ssl.SSLError as e:
+                why = f"TLS with {host}:{port} failed: {e.reason or e}; check proxy.upstream.ssl.*"
+                continue
             except (OSError, TimeoutError) as e:
                 why = (
                     f"{host}:{port} {'did not answer in time' if isinstance(e, TimeoutError) else 'refused'}"
@@ -326,7 +334,7 @@ class UpstreamSide(asyncio.BufferedProtocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        log.debug("upstream connection of client connection %d closed", self.client.id)
+        log.debug("upstream connection of client connection %d closed (%s)", self.client.id, exc)
         self.client.close()
 
     def close(self) -> None:

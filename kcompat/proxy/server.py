@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -26,6 +27,7 @@ from kcompat.config.proxy_config import ProxyConfig
 from kcompat.proxy.connection import ClientConnection, Shared
 from kcompat.proxy.hooks import RequestHook, ResponseHook
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.tls import client_side_context, upstream_context
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages import APIS
 from kcompat.wire.protocol import API_VERSIONS_KEY, decode_response, encode_request
@@ -66,6 +68,7 @@ class ProxyServer:
             config.get("proxy.node.id.max"),
             self._open_node,
         )
+        self.client_tls = client_side_context(config)
         self.shared = Shared(
             nodes=self.nodes,
             upstreams=config.upstreams,
@@ -74,6 +77,7 @@ class ProxyServer:
             connect_timeout=config.get("proxy.connect.timeout.ms") / 1000,
             request_hook=request_hook,
             response_hook=response_hook,
+            upstream_tls=upstream_context(config),
         )
         self._servers: dict[int | None, asyncio.Server] = {}
         self._pending_servers: set[asyncio.Task[Any]] = set()
@@ -99,7 +103,9 @@ class ProxyServer:
 
     async def _serve(self, node_id: int | None, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: ClientConnection(self.shared, node_id), sock=sock)
+        server = await loop.create_server(
+            lambda: ClientConnection(self.shared, node_id), sock=sock, ssl=self.client_tls
+        )
         self._servers[node_id] = server
 
     def _open_node(self, node_id: int) -> None:
@@ -132,8 +138,10 @@ class ProxyServer:
         known = sorted(self.nodes.upstream_addresses())
         for host, port in [*self.shared.upstreams, *known]:
             try:
-                brokers = await asyncio.wait_for(_metadata_brokers(host, port), self.shared.connect_timeout)
-            except (OSError, TimeoutError, DecodeError, ValueError) as e:
+                brokers = await asyncio.wait_for(
+                    _metadata_brokers(host, port, self.shared.upstream_tls), self.shared.connect_timeout
+                )
+            except (OSError, TimeoutError, DecodeError, ValueError, ssl.SSLError) as e:
                 log.debug("Metadata from %s:%d failed: %s", host, port, e)
                 continue
             for node_id, node_host, node_port in brokers:
@@ -159,9 +167,9 @@ class ProxyServer:
         self._servers.clear()
 
 
-async def _metadata_brokers(host: str, port: int) -> list[tuple[int, str, int]]:
+async def _metadata_brokers(host: str, port: int, tls: ssl.SSLContext | None) -> list[tuple[int, str, int]]:
     """(node id, host, port) of the brokers in `host:port`'s Metadata answer."""
-    reader, writer = await asyncio.open_connection(host, port)
+    reader, writer = await asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
     try:
         versions = await _roundtrip(reader, writer, API_VERSIONS_KEY, 0, {})
         theirs = {k.api_key: k.max_version for k in versions.api_keys}

@@ -1,0 +1,127 @@
+"""TLS on either side of `kcompat proxy`, independently: one `kcompat serve` with a PLAINTEXT and
+an SSL listener (shared by the module) behind three proxies: TLS terminated at the proxy with a
+plaintext upstream, plaintext clients with a TLS upstream, and TLS on both sides. confluent-kafka
+and kafka-python produce and consume through each; a plaintext client on a TLS proxy port is
+closed, and no answer names an upstream address.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from compat_tests.client_data import unique
+from compat_tests.proxy.checks import (
+    assert_no_upstream_address,
+    closed_after,
+    confluent_consume,
+    confluent_produce,
+    metadata_brokers,
+)
+from compat_tests.proxy.harness import HOST, ProxyThread
+from kcompat.testing import TEST_DEFAULTS, Broker, free_port
+from kcompat.wire.protocol import encode_request
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class Certs:
+    def __init__(self, d: Path) -> None:
+        ca = trustme.CA()
+        self.ca = d / "ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca))
+        self.server = d / "server.pem"
+        ca.issue_cert("localhost", "127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(self.server))
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return Certs(tmp_path_factory.mktemp("proxy-certs"))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[Broker]:
+    base = tmp_path_factory.mktemp("proxy-tls-upstream")
+    props = {**TEST_DEFAULTS, "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+             "ssl.keystore.location": str(certs.server)}  # fmt: skip
+    b = Broker(base / "data", base / "kcompat.log", overrides=props, listeners={"SSL": free_port()})
+    b.start()
+    yield b
+    b.stop()
+
+
+def tls_clients(certs: Certs) -> dict[str, str]:
+    return {"proxy.client.security.protocol": "SSL", "ssl.keystore.location": str(certs.server)}
+
+
+def tls_upstream(certs: Certs) -> dict[str, str]:
+    return {
+        "proxy.upstream.security.protocol": "SSL",
+        "proxy.upstream.ssl.truststore.location": str(certs.ca),
+    }
+
+
+def roundtrip(proxy: ProxyThread, client_conf: dict[str, Any]) -> None:
+    topic = unique("proxy-tls")
+    values = [f"v-{i}" for i in range(15)]
+    confluent_produce(proxy.bootstrap, topic, values, **client_conf)
+    assert sorted(confluent_consume(proxy.bootstrap, topic, unique("g"), 15, **client_conf)) == sorted(values)
+
+
+def confluent_tls(certs: Certs) -> dict[str, str]:
+    return {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
+
+
+def upstream_ports(broker: Broker) -> set[int]:
+    return {broker.port, *broker.listeners.values()}
+
+
+def test_tls_terminated_at_the_proxy(broker: Broker, certs: Certs) -> None:
+    with ProxyThread(broker.bootstrap, **tls_clients(certs)) as proxy:
+        roundtrip(proxy, confluent_tls(certs))
+        import kafka
+
+        producer = kafka.KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SSL",
+                                       ssl_cafile=str(certs.ca))  # fmt: skip
+        producer.send(unique("proxy-tls-kp"), b"x").get(30)
+        producer.close()
+        # a plaintext client on the TLS port is closed; TLS clients go on being served
+        assert closed_after(proxy.bootstrap_port, encode_request(18, 3, 1, {}))
+        roundtrip(proxy, confluent_tls(certs))
+        assert_no_upstream_address(proxy, upstream_ports(broker))
+
+
+def test_plaintext_clients_tls_upstream(broker: Broker, certs: Certs) -> None:
+    with ProxyThread(f"{HOST}:{broker.listeners['SSL']}", **tls_upstream(certs)) as proxy:
+        assert metadata_brokers(proxy.bootstrap_port) == {(1, HOST, proxy.node_port(1))}
+        roundtrip(proxy, {})
+        assert_no_upstream_address(proxy, upstream_ports(broker))
+
+
+def test_tls_on_both_sides(broker: Broker, certs: Certs) -> None:
+    with ProxyThread(
+        f"{HOST}:{broker.listeners['SSL']}", **tls_clients(certs), **tls_upstream(certs)
+    ) as proxy:
+        roundtrip(proxy, confluent_tls(certs))
+        assert_no_upstream_address(proxy, upstream_ports(broker))
+
+
+def test_an_untrusted_upstream_closes_the_client_with_one_line(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    other_ca = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    settings = {
+        "proxy.upstream.security.protocol": "SSL",
+        "proxy.upstream.ssl.truststore.location": str(other_ca),
+    }
+    with ProxyThread(f"{HOST}:{broker.listeners['SSL']}", **settings) as proxy:
+        assert closed_after(proxy.bootstrap_port, encode_request(18, 3, 1, {}))
+    lines = [r.getMessage() for r in caplog.records if "cannot reach the upstream" in r.getMessage()]
+    assert len(lines) == 1 and "TLS" in lines[0] and "proxy.upstream.ssl" in lines[0], lines
+    assert ssl.OPENSSL_VERSION
