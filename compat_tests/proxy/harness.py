@@ -22,7 +22,7 @@ from typing import Any
 import uvloop
 
 from kcompat.config.proxy_config import ProxyConfig
-from kcompat.proxy.hooks import Exchange
+from kcompat.proxy.hooks import Exchange, RequestHook
 from kcompat.proxy.server import ProxyServer
 from kcompat.wire.messages import APIS
 from kcompat.wire.protocol import API_VERSIONS_KEY, decode_response
@@ -94,7 +94,7 @@ class AnswerCapture:
 
 
 class ProxyThread:
-    def __init__(self, upstream: str, **props: str) -> None:
+    def __init__(self, upstream: str, request_hook: RequestHook | None = None, **props: str) -> None:
         self.port_base = free_port_base()
         self.bootstrap_port = self.port_base  # node ids start at 0 or 1: base itself is unused by both
         settings = {
@@ -108,6 +108,7 @@ class ProxyThread:
         }
         self.config = ProxyConfig(settings)
         self.capture = AnswerCapture()
+        self.request_hook = request_hook
         self.server: ProxyServer | None = None
         self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="kcompat-proxy", daemon=True)
@@ -121,7 +122,7 @@ class ProxyThread:
 
     def start(self) -> ProxyThread:
         self._thread.start()
-        self.server = ProxyServer(self.config, response_hook=self.capture)
+        self.server = ProxyServer(self.config, request_hook=self.request_hook, response_hook=self.capture)
         asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
         return self
 

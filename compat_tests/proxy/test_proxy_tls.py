@@ -2,12 +2,16 @@
 an SSL listener (shared by the module) behind three proxies: TLS terminated at the proxy with a
 plaintext upstream, plaintext clients with a TLS upstream, and TLS on both sides. confluent-kafka
 and kafka-python produce and consume through each; a plaintext client on a TLS proxy port is
-closed, and no answer names an upstream address.
+closed, and no answer names an upstream address. The same broker serves the tests of the request
+hook (a closed connection for that client only) and of `kcompat proxy` as a process.
 """
 
 from __future__ import annotations
 
+import signal
 import ssl
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +27,9 @@ from compat_tests.proxy.checks import (
     confluent_produce,
     metadata_brokers,
 )
-from compat_tests.proxy.harness import HOST, ProxyThread
-from kcompat.testing import TEST_DEFAULTS, Broker, free_port
+from compat_tests.proxy.harness import HOST, ProxyThread, free_port_base
+from kcompat.proxy.hooks import CloseConnection, Exchange
+from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
 from kcompat.wire.protocol import encode_request
 
 pytestmark = pytest.mark.timeout(180)
@@ -125,3 +130,61 @@ def test_an_untrusted_upstream_closes_the_client_with_one_line(
     lines = [r.getMessage() for r in caplog.records if "cannot reach the upstream" in r.getMessage()]
     assert len(lines) == 1 and "TLS" in lines[0] and "proxy.upstream.ssl" in lines[0], lines
     assert ssl.OPENSSL_VERSION
+
+
+def test_hooks_close_only_their_client(broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    """The request hook (where fault injection attaches) closes a connection by raising
+    CloseConnection, or by failing; the other clients are served."""
+    mode = {"now": "pass"}
+
+    def hook(exchange: Exchange, frame: bytes | bytearray) -> bytes | None:
+        if exchange.api_key == 3 and mode["now"] == "cut":
+            raise CloseConnection
+        if exchange.api_key == 3 and mode["now"] == "bug":
+            raise ValueError("a bug in a rule")
+        return None
+
+    with ProxyThread(broker.bootstrap, request_hook=hook) as proxy:
+        metadata = encode_request(3, 12, 1, {"topics": None})
+        for now in ("cut", "bug"):
+            mode["now"] = now
+            assert closed_after(proxy.bootstrap_port, metadata), now
+            mode["now"] = "pass"
+            assert metadata_brokers(proxy.bootstrap_port) == {(1, HOST, proxy.node_port(1))}
+    assert sum("request hook failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_the_kcompat_proxy_command(broker: Broker, tmp_path: Path) -> None:
+    """`kcompat proxy` as a process: properties file plus shorthands, clients served, SIGTERM ends it."""
+    port, base = free_port(), free_port_base()
+    (tmp_path / "proxy.properties").write_text(f"proxy.upstream.bootstrap.servers={broker.bootstrap}\n")
+    log = (tmp_path / "proxy.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kcompat", "proxy", str(tmp_path / "proxy.properties"),
+         "--bootstrap", f"{HOST}:{port}", "--node-port-base", str(base)],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _answers(port), "the proxy's bootstrap listener", timeout=20)
+        assert metadata_brokers(port) == {(1, HOST, base + 1)}
+        roundtrip_plain(f"{HOST}:{port}")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(15) == 0
+        log.close()
+    text = (tmp_path / "proxy.log").read_text()
+    assert "kcompat proxy serving bootstrap" in text and "Traceback" not in text, text
+
+
+def _answers(port: int) -> bool:
+    try:
+        metadata_brokers(port)
+    except OSError:
+        return False
+    return True
+
+
+def roundtrip_plain(bootstrap: str) -> None:
+    topic = unique("proxy-cmd")
+    confluent_produce(bootstrap, topic, ["a", "b", "c"])
+    assert sorted(confluent_consume(bootstrap, topic, unique("g"), 3)) == ["a", "b", "c"]

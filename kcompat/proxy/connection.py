@@ -30,7 +30,7 @@ from kcompat.proxy.node_map import NodeMap
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError
 from kcompat.wire.messages import APIS
-from kcompat.wire.protocol import API_VERSIONS_KEY, describe_frame, peek_header
+from kcompat.wire.protocol import API_VERSIONS_KEY, peek_header
 
 log = logging.getLogger("kcompat.proxy")
 _SIZE = struct.Struct(">i")
@@ -197,6 +197,10 @@ class ClientConnection(asyncio.BufferedProtocol):
             except CloseConnection:
                 self.close()
                 return
+            except Exception:  # a bug in the hook: this client only
+                log.exception("the proxy's request hook failed: closing the connection from %s", self.peer[0])
+                self.close()
+                return
             if replaced is not None:
                 frame = replaced
         pending = Pending(key, version, correlation)
@@ -249,10 +253,17 @@ class ClientConnection(asyncio.BufferedProtocol):
                     pending, frame, self.shared.nodes.endpoint, self.shared.nodes.learn
                 )
         except DecodeError as e:
-            name = describe_frame(frame) or f"API key {pending.api_key} v{pending.api_version}"
+            spec = APIS.get(pending.api_key)
+            name = f"{spec.name if spec else pending.api_key} v{pending.api_version}"
             self.fail(
                 "bad-answer", f"the upstream's answer to {name} does not decode ({e}): closing the connection"
             )
+            return
+        except Exception:  # a bug in the rewrite: this client only
+            log.exception(
+                "the proxy could not rewrite an answer: closing the connection from %s", self.peer[0]
+            )
+            self.close()
             return
         self._write(waiting.exchange, chunks)
         self._flush_local()
@@ -268,6 +279,12 @@ class ClientConnection(asyncio.BufferedProtocol):
             try:
                 replaced = self.shared.response_hook(exchange, chunks)
             except CloseConnection:
+                self.close()
+                return
+            except Exception:  # a bug in the hook: this client only
+                log.exception(
+                    "the proxy's response hook failed: closing the connection from %s", self.peer[0]
+                )
                 self.close()
                 return
             if replaced is not None:
