@@ -12,10 +12,12 @@ import signal
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import pytest
 import trustme
 
@@ -52,9 +54,15 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[Broker]:
     base = tmp_path_factory.mktemp("proxy-tls-upstream")
-    props = {**TEST_DEFAULTS, "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
-             "ssl.keystore.location": str(certs.server)}  # fmt: skip
-    b = Broker(base / "data", base / "kcompat.log", overrides=props, listeners={"SSL": free_port()})
+    props = {**TEST_DEFAULTS,
+             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+             "ssl.keystore.location": str(certs.server),
+             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+             "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                 'user_bob="bob-secret";'}  # fmt: skip
+    b = Broker(base / "data", base / "kcompat.log", overrides=props,
+               listeners={"SSL": free_port(), "SASL_PLAINTEXT": free_port()},
+               args=["--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]"])  # fmt: skip
     b.start()
     yield b
     b.stop()
@@ -130,6 +138,27 @@ def test_an_untrusted_upstream_closes_the_client_with_one_line(
     lines = [r.getMessage() for r in caplog.records if "cannot reach the upstream" in r.getMessage()]
     assert len(lines) == 1 and "TLS" in lines[0] and "proxy.upstream.ssl" in lines[0], lines
     assert ssl.OPENSSL_VERSION
+
+
+@pytest.mark.parametrize(("mechanism", "user", "password"),
+                         [("PLAIN", "bob", "bob-secret"), ("SCRAM-SHA-512", "alice", "alice-secret")])  # fmt: skip
+def test_sasl_passes_through_per_connection(broker: Broker, mechanism: str, user: str, password: str) -> None:
+    """Each client connection has its own upstream connection, so the client's SASL exchange with
+    the broker passes through the proxy untouched; a wrong password is the client's error."""
+    with ProxyThread(broker.address("SASL_PLAINTEXT")) as proxy:
+        conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                "sasl.username": user, "sasl.password": password}  # fmt: skip
+        roundtrip(proxy, conf)
+        assert_no_upstream_address(proxy, upstream_ports(broker))
+        errors: list[confluent_kafka.KafkaError] = []
+        bad = confluent_kafka.Producer({"bootstrap.servers": proxy.bootstrap, **conf, "sasl.password": "wrong",
+                                        "error_cb": errors.append})  # fmt: skip
+        bad.produce("never", b"x")
+        deadline = time.monotonic() + 15
+        authentication = confluent_kafka.KafkaError._AUTHENTICATION
+        while not any(e.code() == authentication for e in errors) and time.monotonic() < deadline:
+            bad.poll(0.2)
+        assert any(e.code() == authentication for e in errors), errors
 
 
 def test_hooks_close_only_their_client(broker: Broker, caplog: pytest.LogCaptureFixture) -> None:

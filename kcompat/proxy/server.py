@@ -141,7 +141,7 @@ class ProxyServer:
                 brokers = await asyncio.wait_for(
                     _metadata_brokers(host, port, self.shared.upstream_tls), self.shared.connect_timeout
                 )
-            except (OSError, TimeoutError, DecodeError, ValueError, ssl.SSLError) as e:
+            except (OSError, TimeoutError, EOFError, DecodeError, ValueError) as e:  # EOF: a SASL listener
                 log.debug("Metadata from %s:%d failed: %s", host, port, e)
                 continue
             for node_id, node_host, node_port in brokers:
