@@ -111,7 +111,7 @@ class ProxyThread:
         self.request_hook = request_hook
         self.server: ProxyServer | None = None
         self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="kcompat-proxy", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="kcompat-proxy", daemon=True)
 
     @property
     def bootstrap(self) -> str:
@@ -129,13 +129,18 @@ class ProxyThread:
     def call(self, coro: Any, timeout: float = 30) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
+    def _run(self) -> None:
+        try:
+            self.loop.run_forever()
+        finally:  # closed by its own thread: under load uvloop's close once took minutes (TLS upstream)
+            self.loop.close()
+
     def stop(self) -> None:
         if self.server is not None:
             self.call(self.server.close())
             self.server = None
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
-        self.loop.close()
 
     def __enter__(self) -> ProxyThread:
         return self.start()

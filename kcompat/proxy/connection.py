@@ -51,6 +51,7 @@ class Shared:
     upstream_tls: ssl.SSLContext | None = None
     logs: LogLimit = field(default_factory=LogLimit)
     connections: set[ClientConnection] = field(default_factory=set)
+    upstream_sides: set[UpstreamSide] = field(default_factory=set)  # open upstream connections
     next_id: int = 0
 
 
@@ -74,6 +75,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._waiting: deque[_Waiting] = deque()
         self._closed = False
         self._upstream_full = False
+        self._connecting: asyncio.Task[None] | None = None
 
     # -- client side ------------------------------------------------------------------------------
 
@@ -84,7 +86,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=self.shared.buffer_bytes)
         transport.pause_reading()  # until the upstream connection is up
         self.shared.connections.add(self)
-        asyncio.get_running_loop().create_task(self._connect())
+        self._connecting = asyncio.get_running_loop().create_task(self._connect())
 
     async def _connect(self) -> None:
         targets = self._targets()
@@ -169,8 +171,12 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         self._closed = True
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
         if self.transport is not None:
             self.transport.close()
+        if self.upstream is not None:
+            self.upstream.close()
 
     def fail(self, kind: str, message: str) -> None:
         self.shared.logs.warning(log, kind, message)
@@ -315,6 +321,7 @@ class UpstreamSide(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport = cast(asyncio.Transport, transport)
         transport.set_write_buffer_limits(high=self.client.shared.buffer_bytes)
+        self.client.shared.upstream_sides.add(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
@@ -352,6 +359,7 @@ class UpstreamSide(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         log.debug("upstream connection of client connection %d closed (%s)", self.client.id, exc)
+        self.client.shared.upstream_sides.discard(self)
         self.client.close()
 
     def close(self) -> None:

@@ -161,6 +161,11 @@ class ProxyServer:
             server.close()
         for conn in list(self.shared.connections):
             conn.close()
+        # TLS transports close with an exchange of their own: wait (bounded) until every one is gone
+        for _ in range(500):  # at most 5 s
+            if not (self.shared.connections or self.shared.upstream_sides):
+                break
+            await asyncio.sleep(0.01)
         for server in self._servers.values():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
