@@ -69,7 +69,7 @@ def _defaults_listing() -> str:
 
 
 CLIENT_NOUNS = ("topic", "produce", "consume", "group", "cluster")
-SERVER_COMMANDS = ("serve", "config-docs")
+SERVER_COMMANDS = ("serve", "config-docs", "proxy")
 
 
 def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
@@ -108,6 +108,8 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
         "--log-level", choices=LOG_LEVELS, default="INFO", type=str.upper, help="log level (default INFO)"
     )
 
+    _add_proxy(commands)
+
     docs = commands.add_parser(
         "config-docs",
         help="print every supported property with type, default and documentation",
@@ -121,6 +123,56 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
 
         dev_cluster.register(commands)
     return parser
+
+
+PROXY_DESCRIPTION = """\
+Start a Kafka protocol proxy in front of any Kafka cluster: clients bootstrap from the proxy's
+bootstrap listener and reach upstream node n on port proxy.node.port.base + n; every answer that
+names a node is rewritten to the proxy's endpoints. Properties come from an optional file, then
+--override key=value; the options below are shorthands for the proxy.* properties."""
+
+
+def _add_proxy(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    proxy = commands.add_parser(
+        "proxy",
+        help="start a Kafka protocol proxy in front of a Kafka cluster",
+        description=PROXY_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    proxy.add_argument("config", nargs="?", metavar="proxy.properties", help="properties file to read")
+    proxy.add_argument("--upstream", metavar="HOST:PORT[,...]", help="proxy.upstream.bootstrap.servers")
+    proxy.add_argument(
+        "--bootstrap", metavar="HOST:PORT", help="proxy.bootstrap.listener (default 127.0.0.1:9192)"
+    )
+    proxy.add_argument("--node-port-base", metavar="PORT", help="proxy.node.port.base (default 9193)")
+    proxy.add_argument("--advertised-host", metavar="HOST", help="proxy.advertised.host")
+    proxy.add_argument(
+        "--override", action="append", default=[], metavar="key=value", help="set a property (repeatable)"
+    )
+    proxy.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="INFO", type=str.upper, help="log level (default INFO)"
+    )
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    from kcompat.config.proxy_config import load_proxy_config
+
+    shorthands = {
+        "proxy.upstream.bootstrap.servers": args.upstream,
+        "proxy.bootstrap.listener": args.bootstrap,
+        "proxy.node.port.base": args.node_port_base,
+        "proxy.advertised.host": args.advertised_host,
+    }
+    overrides = [f"{k}={v}" for k, v in shorthands.items() if v is not None] + list(args.override)
+    try:
+        config = load_proxy_config(args.config, overrides)
+    except ConfigError as exc:
+        print(f"kcompat: invalid configuration: {exc}", file=sys.stderr)
+        return 1
+    from kcompat.proxy.serve import serve
+
+    return serve(config)
 
 
 def _add_client_nouns(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -220,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args.handler, args)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "proxy":
+        return _proxy(args)
     if args.command == "config-docs":
         return _config_docs(args)
     if args.command == "dev-cluster":

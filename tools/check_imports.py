@@ -12,7 +12,8 @@
    assembly point (ASSEMBLY_IMPORTERS may import CLUSTER_ASSEMBLY, which builds cluster mode);
    network/ imports no request handling (handlers, groups, transactions, cluster, broker,
    dispatcher); admin/ only reads (no handlers, dispatcher, registry or cluster); no handler
-   imports broker.py. Imports under TYPE_CHECKING and inside functions count.
+   imports broker.py; kcompat/proxy uses wire, config, client and server/network only, never
+   the broker's request handling, log or coordinators. Imports under TYPE_CHECKING and inside functions count.
 4. admin/ reaches no `_`-name of another object or module: no `x._name` unless x is self or cls,
    no `from m import _name` (it reads through the read model, not private state).
 5. No import cycle anywhere in kcompat, counting imports under TYPE_CHECKING and inside functions:
@@ -91,6 +92,18 @@ class WingRule:
 _S = "kcompat.server"
 CLUSTER_ASSEMBLY = f"{_S}.cluster.assembly"  # the one module that builds cluster mode
 ASSEMBLY_IMPORTERS = frozenset({f"{_S}.broker"})  # may import CLUSTER_ASSEMBLY, lazily, in cluster mode
+_PROXY_BANNED_SERVER = (
+    "handlers", "groups", "transactions", "cluster", "broker", "dispatcher", "registry", "context",
+    "replica_manager", "delayed_fetch", "delayed_produce", "fetch_session", "local_metadata",
+    "metadata_view", "admin", "auth", "serve", "share",
+)  # fmt: skip
+PROXY_BANNED = (
+    *(f"{_S}.{m}" for m in _PROXY_BANNED_SERVER),
+    "kcompat.log",
+    "kcompat.storage",
+    "kcompat.coordinator",
+    "kcompat.metadata",
+)
 WINGS = (
     WingRule(
         "cluster-is-a-wing",
@@ -119,6 +132,13 @@ WINGS = (
         "kcompat/server/share",
         tuple(f"{_S}.{m}" for m in ("handlers", "dispatcher", "broker", "network", "cluster")),
         "share groups are services the handlers call, never the other way round",
+    ),
+    WingRule(
+        "proxy-handles-no-requests",
+        "kcompat/proxy",
+        PROXY_BANNED,
+        "the proxy relays and rewrites frames (wire, config, client, the network wing); it never "
+        "answers requests as the broker does",
     ),
     WingRule(
         "handlers-see-no-broker",

@@ -1,0 +1,162 @@
+"""`kcompat proxy` in front of Apache Kafka 4.3.1 (one combined broker+controller node from the
+jars of .deps, shared by the module, with one proxy): confluent-kafka, kafka-python and Kafka's
+Java CLI tools produce, consume in classic and KIP-848 groups, run a transaction and administer
+(kafka-metadata-quorum reads the controller's endpoints through DescribeQuorum: rewritten too);
+the broker is restarted under the clients. Every answer the proxy sent is decoded and none names
+an upstream address (the broker's or its controller listener's).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import kafka_tool
+
+from benchmarks.brokers import START_TIMEOUT_S, KafkaBroker
+from benchmarks.metadata_probe import wait_for_metadata
+from compat_tests.client_data import unique
+from compat_tests.proxy.checks import (
+    assert_no_upstream_address,
+    confluent_consume,
+    confluent_produce,
+    kafka_python_roundtrip,
+    metadata_brokers,
+    transaction_roundtrip,
+)
+from compat_tests.proxy.harness import HOST, ProxyThread
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class RestartableKafka(KafkaBroker):
+    """KafkaBroker whose restart keeps its port, properties and data (start() makes a new node)."""
+
+    def restart(self) -> None:
+        self.stop()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+        with open(self.log_path, "ab") as log:
+            started = time.perf_counter()
+            self.process = subprocess.Popen(
+                self.command(self.workdir / "server.properties"), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
+            )  # fmt: skip
+        wait_for_metadata(self.host, self.port, started, START_TIMEOUT_S, self.alive)
+
+
+@pytest.fixture(scope="module")
+def kafka_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartableKafka]:
+    why = KafkaBroker.available()
+    if why is not None:
+        pytest.skip(why)
+    node = RestartableKafka(Path(tmp_path_factory.mktemp("proxy-kafka")))
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(kafka_node: RestartableKafka) -> Iterator[ProxyThread]:
+    with ProxyThread(kafka_node.bootstrap) as p:
+        yield p
+
+
+def upstream_ports(node: KafkaBroker) -> set[int]:
+    return {node.port, node.controller_port}
+
+
+def test_metadata_names_the_proxy_endpoint(kafka_node: RestartableKafka, proxy: ProxyThread) -> None:
+    assert metadata_brokers(proxy.bootstrap_port) == {(1, HOST, proxy.node_port(1))}
+    assert metadata_brokers(proxy.node_port(1)) == {(1, HOST, proxy.node_port(1))}
+    assert_no_upstream_address(proxy, upstream_ports(kafka_node))
+
+
+def test_clients_produce_consume_and_transact(kafka_node: RestartableKafka, proxy: ProxyThread) -> None:
+    topic = unique("proxy-kafka")
+    kafka_tool(
+        "kafka-topics",
+        "--bootstrap-server",
+        proxy.bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        "3",
+    )
+    values = [f"c-{i}" for i in range(30)]
+    confluent_produce(proxy.bootstrap, topic, values)
+    assert sorted(confluent_consume(proxy.bootstrap, topic, unique("g-c"), 30)) == sorted(values)
+    more = [f"kp-{i}" for i in range(20)]
+    got = kafka_python_roundtrip(proxy.bootstrap, topic, more, unique("g-kp"), 50)
+    assert sorted(got) == sorted(values + more)
+    txn_topic = unique("proxy-kafka-txn")
+    got = transaction_roundtrip(proxy.bootstrap, txn_topic, unique("txn"))
+    assert sorted(got) == sorted(f"committed-{i}" for i in range(10))
+    assert_no_upstream_address(proxy, upstream_ports(kafka_node))
+
+
+def test_java_tools_classic_and_kip848_groups(kafka_node: RestartableKafka, proxy: ProxyThread) -> None:
+    bs = proxy.bootstrap
+    topic = unique("proxy-kafka-java")
+    kafka_tool("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", topic, "--partitions", "2")
+    lines = [f"java-{i}" for i in range(10)]
+    kafka_tool(
+        "kafka-console-producer", "--bootstrap-server", bs, "--topic", topic, input="\n".join(lines) + "\n"
+    )
+    for protocol in ("classic", "consumer"):
+        group = unique(f"g-{protocol}")
+        out = kafka_tool("kafka-console-consumer", "--bootstrap-server", bs, "--topic", topic, "--group", group,
+                         "--command-property", f"group.protocol={protocol}", "--from-beginning",
+                         "--max-messages", str(len(lines)), "--timeout-ms", "60000").stdout  # fmt: skip
+        assert sorted(out.split()) == sorted(lines), protocol
+        described = kafka_tool(
+            "kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", group
+        )
+        assert topic in described.stdout
+    versions = kafka_tool("kafka-broker-api-versions", "--bootstrap-server", bs).stdout
+    assert f"{HOST}:{proxy.node_port(1)} (id: 1" in versions, versions
+    quorum = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", bs, "describe", "--status").stdout
+    assert f"{HOST}:{proxy.node_port(1)}" in quorum and str(kafka_node.controller_port) not in quorum, quorum
+    assert proxy.capture.by_api[55] > 0  # DescribeQuorum answers were decoded and checked
+    assert_no_upstream_address(proxy, upstream_ports(kafka_node))
+
+
+def test_broker_restart_under_the_clients(kafka_node: RestartableKafka, proxy: ProxyThread) -> None:
+    topic = unique("proxy-kafka-restart")
+    kafka_tool(
+        "kafka-topics",
+        "--bootstrap-server",
+        proxy.bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        "2",
+    )
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": proxy.bootstrap, "acks": "all",
+                                         "enable.idempotence": True, "message.timeout.ms": 120000})  # fmt: skip
+    acked: list[str] = []
+
+    def delivered(err: object, msg: confluent_kafka.Message) -> None:
+        assert err is None, err
+        acked.append(msg.value().decode())
+
+    for i in range(20):
+        producer.produce(topic, f"before-{i}".encode(), on_delivery=delivered)
+    assert producer.flush(60) == 0
+    kafka_node.restart()
+    for i in range(20):
+        producer.produce(topic, f"after-{i}".encode(), on_delivery=delivered)
+    assert producer.flush(120) == 0
+    assert len(acked) == 40
+    got = confluent_consume(proxy.bootstrap, topic, unique("g-restart"), 40)
+    assert sorted(got) == sorted(acked)
+    assert_no_upstream_address(proxy, upstream_ports(kafka_node))

@@ -1,0 +1,208 @@
+"""`kcompat proxy`'s properties, in the style of the broker's: a properties file, then
+--override key=value (and the CLI's shorthands, which are overrides by another name).
+
+    proxy.upstream.bootstrap.servers   host:port[,host:port...] of the cluster behind the proxy
+    proxy.bootstrap.listener           host:port clients bootstrap from
+    proxy.node.port.base               node n is served on port base + n
+    proxy.advertised.host              the host put in every rewritten answer
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kcompat.config.definition import Check, ConfigDef, OneOf, TypedAttributes, at_least, between, table
+from kcompat.config.errors import ConfigError
+from kcompat.config.load import parse_override
+from kcompat.config.properties_file import read_properties_file
+from kcompat.config.security import is_security_key
+from kcompat.config.shorthand import HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, prop
+
+log = logging.getLogger("kcompat.config")
+
+
+def _host_port(text: str) -> bool:
+    _, sep, port = text.rpartition(":")
+    return bool(sep) and port.isdigit() and 0 <= int(port) <= 65535
+
+
+HOST_PORT = Check(lambda v: v is None or _host_port(v), "host:port")
+HOST_PORTS = Check(lambda v: bool(v) and all(_host_port(x) for x in v), "a list of host:port")
+
+PROXY_CONFIGS: dict[str, ConfigDef] = table(
+    [
+        prop(
+            "proxy.upstream.bootstrap.servers",
+            LIST,
+            [],
+            "host:port of the upstream cluster's brokers the proxy bootstraps from (required).",
+            HIGH,
+            HOST_PORTS,
+        ),
+        prop(
+            "proxy.bootstrap.listener",
+            STRING,
+            "127.0.0.1:9192",
+            "host:port of the bootstrap listener clients are given as bootstrap.servers.",
+            HIGH,
+            HOST_PORT,
+        ),
+        prop(
+            "proxy.node.port.base",
+            INT,
+            9193,
+            "Upstream node n is served on port base + n (Kroxylicious' portIdentifiesNode), on the bootstrap "
+            "listener's host.",
+            HIGH,
+            between(1, 65535),
+        ),
+        prop(
+            "proxy.node.id.max",
+            INT,
+            1000,
+            "The largest node id served; a node above it is left out with one log line. "
+            "proxy.node.port.base + proxy.node.id.max must be a port.",
+            MEDIUM,
+            at_least(0),
+        ),
+        prop(
+            "proxy.advertised.host",
+            STRING,
+            None,
+            "The host written into every answer that names a node (default: the bootstrap listener's).",
+            HIGH,
+        ),
+        prop(
+            "proxy.metadata.refresh.ms",
+            LONG,
+            30000,
+            "How often the proxy asks the upstream for its brokers and opens listeners for new node ids.",
+            MEDIUM,
+            at_least(100),
+        ),
+        prop(
+            "proxy.connect.timeout.ms",
+            INT,
+            10000,
+            "How long a connection to an upstream broker may take before the client's connection is closed.",
+            MEDIUM,
+            at_least(1),
+        ),
+        prop(
+            "proxy.buffer.bytes",
+            INT,
+            4 << 20,
+            "Bytes waiting to be written to one side before the proxy stops reading the other side "
+            "(backpressure, both directions).",
+            LOW,
+            at_least(1024),
+        ),
+        prop(
+            "proxy.client.security.protocol",
+            STRING,
+            "PLAINTEXT",
+            "PLAINTEXT or SSL between clients and the proxy; with SSL the proxy's certificate comes from "
+            "Kafka's ssl.* properties (ssl.keystore.location, ...), optionally prefixed listener.name.proxy.",
+            HIGH,
+            OneOf(("PLAINTEXT", "SSL")),
+        ),
+        prop(
+            "proxy.upstream.security.protocol",
+            STRING,
+            "PLAINTEXT",
+            "PLAINTEXT or SSL between the proxy and the upstream brokers (independent of the client side).",
+            HIGH,
+            OneOf(("PLAINTEXT", "SSL")),
+        ),
+        prop(
+            "proxy.upstream.ssl.truststore.location",
+            STRING,
+            None,
+            "PEM file of the CA certificates the upstream brokers' certificates are checked against "
+            "(default: the system's).",
+            MEDIUM,
+        ),
+        prop(
+            "proxy.upstream.ssl.endpoint.identification.algorithm",
+            STRING,
+            "https",
+            "https: an upstream certificate must name the host the proxy connects to; empty: not checked.",
+            LOW,
+        ),
+        prop(
+            "socket.request.max.bytes",
+            INT,
+            104857600,
+            "Largest request frame accepted from a client; a larger size prefix closes that connection.",
+            HIGH,
+            at_least(1),
+        ),
+    ]
+)
+
+
+class ProxyConfig(TypedAttributes):
+    """The proxy's typed settings; `ProxyConfig(props)` or `load_proxy_config(...)`."""
+
+    _definitions = PROXY_CONFIGS
+
+    def __init__(self, props: Mapping[str, str] | None = None, *, warn: bool = False) -> None:
+        self._values: dict[str, Any] = {}
+        self.unknown: dict[str, str] = {}
+        self.security_props: dict[str, str] = {}  # ssl.*, listener.name.proxy.*: the client side's TLS
+        for key, raw in (props or {}).items():
+            definition = PROXY_CONFIGS.get(key)
+            if definition is None and is_security_key(key):
+                self.security_props[key] = raw
+                continue
+            if definition is None:
+                self.unknown[key] = raw
+                if warn:
+                    log.warning("unknown proxy property %s=%r ignored", key, raw)
+                continue
+            self._values[key] = definition.parse(raw)
+        if not self.get("proxy.upstream.bootstrap.servers"):
+            raise ConfigError(
+                "proxy.upstream.bootstrap.servers is required: give --upstream host:port[,host:port...]",
+                key="proxy.upstream.bootstrap.servers",
+            )
+        if self.get("proxy.node.port.base") + self.get("proxy.node.id.max") > 65535:
+            raise ConfigError(
+                "proxy.node.port.base + proxy.node.id.max is over 65535: lower either",
+                key="proxy.node.id.max",
+            )
+
+    def get(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        return PROXY_CONFIGS[name].default
+
+    @property
+    def upstreams(self) -> list[tuple[str, int]]:
+        return [split_host_port(x) for x in self.get("proxy.upstream.bootstrap.servers")]
+
+    @property
+    def bootstrap(self) -> tuple[str, int]:
+        return split_host_port(self.get("proxy.bootstrap.listener"))
+
+    @property
+    def advertised_host(self) -> str:
+        return str(self.get("proxy.advertised.host") or self.bootstrap[0])
+
+
+def split_host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def load_proxy_config(
+    path: str | Path | None = None, overrides: Iterable[str] | Mapping[str, str] = (), *, warn: bool = True
+) -> ProxyConfig:
+    """Properties from a file, then overrides (later wins)."""
+    merged: dict[str, str] = dict(read_properties_file(path)) if path is not None else {}
+    pairs = overrides.items() if isinstance(overrides, Mapping) else (parse_override(o) for o in overrides)
+    merged.update(pairs)
+    return ProxyConfig(merged, warn=warn)

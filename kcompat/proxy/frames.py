@@ -1,0 +1,68 @@
+"""What the proxy reads from frames without decoding them: the request header's key, version and
+correlation id, a Produce's acks, and the rewriting of a node-naming answer (decode, rewrite,
+encode; every other frame is relayed as its bytes)."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kcompat.proxy.node_fields import must_decode
+from kcompat.proxy.rewrite import Endpoint, Learn, rewrite_nodes
+from kcompat.wire.messages import APIS
+from kcompat.wire.primitives import Reader
+from kcompat.wire.protocol import (
+    decode_response,
+    encode_response,
+    peek_header,
+    request_header_version,
+)
+
+PRODUCE_KEY = 0
+_SIZE = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A request sent upstream whose answer is awaited: answers come in request order."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+    @property
+    def known(self) -> bool:
+        spec = APIS.get(self.api_key)
+        return spec is not None and self.api_version in spec.versions
+
+
+def header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a request frame (DecodeError under 8 bytes)."""
+    return peek_header(frame)
+
+
+def produce_acks(frame: bytes | bytearray | memoryview, api_version: int) -> int:
+    """The acks of a Produce request frame, read past its header and transactional id only."""
+    r = Reader(frame, 8)
+    n = r.int16()  # client id: a nullable STRING with an int16 length in header v1 and v2 alike
+    if n > 0:
+        r.raw(n)
+    flexible = request_header_version(PRODUCE_KEY, api_version) == 2
+    if flexible:
+        r.tagged_fields()
+    if api_version >= 3:  # transactional_id
+        r.compact_string() if flexible else r.string()
+    return r.int16()
+
+
+def rewrite_answer(
+    pending: Pending, frame: bytes | bytearray | memoryview, endpoint: Endpoint, learn: Learn
+) -> tuple[list[Any], Any]:
+    """The answer as chunks to send (rewritten when it names nodes, else the frame as received
+    with its size prefix) and its decoded body (None when relayed as bytes)."""
+    if not pending.known or not must_decode(pending.api_key, pending.api_version):
+        return [_SIZE.pack(len(frame)), frame], None
+    correlation, body = decode_response(pending.api_key, pending.api_version, frame)
+    rewrite_nodes(pending.api_key, body, endpoint, learn)
+    return encode_response(pending.api_key, pending.api_version, correlation, body), body
