@@ -11,19 +11,27 @@ share coordinator, so no acknowledged-and-answered record is delivered again and
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from support import kafka_tool, kafka_tool_command
 
 from compat_tests.cluster.test_share_coordinator import ShareCluster
+from compat_tests.crash.wire_client import WireClient
 from kcompat.coordinator.records import offsets_partition
-from kcompat.testing_cluster import ControllerQuorum
+from kcompat.testing import wait_until
+from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.elect_leaders import ELECT_LEADERS
 from kcompat.wire.messages.share_fetch import SHARE_FETCH
 from kcompat.wire.messages.share_group_heartbeat import SHARE_GROUP_HEARTBEAT
 
@@ -153,8 +161,67 @@ def test_two_members_read_every_record_once(cluster: Cluster) -> None:
         b.close()
 
 
+def test_java_share_consumer_beside_a_confluent_one(cluster: Cluster, tmp_path: Path) -> None:
+    """Kafka's VerifiableShareConsumer 4.3.1 and a confluent member share the group; kafka-share-groups
+    finds the coordinator through any broker and describes both members."""
+    topic = "share-java"
+    spread_topic(cluster, topic)
+    config = tmp_path / "java-share.properties"
+    config.write_text("max.poll.records=20\n")
+    cmd = kafka_tool_command(
+        "kafka-verifiable-share-consumer",
+        "--bootstrap-server", cluster.bootstrap, "--topic", topic, "--group-id", "sq-java",
+        "--acknowledgement-mode", "sync", "--verbose", "--command-config", str(config),
+    )  # fmt: skip
+    c = member(cluster, "sq-java", topic, "implicit")
+    warm_up(cluster, topic, [c], explicit=False)  # alone: every share-partition initialized first
+    java = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    java_values: list[str] = []
+
+    def read_java() -> None:
+        assert java.stdout is not None
+        for line in java.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("name") == "record_data" and event.get("value") != WARM.decode():
+                java_values.append(event["value"])
+
+    threading.Thread(target=read_java, daemon=True).start()
+    try:
+        deadline = time.time() + 90
+        while True:  # until the Java member has joined
+            d = kafka_tool("kafka-share-groups", "--bootstrap-server", cluster.bootstrap,
+                           "--describe", "--group", "sq-java", "--members", check=False)  # fmt: skip
+            if d.returncode == 0 and d.stdout.count(topic) >= 2:
+                break
+            assert time.time() < deadline, d.stdout + d.stderr
+            poll(c, 1.0)
+        values = [f"j{i}".encode() for i in range(300)]
+        for k in range(0, len(values), 30):  # in rounds: each wakes both members
+            produce(cluster, topic, values[k : k + 30])
+        mine: list[bytes] = []
+        deadline = time.time() + 90
+        while len(mine) + len(java_values) < len(values) and time.time() < deadline:
+            mine += [m.value() for m in poll(c) if m.value() != WARM]
+        everything = sorted([v.decode() for v in mine] + java_values)
+        assert everything == sorted(v.decode() for v in values), (len(mine), len(java_values))
+        assert java_values and mine, (len(mine), len(java_values))
+    finally:
+        c.close()
+        java.terminate()
+        try:
+            java.wait(30)
+        except subprocess.TimeoutExpired:
+            java.kill()
+            java.wait(10)
+        if java.stdout is not None:
+            java.stdout.close()
+
+
 @pytest.mark.slow
-def test_kill_a_partition_leader_while_members_acknowledge(cluster: Cluster) -> None:
+def test_kill_a_partition_leader_while_members_acknowledge(cluster: Cluster, report_figure: Any) -> None:
     """Explicit acknowledgement into a ledger; broker 1 (partition 0's leader) killed -9 halfway.
     Acknowledged-and-answered (commit_sync returned) records never come again; none is lost."""
     topic = "share-kill"
@@ -190,6 +257,12 @@ def test_kill_a_partition_leader_while_members_acknowledge(cluster: Cluster) -> 
                 killed = True
                 threading.Thread(target=produce, args=(cluster, topic, values[300:]), daemon=True).start()
         assert killed
+        redelivered = len(delivered) - len(set(delivered))
+        report_figure(
+            "share groups, cluster: kill -9 of a partition leader (broker 1)",
+            f"{len(values)} records, {len(set(delivered))} delivered, {redelivered} redelivered "
+            f"(not answered), {len(again)} answered delivered again, {len(set(values) - set(delivered))} lost",
+        )
         assert again == [], f"{len(again)} acknowledged-and-answered records delivered again"
         lost = set(values) - set(delivered)
         assert not lost, f"{len(lost)} records never delivered"
@@ -200,3 +273,75 @@ def test_kill_a_partition_leader_while_members_acknowledge(cluster: Cluster) -> 
             c.close()
         if not cluster.brokers[victim].running:
             cluster.brokers[victim].start()
+
+
+def elect_preferred(cluster: Cluster, topic: str, partition: int) -> None:
+    client = WireClient(HOST, cluster.quorum.controllers[0].port)
+    try:
+        client.call(ELECT_LEADERS.key, 2, {"election_type": 0, "timeout_ms": 10000, "topic_partitions": [
+            {"topic": topic, "partitions": [partition]}]})  # fmt: skip
+    finally:
+        client.close()
+
+
+class Ledger:
+    """Explicit acknowledgement: every record ACCEPTed and commit_sync'ed after each poll."""
+
+    def __init__(self, consumers: list[ShareConsumer]) -> None:
+        self.consumers = consumers
+        self.answered: set[bytes] = set()
+        self.again: list[bytes] = []
+
+    def read(self, want: set[bytes], timeout: float = 60) -> None:
+        """Until every record of `want` was acknowledged and answered."""
+        deadline = time.time() + timeout
+        while not want <= self.answered:
+            assert time.time() < deadline, f"{len(want - self.answered)} of {len(want)} never answered"
+            for c in self.consumers:
+                ms = [m for m in poll(c) if m.value() != WARM]
+                for m in ms:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                    if m.value() in self.answered:
+                        self.again.append(m.value())
+                if ms:
+                    with contextlib.suppress(Exception):  # a leader died: not answered, may come again
+                        c.commit_sync(10)
+                        self.answered.update(m.value() for m in ms)
+
+
+@pytest.mark.slow
+def test_leadership_away_and_back_reads_the_state_again(cluster: Cluster) -> None:
+    """Partition 0 led by 1, then 2 (1 killed), then 1 again (preferred election), then 2 again
+    (1 killed): broker 2 must not serve the share-partition it held the first time, which knows
+    nothing of what was acknowledged on broker 1 since, but read it again from the share coordinator."""
+    topic = "share-back"
+    spread_topic(cluster, topic)
+    consumers = [member(cluster, "sq-back", topic, "explicit") for _ in range(2)]
+    ledger = Ledger(consumers)
+    try:
+        warm_up(cluster, topic, consumers, explicit=True)
+        for stage in range(4):
+            if stage == 1 or stage == 3:
+                cluster.brokers[1].kill()
+                wait_until(lambda: cluster.partitions(topic)[0][0] == 2, "broker 2 leads partition 0")
+            if stage == 2:
+                cluster.brokers[1].start()
+                wait_until(
+                    lambda: 1 in cluster.partitions(topic)[0][3], "broker 1 back in the ISR", timeout=60
+                )
+                elect_preferred(cluster, topic, 0)
+                wait_until(lambda: cluster.partitions(topic)[0][0] == 1, "broker 1 leads partition 0 again")
+            batch = [f"s{stage}-{i}".encode() for i in range(60)]
+            produce(cluster, topic, batch)
+            ledger.read(set(batch))
+        end = time.time() + LOCK_MS / 1000 + 2  # anything acquired and not answered comes back by then
+        while time.time() < end:
+            ledger.read(set(), timeout=5)
+            for c in consumers:
+                ledger.again += [m.value() for m in poll(c) if m.value() in ledger.answered]
+        assert ledger.again == [], f"{len(ledger.again)} acknowledged-and-answered records delivered again"
+    finally:
+        for c in consumers:
+            c.close()
+        if not cluster.brokers[1].running:
+            cluster.brokers[1].start()
