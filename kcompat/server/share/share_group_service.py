@@ -8,6 +8,9 @@ that a member that leaves, or whose session times out, gives back the records it
 Membership lives in memory on a single node (the ShareGroup* records of __consumer_offsets are
 the durable form, not written yet): after a restart members rejoin with epoch 0 on their next
 heartbeat (UNKNOWN_MEMBER_ID makes them), and the share-partition state comes back from the persister.
+Cluster mode: a group lives where its __consumer_offsets partition is led; when that moved away the
+group is forgotten here (its members rejoin the new coordinator), never expired: expiring would
+release records that members still alive elsewhere hold.
 """
 
 from __future__ import annotations
@@ -48,12 +51,15 @@ class ShareService:
         notify: Callable[[str, int], None],
         persister: Persister | None = None,
         group_overrides: Callable[[str], Mapping[str, str]] = no_overrides,
+        coordinates: Callable[[str], bool] = lambda group_id: True,
     ) -> None:
         self.now_ms = now_ms
         self._setting = setting
         self._topic = topic
         # group id -> the group configs set on that group (features' group config resources)
         self.group_overrides = group_overrides
+        # group id -> whether this broker coordinates it now (cluster mode: leads its offsets partition)
+        self.coordinates = coordinates
         self.groups = ShareGroups()
         self.partitions = SharePartitionManager(
             now_ms=now_ms,
@@ -157,6 +163,12 @@ class ShareService:
             del self.groups.groups[group_id]
         return err
 
+    def forget_elsewhere(self) -> None:
+        """Drop the groups another broker coordinates now, without releasing their members' records."""
+        for gid in [g for g in self.groups.groups if not self.coordinates(g)]:
+            del self.groups.groups[gid]
+            log.info("share group %s: coordinated by another broker now, forgotten here", gid)
+
     async def member_gone(self, group_id: str, member_id: str) -> None:
         self.partitions.sessions.remove_member(group_id, member_id)
         await self.partitions.release_member(group_id, member_id)
@@ -172,6 +184,7 @@ class ShareService:
                 continue
             except TimeoutError:
                 pass
+            self.forget_elsewhere()
             for gid, mid in self.groups.expire(self.now_ms(), self.partitions_of):
                 log.info("share group %s: member %s left (session timed out)", gid, mid)
                 try:
