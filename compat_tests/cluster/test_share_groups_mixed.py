@@ -3,7 +3,7 @@
 3-partition topic led by all three. Partition leaders of both kinds keep their share-partitions'
 state with the share coordinator of each state partition, whichever kind leads it
 (Initialize/Read/WriteShareGroupState between brokers); two confluent-kafka ShareConsumers read
-every record exactly once.
+every record exactly once, with the group coordinated by a kcompat broker and by the Java one.
 """
 
 from __future__ import annotations
@@ -65,10 +65,22 @@ def cluster(
             java.stop()
 
 
-def test_one_share_group_over_kcompat_and_java_leaders(cluster: MixedCluster) -> None:
-    topic = "share-mixed"
+def group_coordinated_by(cluster: MixedCluster, java: bool) -> str:
+    """A group id whose coordinator (the leader of its __consumer_offsets partition) is the Java
+    broker, or a kcompat one."""
+    for i in range(40):
+        group = f"sq-mixed-{i}"
+        if (cluster.coordinator(group, cluster.brokers[1]) == JAVA_ID) == java:
+            return group
+    raise AssertionError("no such group id among 40")
+
+
+@pytest.mark.parametrize("coordinator", ["kcompat", "java"])
+def test_one_share_group_over_kcompat_and_java_leaders(cluster: MixedCluster, coordinator: str) -> None:
+    topic = f"share-mixed-{coordinator}"
     spread_topic(cluster, topic)  # partition 2 led by the Java broker
-    a, b = member(cluster, "sq-mixed", topic, "implicit"), member(cluster, "sq-mixed", topic, "implicit")
+    group = group_coordinated_by(cluster, coordinator == "java")
+    a, b = member(cluster, group, topic, "implicit"), member(cluster, group, topic, "implicit")
     try:
         warm_up(cluster, topic, [a, b], explicit=False)
         values = [f"m{i}".encode() for i in range(300)]
