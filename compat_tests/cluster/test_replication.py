@@ -153,6 +153,7 @@ class JavaBroker:
         self.workdir = root / f"java-broker-{node_id}"
         self.data = self.workdir / "data"
         self.process: subprocess.Popen[bytes] | None = None
+        self.extra: dict[str, str] = {}  # more server.properties (Kafka's names)
 
     def start(self) -> None:
         self.quorum.format_broker(self.data, self.node_id)  # Kafka's own kafka-storage format
@@ -164,6 +165,7 @@ class JavaBroker:
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self.data), "broker.heartbeat.interval.ms": "500",
             "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0",
+            **self.extra,
         }  # fmt: skip
         (self.workdir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         java = shutil.which("java") or "java"

@@ -306,3 +306,17 @@ def test_a_share_group_id_is_refused_to_classic_and_consumer_members(h: BrokerHa
                                              "topic_partitions": []})  # fmt: skip
     assert c.error_code == 0
     assert heartbeat(h, "s", 0, group="cg").error_code == E.GROUP_ID_NOT_FOUND
+
+
+def test_a_group_coordinated_elsewhere_is_forgotten_without_releasing(h: BrokerHarness) -> None:
+    """Cluster mode, its __consumer_offsets partition led elsewhere now: the group goes (its members
+    rejoin the new coordinator), but its members' records stay theirs until their locks run out."""
+    overrides(h, {"share.auto.offset.reset": "earliest", "share.session.timeout.ms": "300"})
+    produce(h, b"x", b"y")
+    heartbeat(h, "a", 0)
+    assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
+    h.broker.share_service.coordinates = lambda group_id: False
+    h.sleep(0.4)  # past a's session: a coordinator would expire it and release its records
+    assert h.broker.share_service.group("g") is None
+    sp = h.broker.share_service.partitions.partitions[("g", tid(h), 0)]
+    assert sp.acquired_count() == 2  # still a's: not released by an expiry here

@@ -26,6 +26,8 @@ from kcompat.wire.types import delete_share_group_offsets as dsgo
 def _group_error(ctx: RequestContext, group_id: str, create: bool) -> ErrorCode | None:
     if (denied := access.group_error(ctx, access.READ, group_id)) is not None:
         return denied
+    if (elsewhere := ctx.groups.shards.error(group_id)) != ErrorCode.NONE:
+        return elsewhere  # cluster mode: the leader of the group's __consumer_offsets partition
     if group_id in ctx.groups.coordinator.groups:
         return ErrorCode.GROUP_ID_NOT_FOUND  # a classic or consumer group
     g = ctx.share.groups.get_or_create(group_id) if create else ctx.share.group(group_id)

@@ -26,6 +26,13 @@ from kcompat.wire.types import share_group_describe as sgd
 from kcompat.wire.types import share_group_heartbeat as sgh
 
 
+def _elsewhere(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    """Cluster mode: the group is coordinated by the leader of its __consumer_offsets partition,
+    as consumer groups are; elsewhere NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while loading)."""
+    code = ctx.groups.shards.error(group_id)
+    return None if code == ErrorCode.NONE else code
+
+
 def _other_type(ctx: RequestContext, group_id: str) -> bool:
     """The id names a classic or consumer group: it cannot be a share group too."""
     return group_id in ctx.groups.coordinator.groups
@@ -40,6 +47,8 @@ async def share_group_heartbeat(
         return sgh.ShareGroupHeartbeatResponse(error_code=int(denied), assignment=None)
     if not body.group_id:
         return sgh.ShareGroupHeartbeatResponse(error_code=int(ErrorCode.INVALID_GROUP_ID), assignment=None)
+    if (elsewhere := _elsewhere(ctx, body.group_id)) is not None:
+        return sgh.ShareGroupHeartbeatResponse(error_code=int(elsewhere), assignment=None)
     if _other_type(ctx, body.group_id):
         return sgh.ShareGroupHeartbeatResponse(
             error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
@@ -92,6 +101,9 @@ async def share_group_describe(
     for gid in body.group_ids:
         if (denied := access.group_error(ctx, access.DESCRIBE, gid)) is not None:
             out.append(sgd.DescribedGroup(error_code=int(denied), group_id=gid))
+            continue
+        if (elsewhere := _elsewhere(ctx, gid)) is not None:
+            out.append(sgd.DescribedGroup(error_code=int(elsewhere), group_id=gid))
             continue
         g = ctx.share.group(gid)
         if g is None:
@@ -148,6 +160,9 @@ async def describe_share_group_offsets(
         gid = rg.group_id
         if (denied := access.group_error(ctx, access.DESCRIBE, gid)) is not None:
             out.append(dsgo.DescribeShareGroupOffsetsResponseGroup(group_id=gid, error_code=int(denied)))
+            continue
+        if (elsewhere := _elsewhere(ctx, gid)) is not None:
+            out.append(dsgo.DescribeShareGroupOffsetsResponseGroup(group_id=gid, error_code=int(elsewhere)))
             continue
         if ctx.share.group(gid) is None:
             out.append(

@@ -8,6 +8,9 @@ that a member that leaves, or whose session times out, gives back the records it
 Membership lives in memory on a single node (the ShareGroup* records of __consumer_offsets are
 the durable form, not written yet): after a restart members rejoin with epoch 0 on their next
 heartbeat (UNKNOWN_MEMBER_ID makes them), and the share-partition state comes back from the persister.
+Cluster mode: a group lives where its __consumer_offsets partition is led; when that moved away the
+group is forgotten here (its members rejoin the new coordinator), never expired: expiring would
+release records that members still alive elsewhere hold.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from kcompat.coordinator.share.share_group import HeartbeatResult, ShareGroup, ShareGroups, ShareGroupTiming
 from kcompat.server.share.memory_persister import InMemoryPersister
-from kcompat.server.share.persister import Persister
+from kcompat.server.share.persister import Persister, SharePartitionKey
 from kcompat.server.share.share_partition_manager import SharePartitionManager
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
@@ -48,13 +51,18 @@ class ShareService:
         notify: Callable[[str, int], None],
         persister: Persister | None = None,
         group_overrides: Callable[[str], Mapping[str, str]] = no_overrides,
+        coordinates: Callable[[str], bool] = lambda group_id: True,
     ) -> None:
         self.now_ms = now_ms
         self._setting = setting
         self._topic = topic
         # group id -> the group configs set on that group (features' group config resources)
         self.group_overrides = group_overrides
+        # group id -> whether this broker coordinates it now (cluster mode: leads its offsets partition)
+        self.coordinates = coordinates
         self.groups = ShareGroups()
+        # share-partitions whose state this coordinator knows to be initialized (or did initialize)
+        self._initialized: set[tuple[str, uuid.UUID, int]] = set()
         self.partitions = SharePartitionManager(
             now_ms=now_ms,
             setting=setting,
@@ -133,10 +141,33 @@ class ShareService:
         )
         if self._wake is not None:
             self._wake.set()
+        if result.assignment:
+            await self._initialize(group_id, result.assignment)
         # A member leaving keeps its share session: clients send the leave heartbeat before their
         # final ShareAcknowledge (epoch -1), whose acknowledgements must still count; that final
         # request, or the lock timing out, releases what the member still holds.
         return result, timing.heartbeat_interval_ms
+
+    async def _initialize(self, group_id: str, assignment: Mapping[uuid.UUID, Any]) -> None:
+        """As Kafka's group coordinator does on assignment: a share-partition with no state yet is
+        initialized (start offset -1: its leader applies share.auto.offset.reset), so that a leader
+        of any kind (an Apache Kafka broker refuses to read state never initialized) can load it.
+        A failure is retried on the member's next assignment; kcompat's leaders initialize too."""
+        persister = self.partitions.persister
+        for topic_id, partitions in assignment.items():
+            for p in partitions:
+                k = (group_id, topic_id, p)
+                if k in self._initialized:
+                    continue
+                key = SharePartitionKey(group_id, topic_id.bytes, p)
+                summary = await persister.read_summary(key, -1)
+                if summary.error_code != ErrorCode.NONE:
+                    continue
+                if (
+                    summary.start_offset >= 0
+                    or await persister.initialize_state(key, 0, -1) == ErrorCode.NONE
+                ):
+                    self._initialized.add(k)
 
     def group(self, group_id: str) -> ShareGroup | None:
         return self.groups.groups.get(group_id)
@@ -155,7 +186,14 @@ class ShareService:
         err = await self.partitions.delete_group(group_id)
         if err == ErrorCode.NONE:
             del self.groups.groups[group_id]
+            self._initialized = {k for k in self._initialized if k[0] != group_id}
         return err
+
+    def forget_elsewhere(self) -> None:
+        """Drop the groups another broker coordinates now, without releasing their members' records."""
+        for gid in [g for g in self.groups.groups if not self.coordinates(g)]:
+            del self.groups.groups[gid]
+            log.info("share group %s: coordinated by another broker now, forgotten here", gid)
 
     async def member_gone(self, group_id: str, member_id: str) -> None:
         self.partitions.sessions.remove_member(group_id, member_id)
@@ -172,6 +210,7 @@ class ShareService:
                 continue
             except TimeoutError:
                 pass
+            self.forget_elsewhere()
             for gid, mid in self.groups.expire(self.now_ms(), self.partitions_of):
                 log.info("share group %s: member %s left (session timed out)", gid, mid)
                 try:

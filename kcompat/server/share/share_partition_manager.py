@@ -9,6 +9,12 @@ An acknowledgement is answered only after the persister took its changes, so an 
 acknowledgement survives a crash. A share-partition is loaded on first use: read_state, or, when the
 persister knows nothing of it, initialize_state at the offset share.auto.offset.reset names
 (latest: the high watermark, earliest: the log start).
+
+Cluster mode: a share-partition is this broker's only while the leader epoch it was loaded at is the
+partition's current one. Once leadership moved (even away and back) it is dropped and read again
+from the share coordinator, and its writes carry the epoch it was loaded at, so a deposed leader's
+late writes (an expired lock, a member leaving) are fenced (FENCED_LEADER_EPOCH) instead of
+overwriting what the new leader acknowledged.
 """
 
 from __future__ import annotations
@@ -87,6 +93,7 @@ class SharePartitionManager:
         self._notify = notify  # wakes ShareFetches parked on a partition whose records came back
         self._overrides = group_overrides
         self.partitions: dict[SpKey, SharePartition] = {}
+        self._epochs: dict[SpKey, int] = {}  # the leader epoch each share-partition was loaded at
         self._loading: dict[SpKey, asyncio.Future[SharePartition | ErrorCode]] = {}
         self.sessions = ShareSessionCache(int(setting("group.share.max.share.sessions")))
         self._wake: asyncio.Event | None = None
@@ -122,6 +129,8 @@ class SharePartitionManager:
         key = (group_id, t.topic_id, partition)
         sp = self.partitions.get(key)
         settings = self.settings(group_id)
+        if sp is not None and self._deposed(key):
+            sp = None  # leadership moved since it was loaded: what it held may be stale
         if sp is not None:
             sp.limits = settings.limits  # group configs take effect at once
             return sp
@@ -146,7 +155,8 @@ class SharePartitionManager:
         self, key: SpKey, t: TopicInfo, partition: int, settings: GroupSettings
     ) -> SharePartition | ErrorCode:
         pkey = SharePartitionKey(key[0], t.topic_id.bytes, partition)
-        read = await self.persister.read_state(pkey, self._leader_epoch(t, partition))
+        self._epochs[key] = epoch = self._leader_epoch(t, partition)
+        read = await self.persister.read_state(pkey, epoch)
         sp = SharePartition(0, settings.limits)
         plog = self._partition_log(t.name, partition)
         if read.error_code == ErrorCode.NONE and read.start_offset >= 0:
@@ -200,9 +210,10 @@ class SharePartitionManager:
         batches = tuple(
             PersisterStateBatch(b.first, b.last, b.state, b.delivery_count) for b in sp.state_batches(*span)
         )
+        key = (group_id, t.topic_id, partition)
         write = ShareStateWrite(
             state_epoch=0,
-            leader_epoch=self._leader_epoch(t, partition),
+            leader_epoch=self._epochs.get(key, self._leader_epoch(t, partition)),
             start_offset=sp.start_offset,
             delivery_complete_count=sp.delivery_complete_count(),
             state_batches=batches,
@@ -249,7 +260,7 @@ class SharePartitionManager:
     async def release_member(self, group_id: str, member_id: str) -> None:
         """A member left the group or closed its share session: its records go back."""
         for (gid, tid, partition), sp in list(self.partitions.items()):
-            if gid != group_id:
+            if gid != group_id or self._deposed((gid, tid, partition)):
                 continue
             span = sp.release_member(member_id)
             if span is not None:
@@ -297,6 +308,8 @@ class SharePartitionManager:
                 continue
             now = self.now_ms()
             for (gid, tid, partition), sp in list(self.partitions.items()):
+                if self._deposed((gid, tid, partition)):
+                    continue
                 span = sp.expire_locks(now)
                 if span is not None:
                     try:
@@ -310,8 +323,21 @@ class SharePartitionManager:
             err = await self.persister.delete_state(SharePartitionKey(group_id, topic_id.bytes, partition))
             if err != ErrorCode.NONE:
                 return ErrorCode.of(err)
-            del self.partitions[(group_id, topic_id, partition)]
+            self._drop((group_id, topic_id, partition))
         return ErrorCode.NONE
+
+    def _deposed(self, key: SpKey) -> bool:
+        """Leadership moved since the share-partition was loaded: it is dropped (the new leader
+        owns the state; this broker reads it again if leadership comes back)."""
+        t = self._by_id(key[1])
+        if t is not None and self._epochs.get(key) == self._leader_epoch(t, key[2]):
+            return False
+        self._drop(key)
+        return True
+
+    def _drop(self, key: SpKey) -> None:
+        self.partitions.pop(key, None)
+        self._epochs.pop(key, None)
 
     def group_partitions(self, group_id: str) -> list[tuple[uuid.UUID, int, SharePartition]]:
         return [(tid, p, sp) for (gid, tid, p), sp in self.partitions.items() if gid == group_id]
