@@ -51,6 +51,7 @@ from kcompat.server.groups.group_configs import GroupConfigs
 from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
 from kcompat.server.metadata_view import MetadataView
+from kcompat.server.network.peer import Client
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.share.persister import Persister
 from kcompat.server.share.share_coordinator import ShareCoordinatorService
@@ -214,6 +215,10 @@ class Broker:
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def client_disconnected(self, client: Client) -> None:
+        """A client connection closed: the share sessions it opened end (fetch sessions outlive it)."""
+        self.share_service.partitions.connection_closed(client.connection_id)
 
     def _new_producer_id(self) -> int:
         ids = self.metadata.producer_ids

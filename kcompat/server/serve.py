@@ -258,12 +258,13 @@ async def _serve_locked(
 
     broker = Broker(config)
     broker.initial_scram_users = list(scram_users)
-    # No close hook: as in Kafka, fetch sessions outlive a connection (a client may reconnect and
-    # go on with its session); the session cache evicts them, not the socket layer.
+    # As in Kafka, fetch sessions outlive a connection (a client may reconnect and go on with its
+    # session); share sessions do not: the close hook ends them and releases their records.
     reactor = reactor_for(
         config,
         broker.handle,
         (CloseConnection, UnsupportedRequest),
+        on_disconnect=broker.client_disconnected,
         current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
         transports=transports(config.listener_security, broker.scram.get),  # TLS contexts: ConfigError here
     )

@@ -290,6 +290,20 @@ def test_share_session_cache_limit_and_eviction_of_departed_members() -> None:
     assert cache.next("g", "b", -1) is s and len(cache) == 1
 
 
+def test_a_closed_connection_ends_only_the_share_sessions_it_opened() -> None:
+    from kcompat.server.share.share_sessions import ShareSession, ShareSessionCache
+
+    cache = ShareSessionCache(5)
+    a = cache.open("g", "a", lambda g, m: True, "conn-1")
+    cache.open("g", "b", lambda g, m: True, "conn-1")
+    cache.open("g", "b", lambda g, m: True, "conn-2")  # b reopened from another connection
+    assert isinstance(a, ShareSession)
+    assert [(s.group_id, s.member_id) for s in cache.remove_connection("conn-1")] == [("g", "a")]
+    assert cache.next("g", "a", 1) == E.SHARE_SESSION_NOT_FOUND
+    assert isinstance(cache.next("g", "b", 1), ShareSession)
+    assert cache.remove_connection("") == []  # a request with no connection (in-process) owns nothing
+
+
 def test_a_share_group_id_is_refused_to_classic_and_consumer_members(h: BrokerHarness) -> None:
     heartbeat(h, "a", 0)
     j = h.call(JOIN_GROUP, 9, {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,

@@ -39,7 +39,7 @@ def _session(
         # checked here (a member that left has its records released and its session closed).
         if not opening_allowed:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
-        return sessions.open(group, member, ctx.share.is_member)
+        return sessions.open(group, member, ctx.share.is_member, getattr(ctx.client, "connection_id", ""))
     return sessions.next(group, member, epoch)
 
 

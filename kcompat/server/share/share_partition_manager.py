@@ -39,7 +39,7 @@ from kcompat.server.share.persister import (
     ShareStateWrite,
 )
 from kcompat.server.share.share_fetch_reader import ReadBatches, acquired_bytes, read_batches
-from kcompat.server.share.share_sessions import ShareSessionCache
+from kcompat.server.share.share_sessions import ShareSession, ShareSessionCache
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 
@@ -99,6 +99,7 @@ class SharePartitionManager:
         self._wake: asyncio.Event | None = None
         self._sleeping_until: int | None = None  # the deadline the lock timer sleeps to (None: none)
         self._timer: asyncio.Task[None] | None = None
+        self._releasing: set[asyncio.Task[None]] = set()  # releases after a connection closed
         self._closed = False
 
     def settings(self, group_id: str) -> GroupSettings:
@@ -119,6 +120,8 @@ class SharePartitionManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer
             self._timer = None
+        for task in list(self._releasing):
+            task.cancel()
 
     # --- share-partitions ------------------------------------------------------------------------
 
@@ -265,6 +268,24 @@ class SharePartitionManager:
             span = sp.release_member(member_id)
             if span is not None:
                 await self._after_release(gid, tid, partition, sp, span)
+
+    def connection_closed(self, connection_id: str) -> None:
+        """A client connection closed: its share sessions go, and their members' acquired records
+        come back at once (as Kafka's ShareSessionCache does on disconnect), not at lock expiry."""
+        gone = self.sessions.remove_connection(connection_id)
+        if gone and not self._closed:
+            task = asyncio.get_running_loop().create_task(self._release_sessions(gone))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
+
+    async def _release_sessions(self, sessions: list[ShareSession]) -> None:
+        for s in sessions:
+            try:
+                await self.release_member(s.group_id, s.member_id)
+            except Exception:
+                log.exception(
+                    "releasing the records of share member %s of group %s failed", s.member_id, s.group_id
+                )
 
     async def _after_release(
         self, group_id: str, topic_id: uuid.UUID, partition: int, sp: SharePartition, span: tuple[int, int]

@@ -8,7 +8,8 @@ requests cover, and the epoch that orders them.
 A stale or repeated epoch is INVALID_SHARE_SESSION_EPOCH; a session that does not exist (never
 opened, closed, or evicted) is SHARE_SESSION_NOT_FOUND; more than group.share.max.share.sessions
 sessions is SHARE_SESSION_LIMIT_REACHED, unless the least recently used session of a member that
-has left its group can make room.
+has left its group can make room. As in Kafka, a session belongs to the connection that opened it:
+when that connection closes, the session goes and its member's acquired records are released.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ShareSession:
     group_id: str
     member_id: str
     epoch: int  # the epoch the next request must carry
+    connection_id: str = ""  # the connection that opened it (Kafka's connection id)
     partitions: dict[SharePartitionId, None] = field(default_factory=dict)  # ordered set
 
 
@@ -39,7 +41,7 @@ class ShareSessionCache:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
 
     def open(
-        self, group_id: str, member_id: str, is_member: Callable[[str, str], bool]
+        self, group_id: str, member_id: str, is_member: Callable[[str, str], bool], connection_id: str = ""
     ) -> ShareSession | ErrorCode:
         key = (group_id, member_id)
         if (
@@ -49,7 +51,7 @@ class ShareSessionCache:
         ):
             return ErrorCode.SHARE_SESSION_LIMIT_REACHED
         self.sessions.pop(key, None)  # a new session goes to the back: the most recently used
-        s = self.sessions[key] = ShareSession(group_id, member_id, 1)
+        s = self.sessions[key] = ShareSession(group_id, member_id, 1, connection_id)
         return s
 
     def _evict(self, is_member: Callable[[str, str], bool]) -> bool:
@@ -76,6 +78,14 @@ class ShareSessionCache:
 
     def remove_member(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
+
+    def remove_connection(self, connection_id: str) -> list[ShareSession]:
+        """The sessions the closed connection opened, removed (a session since reopened from another
+        connection is not its own any more)."""
+        gone = [s for s in self.sessions.values() if connection_id and s.connection_id == connection_id]
+        for s in gone:
+            del self.sessions[(s.group_id, s.member_id)]
+        return gone
 
     def __len__(self) -> int:
         return len(self.sessions)
