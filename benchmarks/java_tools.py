@@ -104,3 +104,25 @@ def consumer_perf(
         raise ToolError(f"ConsumerPerformance read {records} of {count} records")
     return ConsumerPerf(records, float(row["fetch.nMsg.sec"]), float(row["fetch.MB.sec"]) * MIB / 1e6,
                         float(row["rebalance.time.ms"]))  # fmt: skip
+
+
+SHARE_CONSUMER_PERF = "org.apache.kafka.tools.ShareConsumerPerformance"
+
+
+def share_consumer_perf(
+    bootstrap: str, topic: str, group: str, count: int, threads: int, timeout: float = 180.0
+) -> ConsumerPerf:
+    """ShareConsumerPerformance (implicit acknowledgement; --threads members of `group`). Its last
+    line: start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg,
+    fetch.time.ms; its rates are over the whole run, the members' join included."""
+    out = _run(SHARE_CONSUMER_PERF, [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--group", group, "--num-records", str(count),
+        "--threads", str(threads), "--timeout", "30000",
+    ], timeout)  # fmt: skip
+    rows = [line.split(",") for line in out.splitlines() if line.count(",") == 6 and line[:1].isdigit()]
+    if not rows:
+        raise ToolError(f"no summary in ShareConsumerPerformance output:\n{out[-2000:]}")
+    _start, _end, _mib, mibs, rps, n, _fetch_ms = (c.strip() for c in rows[-1])
+    if int(n) < count:
+        raise ToolError(f"ShareConsumerPerformance read {n} of {count} records")
+    return ConsumerPerf(int(n), float(rps), float(mibs) * MIB / 1e6, 0.0)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import txn
+from benchmarks import share, txn
 from benchmarks.plan import Plan, consume_key, figures, produce_key, size_label
 
 KCOMPAT, KAFKA = "kcompat", "kafka"
@@ -140,6 +140,16 @@ def txn_section(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
     ]  # fmt: skip
 
 
+def share_section(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
+    throughput = [(label, f"{key}/records_per_s", True) for label, key in share.rows(plan)]
+    counts = ", ".join(f"{share.count(plan, s):,} records of {size_label(s)}" for s in plan.sizes)
+    return [
+        f"## Share groups, records/s (benchmarks/share.py: one partition, {counts} per row; confluent timed "
+        "first to last record, ShareConsumerPerformance over its whole run, join included)",
+        "", *_table(agg, throughput, "client, members, record size, acknowledgement"), "",
+    ]  # fmt: skip
+
+
 def markdown(data: dict[str, Any], plan: Plan) -> str:
     agg = aggregate(data["runs"])
     machine = {k: stat([m[k] for m in data["machine"] if k in m]) for k in ("sendfile_mbs", "write_mbs")}
@@ -222,6 +232,8 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
         ]  # fmt: skip
     if "txn" in plan.suites:
         lines += txn_section(agg, plan)
+    if "share" in plan.suites:
+        lines += share_section(agg, plan)
     res = [
         ("cold start to first Metadata answer, s", "start/cold_s", False),
         ("resident memory idle after start, MB", "memory/idle_rss_mb", False),
@@ -241,6 +253,8 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
         cpu_rows += [(f"consume {label}", key, hib) for label, key, hib in rows(consume, "cpu_s_per_gb")]
     if "txn" in plan.suites:
         cpu_rows += [(f"transactions {label}", f"{key}/cpu_s_per_gb", False) for label, key in txn.rows(plan)]
+    if "share" in plan.suites:
+        cpu_rows += [(f"share {label}", f"{key}/cpu_s_per_gb", False) for label, key in share.rows(plan)]
     if cpu_rows:
         lines += ["## Broker CPU seconds per GB moved (record bytes; all threads; lower is better)", "",
                   *_table(agg, cpu_rows, "workload"), ""]  # fmt: skip

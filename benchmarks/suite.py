@@ -1,7 +1,8 @@
 """One broker, started fresh, through every workload of the plan; its figures as a flat dict.
 
     start (cold start) -> idle RSS -> warm-up (not measured) -> produce rows -> sync -> catch-up
-    consume rows -> end-to-end latency -> transactional rows (benchmarks/txn.py) -> stop
+    consume rows -> end-to-end latency -> transactional rows (benchmarks/txn.py) -> share-group
+    rows (benchmarks/share.py) -> stop
 
 CPU seconds per GB: the broker's CPU time (/proc/<pid>/stat, all threads) over one workload,
 divided by the record bytes it moved. Peak RSS is sampled every 100 ms over all workloads.
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import confluent_clients as cc
-from benchmarks import fetch_path, java_tools, txn
+from benchmarks import fetch_path, java_tools, share, txn
 from benchmarks.brokers import BrokerProcess
 from benchmarks.plan import RAW_PARTITION_MAX, Plan, consume_key, produce_key
 from benchmarks.proc_stats import PeakRss, cpu_seconds, rss_bytes
@@ -88,6 +89,8 @@ class Suite:
                     self._latency()
                 if "txn" in self.plan.suites:
                     txn.run(self)  # benchmarks/txn.py: transactional produce, read_committed catch-up
+                if "share" in self.plan.suites:
+                    share.run(self)  # benchmarks/share.py: share-group consumption
             self.values["memory/load_rss_mb"] = peak.peak / 1e6
             self.notes["cpu_s_total"] = cpu_seconds(b.pid)
         finally:

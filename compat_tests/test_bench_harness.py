@@ -12,7 +12,7 @@ import sys
 import pytest
 from support import ROOT
 
-from benchmarks import fetch_path, metadata_probe, metadata_scale, txn
+from benchmarks import fetch_path, metadata_probe, metadata_scale, share, txn
 from benchmarks.plan import QUICK, consume_key, produce_key
 from benchmarks.suite import percentile
 from kcompat.wire import protocol
@@ -47,6 +47,11 @@ def test_quick_run_against_kcompat_writes_every_figure(tmp_path):
         # benchmarks/txn.py: the confluent transactional loop and its read_committed catch-up.
         for key in (txn.produce_key("confluent", size), txn.consume_key("confluent", size)):
             expected += [f"{key}/records_per_s", f"{key}/mb_per_s"]
+    # benchmarks/share.py: the confluent ShareConsumer rows, 1 and 2 members, implicit and explicit.
+    share_keys = [key for label, key in share.rows(QUICK) if label.startswith("confluent")]
+    assert len(share_keys) == 2 * 2 * len(QUICK.sizes)
+    for key in share_keys:
+        expected += [f"{key}/records_per_s", f"{key}/mb_per_s", f"{key}/cpu_s_per_gb"]
     missing = [k for k in expected if k not in values]
     assert not missing, missing
     assert all(values[k] > 0 for k in expected)
@@ -57,6 +62,7 @@ def test_quick_run_against_kcompat_writes_every_figure(tmp_path):
     assert "## Produce throughput, records/s" in report and "| confluent 1 KiB acks=all lz4 |" in report
     assert "## Targets" in report and "## Failures" not in report
     assert "| consume read_committed confluent 1 KiB |" in report
+    assert "| confluent 2 members 1 KiB explicit |" in report
     for plot in ("throughput.png", "latency.png", "memory.png"):
         assert (out / plot).read_bytes()[:8] == PNG_MAGIC
 

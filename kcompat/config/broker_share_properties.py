@@ -28,6 +28,22 @@ SHARE_PROPERTIES: list[ConfigDef] = [
         MEDIUM,
         at_least(1),
     ),
+    prop(
+        "group.share.min.heartbeat.interval.ms",
+        INT,
+        5000,
+        "Lowest share.heartbeat.interval.ms a group config may set.",
+        MEDIUM,
+        at_least(1),
+    ),
+    prop(
+        "group.share.max.heartbeat.interval.ms",
+        INT,
+        15000,
+        "Highest share.heartbeat.interval.ms a group config may set.",
+        MEDIUM,
+        at_least(1),
+    ),
     prop("group.share.max.size", INT, 200, "Most members of one share group.", MEDIUM, between(1, 1000)),
     prop(
         "group.share.assignors",
