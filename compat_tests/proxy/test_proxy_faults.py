@@ -6,21 +6,25 @@ each test clears what it set.
 
 from __future__ import annotations
 
+import signal
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from compat_tests.crash.wire_client import produce_body
-from compat_tests.proxy.checks import raw_frames
-from compat_tests.proxy.harness import HOST, ProxyThread
+from compat_tests.proxy.checks import closed_after, raw_frames
+from compat_tests.proxy.harness import HOST, ProxyThread, free_port_base
 from kcompat.capture_client import Captures
 from kcompat.fault_client import Faults
-from kcompat.testing import TEST_DEFAULTS, Broker
+from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.protocol import decode_response, encode_request
 
@@ -171,3 +175,36 @@ def test_the_proxy_answers_an_error_itself_and_in_turn(proxy: ProxyThread, fault
     assert f"rule {rule}" in (faulted.error_message or "")
     assert (relayed.error_code, relayed.base_offset) == (0, 1)  # offset 1: "faulted" never went on
     assert faults.fired(rule) == 1
+
+
+def test_the_kcompat_proxy_command_serves_faults(broker: Broker, tmp_path: Path) -> None:
+    """`kcompat proxy --admin`: rules set over its HTTP API act on the traffic through it."""
+    port, admin = free_port(), free_port()
+    log = (tmp_path / "proxy.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kcompat", "proxy", "--upstream", broker.bootstrap,
+         "--bootstrap", f"{HOST}:{port}", "--node-port-base", str(free_port_base()),
+         "--admin", f"{HOST}:{admin}"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        faults = Faults(f"http://{HOST}:{admin}")
+        wait_until(lambda: _lists(faults), "the proxy's admin listener", timeout=20)
+        rule = faults.add("drop", api="ApiVersions", trigger="once")
+        versions = encode_request(18, 3, 1, {"client_software_name": "t", "client_software_version": "1"})
+        assert closed_after(port, versions)
+        assert faults.fired(rule) == 1
+        assert len(raw_frames(port, [versions], 1)) == 1  # once: the next one is answered
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(15) == 0
+        log.close()
+    text = (tmp_path / "proxy.log").read_text()
+    assert f"http://{HOST}:{admin}/faults" in text and "Traceback" not in text, text
+
+
+def _lists(faults: Faults) -> bool:
+    try:
+        return faults.list() == []
+    except OSError:
+        return False
