@@ -36,6 +36,9 @@ log = logging.getLogger("kcompat.proxy.faults")
 _PRODUCE = 0
 _ANSWER_FAULTS = ("drop", "duplicate", "corrupt")  # what the proxy does to an answer, unwaiting
 Key = tuple[int, int]  # (connection id, correlation id)
+# Requests waiting for their answer, at most: a connection closed with requests in flight never
+# answers them, so the oldest entry goes once this many wait (far above any client's in-flight).
+_MAX_WAITING = 100_000
 
 
 @dataclass(slots=True)
@@ -68,7 +71,7 @@ class Intercept:
             if exchange.api_key == _PRODUCE and getattr(facts.body, "acks", -1) == 0:
                 self._observe(facts, exchange.correlation_id, None, time.time(), perf_counter())
             else:
-                self._capturing[_key(exchange)] = _Started(facts, time.time(), perf_counter())
+                _bounded(self._capturing)[_key(exchange)] = _Started(facts, time.time(), perf_counter())
         if armed:
             try:
                 self._fault(exchange, facts)
@@ -82,7 +85,7 @@ class Intercept:
             return
         action = verdict.action
         if action.when == AFTER and action.kind in _ANSWER_FAULTS:
-            self._after[_key(exchange)] = verdict
+            _bounded(self._after)[_key(exchange)] = verdict
             return
         if action.when != AFTER and action.kind == "drop":
             raise CloseConnection
@@ -139,6 +142,12 @@ class Intercept:
             return decode_response(facts.api_key, facts.api_version, frame_bytes(answer)[4:])[1]
 
         self.captures.observe(Observed(facts, correlation, response, started, perf_counter() - clock))
+
+
+def _bounded(waiting: dict[Key, Any]) -> dict[Key, Any]:
+    if len(waiting) >= _MAX_WAITING:
+        del waiting[next(iter(waiting))]
+    return waiting
 
 
 def _key(exchange: Exchange) -> Key:
