@@ -146,6 +146,7 @@ def _add_proxy(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     proxy.add_argument("--node-port-base", metavar="PORT", help="proxy.node.port.base (default 9193)")
     proxy.add_argument("--advertised-host", metavar="HOST", help="proxy.advertised.host")
+    proxy.add_argument("--admin", metavar="HOST:PORT", help="proxy.admin.listener (/faults, /captures)")
     proxy.add_argument(
         "--override", action="append", default=[], metavar="key=value", help="set a property (repeatable)"
     )
@@ -163,6 +164,7 @@ def _proxy(args: argparse.Namespace) -> int:
         "proxy.bootstrap.listener": args.bootstrap,
         "proxy.node.port.base": args.node_port_base,
         "proxy.advertised.host": args.advertised_host,
+        "proxy.admin.listener": args.admin,
     }
     overrides = [f"{k}={v}" for k, v in shorthands.items() if v is not None] + list(args.override)
     try:

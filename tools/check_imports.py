@@ -7,7 +7,8 @@
    function is caught too. kcompat/faults imports no kcompat.proxy either: it serves both.
 2. kcompat/log and kcompat/storage import nothing of kcompat.server (the log returns file slices;
    only the server touches sockets; metadata files are storage-side); kcompat/capture imports
-   neither kcompat.server nor kcompat.proxy (its engine serves both).
+   neither kcompat.server nor kcompat.proxy (its engine serves both), nor does kcompat/admin_http
+   (the HTTP server and the /faults and /captures APIs both fronts share).
 3. The wings of kcompat/server (WINGS): nothing outside server/cluster/ imports it, except the
    assembly point (ASSEMBLY_IMPORTERS may import CLUSTER_ASSEMBLY, which builds cluster mode);
    network/ imports no request handling (handlers, groups, transactions, cluster, broker,
@@ -74,6 +75,8 @@ PURE = {
     "kcompat/storage": {"kcompat.server"},
     # capture writes its files (a thread), but serves the broker and the proxy alike
     "kcompat/capture": {"kcompat.server", "kcompat.proxy"},
+    # the admin HTTP server and the /faults and /captures APIs serve the broker and the proxy alike
+    "kcompat/admin_http": {"kcompat.server", "kcompat.proxy"},
 }
 
 

@@ -22,7 +22,8 @@ from typing import Any
 import uvloop
 
 from kcompat.config.proxy_config import ProxyConfig
-from kcompat.proxy.hooks import Exchange, RequestHook
+from kcompat.proxy.admin import proxy_admin
+from kcompat.proxy.hooks import Exchange, RequestHook, ResponseHook
 from kcompat.proxy.server import ProxyServer
 from kcompat.wire.messages import APIS
 from kcompat.wire.protocol import API_VERSIONS_KEY, decode_response
@@ -94,7 +95,13 @@ class AnswerCapture:
 
 
 class ProxyThread:
-    def __init__(self, upstream: str, request_hook: RequestHook | None = None, **props: str) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        request_hook: RequestHook | None = None,
+        response_hook: ResponseHook | None = None,
+        **props: str,
+    ) -> None:
         self.port_base = free_port_base()
         self.bootstrap_port = self.port_base  # node ids start at 0 or 1: base itself is unused by both
         settings = {
@@ -108,7 +115,13 @@ class ProxyThread:
         }
         self.config = ProxyConfig(settings)
         self.capture = AnswerCapture()
+        # with proxy.admin.listener: the fault rules and captures on the hooks, as `kcompat proxy`
+        self.admin = proxy_admin(self.config)
+        if self.admin is not None:
+            request_hook = request_hook or self.admin.intercept.request
+            response_hook = response_hook or self.admin.intercept.response
         self.request_hook = request_hook
+        self.response_hook = response_hook
         self.server: ProxyServer | None = None
         self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="kcompat-proxy", daemon=True)
@@ -122,9 +135,16 @@ class ProxyThread:
 
     def start(self) -> ProxyThread:
         self._thread.start()
-        self.server = ProxyServer(self.config, request_hook=self.request_hook, response_hook=self.capture)
+        self.server = ProxyServer(self.config, request_hook=self.request_hook, response_hook=self._answered)
         asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
+        if self.admin is not None:
+            self.call(self.admin.start())
         return self
+
+    def _answered(self, exchange: Exchange, chunks: Sequence[Any]) -> Sequence[Any] | None:
+        replaced = self.response_hook(exchange, chunks) if self.response_hook is not None else None
+        self.capture(exchange, chunks if replaced is None else replaced)
+        return replaced
 
     def call(self, coro: Any, timeout: float = 30) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -135,7 +155,13 @@ class ProxyThread:
         finally:  # closed by its own thread: under load uvloop's close once took minutes (TLS upstream)
             self.loop.close()
 
+    @property
+    def admin_url(self) -> str | None:
+        return self.admin.url if self.admin is not None else None
+
     def stop(self) -> None:
+        if self.admin is not None:
+            self.call(self.admin.close())
         if self.server is not None:
             self.call(self.server.close())
             self.server = None

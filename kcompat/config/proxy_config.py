@@ -5,6 +5,7 @@
     proxy.bootstrap.listener           host:port clients bootstrap from
     proxy.node.port.base               node n is served on port base + n
     proxy.advertised.host              the host put in every rewritten answer
+    proxy.admin.listener               host:port of the /faults and /captures HTTP API (optional)
 """
 
 from __future__ import annotations
@@ -99,6 +100,23 @@ PROXY_CONFIGS: dict[str, ConfigDef] = table(
             "(backpressure, both directions).",
             LOW,
             at_least(1024),
+        ),
+        prop(
+            "proxy.admin.listener",
+            STRING,
+            None,
+            "host:port of an HTTP listener for fault rules (/faults) and traffic captures (/captures), "
+            "the same API as kcompat serve's admin.listener (default: none, and no request is decoded).",
+            MEDIUM,
+            HOST_PORT,
+        ),
+        prop(
+            "proxy.capture.dir",
+            STRING,
+            None,
+            "Directory a capture of kind log writes its JSON lines file into (default: log captures are "
+            "refused; records captures need none).",
+            LOW,
         ),
         prop(
             "proxy.client.security.protocol",

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from kcompat.proxy.api_versions import rewrite_api_versions, too_new, unsupported_answer
 from kcompat.proxy.frames import PRODUCE_KEY, Pending, produce_acks, rewrite_answer
-from kcompat.proxy.hooks import CloseConnection, Exchange, RequestHook, ResponseHook
+from kcompat.proxy.hooks import AnswerNow, CloseConnection, Exchange, RequestHook, ResponseHook
 from kcompat.proxy.log_limit import LogLimit
 from kcompat.proxy.node_map import NodeMap
 from kcompat.wire.errors import DecodeError
@@ -202,6 +202,10 @@ class ClientConnection(asyncio.BufferedProtocol):
                 replaced = self.shared.request_hook(exchange, frame)
             except CloseConnection:
                 self.close()
+                return
+            except AnswerNow as answer:
+                self._waiting.append(_Waiting(Pending(key, version, correlation), exchange, answer.chunks))
+                self._flush_local()
                 return
             except Exception:  # a bug in the hook: this client only
                 log.exception("the proxy's request hook failed: closing the connection from %s", self.peer[0])

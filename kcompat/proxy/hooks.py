@@ -6,7 +6,8 @@ rule engine here; tests capture with them).
 
 `frame` is the request as the client sent it, without its size prefix; `chunks` the answer as the
 proxy is about to send it (size prefix included, node addresses already rewritten). A hook that
-raises CloseConnection closes that client's connection; any other exception is a bug in the hook
+raises CloseConnection closes that client's connection; a request hook that raises AnswerNow
+answers the client itself, in order, and nothing goes upstream; any other exception is a bug in the hook
 and closes the connection too, with one log line. Hooks run on the event loop: they must not block.
 """
 
@@ -31,6 +32,14 @@ class Exchange:
 
 class CloseConnection(Exception):
     """Raised by a hook: close this client's connection (and its upstream one)."""
+
+
+class AnswerNow(Exception):
+    """Raised by a request hook: answer with `chunks` (a whole answer frame) instead of relaying."""
+
+    def __init__(self, chunks: Sequence[Any]) -> None:
+        super().__init__("answered by the proxy's request hook")
+        self.chunks = list(chunks)
 
 
 RequestHook = Callable[[Exchange, bytes | bytearray], "bytes | bytearray | None"]

@@ -9,6 +9,7 @@ import signal
 from collections.abc import Callable
 
 from kcompat.config.proxy_config import ProxyConfig
+from kcompat.proxy.admin import proxy_admin
 from kcompat.proxy.server import ProxyServer
 
 log = logging.getLogger("kcompat.proxy")
@@ -24,12 +25,25 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 
 async def _run(config: ProxyConfig) -> int:
-    proxy = ProxyServer(config)
+    admin = proxy_admin(config)
+    if admin is None:
+        proxy = ProxyServer(config)  # no hooks: nothing decoded, nothing looked up per request
+    else:
+        hooks = admin.intercept
+        proxy = ProxyServer(config, request_hook=hooks.request, response_hook=hooks.response)
     try:
         await proxy.start()
     except OSError as e:
         log.error("cannot listen on %s: %s", config.get("proxy.bootstrap.listener"), e.strerror or e)
         return 1
+    if admin is not None:
+        try:
+            await admin.start()
+        except OSError as e:
+            log.error("cannot listen on proxy.admin.listener %s: %s", admin.address, e.strerror or e)
+            await proxy.close()
+            return 1
+        log.info("kcompat proxy's fault rules and captures: %s/faults, %s/captures", admin.url, admin.url)
     host, base = config.advertised_host, config.get("proxy.node.port.base")
     log.info(
         "kcompat proxy serving bootstrap %s:%d for upstream %s; node n on %s:%d+n (nodes now: %s)",
@@ -46,6 +60,8 @@ async def _run(config: ProxyConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("kcompat proxy stopping")
+    if admin is not None:
+        await admin.close()
     await proxy.close()
     return 0
 

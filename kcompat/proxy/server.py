@@ -39,7 +39,7 @@ _METADATA_MAX = 12  # v13 only adds a top-level error code; v1+ reads an empty t
 _CLIENT_ID = "kcompat-proxy"
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
+def listening_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -89,7 +89,7 @@ class ProxyServer:
         return {n: self.nodes.endpoint(n)[1] for n in self.nodes.node_ids()}
 
     async def start(self) -> None:
-        sock = _listening_socket(self.bind_host, self.bootstrap_port)
+        sock = listening_socket(self.bind_host, self.bootstrap_port)
         self.bootstrap_port = sock.getsockname()[1]
         await self._serve(None, sock)
         if not await self.refresh():
@@ -112,7 +112,7 @@ class ProxyServer:
         """Bind node_id's listener now (connections wait in the backlog), serve it soon."""
         host, port = self.bind_host, self.nodes.endpoint(node_id)[1]
         try:
-            sock = _listening_socket(host, port)
+            sock = listening_socket(host, port)
         except OSError as e:
             log.error(
                 "cannot listen on %s:%d for upstream node %d (%s): clients cannot reach that node "

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from kcompat.admin_http.faults import faults_route
+from kcompat.admin_http.http_server import AdminServer, Page
 from kcompat.fault_client import FaultApiError, Faults
 from kcompat.faults import FaultEngine
-from kcompat.server.admin.faults import faults_route
-from kcompat.server.admin.http_server import AdminServer, Page
 
 GOOD = "Basic " + base64.b64encode(b"bob:secret").decode()
 

@@ -3,8 +3,8 @@
     open_admin(config)                    step 3 of start-up: bind, or say why not (only `socket` is needed)
     AdminListener.start(broker, reactor)  once the broker listens: serve the pages
         /metrics   Prometheus (kcompat.server.admin.metrics)
-        /faults    the fault rules: GET, POST, PUT, DELETE (kcompat.server.admin.faults)
-        /captures  traffic captures: GET, POST, DELETE (kcompat.server.admin.captures)
+        /faults    the fault rules: GET, POST, PUT, DELETE (kcompat.admin_http.faults)
+        /captures  traffic captures: GET, POST, DELETE (kcompat.admin_http.captures)
         /...       the web console (kcompat.server.admin.console.pages)
 
 The HTTP code (h11) is imported by start() in a worker thread, after the start-up line: the Kafka
@@ -31,8 +31,8 @@ from kcompat.config.broker_config import BrokerConfig
 from kcompat.config.broker_properties import admin_address
 
 if TYPE_CHECKING:
+    from kcompat.admin_http.http_server import AdminServer, Page
     from kcompat.server.admin.console.lag_history import LagHistory
-    from kcompat.server.admin.http_server import AdminServer, Page
     from kcompat.server.broker import Broker
     from kcompat.server.network.reactor import Reactor
 
@@ -87,8 +87,8 @@ class AdminListener:
         from kcompat.server.admin.login import login_for
 
         login = login_for(broker.config, broker.scram.get)
-        from kcompat.server.admin.captures import captures_route
-        from kcompat.server.admin.faults import faults_route
+        from kcompat.admin_http.captures import captures_route
+        from kcompat.admin_http.faults import faults_route
 
         self.server = http.AdminServer(
             {path: lazy(path) for path in ROUTES},
@@ -122,7 +122,7 @@ ROUTES = (
 
 
 def _load() -> tuple[ModuleType, ModuleType]:
-    from kcompat.server.admin import http_server as admin_http
+    from kcompat.admin_http import http_server as admin_http
     from kcompat.server.admin.console import lag_history
 
     return admin_http, lag_history

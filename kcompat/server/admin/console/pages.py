@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from kcompat.admin_http.http_server import Page
 from kcompat.server.admin.console import browse, views
 from kcompat.server.admin.console.lag_history import LagHistory
-from kcompat.server.admin.http_server import Page
 
 if TYPE_CHECKING:
     from kcompat.server.broker import Broker

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kcompat.admin_http.http_server import Page
 from kcompat.faults import FaultEngine, RuleError, rule_from_json
-from kcompat.server.admin.http_server import Page
 
 MAX_RULES = 1000
 _JSON = "application/json"

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kcompat.admin_http.http_server import Page
 from kcompat.capture import CaptureEngine, CaptureError, spec_from_json
-from kcompat.server.admin.http_server import Page
 
 _JSON = "application/json"
 

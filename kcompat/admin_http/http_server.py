@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import h11
 
-log = logging.getLogger("kcompat.server.admin.listener")
+log = logging.getLogger("kcompat.admin_http")
 
 IDLE_S = 60.0
 _READ_SIZE = 65536
