@@ -351,6 +351,8 @@ def elr_of(cluster: Cluster, via: int, topic: str) -> tuple[list[int], list[int]
                                                        "response_partition_limit": 100, "cursor": None})  # fmt: skip
     finally:
         client.close()
+    if not r.topics or not r.topics[0].partitions:
+        return [], [], []  # `via` has not applied the topic yet: a wait on the lists goes on
     p = r.topics[0].partitions[0]
     return sorted(p.isr_nodes), sorted(p.eligible_leader_replicas), sorted(p.last_known_elr)
 
