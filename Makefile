@@ -7,7 +7,7 @@ TEST_STAMP := $(VENV)/.test-installed
 LINT_STAMP := $(VENV)/.lint-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test check unit compat slow spark-example install install-test bench clean
+.PHONY: run test check docs unit compat slow spark-example install install-test bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,11 @@ check: $(LINT_STAMP)
 	$(BIN)/python tools/check_imports.py --strict
 	$(BIN)/python tools/gen_schemas.py --check
 	$(BIN)/python tools/gen_messages.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The reference in docs/ as a site in build/site (mkdocs.yml); `make check` builds it strictly.
+docs: $(LINT_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The layers run on pytest-xdist workers (`make unit WORKERS=0` runs one process). Every broker a
 # test starts has free ports and a directory of its own, so workers (and a `make run` beside them)
