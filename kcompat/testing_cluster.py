@@ -175,7 +175,7 @@ class ControllerQuorum:
     def available(jars: Path = KAFKA_JARS) -> str | None:
         """None when Kafka controllers can run here, else why not."""
         if not any(jars.glob("kafka_2.13-*.jar")):
-            return f"no Kafka jars in {jars} (run `bash tools/setup-test-deps.sh`)"
+            return f"no Kafka jars in {jars} (`bash tools/setup-test-deps.sh --only kafka` fetches just them with Maven)"
         if shutil.which("java") is None:
             return "java is not on PATH"
         return None

@@ -6,7 +6,15 @@
 #   - pyspark at the release of Spark's Kafka connector in .deps/spark/.
 # Idempotent: a folder whose stamp matches its pom's hash is left alone, so a
 # second run takes well under a second. Exits non-zero when anything fails.
+#
+# `--only kafka` resolves only Apache Kafka's jars (what `kcompat dev-cluster` and the
+# cluster fixtures need: Java 17 and Maven), with no Debian packages and no Spark.
 set -euo pipefail
+
+ONLY=""
+if [ "${1:-}" = "--only" ]; then
+    ONLY="${2:?--only needs a name under tools/deps/}"
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEPS="$ROOT/.deps"
@@ -38,7 +46,12 @@ apt_install() {
         || die "apt-get install $* failed"
 }
 
+if [ -n "$ONLY" ]; then
+    [ -f "$POMS/$ONLY/pom.xml" ] || { echo "setup-test-deps: ERROR: no tools/deps/$ONLY/pom.xml" >&2; exit 2; }
+fi
+
 # --- system tools -----------------------------------------------------------
+if [ -z "$ONLY" ]; then
 if command -v kcat >/dev/null 2>&1; then
     say "kcat present ($(command -v kcat))"
 else
@@ -69,6 +82,7 @@ fi
 if ! command -v mvn >/dev/null 2>&1; then
     apt_install maven
 fi
+fi  # not --only
 
 # --- Java jars --------------------------------------------------------------
 pom_hash() { sha256sum "$1" | cut -d' ' -f1; }
@@ -100,6 +114,12 @@ resolve() {
     say "$name: $(find "$dest" -maxdepth 1 -name '*.jar' | wc -l) jars in .deps/$name/"
 }
 
+if [ -n "$ONLY" ]; then
+    command -v mvn >/dev/null 2>&1 || die "mvn not found: install Java 17 and Maven first"
+    resolve "$ONLY"
+    say "done"
+    exit 0
+fi
 for pom in "$POMS"/*/pom.xml; do
     resolve "$(basename "$(dirname "$pom")")"
 done
