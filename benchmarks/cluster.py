@@ -20,6 +20,8 @@ and two followers), producers with acks=all:
                                grow without bound at 1,000 records/s, seconds within the run)
   rss per broker               idle after start, and peak over the workloads (MB)
   (each cluster is first warmed up, unmeasured: 50,000 1 KiB records produced with acks=all and read)
+  group rows                   time to a stable group and failover after kill -9 of the group
+                               coordinator's broker (benchmarks/group_rows.py)
   failover_s                   kill -9 of a partition leader while an idempotent acks=all producer
                                sends every 5 ms: seconds from the kill to the first acknowledgement
                                of a record sent after it (both clusters: broker.session.timeout.ms
@@ -51,7 +53,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks import confluent_clients as cc
-from benchmarks import java_tools, wire_load
+from benchmarks import group_rows, java_tools, wire_load
 from benchmarks.clusters import SESSION_TIMEOUT_MS, Cluster, KafkaCluster, KcompatCluster
 from benchmarks.proc_stats import PeakRss, cpu_seconds, rss_bytes
 from benchmarks.suite import percentile
@@ -160,12 +162,30 @@ class Run:
                 for s in samplers.values():
                     s.__exit__()
             self.values["rss_peak_mb"] = {n: s.peak / 1e6 for n, s in sorted(samplers.items())}
+            self._groups()
             failover = self._try("failover", failover_seconds, c)
             if failover is not None:
                 self.values["failover_s"] = failover
+            # Last: with the leader killed above, this kill leaves one broker of three.
+            coordinator = self._try(
+                "group coordinator failover", group_rows.coordinator_failover, c, "groups"
+            )
+            if coordinator is not None:
+                self.values.update({f"group/{k}": v for k, v in coordinator.items()})
         finally:
             c.stop()
         return {"values": self.values, "errors": self.errors}
+
+    def _groups(self) -> None:
+        if not self._try(
+            "create groups", create_topic, self.cluster.bootstrap, "groups", group_rows.PARTITIONS, 3, {}
+        ):
+            return
+        for protocol in ("classic", "consumer"):
+            s = self._try(f"group/{protocol}/stable", group_rows.time_to_stable_group, self.cluster.bootstrap,
+                          "groups", protocol)  # fmt: skip
+            if s is not None:
+                self.values[f"group/{protocol}/stable_s"] = s
 
     def _workloads(self) -> None:
         c, plan = self.cluster, self.plan
@@ -349,7 +369,11 @@ def _suite_table(results: dict[str, Any], kinds: list[str]) -> list[str]:
             rows.append((f"{key}/{size}/records_per_s", f"{label} {name} (records/s)", True))
             rows.append((f"{key}/{size}/mb_per_s", f"{label} {name} (MB/s)", True))
     rows += [("e2e/p50_ms", "end-to-end p50, acks=all (ms)", False), ("e2e/p99_ms", "end-to-end p99, acks=all (ms)", False),
-             ("failover_s", f"failover after kill -9 of the leader (s; session timeout {SESSION_TIMEOUT_MS} ms)", False)]  # fmt: skip
+             ("failover_s", f"failover after kill -9 of the leader (s; session timeout {SESSION_TIMEOUT_MS} ms)", False),
+             ("group/classic/stable_s", "3 members to a stable classic group (s)", False),
+             ("group/consumer/stable_s", "3 members to a stable KIP-848 group (s)", False),
+             ("group/coordinator_failover_s", "kill -9 of the group coordinator to the next commit (s)", False),
+             ("group/redelivered", "records the group received twice (commits every 200 ms)", False)]  # fmt: skip
     lines = ["| figure | " + " | ".join(kinds) + " | kcompat/kafka |", "|---|" + "---:|" * (len(kinds) + 1)]
     for key, label, _higher in rows:
         vals = [results[k]["values"].get(key) for k in kinds]

@@ -128,6 +128,10 @@ def test_cluster_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
     assert 0 < values["e2e/p50_ms"] <= values["e2e/p99_ms"]
     # The controller fences the killed leader after broker.session.timeout.ms (9 s) at the earliest.
     assert cluster.SESSION_TIMEOUT_MS / 1000 - 1 < values["failover_s"] < 60
+    assert 0 < values["group/classic/stable_s"] < 60 and 0 < values["group/consumer/stable_s"] < 60
+    # The killed coordinator's offsets partitions move once the controller fences it, as above.
+    assert cluster.SESSION_TIMEOUT_MS / 1000 - 1 < values["group/coordinator_failover_s"] < 60
+    assert values["group/redelivered"] >= 0
     assert sorted(values["rss_idle_mb"]) == sorted(values["rss_peak_mb"]) == [1, 2, 3]
     assert all(v > 0 for v in values["rss_peak_mb"].values())
     scale = results["scale"]
@@ -135,3 +139,4 @@ def test_cluster_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
     assert scale["produce_speedup"] > 0 and scale["consume_speedup"] > 0
     table = cluster.table(results)
     assert "| produce confluent 1 KiB (records/s) |" in table and "| failover after kill -9" in table
+    assert "| kill -9 of the group coordinator to the next commit (s) |" in table
