@@ -30,7 +30,9 @@ async def _run(config: ProxyConfig) -> int:
         proxy = ProxyServer(config)  # no hooks: nothing decoded, nothing looked up per request
     else:
         hooks = admin.intercept
-        proxy = ProxyServer(config, request_hook=hooks.request, response_hook=hooks.response)
+        proxy = ProxyServer(
+            config, request_hook=hooks.request, response_hook=hooks.response, connect_hook=hooks.connect
+        )
     try:
         await proxy.start()
     except OSError as e:

@@ -1,6 +1,6 @@
 """The proxy's listeners and its node map, on one event loop.
 
-    proxy = ProxyServer(config, request_hook=..., response_hook=...)
+    proxy = ProxyServer(config, request_hook=..., response_hook=..., connect_hook=...)
     await proxy.start()      # bootstrap listener up, upstream brokers learnt (when reachable)
     ...
     await proxy.close()
@@ -25,7 +25,7 @@ from typing import Any
 
 from kcompat.config.proxy_config import ProxyConfig
 from kcompat.proxy.connection import ClientConnection, Shared
-from kcompat.proxy.hooks import RequestHook, ResponseHook
+from kcompat.proxy.hooks import ConnectHook, RequestHook, ResponseHook
 from kcompat.proxy.node_map import NodeMap
 from kcompat.proxy.tls import client_side_context, upstream_context
 from kcompat.wire.errors import DecodeError
@@ -59,6 +59,7 @@ class ProxyServer:
         *,
         request_hook: RequestHook | None = None,
         response_hook: ResponseHook | None = None,
+        connect_hook: ConnectHook | None = None,
     ) -> None:
         self.config = config
         self.bind_host, self.bootstrap_port = config.bootstrap
@@ -77,6 +78,7 @@ class ProxyServer:
             connect_timeout=config.get("proxy.connect.timeout.ms") / 1000,
             request_hook=request_hook,
             response_hook=response_hook,
+            connect_hook=connect_hook,
             upstream_tls=upstream_context(config),
         )
         self._servers: dict[int | None, asyncio.Server] = {}
