@@ -41,10 +41,11 @@ from kcompat.proxy.hooks import (
 )
 from kcompat.proxy.log_limit import LogLimit
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.tenant import Refused, Tenant, refused_answer
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError
 from kcompat.wire.messages import APIS
-from kcompat.wire.protocol import API_VERSIONS_KEY, peek_header
+from kcompat.wire.protocol import API_VERSIONS_KEY, UnsupportedRequest, peek_header
 
 log = logging.getLogger("kcompat.proxy")
 _SIZE = struct.Struct(">i")
@@ -63,6 +64,7 @@ class Shared:
     request_hook: RequestHook | None = None
     response_hook: ResponseHook | None = None
     connect_hook: ConnectHook | None = None
+    tenant: Tenant | None = None  # a virtual cluster: its names prefixed upstream (tenant.py)
     upstream_tls: ssl.SSLContext | None = None
     logs: LogLimit = field(default_factory=LogLimit)
     connections: set[ClientConnection] = field(default_factory=set)
@@ -229,22 +231,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         pending = Pending(key, version, correlation)
         hold: float | None = 0.0
         if self.shared.request_hook is not None:
-            try:
-                replaced = self.shared.request_hook(exchange, frame)
-            except CloseConnection:
-                self.close()
+            hooked = self._request_hook(frame, pending, exchange)
+            if hooked is None:
                 return
-            except AnswerNow as answer:
-                self._answer_here(_Waiting(pending, exchange), answer.chunks)
+            frame, hold = hooked
+        if self.shared.tenant is not None:
+            renamed = self._tenant_request(frame, pending, exchange)
+            if renamed is None:
                 return
-            except HoldRequest as held:
-                hold, replaced = held.delay, None
-            except Exception:  # a bug in the hook: this client only
-                log.exception("the proxy's request hook failed: closing the connection from %s", self.peer[0])
-                self.close()
-                return
-            if replaced is not None:
-                frame = replaced
+            frame = renamed
         if key == API_VERSIONS_KEY and too_new(version):
             self._answer_here(_Waiting(pending, exchange), unsupported_answer(correlation))
             return
@@ -266,6 +261,50 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._waiting.append(waiting)
             self._inflight.append(waiting)
         self._send_upstream(frame, hold)
+
+    def _request_hook(
+        self, frame: bytes | bytearray, pending: Pending, exchange: Exchange
+    ) -> tuple[bytes | bytearray, float | None] | None:
+        """The frame to relay and how long to hold it (None: never); None: answered or closed here."""
+        assert self.shared.request_hook is not None
+        try:
+            replaced = self.shared.request_hook(exchange, frame)
+        except CloseConnection:
+            self.close()
+            return None
+        except AnswerNow as answer:
+            self._answer_here(_Waiting(pending, exchange), answer.chunks)
+            return None
+        except HoldRequest as held:
+            return frame, held.delay
+        except Exception:  # a bug in the hook: this client only
+            log.exception("the proxy's request hook failed: closing the connection from %s", self.peer[0])
+            self.close()
+            return None
+        return (frame if replaced is None else replaced), 0.0
+
+    def _tenant_request(
+        self, frame: bytes | bytearray, pending: Pending, exchange: Exchange
+    ) -> bytes | bytearray | None:
+        """The request in the upstream's names; None: answered or closed here."""
+        tenant = self.shared.tenant
+        assert tenant is not None
+        try:
+            return tenant.request(frame)
+        except Refused as refused:
+            answer = refused_answer(refused, frame)
+            if answer is not None:
+                self._answer_here(_Waiting(pending, exchange), answer)
+                return None
+            why = refused.why
+        except (DecodeError, UnsupportedRequest):
+            why = "a request that cannot be read, so its names cannot be rewritten"
+        self.fail(
+            f"tenant:{pending.api_key}",
+            f"virtual cluster {tenant.name}: closing the connection from {self.peer[0]}, which sent "
+            f"{why} (API key {pending.api_key} v{pending.api_version}); a virtual cluster does not relay it",
+        )
+        return None
 
     def _send_upstream(self, frame: bytes | bytearray, hold: float = 0.0) -> None:
         assert self.upstream is not None  # the client is not read before the upstream is up
@@ -325,7 +364,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 chunks = rewrite_api_versions(pending.api_version, frame) or [_SIZE.pack(len(frame)), frame]
             else:
                 chunks, _ = rewrite_answer(
-                    pending, frame, self.shared.nodes.endpoint, self.shared.nodes.learn
+                    pending, frame, self.shared.nodes.endpoint, self.shared.nodes.learn, self.shared.tenant
                 )
         except DecodeError as e:
             spec = APIS.get(pending.api_key)

@@ -27,6 +27,7 @@ from kcompat.config.proxy_config import ProxyConfig
 from kcompat.proxy.connection import ClientConnection, Shared
 from kcompat.proxy.hooks import ConnectHook, RequestHook, ResponseHook
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.tenant import Tenant
 from kcompat.proxy.tls import client_side_context, upstream_context
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages import APIS
@@ -60,6 +61,7 @@ class ProxyServer:
         request_hook: RequestHook | None = None,
         response_hook: ResponseHook | None = None,
         connect_hook: ConnectHook | None = None,
+        tenant: Tenant | None = None,
     ) -> None:
         self.config = config
         self.bind_host, self.bootstrap_port = config.bootstrap
@@ -79,6 +81,7 @@ class ProxyServer:
             request_hook=request_hook,
             response_hook=response_hook,
             connect_hook=connect_hook,
+            tenant=tenant,
             upstream_tls=upstream_context(config),
         )
         self._servers: dict[int | None, asyncio.Server] = {}
