@@ -154,6 +154,16 @@ PROXY_CONFIGS: dict[str, ConfigDef] = table(
             LOW,
         ),
         prop(
+            "proxy.sni.host.pattern",
+            STRING,
+            None,
+            "SNI routing: every node on the bootstrap listener's port, advertised as this host name with "
+            "$(nodeId) replaced by the node id (e.g. broker-$(nodeId).example.com); the TLS server name a "
+            "client asks for picks the node. Needs proxy.client.security.protocol=SSL (default: port routing).",
+            MEDIUM,
+            Check(lambda v: v is None or v.count("$(nodeId)") == 1, "a host name with $(nodeId) once"),
+        ),
+        prop(
             "proxy.virtual.clusters",
             LIST,
             [],
@@ -221,6 +231,11 @@ class ProxyConfig(TypedAttributes):
             raise ConfigError(
                 "proxy.node.port.base + proxy.node.id.max is over 65535: lower either",
                 key="proxy.node.id.max",
+            )
+        if self.get("proxy.sni.host.pattern") and self.get("proxy.client.security.protocol") != "SSL":
+            raise ConfigError(
+                "proxy.sni.host.pattern needs proxy.client.security.protocol=SSL (the node is read from TLS)",
+                key="proxy.sni.host.pattern",
             )
         self.virtual_clusters = _virtual_clusters(self.get("proxy.virtual.clusters"), vc_props)
 

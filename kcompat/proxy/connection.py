@@ -41,6 +41,7 @@ from kcompat.proxy.hooks import (
 )
 from kcompat.proxy.log_limit import LogLimit
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.sni import SniPattern, server_name
 from kcompat.proxy.tenant import Refused, Tenant, refused_answer
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError
@@ -65,6 +66,7 @@ class Shared:
     response_hook: ResponseHook | None = None
     connect_hook: ConnectHook | None = None
     tenant: Tenant | None = None  # a virtual cluster: its names prefixed upstream (tenant.py)
+    sni: SniPattern | None = None  # SNI routing: the node is the one the TLS server name names
     upstream_tls: ssl.SSLContext | None = None
     logs: LogLimit = field(default_factory=LogLimit)
     connections: set[ClientConnection] = field(default_factory=set)
@@ -110,6 +112,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=self.shared.buffer_bytes)
         transport.pause_reading()  # until the upstream connection is up
         self.shared.connections.add(self)
+        if self.shared.sni is not None and self.node_id is None:
+            self.node_id = self.shared.sni.node_id(server_name(transport.get_extra_info("ssl_object")))
         hook = self.shared.connect_hook
         if hook is not None and not hook(self.node_id, self.peer):  # a fault rule cuts this node off
             self.close()
