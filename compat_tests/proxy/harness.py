@@ -122,6 +122,7 @@ class ProxyThread:
             response_hook = response_hook or self.admin.intercept.response
         self.request_hook = request_hook
         self.response_hook = response_hook
+        self.connect_hook = self.admin.intercept.connect if self.admin is not None else None
         self.server: ProxyServer | None = None
         self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="kcompat-proxy", daemon=True)
@@ -135,7 +136,12 @@ class ProxyThread:
 
     def start(self) -> ProxyThread:
         self._thread.start()
-        self.server = ProxyServer(self.config, request_hook=self.request_hook, response_hook=self._answered)
+        self.server = ProxyServer(
+            self.config,
+            request_hook=self.request_hook,
+            response_hook=self._answered,
+            connect_hook=self.connect_hook,
+        )
         asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
         if self.admin is not None:
             self.call(self.admin.start())

@@ -7,6 +7,7 @@ each test clears what it set.
 from __future__ import annotations
 
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from support import kafka_tool
 
 from compat_tests.crash.wire_client import produce_body
 from compat_tests.proxy.checks import closed_after, raw_frames
@@ -208,3 +210,119 @@ def _lists(faults: Faults) -> bool:
         return faults.list() == []
     except OSError:
         return False
+
+
+# -- the faults that make the proxy wait: delay, blackhole, throttle, partition ------------------
+
+
+def _metadata(correlation: int) -> bytes:
+    return encode_request(3, 12, correlation, {"topics": None})
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_delay_holds_the_answer_and_the_ones_behind_it(
+    proxy: ProxyThread, faults: Faults, when: str
+) -> None:
+    topic = topic_name()
+    rule = faults.add("delay", api="Produce", topic=topic, delay_ms=600, when=when, trigger="once")
+    frames = [_metadata(1), encode_request(0, 9, 2, produce_body(topic, b"held")), _metadata(3)]
+    started = time.monotonic()
+    answers = raw_frames(proxy.node_port(1), frames, 3)
+    took = time.monotonic() - started
+    assert [struct.unpack_from(">i", a)[0] for a in answers] == [1, 2, 3]
+    assert took >= 0.6, took
+    held = decode_response(0, 9, answers[1])[1].responses[0].partition_responses[0]
+    assert held.error_code == 0
+    assert faults.fired(rule) == 1
+
+
+def test_a_blackhole_swallows_the_request_and_keeps_the_connection(
+    broker: Broker, proxy: ProxyThread, faults: Faults
+) -> None:
+    topic = topic_name()
+    assert produce(proxy.bootstrap, topic, 1) == [(0, "v0")]
+    rule = faults.add("blackhole", api="Produce", topic=topic, trigger="once")
+    with socket.create_connection((HOST, proxy.node_port(1)), timeout=1.5) as s:
+        s.sendall(encode_request(0, 9, 1, produce_body(topic, b"swallowed")) + _metadata(2))
+        with pytest.raises(TimeoutError):  # no answer, the Metadata one waits behind it; not closed
+            s.recv(1)
+    assert faults.fired(rule) == 1
+    assert consume(broker.bootstrap, topic, 1) == [(0, "v0")]  # before: it never reached the upstream
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_confluent_recovers_from_a_blackholed_produce_without_loss(
+    broker: Broker, proxy: ProxyThread, faults: Faults, when: str
+) -> None:
+    """Before: the request never goes on; after: it is written and its answer lost. Either way
+    the producer times out, reconnects and retries; idempotence keeps each record once."""
+    topic = topic_name()
+    rule = faults.add("blackhole", api="Produce", topic=topic, when=when, trigger={"nth": 3})
+    started = time.monotonic()
+    acked = produce(proxy.bootstrap, topic, 8, **{"enable.idempotence": True, "socket.timeout.ms": 2000})
+    assert time.monotonic() - started >= 2.0  # one request timed out
+    assert faults.fired(rule) == 1
+    expected = [(i, f"v{i}") for i in range(8)]
+    assert sorted(acked) == expected
+    assert consume(broker.bootstrap, topic, 8) == expected
+
+
+def test_a_throttle_paces_fetch_answers_and_loses_nothing(
+    broker: Broker, proxy: ProxyThread, faults: Faults
+) -> None:
+    topic = topic_name()
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(60):
+        p.produce(topic, value=f"{i:04d}".ljust(2000, "x"), partition=0)
+    assert p.flush(30) == 0
+    rule = faults.add("throttle", api="Fetch", bytes_per_second=40_000)
+    started = time.monotonic()
+    got = consume(proxy.bootstrap, topic, 60)
+    took = time.monotonic() - started
+    assert [offset for offset, _ in got] == list(range(60))
+    assert took >= 2.5, took  # 60 x 2 KB at 40 KB/s: 3 s
+    assert faults.fired(rule) >= 1
+
+
+def test_a_partition_cuts_the_node_off_until_cleared(
+    broker: Broker, proxy: ProxyThread, faults: Faults
+) -> None:
+    topic = topic_name()
+    rule = faults.add("partition", broker=1, peer=HOST)
+    assert closed_after(proxy.node_port(1), _metadata(1))  # refused: closed before any answer
+    assert len(raw_frames(proxy.bootstrap_port, [_metadata(1)], 1)) == 1  # the bootstrap still serves
+    acked: list[int] = []
+    p = Producer({"bootstrap.servers": proxy.bootstrap, "linger.ms": 0, "enable.idempotence": True,
+                  "message.timeout.ms": 60000})  # fmt: skip
+    for i in range(10):
+        p.produce(topic, value=f"v{i}", partition=0, on_delivery=lambda e, m: acked.append(m.offset()))
+    p.flush(3)
+    assert acked == []  # node 1 is cut off: nothing can be written
+    fired = faults.fired(rule)
+    assert fired >= 2
+    faults.clear()
+    assert p.flush(30) == 0
+    assert sorted(acked) == list(range(10))
+    assert consume(broker.bootstrap, topic, 10) == [(i, f"v{i}") for i in range(10)]
+
+
+def test_java_clients_recover_from_blackhole_and_delay(
+    broker: Broker, proxy: ProxyThread, faults: Faults
+) -> None:
+    """Java 4.3.1's console producer loses a Produce answer (served upstream, never sent on) and
+    retries; its console consumer reads through delayed Fetch answers: every line once."""
+    topic = topic_name()
+    # Java's Produce v13 names the topic by id, which the proxy cannot resolve: match the client
+    lost = faults.add("blackhole", api="Produce", client_id=topic, when="after", trigger="once")
+    slow = faults.add("delay", api="Fetch", delay_ms=100, when="after")
+    lines = [f"java-{i}" for i in range(20)]
+    kafka_tool("kafka-console-producer", "--bootstrap-server", proxy.bootstrap, "--topic", topic,
+               "--command-property", "request.timeout.ms=3000", "--command-property", f"client.id={topic}",
+               input="\n".join(lines) + "\n")  # fmt: skip
+    assert faults.fired(lost) == 1
+    out = kafka_tool("kafka-console-consumer", "--bootstrap-server", proxy.bootstrap, "--topic", topic,
+                     "--group", f"g-{topic}", "--from-beginning", "--max-messages", "20",
+                     "--timeout-ms", "60000").stdout  # fmt: skip
+    assert sorted(out.split()) == sorted(lines)
+    assert faults.fired(slow) >= 1
+    assert sorted(v for _, v in consume(broker.bootstrap, topic, 20)) == sorted(lines)  # once each

@@ -160,3 +160,39 @@ def test_broker_restart_under_the_clients(kafka_node: RestartableKafka, proxy: P
     got = confluent_consume(proxy.bootstrap, topic, unique("g-restart"), 40)
     assert sorted(got) == sorted(acked)
     assert_no_upstream_address(proxy, upstream_ports(kafka_node))
+
+
+def test_faults_on_the_proxy_in_front_of_kafka(kafka_node: RestartableKafka) -> None:
+    """The waiting faults in front of Apache Kafka: a Produce answer black-holed after Kafka wrote
+    it, the next Produce held, Fetch answers throttled; the idempotent producer's retry is not
+    written twice and the consumer reads every record once."""
+    from kcompat.fault_client import Faults
+
+    with ProxyThread(kafka_node.bootstrap, **{"proxy.admin.listener": f"{HOST}:0"}) as faulty:
+        assert faulty.admin_url is not None
+        faults = Faults(faulty.admin_url)
+        topic = unique("proxy-kafka-faults")
+        lost = faults.add("blackhole", api="Produce", topic=topic, when="after", trigger={"nth": 2})
+        held = faults.add("delay", api="Produce", topic=topic, delay_ms=500, trigger={"nth": 4})
+        paced = faults.add("throttle", api="Fetch", bytes_per_second=200_000)
+        values = [f"f-{i}" for i in range(12)]
+        import confluent_kafka
+
+        producer = confluent_kafka.Producer({"bootstrap.servers": faulty.bootstrap, "acks": "all",
+                                             "enable.idempotence": True, "linger.ms": 0,
+                                             "socket.timeout.ms": 3000})  # fmt: skip
+        acked: list[str] = []
+        started = time.monotonic()
+        for v in values:  # one Produce each
+            producer.produce(topic, v.encode(), on_delivery=lambda e, m: acked.append(m.value().decode()))
+            assert producer.flush(30) == 0
+        assert acked == values
+        assert time.monotonic() - started >= 3.0  # the lost answer's request timed out
+        assert (faults.fired(lost), faults.fired(held)) == (1, 1)
+        got = confluent_consume(faulty.bootstrap, topic, unique("g-faults"), 12)
+        assert faults.fired(paced) >= 1
+        assert sorted(got) == sorted(values)
+        assert sorted(confluent_consume(kafka_node.bootstrap, topic, unique("g-direct"), 12)) == sorted(
+            values
+        )
+        assert_no_upstream_address(faulty, upstream_ports(kafka_node))

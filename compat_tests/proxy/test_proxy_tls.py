@@ -9,7 +9,9 @@ hook (a closed connection for that client only) and of `kcompat proxy` as a proc
 from __future__ import annotations
 
 import signal
+import socket
 import ssl
+import struct
 import subprocess
 import sys
 import time
@@ -32,7 +34,7 @@ from compat_tests.proxy.checks import (
 from compat_tests.proxy.harness import HOST, ProxyThread, free_port_base
 from kcompat.proxy.hooks import CloseConnection, Exchange
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
-from kcompat.wire.protocol import encode_request
+from kcompat.wire.protocol import decode_response, encode_request
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -217,3 +219,52 @@ def roundtrip_plain(bootstrap: str) -> None:
     topic = unique("proxy-cmd")
     confluent_produce(bootstrap, topic, ["a", "b", "c"])
     assert sorted(confluent_consume(bootstrap, topic, unique("g"), 3)) == ["a", "b", "c"]
+
+
+def test_sni_routing_on_one_tls_port(broker: Broker, tmp_path: Path) -> None:
+    """proxy.sni.host.pattern: every node on the bootstrap port, advertised as
+    broker-<id>.kcompat.test; Java 4.3.1's console producer and consumer resolve those names from a
+    hosts file, check the wildcard certificate's names and reach node 1 by its TLS server name."""
+    from support import QUICK_JVM, kafka_tool
+
+    ca = trustme.CA()
+    (tmp_path / "ca.pem").write_bytes(ca.cert_pem.bytes())
+    ca.issue_cert("*.kcompat.test").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "sni.pem"))
+    settings = {"proxy.client.security.protocol": "SSL", "ssl.keystore.location": str(tmp_path / "sni.pem"),
+                "proxy.sni.host.pattern": "broker-$(nodeId).kcompat.test"}  # fmt: skip
+    with ProxyThread(broker.bootstrap, **settings) as proxy:
+        port = proxy.bootstrap_port
+        tls = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        with (
+            socket.create_connection((HOST, port)) as raw,
+            tls.wrap_socket(raw, server_hostname="bootstrap.kcompat.test") as s,
+        ):
+            s.sendall(encode_request(3, 12, 1, {"topics": None, "allow_auto_topic_creation": False}))
+            answer = b""
+            while len(answer) < 4 or len(answer) < 4 + struct.unpack_from(">i", answer)[0]:
+                chunk = s.recv(65536)
+                assert chunk, "closed"
+                answer += chunk
+            answer = answer[4:]
+        brokers = {(b.node_id, b.host, b.port) for b in decode_response(3, 12, answer)[1].brokers}
+        assert brokers == {(1, "broker-1.kcompat.test", port)}
+        assert proxy.server is not None and len(proxy.server._servers) == 1  # no per-node listener
+        hosts = tmp_path / "hosts"
+        hosts.write_text("127.0.0.1 bootstrap.kcompat.test broker-1.kcompat.test\n")
+        jvm = [*QUICK_JVM, f"-Djdk.net.hosts.file={hosts}"]
+        client = [
+            "security.protocol=SSL",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={tmp_path / 'ca.pem'}",
+        ]
+        props = [arg for p in client for arg in ("--command-property", p)]
+        topic, bootstrap = unique("sni"), f"bootstrap.kcompat.test:{port}"
+        lines = [f"sni-{i}" for i in range(10)]
+        kafka_tool("kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic, *props,
+                   input="\n".join(lines) + "\n", jvm_opts=jvm)  # fmt: skip
+        out = kafka_tool("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, *props,
+                         "--from-beginning", "--max-messages", "10", "--timeout-ms", "60000", jvm_opts=jvm).stdout  # fmt: skip
+        assert sorted(out.split()) == sorted(lines)
+        assert proxy.capture.by_api[0] > 0 and proxy.capture.by_api[1] > 0  # Produce and Fetch through it
+        seen = {(h, p) for h, p in proxy.capture.seen() if h and p > 0}  # ("", 0): an error's no-node
+        assert seen and all(h == "broker-1.kcompat.test" and p == port for h, p in seen), seen

@@ -6,12 +6,15 @@
     proxy.node.port.base               node n is served on port base + n
     proxy.advertised.host              the host put in every rewritten answer
     proxy.admin.listener               host:port of the /faults and /captures HTTP API (optional)
+    proxy.virtual.clusters             names of virtual clusters (tenants), each with its own
+                                       proxy.virtual.cluster.NAME.{bootstrap.listener,node.port.base,prefix}
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +154,26 @@ PROXY_CONFIGS: dict[str, ConfigDef] = table(
             LOW,
         ),
         prop(
+            "proxy.sni.host.pattern",
+            STRING,
+            None,
+            "SNI routing: every node on the bootstrap listener's port, advertised as this host name with "
+            "$(nodeId) replaced by the node id (e.g. broker-$(nodeId).example.com); the TLS server name a "
+            "client asks for picks the node. Needs proxy.client.security.protocol=SSL (default: port routing).",
+            MEDIUM,
+            Check(lambda v: v is None or v.count("$(nodeId)") == 1, "a host name with $(nodeId) once"),
+        ),
+        prop(
+            "proxy.virtual.clusters",
+            LIST,
+            [],
+            "Names of virtual clusters (tenants) served by this proxy, each on its own listeners "
+            "(proxy.virtual.cluster.NAME.bootstrap.listener, .node.port.base) with its topics, groups and "
+            "transactional ids under its own prefix upstream (.prefix, default NAME.); when set, "
+            "proxy.bootstrap.listener is not served.",
+            MEDIUM,
+        ),
+        prop(
             "socket.request.max.bytes",
             INT,
             104857600,
@@ -162,6 +185,18 @@ PROXY_CONFIGS: dict[str, ConfigDef] = table(
 )
 
 
+_VC = "proxy.virtual.cluster."
+_VC_KEYS = ("bootstrap.listener", "node.port.base", "prefix")
+
+
+@dataclass(frozen=True)
+class VirtualCluster:
+    name: str
+    bootstrap_listener: str
+    node_port_base: int
+    prefix: str
+
+
 class ProxyConfig(TypedAttributes):
     """The proxy's typed settings; `ProxyConfig(props)` or `load_proxy_config(...)`."""
 
@@ -171,7 +206,12 @@ class ProxyConfig(TypedAttributes):
         self._values: dict[str, Any] = {}
         self.unknown: dict[str, str] = {}
         self.security_props: dict[str, str] = {}  # ssl.*, listener.name.proxy.*: the client side's TLS
+        self.raw = dict(props or {})
+        vc_props: dict[str, str] = {}
         for key, raw in (props or {}).items():
+            if key.startswith(_VC):
+                vc_props[key] = raw
+                continue
             definition = PROXY_CONFIGS.get(key)
             if definition is None and is_security_key(key):
                 self.security_props[key] = raw
@@ -192,6 +232,19 @@ class ProxyConfig(TypedAttributes):
                 "proxy.node.port.base + proxy.node.id.max is over 65535: lower either",
                 key="proxy.node.id.max",
             )
+        if self.get("proxy.sni.host.pattern") and self.get("proxy.client.security.protocol") != "SSL":
+            raise ConfigError(
+                "proxy.sni.host.pattern needs proxy.client.security.protocol=SSL (the node is read from TLS)",
+                key="proxy.sni.host.pattern",
+            )
+        self.virtual_clusters = _virtual_clusters(self.get("proxy.virtual.clusters"), vc_props)
+
+    def for_virtual_cluster(self, vc: VirtualCluster) -> ProxyConfig:
+        """This configuration with the virtual cluster's listeners."""
+        own = {k: v for k, v in self.raw.items() if not k.startswith(_VC) and k != "proxy.virtual.clusters"}
+        own["proxy.bootstrap.listener"] = vc.bootstrap_listener
+        own["proxy.node.port.base"] = str(vc.node_port_base)
+        return ProxyConfig(own)
 
     def get(self, name: str) -> Any:
         if name in self._values:
@@ -209,6 +262,36 @@ class ProxyConfig(TypedAttributes):
     @property
     def advertised_host(self) -> str:
         return str(self.get("proxy.advertised.host") or self.bootstrap[0])
+
+
+def _virtual_clusters(names: list[str], props: dict[str, str]) -> list[VirtualCluster]:
+    out: list[VirtualCluster] = []
+    for key in props:
+        name, _, setting = key[len(_VC) :].partition(".")
+        if name not in names or setting not in _VC_KEYS:
+            raise ConfigError(
+                f"{key}: not a setting of a virtual cluster named in proxy.virtual.clusters "
+                f"(proxy.virtual.cluster.NAME.{{{','.join(_VC_KEYS)}}})",
+                key=key,
+            )
+    prefixes: dict[str, str] = {}
+    for name in names:
+        listener, base, prefix = (props.get(f"{_VC}{name}.{k}") for k in _VC_KEYS)
+        if listener is None or not _host_port(listener):
+            raise ConfigError(f"{_VC}{name}.bootstrap.listener: a host:port is required", key=f"{_VC}{name}")
+        if base is None or not base.isdigit() or not 1 <= int(base) <= 65535:
+            raise ConfigError(f"{_VC}{name}.node.port.base: a port is required", key=f"{_VC}{name}")
+        prefix = f"{name}." if prefix is None else prefix
+        other = next((n for n, p in prefixes.items() if p.startswith(prefix) or prefix.startswith(p)), None)
+        if not prefix or other is not None:
+            raise ConfigError(
+                f"{_VC}{name}.prefix: {prefix!r} must be non-empty and not overlap virtual cluster {other}'s "
+                "(one tenant's names would be another's)",
+                key=f"{_VC}{name}.prefix",
+            )
+        prefixes[name] = prefix
+        out.append(VirtualCluster(name, listener, int(base), prefix))
+    return out
 
 
 def split_host_port(text: str) -> tuple[str, int]:

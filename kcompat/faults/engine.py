@@ -75,8 +75,12 @@ class FaultEngine:
             for rule_id, s in self.rules.items()
         ]
 
-    def decide(self, facts: RequestFacts) -> Verdict | None:
+    def decide(self, facts: RequestFacts, kinds: frozenset[str] | None = None) -> Verdict | None:
+        """The rule that decides this request; `kinds`: consult only rules of these actions (the
+        proxy asks about a new connection with facts that name no request)."""
         for rule_id, s in self.rules.items():
+            if kinds is not None and s.rule.action.kind not in kinds:
+                continue
             if s.spent or not matches(s.rule.match, facts):
                 continue
             s.seen += 1

@@ -3,7 +3,8 @@
 over the engines the proxy's hooks consult (intercept.py). No console and no /metrics here.
 
     admin = proxy_admin(config)        # None without proxy.admin.listener: the proxy has no hooks
-    ProxyServer(config, request_hook=admin.intercept.request, response_hook=admin.intercept.response)
+    ProxyServer(config, request_hook=admin.intercept.request, response_hook=admin.intercept.response,
+                connect_hook=admin.intercept.connect)
     await admin.start(); admin.url; await admin.close()
 """
 

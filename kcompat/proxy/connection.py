@@ -9,6 +9,11 @@ codec, and a request newer than the proxy's ApiVersions is answered here, in its
 
 Backpressure both ways: when one side's transport holds proxy.buffer.bytes unsent, the proxy
 stops reading the other side until it drains (asyncio's pause_writing/resume_writing).
+
+Hooks may hold a request (HoldRequest: relayed later, or never) or an answer (HoldAnswer: sent
+later, or never), which is how fault rules delay, black-hole and throttle: held requests wait in
+an outbox, in order, and answers leave in request order, each when its time has come, so one
+held answer holds the ones after it (as a broker's would). Timers do the waiting, never the hook.
 """
 
 from __future__ import annotations
@@ -24,13 +29,24 @@ from typing import Any, cast
 
 from kcompat.proxy.api_versions import rewrite_api_versions, too_new, unsupported_answer
 from kcompat.proxy.frames import PRODUCE_KEY, Pending, produce_acks, rewrite_answer
-from kcompat.proxy.hooks import AnswerNow, CloseConnection, Exchange, RequestHook, ResponseHook
+from kcompat.proxy.hooks import (
+    AnswerNow,
+    CloseConnection,
+    ConnectHook,
+    Exchange,
+    HoldAnswer,
+    HoldRequest,
+    RequestHook,
+    ResponseHook,
+)
 from kcompat.proxy.log_limit import LogLimit
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.sni import SniPattern, server_name
+from kcompat.proxy.tenant import Refused, Tenant, refused_answer
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError
 from kcompat.wire.messages import APIS
-from kcompat.wire.protocol import API_VERSIONS_KEY, peek_header
+from kcompat.wire.protocol import API_VERSIONS_KEY, UnsupportedRequest, peek_header
 
 log = logging.getLogger("kcompat.proxy")
 _SIZE = struct.Struct(">i")
@@ -48,6 +64,9 @@ class Shared:
     connect_timeout: float
     request_hook: RequestHook | None = None
     response_hook: ResponseHook | None = None
+    connect_hook: ConnectHook | None = None
+    tenant: Tenant | None = None  # a virtual cluster: its names prefixed upstream (tenant.py)
+    sni: SniPattern | None = None  # SNI routing: the node is the one the TLS server name names
     upstream_tls: ssl.SSLContext | None = None
     logs: LogLimit = field(default_factory=LogLimit)
     connections: set[ClientConnection] = field(default_factory=set)
@@ -59,7 +78,9 @@ class Shared:
 class _Waiting:
     pending: Pending
     exchange: Exchange
-    local: Sequence[Any] | None = None  # an answer the proxy gives itself, sent in its turn
+    chunks: Sequence[Any] | None = None  # the answer, once known (the upstream's or the proxy's own)
+    due: float = 0.0  # the loop time it may leave at (0: as soon as its turn comes)
+    never: bool = False  # black-holed: never sent, and the answers after it wait behind it
 
 
 class ClientConnection(asyncio.BufferedProtocol):
@@ -72,9 +93,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamSide | None = None
         self._reader = FrameReader(shared.max_request)
-        self._waiting: deque[_Waiting] = deque()
+        self._waiting: deque[_Waiting] = deque()  # every answer owed, in request order
+        self._inflight: deque[_Waiting] = deque()  # those the upstream owes, in the order sent
+        self._outbox: deque[tuple[float, bytes | bytearray]] = deque()  # held requests (due, frame)
+        self._outbox_bytes = 0
+        self._timers: dict[str, asyncio.TimerHandle] = {}
         self._closed = False
         self._upstream_full = False
+        self._held_full = False  # the outbox holds proxy.buffer.bytes: the client is not read
         self._connecting: asyncio.Task[None] | None = None
 
     # -- client side ------------------------------------------------------------------------------
@@ -86,6 +112,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=self.shared.buffer_bytes)
         transport.pause_reading()  # until the upstream connection is up
         self.shared.connections.add(self)
+        if self.shared.sni is not None and self.node_id is None:
+            self.node_id = self.shared.sni.node_id(server_name(transport.get_extra_info("ssl_object")))
+        hook = self.shared.connect_hook
+        if hook is not None and not hook(self.node_id, self.peer):  # a fault rule cuts this node off
+            self.close()
+            return
         self._connecting = asyncio.get_running_loop().create_task(self._connect())
 
     async def _connect(self) -> None:
@@ -171,6 +203,9 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         if self._connecting is not None and not self._connecting.done():
             self._connecting.cancel()
         if self.transport is not None:
@@ -183,7 +218,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.close()
 
     def _resume_client(self) -> None:
-        if self.transport is not None and not self._closed and not self._upstream_full:
+        if self.transport is not None and not self._closed and not (self._upstream_full or self._held_full):
             self.transport.resume_reading()
 
     # -- requests ---------------------------------------------------------------------------------
@@ -197,55 +232,128 @@ class ClientConnection(asyncio.BufferedProtocol):
             )
             return
         exchange = Exchange(self.id, self.peer, self.node_id, key, version, correlation)
-        if self.shared.request_hook is not None:
-            try:
-                replaced = self.shared.request_hook(exchange, frame)
-            except CloseConnection:
-                self.close()
-                return
-            except AnswerNow as answer:
-                self._waiting.append(_Waiting(Pending(key, version, correlation), exchange, answer.chunks))
-                self._flush_local()
-                return
-            except Exception:  # a bug in the hook: this client only
-                log.exception("the proxy's request hook failed: closing the connection from %s", self.peer[0])
-                self.close()
-                return
-            if replaced is not None:
-                frame = replaced
         pending = Pending(key, version, correlation)
+        hold: float | None = 0.0
+        if self.shared.request_hook is not None:
+            hooked = self._request_hook(frame, pending, exchange)
+            if hooked is None:
+                return
+            frame, hold = hooked
+        if self.shared.tenant is not None:
+            renamed = self._tenant_request(frame, pending, exchange)
+            if renamed is None:
+                return
+            frame = renamed
         if key == API_VERSIONS_KEY and too_new(version):
-            self._waiting.append(_Waiting(pending, exchange, unsupported_answer(correlation)))
-            self._flush_local()
+            self._answer_here(_Waiting(pending, exchange), unsupported_answer(correlation))
             return
+        answered = True
         if key == PRODUCE_KEY and pending.known:
             try:
-                acks = produce_acks(frame, version)
+                answered = produce_acks(frame, version) != 0  # acks=0: Kafka sends no answer
             except DecodeError:
                 self.fail("bad-produce", f"closing the connection from {self.peer[0]}: an unreadable Produce")
                 return
-            if acks == 0:  # Kafka sends no answer: none is awaited
-                self._send_upstream(frame)
-                return
         if key not in APIS:
             self.shared.logs.info(log, f"unknown-key:{key}", f"relaying unknown API key {key} opaquely")
-        self._waiting.append(_Waiting(pending, exchange))
-        self._send_upstream(frame)
+        if hold is None:  # swallowed: never relayed, never answered
+            if answered:
+                self._waiting.append(_Waiting(pending, exchange, never=True))
+            return
+        if answered:
+            waiting = _Waiting(pending, exchange)
+            self._waiting.append(waiting)
+            self._inflight.append(waiting)
+        self._send_upstream(frame, hold)
 
-    def _send_upstream(self, frame: bytes | bytearray) -> None:
+    def _request_hook(
+        self, frame: bytes | bytearray, pending: Pending, exchange: Exchange
+    ) -> tuple[bytes | bytearray, float | None] | None:
+        """The frame to relay and how long to hold it (None: never); None: answered or closed here."""
+        assert self.shared.request_hook is not None
+        try:
+            replaced = self.shared.request_hook(exchange, frame)
+        except CloseConnection:
+            self.close()
+            return None
+        except AnswerNow as answer:
+            self._answer_here(_Waiting(pending, exchange), answer.chunks)
+            return None
+        except HoldRequest as held:
+            return frame, held.delay
+        except Exception:  # a bug in the hook: this client only
+            log.exception("the proxy's request hook failed: closing the connection from %s", self.peer[0])
+            self.close()
+            return None
+        return (frame if replaced is None else replaced), 0.0
+
+    def _tenant_request(
+        self, frame: bytes | bytearray, pending: Pending, exchange: Exchange
+    ) -> bytes | bytearray | None:
+        """The request in the upstream's names; None: answered or closed here."""
+        tenant = self.shared.tenant
+        assert tenant is not None
+        try:
+            return tenant.request(frame)
+        except Refused as refused:
+            answer = refused_answer(refused, frame)
+            if answer is not None:
+                self._answer_here(_Waiting(pending, exchange), answer)
+                return None
+            why = refused.why
+        except (DecodeError, UnsupportedRequest):
+            why = "a request that cannot be read, so its names cannot be rewritten"
+        self.fail(
+            f"tenant:{pending.api_key}",
+            f"virtual cluster {tenant.name}: closing the connection from {self.peer[0]}, which sent "
+            f"{why} (API key {pending.api_key} v{pending.api_version}); a virtual cluster does not relay it",
+        )
+        return None
+
+    def _send_upstream(self, frame: bytes | bytearray, hold: float = 0.0) -> None:
         assert self.upstream is not None  # the client is not read before the upstream is up
-        self.upstream.write([_SIZE.pack(len(frame)), frame])
+        if hold <= 0 and not self._outbox:
+            self.upstream.write([_SIZE.pack(len(frame)), frame])
+            return
+        # held, or behind a held one: requests reach the upstream in the order the client sent them
+        self._outbox.append((asyncio.get_running_loop().time() + hold, frame))
+        self._outbox_bytes += len(frame)
+        if self._outbox_bytes > self.shared.buffer_bytes and not self._held_full:
+            self._held_full = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+        self._send_due()
+
+    def _send_due(self) -> None:
+        if self._closed or self.upstream is None:
+            return
+        now = asyncio.get_running_loop().time()
+        while self._outbox and self._outbox[0][0] <= now:
+            _, frame = self._outbox.popleft()
+            self._outbox_bytes -= len(frame)
+            self.upstream.write([_SIZE.pack(len(frame)), frame])
+        if self._outbox:
+            self._wake("outbox", self._outbox[0][0], self._send_due)
+        if self._held_full and self._outbox_bytes <= self.shared.buffer_bytes:
+            self._held_full = False
+            self._resume_client()
+
+    def _wake(self, name: str, when: float, callback: Callable[[], None]) -> None:
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+        self._timers[name] = asyncio.get_running_loop().call_at(when, callback)
 
     # -- answers ----------------------------------------------------------------------------------
 
     def answer(self, frame: bytes | bytearray) -> None:
         """An answer frame (no size prefix) from the upstream."""
-        if not self._waiting or len(frame) < 4:
+        if not self._inflight or len(frame) < 4:
             self.fail(
                 "unasked", f"the upstream for {self.peer[0]} sent an answer nobody asked for: closing it"
             )
             return
-        waiting = self._waiting.popleft()
+        waiting = self._inflight.popleft()
         pending = waiting.pending
         correlation = _SIZE.unpack_from(frame)[0]
         if correlation != pending.correlation_id:
@@ -260,7 +368,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 chunks = rewrite_api_versions(pending.api_version, frame) or [_SIZE.pack(len(frame)), frame]
             else:
                 chunks, _ = rewrite_answer(
-                    pending, frame, self.shared.nodes.endpoint, self.shared.nodes.learn
+                    pending, frame, self.shared.nodes.endpoint, self.shared.nodes.learn, self.shared.tenant
                 )
         except DecodeError as e:
             spec = APIS.get(pending.api_key)
@@ -275,22 +383,27 @@ class ClientConnection(asyncio.BufferedProtocol):
             )
             self.close()
             return
-        self._write(waiting.exchange, chunks)
-        self._flush_local()
+        self._ready(waiting, chunks)
 
-    def _flush_local(self) -> None:
-        while self._waiting and self._waiting[0].local is not None:
-            waiting = self._waiting.popleft()
-            assert waiting.local is not None
-            self._write(waiting.exchange, waiting.local)
+    def _answer_here(self, waiting: _Waiting, chunks: Sequence[Any]) -> None:
+        """An answer the proxy gives itself, sent in its turn."""
+        self._waiting.append(waiting)
+        self._ready(waiting, chunks)
 
-    def _write(self, exchange: Exchange, chunks: Sequence[Any]) -> None:
+    def _ready(self, waiting: _Waiting, chunks: Sequence[Any]) -> None:
+        """The answer is known: the response hook sees it now; it leaves in its turn (_flush)."""
         if self.shared.response_hook is not None:
             try:
-                replaced = self.shared.response_hook(exchange, chunks)
+                replaced = self.shared.response_hook(waiting.exchange, chunks)
             except CloseConnection:
                 self.close()
                 return
+            except HoldAnswer as held:
+                replaced = None
+                if held.delay is None:
+                    waiting.never = True
+                else:
+                    waiting.due = asyncio.get_running_loop().time() + held.delay
             except Exception:  # a bug in the hook: this client only
                 log.exception(
                     "the proxy's response hook failed: closing the connection from %s", self.peer[0]
@@ -299,8 +412,21 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return
             if replaced is not None:
                 chunks = replaced
-        if self.transport is not None and not self._closed:
-            self.transport.writelines(chunks)
+        waiting.chunks = chunks
+        self._flush()
+
+    def _flush(self) -> None:
+        """Send the answers at the head whose time has come, in request order."""
+        while self._waiting and not self._closed:
+            head = self._waiting[0]
+            if head.chunks is None or head.never:
+                return
+            if head.due and head.due > asyncio.get_running_loop().time():
+                self._wake("answers", head.due, self._flush)
+                return
+            self._waiting.popleft()
+            if self.transport is not None:
+                self.transport.writelines(head.chunks)
 
     # -- upstream backpressure ----------------------------------------------------------------------
 

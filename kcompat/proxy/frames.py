@@ -10,6 +10,7 @@ from typing import Any
 
 from kcompat.proxy.node_fields import must_decode
 from kcompat.proxy.rewrite import Endpoint, Learn, rewrite_nodes
+from kcompat.proxy.tenant import Tenant
 from kcompat.wire.messages import APIS
 from kcompat.wire.primitives import Reader
 from kcompat.wire.protocol import (
@@ -57,12 +58,20 @@ def produce_acks(frame: bytes | bytearray | memoryview, api_version: int) -> int
 
 
 def rewrite_answer(
-    pending: Pending, frame: bytes | bytearray | memoryview, endpoint: Endpoint, learn: Learn
+    pending: Pending,
+    frame: bytes | bytearray | memoryview,
+    endpoint: Endpoint,
+    learn: Learn,
+    tenant: Tenant | None = None,
 ) -> tuple[list[Any], Any]:
-    """The answer as chunks to send (rewritten when it names nodes, else the frame as received
-    with its size prefix) and its decoded body (None when relayed as bytes)."""
-    if not pending.known or not must_decode(pending.api_key, pending.api_version):
+    """The answer as chunks to send (rewritten when it names nodes, or a virtual cluster's names;
+    else the frame as received with its size prefix) and its decoded body (None: relayed as bytes)."""
+    key, version = pending.api_key, pending.api_version
+    names = tenant is not None and pending.known and tenant.decodes_answer(key, version)
+    if not pending.known or not (names or must_decode(key, version)):
         return [_SIZE.pack(len(frame)), frame], None
-    correlation, body = decode_response(pending.api_key, pending.api_version, frame)
-    rewrite_nodes(pending.api_key, body, endpoint, learn)
+    correlation, body = decode_response(key, version, frame)
+    rewrite_nodes(key, body, endpoint, learn)
+    if tenant is not None and names:
+        tenant.answer(key, version, body)
     return encode_response(pending.api_key, pending.api_version, correlation, body), body

@@ -2,20 +2,24 @@
 kcompat/capture, the same as `kcompat serve`'s).
 
     intercept = Intercept(FaultEngine(), CaptureEngine(log_dir))
-    ProxyServer(config, request_hook=intercept.request, response_hook=intercept.response)
+    ProxyServer(config, request_hook=intercept.request, response_hook=intercept.response,
+                connect_hook=intercept.connect)
 
 A rule's or a capture's `broker` is the upstream node the request goes to (-1: the bootstrap
 listener). A request is decoded once, and only while a rule is set or a capture wants its API.
-Hooks run on the event loop and may not wait, so the proxy applies the faults that need no
-waiting: an error answered by the proxy itself (nothing goes upstream), drop (before or after the
-request was served), duplicate and corrupt. A rule that would make the proxy wait (delay,
-blackhole, partition, throttle) is logged once and not applied: set those on `kcompat serve`.
-A capture sees what the client got, an injected answer included.
+Every action applies: error is answered by the proxy itself (nothing goes upstream); drop closes
+the connection (before the request goes on, or once its answer came back); delay holds the
+request (before) or its answer (after); blackhole swallows the request (before: never relayed)
+or its answer (after: served upstream, never sent on), the connection kept; throttle holds each
+answer for its size at the rule's rate; duplicate and corrupt change the answer; partition cuts
+the client off the node: a matching request closes its connection, and a new connection to that
+node from a matching peer is refused while the rule holds. Hooks never wait themselves: they
+raise HoldRequest/HoldAnswer and the connection's timers hold. A capture sees what the client
+got, an injected answer included (a black-holed one: nothing).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,14 +31,12 @@ from kcompat.capture import Exchange as Observed
 from kcompat.capture.bodies import frame_bytes
 from kcompat.faults import FaultEngine, RequestFacts, Verdict, corrupt, duplicate, error_response
 from kcompat.faults.rules import AFTER
-from kcompat.proxy.hooks import AnswerNow, CloseConnection, Exchange
-from kcompat.proxy.log_limit import LogLimit
+from kcompat.proxy.hooks import AnswerNow, CloseConnection, Exchange, HoldAnswer, HoldRequest
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.protocol import UnsupportedRequest, decode_request, decode_response, encode_response
 
-log = logging.getLogger("kcompat.proxy.faults")
 _PRODUCE = 0
-_ANSWER_FAULTS = ("drop", "duplicate", "corrupt")  # what the proxy does to an answer, unwaiting
+_CONNECT_KINDS = frozenset({"partition"})  # the rules a new connection is checked against
 Key = tuple[int, int]  # (connection id, correlation id)
 # Requests waiting for their answer, at most: a connection closed with requests in flight never
 # answers them, so the oldest entry goes once this many wait (far above any client's in-flight).
@@ -49,14 +51,23 @@ class _Started:
 
 
 class Intercept:
-    __slots__ = ("_after", "_capturing", "_logs", "captures", "faults")
+    __slots__ = ("_after", "_capturing", "captures", "faults")
 
     def __init__(self, faults: FaultEngine, captures: CaptureEngine) -> None:
         self.faults = faults
         self.captures = captures
         self._after: dict[Key, Verdict] = {}  # an after-rule to apply to the answer
         self._capturing: dict[Key, _Started] = {}  # a request a capture waits to see answered
-        self._logs = LogLimit()
+
+    # -- connections ------------------------------------------------------------------------------
+
+    def connect(self, node_id: int | None, client: tuple[str, int]) -> bool:
+        """False: a partition rule cuts this peer off this node (the connection is closed at once)."""
+        if not self.faults.armed:
+            return True
+        broker = -1 if node_id is None else node_id
+        facts = RequestFacts(-1, 0, None, peer=client[0], broker=broker)  # no request: no api, no names
+        return self.faults.decide(facts, _CONNECT_KINDS) is None
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -84,25 +95,25 @@ class Intercept:
         if verdict is None:
             return
         action = verdict.action
-        if action.when == AFTER and action.kind in _ANSWER_FAULTS:
+        if action.when == AFTER:  # acts on the answer: response() applies it
             _bounded(self._after)[_key(exchange)] = verdict
             return
-        if action.when != AFTER and action.kind == "drop":
+        kind = action.kind
+        if kind in ("drop", "partition"):
             raise CloseConnection
-        if action.when != AFTER and action.kind == "error":
-            body = facts.body
-            if exchange.api_key == _PRODUCE and (body is None or getattr(body, "acks", -1) == 0):
-                raise CloseConnection  # acks=0 has no answer to give (an unreadable one: no telling)
-            text = f"injected by kcompat fault rule {verdict.rule_id}"
-            answer = error_response(exchange.api_key, exchange.api_version, body, action.error, text)
-            raise AnswerNow(
-                encode_response(exchange.api_key, exchange.api_version, exchange.correlation_id, answer)
-            )
-        self._logs.info(
-            log,
-            f"waits:{verdict.rule_id}",
-            f"fault rule {verdict.rule_id} ({action.kind}) makes the answer wait, which the proxy does not "
-            "do: the request is relayed as usual; set this rule on kcompat serve instead",
+        if kind == "delay":
+            raise HoldRequest(action.delay_ms / 1000)
+        if kind == "blackhole":
+            self._capturing.pop(_key(exchange), None)  # the client gets nothing to capture
+            raise HoldRequest(None)
+        # error: answered here, in its turn
+        body = facts.body
+        if exchange.api_key == _PRODUCE and (body is None or getattr(body, "acks", -1) == 0):
+            raise CloseConnection  # acks=0 has no answer to give (an unreadable one: no telling)
+        text = f"injected by kcompat fault rule {verdict.rule_id}"
+        answer = error_response(exchange.api_key, exchange.api_version, body, action.error, text)
+        raise AnswerNow(
+            encode_response(exchange.api_key, exchange.api_version, exchange.correlation_id, answer)
         )
 
     # -- answers ----------------------------------------------------------------------------------
@@ -112,17 +123,26 @@ class Intercept:
             return None
         key = _key(exchange)
         replaced: Sequence[Any] | None = None
+        hold = 0.0
         verdict = self._after.pop(key, None)
         if verdict is not None:
             kind = verdict.action.kind
-            if kind == "drop":
+            if kind in ("drop", "blackhole"):
                 self._capturing.pop(key, None)
-                raise CloseConnection
-            replaced = duplicate(chunks) if kind == "duplicate" else corrupt(chunks)
+                raise CloseConnection if kind == "drop" else HoldAnswer(None)
+            if kind == "delay":
+                hold = verdict.action.delay_ms / 1000
+            elif kind == "throttle":
+                size = sum(len(c) for c in chunks)
+                hold = self.faults.throttle_delay(verdict.rule_id, size, time.monotonic())
+            else:
+                replaced = duplicate(chunks) if kind == "duplicate" else corrupt(chunks)
         started = self._capturing.pop(key, None)
         if started is not None:
             sent = chunks if replaced is None else replaced
             self._observe(started.facts, exchange.correlation_id, sent, started.started, started.clock)
+        if hold > 0:
+            raise HoldAnswer(hold)
         return replaced
 
     def _observe(

@@ -1,5 +1,6 @@
 """Upstream node id -> upstream address, and node id -> the proxy's endpoint for it (port-based:
-`proxy.node.port.base + node id` on the advertised host, as Kroxylicious' portIdentifiesNode).
+`proxy.node.port.base + node id` on the advertised host, as Kroxylicious' portIdentifiesNode; or,
+with SNI routing, the pattern's host name for the node on the bootstrap port).
 
 Learnt from every answer that names a broker and from the periodic Metadata refresh; a node id
 seen for the first time gets its listener (the `on_new` callback). An id keeps its endpoint for
@@ -11,14 +12,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from kcompat.proxy.sni import SniPattern
+
 log = logging.getLogger("kcompat.proxy")
 
 
 class NodeMap:
     def __init__(
-        self, advertised_host: str, port_base: int, id_max: int, on_new: Callable[[int], None]
+        self,
+        advertised_host: str,
+        port_base: int,
+        id_max: int,
+        on_new: Callable[[int], None],
+        sni: tuple[SniPattern, int] | None = None,
     ) -> None:
         self.advertised_host = advertised_host
+        self.sni = sni  # SNI routing: (the host pattern, the one port every node shares)
         self.port_base = port_base
         self.id_max = id_max
         self._on_new = on_new
@@ -47,6 +56,9 @@ class NodeMap:
             self._on_new(node_id)
 
     def endpoint(self, node_id: int) -> tuple[str, int]:
+        if self.sni is not None:
+            pattern, port = self.sni
+            return pattern.host(node_id), port
         return self.advertised_host, self.port_base + node_id
 
     def address(self, node_id: int) -> tuple[str, int] | None:

@@ -7,10 +7,12 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
+from typing import Any
 
 from kcompat.config.proxy_config import ProxyConfig
-from kcompat.proxy.admin import proxy_admin
+from kcompat.proxy.admin import ProxyAdmin, proxy_admin
 from kcompat.proxy.server import ProxyServer
+from kcompat.proxy.tenant import Tenant
 
 log = logging.getLogger("kcompat.proxy")
 
@@ -24,36 +26,54 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     return uvloop.new_event_loop
 
 
+def _servers(config: ProxyConfig, admin: ProxyAdmin | None) -> list[ProxyServer]:
+    """One ProxyServer, or one per virtual cluster (each its own listeners and tenant prefix)."""
+    hooks: dict[str, Any] = {}
+    if admin is not None:  # without: no hooks, nothing decoded, nothing looked up per request
+        i = admin.intercept
+        hooks = {"request_hook": i.request, "response_hook": i.response, "connect_hook": i.connect}
+    if not config.virtual_clusters:
+        return [ProxyServer(config, **hooks)]
+    return [
+        ProxyServer(config.for_virtual_cluster(vc), tenant=Tenant(vc.name, vc.prefix), **hooks)
+        for vc in config.virtual_clusters
+    ]
+
+
 async def _run(config: ProxyConfig) -> int:
     admin = proxy_admin(config)
-    if admin is None:
-        proxy = ProxyServer(config)  # no hooks: nothing decoded, nothing looked up per request
-    else:
-        hooks = admin.intercept
-        proxy = ProxyServer(config, request_hook=hooks.request, response_hook=hooks.response)
-    try:
-        await proxy.start()
-    except OSError as e:
-        log.error("cannot listen on %s: %s", config.get("proxy.bootstrap.listener"), e.strerror or e)
-        return 1
+    proxies = _servers(config, admin)
+    started: list[ProxyServer] = []
+    for proxy in proxies:
+        try:
+            await proxy.start()
+        except OSError as e:
+            log.error("cannot listen on %s:%d: %s", proxy.bind_host, proxy.bootstrap_port, e.strerror or e)
+            for up in started:
+                await up.close()
+            return 1
+        started.append(proxy)
     if admin is not None:
         try:
             await admin.start()
         except OSError as e:
             log.error("cannot listen on proxy.admin.listener %s: %s", admin.address, e.strerror or e)
-            await proxy.close()
+            for proxy in proxies:
+                await proxy.close()
             return 1
         log.info("kcompat proxy's fault rules and captures: %s/faults, %s/captures", admin.url, admin.url)
-    host, base = config.advertised_host, config.get("proxy.node.port.base")
-    log.info(
-        "kcompat proxy serving bootstrap %s:%d for upstream %s; node n on %s:%d+n (nodes now: %s)",
-        proxy.bind_host,
-        proxy.bootstrap_port,
-        ",".join(config.get("proxy.upstream.bootstrap.servers")),
-        host,
-        base,
-        ", ".join(f"{n}->{p}" for n, p in sorted(proxy.node_ports.items())) or "none yet",
-    )
+    for proxy in proxies:
+        tenant = proxy.shared.tenant
+        log.info(
+            "kcompat proxy serving %sbootstrap %s:%d for upstream %s; node n on %s:%d+n (nodes now: %s)",
+            "" if tenant is None else f"virtual cluster {tenant.name} (upstream names {tenant.prefix}*) on ",
+            proxy.bind_host,
+            proxy.bootstrap_port,
+            ",".join(config.get("proxy.upstream.bootstrap.servers")),
+            proxy.config.advertised_host,
+            proxy.config.get("proxy.node.port.base"),
+            ", ".join(f"{n}->{p}" for n, p in sorted(proxy.node_ports.items())) or "none yet",
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -62,7 +82,8 @@ async def _run(config: ProxyConfig) -> int:
     log.info("kcompat proxy stopping")
     if admin is not None:
         await admin.close()
-    await proxy.close()
+    for proxy in proxies:
+        await proxy.close()
     return 0
 
 

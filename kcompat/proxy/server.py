@@ -1,6 +1,6 @@
 """The proxy's listeners and its node map, on one event loop.
 
-    proxy = ProxyServer(config, request_hook=..., response_hook=...)
+    proxy = ProxyServer(config, request_hook=..., response_hook=..., connect_hook=...)
     await proxy.start()      # bootstrap listener up, upstream brokers learnt (when reachable)
     ...
     await proxy.close()
@@ -10,7 +10,9 @@ listener of node n (port proxy.node.port.base + n) connects each client to node 
 upstream address. Node listeners are opened as node ids are learnt: from every answer that names
 a broker, and from a Metadata request sent upstream every proxy.metadata.refresh.ms. A listening
 socket is bound and listening before the answer naming its node leaves the proxy, so a client
-that connects at once waits in the backlog, never meets a refused port.
+that connects at once waits in the backlog, never meets a refused port. With
+proxy.sni.host.pattern there are no node listeners: the bootstrap listener serves every node,
+picked by the TLS server name (sni.py).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from typing import Any
 
 from kcompat.config.proxy_config import ProxyConfig
 from kcompat.proxy.connection import ClientConnection, Shared
-from kcompat.proxy.hooks import RequestHook, ResponseHook
+from kcompat.proxy.hooks import ConnectHook, RequestHook, ResponseHook
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.sni import SniPattern, remember_server_name
+from kcompat.proxy.tenant import Tenant
 from kcompat.proxy.tls import client_side_context, upstream_context
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages import APIS
@@ -59,9 +63,13 @@ class ProxyServer:
         *,
         request_hook: RequestHook | None = None,
         response_hook: ResponseHook | None = None,
+        connect_hook: ConnectHook | None = None,
+        tenant: Tenant | None = None,
     ) -> None:
         self.config = config
         self.bind_host, self.bootstrap_port = config.bootstrap
+        pattern = config.get("proxy.sni.host.pattern")
+        self.sni = SniPattern(pattern) if pattern else None
         self.nodes = NodeMap(
             config.advertised_host,
             config.get("proxy.node.port.base"),
@@ -69,6 +77,8 @@ class ProxyServer:
             self._open_node,
         )
         self.client_tls = client_side_context(config)
+        if self.sni is not None and self.client_tls is not None:
+            remember_server_name(self.client_tls)
         self.shared = Shared(
             nodes=self.nodes,
             upstreams=config.upstreams,
@@ -77,6 +87,9 @@ class ProxyServer:
             connect_timeout=config.get("proxy.connect.timeout.ms") / 1000,
             request_hook=request_hook,
             response_hook=response_hook,
+            connect_hook=connect_hook,
+            tenant=tenant,
+            sni=self.sni,
             upstream_tls=upstream_context(config),
         )
         self._servers: dict[int | None, asyncio.Server] = {}
@@ -91,6 +104,8 @@ class ProxyServer:
     async def start(self) -> None:
         sock = listening_socket(self.bind_host, self.bootstrap_port)
         self.bootstrap_port = sock.getsockname()[1]
+        if self.sni is not None:  # every node on this one port, told apart by TLS server name
+            self.nodes.sni = (self.sni, self.bootstrap_port)
         await self._serve(None, sock)
         if not await self.refresh():
             log.warning(
@@ -110,6 +125,8 @@ class ProxyServer:
 
     def _open_node(self, node_id: int) -> None:
         """Bind node_id's listener now (connections wait in the backlog), serve it soon."""
+        if self.sni is not None:
+            return  # SNI routing: the bootstrap listener serves every node
         host, port = self.bind_host, self.nodes.endpoint(node_id)[1]
         try:
             sock = listening_socket(host, port)
