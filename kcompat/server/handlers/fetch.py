@@ -241,7 +241,7 @@ def _throttle(
         return 0, total
     quotas.unrecord(quotas.fetch, ctx.client, request.client_id, total)
     for out in results:
-        out.records = None
+        out.records = b""
     return throttle_ms, 0
 
 
