@@ -97,10 +97,11 @@ class Rate:
 
     def throttle_ms(self, bound: float, now_ms: int) -> int:
         """0 within `bound`; else the delay that brings the rate back to it (QuotaUtils.throttleTime)."""
-        value = self.measure(now_ms)
+        size = self.window_size_ms(now_ms)  # purges first, as Rate.measure does
+        value = sum(s.value for s in self._samples) * 1000 / size
         if value <= bound:
             return 0
-        return round((value - bound) / bound * self.window_size_ms(now_ms))
+        return round((value - bound) / bound * size)
 
     def record(self, value: float, bound: float, now_ms: int) -> int:
         """Add `value` and check the quota (Sensor.record with checkQuotas): the throttle time in ms."""
