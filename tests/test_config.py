@@ -697,3 +697,15 @@ def test_cluster_mode_does_not_call_what_it_uses_ignored(caplog: pytest.LogCaptu
     assert "controller" in said["auto.leader.rebalance.enable"]
     assert set(said) == {"auto.leader.rebalance.enable", "num.replica.fetchers", "replica.socket.timeout.ms",
                          "metadata.log.dir"}  # fmt: skip
+
+
+def test_quota_windows_are_used_not_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    """quota.window.num and quota.window.size.seconds size the client quotas' rate (issue 29):
+    read, bounded as Kafka bounds them, and no longer "accepted and ignored"."""
+    with caplog.at_level(logging.INFO, "kcompat.config"):
+        cfg = load("quota.window.num=2", "quota.window.size.seconds=3")
+    assert (cfg.get("quota.window.num"), cfg.get("quota.window.size.seconds")) == (2, 3)
+    assert not ignored_lines(caplog)
+    assert (load().get("quota.window.num"), load().get("quota.window.size.seconds")) == (11, 1)
+    with pytest.raises(ConfigError):
+        load("quota.window.num=0")

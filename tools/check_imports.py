@@ -70,6 +70,7 @@ PURE = {
     "kcompat/metadata": _IO,
     "kcompat/coordinator": _IO,
     "kcompat/security": _IO,
+    "kcompat/quotas": _IO,  # client quotas' entities, precedence and windowed rate
     "kcompat/faults": _IO | {"kcompat.proxy"},  # the rule engine serves the broker and the proxy alike
     "kcompat/log": {"kcompat.server"},
     "kcompat/storage": {"kcompat.server"},

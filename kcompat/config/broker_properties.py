@@ -352,10 +352,24 @@ AUTHORIZER_PROPERTIES: list[ConfigDef] = [
     ),
 ]
 
+# Client quotas (kcompat.server.quotas): the windowed rate each quota is measured over.
+QUOTA_PROPERTIES = [
+    prop("quota.window.num", INT, 11, "Samples a client quota's rate is measured over.", LOW, at_least(1)),
+    prop(
+        "quota.window.size.seconds",
+        INT,
+        1,
+        "Length of each sample of a client quota's rate.",
+        LOW,
+        at_least(1),
+    ),
+]
+
 BROKER_CONFIGS: dict[str, ConfigDef] = table(
     [
         *NETWORK_PROPERTIES,
         *AUTHORIZER_PROPERTIES,
+        *QUOTA_PROPERTIES,
         *STORAGE_PROPERTIES,
         *RECORD_PROPERTIES,
         *GROUP_PROPERTIES,
@@ -376,7 +390,6 @@ IGNORED_PREFIXES: dict[str, str] = {
     "kafka.metrics.": NO_JMX,
     "controller.": NO_QUORUM,
     "metadata.": NO_QUORUM,
-    "quota.": "kcompat applies no quotas.",
     "replica.": ONE_NODE,
     "leader.imbalance.": ONE_NODE,
     "remote.log.": NO_TIERED_STORAGE,

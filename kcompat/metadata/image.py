@@ -4,8 +4,8 @@ metadata/.../image/*).
 An image is never changed in place: a MetadataDelta collects records on top of one and `apply()`
 makes the next image, sharing every topic and broker the records did not touch. Kept so far:
 topics and partitions, brokers and controllers, configs, feature levels, the producer-id block and
-the ACLs (by record id, as Kafka's AclsImage). SCRAM, delegation-token and quota records are
-decoded and skipped.
+the ACLs (by record id, as Kafka's AclsImage) and the client quotas (by entity, as
+ClientQuotasImage). SCRAM and delegation-token records are decoded and skipped.
 
 Record semantics (metadata/.../PartitionRegistration.java#merge and the *Delta classes):
 * PartitionChangeRecord: an absent tagged field leaves the value unchanged; Leader -2 means "no
@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kcompat.metadata import records as r
+from kcompat.quotas.entities import Entity, entity_of
 from kcompat.security.authorizer import AclBinding
 
 NO_LEADER = -1
@@ -160,6 +161,8 @@ class MetadataImage:
     acls: MappingProxyType[uuid.UUID, AclBinding] = field(default_factory=_empty)
     # The quorum's kraft.version: a KRaftVersion control record, not a FeatureLevelRecord.
     kraft_version: int = 0
+    # ClientQuotaRecords: entity -> {key: value}; a record with remove drops the key.
+    client_quotas: MappingProxyType[Entity, MappingProxyType[str, float]] = field(default_factory=_empty)
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -188,6 +191,7 @@ class MetadataDelta:
         self._features: dict[str, int] | None = None
         self._next_producer_id: int | None = None
         self._acls: dict[uuid.UUID, AclBinding] | None = None
+        self._quotas: dict[Entity, dict[str, float]] | None = None
         self.kraft_version: int | None = None  # set by the loader from a KRaftVersion control record
         self.records = 0
 
@@ -245,6 +249,18 @@ class MetadataDelta:
 
     def _remove_acl(self, rec: Any) -> None:
         self._acl_map().pop(rec.id, None)
+
+    def _client_quota(self, rec: Any) -> None:
+        if self._quotas is None:
+            self._quotas = {e: dict(v) for e, v in self.image.client_quotas.items()}
+        entity = entity_of((e.entity_type, e.entity_name) for e in rec.entity)
+        values = self._quotas.setdefault(entity, {})
+        if rec.remove:
+            values.pop(rec.key, None)
+            if not values:
+                del self._quotas[entity]
+        else:
+            values[rec.key] = rec.value
 
     def _topic(self, rec: Any) -> None:
         self._topic_map()[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
@@ -382,6 +398,9 @@ class MetadataDelta:
             else self._next_producer_id,
             acls=image.acls if self._acls is None else MappingProxyType(self._acls),
             kraft_version=image.kraft_version if self.kraft_version is None else self.kraft_version,
+            client_quotas=image.client_quotas
+            if self._quotas is None
+            else MappingProxyType({e: MappingProxyType(v) for e, v in self._quotas.items()}),
         )
 
 
@@ -402,4 +421,5 @@ _REPLAY = {
     r.PRODUCER_IDS: MetadataDelta._producer_ids,
     r.ACCESS_CONTROL_ENTRY: MetadataDelta._acl,
     r.REMOVE_ACCESS_CONTROL_ENTRY: MetadataDelta._remove_acl,
+    r.CLIENT_QUOTA: MetadataDelta._client_quota,
 }

@@ -52,12 +52,14 @@ from kcompat.server.groups.group_service import GroupService
 from kcompat.server.groups.offsets_topic import OffsetsTopic
 from kcompat.server.metadata_view import MetadataView
 from kcompat.server.network.peer import Client
+from kcompat.server.quotas.client_quota_manager import QuotaManagers
 from kcompat.server.replica_manager import ReplicaManager
 from kcompat.server.share.persister import Persister
 from kcompat.server.share.share_coordinator import ShareCoordinatorService
 from kcompat.server.share.share_group_service import ShareService
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
+from kcompat.storage.quota_store import QuotaStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
 from kcompat.wire.error_codes import ErrorCode
 
@@ -87,12 +89,22 @@ class Broker:
         if config.get("authorizer.class.name"):
             super_users = [u.strip() for u in str(config.get("super.users") or "").split(";") if u.strip()]
             self.authorizer = Authorizer(super_users, bool(config.get("allow.everyone.if.no.acl.found")))
+        # Client quotas: a single node's in a file beside the ACLs, cluster mode's from the image.
+        cluster_member = is_cluster_member(config)
+        self.quotas = QuotaManagers(
+            int(config.get("quota.window.num")),
+            int(config.get("quota.window.size.seconds")),
+            None if cluster_member else QuotaStore(self.log_dirs[0]),
+            clock,
+        )
         self.cluster: ClusterPort
-        if is_cluster_member(config):
+        if cluster_member:
             # Cluster mode, under Kafka's KRaft controllers: the one import of cluster/ (its assembly).
             from kcompat.server.cluster.assembly import ClusterAssembly
 
-            self.cluster = ClusterAssembly(config, authorizer=self.authorizer, now_ms=self.now_ms)
+            self.cluster = ClusterAssembly(
+                config, authorizer=self.authorizer, now_ms=self.now_ms, on_quotas=self.quotas.replace
+            )
         else:
             # Topics, producer ids, dynamic configs in kcompat.storage files; metadata changes open,
             # delete and reconfigure the replica manager's logs.
@@ -193,6 +205,7 @@ class Broker:
             fetch_max_bytes=CachedSetting(self.metadata, "fetch.max.bytes"),
             forwarded_versions=cluster.forwarder.versions,
             share=self.share_service,
+            quotas=self.quotas,
         )
         # Fault rules set at run time through the admin listener (kcompat/faults); none: no cost.
         self.faults = FaultEngine()
@@ -219,6 +232,7 @@ class Broker:
     def client_disconnected(self, client: Client) -> None:
         """A client connection closed: the share sessions it opened end (fetch sessions outlive it)."""
         self.share_service.partitions.connection_closed(client.connection_id)
+        self.quotas.mutes.pop(client.connection_id, None)  # a throttle it had not waited out
 
     def _new_producer_id(self) -> int:
         ids = self.metadata.producer_ids

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kcompat.server.fetch_session import FetchManager
     from kcompat.server.groups.group_service import GroupService
     from kcompat.server.metadata_view import MetadataView
+    from kcompat.server.quotas.client_quota_manager import QuotaManagers
     from kcompat.server.replica_manager import ReplicaManager
     from kcompat.server.share.share_coordinator import ShareCoordinatorService
     from kcompat.server.share.share_group_service import ShareService
@@ -132,6 +133,7 @@ class BrokerServices:
     # lists them); None on a single node.
     forwarded_versions: Callable[[], dict[int, tuple[int, int]]]
     share: ShareService  # share groups (KIP-932): membership and the share-partitions led here
+    quotas: QuotaManagers  # client quotas: the table and the produce/fetch/request managers
 
 
 class RequestContext:
@@ -216,6 +218,10 @@ class RequestContext:
     @property
     def stats(self) -> BrokerStats:
         return self.services.stats
+
+    @property
+    def quotas(self) -> QuotaManagers:
+        return self.services.quotas
 
     @property
     def fetch_sessions(self) -> FetchManager:

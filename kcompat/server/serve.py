@@ -136,6 +136,7 @@ def reactor_for(
     on_disconnect: Callable[[Client], None] | None = None,
     current: Callable[[], BrokerConfig] | None = None,
     transports: Mapping[str, ListenerTransport] | None = None,
+    mutes: dict[str, float] | None = None,
 ) -> Reactor:
     """A Reactor with the connection settings of `config` (typed values, parsed at load).
 
@@ -144,7 +145,9 @@ def reactor_for(
     now = current or (lambda: config)
     return Reactor(
         handle,
-        limits=Limits(max_request_bytes=config.socket_request_max_bytes),
+        limits=Limits(
+            max_request_bytes=config.socket_request_max_bytes, mutes={} if mutes is None else mutes
+        ),
         close_errors=close_errors,
         idle_ms=config.connections_max_idle_ms,
         max_connections=lambda: now().max_connections,
@@ -267,6 +270,7 @@ async def _serve_locked(
         on_disconnect=broker.client_disconnected,
         current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
         transports=transports(config.listener_security, broker.scram.get),  # TLS contexts: ConfigError here
+        mutes=broker.quotas.mutes,  # a throttled client's connection waits out its throttle time
     )
     opened = _bind(config, reactor, listeners)
     if opened is None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from kcompat.config import BrokerConfig
 from kcompat.metadata.image import MetadataImage
+from kcompat.quotas.entities import QuotaTable
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.cluster.auto_topic_creation import AutoTopicCreationManager
 from kcompat.server.cluster.controller_channel import ControllerChannel, parse_bootstrap
@@ -84,7 +85,12 @@ class ClusterAssembly:
     _applier: ReplicaDeltaApplier
 
     def __init__(
-        self, config: BrokerConfig, *, authorizer: Authorizer | None, now_ms: Callable[[], int]
+        self,
+        config: BrokerConfig,
+        *,
+        authorizer: Authorizer | None,
+        now_ms: Callable[[], int],
+        on_quotas: Callable[[QuotaTable], None] | None = None,
     ) -> None:
         self._config = config
         self._now_ms = now_ms
@@ -123,6 +129,7 @@ class ClusterAssembly:
             config,
             # the ACLs are the image's (AccessControlEntryRecords)
             on_acls=None if authorizer is None else authorizer.replace,
+            on_quotas=on_quotas,  # the client quotas are the image's (ClientQuotaRecords)
             producer_ids=producer_ids,
             auto_create=auto_create.create,
         )

@@ -39,6 +39,7 @@ from kcompat.server.log_throttle import LogThrottle
 from kcompat.wire.codec import MessageCodec
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
+from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
 from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
 from kcompat.wire.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
 from kcompat.wire.messages.api_versions import API_VERSIONS
@@ -64,6 +65,7 @@ from kcompat.wire.protocol import (
     encode_response,
 )
 from kcompat.wire.structs import Struct
+from kcompat.wire.types import alter_client_quotas as acq
 from kcompat.wire.types import alter_configs as ac
 from kcompat.wire.types import alter_partition_reassignments as apr
 from kcompat.wire.types import create_acls as ca
@@ -102,6 +104,7 @@ FORWARDED_APIS = frozenset(
         DESCRIBE_QUORUM.key,
         CREATE_ACLS.key,
         DELETE_ACLS.key,
+        ALTER_CLIENT_QUOTAS.key,
     }
 )
 
@@ -259,6 +262,20 @@ def error_response(request: Request[Any], error: ErrorCode, message: str | None 
             filter_results=[
                 da.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[])
                 for _ in b.filters
+            ],
+        )
+    if key == ALTER_CLIENT_QUOTAS.key:
+        return acq.AlterClientQuotasResponse(
+            throttle_time_ms=0,
+            entries=[
+                acq.AlterClientQuotasResponseEntryData(
+                    error_code=code,
+                    error_message=message,
+                    entity=[
+                        acq.EntityData(entity_type=x.entity_type, entity_name=x.entity_name) for x in e.entity
+                    ],
+                )
+                for e in b.entries
             ],
         )
     raise ValueError(f"API key {key} is not forwarded")

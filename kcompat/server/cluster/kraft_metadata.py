@@ -28,6 +28,7 @@ from kcompat.config import BrokerConfig, ConfigError, TopicConfig, topic_config
 from kcompat.log.config import LogConfig
 from kcompat.metadata.features import CLUSTER_SUPPORTED, KRAFT_VERSION, Features
 from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
+from kcompat.quotas.entities import QuotaTable
 from kcompat.security.authorizer import AclBinding
 from kcompat.server.errors import ApiError
 from kcompat.server.metadata_view import BrokerEndpoint, ConfigReads, PartitionDescription, ProducerIds
@@ -91,6 +92,7 @@ class KRaftMetadata(ConfigReads):
         config: BrokerConfig,
         *,
         on_acls: Callable[[list[AclBinding]], None] | None = None,
+        on_quotas: Callable[[QuotaTable], None] | None = None,
         producer_ids: ProducerIds | None = None,
         auto_create: Callable[[str], None] | None = None,
     ) -> None:
@@ -105,6 +107,7 @@ class KRaftMetadata(ConfigReads):
         self._topics: dict[str, _Topic] = {}
         self._view = ImageTopics(self)
         self.on_acls = on_acls
+        self.on_quotas = on_quotas
         self._producer_ids: ProducerIds = _NoProducerIds() if producer_ids is None else producer_ids
         self._auto_create = auto_create
 
@@ -123,6 +126,8 @@ class KRaftMetadata(ConfigReads):
         previous, self.image = self.image, image
         if image.acls is not previous.acls and self.on_acls is not None:
             self.on_acls(list(image.acls.values()))  # the broker's authorizer takes the new set
+        if image.client_quotas is not previous.client_quotas and self.on_quotas is not None:
+            self.on_quotas(image.client_quotas)  # the broker's quota managers take the new table
         stale = [
             n
             for n, t in self._topics.items()

@@ -152,6 +152,9 @@ async def fetch(ctx: RequestContext, request: Request[FetchRequest]) -> FetchRes
     await ctx.replicas.await_logs(tps, max(body.max_wait_ms / 1000, UNTIMED_WAIT_S))
     deadline = clock() + max(body.max_wait_ms, 0) / 1000
     max_bytes = min(body.max_bytes, ctx.fetch_max_bytes)
+    quota_on = ctx.services.quotas.fetch.on and replica_id < 0  # consumer_byte_rate (not followers)
+    if quota_on:
+        max_bytes = _quota_bytes(ctx, request, max_bytes)
     hints = version >= LEADER_HINTS_VERSION
     first = True
     while True:
@@ -175,6 +178,9 @@ async def fetch(ctx: RequestContext, request: Request[FetchRequest]) -> FetchRes
         if waiters.closed:
             break  # shutting down: answer with what was read
 
+    throttle_ms = 0
+    if quota_on and total:
+        throttle_ms, total = _throttle(ctx, request, results, total)
     if total:
         stats = ctx.stats
         for (_, name, _, _), out in zip(reads, results, strict=True):
@@ -198,7 +204,9 @@ async def fetch(ctx: RequestContext, request: Request[FetchRequest]) -> FetchRes
         )
 
     topics = _by_topic(sent, by_id)
-    response = FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=topics)
+    response = FetchResponse(
+        throttle_time_ms=throttle_ms, error_code=error, session_id=session_id, responses=topics
+    )
     if hinted and sent:  # errors are always sent (unless the whole answer is an error), so is their leader
         known = ctx.metadata.live_brokers(ctx.listener)
         if known is None:
@@ -214,6 +222,27 @@ async def fetch(ctx: RequestContext, request: Request[FetchRequest]) -> FetchRes
                 if b.node_id in hinted
             ]
     return response
+
+
+def _quota_bytes(ctx: RequestContext, request: Request[FetchRequest], max_bytes: int) -> int:
+    """No more than the quota window may carry (ClientQuotaManager.getMaxValueInQuotaWindow)."""
+    most = ctx.services.quotas.max_fetch_bytes(ctx.client, request.client_id)
+    return max_bytes if most is None else max(min(max_bytes, int(most)), 1)
+
+
+def _throttle(
+    ctx: RequestContext, request: Request[FetchRequest], results: list[PartitionData], total: int
+) -> tuple[int, int]:
+    """consumer_byte_rate: (throttle ms, bytes answered). Over the quota the answer is empty and
+    its bytes are not counted, as KafkaApis answers a throttled consumer."""
+    quotas = ctx.services.quotas
+    throttle_ms = quotas.record(quotas.fetch, ctx.client, request.client_id, total)
+    if not throttle_ms:
+        return 0, total
+    quotas.unrecord(quotas.fetch, ctx.client, request.client_id, total)
+    for out in results:
+        out.records = b""
+    return throttle_ms, 0
 
 
 def _by_topic(sent: list[tuple[tuple[Any, int], PartitionData]], by_id: bool) -> list[FetchableTopicResponse]:

@@ -152,16 +152,26 @@ async def produce(
                 _refused(resp, e, v, leaders)
             parts.append(resp)
         responses.append(TopicProduceResponse(name=name, topic_id=td.topic_id, partition_responses=parts))
+    quotas = ctx.services.quotas
+    throttle_ms = _throttle(ctx, request) if quotas.produce.on else 0
     if acks == 0:
         if failed:
             raise CloseConnection("Produce with acks=0 failed; closing so the producer refreshes metadata")
         return NO_RESPONSE
-    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    response = ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
     if leaders:
         response.node_endpoints = _endpoints(ctx, leaders)
     if pending:  # appended: the connection may take its next Produce while this one waits for the ISR
         return Deferred(_replicated(ctx, pending, body.timeout_ms, response))
     return response
+
+
+def _throttle(ctx: RequestContext, request: Request[ProduceRequest]) -> int:
+    """producer_byte_rate: the request's record bytes counted against the client's quota (Kafka
+    counts the request's size); the connection is muted for the throttle time (acks=0 too)."""
+    size = sum(len(pd.records) for td in request.body.topic_data for pd in td.partition_data if pd.records)
+    quotas = ctx.services.quotas
+    return quotas.record(quotas.produce, ctx.client, request.client_id, size)
 
 
 def _named_partitions(ctx: RequestContext, body: ProduceRequest, v: int) -> Iterator[tuple[str, int]]:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from kcompat.server.network.answer_queue import Answer, AnswerQueue
 from kcompat.server.network.connection_limits import Limits as Limits  # re-exported, as Client
+from kcompat.server.network.connection_limits import waited_out
 from kcompat.server.network.peer import Client as Client  # re-exported: where the handlers' peer is known
 from kcompat.server.network.sendfile import ChunkWriter
 from kcompat.server.network.tls import handshake_step
@@ -357,6 +358,8 @@ class Connection:
         requests, deferred = self._requests, self._deferred
         loop = self._loop
         while not self.closed:
+            if self._limits.mutes and await waited_out(self._limits.mutes, self.client.connection_id):
+                continue  # throttled by a quota: its answer is out, its next request waits
             if deferred:
                 try:
                     if not await deferred.turn(requests, self._send, self._idle):
@@ -470,7 +473,8 @@ class Connection:
         try:
             done = writer.flush()
         except OSError as e:
-            self.close(f"write failed: {e}", level=logging.DEBUG if _is_disconnect(e) else logging.WARNING)
+            gone = isinstance(e, BrokenPipeError | ConnectionResetError | ConnectionAbortedError)
+            self.close(f"write failed: {e}", level=logging.DEBUG if gone else logging.WARNING)
             return
         if writer.pending != before:
             self.last_active = self._loop.time()
@@ -494,7 +498,3 @@ class Connection:
         elif pending > self._limits.write_high_water:
             self._write_blocked = True
             self._update_reading()
-
-
-def _is_disconnect(e: OSError) -> bool:
-    return isinstance(e, BrokenPipeError | ConnectionResetError | ConnectionAbortedError)

@@ -1,0 +1,1 @@
+"""Client quotas enforced (Kafka's QuotaFactory managers): see client_quota_manager.py."""

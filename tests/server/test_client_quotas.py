@@ -1,0 +1,156 @@
+"""DescribeClientQuotas and AlterClientQuotas against a real Broker (requests encoded and decoded as
+on the wire): Kafka's validation and codes, the table kept across a restart, and produce/fetch
+throttling with throttle_time_ms and the connection's mute (on a clock the test moves)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcompat.server.network.connection import Client
+from kcompat.wire.error_codes import ErrorCode
+from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
+from kcompat.wire.messages.describe_client_quotas import DESCRIBE_CLIENT_QUOTAS
+from kcompat.wire.messages.fetch import FETCH
+from kcompat.wire.messages.produce import PRODUCE
+from kcompat.wire.protocol import decode_response
+from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch, flatten
+from tests.server.test_handlers_fetch import fetch_body
+from tests.server.test_handlers_produce import create
+
+ALICE = Client("c-1", "10.0.0.7", 50000, "PLAINTEXT", "SASL_PLAINTEXT", principal="User:alice")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def alter(
+    h: BrokerHarness, entity: dict[str, str | None], ops: dict[str, float | None], validate_only: bool = False
+) -> Any:
+    body = {
+        "entries": [
+            {
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+                "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops.items()],
+            }
+        ],
+        "validate_only": validate_only,
+    }
+    return h.call(ALTER_CLIENT_QUOTAS, 1, body).entries[0]
+
+
+def describe(h: BrokerHarness, *components: tuple[str, int, str | None], strict: bool = False) -> Any:
+    body = {
+        "components": [{"entity_type": t, "match_type": m, "match": x} for t, m, x in components],
+        "strict": strict,
+    }
+    return h.call(DESCRIBE_CLIENT_QUOTAS, 1, body)
+
+
+def table(resp: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    assert resp.error_code == 0, resp
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+        for entry in resp.entries
+    }
+
+
+def test_alter_describe_and_restart(broker_harness: HarnessFactory) -> None:
+    h = broker_harness()
+    assert (
+        alter(h, {"user": "alice"}, {"producer_byte_rate": 1024.0, "request_percentage": 50.0}).error_code
+        == 0
+    )
+    assert alter(h, {"user": "alice", "client-id": None}, {"consumer_byte_rate": 2048.0}).error_code == 0
+    assert (
+        alter(h, {"client-id": "app"}, {"controller_mutation_rate": 2.5}, validate_only=True).error_code == 0
+    )
+    assert table(describe(h)) == {
+        (("user", "alice"),): {"producer_byte_rate": 1024.0, "request_percentage": 50.0},
+        (("client-id", None), ("user", "alice")): {"consumer_byte_rate": 2048.0},
+    }
+    assert list(table(describe(h, ("user", 0, "alice"), strict=True))) == [(("user", "alice"),)]
+    assert list(table(describe(h, ("client-id", 1, None)))) == [(("client-id", None), ("user", "alice"))]
+    h.restart()  # saved before the answer: the same table after a restart
+    assert len(table(describe(h))) == 2
+    assert (
+        alter(h, {"user": "alice"}, {"producer_byte_rate": None, "request_percentage": None}).error_code == 0
+    )
+    assert list(table(describe(h))) == [(("client-id", None), ("user", "alice"))]
+
+
+def test_bad_input_gets_kafkas_codes(broker_harness: HarnessFactory) -> None:
+    h = broker_harness()
+    unknown_type = alter(h, {"group": "g"}, {"producer_byte_rate": 1.0})
+    assert (unknown_type.error_code, unknown_type.error_message) == (
+        ErrorCode.INVALID_REQUEST,
+        "Unhandled client quota entity type: group",
+    )
+    negative = alter(h, {"user": "a"}, {"producer_byte_rate": -1.0})
+    assert (negative.error_code, negative.error_message) == (
+        ErrorCode.INVALID_REQUEST,
+        "Quota producer_byte_rate must be greater than 0",
+    )
+    unknown_key = alter(h, {"user": "a"}, {"producer_bytes": 5.0})
+    assert (unknown_key.error_code, unknown_key.error_message) == (
+        ErrorCode.INVALID_REQUEST,
+        "Invalid configuration key producer_bytes",
+    )
+    assert table(describe(h)) == {}
+    bad = describe(h, ("group", 2, None))
+    assert bad.error_code == ErrorCode.UNSUPPORTED_VERSION and bad.entries is None
+    bad = describe(h, ("user", 0, None))
+    assert bad.error_code == ErrorCode.INVALID_REQUEST
+
+
+def call_as(h: BrokerHarness, client: Client, api: Any, version: int, body: Any) -> Any:
+    frame = h.frame(api, version, body)
+    chunks = h.run(h.broker.handle(memoryview(frame)[4:], client))
+    return decode_response(api.key, version, flatten(chunks)[4:])[1]
+
+
+def produce(h: BrokerHarness, client: Client, size: int) -> Any:
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch(b"x" * size)}]}]}  # fmt: skip
+    return call_as(h, client, PRODUCE, 9, body)
+
+
+def test_produce_over_quota_is_throttled_and_muted(broker_harness: HarnessFactory) -> None:
+    clock = Clock()
+    h = broker_harness(clock=clock)
+    create(h, "t")
+    assert produce(h, ALICE, 50_000).throttle_time_ms == 0  # no quota: never throttled
+    assert not h.broker.quotas.mutes
+    alter(h, {"user": "alice"}, {"producer_byte_rate": 10_000.0})
+    # 50 kB within 10 windows of 1 s at 10 kB/s: within the quota
+    assert produce(h, ALICE, 50_000).throttle_time_ms == 0
+    clock.now += 0.01
+    resp = produce(h, ALICE, 100_000)  # ~150 kB over 10 s: 15 kB/s, 5 s of throttle
+    assert resp.responses[0].partition_responses[0].error_code == 0  # appended all the same
+    assert 4_500 < resp.throttle_time_ms < 5_500
+    assert h.broker.quotas.mutes[ALICE.connection_id] == resp.throttle_time_ms / 1000
+    other = Client("c-2", "10.0.0.8", 50001, "PLAINTEXT", "SASL_PLAINTEXT", principal="User:bob")
+    assert produce(h, other, 200_000).throttle_time_ms == 0  # bob has no quota
+
+
+def test_fetch_over_quota_answers_empty(broker_harness: HarnessFactory) -> None:
+    clock = Clock()
+    h = broker_harness(clock=clock)
+    create(h, "t")
+    for _ in range(4):
+        produce(h, ALICE, 30_000)
+    alter(h, {"client-id": None}, {"consumer_byte_rate": 10_000.0})
+    first = call_as(h, ALICE, FETCH, 12, fetch_body([("t", 0, 0)], partition_max=200_000))
+    data = first.responses[0].partitions[0].records
+    assert first.throttle_time_ms == 0 and 60_000 < len(data) <= 100_000  # quota x 10 windows at most
+    clock.now += 0.01
+    second = call_as(h, ALICE, FETCH, 12, fetch_body([("t", 0, 2)], partition_max=200_000))
+    assert second.throttle_time_ms > 0
+    empty = second.responses[0].partitions[0].records
+    assert (
+        empty is not None and len(empty) == 0
+    )  # throttled: nothing sent (not null: librdkafka), nothing counted
