@@ -174,3 +174,26 @@ def test_java_client(kcompat_broker_factory: Any, java_classes: dict[str, Path],
     jar_dir = KAFKA_CLIENTS_39_JARS if jars == "3.9" else KAFKA_JARS
     scenario(kcompat_broker_factory(BROKER),
              lambda bs, topic, group: java_member(classes, jar_dir, bs, topic, group, conf), full=full)  # fmt: skip
+
+
+def test_static_member_id_starts_with_the_instance_id(kcompat_session_broker: Any) -> None:
+    """Kafka forms a static member's id as `<group.instance.id>-<uuid>` (ClassicGroup.generateMemberId)."""
+    from confluent_kafka import Consumer
+
+    b = kcompat_session_broker
+    topic, group = unique("static-id"), unique("static-group")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "client.id": "the-client",
+                  "group.instance.id": "instance-7", "session.timeout.ms": "6000"})  # fmt: skip
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        [member] = described.members
+        assert member.group_instance_id == "instance-7"
+        assert member.member_id.startswith("instance-7-") and len(member.member_id) == len("instance-7-") + 36
+    finally:
+        c.close()
