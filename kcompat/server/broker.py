@@ -295,6 +295,8 @@ class Broker:
         )
         interval = int(self.config.get("log.retention.check.interval.ms"))
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
+        if self.config.get("log.cleaner.enable"):
+            self._background.append(asyncio.create_task(self._cleaner_loop()))
         await self.group_service.start()  # replays __consumer_offsets
         await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
         await self.share_coordinator.start()  # replays __share_group_state
@@ -351,6 +353,12 @@ class Broker:
         while True:
             await asyncio.sleep(interval_s)
             await self.run_maintenance()
+
+    async def _cleaner_loop(self) -> None:
+        """Kafka's CleanerThread: clean what is due, and back off log.cleaner.backoff.ms when nothing was."""
+        while True:
+            if not await self.replicas.run_cleaner(self.now_ms()):
+                await asyncio.sleep(int(self.config.get("log.cleaner.backoff.ms")) / 1000)
 
     async def run_maintenance(self) -> None:
         await self.replicas.run_maintenance(self.now_ms())
