@@ -59,7 +59,14 @@ def k(
     return ConfigDef(name, type_, default, f"Kafka's {name}.", importance, validator, dynamic, ignored)
 
 
+THROTTLE = "kcompat does not throttle replication (kafka-reassign-partitions sets and clears it)."
+LONG_MAX = 9223372036854775807
+
 KAFKA_PROPERTIES: list[ConfigDef] = [
+    # DynamicConfig.Broker's own: set only at run time, never in a properties file.
+    k("leader.replication.throttled.rate", LONG, LONG_MAX, THROTTLE, M, at_least(0), True),
+    k("follower.replication.throttled.rate", LONG, LONG_MAX, THROTTLE, M, at_least(0), True),
+    k("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, THROTTLE, M, at_least(0), True),
     k("add.partitions.to.txn.retry.backoff.max.ms", INT, 100, ONLY, H, at_least(0)),
     k("add.partitions.to.txn.retry.backoff.ms", INT, 20, ONLY, H, at_least(1)),
     k("alter.config.policy.class.name", CLASS, None, ONLY, L),
@@ -390,10 +397,13 @@ RESTART_ONLY_SECURITY = frozenset(
     }
 )
 
-# Kafka's internal properties (ConfigDef.defineInternal): accepted, but DescribeConfigs leaves them
-# out, as Kafka's does.
+# Kafka's internal properties (ConfigDef.defineInternal) and the dynamic-only throttles: accepted,
+# but DescribeConfigs leaves them out (Kafka lists neither on a broker that has not set them).
 INTERNAL = frozenset(
     {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
         "controller.performance.always.log.threshold.ms",
         "controller.performance.sample.period.ms",
         "group.consumer.regex.refresh.interval.ms",

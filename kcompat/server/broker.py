@@ -39,6 +39,7 @@ from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.faults import FaultEngine
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
+from kcompat.metadata.features import TRANSACTION_VERSION
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.capture_hook import CaptureHook
@@ -272,6 +273,10 @@ class Broker:
         for d in self.log_dirs:  # before anything is written: a dir of another cluster or node is refused
             check_meta_properties(d, self.cluster_id, self.node_id)
         self.metadata.load()
+        if not self.cluster.cluster_mode:  # the level kafka-features left this node at
+            self.txn_service.set_transaction_version(
+                self.metadata.features().finalized.get(TRANSACTION_VERSION, 0)
+            )
         self.scram.load()
         if self.authorizer is not None and not is_cluster_member(self.config):
             for acl in self.acl_store.load():
