@@ -108,24 +108,8 @@ async def alter_partition_reassignments(
         partitions = []
         for p in t.partitions:
             code, message = _partition_error(ctx, t.name, p.partition_index)
-            if code:
-                pass
-            elif p.replicas is None:
-                code, message = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
-            elif not p.replicas:
-                code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                message = "The manual partition assignment includes an empty replica list."
-            elif len(set(p.replicas)) != len(p.replicas):
-                code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                message = (
-                    f"The manual partition assignment includes the broker {p.replicas[0]} more than once."
-                )
-            elif (other := next((r for r in p.replicas if r != node), None)) is not None:
-                code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                message = (
-                    f"The manual partition assignment includes broker {other}, but no broker with that ID "
-                    "is registered."
-                )
+            if not code:
+                code, message = _reassignment_error(node, p.replicas)
             partitions.append(
                 apr.ReassignablePartitionResponse(
                     partition_index=p.partition_index, error_code=int(code), error_message=message
@@ -139,6 +123,29 @@ async def alter_partition_reassignments(
         error_message=None,
         responses=responses,
     )
+
+
+def _reassignment_error(node: int, replicas: list[int] | None) -> tuple[int, str | None]:
+    """Kafka's controller on a one-broker cluster: only this broker can hold a replica."""
+    if replicas is None:  # a cancel
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+    if not replicas:
+        return (
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    if len(set(replicas)) != len(replicas):
+        return (
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes the broker {replicas[0]} more than once.",
+        )
+    other = next((r for r in replicas if r != node), None)
+    if other is not None:
+        return (
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes broker {other}, but no broker with that ID is registered.",
+        )
+    return ErrorCode.NONE, None
 
 
 @handles(LIST_PARTITION_REASSIGNMENTS, "0")
