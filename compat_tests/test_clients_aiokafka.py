@@ -192,3 +192,39 @@ def test_record_over_message_max_bytes(kcompat_broker_factory: Any) -> None:
             await p.stop()
 
     run(scenario())
+
+
+def test_transactional_offsets_into_a_group_with_a_live_member(kcompat_session_broker: Any) -> None:
+    """faust's exactly_once: aiokafka commits with TxnOffsetCommit v0 (a bare group id, no member or
+    generation) into the group its own consumer is a live member of; Kafka takes it."""
+    b = kcompat_session_broker
+    topic, group = unique("ak-txn-in"), unique("ak-txn-group")
+
+    async def scenario() -> tuple[int | None, int]:
+        p = AIOKafkaProducer(bootstrap_servers=b.bootstrap, transactional_id=unique("ak-txn"))
+        await p.start()
+        c = AIOKafkaConsumer(
+            topic, bootstrap_servers=b.bootstrap, group_id=group, enable_auto_commit=False,
+            auto_offset_reset="earliest", isolation_level="read_committed",
+        )  # fmt: skip
+        try:
+            async with p.transaction():
+                for i in range(3):
+                    await p.send(topic, value=b"in-%d" % i, partition=0)
+            await c.start()
+            got: list[Any] = []
+            while len(got) < 3:
+                for msgs in (await c.getmany(timeout_ms=300)).values():
+                    got += msgs
+            tp = TopicPartition(topic, 0)
+            async with p.transaction():
+                await p.send(topic, value=b"out", partition=0)
+                await p.send_offsets_to_transaction({tp: got[-1].offset + 1}, group)
+            return await c.committed(tp), len(c.assignment())
+        finally:
+            await c.stop()
+            await p.stop()
+
+    committed, assigned = run(scenario())
+    assert assigned == 1  # the member was live in the group while the commit went in
+    assert committed == 3

@@ -46,6 +46,9 @@ BROKER = {
     # rejects. 10 s still finds a crashed member well within the test's patience.
     "group.consumer.session.timeout.ms": "10000",
     "group.consumer.heartbeat.interval.ms": "300",
+    # below Kafka's bounds (45 s, 5 s), so lowered as a Kafka broker needs them lowered
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "100",
 }
 # Classic members: short sessions so that a crash is noticed in seconds.
 # kafka-python 3.0.12's group leader now and then never handles its SyncGroup answer, although the
@@ -174,3 +177,26 @@ def test_java_client(kcompat_broker_factory: Any, java_classes: dict[str, Path],
     jar_dir = KAFKA_CLIENTS_39_JARS if jars == "3.9" else KAFKA_JARS
     scenario(kcompat_broker_factory(BROKER),
              lambda bs, topic, group: java_member(classes, jar_dir, bs, topic, group, conf), full=full)  # fmt: skip
+
+
+def test_static_member_id_starts_with_the_instance_id(kcompat_session_broker: Any) -> None:
+    """Kafka forms a static member's id as `<group.instance.id>-<uuid>` (ClassicGroup.generateMemberId)."""
+    from confluent_kafka import Consumer
+
+    b = kcompat_session_broker
+    topic, group = unique("static-id"), unique("static-group")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "client.id": "the-client",
+                  "group.instance.id": "instance-7", "session.timeout.ms": "6000"})  # fmt: skip
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        [member] = described.members
+        assert member.group_instance_id == "instance-7"
+        assert member.member_id.startswith("instance-7-") and len(member.member_id) == len("instance-7-") + 36
+    finally:
+        c.close()

@@ -28,7 +28,8 @@ from kcompat.wire.schema import Api
 pytestmark = pytest.mark.timeout(300)
 
 BROKER = {"group.min.session.timeout.ms": "1000", "offsets.topic.num.partitions": "5",
-          "group.consumer.heartbeat.interval.ms": "300"}  # fmt: skip
+          "group.consumer.heartbeat.interval.ms": "300",
+          "group.consumer.min.heartbeat.interval.ms": "100"}  # below Kafka's 5 s bound, lowered as Kafka needs  # fmt: skip
 CLASSIC = {"session.timeout.ms": "3000", "heartbeat.interval.ms": "300", "client.id": "tool-test"}
 
 

@@ -255,10 +255,10 @@ def _control_batches(directory: Path) -> list[tuple[int, int]]:
 def test_compaction_drops_aborted_data_and_its_marker_and_read_committed_sees_the_same(
     kcompat_broker_factory: BrokerFactory,
 ) -> None:
-    """A compacted topic with committed and aborted transactions: the cleaner (every 200 ms, every
+    """A compacted topic with committed and aborted transactions: the cleaner (backing off 200 ms, every
     segment sealed at once by segment.ms=1) drops the aborted records, then their ABORT marker
     (delete.retention.ms=0); a read_committed reader sees the same records before and after."""
-    broker = kcompat_broker_factory({"log.retention.check.interval.ms": "200"})
+    broker = kcompat_broker_factory({"log.cleaner.backoff.ms": "200"})
     bs = broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
     cfg = {"cleanup.policy": "compact", "segment.ms": "1", "delete.retention.ms": "0",

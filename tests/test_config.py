@@ -31,6 +31,7 @@ from kcompat.config import (
     topic_config,
     validate_topic_configs,
 )
+from kcompat.config.broker_kafka_properties import INTERNAL
 from kcompat.config.broker_properties import is_cluster_id
 from kcompat.config.definition import format_value, java_double, parse_typed
 from kcompat.config.log_config import LOG_CONFIG_PROPERTIES
@@ -580,7 +581,7 @@ def test_dynamic_layers() -> None:
 
 def test_broker_describe() -> None:
     entries = {e.name: e for e in load("num.partitions=3").describe()}
-    assert set(entries) == set(BROKER_CONFIGS)
+    assert set(entries) == set(BROKER_CONFIGS) - INTERNAL  # Kafka describes no internal property
     assert entries["num.partitions"].value == "3"
     assert entries["num.partitions"].source is ConfigSource.STATIC_BROKER_CONFIG
     assert entries["num.partitions"].read_only

@@ -144,8 +144,9 @@ def test_api_versions_advertise_the_forwarded_apis(kcompat_cluster: DevCluster) 
     finally:
         client.close()
     keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-    # ElectLeaders, Alter/ListPartitionReassignments, DescribeQuorum, UpdateFeatures: served by forwarding only
-    assert {43, 45, 46, 55, 57} <= set(keys), keys
+    # ElectLeaders, Alter/ListPartitionReassignments, DescribeQuorum, UpdateFeatures, UnregisterBroker:
+    # with the controller's ranges, as they are forwarded to it
+    assert {43, 45, 46, 55, 57, 64} <= set(keys), keys
     assert keys[19][1] == 7 and keys[55][1] >= 2
 
 
@@ -259,6 +260,11 @@ def test_leader_election_reassignments_and_features_are_answered_by_the_controll
     features = kafka_tool("kafka-features", "--bootstrap-server", bootstrap, "upgrade", "--feature", "group.version=1",
                           "--dry-run", check=False)  # fmt: skip
     assert "group.version can be upgraded to 1." in features.stdout, features
+    # UnregisterBroker: forwarded, so the controller's registry answers for an id never registered
+    gone = kafka_tool(
+        "kafka-cluster", "unregister", "--bootstrap-server", bootstrap, "--id", "99", check=False
+    )
+    assert "Broker ID 99 is not currently registered" in gone.stdout + gone.stderr, gone
 
 
 def test_each_dev_cluster_broker_serves_a_console_listing_the_cluster(kcompat_cluster: DevCluster) -> None:

@@ -19,6 +19,7 @@ import base64
 import binascii
 
 from kcompat.config.broker_group_properties import GROUP_PROPERTIES, TRANSACTION_PROPERTIES
+from kcompat.config.broker_kafka_properties import KAFKA_PROPERTIES, RESTART_ONLY_SECURITY
 from kcompat.config.broker_log_properties import RECORD_PROPERTIES, STORAGE_PROPERTIES
 from kcompat.config.broker_share_properties import SHARE_COORDINATOR_PROPERTIES, SHARE_PROPERTIES
 from kcompat.config.definition import INT_MAX, Check, ConfigDef, ListOf, OneOf, at_least, table
@@ -378,9 +379,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = table(
         *SHARE_COORDINATOR_PROPERTIES,
     ]
 )
+# The rest of Kafka's properties, accepted and reported (those kcompat's tables define win).
+BROKER_CONFIGS.update((d.name, d) for d in KAFKA_PROPERTIES if d.name not in BROKER_CONFIGS)
 
 # Dynamic in Kafka (it re-binds listeners at run time), changed in kcompat only by a restart.
-RESTART_ONLY = frozenset({"listeners", "listener.security.protocol.map"})
+RESTART_ONLY = frozenset({"listeners", "listener.security.protocol.map"}) | RESTART_ONLY_SECURITY
 
 # Families of properties (security, metrics, quotas ...) accepted without effect: Kafka files and
 # container environments routinely carry them.

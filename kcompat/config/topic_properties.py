@@ -208,6 +208,16 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = table(
             MEDIUM,
             Check(lambda v: v is False, "false (kcompat has no tiered storage)"),
         ),
+        # KIP-950's switches of a topic's tiered storage: any value means nothing while
+        # remote.storage.enable is false, which is all kcompat accepts (MirrorMaker 2 copies them).
+        prop("remote.log.copy.disable", BOOLEAN, False, "Stop copying segments to tiered storage.", MEDIUM),
+        prop(
+            "remote.log.delete.on.disable",
+            BOOLEAN,
+            False,
+            "Delete the tiered copy when tiered storage is switched off.",
+            MEDIUM,
+        ),
         prop(
             "retention.bytes",
             LONG,

@@ -155,7 +155,7 @@ class ClassicGroupProtocol:
             return JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE)
         if not group.supports_protocols(j.protocol_type, j.protocols):
             return JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL)
-        new_id = self.store.member_id(j.client_id)
+        new_id = self.store.member_id(j.client_id, j.instance_id)
         if j.instance_id is not None and j.instance_id in group.static_members:
             return self._replace_static_member(
                 out, group, now, j.instance_id, new_id, j.rebalance_timeout, j.session_timeout, j.protocols

@@ -65,5 +65,6 @@ class GroupStore:
         self._next_token += 1
         return self._next_token - 1
 
-    def member_id(self, client_id: str) -> str:
-        return f"{client_id}-{self.new_uuid()}"
+    def member_id(self, client_id: str, instance_id: str | None = None) -> str:
+        """Kafka's generateMemberId: a static member's id starts with its group.instance.id."""
+        return f"{client_id if instance_id is None else instance_id}-{self.new_uuid()}"

@@ -88,6 +88,7 @@ class OffsetMetadataManager:
         member_id: str,
         instance_id: str | None,
         api_version: int,
+        transactional: bool = False,
     ) -> int:
         if not group_id:
             return E.INVALID_GROUP_ID
@@ -110,7 +111,8 @@ class OffsetMetadataManager:
                 return error
             if generation != group.generation_id:
                 return E.ILLEGAL_GENERATION
-        elif group.state is not ClassicGroupState.EMPTY:
+        elif not transactional and group.state is not ClassicGroupState.EMPTY:
+            # TxnOffsetCommit v0-2 carries no member or generation: Kafka lets it into any group.
             return E.UNKNOWN_MEMBER_ID
         if group.state is ClassicGroupState.COMPLETING_REBALANCE:
             return E.REBALANCE_IN_PROGRESS

@@ -45,7 +45,13 @@ class TxnOffsets:
         """TxnOffsetCommit, after the transaction coordinator checked the producer: KIP-447 checks of
         member and generation (v3+), then the offsets pend under the producer."""
         error = self.offsets._validate_commit(
-            now_ms, group_id, generation_id, member_id, group_instance_id, TXN_COMMIT_API_VERSION
+            now_ms,
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            TXN_COMMIT_API_VERSION,
+            transactional=True,
         )
         if error == E.REBALANCE_IN_PROGRESS:
             error = E.NONE  # Kafka lets a transactional commit through a rebalance; the marker decides

@@ -6,7 +6,7 @@ Public API (what the server uses):
         loads every partition at start-up (recovering after an unclean stop), writes meta.properties
         and Kafka's checkpoint files; `get(topic, p)`, `get_or_create(topic, p, config)`,
         `delete(topic)`, `set_config(topic, config)`, `run_maintenance(now_ms)` (worker thread:
-        retention, compaction, flushes, checkpoints), `close()` (flush, fsync, clean-shutdown marker).
+        retention, flushes, checkpoints), `run_cleaner(now_ms)` (compaction), `close()` (flush, fsync, clean-shutdown marker).
 
     plog = manager.get_or_create("t", 0)                       a PartitionLog
         plog.append(records, leader_epoch=e, now_ms=t) -> AppendInfo(base_offset, last_offset,

@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 import logging
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kcompat.log.batch_scan import iter_whole_batches
@@ -173,6 +174,19 @@ class LogCleaner:
         if oldest_dirty_ts is not None and now_ms - oldest_dirty_ts > cfg.max_compaction_lag_ms:
             return True
         return dirty / (clean + dirty) >= cfg.min_cleanable_dirty_ratio
+
+    def clean_due(self, logs: Iterable[PartitionLog], now_ms: int) -> int:
+        """Every compacted log past its dirty ratio, max.compaction.lag.ms or delete horizon: the
+        segments cleaned, 0 telling the caller to back off log.cleaner.backoff.ms (CleanerThread)."""
+        cleaned = 0
+        for plog in logs:
+            try:
+                stats = self.maybe_clean(plog, now_ms) if plog.config.compact else None
+            except (LogError, OSError):  # a disk error, or the topic was deleted meanwhile
+                log.exception("compaction of %s-%d failed", plog.topic, plog.partition)
+                continue
+            cleaned += stats.segments_cleaned if stats is not None else 0
+        return cleaned
 
     def maybe_clean(self, plog: PartitionLog, now_ms: int) -> CleanStats | None:
         return self.clean(plog, now_ms) if self.needs_cleaning(plog, now_ms) else None

@@ -25,9 +25,10 @@ report less). Only replicated logs are written: a single node's high watermark i
 `checkpoint_high_watermarks()` is called every replica.high.watermark.checkpoint.interval.ms.
 
 The server calls `run_maintenance(now_ms)` periodically from a worker thread: retention, flushes
-due by flush.ms or rolls, compaction, producer-id expiry, checkpoints, and the epoch checkpoints
+due by flush.ms or rolls, producer-id expiry, checkpoints, and the epoch checkpoints
 that new leaders kept in memory once records carry their epoch (so that a clean stop finds them
-written: what a stop costs is mostly such file creations).
+written: what a stop costs is mostly such file creations). Compaction is `run_cleaner(now_ms)`, on
+the cleaner's own cadence (log.cleaner.backoff.ms).
 """
 
 from __future__ import annotations
@@ -394,13 +395,11 @@ class LogManager:
     # --- background work ---
 
     def run_maintenance(self, now_ms: int | None = None) -> None:
-        """Retention, due flushes, compaction and checkpoints for every log (call from a worker thread)."""
+        """Retention, due flushes and checkpoints for every log (call from a worker thread)."""
         now = self.clock() if now_ms is None else now_ms
         for plog in self.logs():
             try:
                 plog.run_retention(now)
-                if plog.config.compact:
-                    self.cleaner.maybe_clean(plog, now)
                 plog.maybe_flush(now)
                 with plog.lock:
                     # An epoch that records now carry is written here, not left to the clean stop
@@ -410,6 +409,13 @@ class LogManager:
             except (KafkaStorageError, OSError):  # a disk error, or the topic was deleted meanwhile
                 log.exception("maintenance of %s-%d failed", plog.topic, plog.partition)
         self.checkpoint()
+
+    def run_cleaner(self, now_ms: int | None = None) -> int:
+        """One round of the log cleaner (worker thread); the segments it compacted."""
+        cleaned = self.cleaner.clean_due(self.logs(), self.clock() if now_ms is None else now_ms)
+        if cleaned:
+            self.checkpoint()  # cleaner-offset-checkpoint
+        return cleaned
 
     def checkpoint(self) -> None:
         for d in self.log_dirs:

@@ -39,6 +39,7 @@ from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.faults import FaultEngine
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
+from kcompat.metadata.features import TRANSACTION_VERSION
 from kcompat.security.authorizer import Authorizer
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.capture_hook import CaptureHook
@@ -286,6 +287,10 @@ class Broker:
         for d in self.log_dirs:  # before anything is written: a dir of another cluster or node is refused
             check_meta_properties(d, self.cluster_id, self.node_id)
         self.metadata.load()
+        if not self.cluster.cluster_mode:  # the level kafka-features left this node at
+            self.txn_service.set_transaction_version(
+                self.metadata.features().finalized.get(TRANSACTION_VERSION, 0)
+            )
         self.scram.load()
         if self.authorizer is not None and not is_cluster_member(self.config):
             for acl in self.acl_store.load():
@@ -309,6 +314,8 @@ class Broker:
         )
         interval = int(self.config.get("log.retention.check.interval.ms"))
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
+        if self.config.get("log.cleaner.enable"):
+            self._background.append(asyncio.create_task(self._cleaner_loop()))
         await self.group_service.start()  # replays __consumer_offsets
         await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
         await self.share_coordinator.start()  # replays __share_group_state
@@ -365,6 +372,12 @@ class Broker:
         while True:
             await asyncio.sleep(interval_s)
             await self.run_maintenance()
+
+    async def _cleaner_loop(self) -> None:
+        """Kafka's CleanerThread: clean what is due, and back off log.cleaner.backoff.ms when nothing was."""
+        while True:
+            if not await self.replicas.run_cleaner(self.now_ms()):
+                await asyncio.sleep(int(self.config.get("log.cleaner.backoff.ms")) / 1000)
 
     async def run_maintenance(self) -> None:
         await self.replicas.run_maintenance(self.now_ms())

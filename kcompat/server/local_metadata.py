@@ -43,6 +43,7 @@ from kcompat.server.metadata_view import (
     PartitionLogs,
     ProducerIds,
 )
+from kcompat.storage.feature_store import FeatureStore
 from kcompat.storage.producer_id_store import ProducerIdManager
 from kcompat.storage.resource_configs import ResourceConfigStore
 from kcompat.storage.topic_store import (
@@ -74,6 +75,7 @@ class LocalMetadata(ConfigReads):
         self._partition_logs = logs
         self._unsaved: list[tuple[TopicInfo, range]] | None = None  # new logs waiting for the batch's save
         self._resource_configs = ResourceConfigStore(directory)  # groups, client-metrics subscriptions
+        self._features = FeatureStore(directory)
 
     def features(self) -> Features:
         """The levels a single node finalizes, fixed while it runs (epoch 0): those of a Kafka
@@ -82,12 +84,17 @@ class LocalMetadata(ConfigReads):
         levels = {TRANSACTION_VERSION: 2, SHARE_VERSION: 1, ELR_VERSION: 1}
         if "consumer" in self._config.get("group.coordinator.rebalance.protocols"):
             levels[GROUP_VERSION] = 1
-        return Features(SINGLE_NODE_SUPPORTED, MappingProxyType(levels), 0)
+        levels |= self._features.levels  # what kafka-features upgraded or downgraded
+        return Features(SINGLE_NODE_SUPPORTED, MappingProxyType(levels), self._features.epoch)
+
+    def update_features(self, levels: Mapping[str, int]) -> None:
+        self._features.update(levels)
 
     def load(self) -> None:
         """Read the stored topics, producer ids and dynamic broker configs."""
         self._topics.load()
         self._resource_configs.load()
+        self._features.load()
         self._producer_ids.load()
         node, default = self._topics.broker_configs()
         if node or default:

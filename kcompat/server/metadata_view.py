@@ -135,6 +135,9 @@ class MetadataView(Protocol):
     def features(self) -> Features:
         """The feature levels ApiVersions reports (cluster mode: the image's, at its offset)."""
 
+    def update_features(self, levels: Mapping[str, int]) -> None:
+        """A single node's UpdateFeatures, persisted (cluster mode forwards it: never called)."""
+
     def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
         """The configs set on a group (32) or client-metrics (16) resource; empty when none."""
 

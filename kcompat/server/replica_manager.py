@@ -443,43 +443,35 @@ class ReplicaManager:
         self.fetch_waiters.close()
 
     async def run_maintenance(self, now_ms: int) -> None:
-        """Retention, flushes by flush.ms, compaction, checkpoints: in a worker thread."""
-        async with self._maintenance_lock:
+        """Retention, flushes by flush.ms, checkpoints: in a worker thread."""
+        await self._in_worker(lambda logs: logs.run_maintenance(now_ms), "maintenance")
+
+    async def run_cleaner(self, now_ms: int) -> int:
+        """One round of the log cleaner (worker thread); the segments it compacted."""
+        return await self._in_worker(lambda logs: logs.run_cleaner(now_ms), "compaction")
+
+    async def _in_worker(self, job: Callable[[LogManager], int | None], what: str) -> int:
+        async with self._maintenance_lock:  # retention, compaction and close, one at a time
             logs = self.logs
             if logs is None:
-                return
-            work = asyncio.ensure_future(asyncio.to_thread(logs.run_maintenance, now_ms))
+                return 0
+            work = asyncio.ensure_future(asyncio.to_thread(job, logs))
             try:
                 # A cancelled task (close) cannot stop the thread: the lock is held until it is done,
                 # so close() never writes the checkpoints while maintenance is still writing them.
-                await asyncio.shield(work)
+                return await asyncio.shield(work) or 0
             except asyncio.CancelledError:
                 await asyncio.wait([work])
                 raise
-            except (
-                OSError,
-                KafkaStorageError,
-            ) as e:  # a full or failing disk: said once in a while, without a traceback
-                self._maintenance_errors.log(logging.ERROR, "maintenance", "log maintenance failed: %s", e)
+            except (OSError, KafkaStorageError) as e:  # a failing disk: once in a while, no traceback
+                self._maintenance_errors.log(logging.ERROR, what, "log %s failed: %s", what, e)
             except Exception:
-                log.exception("log maintenance failed")
+                log.exception("log %s failed", what)
+            return 0
 
     async def checkpoint_high_watermarks(self) -> None:
         """replication-offset-checkpoint in every log dir (worker thread; never beside close or maintenance)."""
-        async with self._maintenance_lock:
-            logs = self.logs
-            if logs is None:
-                return
-            work = asyncio.ensure_future(asyncio.to_thread(logs.checkpoint_high_watermarks))
-            try:
-                await asyncio.shield(work)  # cancelled: the lock is held until the thread is done
-            except asyncio.CancelledError:
-                await asyncio.wait([work])
-                raise
-            except OSError as e:
-                self._maintenance_errors.log(
-                    logging.ERROR, "hw-checkpoint", "high watermark checkpoint failed: %s", e
-                )
+        await self._in_worker(lambda logs: logs.checkpoint_high_watermarks(), "high watermark checkpoint")
 
     async def close(self, timeout_s: float | None = None) -> None:
         """Flush and close every log (in a worker thread), after any maintenance under way; logs

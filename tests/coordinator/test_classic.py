@@ -380,3 +380,9 @@ def test_describe_list_delete() -> None:
     assert srv.c.groups["g"].state is S.EMPTY
     assert srv.call("delete_groups", ["g"]).response[0].error_code == E.NONE
     assert "g" not in srv.c.groups
+
+
+def test_member_ids_as_kafka_forms_them() -> None:
+    srv = Server()
+    static = srv.answer(srv.join("g", instance="i-1"))
+    assert static.member_id.startswith("i-1-"), "a static member's id starts with its group.instance.id"

@@ -99,6 +99,7 @@ def test_unwrap_checks_the_correlation_id() -> None:
 
 
 REQUESTS: dict[int, tuple[int, dict[str, Any]]] = {
+    64: (0, {"broker_id": 5}),  # UnregisterBroker
     19: (7, CREATE),
     20: (6, {"topics": [{"name": "t", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 1}),
     37: (

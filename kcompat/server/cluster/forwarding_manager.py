@@ -54,6 +54,7 @@ from kcompat.wire.messages.envelope import ENVELOPE
 from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from kcompat.wire.messages.list_partition_reassignments import LIST_PARTITION_REASSIGNMENTS
 from kcompat.wire.messages.principal import DEFAULT_PRINCIPAL_DATA
+from kcompat.wire.messages.unregister_broker import UNREGISTER_BROKER
 from kcompat.wire.messages.update_features import UPDATE_FEATURES
 from kcompat.wire.primitives import Reader
 from kcompat.wire.protocol import (
@@ -77,6 +78,7 @@ from kcompat.wire.types import describe_quorum as dq
 from kcompat.wire.types import elect_leaders as el
 from kcompat.wire.types import incremental_alter_configs as iac
 from kcompat.wire.types import list_partition_reassignments as lpr
+from kcompat.wire.types import unregister_broker as ub
 from kcompat.wire.types import update_features as uf
 from kcompat.wire.types.envelope import EnvelopeRequest
 from kcompat.wire.types.principal import DefaultPrincipalData
@@ -102,6 +104,7 @@ FORWARDED_APIS = frozenset(
         LIST_PARTITION_REASSIGNMENTS.key,
         UPDATE_FEATURES.key,
         DESCRIBE_QUORUM.key,
+        UNREGISTER_BROKER.key,
         CREATE_ACLS.key,
         DELETE_ACLS.key,
         ALTER_CLIENT_QUOTAS.key,
@@ -251,6 +254,8 @@ def error_response(request: Request[Any], error: ErrorCode, message: str | None 
         )
     if key == DESCRIBE_QUORUM.key:
         return dq.DescribeQuorumResponse(error_code=code, error_message=message, topics=[])
+    if key == UNREGISTER_BROKER.key:
+        return ub.UnregisterBrokerResponse(throttle_time_ms=0, error_code=code, error_message=message)
     if key == CREATE_ACLS.key:
         return ca.CreateAclsResponse(
             throttle_time_ms=0,

@@ -114,6 +114,9 @@ class KRaftMetadata(ConfigReads):
     def load(self) -> None:
         """Nothing is stored locally: the image arrives from the controllers."""
 
+    def update_features(self, levels: Mapping[str, int]) -> None:
+        raise AssertionError("cluster mode forwards UpdateFeatures to the controller")
+
     def features(self) -> Features:
         """The image's finalized levels at its offset (Kafka's KRaftMetadataCache.features),
         with the quorum's kraft.version, never the local config."""
