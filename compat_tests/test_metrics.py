@@ -251,7 +251,7 @@ def test_admin_listener_http(broker: Broker) -> None:
         assert resp.status == status, (method, path)
         assert (body == b"") == (method == "HEAD"), (method, path)
     conn.close()
-    assert f"metrics at {broker.admin_url}/metrics" in broker.logs()
+    assert f"console at {broker.admin_url}/, metrics at {broker.admin_url}/metrics" in broker.logs()
 
 
 def _serve(tmp_path: Path, *overrides: str) -> subprocess.Popen[str]:
