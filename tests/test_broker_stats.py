@@ -13,6 +13,7 @@ from kcompat.server.admin.request_metrics import RecentCounts, quantile_ms
 from kcompat.server.broker_stats import LATENCY_BUCKETS_S, BrokerStats
 from kcompat.server.error_counts import plan
 from kcompat.wire.types.create_topics import CreatableTopicResult, CreateTopicsResponse
+from kcompat.wire.types.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from kcompat.wire.types.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
 
 
@@ -86,9 +87,14 @@ def test_error_codes_of_the_answers_are_counted_per_api() -> None:
         PartitionProduceResponse(index=0), PartitionProduceResponse(index=1, error_code=6)])])  # fmt: skip
     stats.observe(0, 0.001, body=produced)
     stats.observe(0, 0.001, failed=True)
+    fetched = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[
+        PartitionData(partition_index=i, error_code=code) for i, code in enumerate((0, 1, 1, 6))])])  # fmt: skip
+    stats.observe(1, 0.001, body=fetched)
+    assert stats.requests[1].error_codes == {0: 2, 1: 2, 6: 1}  # the top-level code and each partition's
     assert stats.requests[19].error_codes == {36: 6}
     assert stats.requests[0].error_codes == {0: 1, 6: 1, -1: 1}
-    assert plan(PartitionProduceResponse) == (("error_code",), (), ())
+    p = plan(PartitionProduceResponse)
+    assert (p.codes, p.structs, p.lists) == (("error_code",), (), ())
 
 
 def test_quantiles_interpolate_in_fine_buckets_of_the_last_window() -> None:
