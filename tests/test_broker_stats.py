@@ -12,6 +12,7 @@ from kcompat.log_lines import JsonFormatter
 from kcompat.server.admin.request_metrics import RecentCounts, quantile_ms
 from kcompat.server.broker_stats import LATENCY_BUCKETS_S, BrokerStats
 from kcompat.server.error_counts import plan
+from kcompat.wire.structs import Encoded
 from kcompat.wire.types.create_topics import CreatableTopicResult, CreateTopicsResponse
 from kcompat.wire.types.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from kcompat.wire.types.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
@@ -89,6 +90,7 @@ def test_error_codes_of_the_answers_are_counted_per_api() -> None:
     stats.observe(0, 0.001, failed=True)
     fetched = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[
         PartitionData(partition_index=i, error_code=code) for i, code in enumerate((0, 1, 1, 6))])])  # fmt: skip
+    fetched.responses[0].partitions.append(Encoded(PartitionData, 16, b""))  # pre-encoded: not read
     stats.observe(1, 0.001, body=fetched)
     assert stats.requests[1].error_codes == {0: 2, 1: 2, 6: 1}  # the top-level code and each partition's
     assert stats.requests[19].error_codes == {36: 6}
