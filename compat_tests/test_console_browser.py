@@ -213,3 +213,43 @@ def test_group_page_shows_lag_and_draws_its_chart(
         "the chart's last point",
     )
     browser.save_screenshot(str(shots / "group.png"))
+
+
+def test_an_emptied_group_with_six_digit_lag(broker: Broker, browser: Any, shots: Path) -> None:
+    """A group whose member left shows "(consumer)", not "(consumer/)"; its lag of 120,000 draws a
+    y axis wide enough for its tick labels, so the axis label does not overprint them."""
+    topic, group, records = "backlog", "reporting", 120_000
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2 * records}
+    )
+    for _ in range(records):
+        producer.produce(topic, value=b"r")
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})  # fmt: skip
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    consumer.close()
+    del producer, admin
+
+    browser.get(f"{broker.admin_url}/group?id={group}")
+    intro = browser.find_element(By.CSS_SELECTOR, "#group-state").find_element(By.XPATH, "..").text
+    assert "(consumer)" in intro and "consumer/" not in intro, intro
+    wait_until(lambda: browser.find_element(By.ID, "total-lag").text == str(records), "the total lag")
+    chart = browser.find_element(By.ID, "lag-chart")
+    wait_until(lambda: chart.get_attribute("data-last") == str(records), "the lag chart at 120000")
+    ticks_of = 'return document.getElementById("lag-chart").chart.axes[1]._values'
+    wait_until(lambda: "120,000" in (browser.execute_script(ticks_of) or []), "the tick at 120,000")
+    widest, size, ticks, gap = browser.execute_script(
+        """var u = document.getElementById("lag-chart").chart, ax = u.axes[1];
+        u.ctx.font = ax.font[0];
+        var w = Math.max.apply(null, ax._values.map(function (v) { return u.ctx.measureText(v).width; }));
+        return [w / (window.devicePixelRatio || 1), ax._size, ax.ticks.size, ax.gap];"""
+    )
+    assert ticks + gap + widest <= size, (widest, size)
+    browser.save_screenshot(str(shots / "group-six-digit-lag.png"))

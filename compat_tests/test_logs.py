@@ -6,6 +6,8 @@ connections at DEBUG."""
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -121,3 +123,21 @@ def test_kip848_rebalance_is_logged_with_epoch_and_partitions(broker: DebugBroke
     finally:
         for c in consumers:
             c.close()
+
+
+def test_a_client_on_a_removed_version_is_refused_with_one_line(broker: DebugBroker) -> None:
+    """Produce v2 (Kafka 4 removed it) is refused by closing the connection, as Kafka does; a client
+    retrying it 30 times writes one line, not 30 (librdkafka 0.x on Kafka 4 wrote 762 in 26 s)."""
+    host, port = broker.bootstrap.split(":")
+    client_id = b"old-client"
+    for correlation in range(30):
+        header = struct.pack(">hhih", 0, 2, correlation, len(client_id)) + client_id
+        frame = header + b"\xff\xff" + struct.pack(">hi", -1, 1000) + struct.pack(">i", 0)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            assert s.recv(1) == b""  # closed without an answer
+    wait_for(broker, lambda r: "Produce v2" in r["message"], "refusing Produce v2")
+    time.sleep(0.5)
+    refused = [r for r in records(broker) if "Produce v2" in r["message"]]
+    assert len(refused) == 1, refused
+    assert refused[0]["level"] == "WARNING" and "closing connection from" in refused[0]["message"]

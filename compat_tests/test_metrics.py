@@ -5,6 +5,8 @@ the lag is log end minus committed, and a broker with the listener off loads no 
 from __future__ import annotations
 
 import http.client
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 from support import default_admin_port_taken
@@ -21,6 +23,8 @@ from support import default_admin_port_taken
 from kcompat.testing import Broker, free_port
 
 pytestmark = pytest.mark.timeout(120)
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana" / "kcompat.json"
 
 TOPIC = "metered"
 PARTITIONS = 3
@@ -127,6 +131,115 @@ def test_metrics_count_what_clients_sent_and_compute_lag(broker: Broker) -> None
     assert value(samples, "kafka_server_socketservermetrics_connection_count") >= 1
 
 
+def test_errors_by_api_and_code_latency_quantiles_and_process(broker: Broker) -> None:
+    """Six topics refused in one CreateTopics count six TOPIC_ALREADY_EXISTS (Kafka's ErrorsPerSec);
+    TotalTimeMs's percentiles are there as the JMX exporter names them; so are process metrics."""
+    assert broker.admin_url is not None
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    names = [f"dup-{i}" for i in range(6)]
+    for f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        f.result(30)
+    before = scrape(broker.admin_url)
+    failed = admin.create_topics([NewTopic(n, 1, 1) for n in names], request_timeout=30)
+    for f in failed.values():
+        with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
+            f.result(30)
+    after = scrape(broker.admin_url)
+    del admin
+    exists = {"request": "CreateTopics", "error": "TOPIC_ALREADY_EXISTS"}
+    errors = "kafka_network_requestmetrics_errors_total"
+    assert value(after, errors, **exists) - before.get((errors, tuple(sorted(exists.items()))), 0) == 6
+    assert value(after, errors, request="CreateTopics", error="NONE") == value(
+        before, errors, request="CreateTopics", error="NONE"
+    )
+    assert value(after, errors, request="ApiVersions", error="NONE") >= 1
+
+    produced = value(after, "kafka_network_requestmetrics_requests_total", request="Produce")
+    assert value(after, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produced
+    quantiles = [
+        value(after, "kafka_network_requestmetrics_totaltimems", request="Produce", quantile=q)
+        for q in ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
+    ]
+    assert 0 < quantiles[0] <= quantiles[-1] == max(quantiles)
+    assert quantiles == sorted(quantiles)
+
+    assert value(after, "process_resident_memory_bytes") > 10_000_000
+    assert value(after, "process_open_fds") > 0
+    assert value(after, "process_cpu_seconds_total") > 0
+    assert any(name == "python_info" for name, _ in after)
+
+
+# A PromQL selector: a metric name, its optional {label matchers}, not a function call.
+_SELECTOR = re.compile(r"(?<![\w:\"])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:])\s*(\{[^}]*\})?(?!\s*\()")
+_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"')
+_KEYWORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "offset",
+    "bool",
+    "and",
+    "or",
+    "unless",
+}
+
+
+def selectors(expr: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """The series selectors of a PromQL expression: (metric name, [(label, op, value)])."""
+    expr = re.sub(r"\[[^\]]*\]", "", expr)  # range durations
+    expr = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", "", expr)  # grouping label lists
+    found = []
+    for m in _SELECTOR.finditer(expr):
+        name, matchers = m.group(1), m.group(2) or ""
+        if name not in _KEYWORDS and not name.isdigit():
+            found.append((name, _MATCHER.findall(matchers)))
+    return found
+
+
+def _matches(labels: dict[str, str], matchers: list[tuple[str, str, str]]) -> bool:
+    for label, op, want in matchers:
+        have = labels.get(label, "")
+        ok = {"=": have == want, "!=": have != want,
+              "=~": re.fullmatch(want, have) is not None, "!~": re.fullmatch(want, have) is None}[op]  # fmt: skip
+        if not ok:
+            return False
+    return True
+
+
+def test_selectors_parse_promql() -> None:
+    expr = 'histogram_quantile(0.95, sum by (le, request) (rate(x_bucket{request=~"A|B",error!="NONE"}[5m])))'
+    assert selectors(expr) == [("x_bucket", [("request", "=~", "A|B"), ("error", "!=", "NONE")])]
+    assert selectors("process_open_fds") == [("process_open_fds", [])]
+
+
+def test_every_grafana_panel_has_data(broker: Broker) -> None:
+    """Each expression of docs/grafana/kcompat.json names only series this broker's /metrics has,
+    each with a sample its label matchers select (the first test and the errors test made traffic,
+    a group and a refused CreateTopics)."""
+    assert broker.admin_url is not None
+    dashboard = json.loads(DASHBOARD.read_text())
+    samples = scrape(broker.admin_url)
+    by_name: dict[str, list[dict[str, str]]] = {}
+    for name, labels in samples:
+        by_name.setdefault(name, []).append(dict(labels))
+    assert len(dashboard["panels"]) >= 10
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+    for panel in dashboard["panels"]:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            found = selectors(target["expr"])
+            assert found, (panel["title"], target["expr"])
+            for name, matchers in found:
+                series = by_name.get(name, [])
+                assert series, f"panel {panel['title']!r}: {name} is not in /metrics"
+                assert any(_matches(labels, matchers) for labels in series), (
+                    f"panel {panel['title']!r}: no {name} sample matches {matchers}"
+                )
+
+
 def test_admin_listener_http(broker: Broker) -> None:
     assert broker.admin_url is not None
     conn = http.client.HTTPConnection(broker.admin_url.removeprefix("http://"), timeout=10)
@@ -138,7 +251,7 @@ def test_admin_listener_http(broker: Broker) -> None:
         assert resp.status == status, (method, path)
         assert (body == b"") == (method == "HEAD"), (method, path)
     conn.close()
-    assert f"metrics at {broker.admin_url}/metrics" in broker.logs()
+    assert f"console at {broker.admin_url}/, metrics at {broker.admin_url}/metrics" in broker.logs()
 
 
 def _serve(tmp_path: Path, *overrides: str) -> subprocess.Popen[str]:

@@ -46,3 +46,15 @@ def broker_harness(tmp_path: Path) -> Iterator[HarnessFactory]:
     yield factory
     for harness in reversed(made):
         harness.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_closing_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own throttle of "closing connection" lines: a port reused by a later test would
+    otherwise find its lines held back by an earlier test's."""
+    import logging
+
+    from kcompat.server.log_throttle import LogThrottle
+    from kcompat.server.network import connection
+
+    monkeypatch.setattr(connection, "_closing", LogThrottle(logging.getLogger("kcompat.server")))

@@ -710,3 +710,33 @@ def test_quota_windows_are_used_not_ignored(caplog: pytest.LogCaptureFixture) ->
     assert (load().get("quota.window.num"), load().get("quota.window.size.seconds")) == (11, 1)
     with pytest.raises(ConfigError):
         load("quota.window.num=0")
+
+
+def test_unknown_ssl_and_sasl_keys_name_the_closest_known_one(caplog: pytest.LogCaptureFixture) -> None:
+    """ssl.* and sasl.* keys go through the unknown-property check too, listener- and
+    mechanism-prefixed forms included; the value is not shown (it may be a password)."""
+    caplog.set_level(logging.WARNING, logger="kcompat.config")
+    load(
+        "ssl.keystore.locaton=/k.p12",
+        "ssl.keystore.pasword=s3cret",
+        "listener.name.sasl_ssl.ssl.truststore.locations=/t.p12",
+        "listener.name.sasl_ssl.plain.sasl.jaas.confg=x",
+        "sasl.enabled.mechanism=PLAIN",
+        "ssl.totally.made.up=1",
+        "ssl.keystore.location=/k.p12",  # known forms: no line
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=y",
+        "sasl.oauthbearer.jwks.endpoint.url=https://idp/keys",
+        "ssl.endpoint.identification.algorithm=",
+    )
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert messages == [
+        "unknown property ssl.keystore.locaton ignored (did you mean ssl.keystore.location?)",
+        "unknown property ssl.keystore.pasword ignored (did you mean ssl.keystore.password?)",
+        "unknown property listener.name.sasl_ssl.ssl.truststore.locations ignored"
+        " (did you mean listener.name.sasl_ssl.ssl.truststore.location?)",
+        "unknown property listener.name.sasl_ssl.plain.sasl.jaas.confg ignored"
+        " (did you mean listener.name.sasl_ssl.plain.sasl.jaas.config?)",
+        "unknown property sasl.enabled.mechanism ignored (did you mean sasl.enabled.mechanisms?)",
+        "unknown property ssl.totally.made.up ignored",
+    ]
+    assert "s3cret" not in caplog.text

@@ -35,6 +35,7 @@ from kcompat.config.definition import (
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import Listener, parse_listeners, parse_protocol_map
 from kcompat.config.security import ListenerSecurity, is_security_key, parse_security
+from kcompat.config.security_keys import unknown_security_key
 from kcompat.config.shorthand import NO_QUORUM, ONE_NODE
 from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_SYNONYMS
 from kcompat.kafka_uuid import random_uuid_base64
@@ -103,6 +104,8 @@ class BrokerConfig(TypedAttributes):
             if is_security_key(key):
                 self.security_props[key] = raw
                 if definition is None:
+                    if warn and (hint := unknown_security_key(key)) is not None:  # its value may be a secret
+                        log.warning("unknown property %s ignored%s", key, hint)
                     continue
             if definition is None:
                 reason = _in_mode(

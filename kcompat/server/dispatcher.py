@@ -235,7 +235,7 @@ class RequestDispatcher:
             raise CloseConnection(f"{reg.api.name} handler failed: {e}") from e
 
     def _encode(self, request: Request, body: Any, started: float) -> list[Chunk] | None:
-        self._stats.observe(request.api_key, perf_counter() - started)
+        self._stats.observe(request.api_key, perf_counter() - started, body=body)
         if body is NO_RESPONSE:
             return None
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)

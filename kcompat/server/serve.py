@@ -219,7 +219,7 @@ def _log_started(config: BrokerConfig, bound: list[tuple[Listener, int]], admin:
         __version__,
         ", ".join(listener.url(port) for listener, port in bound),
         ", ".join(str(d) for d in log_dirs_of(config)),
-        f"; metrics at {admin.url}/metrics" if admin.url else "",
+        f"; console at {admin.url}/, metrics at {admin.url}/metrics" if admin.url else "",
         _process_age_ms(entered),
     )
 

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from kcompat.log.log_file import FetchSlice, FilePiece, LogFile
+from kcompat.server.log_throttle import LogThrottle
+from kcompat.server.network import connection
 from kcompat.server.network.answer_queue import MAX_DEFERRED
 from kcompat.server.network.connection import Limits
 from kcompat.server.network.sendfile import STATS
@@ -197,6 +199,37 @@ def test_bad_size_prefix_closes_only_that_connection(
     assert len(lines) == 1 and lines[0].startswith(f"closing connection from 127.0.0.1:{bad_port}: ")
     assert expect in lines[0]
     assert server.broker.handled == [1, 2]  # the bad frame never reached the broker
+
+
+def test_a_client_refused_again_and_again_writes_one_line(
+    start: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client retrying a request that closes its connection (an API version Kafka 4 removed: 762
+    lines in 26 s) gets one line per 10 s, then a count of the lines held back; others still log."""
+    now = [0.0]
+    monkeypatch.setattr(
+        connection, "_closing", LogThrottle(logging.getLogger("kcompat.server"), clock=lambda: now[0])
+    )
+    server = start()
+
+    def refused(command: str = "close") -> None:
+        with server.connect() as s:
+            s.sendall(request(5, command))
+            assert closed_by_peer(s)
+
+    with caplog.at_level(logging.INFO, logger="kcompat.server"):
+        for _ in range(20):
+            refused()
+        refused("decode")  # another reason: its own line
+        with server.connect() as other:
+            other.sendall(request(1, "echo:served"))
+            assert recv_response(other) == (1, b"served")
+        now[0] = 11.0
+        refused()
+    lines = server_lines(caplog, "closing connection from")
+    assert len(lines) == 3, lines
+    assert lines[0].endswith("told to close") and "invalid request" in lines[1]
+    assert lines[2].endswith("told to close (19 more like it in the last 11 s)")
 
 
 def test_exact_limit_is_accepted(start: Any) -> None:

@@ -20,3 +20,18 @@ def test_one_line_per_key_per_interval_with_a_count(caplog: pytest.LogCaptureFix
         "another key is not held back",
         "append failed: ENOSPC (379 more like it in the last 10 s)",
     ]
+
+
+def test_quiet_keys_are_forgotten_once_max_keys_are_held() -> None:
+    now = [0.0]
+    t = LogThrottle(logging.getLogger("t"), interval_s=10, clock=lambda: now[0], max_keys=3)
+    for key in ("a", "b", "c"):
+        assert t.log(logging.DEBUG, key, "x")
+    assert not t.log(logging.DEBUG, "a", "x")
+    now[0] = 11.0
+    assert t.log(logging.DEBUG, "d", "x")  # a, b and c were quiet for an interval: forgotten
+    assert set(t._last) == {"d"} and t._held == {}
+    for key in ("e", "f"):
+        assert t.log(logging.DEBUG, key, "x")
+    assert t.log(logging.DEBUG, "g", "x")  # all recent: started again, never more than max_keys
+    assert set(t._last) == {"g"}

@@ -8,9 +8,8 @@ when the admin listener is on.
 Names are the ones a Kafka operator already graphs:
   * Kafka's JMX metrics as the Prometheus JMX exporter names them:
       kafka_server_brokertopicmetrics_{messagesin,bytesin,bytesout}_total{topic}
-      kafka_network_requestmetrics_requests_total{request}, ..._errors_total{request},
-      ..._cancelled_total{request} (kcompat's: answers dropped with their closed connection)
-      kafka_network_requestmetrics_totaltime_seconds{request}   a histogram (Kafka: TotalTimeMs)
+      kafka_network_requestmetrics_{requests,errors,cancelled}_total, ..._totaltimems{quantile},
+      ..._totaltime_seconds (a histogram): see request_metrics.py
       kafka_server_socketservermetrics_connection_count, ..._connection_creation_total
       kafka_log_log_{size,logstartoffset,logendoffset,numlogsegments}{topic,partition}
   * the consumer groups as kafka_exporter names them, computed now (lag = log end - committed):
@@ -31,22 +30,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kcompat.capture import CaptureEngine
 from kcompat.faults import FaultEngine
 from kcompat.metadata.image import MetadataImage
-from kcompat.server.broker_stats import LATENCY_BUCKETS_S
+from kcompat.server.admin.request_metrics import RecentCounts, request_metrics
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
-from kcompat.wire.messages import APIS
 
 if TYPE_CHECKING:
     from kcompat.server.broker import Broker
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-_BOUNDS = [repr(b) for b in LATENCY_BUCKETS_S] + ["+Inf"]
 
 
 class BrokerCollector:
@@ -56,6 +59,7 @@ class BrokerCollector:
         self.broker = broker
         self.connections = connections
         self.accepted = accepted
+        self.recent = RecentCounts()
 
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_counters()
@@ -105,33 +109,7 @@ class BrokerCollector:
         yield from families.values()
 
     def _requests(self) -> Iterator[Metric]:
-        prefix = "kafka_network_requestmetrics_"
-        total = CounterMetricFamily(prefix + "requests", "Requests handled, by API.", labels=["request"])
-        errors = CounterMetricFamily(
-            prefix + "errors", "Requests whose handling failed and closed the connection.", labels=["request"]
-        )
-        cancelled = CounterMetricFamily(
-            prefix + "cancelled",
-            "Requests taken whose answer was dropped with their closed connection (acks=all Produce).",
-            labels=["request"],
-        )
-        time = HistogramMetricFamily(
-            prefix + "totaltime_seconds",
-            "Time from a request decoded to its response ready, parked waits included.",
-            labels=["request"],
-        )
-        for key, stats in sorted(self.broker.stats.requests.items()):
-            declared = APIS.get(key)
-            api = declared.name if declared is not None else str(key)
-            total.add_metric([api], stats.count)
-            errors.add_metric([api], stats.errors)
-            cancelled.add_metric([api], stats.cancelled)
-            cumulative, running = [], 0
-            for bound, n in zip(_BOUNDS, stats.buckets, strict=True):
-                running += n
-                cumulative.append((bound, running))
-            time.add_metric([api], cumulative, stats.seconds)
-        yield from (total, errors, cancelled, time)
+        yield from request_metrics(self.broker.stats.requests, self.recent)
 
     def _logs(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]
@@ -291,6 +269,10 @@ def metrics_page(collector: BrokerCollector) -> Callable[[dict[str, list[str]]],
     """The /metrics body and its content type, from a registry holding only `collector`."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
+    # process_* (memory, CPU, open files), python_info and python_gc_*, as any Python exporter has.
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
 
     def render(query: dict[str, list[str]]) -> tuple[bytes, str]:
         return generate_latest(registry), CONTENT_TYPE

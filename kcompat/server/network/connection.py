@@ -3,11 +3,11 @@ backpressure, zero-copy writes.
 
     request frame = size int32 | size bytes (header and body, handed to the broker)
 
-Framing itself (size checks, buffers, large frames) is kcompat.wire.framing.FrameReader, which
-does no I/O: this module receives into its buffer and hands its frames to the broker.
-The connection works on the raw non-blocking socket with loop.add_reader/add_writer, not on an
-asyncio transport: a transport-owned socket cannot take add_writer, and uvloop has no sendfile,
-so owning the socket is what lets response bytes and file slices (os.sendfile) go out in order.
+Framing (size checks, buffers, large frames) is kcompat.wire.framing.FrameReader, which does no
+I/O: this module receives into its buffer and hands its frames to the broker. It works on the raw
+non-blocking socket with loop.add_reader/add_writer, not an asyncio transport: a transport-owned
+socket cannot take add_writer, and uvloop has no sendfile, so owning the socket is what lets
+response bytes and file slices (os.sendfile) go out in order.
 
 - The size prefix is checked against socket.request.max.bytes (by the reader) before any of the
   frame is buffered; a negative or larger size closes the connection.
@@ -19,14 +19,13 @@ so owning the socket is what lets response bytes and file slices (os.sendfile) g
   unsent, and resumes below `write_low_water`.
 - Frames are handed over in buffers of their own (never views of the read buffer), so the broker
   may keep memoryviews of a frame (the reader guarantees it).
-- TLS (SSL, SASL_SSL listeners): the socket is a kcompat.server.network.tls_socket.TlsSocket
-  (OpenSSL on memory buffers, many TLS records per read); its handshake is driven by readiness
-  callbacks like everything else, so a stalled handshake holds only its own connection. It may
-  hold ciphertext the poller cannot see (a full read buffer, a request sent with the last
-  handshake flight): that is read on the next loop turn (`_tls_pending`). The client's
-  certificate gives the principal (`tls_principal`).
-- SASL (SASL_PLAINTEXT, SASL_SSL): frames go through the connection's SaslAuthenticator until it
-  is complete (kcompat.server.auth.sasl); only then do they reach the broker, with `client.principal`.
+- TLS (SSL, SASL_SSL listeners): the socket is a kcompat.server.network.tls_socket.TlsSocket (OpenSSL on
+  memory buffers, many TLS records per read); its handshake is driven by readiness callbacks like
+  everything else, so a stalled handshake holds only its own connection. It may hold ciphertext the
+  poller cannot see (a full read buffer, a request sent with the last handshake flight): that is read on
+  the next loop turn (`_tls_pending`). The client's certificate gives the principal (`tls_principal`).
+- SASL (SASL_PLAINTEXT, SASL_SSL): frames go through the SaslAuthenticator until it is complete
+  (kcompat.server.auth.sasl); only then do they reach the broker, with `client.principal`.
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from kcompat.server.log_throttle import LogThrottle
 from kcompat.server.network.answer_queue import Answer, AnswerQueue
 from kcompat.server.network.connection_limits import Limits as Limits  # re-exported, as Client
 from kcompat.server.network.connection_limits import waited_out
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from kcompat.server.auth.sasl import SaslAuthenticator
 
 log = logging.getLogger("kcompat.server")
+_closing = LogThrottle(log)  # one closing line per 10 s per listener, client host and reason
 
 # A handler answers at once, or with a future of the answer (a Deferred acks=all Produce).
 Handler = Callable[[memoryview, Client], Awaitable["Answer | asyncio.Future[Answer]"]]
@@ -116,8 +117,7 @@ class Connection:
         self._requests: deque[bytes | bytearray] = deque()
         self._deferred = AnswerQueue()
         self._queued_bytes = 0
-        # Its read buffer is allocated at the first bytes and given back after a quiet second
-        # (release_read_buffer): thousands of idle connections must not hold read_buffer bytes each.
+        # The read buffer comes with the first bytes, goes after a quiet second (release_read_buffer).
         self._frames = FrameReader(limits.max_request_bytes, buffer_size=limits.read_buffer)
         if authenticator is not None:  # before login, frames are bounded by sasl.server.max.receive.size
             self._frames.max_size = min(limits.max_request_bytes, authenticator.max_token_bytes)
@@ -210,7 +210,7 @@ class Connection:
         self.closed = True
         if reason is not None:
             where = f"{self.client.address} ({context})" if context else self.client.address
-            log.log(level, "closing connection from %s: %s", where, reason)
+            _closing.log(level, self.client.origin + reason, "closing connection from %s: %s", where, reason)
         if self._reading:
             self._loop.remove_reader(self.fd)
             self._reading = False

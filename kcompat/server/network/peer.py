@@ -18,5 +18,10 @@ class Client:
     principal: str = "User:ANONYMOUS"
 
     @property
+    def origin(self) -> str:
+        """The listener's address and the client's host: a client reconnecting keeps it (log keys)."""
+        return f"{self.connection_id.partition('-')[0]} {self.host} "
+
+    @property
     def address(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"

@@ -228,9 +228,9 @@ def _row(
     if group is None:  # only committed offsets are left (a simple consumer's, or an emptied group's)
         row = GroupRow(group_id, "classic", "EMPTY", "")
     elif isinstance(group, ClassicGroup):
-        row = GroupRow(
-            group_id, "classic", group.state.name, f"{group.protocol_type or ''}/{group.protocol_name or ''}"
-        )
+        # An empty group keeps its protocol type but has no protocol: "consumer", not "consumer/".
+        protocol = "/".join(p for p in (group.protocol_type, group.protocol_name) if p)
+        row = GroupRow(group_id, "classic", group.state.name, protocol)
     else:
         row = GroupRow(group_id, "consumer", group.state().name, "consumer")
     if group is not None:
