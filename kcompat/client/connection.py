@@ -206,6 +206,12 @@ class Connection:
         self._send(encode_request(api_key, version, correlation, body, self.client_id))
         size = _SIZE.unpack(self._recv(4))[0]
         if size < 4 or size > _MAX_FRAME:
+            if not self.security.tls and (size >> 24) in (0x15, 0x16) and (size >> 16) & 0xFF == 0x03:
+                # A TLS record (alert or handshake, version 3.x) where a Kafka frame size should be.
+                raise CannotConnect(
+                    f"{self.address} answered in TLS: it is an SSL or SASL_SSL listener; connect with --tls "
+                    "(and --cacert PEM unless its certificate is signed by a CA this system trusts)"
+                )
             raise CannotConnect(f"{self.address} sent a frame of {size} bytes")
         answered, decoded = decode_response(api_key, version, self._recv(size))
         if answered != correlation:

@@ -80,7 +80,7 @@ def delete(args: argparse.Namespace) -> int:
             mechanisms = [args.mechanism]
         else:
             known = security_admin.describe_users(cluster, [args.name])
-            mechanisms = [m for m, _ in known.get(args.name, [])]
+            mechanisms = sorted(m for m, _ in known.get(args.name, []))
         for m in mechanisms:
             security_admin.delete_user(cluster, args.name, m)
     if args.format == "json":
