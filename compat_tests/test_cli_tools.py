@@ -6,6 +6,7 @@ what a real confluent-kafka consumer committed, what the broker's own Metadata s
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -50,13 +51,15 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def kc(bootstrap: str) -> Run:
-    """kc(*args, input=None, ok=True): run `kcompat ARGS` with KCOMPAT_BROKERS pointing at the broker."""
+    """kc(*args, input=None, ok=True): run `kcompat ARGS` with KCOMPAT_BOOTSTRAP pointing at the broker
+    (and no profiles file, so the user's own profiles cannot leak in)."""
 
     def run(*args: str, input: str | None = None, ok: bool = True, env: dict[str, str] | None = None) -> Any:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "KCOMPAT_"))}
         result = subprocess.run(
             [*KCOMPAT, *args], input=input, capture_output=True, text=True, timeout=120,
-            env={**base, "KCOMPAT_BROKERS": bootstrap, **(env or {})},
+            env={**base, "KCOMPAT_BOOTSTRAP": bootstrap, "KCOMPAT_PROFILES": "/nonexistent/profiles.toml",
+                 **(env or {})},
         )  # fmt: skip
         if ok and result.returncode != 0:
             pytest.fail(
@@ -128,7 +131,10 @@ def test_topic_create_describe_alter_delete(kc: Run, bootstrap: str) -> None:
         timeout=30,
     )
     gone = kc("topic", "describe", topic, ok=False)
-    assert (gone.returncode, gone.stderr) == (1, f"kcompat: topic {topic}: UNKNOWN_TOPIC_OR_PARTITION\n")
+    assert (gone.returncode, gone.stderr) == (
+        1,
+        f"kcompat: topic {topic}: UNKNOWN_TOPIC_OR_PARTITION; hint: kcompat topic list shows the topics\n",
+    )
 
 
 def test_produce_then_consume_gives_the_lines_back(kc: Run) -> None:
@@ -144,7 +150,10 @@ def test_produce_then_consume_gives_the_lines_back(kc: Run) -> None:
     # Default format: the values, one a line. Keyless records went to the partitions in turn.
     out = kc("consume", topic).stdout.splitlines()
     assert sorted(out) == sorted(lines)
-    rows = [line.split(" ", 2) for line in kc("consume", topic, "-f", "%p %o %v\\n").stdout.splitlines()]
+    rows = [
+        line.split(" ", 2)
+        for line in kc("consume", topic, "--record-format", "%p %o %v\\n").stdout.splitlines()
+    ]
     for p in range(3):
         mine = [(int(o), v) for q, o, v in rows if int(q) == p]
         assert mine == list(enumerate(lines[p::3]))
@@ -154,7 +163,9 @@ def test_produce_then_consume_gives_the_lines_back(kc: Run) -> None:
 
     records = [
         json.loads(x)
-        for x in kc("consume", topic, "-p", "1", "-o", "10", "-n", "4", "-f", "json").stdout.splitlines()
+        for x in kc(
+            "consume", topic, "-p", "1", "-o", "10", "-n", "4", "--output", "json"
+        ).stdout.splitlines()
     ]
     assert [(r["partition"], r["offset"], r["value"]) for r in records] == [
         (1, o, lines[1 + 3 * o]) for o in range(10, 14)
@@ -162,7 +173,7 @@ def test_produce_then_consume_gives_the_lines_back(kc: Run) -> None:
     assert [
         r["offset"]
         for r in map(
-            json.loads, kc("consume", topic, "-p", "2", "-o", "-2", "-f", "json").stdout.splitlines()
+            json.loads, kc("consume", topic, "-p", "2", "-o", "-2", "--output", "json").stdout.splitlines()
         )
     ] == [998, 999]
     assert kc("consume", topic, "-o", "end").stdout == ""
@@ -174,7 +185,7 @@ def test_produce_keys_headers_and_partitions(kc: Run) -> None:
     topic = new_topic()
     kc("topic", "create", topic, "-p", "4")
     keys = [f"user-{i}" for i in range(40)]
-    kc(
+    old_spelling = kc(
         "produce",
         topic,
         "-f",
@@ -183,13 +194,14 @@ def test_produce_keys_headers_and_partitions(kc: Run) -> None:
         "source=test",
         input="".join(f"{k}\tvalue of {k}\n" for k in keys),
     )
-    got = kc("consume", topic, "-f", "%p|%k|%v|%h\\n").stdout.splitlines()
+    assert old_spelling.stderr == "kcompat: -f is deprecated here; use --input-format\n"
+    got = kc("consume", topic, "--record-format", "%p|%k|%v|%h\\n").stdout.splitlines()
     assert sorted(got) == sorted(
         f"{partition_for_key(k.encode(), 4)}|{k}|value of {k}|source=test" for k in keys
     )
 
-    kc("produce", topic, "-f", "%p %h %v", input="3 a=1,b=2 to three\n")
-    (last,) = kc("consume", topic, "-p", "3", "-o", "-1", "-f", "%h %v\\n").stdout.splitlines()
+    kc("produce", topic, "--input-format", "%p %h %v", input="3 a=1,b=2 to three\n")
+    (last,) = kc("consume", topic, "-p", "3", "-o", "-1", "--record-format", "%h %v\\n").stdout.splitlines()
     assert last == "a=1,b=2 to three"
 
     bad = kc("produce", topic, "-p", "9", input="x\n", ok=False)
@@ -289,7 +301,7 @@ def test_group_describe_every_assigned_partition_then_seek(kc: Run, bootstrap: s
     # By time: the first offset whose timestamp is at or after the 6th record's of partition 0.
     stamps = [
         tuple(map(int, x.split()))
-        for x in kc("consume", topic, "-p", "0", "-f", "%o %d\\n").stdout.splitlines()
+        for x in kc("consume", topic, "-p", "0", "--record-format", "%o %d\\n").stdout.splitlines()
     ]
     ts = stamps[5][1]
     kc("group", "seek", group, "--to", f"@{ts}", "-t", topic, "-p", "0")
@@ -304,6 +316,39 @@ def test_group_describe_every_assigned_partition_then_seek(kc: Run, bootstrap: s
         "the group to go",
         timeout=30,
     )
+
+
+def test_group_describe_and_seek_a_kip848_group(kc: Run, bootstrap: str) -> None:
+    """A group.protocol=consumer group is not a classic group: DescribeGroups answers
+    GROUP_ID_NOT_FOUND, so describe and seek go through ConsumerGroupDescribe."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic, group = new_topic(), f"cli-848-{uuid.uuid4().hex[:8]}"
+    kc("topic", "create", topic, "-p", "2")
+    kc("produce", topic, "-p", "0", input="a\nb\nc\n")
+    kc("produce", topic, "-p", "1", input="d\n")
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+        "client.id": "cli-848", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        wait_until(lambda: (consumer.poll(0.2), len(consumer.assignment()) == 2)[1], "assignment", timeout=60)
+        consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+        report = kc_json(kc, "group", "describe", group)
+        assert report["state"] == "Stable"
+        (member,) = report["members"]
+        assert member["client_id"] == "cli-848"
+        assert member["assignment"] == [{"topic": topic, "partitions": [0, 1]}]
+        rows = {r["partition"]: (r["committed_offset"], r["lag"]) for r in report["partitions"]}
+        assert rows == {0: (2, 1), 1: (None, None)}
+    finally:
+        consumer.close()
+    wait_until(lambda: kc_json(kc, "group", "describe", group)["state"] == "Empty", "empty", timeout=30)
+    moved = kc_json(kc, "group", "seek", group, "--to", "end", "-t", topic)
+    assert [(r["partition"], r["new_offset"]) for r in moved["partitions"]] == [(0, 3), (1, 1)]
+    rows = {r["partition"]: r["lag"] for r in kc_json(kc, "group", "describe", group)["partitions"]}
+    assert rows == {0: 0, 1: 0}
 
 
 def test_cluster_info(kc: Run, bootstrap: str) -> None:
@@ -330,13 +375,13 @@ def test_errors_are_one_line_with_exit_codes(kc: Run) -> None:
     missing = kc("consume", "no-such-topic-here", ok=False)
     assert (missing.returncode, missing.stderr) == (
         1,
-        "kcompat: topic no-such-topic-here: UNKNOWN_TOPIC_OR_PARTITION\n",
+        "kcompat: topic no-such-topic-here: UNKNOWN_TOPIC_OR_PARTITION; hint: kcompat topic list shows the topics\n",
     )
     port = free_port()
     down = kc("topic", "list", "-X", f"brokers=127.0.0.1:{port}", ok=False)
     assert down.returncode == 3
     assert down.stderr.splitlines() == [f"kcompat: cannot connect to 127.0.0.1:{port}: Connection refused"]
-    usage = kc("consume", "t", "-f", "%q", ok=False)
+    usage = kc("consume", "t", "--record-format", "%q", ok=False)
     assert usage.returncode == 2 and usage.stderr.startswith(
         "kcompat: format '%q' has unknown placeholder %q"
     )
@@ -383,3 +428,128 @@ def test_progress_bar_on_a_terminal_leaves_stdout_alone(kc: Run, bootstrap: str)
     out, drawn = on_a_tty("consume", topic, "-n", "4000")
     assert out.splitlines() == lines[:4000]
     assert b"consuming" in drawn
+
+
+def test_tombstones_and_binary_keys_and_values_both_ways(kc: Run) -> None:
+    topic = new_topic()
+    kc("topic", "create", topic, "-p", "1")
+    binary = bytes(range(256))
+    lines = f"{b'k1'.hex()}\t{binary.hex()}\n{b'k2'.hex()}\t\n"
+    kc("produce", topic, "--input-format", "%k\\t%v", "--key-encoding", "hex", "--value-encoding", "hex",
+       "--tombstone", input=lines)  # fmt: skip
+    got = [json.loads(x) for x in kc("consume", topic, "--output", "json").stdout.splitlines()]
+    assert [(r["key"], r.get("key_encoding")) for r in got] == [("k1", None), ("k2", None)]
+    # Not UTF-8: base64 in JSON, flagged so; the tombstone's value is null, not "".
+    assert (got[0]["value_encoding"], base64.b64decode(got[0]["value"])) == ("base64", binary)
+    assert got[1]["value"] is None
+    hexed = kc("consume", topic, "--record-format", "%k %v %V\\n", "--value-encoding", "hex").stdout
+    assert hexed.splitlines() == [f"k1 {binary.hex()} 256", "k2  -1"]
+    b64 = kc("consume", topic, "-n", "1", "--value-encoding", "base64").stdout
+    assert base64.b64decode(b64.strip()) == binary
+    # Text output keeps every byte (\xNN escapes), and says once how to get them exactly.
+    text = kc("consume", topic, "-n", "1")
+    shown = binary.decode("utf-8", "backslashreplace").replace("\r", "\n")  # text=True reads \r as \n
+    assert text.stdout.rstrip("\n") == shown
+    assert text.stderr.count("is not UTF-8") == 1 and "--value-encoding" in text.stderr
+    # Back again: what base64 printed produces the same bytes.
+    kc("produce", topic, "--value-encoding", "base64", input=b64)
+    last = json.loads(kc("consume", topic, "-o", "-1", "--output", "json").stdout)
+    assert base64.b64decode(last["value"]) == binary
+    bad = kc("produce", topic, "--value-encoding", "hex", input="zz\n", ok=False)
+    assert (bad.returncode, bad.stderr) == (2, "kcompat: value 'zz' is not valid hex\n")
+
+
+def test_consume_with_a_group_resumes_where_it_committed(kc: Run) -> None:
+    topic, group = new_topic(), f"cli-g-{uuid.uuid4().hex[:8]}"
+    kc("topic", "create", topic, "-p", "2")
+    kc("produce", topic, input="".join(f"v{i}\n" for i in range(10)))
+    first = kc("consume", topic, "-g", group, "-n", "4").stdout.splitlines()
+    assert len(first) == 4
+    committed = {
+        r["partition"]: r["committed_offset"] for r in kc_json(kc, "group", "describe", group)["partitions"]
+    }
+    assert sum(committed.values()) == 4
+    rest = kc("consume", topic, "-g", group).stdout.splitlines()
+    assert sorted(first + rest) == sorted(f"v{i}" for i in range(10))
+    assert kc("consume", topic, "-g", group).stdout == ""
+    report = kc_json(kc, "group", "describe", group)
+    assert report["total_lag"] == 0
+
+    deleted = kc("group", "delete-offsets", group, "-t", topic, "-p", "0")
+    assert deleted.stdout == f"deleted the commits of group {group} on 1 partition(s)\n"
+    rows = {
+        r["partition"]: r["committed_offset"] for r in kc_json(kc, "group", "describe", group)["partitions"]
+    }
+    assert 0 not in rows and rows[1] is not None
+
+
+def test_produce_to_a_missing_topic_says_it_was_auto_created(kc: Run) -> None:
+    topic = new_topic()
+    refused = kc("produce", topic, "--no-auto-create", input="x\n", ok=False)
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        f"kcompat: topic {topic}: UNKNOWN_TOPIC_OR_PARTITION"
+    )
+    made = kc("produce", topic, input="x\n")
+    assert made.stderr == (
+        f"kcompat: topic {topic} did not exist: the broker auto-created it with 1 partition(s) "
+        "(auto.create.topics.enable=true)\n"
+    )
+    assert kc("produce", topic, input="y\n").stderr == ""
+    assert kc("consume", topic).stdout == "x\ny\n"
+
+
+def test_config_get_and_set_for_topics_and_brokers(kc: Run) -> None:
+    topic = new_topic()
+    kc("topic", "create", topic, "-p", "1")
+    assert kc("config", "set", "--topic", topic, "retention.ms=4242").stdout == (
+        f"topic {topic}: set retention.ms=4242\n"
+    )
+    (entry,) = kc_json(kc, "config", "get", "--topic", topic, "retention.ms")
+    assert (entry["value"], entry["source"]) == ("4242", "DYNAMIC_TOPIC_CONFIG")
+    changed = {e["name"]: e["source"] for e in kc_json(kc, "config", "get", "--topic", topic, "--changed")}
+    assert changed["retention.ms"] == "DYNAMIC_TOPIC_CONFIG"
+    assert "DEFAULT_CONFIG" not in changed.values()
+    kc("config", "set", "--topic", topic, "--delete", "retention.ms")
+    changed = {e["name"]: e["source"] for e in kc_json(kc, "config", "get", "--topic", topic, "--changed")}
+    assert "retention.ms" not in changed
+
+    node = str(kc_json(kc, "cluster", "info")["brokers"][0]["node_id"])
+    kc("config", "set", "--broker", node, "log.cleaner.threads=2")
+    (entry,) = kc_json(kc, "config", "get", "--broker", node, "log.cleaner.threads")
+    assert (entry["value"], entry["source"]) == ("2", "DYNAMIC_BROKER_CONFIG")
+    kc("config", "set", "--broker", node, "--delete", "log.cleaner.threads")
+    (entry,) = kc_json(kc, "config", "get", "--broker", node, "log.cleaner.threads")
+    assert entry["source"] != "DYNAMIC_BROKER_CONFIG"
+    kc("config", "set", "--broker-default", "log.cleaner.threads=2")
+    (entry,) = kc_json(kc, "config", "get", "--broker", node, "log.cleaner.threads")
+    assert (entry["value"], entry["source"]) == ("2", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+    kc("config", "set", "--broker-default", "--delete", "log.cleaner.threads")
+    bad = kc("config", "set", "--topic", topic, "retention.ms=soon", ok=False)
+    assert bad.returncode == 1 and len(bad.stderr.splitlines()) == 1 and "INVALID_CONFIG" in bad.stderr
+
+
+def test_cluster_health(kc: Run) -> None:
+    report = kc_json(kc, "cluster", "health")
+    assert report["healthy"] is True and len(report["brokers"]) == 1
+    assert (
+        report["brokers_down"]
+        == report["leaderless_partitions"]
+        == report["under_replicated_partitions"]
+        == []
+    )
+    assert kc("cluster", "health", "--check").stdout.startswith("HEALTHY           true\n")
+
+
+def test_delete_errors_are_printed_once(kc: Run) -> None:
+    topic = new_topic()
+    kc("topic", "create", topic, "-p", "1")
+    gone = kc("topic", "delete", topic, "no-such-topic-x", ok=False)
+    assert gone.returncode == 1
+    assert gone.stdout == f"deleted topic {topic}\n"
+    assert gone.stderr == (
+        "kcompat: topic no-such-topic-x: DeleteTopics: UNKNOWN_TOPIC_OR_PARTITION; "
+        "hint: kcompat topic list shows the topics\n"
+    )
+    missing = kc("group", "delete", "no-such-group-x", ok=False)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert len(missing.stderr.splitlines()) == 1 and "GROUP_ID_NOT_FOUND" in missing.stderr

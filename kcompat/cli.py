@@ -68,7 +68,7 @@ def _defaults_listing() -> str:
     return "\n".join(lines)
 
 
-CLIENT_NOUNS = ("topic", "produce", "consume", "group", "cluster")
+CLIENT_NOUNS = ("topic", "produce", "consume", "group", "cluster", "config", "acl", "user", "profile")
 SERVER_COMMANDS = ("serve", "config-docs", "proxy")
 
 
@@ -119,6 +119,7 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     docs.add_argument("--broker", action="store_true", help="only the broker properties")
     if with_clients:
         _add_client_nouns(commands)
+        parser.set_defaults(command_parser=parser)  # for `kcompat completion`, which walks it
         from kcompat.cmd import dev_cluster
 
         dev_cluster.register(commands)
@@ -180,9 +181,35 @@ def _proxy(args: argparse.Namespace) -> int:
 def _add_client_nouns(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     # The noun modules import only the standard library here; the client and rich load when a
     # command runs.
-    from kcompat.cmd import capture, cluster, consume, fault, group, produce, topic
+    from kcompat.cmd import (
+        acl,
+        capture,
+        cluster,
+        completion,
+        config,
+        consume,
+        fault,
+        group,
+        produce,
+        profile,
+        topic,
+        user,
+    )
 
-    for noun in (topic, produce, consume, group, cluster, fault, capture):
+    for noun in (
+        topic,
+        produce,
+        consume,
+        group,
+        cluster,
+        config,
+        acl,
+        user,
+        profile,
+        completion,
+        fault,
+        capture,
+    ):
         noun.register(commands)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import io
+from pathlib import Path
 
 import pytest
 
@@ -175,7 +176,9 @@ def _conn_args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def test_brokers_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_brokers_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KCOMPAT_PROFILES", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("KCOMPAT_BROKERS", raising=False)
     monkeypatch.delenv(common.BROKERS_ENV, raising=False)
     assert common.connection_settings(_conn_args()) == ("127.0.0.1:9092", 10.0)
     monkeypatch.setenv(common.BROKERS_ENV, "env:1")
@@ -189,7 +192,8 @@ def test_brokers_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("error", "code", "line"),
     [
-        (KafkaError(3, "topic t"), common.EXIT_KAFKA_ERROR, "kcompat: topic t: UNKNOWN_TOPIC_OR_PARTITION"),
+        (KafkaError(3, "topic t"), common.EXIT_KAFKA_ERROR,
+         "kcompat: topic t: UNKNOWN_TOPIC_OR_PARTITION; hint: kcompat topic list shows the topics"),
         (KafkaError(36, "topic t: CreateTopics", "Topic 't' already exists."), common.EXIT_KAFKA_ERROR,
          "kcompat: topic t: CreateTopics: TOPIC_ALREADY_EXISTS (Topic 't' already exists.)"),
         (CannotConnect("cannot connect to h:1: Connection refused"), common.EXIT_CANNOT_CONNECT,
@@ -226,8 +230,10 @@ def test_print_table_aligns_without_trailing_blanks(capsys: pytest.CaptureFixtur
 
 
 def test_nouns_parse_and_serve_parser_leaves_them_out() -> None:
-    args = cli.build_parser().parse_args(["consume", "t", "-o", "-5", "-n", "3", "-f", "%k %v\\n"])
-    assert (args.topic, args.offset, args.num, args.format) == ("t", "-5", 3, "%k %v\\n")
+    args = cli.build_parser().parse_args(
+        ["consume", "t", "-o", "-5", "-n", "3", "--record-format", "%k %v\\n"]
+    )
+    assert (args.topic, args.offset, args.num, args.record_format) == ("t", "-5", 3, "%k %v\\n")
     args = cli.build_parser().parse_args(["group", "seek", "g", "--to", "start", "-t", "a", "-t", "b"])
     assert (args.group, args.to, args.topic) == ("g", "start", ["a", "b"])
     with pytest.raises(SystemExit) as exit_info:

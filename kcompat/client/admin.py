@@ -108,7 +108,7 @@ def describe_configs(cluster: Cluster, resource_type: int, name: str) -> list[Co
         "include_synonyms": False,
         "include_documentation": False,
     }
-    conn = cluster.node(int(name)) if resource_type == BROKER_RESOURCE else cluster.bootstrap
+    conn = cluster.node(int(name)) if resource_type == BROKER_RESOURCE and name else cluster.bootstrap
     version, answer = conn.request(DESCRIBE_CONFIGS, body)
     out = []
     for r in answer.results:
@@ -128,10 +128,18 @@ def describe_configs(cluster: Cluster, resource_type: int, name: str) -> list[Co
 
 def alter_topic_configs(cluster: Cluster, name: str, changes: list[tuple[str, str, str | None]]) -> None:
     """changes: (operation in ALTER_OPS, config name, value)."""
+    alter_configs(cluster, TOPIC_RESOURCE, name, changes)
+
+
+def alter_configs(
+    cluster: Cluster, resource_type: int, name: str, changes: list[tuple[str, str, str | None]]
+) -> None:
+    """A topic's or a broker's configs ('' names the cluster-wide broker default); a broker's own
+    go to that broker, as Kafka's admin client sends them."""
     body = {
         "resources": [
             {
-                "resource_type": TOPIC_RESOURCE,
+                "resource_type": resource_type,
                 "resource_name": name,
                 "configs": [
                     {"name": k, "config_operation": ALTER_OPS[op], "value": v} for op, k, v in changes
@@ -140,9 +148,13 @@ def alter_topic_configs(cluster: Cluster, name: str, changes: list[tuple[str, st
         ],
         "validate_only": False,
     }
-    _, answer = cluster.bootstrap.request(INCREMENTAL_ALTER_CONFIGS, body)
+    conn = cluster.node(int(name)) if resource_type == BROKER_RESOURCE and name else cluster.bootstrap
+    _, answer = conn.request(INCREMENTAL_ALTER_CONFIGS, body)
+    what = "topic" if resource_type == TOPIC_RESOURCE else "broker"
     for r in answer.responses:
-        check(r.error_code, f"topic {r.resource_name}: IncrementalAlterConfigs", r.error_message)
+        check(
+            r.error_code, f"{what} {r.resource_name or 'default'}: IncrementalAlterConfigs", r.error_message
+        )
 
 
 def delete_records(cluster: Cluster, topic: TopicInfo, before: dict[int, int]) -> dict[int, int]:

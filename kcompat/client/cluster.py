@@ -12,6 +12,7 @@ from typing import Any
 
 from kcompat.client.connection import Connection
 from kcompat.client.errors import CannotConnect, KafkaError, check
+from kcompat.client.security import ClientSecurity
 from kcompat.wire.error_codes import ErrorCode
 
 DEFAULT_BROKERS = "127.0.0.1:9092"
@@ -78,9 +79,16 @@ class Metadata:
 class Cluster:
     """Connections to a cluster, opened on demand; close() ends them all."""
 
-    def __init__(self, brokers: str = DEFAULT_BROKERS, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        brokers: str = DEFAULT_BROKERS,
+        *,
+        timeout: float = 10.0,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.addresses = parse_brokers(brokers)
         self.timeout = timeout
+        self.security = security or ClientSecurity()
         self._bootstrap: Connection | None = None
         self._nodes: dict[int, Connection] = {}
         self._broker_addresses: dict[int, tuple[str, int]] = {}
@@ -103,7 +111,7 @@ class Cluster:
             failures = []
             for host, port in self.addresses:
                 try:
-                    self._bootstrap = Connection(host, port, timeout=self.timeout)
+                    self._bootstrap = Connection(host, port, timeout=self.timeout, security=self.security)
                     break
                 except CannotConnect as e:
                     failures.append(str(e))
@@ -159,7 +167,10 @@ class Cluster:
                 ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node_id}", "not in the cluster's metadata"
             )
         boot = self.bootstrap
-        conn = boot if (boot.host, boot.port) == address else Connection(*address, timeout=self.timeout)
+        if (boot.host, boot.port) == address:
+            conn = boot
+        else:
+            conn = Connection(*address, timeout=self.timeout, security=self.security)
         self._nodes[node_id] = conn
         return conn
 

@@ -1,4 +1,9 @@
-"""Consumer groups: ListGroups, DescribeGroups, OffsetFetch, OffsetCommit and DeleteGroups.
+"""Consumer groups: ListGroups, DescribeGroups, ConsumerGroupDescribe, OffsetFetch, OffsetCommit,
+OffsetDelete and DeleteGroups.
+
+A KIP-848 group (group.protocol=consumer) is not a classic group: DescribeGroups answers
+GROUP_ID_NOT_FOUND for it (Kafka 4.x) or names it a consumer-protocol group, so describe_group
+falls back to ConsumerGroupDescribe, whose members carry their assignment as topic partitions.
 
 A classic group's member assignment is a ConsumerProtocolAssignment blob (version int16, then the
 body), decoded with kcompat.wire's declaration of it. Committed offsets come from OffsetFetch
@@ -11,8 +16,9 @@ import struct
 from dataclasses import dataclass, field
 
 from kcompat.client.cluster import Cluster
-from kcompat.client.errors import check
+from kcompat.client.errors import KafkaError, check
 from kcompat.wire.codec import MessageCodec
+from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.consumer_protocol import CONSUMER_PROTOCOL_ASSIGNMENT
 from kcompat.wire.primitives import Reader
 
@@ -21,6 +27,8 @@ OFFSET_FETCH = 9
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
+OFFSET_DELETE = 47
+CONSUMER_GROUP_DESCRIBE = 69
 
 _VERSION = struct.Struct(">h")
 _assignment = MessageCodec(CONSUMER_PROTOCOL_ASSIGNMENT)
@@ -78,10 +86,21 @@ def list_groups(cluster: Cluster) -> list[tuple[str, str, str, str]]:
 
 
 def describe_group(cluster: Cluster, group: str) -> Group:
-    _, answer = cluster.coordinator(group).request(
+    """A classic group from DescribeGroups, a KIP-848 one from ConsumerGroupDescribe."""
+    coordinator = cluster.coordinator(group)
+    _, answer = coordinator.request(
         DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False}
     )
     g = answer.groups[0]
+    # DescribeGroups v6+ answers GROUP_ID_NOT_FOUND for a consumer-protocol group (KIP-1043); older
+    # versions describe it as a Dead group without members.
+    maybe_modern = g.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
+        not g.error_code and g.group_state == "Dead"
+    )
+    if maybe_modern and CONSUMER_GROUP_DESCRIBE in coordinator.api_versions:
+        modern = _consumer_group_describe(coordinator, group)
+        if modern is not None:
+            return modern
     check(g.error_code, f"group {group}: DescribeGroups")
     members = [
         Member(
@@ -94,6 +113,48 @@ def describe_group(cluster: Cluster, group: str) -> Group:
         for m in g.members
     ]
     return Group(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
+
+
+def _consumer_group_describe(conn: object, group: str) -> Group | None:
+    """The group as ConsumerGroupDescribe sees it; None when it is not a consumer-protocol group."""
+    _, answer = conn.request(  # type: ignore[attr-defined]
+        CONSUMER_GROUP_DESCRIBE, {"group_ids": [group], "include_authorized_operations": False}
+    )
+    g = answer.groups[0]
+    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    check(g.error_code, f"group {group}: ConsumerGroupDescribe", g.error_message)
+    members = []
+    for m in g.members:
+        assignment: dict[str, list[int]] = {}
+        for tp in m.assignment.topic_partitions:
+            assignment.setdefault(tp.topic_name, []).extend(tp.partitions)
+        members.append(
+            Member(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                {t: sorted(ps) for t, ps in assignment.items()},
+            )
+        )
+    return Group(g.group_id, g.group_state, "consumer", g.assignor_name or "", members)
+
+
+def delete_offsets(
+    cluster: Cluster, group: str, partitions: dict[str, list[int]]
+) -> dict[tuple[str, int], int]:
+    """OffsetDelete: (topic, partition) -> error code (0: the commit is gone)."""
+    body = {
+        "group_id": group,
+        "topics": [
+            {"name": t, "partitions": [{"partition_index": p} for p in ps]} for t, ps in partitions.items()
+        ],
+    }
+    _, answer = cluster.coordinator(group).request(OFFSET_DELETE, body)
+    if answer.error_code:
+        raise KafkaError(answer.error_code, f"group {group}: OffsetDelete")
+    return {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
 
 
 def committed_offsets(cluster: Cluster, group: str) -> dict[tuple[str, int], int]:

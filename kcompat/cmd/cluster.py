@@ -1,4 +1,7 @@
-"""`kcompat cluster info`: brokers, controller, cluster id, and the features from ApiVersions."""
+"""`kcompat cluster info|health`: brokers, controller, cluster id, the features from ApiVersions;
+and health from Metadata: brokers that replicas name but Metadata does not list are down, a
+partition without a leader is leaderless, one whose ISR is smaller than its replicas is
+under-replicated."""
 
 from __future__ import annotations
 
@@ -17,6 +20,14 @@ def register(commands: Any) -> None:
     )
     add_connection_options(p)
     p.set_defaults(handler=info)
+
+    p = verbs.add_parser(
+        "health",
+        help="is every broker up and every partition led and fully replicated (as rpk cluster health)",
+    )
+    p.add_argument("--check", action="store_true", help="exit 1 when the cluster is not healthy")
+    add_connection_options(p)
+    p.set_defaults(handler=health)
 
 
 def cluster_report(cluster: Any) -> dict[str, Any]:
@@ -101,3 +112,45 @@ def info(args: argparse.Namespace) -> int:
             [(a["api_key"], a["name"], a["min_version"], a["max_version"]) for a in report["apis"]],
         )
     return 0
+
+
+def health_report(cluster: Any) -> dict[str, Any]:
+    meta = cluster.metadata(None)
+    live = set(meta.brokers)
+    named: set[int] = set()
+    leaderless, under = [], []
+    for t in sorted(meta.topics.values(), key=lambda t: t.name):
+        for p in sorted(t.partitions.values(), key=lambda p: p.partition):
+            named.update(p.replicas)
+            if p.leader < 0:
+                leaderless.append(f"{t.name}/{p.partition}")
+            if len(p.isr) < len(p.replicas):
+                under.append(f"{t.name}/{p.partition}")
+    down = sorted(named - live)
+    return {
+        "healthy": not (down or leaderless or under) and meta.controller_id >= 0,
+        "controller_id": meta.controller_id,
+        "brokers": sorted(live),
+        "brokers_down": down,
+        "leaderless_partitions": leaderless,
+        "under_replicated_partitions": under,
+    }
+
+
+def health(args: argparse.Namespace) -> int:
+    with open_cluster(args) as cluster:
+        report = health_report(cluster)
+    if args.format == "json":
+        print_json(report)
+    else:
+        print_pairs(
+            [
+                ("HEALTHY", str(report["healthy"]).lower()),
+                ("CONTROLLER", report["controller_id"]),
+                ("BROKERS", " ".join(map(str, report["brokers"]))),
+                ("BROKERS-DOWN", " ".join(map(str, report["brokers_down"])) or "none"),
+                ("LEADERLESS", " ".join(report["leaderless_partitions"]) or "none"),
+                ("UNDER-REPLICATED", " ".join(report["under_replicated_partitions"]) or "none"),
+            ]
+        )
+    return 1 if args.check and not report["healthy"] else 0

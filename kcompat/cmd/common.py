@@ -14,31 +14,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kcompat.cmd.formats import FormatError
+from kcompat.cmd.settings import BOOTSTRAP_ENV, resolve
 
 EXIT_OK = 0
 EXIT_KAFKA_ERROR = 1
 EXIT_USAGE = 2
 EXIT_CANNOT_CONNECT = 3
-BROKERS_ENV = "KCOMPAT_BROKERS"
+BROKERS_ENV = BOOTSTRAP_ENV
 DEFAULT_BROKERS = "127.0.0.1:9092"
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def add_connection_options(parser: argparse.ArgumentParser, *, output: bool = True) -> None:
-    """--brokers / -X brokers=... / KCOMPAT_BROKERS, --timeout, and --format text|json when asked."""
-    group = parser.add_argument_group("connection")
+    """Where and how to connect (kcompat.cmd.settings), and --format text|json when asked."""
+    group = parser.add_argument_group("connection (also -X KEY=VALUE, KCOMPAT_* variables, profiles)")
     group.add_argument(
         "--brokers",
         "-b",
+        "--bootstrap-server",
+        dest="brokers",
         metavar="HOST:PORT,...",
-        help=f"bootstrap brokers (default ${BROKERS_ENV} or {DEFAULT_BROKERS})",
+        help=f"bootstrap brokers (default ${BROKERS_ENV}, the profile's, or {DEFAULT_BROKERS})",
     )
     group.add_argument(
         "-X",
@@ -46,49 +48,63 @@ def add_connection_options(parser: argparse.ArgumentParser, *, output: bool = Tr
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="rpk-style setting: brokers=HOST:PORT,... or timeout=SECONDS",
+        help="rpk-style setting: brokers, timeout, tls.enabled, tls.ca, tls.cert, tls.key, "
+        "tls.insecure_skip_verify, sasl.mechanism, user, pass, sasl.token",
     )
+    group.add_argument("--profile", metavar="NAME", help="connection profile (default: the current one)")
     group.add_argument(
         "--timeout", type=float, default=None, metavar="SECONDS", help="request timeout (default 10)"
     )
+    group.add_argument("--tls", action="store_true", default=None, help="connect with TLS")
+    group.add_argument("--cacert", "--tls-ca", dest="cacert", metavar="PEM", help="CA file (implies --tls)")
+    group.add_argument("--tls-cert", metavar="PEM", help="client certificate for mTLS (implies --tls)")
+    group.add_argument("--tls-key", metavar="PEM", help="the client certificate's key")
+    group.add_argument(
+        "--sasl-mechanism",
+        metavar="MECHANISM",
+        help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (an unsecured JWT for --user)",
+    )
+    group.add_argument("--user", metavar="NAME", help="SASL user")
+    group.add_argument("--password", metavar="SECRET", help="SASL password")
     if output:
-        parser.add_argument(
-            "--format",
-            choices=("text", "json"),
-            default="text",
-            help="text tables for people, json for scripts",
-        )
+        add_output_option(parser)
+
+
+def add_output_option(parser: argparse.ArgumentParser) -> None:
+    """-o/--output text|json everywhere; --format keeps working where it meant the same."""
+    parser.add_argument(
+        "--output",
+        "--format",
+        dest="format",
+        choices=("text", "json"),
+        default="text",
+        help="text tables for people, json for scripts",
+    )
+
+
+def deprecated(new: str) -> type[argparse.Action]:
+    """An option spelling kept for old scripts: it works, and says once on stderr what to type now."""
+
+    class Deprecated(argparse.Action):
+        def __call__(self, parser: Any, namespace: Any, values: Any, option: str | None = None) -> None:
+            fail(f"{option} is deprecated here; use {new}")
+            setattr(namespace, self.dest, values)
+
+    return Deprecated
 
 
 def connection_settings(args: argparse.Namespace) -> tuple[str, float]:
-    """(brokers, timeout) from the options, -X settings and the environment, options first."""
-    x: dict[str, str] = {}
-    for item in getattr(args, "x_options", []):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise FormatError(f"-X {item!r} is not of the form key=value")
-        key = key.strip().lower()
-        if key not in ("brokers", "timeout"):
-            raise FormatError(f"-X {key}: known settings are brokers and timeout")
-        x[key] = value.strip()
-    brokers = args.brokers or x.get("brokers") or os.environ.get(BROKERS_ENV) or DEFAULT_BROKERS
-    timeout = args.timeout
-    if timeout is None:
-        try:
-            timeout = float(x.get("timeout", "10"))
-        except ValueError:
-            raise FormatError(f"-X timeout={x['timeout']!r} is not a number of seconds") from None
-    if timeout <= 0:
-        raise FormatError("the timeout must be positive")
-    return brokers, timeout
+    """(brokers, timeout) as the command would connect."""
+    s = resolve(args)
+    return s.brokers, s.timeout
 
 
 def open_cluster(args: argparse.Namespace) -> Any:
     from kcompat.client.cluster import Cluster
 
-    brokers, timeout = connection_settings(args)
+    s = resolve(args)
     try:
-        return Cluster(brokers, timeout=timeout)
+        return Cluster(s.brokers, timeout=s.timeout, security=s.security)
     except ValueError as e:
         raise FormatError(str(e)) from None
 
@@ -103,7 +119,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
         fail(str(e))
         return EXIT_USAGE
     except KafkaError as e:
-        fail(e.line())
+        fail_kafka(e)
         return EXIT_KAFKA_ERROR
     except CannotConnect as e:
         fail(str(e))
@@ -118,6 +134,28 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
 
 def fail(line: str) -> None:
     print(f"kcompat: {line}", file=sys.stderr)
+
+
+# What to do next, by Kafka error name: appended to the one error line.
+HINTS = {
+    "UNKNOWN_TOPIC_OR_PARTITION": "kcompat topic list shows the topics",
+    "GROUP_ID_NOT_FOUND": "kcompat group list shows the groups",
+    "NON_EMPTY_GROUP": "stop the group's consumers first (kcompat group describe lists them)",
+    "TOPIC_AUTHORIZATION_FAILED": "the principal has no ACL for this topic (kcompat acl list --topic NAME)",
+    "GROUP_AUTHORIZATION_FAILED": "the principal has no ACL for this group (kcompat acl list --group NAME)",
+    "CLUSTER_AUTHORIZATION_FAILED": "the principal has no ACL on the cluster (kcompat acl list --cluster)",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "the principal has no ACL for this transactional id",
+    "SECURITY_DISABLED": "the broker has no authorizer or SASL users configured for this",
+    "INVALID_REPLICATION_FACTOR": "a single broker takes --replicas 1",
+    "INVALID_CONFIG": "kcompat config-docs --topic lists the topic configs and their ranges",
+    "RESOURCE_NOT_FOUND": "check the name: kcompat cluster info lists broker ids, kcompat topic list topics",
+}
+
+
+def fail_kafka(error: Any) -> None:
+    """One line: what was done, Kafka's error name, the broker's message, and what to do next."""
+    hint = HINTS.get(error.name)
+    fail(error.line() + (f"; hint: {hint}" if hint else ""))
 
 
 def print_json(value: Any) -> None:

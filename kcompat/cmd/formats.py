@@ -12,6 +12,8 @@ with the same placeholders (%t, %o, %d and the lengths are not readable there).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,8 +73,44 @@ def parse_format(fmt: str, allowed: str = PLACEHOLDERS) -> list[tuple[str, str]]
     return pieces
 
 
+ENCODINGS = ("text", "hex", "base64")
+
+
+def encode_bytes(data: bytes | None, encoding: str = "text") -> str:
+    """Bytes for printing, never lossily: hex or base64, or UTF-8 with other bytes as \\xNN escapes."""
+    if data is None:
+        return ""
+    if encoding == "hex":
+        return data.hex()
+    if encoding == "base64":
+        return base64.b64encode(data).decode()
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+def decode_text(text: str, encoding: str = "text", what: str = "value") -> bytes:
+    """An input field as bytes: UTF-8 text, or hex or base64 (refused when malformed)."""
+    try:
+        if encoding == "hex":
+            return bytes.fromhex(text)
+        if encoding == "base64":
+            return base64.b64decode(text, validate=True)
+    except (ValueError, binascii.Error):
+        raise FormatError(f"{what} {text[:40]!r} is not valid {encoding}") from None
+    return text.encode()
+
+
+def is_text(data: bytes | None) -> bool:
+    if data is None:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _text(data: bytes | None) -> str:
-    return "" if data is None else data.decode("utf-8", errors="replace")
+    return encode_bytes(data)
 
 
 def headers_text(headers: tuple[tuple[str, bytes | None], ...] | list[tuple[str, bytes | None]]) -> str:
@@ -90,7 +128,9 @@ class RecordView:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-def render(pieces: list[tuple[str, str]], r: RecordView) -> str:
+def render(
+    pieces: list[tuple[str, str]], r: RecordView, key_enc: str = "text", value_enc: str = "text"
+) -> str:
     out = []
     for kind, text in pieces:
         if kind == "lit":
@@ -104,9 +144,9 @@ def render(pieces: list[tuple[str, str]], r: RecordView) -> str:
         elif text == "d":
             out.append(str(r.timestamp))
         elif text == "k":
-            out.append(_text(r.key))
+            out.append(encode_bytes(r.key, key_enc))
         elif text == "v":
-            out.append(_text(r.value))
+            out.append(encode_bytes(r.value, value_enc))
         elif text == "h":
             out.append(headers_text(r.headers))
         elif text == "K":
@@ -116,17 +156,23 @@ def render(pieces: list[tuple[str, str]], r: RecordView) -> str:
     return "".join(out)
 
 
-def record_json(r: RecordView) -> dict[str, object]:
-    """One record for --format json (one JSON object a line), as rpk's consume prints it."""
-    return {
+def record_json(r: RecordView, key_enc: str = "text", value_enc: str = "text") -> dict[str, object]:
+    """One record for --output json (one JSON object a line), as rpk's consume prints it. A key or
+    value that is not UTF-8 is given in base64 with "key_encoding"/"value_encoding" saying so."""
+    out: dict[str, object] = {
         "topic": r.topic,
         "partition": r.partition,
         "offset": r.offset,
         "timestamp": r.timestamp,
-        "key": None if r.key is None else _text(r.key),
-        "value": None if r.value is None else _text(r.value),
-        "headers": [{"key": k, "value": None if v is None else _text(v)} for k, v in r.headers],
     }
+    for field, data, enc in (("key", r.key, key_enc), ("value", r.value, value_enc)):
+        if enc == "text" and not is_text(data):
+            enc = "base64"
+        out[field] = None if data is None else encode_bytes(data, enc)
+        if enc != "text":
+            out[f"{field}_encoding"] = enc
+    out["headers"] = [{"key": k, "value": None if v is None else _text(v)} for k, v in r.headers]
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +183,7 @@ class InputRecord:
     partition: int | None
 
 
-def line_parser(fmt: str) -> Callable[[str], InputRecord]:
+def line_parser(fmt: str, key_enc: str = "text", value_enc: str = "text") -> Callable[[str], InputRecord]:
     """A function from one input line (without its newline) to an InputRecord, for produce --format.
 
     Literals separate the fields; every placeholder but the last matches as little as it can, so
@@ -170,8 +216,8 @@ def line_parser(fmt: str) -> Callable[[str], InputRecord]:
                 raise FormatError(f"partition {got['p']!r} in input line is not a number") from None
         headers = parse_headers(got["h"].split(",")) if got.get("h") else ()
         return InputRecord(
-            got["k"].encode() if "k" in got else None,
-            got["v"].encode() if "v" in got else None,
+            decode_text(got["k"], key_enc, "key") if "k" in got else None,
+            decode_text(got["v"], value_enc, "value") if "v" in got else None,
             headers,
             partition,
         )

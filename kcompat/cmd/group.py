@@ -11,7 +11,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kcompat.cmd.common import add_connection_options, open_cluster, print_json, print_pairs, print_table
+from kcompat.cmd.common import (
+    EXIT_KAFKA_ERROR,
+    add_connection_options,
+    fail_kafka,
+    open_cluster,
+    print_json,
+    print_pairs,
+    print_table,
+)
 from kcompat.cmd.formats import FormatError, lag, parse_offset, parse_partitions
 
 EMPTY_STATES = ("Empty", "Dead")
@@ -49,6 +57,16 @@ def register(commands: Any) -> None:
     p.add_argument("-p", "--partitions", help="only these partitions of the topics, e.g. 0,2,4-6")
     add_connection_options(p)
     p.set_defaults(handler=seek)
+
+    p = verbs.add_parser(
+        "delete-offsets",
+        help="delete a group's commits on topics (OffsetDelete), e.g. ones it stopped reading",
+    )
+    p.add_argument("group", metavar="GROUP")
+    p.add_argument("-t", "--topic", action="append", required=True, metavar="TOPIC", help="repeatable")
+    p.add_argument("-p", "--partitions", help="only these partitions, e.g. 0,2,4-6")
+    add_connection_options(p)
+    p.set_defaults(handler=delete_offsets)
 
     p = verbs.add_parser("delete", help="delete empty groups")
     p.add_argument("groups", nargs="+", metavar="GROUP")
@@ -265,12 +283,36 @@ def delete(args: argparse.Namespace) -> int:
     ]
     if args.format == "json":
         print_json(rows)
+    for g in args.groups:  # each outcome once: successes on stdout, failures on stderr
+        if not results.get(g):
+            if args.format != "json":
+                print(f"deleted group {g}")
+        else:
+            fail_kafka(KafkaError(results[g], f"group {g}: DeleteGroups"))
+    return EXIT_KAFKA_ERROR if any(results.get(g) for g in args.groups) else 0
+
+
+def delete_offsets(args: argparse.Namespace) -> int:
+    from kcompat.client import groups
+    from kcompat.client.errors import KafkaError
+
+    only = parse_partitions(args.partitions)
+    with open_cluster(args) as cluster:
+        wanted: dict[str, list[int]] = {}
+        for name in args.topic:
+            meta = cluster.topic(name)
+            wanted[name] = [p for p in sorted(meta.partitions) if only is None or p in only]
+        results = groups.delete_offsets(cluster, args.group, wanted)
+    rows = [
+        {"topic": t, "partition": p, "error": KafkaError(code).name if code else None}
+        for (t, p), code in sorted(results.items())
+    ]
+    if args.format == "json":
+        print_json({"group": args.group, "partitions": rows})
     else:
-        for r in rows:
-            print(
-                f"deleted group {r['group']}" if r["error"] is None else f"group {r['group']}: {r['error']}"
-            )
-    failed = [g for g in args.groups if results.get(g)]
-    if failed:
-        raise KafkaError(results[failed[0]], f"group {failed[0]}: DeleteGroups")
-    return 0
+        done = [r for r in rows if r["error"] is None]
+        print(f"deleted the commits of group {args.group} on {len(done)} partition(s)")
+    for (t, p), code in sorted(results.items()):
+        if code:
+            fail_kafka(KafkaError(code, f"group {args.group} {t}[{p}]: OffsetDelete"))
+    return EXIT_KAFKA_ERROR if any(r["error"] for r in rows) else 0

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kcompat.cmd.common import add_connection_options, open_cluster, print_json, print_pairs, print_table
+from kcompat.cmd.common import (
+    EXIT_KAFKA_ERROR,
+    add_connection_options,
+    fail_kafka,
+    open_cluster,
+    print_json,
+    print_pairs,
+    print_table,
+)
 from kcompat.cmd.formats import FormatError, human_bytes, parse_key_values, parse_offset, parse_partitions
 
 
@@ -257,15 +265,13 @@ def delete(args: argparse.Namespace) -> int:
     ]
     if args.format == "json":
         print_json(rows)
-    else:
-        for r in rows:
-            print(
-                f"deleted topic {r['topic']}" if r["error"] is None else f"topic {r['topic']}: {r['error']}"
-            )
-    failed = [t for t in args.topics if results.get(t)]
-    if failed:
-        raise KafkaError(results[failed[0]], f"topic {failed[0]}: DeleteTopics")
-    return 0
+    for t in args.topics:  # each outcome once: successes on stdout, failures on stderr
+        if not results.get(t):
+            if args.format != "json":
+                print(f"deleted topic {t}")
+        else:
+            fail_kafka(KafkaError(results[t], f"topic {t}: DeleteTopics"))
+    return EXIT_KAFKA_ERROR if any(results.get(t) for t in args.topics) else 0
 
 
 def trim(args: argparse.Namespace) -> int:
