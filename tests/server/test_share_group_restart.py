@@ -7,7 +7,9 @@ from __future__ import annotations
 import kcompat.coordinator.share.share_group_records as sr
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.alter_share_group_offsets import ALTER_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.delete_groups import DELETE_GROUPS
+from kcompat.wire.messages.delete_share_group_offsets import DELETE_SHARE_GROUP_OFFSETS
 from kcompat.wire.messages.share_group_describe import SHARE_GROUP_DESCRIBE
 from tests.server.broker_harness import BrokerHarness
 from tests.server.test_share_groups import acquired, h, heartbeat, overrides, produce, share_fetch, tid
@@ -76,3 +78,21 @@ def test_delete_groups_writes_tombstones_and_the_group_stays_deleted(h: BrokerHa
     h.restart()
     assert h.broker.share_service.group("g") is None
     assert h.broker.metadata.topic(CONSUMER_OFFSETS) is not None
+
+
+def test_alter_and_delete_offsets_are_written_as_the_groups_initialized_partitions(h: BrokerHarness) -> None:
+    r = h.call(ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 1, "start_offset": 0}]}]})  # fmt: skip
+    assert r.error_code == 0
+    h.restart()
+    g = h.broker.share_service.group("g")
+    assert g is not None and g.initialized == {tid(h): {1}}  # from the group's records
+    r = h.call(DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": [{"topic_name": "t"}]})
+    assert r.error_code == 0 and [t.error_code for t in r.responses] == [0]
+    h.restart()
+    g = h.broker.share_service.group("g")
+    assert g is not None and g.initialized == {}
+    # the next member's partitions are initialized again before they are assigned
+    a = heartbeat(h, "a", 0)
+    assert sorted(a.assignment.topic_partitions[0].partitions) == [0, 1]
+    assert h.broker.share_service.group("g").initialized == {tid(h): {0, 1}}  # type: ignore[union-attr]

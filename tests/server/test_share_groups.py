@@ -231,7 +231,8 @@ def test_unknown_topic_id_and_describe_share_group_offsets(h: BrokerHarness) -> 
         {"group_id": "g", "topics": None}, {"group_id": "none", "topics": None},
         {"group_id": "g", "topics": [{"topic_name": "t", "partitions": [0, 1]}]}]})  # fmt: skip
     rows = [(p.partition_index, p.start_offset, p.lag) for t in d.groups[0].topics for p in t.partitions]
-    assert rows == [(0, 1, 2)]  # offset 0 accepted: 1 and 2 still to go
+    # offset 0 accepted: 1 and 2 still to go; partition 1 initialized (assigned), never fetched
+    assert rows == [(0, 1, 2), (1, -1, -1)]
     assert d.groups[1].error_code == E.GROUP_ID_NOT_FOUND
     rows = [(p.partition_index, p.start_offset, p.lag) for t in d.groups[2].topics for p in t.partitions]
     assert rows == [(0, 1, 2), (1, -1, -1)]  # partition 1 was never fetched

@@ -259,6 +259,25 @@ class ShareService:
                 (done if ok else failed).setdefault(topic_id, set()).add(p)
         return done, failed
 
+    async def offsets_set(
+        self, group_id: str, topic_id: uuid.UUID, name: str, partitions: set[int] | None
+    ) -> None:
+        """Alter/DeleteShareGroupOffsets (of an empty group) initialized `partitions` of a topic, or
+        deleted the state of all of them (None): the group's records say so, as Kafka's do."""
+        g = self.group(group_id)
+        if g is None:
+            return
+
+        def change() -> bool:
+            if partitions is None:
+                g.initialized.pop(topic_id, None)
+            else:
+                g.initialized.setdefault(topic_id, set()).update(partitions)
+                g.topic_names[topic_id] = name
+            return True
+
+        await self._write(group_id, change, lambda code: False)
+
     def group(self, group_id: str) -> ShareGroup | None:
         return self.groups.groups.get(group_id)
 
