@@ -17,7 +17,6 @@ fetch: it produces a warm-up record to each partition until a member has seen on
 
 from __future__ import annotations
 
-import json
 import select
 import subprocess
 import sys
@@ -31,7 +30,15 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from groups_members import compile_java
-from support import KAFKA_JARS, ROOT, java_classpath, java_executable, kafka_tool, kafka_tool_command
+from share_support import (
+    JavaShareMember,
+    share_beside_java,
+    share_group_state,
+    share_members,
+    wait_all_acknowledged,
+    wait_for_members,
+)
+from support import KAFKA_JARS, ROOT, java_classpath, java_executable, kafka_tool
 
 from kcompat.testing import TEST_DEFAULTS, Broker
 
@@ -250,63 +257,15 @@ def test_java_share_consumer_beside_a_confluent_one_and_kafka_share_groups(
 ) -> None:
     # one partition: the simple assignor gives it to both members, who share its records
     t = topic(broker, "share-java", 1)
-    config = tmp_path / "java-share.properties"
-    config.write_text("max.poll.records=20\n")  # small acquisitions, so that both members get some
-    cmd = kafka_tool_command(
-        "kafka-verifiable-share-consumer",
-        "--bootstrap-server", broker.bootstrap, "--topic", t, "--group-id", "g-java",
-        "--acknowledgement-mode", "sync", "--verbose", "--command-config", str(config),
-    )  # fmt: skip
-    java = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    java_values: list[str] = []
-
-    def read_java() -> None:
-        assert java.stdout is not None
-        for line in java.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("name") == "record_data" and event.get("value") != WARM.decode():
-                java_values.append(event["value"])
-
-    reader = threading.Thread(target=read_java, daemon=True)
-    reader.start()
     c = share_consumer(broker, "g-java", t)
     try:
-        deadline = time.time() + 60
-        while True:  # until the Java member has joined
-            d = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap,
-                           "--describe", "--group", "g-java", "--members", check=False)  # fmt: skip
-            if d.returncode == 0 and d.stdout.count(t) >= 2:
-                break
-            assert time.time() < deadline, d.stdout + d.stderr
-            poll(c, 1.0)
-        state = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap,
-                           "--describe", "--group", "g-java", "--state")  # fmt: skip
-        row = state.stdout.split("g-java", 1)[1].split()
-        assert row[-2:] == ["Stable", "2"], state.stdout
-        warm_up(broker, t, 1, [c])
-        values = [f"j{i}".encode() for i in range(300)]
-        for k in range(0, len(values), 30):  # in rounds: each wakes both members
-            produce(broker, t, values[k : k + 30], 1)
-        mine: list[bytes] = []
-        deadline = time.time() + 60
-        while len(mine) + len(java_values) < len(values) and time.time() < deadline:
-            mine += [m.value() for m in poll(c) if m.value() != WARM]
-        everything = sorted([v.decode() for v in mine] + java_values)
-        assert everything == sorted(v.decode() for v in values), (len(mine), len(java_values))
-        assert java_values and mine, (len(mine), len(java_values))
+        with JavaShareMember(broker.bootstrap, t, "g-java", tmp_path) as java:
+            wait_for_members(broker.bootstrap, "g-java", t, 2, lambda: poll(c, 1.0), timeout=60)
+            state = share_group_state(broker.bootstrap, "g-java")
+            assert (state["STATE"], state["#MEMBERS"]) == ("Stable", "2"), state
+            warm_up(broker, t, 1, [c])
+            share_beside_java(broker.bootstrap, t, "g-java", c, java, lambda vs: produce(broker, t, vs, 1))
     finally:
-        java.terminate()
-        try:
-            java.wait(30)
-        except subprocess.TimeoutExpired:
-            java.kill()
-            java.wait(10)
-        reader.join(10)
-        if java.stdout is not None:
-            java.stdout.close()
         c.close()
 
 
@@ -386,3 +345,59 @@ def test_kafka_share_groups_reset_offsets_then_a_consumer_reads_from_there(broke
     gone = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--delete-offsets",
                       "--group", "g-reset", "--topic", t)  # fmt: skip
     assert "Successful" in gone.stdout or "successful" in gone.stdout, gone.stdout
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["sigterm", "kill9"])
+def test_the_group_epoch_continues_across_a_broker_restart(
+    broker: Broker, tmp_path: Path, clean: bool
+) -> None:
+    """A Java and a confluent member; the broker stopped (SIGTERM, or kill -9) and started again: the
+    group comes back from its records in __consumer_offsets with its epoch, the members go on with
+    theirs (no rejoin at a new epoch), and no record acknowledged before the restart comes again."""
+    name = "sigterm" if clean else "kill9"
+    t = topic(broker, f"share-restart-{name}", 1)
+    group = f"g-restart-{name}"
+    c = share_consumer(broker, group, t)
+    late: list[bytes] = []  # what the confluent member got between the restart and the next round
+    try:
+        with JavaShareMember(broker.bootstrap, t, group, tmp_path) as java:
+            wait_for_members(broker.bootstrap, group, t, 2, lambda: poll(c, 1.0), timeout=60)
+            # a third member joins and leaves: an epoch the group has only from its own records
+            extra = share_consumer(broker, group, t)
+            wait_for_members(
+                broker.bootstrap, group, t, 3, lambda: (poll(c, 0.5), poll(extra, 0.5)), timeout=60
+            )
+            extra.close()
+            warm_up(broker, t, 1, [c])
+            share_beside_java(
+                broker.bootstrap, t, group, c, java, lambda vs: produce(broker, t, vs, 1), prefix="before"
+            )
+            wait_all_acknowledged(broker.bootstrap, group, 1, lambda: poll(c, 0.5))
+            before = share_group_state(broker.bootstrap, group)
+            epochs = {m["MEMBER-EPOCH"] for m in share_members(broker.bootstrap, group)}
+            assert epochs == {before["GROUP-EPOCH"]} and int(before["GROUP-EPOCH"]) >= 4, (before, epochs)
+            java_seen = len(java.values)
+
+            broker.restart(clean=clean)
+            wait_for_members(
+                broker.bootstrap,
+                group,
+                t,
+                2,
+                lambda: late.extend(m.value() for m in poll(c, 1.0)),
+                timeout=60,
+            )
+            after = share_group_state(broker.bootstrap, group)
+            assert after["GROUP-EPOCH"] == before["GROUP-EPOCH"], (before, after)
+            members = share_members(broker.bootstrap, group)
+            assert {m["MEMBER-EPOCH"] for m in members} == {before["GROUP-EPOCH"]}, members
+            share_beside_java(
+                broker.bootstrap, t, group, c, java, lambda vs: produce(broker, t, vs, 1), prefix="after"
+            )
+            # the members went on with their epochs: no rejoin bumped the group's
+            assert share_group_state(broker.bootstrap, group)["GROUP-EPOCH"] == before["GROUP-EPOCH"]
+            again = [v for v in late if v.startswith(b"before")]
+            again += [v for v in java.values[java_seen:] if v.startswith("before")]
+            assert again == [], again
+    finally:
+        c.close()

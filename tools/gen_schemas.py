@@ -49,6 +49,24 @@ DATA_MODULES = {
             "ConsumerGroupCurrentMemberAssignmentValue",
         ],
     ),
+    # A share group's own records in __consumer_offsets (KIP-932).
+    "share_group_records": (
+        "group-coordinator-records",
+        [
+            "ShareGroupMemberMetadataKey",
+            "ShareGroupMemberMetadataValue",
+            "ShareGroupMetadataKey",
+            "ShareGroupMetadataValue",
+            "ShareGroupTargetAssignmentMetadataKey",
+            "ShareGroupTargetAssignmentMetadataValue",
+            "ShareGroupTargetAssignmentMemberKey",
+            "ShareGroupTargetAssignmentMemberValue",
+            "ShareGroupCurrentMemberAssignmentKey",
+            "ShareGroupCurrentMemberAssignmentValue",
+            "ShareGroupStatePartitionMetadataKey",
+            "ShareGroupStatePartitionMetadataValue",
+        ],
+    ),
     "txn_records": ("transaction-coordinator-records", ["TransactionLogKey", "TransactionLogValue"]),
     "share_records": (
         "share-coordinator-records",

@@ -12,8 +12,6 @@ share coordinator, so no acknowledged-and-answered record is delivered again and
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
 import threading
 import time
 import uuid
@@ -23,7 +21,14 @@ from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
-from support import kafka_tool, kafka_tool_command
+from share_support import (
+    JavaShareMember,
+    share_beside_java,
+    share_group_state,
+    share_members,
+    wait_all_acknowledged,
+    wait_for_members,
+)
 
 from compat_tests.cluster.test_share_coordinator import ShareCluster
 from compat_tests.crash.wire_client import WireClient
@@ -166,58 +171,69 @@ def test_java_share_consumer_beside_a_confluent_one(cluster: Cluster, tmp_path: 
     finds the coordinator through any broker and describes both members."""
     topic = "share-java"
     spread_topic(cluster, topic)
-    config = tmp_path / "java-share.properties"
-    config.write_text("max.poll.records=20\n")
-    cmd = kafka_tool_command(
-        "kafka-verifiable-share-consumer",
-        "--bootstrap-server", cluster.bootstrap, "--topic", topic, "--group-id", "sq-java",
-        "--acknowledgement-mode", "sync", "--verbose", "--command-config", str(config),
-    )  # fmt: skip
     c = member(cluster, "sq-java", topic, "implicit")
     warm_up(cluster, topic, [c], explicit=False)  # alone: every share-partition initialized first
-    java = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    java_values: list[str] = []
-
-    def read_java() -> None:
-        assert java.stdout is not None
-        for line in java.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("name") == "record_data" and event.get("value") != WARM.decode():
-                java_values.append(event["value"])
-
-    threading.Thread(target=read_java, daemon=True).start()
     try:
-        deadline = time.time() + 90
-        while True:  # until the Java member has joined
-            d = kafka_tool("kafka-share-groups", "--bootstrap-server", cluster.bootstrap,
-                           "--describe", "--group", "sq-java", "--members", check=False)  # fmt: skip
-            if d.returncode == 0 and d.stdout.count(topic) >= 2:
-                break
-            assert time.time() < deadline, d.stdout + d.stderr
-            poll(c, 1.0)
-        values = [f"j{i}".encode() for i in range(300)]
-        for k in range(0, len(values), 30):  # in rounds: each wakes both members
-            produce(cluster, topic, values[k : k + 30])
-        mine: list[bytes] = []
-        deadline = time.time() + 90
-        while len(mine) + len(java_values) < len(values) and time.time() < deadline:
-            mine += [m.value() for m in poll(c) if m.value() != WARM]
-        everything = sorted([v.decode() for v in mine] + java_values)
-        assert everything == sorted(v.decode() for v in values), (len(mine), len(java_values))
-        assert java_values and mine, (len(mine), len(java_values))
+        with JavaShareMember(cluster.bootstrap, topic, "sq-java", tmp_path) as java:
+            share_beside_java(
+                cluster.bootstrap,
+                topic,
+                "sq-java",
+                c,
+                java,
+                lambda vs: produce(cluster, topic, vs),
+                timeout=90,
+            )
     finally:
         c.close()
-        java.terminate()
-        try:
-            java.wait(30)
-        except subprocess.TimeoutExpired:
-            java.kill()
-            java.wait(10)
-        if java.stdout is not None:
-            java.stdout.close()
+
+
+def test_a_coordinator_failover_keeps_the_group_epoch(cluster: Cluster, tmp_path: Path) -> None:
+    """The broker leading the group's __consumer_offsets partition killed -9: its successor loads the
+    group from its ShareGroup* records, with its epoch; the members (Java and confluent) go on with
+    theirs, and read every record produced after the failover exactly once."""
+    topic, group = "share-failover", "sq-failover"
+    spread_topic(cluster, topic)
+    c = member(cluster, group, topic, "implicit")
+    warm_up(cluster, topic, [c], explicit=False)
+    try:
+        with JavaShareMember(cluster.bootstrap, topic, group, tmp_path) as java:
+            share_beside_java(
+                cluster.bootstrap, topic, group, c, java, lambda vs: produce(cluster, topic, vs),
+                prefix="before", timeout=90,
+            )  # fmt: skip
+            # a third member joins and leaves: an epoch the group has only from its own records
+            extra = member(cluster, group, topic, "implicit")
+            wait_for_members(cluster.bootstrap, group, topic, 3, lambda: (poll(c, 0.5), poll(extra, 0.5)), 90)
+            extra.close()
+            wait_all_acknowledged(cluster.bootstrap, group, PARTITIONS, lambda: poll(c, 0.5))
+            before = share_group_state(cluster.bootstrap, group)
+            assert int(before["GROUP-EPOCH"]) >= 4, before
+            old = cluster.coordinator(group, cluster.brokers[1])
+            cluster.brokers[old].kill()
+            try:
+                new = wait_until(
+                    lambda: (n := cluster.coordinator(group, cluster.live()[0])) != old and n,
+                    "a new group coordinator",
+                    timeout=60,
+                )
+                assert new != old
+                wait_for_members(cluster.bootstrap, group, topic, 2, lambda: poll(c, 1.0), timeout=90)
+                after = share_group_state(cluster.bootstrap, group)
+                assert after["GROUP-EPOCH"] == before["GROUP-EPOCH"], (before, after)
+                epochs = {m["MEMBER-EPOCH"] for m in share_members(cluster.bootstrap, group)}
+                assert epochs == {before["GROUP-EPOCH"]}, epochs
+                share_beside_java(
+                    cluster.bootstrap, topic, group, c, java, lambda vs: produce(cluster, topic, vs),
+                    prefix="after", timeout=90,
+                )  # fmt: skip
+                # the members went on with their epochs: no rejoin bumped the group's
+                assert share_group_state(cluster.bootstrap, group)["GROUP-EPOCH"] == before["GROUP-EPOCH"]
+            finally:
+                if not cluster.brokers[old].running:
+                    cluster.brokers[old].start()
+    finally:
+        c.close()
 
 
 @pytest.mark.slow

@@ -3,6 +3,8 @@
     GroupMetadataManager   (group_metadata_manager.py)   classic and KIP-848 groups
     OffsetMetadataManager  (offset_metadata_manager.py)  committed offsets and their expiry
     TxnOffsets             (txn_offsets.py)              offsets pending in transactions (KIP-447)
+    ShareGroups            (share/share_group.py)        share groups (KIP-932): their records are
+                                                         replayed here, kcompat.server.share drives them
 
 One GroupCoordinator holds every group of a broker. Each operation takes `now_ms`; the shard
 creates the call's Effects, fires any timer that is due (so a late tick loses nothing), lets a
@@ -19,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import kcompat.coordinator.records as rec
+import kcompat.coordinator.share.share_group_records as share_rec
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.config import CoordinatorConfig
 from kcompat.coordinator.group_metadata_manager import GroupMetadataManager
@@ -26,6 +29,7 @@ from kcompat.coordinator.group_store import Group, GroupOverridesFn, GroupStore,
 from kcompat.coordinator.offset_metadata_manager import OffsetMetadataManager
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import CoordinatorResult, Deferred, Effects, TickResult, Timer
+from kcompat.coordinator.share.share_group import ShareGroups
 from kcompat.coordinator.txn_offsets import TxnOffsets
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types.delete_groups import DeletableGroupResult
@@ -45,8 +49,12 @@ class GroupCoordinator:
         topic_metadata: TopicMetadataFn | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
         group_overrides: GroupOverridesFn | None = None,
+        share_session_timeout_ms: Callable[[str], int] = lambda group_id: 45000,
     ) -> None:
-        """`group_overrides(group_id)`: the configs set on a group (GroupConfigs.overrides)."""
+        """`group_overrides(group_id)`: the configs set on a group (GroupConfigs.overrides);
+        `share_session_timeout_ms(group_id)`: a share group's, for the members a load brings back."""
+        self.share_groups = ShareGroups()
+        self._share_session_timeout_ms = share_session_timeout_ms
         store = self._store = GroupStore(config or CoordinatorConfig(), topic_metadata or dict, new_uuid)
         if group_overrides is not None:
             store.group_overrides = group_overrides
@@ -94,7 +102,7 @@ class GroupCoordinator:
 
     def has_state(self) -> bool:
         """Whether any group or committed offset exists (else nothing needs `__consumer_offsets`)."""
-        return bool(self.group_manager.groups or self.offset_manager.offsets)
+        return bool(self.group_manager.groups or self.offset_manager.offsets or self.share_groups.groups)
 
     # --- the calls -------------------------------------------------------------------------------
 
@@ -194,9 +202,13 @@ class GroupCoordinator:
         Raises DecodeError on a corrupt record.
         """
         touched: set[str] = set()
+        shares: set[str] = set()
         for raw in records:
             decoded = rec.decode((raw[0], raw[1]))
             if decoded is None:
+                if (share := share_rec.decode((raw[0], raw[1]))) is not None:
+                    shares.add(share[0].group_id)
+                    share_rec.replay(self.share_groups, *share)
                 continue
             touched.add(rec.group_of(decoded.key))
             if isinstance(decoded.key, rec.OffsetCommitKey):
@@ -206,6 +218,7 @@ class GroupCoordinator:
                 self.group_manager.replay(decoded.key, decoded.value, now_ms)
         # Only the groups loaded now: a shard loaded beside others leaves their timers alone.
         self.group_manager.restart_timers(now_ms, touched)
+        self.share_groups.restart_timers(now_ms, self._share_session_timeout_ms, shares)
         self._next_expiry_check = now_ms + self.config.offsets_retention_check_interval_ms
 
     def unload(self, owned: Callable[[str], bool]) -> list[int]:
@@ -225,6 +238,9 @@ class GroupCoordinator:
         for by_group in self.txn_offsets.pending.values():
             for gid in [g for g in by_group if owned(g)]:
                 del by_group[gid]
+        shares = self.share_groups.groups
+        for gid in [g for g in shares if owned(g)]:
+            del shares[gid]  # never expired here: its members live on at the new coordinator
         return tokens
 
 

@@ -62,7 +62,6 @@ from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.quota_store import QuotaStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
-from kcompat.wire.error_codes import ErrorCode
 
 log = logging.getLogger("kcompat.server")
 
@@ -184,7 +183,7 @@ class Broker:
             notify=lambda topic, partition: self.replicas.fetch_waiters.notify((topic, partition)),
             persister=self.share_persister,
             group_overrides=group_configs.overrides,
-            coordinates=lambda group_id: self.group_service.shards.error(group_id) == ErrorCode.NONE,
+            group_log=self.group_service,
         )
         self._background: list[asyncio.Task[None]] = []
         self.closing = False

@@ -148,12 +148,23 @@ def test_share_group_heartbeats() -> None:
         )
 
     r = hb("a", 0)
-    assert r.error_code == ErrorCode.NONE and r.member_epoch == 1 and r.assignment == {t: [0, 1]}
-    r = hb("b", 0)
-    assert r.member_epoch == 2 and r.assignment == {t: [1]}
-    r = hb("a", 1)
+    assert r.error_code == ErrorCode.NONE and r.member_epoch == 1 and r.assignment == {}
+    # Only share-partitions whose state is initialized are assigned; initializing them bumps the epoch.
+    assert g.uninitialized(parts) == {t: {0, 1}}
+    g.initializing_started({t: {0, 1}}, {t: "x"})
+    assert g.uninitialized(parts) == {} and hb("a", 1).assignment is None
+    g.initializing_done({t: {1}}, False, parts)  # failed: tried again later
+    g.initializing_done({t: {0}}, True, parts)
+    assert g.uninitialized(parts) == {t: {1}} and g.initialized == {t: {0}}
+    r = g.answer("a")  # type: ignore[assignment]
     assert r.member_epoch == 2 and r.assignment == {t: [0]}
-    assert hb("a", 1).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    g.initializing_started({t: {1}}, {t: "x"})
+    g.initializing_done({t: {1}}, True, parts)
+    r = hb("b", 0)
+    assert r.member_epoch == 4 and r.assignment == {t: [1]}
+    r = hb("a", 2)
+    assert r.member_epoch == 4 and r.assignment == {t: [0]}
+    assert hb("a", 2).error_code == ErrorCode.FENCED_MEMBER_EPOCH
     assert hb("zz", 3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert g.expired(150) == ["a", "b"] or set(g.expired(150)) == {"a", "b"}
     assert hb("a", -1).member_epoch == -1 and set(g.members) == {"b"}

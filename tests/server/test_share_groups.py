@@ -97,18 +97,19 @@ def ack_errors(resp: Any) -> list[int]:
 
 
 def test_heartbeat_assigns_with_the_simple_assignor_and_describe_lists_members(h: BrokerHarness) -> None:
+    # Epoch 1: a joined; epoch 2: its partitions' share state initialized, so they are assigned.
     a = heartbeat(h, "a", 0)
-    assert a.error_code == 0 and a.member_epoch == 1
+    assert a.error_code == 0 and a.member_epoch == 2
     assert sorted(a.assignment.topic_partitions[0].partitions) == [0, 1]
     b = heartbeat(h, "b", 0)
-    assert b.member_epoch == 2 and len(b.assignment.topic_partitions[0].partitions) == 1
+    assert b.member_epoch == 3 and len(b.assignment.topic_partitions[0].partitions) == 1
     assert (
-        heartbeat(h, "a", 1).assignment.topic_partitions[0].partitions
+        heartbeat(h, "a", 2).assignment.topic_partitions[0].partitions
         != b.assignment.topic_partitions[0].partitions
     )
     assert heartbeat(h, "nobody", 5).error_code == E.UNKNOWN_MEMBER_ID
     assert heartbeat(h, "", 0).error_code == E.INVALID_REQUEST
-    assert heartbeat(h, "a", 1).error_code == E.FENCED_MEMBER_EPOCH
+    assert heartbeat(h, "a", 2).error_code == E.FENCED_MEMBER_EPOCH
     d = h.call(SHARE_GROUP_DESCRIBE, 1, {"group_ids": ["g", "none"], "include_authorized_operations": False})
     assert d.groups[0].group_state == "Stable" and {m.member_id for m in d.groups[0].members} == {"a", "b"}
     assert d.groups[0].members[0].assignment.topic_partitions[0].topic_name == "t"
@@ -191,7 +192,7 @@ def test_a_member_whose_session_times_out_loses_its_records_and_session(h: Broke
     assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
     heartbeat(h, "b", 0)
     h.sleep(0.2)
-    heartbeat(h, "b", 2)  # b keeps heartbeating, a does not
+    heartbeat(h, "b", 3)  # b keeps heartbeating, a does not
     h.sleep(0.25)
     assert [m for m in h.broker.share_service.group("g").members] == ["b"]  # type: ignore[union-attr]
     assert share_fetch(h, "a", 1).error_code == E.SHARE_SESSION_NOT_FOUND
@@ -230,7 +231,8 @@ def test_unknown_topic_id_and_describe_share_group_offsets(h: BrokerHarness) -> 
         {"group_id": "g", "topics": None}, {"group_id": "none", "topics": None},
         {"group_id": "g", "topics": [{"topic_name": "t", "partitions": [0, 1]}]}]})  # fmt: skip
     rows = [(p.partition_index, p.start_offset, p.lag) for t in d.groups[0].topics for p in t.partitions]
-    assert rows == [(0, 1, 2)]  # offset 0 accepted: 1 and 2 still to go
+    # offset 0 accepted: 1 and 2 still to go; partition 1 initialized (assigned), never fetched
+    assert rows == [(0, 1, 2), (1, -1, -1)]
     assert d.groups[1].error_code == E.GROUP_ID_NOT_FOUND
     rows = [(p.partition_index, p.start_offset, p.lag) for t in d.groups[2].topics for p in t.partitions]
     assert rows == [(0, 1, 2), (1, -1, -1)]  # partition 1 was never fetched
@@ -329,7 +331,7 @@ def test_a_group_coordinated_elsewhere_is_forgotten_without_releasing(h: BrokerH
     produce(h, b"x", b"y")
     heartbeat(h, "a", 0)
     assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
-    h.broker.share_service.coordinates = lambda group_id: False
+    h.broker.group_service.coordinator.unload(lambda group_id: True)  # the shard's onResignation
     h.sleep(0.4)  # past a's session: a coordinator would expire it and release its records
     assert h.broker.share_service.group("g") is None
     sp = h.broker.share_service.partitions.partitions[("g", tid(h), 0)]

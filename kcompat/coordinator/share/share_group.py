@@ -8,6 +8,12 @@ Unlike a consumer group, a share group never revokes: a partition may be read by
 at once (the share-partition hands each record to one of them), so a member takes its new target
 assignment, and the group's epoch, on its next heartbeat.
 
+Only share-partitions whose state is initialized are assigned (Kafka's GroupMetadataManager): the
+coordinator initializes the others (InitializeShareGroupState) first, then `initializing_done` bumps
+the group epoch so that the next assignment includes them. A leader of any kind can then load the
+state of every partition a member fetches from. This init state, with everything else above, is
+written to __consumer_offsets as the ShareGroup* records (share_group_records.py).
+
 The `simple` assignor (Kafka's SimpleAssignor, homogeneous case): with at least as many partitions
 as members each partition goes to one member, round robin; with more members than partitions every
 member gets one partition, so partitions are shared by several members.
@@ -15,8 +21,9 @@ member gets one partition, so partitions are shared by several members.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -41,7 +48,9 @@ class ShareMember:
     rack_id: str | None
     subscribed: tuple[str, ...]
     deadline_ms: int  # session expiry: share.session.timeout.ms after the last heartbeat
-    assignment: Assignment = field(default_factory=dict)
+    assignment: Assignment = field(default_factory=dict)  # the target
+    previous_member_epoch: int = 0
+    current: Assignment = field(default_factory=dict)  # what the member was given with its epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,19 @@ class ShareGroupTiming:
     session_timeout_ms: int = 45000  # group.share.session.timeout.ms / share.session.timeout.ms
     heartbeat_interval_ms: int = 5000  # group.share.heartbeat.interval.ms
     max_size: int = 200  # group.share.max.size
+
+
+def subscription_hash(partitions: tuple[tuple[uuid.UUID, int], ...]) -> int:
+    """A signed 64-bit digest of the subscribed topics' partitions (ShareGroupMetadata's MetadataHash):
+    a change of it after a reload, as before, bumps the group epoch. Kafka hashes differently; a
+    coordinator meeting another's hash only bumps the epoch once."""
+    counts: dict[uuid.UUID, int] = {}
+    for tid, _ in partitions:
+        counts[tid] = counts.get(tid, 0) + 1
+    if not counts:
+        return 0
+    text = ";".join(f"{t}:{n}" for t, n in sorted(counts.items()))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 def simple_assign(members: list[str], partitions: list[tuple[uuid.UUID, int]]) -> dict[str, Assignment]:
@@ -84,7 +106,12 @@ class ShareGroup:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ShareMember] = {}
-        self._subscribed_partitions: tuple[tuple[uuid.UUID, int], ...] = ()
+        self.metadata_hash = 0
+        # share-partitions by the state of their share state (ShareGroupStatePartitionMetadata)
+        self.initializing: dict[uuid.UUID, set[int]] = {}
+        self.initialized: dict[uuid.UUID, set[int]] = {}
+        self.deleting: set[uuid.UUID] = set()
+        self.topic_names: dict[uuid.UUID, str] = {}  # of the topics above, for the records
 
     @property
     def state(self) -> ShareGroupState:
@@ -135,17 +162,68 @@ class ShareGroup:
             member.rack_id = rack_id
         member.deadline_ms = now_ms + timing.session_timeout_ms
         self._maybe_assign(partitions_of)
-        full = member.member_epoch != self.assignment_epoch or member_epoch == 0
-        member.member_epoch = self.assignment_epoch
+        return self._answer(member, full=member_epoch == 0)
+
+    def _answer(self, member: ShareMember, *, full: bool) -> HeartbeatResult:
+        if member.member_epoch != self.assignment_epoch:
+            full = True
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = self.assignment_epoch
+            member.current = member.assignment
         return HeartbeatResult(
-            ErrorCode.NONE, member_id, member.member_epoch, member.assignment if full else None
+            ErrorCode.NONE, member.member_id, member.member_epoch, member.assignment if full else None
         )
+
+    # --- share-partition state initialization ------------------------------------------------------
+
+    def uninitialized(
+        self, partitions_of: Callable[[str], list[tuple[uuid.UUID, int]]]
+    ) -> dict[uuid.UUID, set[int]]:
+        """Subscribed share-partitions whose state is neither initialized nor being initialized."""
+        out: dict[uuid.UUID, set[int]] = {}
+        for t in sorted(self.subscribed_topics()):
+            for tid, p in partitions_of(t):
+                if p not in self.initialized.get(tid, ()) and p not in self.initializing.get(tid, ()):
+                    out.setdefault(tid, set()).add(p)
+        return out
+
+    def initializing_started(
+        self, parts: Mapping[uuid.UUID, set[int]], names: Mapping[uuid.UUID, str]
+    ) -> None:
+        for tid, ps in parts.items():
+            self.initializing.setdefault(tid, set()).update(ps)
+            self.topic_names[tid] = names[tid]
+
+    def initializing_done(
+        self,
+        parts: Mapping[uuid.UUID, set[int]],
+        ok: bool,
+        partitions_of: Callable[[str], list[tuple[uuid.UUID, int]]],
+    ) -> None:
+        """The InitializeShareGroupState calls for `parts` ended: initialized (the group epoch goes
+        up, so the partitions are assigned at once) or failed (tried again on a later heartbeat)."""
+        for tid, ps in parts.items():
+            left = self.initializing.get(tid, set()) - ps
+            if left:
+                self.initializing[tid] = left
+            else:
+                self.initializing.pop(tid, None)
+            if ok:
+                self.initialized.setdefault(tid, set()).update(ps)
+        if ok and parts:
+            self.group_epoch += 1
+            self._maybe_assign(partitions_of)
+
+    def answer(self, member_id: str) -> HeartbeatResult | None:
+        """The member's heartbeat answer now (after an initialization moved the assignment on)."""
+        m = self.members.get(member_id)
+        return None if m is None else self._answer(m, full=False)
 
     def _maybe_assign(self, partitions_of: Callable[[str], list[tuple[uuid.UUID, int]]]) -> None:
         topics = sorted(self.subscribed_topics())
-        parts = tuple(tp for t in topics for tp in partitions_of(t))
-        if parts != self._subscribed_partitions:
-            self._subscribed_partitions = parts
+        digest = subscription_hash(tuple(tp for t in topics for tp in partitions_of(t)))
+        if digest != self.metadata_hash:
+            self.metadata_hash = digest
             if self.assignment_epoch == self.group_epoch:
                 self.group_epoch += 1  # the subscribed topics' metadata changed
         if self.assignment_epoch == self.group_epoch:
@@ -155,7 +233,7 @@ class ShareGroup:
         for m in self.members.values():
             by_topics.setdefault(tuple(sorted(m.subscribed)), []).append(m.member_id)
         for subs, ids in by_topics.items():
-            wanted = [tp for t in subs for tp in partitions_of(t)]
+            wanted = [tp for t in subs for tp in partitions_of(t) if tp[1] in self.initialized.get(tp[0], ())]
             for mid, a in simple_assign(ids, wanted).items():
                 self.members[mid].assignment = a
         self.assignment_epoch = self.group_epoch
@@ -194,6 +272,15 @@ class ShareGroups:
                 g.remove(mid, partitions_of)
                 gone.append((g.group_id, mid))
         return gone
+
+    def restart_timers(
+        self, now_ms: int, session_timeout_ms: Callable[[str], int], group_ids: Iterable[str]
+    ) -> None:
+        """After a load, the loaded members' sessions start afresh (as in Kafka after a reload)."""
+        for gid in group_ids:
+            g = self.groups.get(gid)
+            for m in () if g is None else g.members.values():
+                m.deadline_ms = now_ms + session_timeout_ms(gid)
 
     def next_deadline_ms(self) -> int | None:
         return min((d for g in self.groups.values() if (d := g.next_deadline_ms()) is not None), default=None)

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-import kcompat.coordinator.records as rec
+import kcompat.coordinator.share.share_group_records as share_rec
 from kcompat.coordinator.records import Record
 from kcompat.server.cluster.coordinator_shards import CoordinatorShards
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
@@ -81,8 +81,7 @@ class GroupShards(CoordinatorShards[GroupService]):
 
     def _partitions_of(self, records: list[Record]) -> set[int]:
         """The __consumer_offsets partitions `records` go to."""
-        keys = [k for k in (rec.decode_key(key) for key, _ in records) if k is not None]
-        return {self.table.partition(rec.group_of(k)) for k in keys}
+        return {self.table.partition(share_rec.group_of_key(key)) for key, _ in records}
 
     # --- what a shard is -------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from kcompat.wire.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     from kcompat.coordinator.group_store import Group
+    from kcompat.coordinator.share.share_group import ShareGroups
     from kcompat.server.groups.group_configs import GroupConfigs
 
 log = logging.getLogger("kcompat.server.groups")
@@ -129,6 +130,17 @@ class GroupService:
         self.shards = shards(self)
 
     @property
+    def share_groups(self) -> ShareGroups:
+        """The share groups (kcompat.server.share drives them; their records are replayed here)."""
+        return self.coordinator.share_groups
+
+    def _share_session_timeout_ms(self, group_id: str) -> int:
+        value = (
+            None if self.configs is None else self.configs.overrides(group_id).get("share.session.timeout.ms")
+        )
+        return int(value if value is not None else self._setting("group.share.session.timeout.ms"))
+
+    @property
     def coordinator(self) -> GroupCoordinator:
         assert self._coordinator is not None, "GroupService.start() builds the coordinator"
         return self._coordinator
@@ -141,6 +153,7 @@ class GroupService:
             coordinator_config(self._setting),
             topic_metadata=self._topic_metadata,
             group_overrides=None if self.configs is None else self.configs.overrides,
+            share_session_timeout_ms=self._share_session_timeout_ms,
         )
         if self.offsets_topic.exists():
             now = self.now_ms()

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kcompat.coordinator.records as rec
+from kcompat.coordinator.share.share_group_records import decode as share_decode
+from kcompat.coordinator.share.share_group_records import group_of_key
 from kcompat.log.batch_scan import iter_log_batches
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
@@ -71,9 +73,8 @@ class OffsetsTopic:
             return written
         by_partition: dict[int, list[Record]] = {}
         for key, value in records:
-            decoded = rec.decode_key(key)
-            assert decoded is not None
-            part = by_partition.setdefault(rec.offsets_partition(rec.group_of(decoded), t.partitions), [])
+            group = group_of_key(key)
+            part = by_partition.setdefault(rec.offsets_partition(group, t.partitions), [])
             part.append(Record(len(part), now_ms, key, value))
         codec = int(self._setting("offsets.topic.compression.codec"))
         for p, recs in by_partition.items():
@@ -155,7 +156,8 @@ class OffsetsTopic:
                 if r.key is None:
                     continue
                 try:
-                    rec.decode((r.key, r.value))
+                    if rec.decode((r.key, r.value)) is None:
+                        share_decode((r.key, r.value))  # a share group's (or one nobody keeps)
                 except DecodeError as e:
                     log.error("skipping record %s-%d@%d: %s", CONSUMER_OFFSETS, p, r.offset, e)
                     continue

@@ -114,7 +114,6 @@ def _share_groups(ctx: RequestContext, states: list[str], types: list[str]) -> l
     if types and "share" not in {t.lower() for t in types}:
         return []
     wanted = {s.lower() for s in states}
-    ctx.share.forget_elsewhere()  # cluster mode: another broker lists the groups it coordinates now
     return [
         lsg.ListedGroup(
             group_id=g.group_id, protocol_type="share", group_state=g.state.value, group_type="share"

@@ -49,6 +49,7 @@ async def alter_share_group_offsets(
         t = ctx.metadata.topic(rt.topic_name)
         denied = access.topic_error(ctx, access.READ, rt.topic_name) if t is not None else None
         parts = []
+        done: set[int] = set()
         for rp in rt.partitions:
             row = asgo.AlterShareGroupOffsetsResponsePartition(partition_index=rp.partition_index)
             parts.append(row)
@@ -65,6 +66,10 @@ async def alter_share_group_offsets(
                 await manager.persister.initialize_state(key, epoch, max(rp.start_offset, 0))
             )
             manager.partitions.pop((body.group_id, t.topic_id, rp.partition_index), None)
+            if row.error_code == ErrorCode.NONE:
+                done.add(rp.partition_index)
+        if t is not None and done:
+            await ctx.share.offsets_set(body.group_id, t.topic_id, t.name, done)
         responses.append(
             asgo.AlterShareGroupOffsetsResponseTopic(
                 topic_name=rt.topic_name,
@@ -100,4 +105,6 @@ async def delete_share_group_offsets(
             if code != ErrorCode.NONE:
                 row.error_code = code
             manager.partitions.pop((body.group_id, t.topic_id, p), None)
+        if row.error_code == ErrorCode.NONE:  # initialized again when a member is assigned the topic
+            await ctx.share.offsets_set(body.group_id, t.topic_id, t.name, None)
     return dsgo.DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, responses=responses)

@@ -154,7 +154,8 @@ async def describe_share_group_offsets(
 ) -> dsgo.DescribeShareGroupOffsetsResponse:
     """Each share-partition's start offset as the persister holds it (ReadShareGroupStateSummary)
     and, v1, its lag: the records below the high watermark not yet delivered to completion. Topics
-    null: every share-partition of the group with state; -1 for one not initialized yet."""
+    null: every share-partition of the group with state (initialized, as the group's
+    ShareGroupStatePartitionMetadata says, wherever it is led); -1 for one not initialized yet."""
     out = []
     for rg in request.body.groups:
         gid = rg.group_id
@@ -164,7 +165,7 @@ async def describe_share_group_offsets(
         if (elsewhere := _elsewhere(ctx, gid)) is not None:
             out.append(dsgo.DescribeShareGroupOffsetsResponseGroup(group_id=gid, error_code=int(elsewhere)))
             continue
-        if ctx.share.group(gid) is None:
+        if (group := ctx.share.group(gid)) is None:
             out.append(
                 dsgo.DescribeShareGroupOffsetsResponseGroup(
                     group_id=gid,
@@ -175,7 +176,9 @@ async def describe_share_group_offsets(
             continue
         wanted: dict[str, list[int]] = {}
         if rg.topics is None:
-            for topic_id, partition, _ in ctx.share.partitions.group_partitions(gid):
+            known = {(tid, p) for tid, p, _ in ctx.share.partitions.group_partitions(gid)}
+            known |= {(tid, p) for tid, ps in group.initialized.items() for p in ps}
+            for topic_id, partition in known:
                 t = ctx.metadata.topics.by_id(topic_id)
                 if t is not None:
                     wanted.setdefault(t.name, []).append(partition)
@@ -213,7 +216,10 @@ async def _offsets_of(
         if summary.error_code != ErrorCode.NONE or summary.start_offset < 0:
             continue  # not initialized: -1, as Kafka answers
         row.start_offset, row.leader_epoch = summary.start_offset, summary.leader_epoch
-        hwm = ctx.replicas.log_now(t.name, p).high_watermark
+        try:
+            hwm = ctx.replicas.log_now(t.name, p).high_watermark
+        except KeyError:  # cluster mode: no replica here to measure the lag by
+            continue
         done = max(summary.delivery_complete_count, 0)
         row.lag = max(hwm - summary.start_offset - done, 0)
     return dsgo.DescribeShareGroupOffsetsResponseTopic(topic_name=name, topic_id=t.topic_id, partitions=parts)
