@@ -19,7 +19,8 @@ again. The start offset moves over completed runs at the front, so the in-flight
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -67,6 +68,7 @@ TRANSITIONS: dict[tuple[RecordState, int], RecordState] = {
 }
 
 DONE = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
+_KNOWN_TYPES = frozenset(int(t) for t in AcknowledgeType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,24 @@ class StateBatch:
     last: int
     state: int
     delivery_count: int
+
+
+def _first(r: Run) -> int:
+    return r.first
+
+
+def _ranges(first: int, last: int, types: list[int]) -> Iterator[tuple[int, int, int]]:
+    """(first, last, type) ranges of one acknowledgement batch: one for a single type, else one per
+    run of equal per-offset types (a client acknowledging each record alike costs one range)."""
+    if len(types) == 1:
+        yield first, last, types[0]
+        return
+    start, kind = first, types[0]
+    for k, t in enumerate(types):
+        if t != kind:
+            yield start, first + k - 1, kind
+            start, kind = first + k, t
+    yield start, last, kind
 
 
 class SharePartition:
@@ -263,12 +283,9 @@ class SharePartition:
         for first, last, types in batches:
             if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
                 return ErrorCode.INVALID_REQUEST, None
-            if any(t not in AcknowledgeType._value2member_map_ for t in types):
+            if not _KNOWN_TYPES.issuperset(types):
                 return ErrorCode.INVALID_REQUEST, None
-            if len(types) == 1:
-                plan.append((first, last, types[0]))
-            else:
-                plan.extend((first + k, first + k, t) for k, t in enumerate(types))
+            plan.extend(_ranges(first, last, types))
         for first, last, _ in plan:
             if not self._all_acquired_by(member, first, last):
                 return ErrorCode.INVALID_RECORD_STATE, None
@@ -287,9 +304,11 @@ class SharePartition:
     def _all_acquired_by(self, member: str, first: int, last: int) -> bool:
         if first < self.start_offset or last >= self.end_offset:
             return False
-        for r in self.runs:
-            if r.last < first or r.first > last:
-                continue
+        runs = self.runs
+        for i in range(self._index(first), len(runs)):
+            r = runs[i]
+            if r.first > last:
+                break
             if r.state != RecordState.ACQUIRED or r.member != member:
                 return False
         return True
@@ -335,21 +354,28 @@ class SharePartition:
 
     # --- bookkeeping -----------------------------------------------------------------------------
 
+    def _index(self, offset: int) -> int:
+        """The index of the run holding `offset` (runs are contiguous): 0 below them, the last above."""
+        return max(bisect_right(self.runs, offset, key=_first) - 1, 0)
+
     def _split_range(self, lo: int, hi: int) -> int:
-        """Split runs so that lo starts one and hi ends one; the index of the run starting at lo."""
-        i = 0
-        while i < len(self.runs):
-            r = self.runs[i]
-            if r.first < lo <= r.last:
-                self.runs.insert(i + 1, r.split_at(lo))
-                continue
-            if r.first <= hi < r.last:
-                self.runs.insert(i + 1, r.split_at(hi + 1))
+        """Split runs so that lo starts one and hi ends one; the index of the first run ending at or
+        after lo (len(runs) when none does)."""
+        runs = self.runs
+        if not runs:
+            return 0
+        i = self._index(lo)
+        r = runs[i]
+        if r.last < lo:
+            return i + 1
+        if r.first < lo:
+            runs.insert(i + 1, r.split_at(lo))
             i += 1
-        for i, r in enumerate(self.runs):
-            if r.last >= lo:
-                return i
-        return len(self.runs)
+        j = self._index(hi)
+        r = runs[j]
+        if r.first <= hi < r.last:
+            runs.insert(j + 1, r.split_at(hi + 1))
+        return i
 
     def _advance(self) -> None:
         """Drop completed runs at the front (the start offset moves) and merge equal neighbours."""

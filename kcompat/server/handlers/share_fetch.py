@@ -4,8 +4,9 @@ ShareAcknowledge (79) v1-2.
 ShareFetch: the share session (epoch 0 opens, -1 closes, otherwise the next epoch), the
 piggy-backed acknowledgements applied and made durable first, then records acquired from every
 partition of the session, up to MaxRecords, waiting up to MaxWaitMs when there is nothing to
-acquire. Each partition answers with the stored batches and the AcquiredRecords ranges (with their
-delivery counts) a client may deliver; AcquisitionLockTimeoutMs is the group's lock duration.
+acquire. Each partition answers with the stored batches (file slices, sent with sendfile as a
+Fetch's are) and the AcquiredRecords ranges (with their delivery counts) a client may deliver;
+AcquisitionLockTimeoutMs is the group's lock duration.
 v2 adds ShareAcquireMode (record_limit is how records are always acquired here: never past
 MaxRecords) and IsRenewAck (RENEW acknowledgements, type 4).
 ShareAcknowledge: acknowledgements only; epoch 0 is INVALID_SHARE_SESSION_EPOCH, -1 closes the session.
