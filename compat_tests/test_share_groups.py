@@ -251,7 +251,8 @@ def test_java_share_consumer_beside_a_confluent_one_and_kafka_share_groups(
     # one partition: the simple assignor gives it to both members, who share its records
     t = topic(broker, "share-java", 1)
     config = tmp_path / "java-share.properties"
-    config.write_text("max.poll.records=20\n")  # small acquisitions, so that both members get some
+    # small acquisitions (record_limit: never past max.poll.records), so that both members get some
+    config.write_text("max.poll.records=20\nshare.acquire.mode=record_limit\n")
     cmd = kafka_tool_command(
         "kafka-verifiable-share-consumer",
         "--bootstrap-server", broker.bootstrap, "--topic", t, "--group-id", "g-java",

@@ -171,12 +171,38 @@ def test_compacted_batch_is_sent_whole_with_its_offset_gaps_in_the_range(tmp_pat
     assert read_header(stored(plog)[0]).last_offset_delta == 4
     mgr = share_manager(plog)
     sp = new_share_partition(mgr)
-    acquired, data = mgr.acquire(sp, "m1", TOPIC, 0, 3, 1 << 20, False)
-    assert ranges(acquired) == [(0, 2, 1)]  # MaxRecords counts offsets, gaps included, as Kafka
+    # record_limit: MaxRecords counts offsets, gaps included, as Kafka
+    acquired, data = mgr.acquire(sp, "m1", TOPIC, 0, 3, 1 << 20, False, strict=True)
+    assert ranges(acquired) == [(0, 2, 1)]
     assert data.read_bytes() == stored(plog)[0]
-    acquired, data = mgr.acquire(sp, "m2", TOPIC, 0, 10, 1 << 20, False)
+    acquired, data = mgr.acquire(sp, "m2", TOPIC, 0, 10, 1 << 20, False, strict=True)
     assert ranges(acquired) == [(3, 5, 1)]
     assert data.read_bytes() == b"".join(stored(plog))
+    # batch_optimized: the batch begun goes to its end, gaps and all, and no further
+    sp2 = new_share_partition(mgr)
+    acquired, data = mgr.acquire(sp2, "m1", TOPIC, 0, 3, 1 << 20, False)
+    assert ranges(acquired) == [(0, 4, 1)]
+    assert data.read_bytes() == stored(plog)[0]
+
+
+def test_batch_optimized_finishes_the_batch_record_limit_stops_at_max_records(tmp_path):
+    plog = open_log(tmp_path)
+    for n in (10, 10, 10):
+        plog.append(batch(n), leader_epoch=0, now_ms=0)  # 0-9, 10-19, 20-29
+    mgr = share_manager(plog)
+    sp = new_share_partition(mgr)
+    acquired, data = mgr.acquire(sp, "m1", TOPIC, 0, 12, 1 << 20, False)
+    assert ranges(acquired) == [(0, 19, 1)]  # the 12th record is in the 2nd batch: all of it
+    assert data.read_bytes() == b"".join(stored(plog)[:2])
+    sp.acknowledge("m1", [(0, 4, [RELEASE])], 0)
+    # available again inside a batch: the rest of that batch is not acquired past MaxRecords (it is
+    # held), and no new batch is begun once MaxRecords is used
+    acquired, data = mgr.acquire(sp, "m2", TOPIC, 0, 3, 1 << 20, False)
+    assert ranges(acquired) == [(0, 4, 2)]
+    assert data.read_bytes() == stored(plog)[0]
+    sp2 = new_share_partition(mgr)
+    acquired, _ = mgr.acquire(sp2, "m1", TOPIC, 0, 12, 1 << 20, False, strict=True)
+    assert ranges(acquired) == [(0, 11, 1)]
 
 
 def test_max_record_locks_cuts_a_batch_and_the_rest_comes_after_acknowledgement(tmp_path):
@@ -185,7 +211,8 @@ def test_max_record_locks_cuts_a_batch_and_the_rest_comes_after_acknowledgement(
     mgr = share_manager(plog, ShareLimits(max_record_locks=4))
     sp = new_share_partition(mgr)
     assert sp.limits.max_record_locks == 4
-    acquired, data = mgr.acquire(sp, "m1", TOPIC, 0, 500, 1 << 20, False)
+    # batch_optimized finishes a batch past MaxRecords, but never past the window
+    acquired, data = mgr.acquire(sp, "m1", TOPIC, 0, 1, 1 << 20, False)
     assert ranges(acquired) == [(0, 3, 1)]
     assert data.read_bytes() == stored(plog)[0]  # the whole batch, only 0-3 to deliver
     assert mgr.acquire(sp, "m2", TOPIC, 0, 500, 1 << 20, False)[0] == []  # the window is full

@@ -209,10 +209,20 @@ class SharePartition:
         self._advance()
 
     def acquire(
-        self, member: str, batches: Iterable[FetchedBatch], max_records: int, now_ms: int
+        self,
+        member: str,
+        batches: Iterable[FetchedBatch],
+        max_records: int,
+        now_ms: int,
+        *,
+        strict: bool = True,
     ) -> list[Acquired]:
         """Acquire for `member` what `batches` (read from next_fetch_offset) hold: available in-flight
-        records, then new ones past the end while the window has room, at most `max_records`."""
+        records, then new ones past the end while the window has room, `max_records` of them.
+
+        `strict` (ShareAcquireMode record_limit) never goes past `max_records`; otherwise
+        (batch_optimized, Kafka's default) a log batch begun is acquired to its end, as the client
+        gets the whole batch anyway. The in-flight window is never exceeded either way."""
         out: list[Acquired] = []
         budget = max_records
         deadline = now_ms + self.limits.lock_duration_ms
@@ -222,18 +232,21 @@ class SharePartition:
             if b.last < self.start_offset:
                 continue
             first = max(b.first, self.start_offset)
+            allow = budget if strict else max(budget, b.last - first + 1)  # for this batch
             # the part of the batch already in flight: acquire what is available
             if first < self.end_offset:
                 hi = min(b.last, self.end_offset - 1)
                 if b.deliverable:
-                    budget = self._acquire_in_flight(member, first, hi, budget, deadline, out)
+                    left = self._acquire_in_flight(member, first, hi, allow, deadline, out)
+                    budget -= allow - left
+                    allow = left
                 first = hi + 1
             if first > b.last or first != self.end_offset:
                 continue
             # new records past the end
             take = b.last - first + 1
             if b.deliverable:
-                take = min(take, budget, self._room())
+                take = min(take, allow, self._room())
                 if take <= 0:
                     break
                 last = first + take - 1

@@ -238,9 +238,11 @@ class SharePartitionManager:
         max_records: int,
         max_bytes: int,
         read_committed: bool,
+        *,
+        strict: bool = False,
     ) -> tuple[list[Acquired], FetchSlice]:
-        """Acquire up to `max_records` for the member from the log; the batches holding them, as
-        file slices."""
+        """Acquire `max_records` for the member from the log (`strict`: never more; else to the end
+        of the batch holding the last, KIP-1206); the batches holding them, as file slices."""
         if max_records <= 0 or not sp.can_acquire():
             return [], EMPTY_SLICE
         plog = self._partition_log(t.name, partition)
@@ -254,7 +256,7 @@ class SharePartitionManager:
         budget = min(max_bytes, max(READ_FLOOR, max_records * READ_PER_RECORD))
         read: ShareRead = read_batches(plog, offset, budget, read_committed)
         now = self.now_ms()
-        acquired = sp.acquire(member_id, read.batches(), max_records, now)
+        acquired = sp.acquire(member_id, read.batches(), max_records, now, strict=strict)
         if not acquired:
             return [], EMPTY_SLICE
         self._arm(now + sp.limits.lock_duration_ms)
