@@ -289,15 +289,20 @@ class SharePartition:
         self, member: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int
     ) -> tuple[ErrorCode, tuple[int, int] | None]:
         """Apply (first, last, types) acknowledgements of `member`: one type for the whole range,
-        or one per offset. All or nothing: INVALID_RECORD_STATE when any offset is not acquired
-        by this member (or a type is unknown), and then nothing changes. Returns the error and the
-        span of offsets changed (for the persister)."""
+        or one per offset, the batches in offset order (else INVALID_REQUEST, as Kafka). All or
+        nothing: INVALID_RECORD_STATE when any offset is not acquired by this member or is
+        acknowledged twice, and then nothing changes. Returns the error and the span of offsets
+        changed (for the persister)."""
         plan: list[tuple[int, int, int]] = []
+        prev_last = -1
         for first, last, types in batches:
-            if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
+            if last < first or first < prev_last or not types:
                 return ErrorCode.INVALID_REQUEST, None
-            if not _KNOWN_TYPES.issuperset(types):
+            if (len(types) != 1 and len(types) != last - first + 1) or not _KNOWN_TYPES.issuperset(types):
                 return ErrorCode.INVALID_REQUEST, None
+            if first == prev_last:  # Kafka lets a batch start on the last one's end: that offset twice
+                return ErrorCode.INVALID_RECORD_STATE, None
+            prev_last = last
             plan.extend(_ranges(first, last, types))
         for first, last, _ in plan:
             if not self._all_acquired_by(member, first, last):
