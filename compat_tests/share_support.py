@@ -28,12 +28,14 @@ WARM = b"warm-up"
 
 
 class JavaShareMember:
-    """Kafka's VerifiableShareConsumer (sync acknowledgement, 20 records a poll, so that a member
+    """Kafka's VerifiableShareConsumer (sync acknowledgement, at most 20 records an acquisition, so that a member
     beside it gets some too) as a share group member; `values`: what it received, warm-ups left out."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, workdir: Path) -> None:
         config = workdir / f"java-share-{group}.properties"
-        config.write_text("max.poll.records=20\n")
+        # record_limit (KIP-1206): acquisitions never past max.poll.records, where the default
+        # batch_optimized mode takes a whole producer batch
+        config.write_text("max.poll.records=20\nshare.acquire.mode=record_limit\n")
         cmd = kafka_tool_command(
             "kafka-verifiable-share-consumer",
             "--bootstrap-server", bootstrap, "--topic", topic, "--group-id", group,

@@ -42,6 +42,7 @@ pytestmark = pytest.mark.timeout(180)
 HEARTBEAT, SHARE_FETCH, SHARE_ACK = 76, 78, 79
 ACCEPT, RELEASE = 1, 2
 RAW, BYSTANDER = "raw", "bystander"
+RECORD_LIMIT = 1  # ShareAcquireMode (ShareFetch v2)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +94,7 @@ class RawMember:
             max_bytes=1 << 20,
             max_records=5,
             batch_size=5,
+            share_acquire_mode=RECORD_LIMIT,  # five at a time: a second member finds records left
             topics=[
                 sf.FetchTopic(
                     topic_id=topic_id or self.topic_id,
@@ -110,7 +112,7 @@ class RawMember:
                 )
             ],
         )
-        answer = self.conn.request(SHARE_FETCH, body, version=1)[1]
+        answer = self.conn.request(SHARE_FETCH, body, version=2)[1]
         if epoch is None and answer.error_code == 0:
             self.epoch = self.epoch + 1 if self.epoch >= 0 else self.epoch
         return answer

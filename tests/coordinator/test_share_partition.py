@@ -67,6 +67,22 @@ def test_ack_not_acquired_is_invalid_record_state_and_changes_nothing() -> None:
     assert p.acknowledge("a", [(2, 3, [9])], 0)[0] == ErrorCode.INVALID_REQUEST
 
 
+def test_overlapping_or_unordered_batches_are_refused_and_change_nothing() -> None:
+    p = sp()
+    p.acquire("a", [FetchedBatch(0, 9)], 100, 0)
+    before = p.state_batches()
+    # as Kafka's validation: batches in offset order, not overlapping (INVALID_REQUEST)
+    assert p.acknowledge("a", [(0, 4, [ACCEPT]), (2, 6, [ACCEPT])], 0) == (ErrorCode.INVALID_REQUEST, None)
+    assert p.acknowledge("a", [(5, 6, [ACCEPT]), (0, 1, [ACCEPT])], 0) == (ErrorCode.INVALID_REQUEST, None)
+    # one starting on the previous one's last offset passes that check; the offset is acked twice
+    assert p.acknowledge("a", [(0, 4, [ACCEPT]), (4, 6, [RELEASE])], 0) == (
+        ErrorCode.INVALID_RECORD_STATE,
+        None,
+    )
+    assert p.state_batches() == before and p.start_offset == 0
+    assert p.acknowledge("a", [(0, 4, [ACCEPT]), (5, 6, [RELEASE])], 0) == (ErrorCode.NONE, (0, 6))
+
+
 def test_lock_expiry_and_delivery_count_limit() -> None:
     p = sp(limit=2, lock_ms=100)
     p.acquire("a", [FetchedBatch(0, 0)], 10, 0)

@@ -65,13 +65,13 @@ def produce(h: BrokerHarness, *values: bytes, partition: int = 0) -> None:
 
 
 def share_fetch(h: BrokerHarness, member: str, epoch: int, acks: list[tuple[int, int, list[int]]] | None = None,
-                partition: int = 0, max_records: int = 100, group: str = "g") -> Any:  # fmt: skip
+                partition: int = 0, max_records: int = 100, group: str = "g", mode: int = 0) -> Any:  # fmt: skip
     batches = [
         {"first_offset": f, "last_offset": last, "acknowledge_types": types} for f, last, types in acks or []
     ]
     return h.call(SHARE_FETCH, 2, {"group_id": group, "member_id": member, "share_session_epoch": epoch,
                                    "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-                                   "max_records": max_records, "batch_size": max_records,
+                                   "max_records": max_records, "batch_size": max_records, "share_acquire_mode": mode,
                                    "topics": [{"topic_id": tid(h), "partitions": [
                                        {"partition_index": partition, "acknowledgement_batches": batches}]}]})  # fmt: skip
 
@@ -152,6 +152,20 @@ def test_fetch_acknowledge_and_the_errors_of_bad_input(h: BrokerHarness) -> None
     assert acquired(r) == [(3, 3, 2)]
     sp = h.broker.share_service.partitions.partitions[("g", tid(h), 0)]
     assert sp.start_offset == 3
+
+
+def test_max_records_is_soft_in_batch_optimized_mode_and_strict_in_record_limit(h: BrokerHarness) -> None:
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"a", b"b", b"c", b"d", b"e")  # one batch, 0-4
+    produce(h, b"f", b"g")  # 5-6
+    heartbeat(h, "a", 0)
+    heartbeat(h, "b", 0)
+    r = share_fetch(h, "a", 0, max_records=2)  # batch_optimized (0, v1's only mode): the batch to its end
+    assert acquired(r) == [(0, 4, 1)]
+    stored = r.responses[0].partitions[0].records
+    r = share_fetch(h, "b", 0, max_records=1, mode=1)  # record_limit: one record of the next batch
+    assert acquired(r) == [(5, 5, 1)]
+    assert len(r.responses[0].partitions[0].records) < len(stored)  # the 2-record batch alone
 
 
 def test_lock_expiry_and_the_delivery_count_limit(h: BrokerHarness) -> None:

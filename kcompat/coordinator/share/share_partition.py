@@ -19,7 +19,8 @@ again. The start offset moves over completed runs at the front, so the in-flight
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -67,6 +68,7 @@ TRANSITIONS: dict[tuple[RecordState, int], RecordState] = {
 }
 
 DONE = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
+_KNOWN_TYPES = frozenset(int(t) for t in AcknowledgeType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,24 @@ class StateBatch:
     last: int
     state: int
     delivery_count: int
+
+
+def _first(r: Run) -> int:
+    return r.first
+
+
+def _ranges(first: int, last: int, types: list[int]) -> Iterator[tuple[int, int, int]]:
+    """(first, last, type) ranges of one acknowledgement batch: one for a single type, else one per
+    run of equal per-offset types (a client acknowledging each record alike costs one range)."""
+    if len(types) == 1:
+        yield first, last, types[0]
+        return
+    start, kind = first, types[0]
+    for k, t in enumerate(types):
+        if t != kind:
+            yield start, first + k - 1, kind
+            start, kind = first + k, t
+    yield start, last, kind
 
 
 class SharePartition:
@@ -189,10 +209,20 @@ class SharePartition:
         self._advance()
 
     def acquire(
-        self, member: str, batches: Iterable[FetchedBatch], max_records: int, now_ms: int
+        self,
+        member: str,
+        batches: Iterable[FetchedBatch],
+        max_records: int,
+        now_ms: int,
+        *,
+        strict: bool = True,
     ) -> list[Acquired]:
         """Acquire for `member` what `batches` (read from next_fetch_offset) hold: available in-flight
-        records, then new ones past the end while the window has room, at most `max_records`."""
+        records, then new ones past the end while the window has room, `max_records` of them.
+
+        `strict` (ShareAcquireMode record_limit) never goes past `max_records`; otherwise
+        (batch_optimized, Kafka's default) a log batch begun is acquired to its end, as the client
+        gets the whole batch anyway. The in-flight window is never exceeded either way."""
         out: list[Acquired] = []
         budget = max_records
         deadline = now_ms + self.limits.lock_duration_ms
@@ -202,18 +232,21 @@ class SharePartition:
             if b.last < self.start_offset:
                 continue
             first = max(b.first, self.start_offset)
+            allow = budget if strict else max(budget, b.last - first + 1)  # for this batch
             # the part of the batch already in flight: acquire what is available
             if first < self.end_offset:
                 hi = min(b.last, self.end_offset - 1)
                 if b.deliverable:
-                    budget = self._acquire_in_flight(member, first, hi, budget, deadline, out)
+                    left = self._acquire_in_flight(member, first, hi, allow, deadline, out)
+                    budget -= allow - left
+                    allow = left
                 first = hi + 1
             if first > b.last or first != self.end_offset:
                 continue
             # new records past the end
             take = b.last - first + 1
             if b.deliverable:
-                take = min(take, budget, self._room())
+                take = min(take, allow, self._room())
                 if take <= 0:
                     break
                 last = first + take - 1
@@ -256,19 +289,21 @@ class SharePartition:
         self, member: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int
     ) -> tuple[ErrorCode, tuple[int, int] | None]:
         """Apply (first, last, types) acknowledgements of `member`: one type for the whole range,
-        or one per offset. All or nothing: INVALID_RECORD_STATE when any offset is not acquired
-        by this member (or a type is unknown), and then nothing changes. Returns the error and the
-        span of offsets changed (for the persister)."""
+        or one per offset, the batches in offset order (else INVALID_REQUEST, as Kafka). All or
+        nothing: INVALID_RECORD_STATE when any offset is not acquired by this member or is
+        acknowledged twice, and then nothing changes. Returns the error and the span of offsets
+        changed (for the persister)."""
         plan: list[tuple[int, int, int]] = []
+        prev_last = -1
         for first, last, types in batches:
-            if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
+            if last < first or first < prev_last or not types:
                 return ErrorCode.INVALID_REQUEST, None
-            if any(t not in AcknowledgeType._value2member_map_ for t in types):
+            if (len(types) != 1 and len(types) != last - first + 1) or not _KNOWN_TYPES.issuperset(types):
                 return ErrorCode.INVALID_REQUEST, None
-            if len(types) == 1:
-                plan.append((first, last, types[0]))
-            else:
-                plan.extend((first + k, first + k, t) for k, t in enumerate(types))
+            if first == prev_last:  # Kafka lets a batch start on the last one's end: that offset twice
+                return ErrorCode.INVALID_RECORD_STATE, None
+            prev_last = last
+            plan.extend(_ranges(first, last, types))
         for first, last, _ in plan:
             if not self._all_acquired_by(member, first, last):
                 return ErrorCode.INVALID_RECORD_STATE, None
@@ -287,9 +322,11 @@ class SharePartition:
     def _all_acquired_by(self, member: str, first: int, last: int) -> bool:
         if first < self.start_offset or last >= self.end_offset:
             return False
-        for r in self.runs:
-            if r.last < first or r.first > last:
-                continue
+        runs = self.runs
+        for i in range(self._index(first), len(runs)):
+            r = runs[i]
+            if r.first > last:
+                break
             if r.state != RecordState.ACQUIRED or r.member != member:
                 return False
         return True
@@ -335,21 +372,28 @@ class SharePartition:
 
     # --- bookkeeping -----------------------------------------------------------------------------
 
+    def _index(self, offset: int) -> int:
+        """The index of the run holding `offset` (runs are contiguous): 0 below them, the last above."""
+        return max(bisect_right(self.runs, offset, key=_first) - 1, 0)
+
     def _split_range(self, lo: int, hi: int) -> int:
-        """Split runs so that lo starts one and hi ends one; the index of the run starting at lo."""
-        i = 0
-        while i < len(self.runs):
-            r = self.runs[i]
-            if r.first < lo <= r.last:
-                self.runs.insert(i + 1, r.split_at(lo))
-                continue
-            if r.first <= hi < r.last:
-                self.runs.insert(i + 1, r.split_at(hi + 1))
+        """Split runs so that lo starts one and hi ends one; the index of the first run ending at or
+        after lo (len(runs) when none does)."""
+        runs = self.runs
+        if not runs:
+            return 0
+        i = self._index(lo)
+        r = runs[i]
+        if r.last < lo:
+            return i + 1
+        if r.first < lo:
+            runs.insert(i + 1, r.split_at(lo))
             i += 1
-        for i, r in enumerate(self.runs):
-            if r.last >= lo:
-                return i
-        return len(self.runs)
+        j = self._index(hi)
+        r = runs[j]
+        if r.first <= hi < r.last:
+            runs.insert(j + 1, r.split_at(hi + 1))
+        return i
 
     def _advance(self) -> None:
         """Drop completed runs at the front (the start offset moves) and merge equal neighbours."""

@@ -4,10 +4,14 @@ ShareAcknowledge (79) v1-2.
 ShareFetch: the share session (epoch 0 opens, -1 closes, otherwise the next epoch), the
 piggy-backed acknowledgements applied and made durable first, then records acquired from every
 partition of the session, up to MaxRecords, waiting up to MaxWaitMs when there is nothing to
-acquire. Each partition answers with the stored batches and the AcquiredRecords ranges (with their
-delivery counts) a client may deliver; AcquisitionLockTimeoutMs is the group's lock duration.
-v2 adds ShareAcquireMode (record_limit is how records are always acquired here: never past
-MaxRecords) and IsRenewAck (RENEW acknowledgements, type 4).
+acquire. Each partition answers with the stored batches (file slices, sent with sendfile as a
+Fetch's are) and the AcquiredRecords ranges (with their delivery counts) a client may deliver;
+AcquisitionLockTimeoutMs is the group's lock duration.
+MaxRecords is a soft limit (batch_optimized, KIP-1206): the log batch holding the last record it
+allows is acquired to its end, as Kafka does, so a client is not sent one large batch again and
+again for a few hundred records of it each time; the in-flight window
+(share.partition.max.record.locks) is never exceeded. v2 adds ShareAcquireMode (1, record_limit:
+never past MaxRecords) and IsRenewAck (RENEW acknowledgements, type 4).
 ShareAcknowledge: acknowledgements only; epoch 0 is INVALID_SHARE_SESSION_EPOCH, -1 closes the session.
 """
 
@@ -28,6 +32,7 @@ from kcompat.wire.types import share_acknowledge as sa
 from kcompat.wire.types import share_fetch as sf
 
 DEFAULT_MAX_RECORDS = 500
+RECORD_LIMIT = 1  # ShareAcquireMode; 0 (batch_optimized) is v1's and the default
 
 
 def _session(
@@ -159,6 +164,7 @@ async def _acquire_all(
     manager = ctx.share.partitions
     group, member = session.group_id, session.member_id
     max_records = body.max_records if body.max_records > 0 else DEFAULT_MAX_RECORDS
+    strict = body.share_acquire_mode == RECORD_LIMIT
     deadline = ctx.now_ms + body.max_wait_ms
     keys = list(session.partitions)
     if keys:  # start at a different partition each time, so none is starved by MaxRecords
@@ -187,7 +193,7 @@ async def _acquire_all(
                 answer(topic_id, partition).error_code = int(sp)
                 continue
             acquired, data = manager.acquire(
-                sp, member, t, partition, records_left, bytes_left, read_committed
+                sp, member, t, partition, records_left, bytes_left, read_committed, strict=strict
             )
             if acquired:
                 pd = answer(topic_id, partition)

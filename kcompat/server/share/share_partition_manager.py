@@ -32,13 +32,14 @@ from kcompat.coordinator.share.share_partition import (
     SharePartition,
     StateBatch,
 )
+from kcompat.log.log_file import EMPTY_SLICE, FetchSlice
 from kcompat.server.share.persister import (
     Persister,
     PersisterStateBatch,
     SharePartitionKey,
     ShareStateWrite,
 )
-from kcompat.server.share.share_fetch_reader import ReadBatches, acquired_bytes, read_batches
+from kcompat.server.share.share_fetch_reader import ShareRead, read_batches
 from kcompat.server.share.share_sessions import ShareSession, ShareSessionCache
 from kcompat.storage.topic_store import TopicInfo
 from kcompat.wire.error_codes import ErrorCode
@@ -237,26 +238,29 @@ class SharePartitionManager:
         max_records: int,
         max_bytes: int,
         read_committed: bool,
-    ) -> tuple[list[Acquired], bytes]:
-        """Acquire up to `max_records` for the member from the log; the batches holding them."""
+        *,
+        strict: bool = False,
+    ) -> tuple[list[Acquired], FetchSlice]:
+        """Acquire `max_records` for the member from the log (`strict`: never more; else to the end
+        of the batch holding the last, KIP-1206); the batches holding them, as file slices."""
         if max_records <= 0 or not sp.can_acquire():
-            return [], b""
+            return [], EMPTY_SLICE
         plog = self._partition_log(t.name, partition)
         if sp.next_fetch_offset() < plog.log_start_offset:
             sp.reset_to(plog.log_start_offset)
         offset = sp.next_fetch_offset()
         if offset > plog.log_end_offset:
-            return [], b""
-        # Read about what max_records can use, not the whole of MaxBytes (50 MiB from Java): what is
-        # not acquired would be read again by the next fetch.
+            return [], EMPTY_SLICE
+        # Slice about what max_records can use, not the whole of MaxBytes (50 MiB from Java); the
+        # headers are walked only as far as the acquisition goes.
         budget = min(max_bytes, max(READ_FLOOR, max_records * READ_PER_RECORD))
-        read: ReadBatches = read_batches(plog, offset, budget, read_committed)
-        if not read.batches:
-            return [], b""
-        acquired = sp.acquire(member_id, read.batches, max_records, self.now_ms())
-        if acquired:
-            self._arm(self.now_ms() + sp.limits.lock_duration_ms)
-        return acquired, acquired_bytes(read, acquired)
+        read: ShareRead = read_batches(plog, offset, budget, read_committed)
+        now = self.now_ms()
+        acquired = sp.acquire(member_id, read.batches(), max_records, now, strict=strict)
+        if not acquired:
+            return [], EMPTY_SLICE
+        self._arm(now + sp.limits.lock_duration_ms)
+        return acquired, read.acquired_slice(acquired)
 
     # --- releasing -------------------------------------------------------------------------------
 
