@@ -32,6 +32,7 @@ from kcompat.metadata.features import (
     GROUP_VERSION,
     SHARE_VERSION,
     SINGLE_NODE_SUPPORTED,
+    STREAMS_VERSION,
     TRANSACTION_VERSION,
     Features,
 )
@@ -77,9 +78,9 @@ class LocalMetadata(ConfigReads):
 
     def features(self) -> Features:
         """The levels a single node finalizes, fixed while it runs (epoch 0): those of a Kafka
-        4.3.1 broker formatted with defaults, but for streams.version, metadata.version and
-        kraft.version; group.version only while the consumer protocol is enabled."""
-        levels = {TRANSACTION_VERSION: 2, SHARE_VERSION: 1, ELR_VERSION: 1}
+        4.3.1 broker formatted with defaults, but for metadata.version and kraft.version;
+        group.version only while the consumer protocol is enabled."""
+        levels = {TRANSACTION_VERSION: 2, SHARE_VERSION: 1, ELR_VERSION: 1, STREAMS_VERSION: 1}
         if "consumer" in self._config.get("group.coordinator.rebalance.protocols"):
             levels[GROUP_VERSION] = 1
         return Features(SINGLE_NODE_SUPPORTED, MappingProxyType(levels), 0)

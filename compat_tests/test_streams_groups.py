@@ -1,0 +1,235 @@
+"""Kafka Streams 4.3.1 on the streams rebalance protocol (KIP-1071, `group.protocol=streams`) against
+one `kcompat serve`: compat_tests/java/StreamsGroupApp.java (a repartition topic, a changelog-backed
+count store, a KStream-KTable join copartitioned with the repartition topic, exactly_once_v2).
+
+The broker creates the internal topics with Kafka's names and partition counts; the app reaches
+RUNNING and its output holds, for every word, exactly its running counts 1..n in order, each with
+the word's label; a second instance takes over part of the tasks while the output stays exact;
+`kafka-streams-groups --describe` shows the members and their tasks, `--delete` deletes the group.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from support import DEPS, ROOT, java_classpath, java_executable, kafka_tool
+
+from compat_tests.groups_members import JVM, compile_java
+from kcompat.testing import TEST_DEFAULTS, Broker
+
+pytestmark = pytest.mark.timeout(300)
+
+STREAMS_JARS = DEPS / "kafka-streams"
+APP = "wordlabels"
+PARTITIONS = 4
+WORDS = [f"w{i:02d}" for i in range(12)]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    base = tmp_path_factory.mktemp("streams-broker")
+    b = Broker(base / "data", base / "kcompat.log", overrides={**TEST_DEFAULTS})
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_java(
+        tmp_path_factory.mktemp("streams-classes"),
+        STREAMS_JARS,
+        ROOT / "compat_tests" / "java" / "StreamsGroupApp.java",
+    )
+
+
+class App:
+    """StreamsGroupApp.java as a process; its output lines kept by a thread."""
+
+    def __init__(self, classes: Path, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [java_executable(), *JVM, "-cp", f"{classes}:{java_classpath(STREAMS_JARS)}", "StreamsGroupApp", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.out: list[str] = []
+        stdout = self.proc.stdout
+        assert stdout is not None
+        self._reader = threading.Thread(
+            target=lambda: self.out.extend(iter(stdout.readline, "")), daemon=True
+        )
+        self._reader.start()
+
+    def events(self) -> list[dict[str, object]]:
+        return [json.loads(x) for x in list(self.out) if x.startswith("{")]
+
+    def state(self) -> str | None:
+        states = [e["state"] for e in self.events() if "state" in e]
+        return str(states[-1]) if states else None
+
+    def wait_running(self, timeout: float) -> float:
+        started = time.monotonic()
+        deadline = started + timeout
+        while self.state() != "RUNNING":
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                pytest.fail(f"the app never reached RUNNING: {self.out[-30:]}")
+            time.sleep(0.1)
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(40)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        self.proc.stdout.close()
+
+
+class Output:
+    """Every committed (word, "label:count") of the output topic, in offset order."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.by_word: dict[str, list[str]] = defaultdict(list)
+        self.total = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                                  "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            m = self.consumer.poll(0.2)
+            if m is None or m.error():
+                continue
+            with self.lock:
+                self.by_word[m.key().decode()].append(m.value().decode())
+                self.total += 1
+
+    def wait(self, what: str, want: dict[str, list[str]], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.by_word == want:
+                    return
+            time.sleep(0.1)
+        with self.lock:
+            wrong = {w: (got[:3], got[-3:], len(got), len(want.get(w, []))) for w, got in self.by_word.items()
+                     if got != want.get(w)}  # fmt: skip
+        pytest.fail(f"{what} not reached in {timeout:.0f}s: {self.total} updates; wrong: {wrong}")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.consumer.close()
+
+
+def produce_lines(bootstrap: str, topic: str, n: int, seed: int) -> Counter[str]:
+    rng = random.Random(seed)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    words: Counter[str] = Counter()
+    for i in range(n):
+        line = rng.choices(WORDS, k=4)
+        words.update(line)
+        producer.produce(topic, key=f"{seed}-{i}".encode(), value=" ".join(line).encode())
+    assert producer.flush(20) == 0
+    return words
+
+
+def expected_output(counts: Counter[str]) -> dict[str, list[str]]:
+    return {w: [f"L{w}:{i}" for i in range(1, n + 1)] for w, n in counts.items()}
+
+
+def describe(bootstrap: str) -> str:
+    return kafka_tool(
+        "kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe", "--group", APP, "--members",
+        "--verbose",
+    ).stdout  # fmt: skip
+
+
+def active_tasks(row: str) -> set[tuple[str, int]]:
+    """The active tasks in a `--describe --members` row: "ACTIVE: 0:[0,1]; 1:[2]; TARGET-ACTIVE: ..."."""
+    if " ACTIVE:" not in row:
+        return set()
+    part = row.split(" ACTIVE:", 1)[1].split("TARGET-", 1)[0].split("STANDBY:", 1)[0]
+    out = set()
+    for item in part.split(";"):
+        if ":[" in item:
+            sub, parts = item.strip().split(":[", 1)
+            out.update((sub, int(p)) for p in parts.rstrip("]").split(",") if p)
+    return out
+
+
+def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_path: Path) -> None:
+    bs = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in ("lines", "labels", "out")]).values():
+        f.result(20)
+    # Java's partitioner, so that each label is in the partition of its word's repartitioned counts.
+    producer = Producer({"bootstrap.servers": bs, "partitioner": "murmur2_random"})
+    for w in WORDS:
+        producer.produce("labels", key=w.encode(), value=f"L{w}".encode())
+    assert producer.flush(20) == 0
+    counts = produce_lines(bs, "lines", 300, seed=1)
+    output = Output(bs, "out")
+    first = App(classes, [bs, APP, "lines", "labels", "out", str(tmp_path / "state-1")])
+    second: App | None = None
+    try:
+        first.wait_running(90)
+        output.wait("the first output", expected_output(counts), 90)
+
+        # The broker made the internal topics with Kafka's names, partition counts and configs.
+        md = admin.list_topics(timeout=10).topics
+        assert len(md[f"{APP}-words-repartition"].partitions) == PARTITIONS
+        assert len(md[f"{APP}-counts-changelog"].partitions) == PARTITIONS
+        res = ConfigResource("topic", f"{APP}-counts-changelog")
+        configs = admin.describe_configs([res])[res].result(10)
+        assert configs["cleanup.policy"].value == "compact"
+        res = ConfigResource("topic", f"{APP}-words-repartition")
+        configs = admin.describe_configs([res])[res].result(10)
+        assert configs["cleanup.policy"].value == "delete"
+        assert configs["retention.ms"].value == "-1"
+
+        # A second instance takes over part of the tasks; the output stays exact.
+        second = App(classes, [bs, APP, "lines", "labels", "out", str(tmp_path / "state-2")])
+        second.wait_running(90)
+        deadline = time.monotonic() + 60
+        while True:
+            text = describe(bs)
+            rows = [line for line in text.splitlines() if line.startswith(APP)]
+            if len(rows) == 2 and all(active_tasks(r) for r in rows):
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(1)
+        tasks = [active_tasks(r) for r in rows]
+        assert not tasks[0] & tasks[1] and len(tasks[0] | tasks[1]) == 2 * PARTITIONS, text
+        counts += produce_lines(bs, "lines", 300, seed=2)
+        output.wait("the output after scale-out", expected_output(counts), 90)
+        assert all(e.get("error") is None for e in first.events() + second.events()), first.out[-20:]
+    finally:
+        output.close()
+        for app in (second, first):
+            if app is not None:
+                app.stop()
+    # Both gone: the group is empty, and --delete deletes it.
+    deleted = kafka_tool(
+        "kafka-streams-groups", "--bootstrap-server", bs, "--delete", "--group", APP, check=False
+    )
+    assert "deleted" in deleted.stdout.lower() or deleted.returncode == 0, deleted.stdout + deleted.stderr
+    listed = kafka_tool("kafka-streams-groups", "--bootstrap-server", bs, "--list").stdout
+    assert APP not in listed.split(), listed
