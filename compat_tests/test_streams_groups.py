@@ -139,6 +139,14 @@ class Output:
         self.consumer.close()
 
 
+def labels(bootstrap: str, topic: str) -> None:
+    # Java's partitioner, so that each label is in the partition of its word's repartitioned counts.
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    for w in WORDS:
+        producer.produce(topic, key=w.encode(), value=f"L{w}".encode())
+    assert producer.flush(20) == 0
+
+
 def produce_lines(bootstrap: str, topic: str, n: int, seed: int) -> Counter[str]:
     rng = random.Random(seed)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -155,11 +163,18 @@ def expected_output(counts: Counter[str]) -> dict[str, list[str]]:
     return {w: [f"L{w}:{i}" for i in range(1, n + 1)] for w, n in counts.items()}
 
 
-def describe(bootstrap: str) -> str:
+def describe(bootstrap: str, group: str = APP) -> str:
     return kafka_tool(
-        "kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe", "--group", APP, "--members",
+        "kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--members",
         "--verbose",
     ).stdout  # fmt: skip
+
+
+def member_epochs(text: str, group: str) -> set[tuple[str, str, str]]:
+    """(TARGET-ASSIGNMENT-EPOCH, MEMBER, MEMBER-EPOCH) of each `--describe --members` row."""
+    return {
+        (c[1], c[3], c[5]) for c in (line.split() for line in text.splitlines() if line.startswith(group))
+    }
 
 
 def active_tasks(row: str) -> set[tuple[str, int]]:
@@ -180,11 +195,7 @@ def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_
     admin = AdminClient({"bootstrap.servers": bs})
     for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in ("lines", "labels", "out")]).values():
         f.result(20)
-    # Java's partitioner, so that each label is in the partition of its word's repartitioned counts.
-    producer = Producer({"bootstrap.servers": bs, "partitioner": "murmur2_random"})
-    for w in WORDS:
-        producer.produce("labels", key=w.encode(), value=f"L{w}".encode())
-    assert producer.flush(20) == 0
+    labels(bs, "labels")
     counts = produce_lines(bs, "lines", 300, seed=1)
     output = Output(bs, "out")
     first = App(classes, [bs, APP, "lines", "labels", "out", str(tmp_path / "state-1")])
@@ -233,3 +244,34 @@ def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_
     assert "deleted" in deleted.stdout.lower() or deleted.returncode == 0, deleted.stdout + deleted.stderr
     listed = kafka_tool("kafka-streams-groups", "--bootstrap-server", bs, "--list").stdout
     assert APP not in listed.split(), listed
+
+
+def test_the_group_and_its_offsets_survive_a_broker_restart(
+    broker: Broker, classes: Path, tmp_path: Path
+) -> None:
+    """The group's records (StreamsGroup*, the topology among them) and its committed offsets are
+    replayed at start-up: the running member keeps its place and nothing is processed twice."""
+    bs, app_id = broker.bootstrap, "survivor"
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics(
+        [NewTopic(t, PARTITIONS, 1) for t in ("lines2", "labels2", "out2")]
+    ).values():
+        f.result(20)
+    labels(bs, "labels2")
+    counts = produce_lines(bs, "lines2", 200, seed=3)
+    output = Output(bs, "out2")
+    app = App(classes, [bs, app_id, "lines2", "labels2", "out2", str(tmp_path / "state")])
+    try:
+        app.wait_running(90)
+        output.wait("the output before the restart", expected_output(counts), 90)
+        members = member_epochs(describe(bs, app_id), app_id)
+        assert len(members) == 1
+        broker.restart(clean=True)
+        counts += produce_lines(bs, "lines2", 200, seed=4)
+        output.wait("the output after the restart", expected_output(counts), 120)
+        text = describe(bs, app_id)
+        # The same member at the same epochs: the group was replayed, not made anew by a rejoin.
+        assert member_epochs(text, app_id) == members, (members, text)
+    finally:
+        output.close()
+        app.stop()

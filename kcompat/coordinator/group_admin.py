@@ -24,6 +24,7 @@ from kcompat.coordinator.messages import (
 from kcompat.coordinator.result import Effects
 from kcompat.coordinator.streams_group import PROTOCOL_TYPE as STREAMS_PROTOCOL_TYPE
 from kcompat.coordinator.streams_group import StreamsGroup
+from kcompat.coordinator.streams_group_records import delete_streams_group_records
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types.describe_groups import DescribedGroup, DescribedGroupMember
 from kcompat.wire.types.list_groups import ListedGroup
@@ -130,6 +131,8 @@ def delete_group_records(out: Effects, group: Group, now: int) -> None:
         out.emit(rec.GroupMetadataKey(group.group_id), None)
     elif isinstance(group, ConsumerGroup):
         delete_consumer_group_records(out, group)
+    else:
+        delete_streams_group_records(out, group)
 
 
 def describe_consumer_groups(

@@ -28,9 +28,13 @@ from kcompat.coordinator.result import Effects
 from kcompat.coordinator.streams_group import StreamsGroup
 from kcompat.coordinator.streams_group_describe import describe_streams_groups
 from kcompat.coordinator.streams_group_heartbeat import StreamsGroupProtocol
+from kcompat.coordinator.streams_group_records import replay_streams_record
+from kcompat.coordinator.streams_records import STREAMS_KEYS, STREAMS_VALUES
 from kcompat.wire.types.describe_groups import DescribedGroup
 from kcompat.wire.types.list_groups import ListedGroup
 from kcompat.wire.types.streams_group_describe import DescribedGroup as StreamsDescribedGroup
+
+STREAMS_KEY_TYPES = tuple(cls for _, cls in STREAMS_KEYS)
 
 
 class GroupMetadataManager:
@@ -75,6 +79,10 @@ class GroupMetadataManager:
         return group is not None and group_admin.is_empty(group)
 
     def replay(self, key: rec.RecordKey, value: rec.RecordValue | None, now: int) -> None:
+        if isinstance(key, STREAMS_KEY_TYPES):
+            assert value is None or isinstance(value, STREAMS_VALUES)
+            replay_streams_record(self.store.groups, key, value)
+            return
         replay_group_record(self.store.groups, key, value, now)
 
     def restart_timers(self, now: int, group_ids: Collection[str] | None = None) -> None:

@@ -28,6 +28,14 @@ from kcompat.coordinator.streams_group import (
     TaskSet,
     reconcile,
 )
+from kcompat.coordinator.streams_group_records import (
+    emit_current_assignment,
+    emit_group_epoch,
+    emit_member_metadata,
+    emit_member_tombstones,
+    emit_target,
+    emit_topology,
+)
 from kcompat.coordinator.streams_topology import (
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
@@ -185,10 +193,13 @@ class StreamsGroupProtocol:
         member, bump = found
         if group.topology is None and topology is not None:
             group.topology = topology
+            emit_topology(out, group)
             bump = True
         updated = _updated(member, req, client_id, client_host, topology)
         if updated.process_id != member.process_id or updated.user_endpoint != member.user_endpoint:
             bump = True
+        if bump or _metadata(updated) != _metadata(member):
+            emit_member_metadata(out, group.group_id, updated)
         group.members[req.member_id] = updated
         if updated.instance_id is not None:
             group.static_members[updated.instance_id] = req.member_id
@@ -201,9 +212,10 @@ class StreamsGroupProtocol:
         bump = bump or changed_topics
         if bump:
             group.group_epoch += 1
+            emit_group_epoch(out, group)
         if group.group_epoch > group.assignment_epoch:
-            self._update_target(group)
-        after = self._reconcile(group, req.member_id, now)
+            self._update_target(out, group)
+        after = self._reconcile(out, group, req.member_id, now)
         if group.shutdown_requested:
             statuses.append(
                 sgh.Status(
@@ -279,12 +291,13 @@ class StreamsGroupProtocol:
             configured = configure(group.topology, partitions)
         except InvalidTopology as e:
             return _error(E.STREAMS_INVALID_TOPOLOGY, str(e), member_id)
-        changed = group.configured is None or configured != group.configured
+        # None after a load: the replayed group is taken as configured as it was (no rebalance).
+        changed = group.configured is not None and configured != group.configured
         group.configured = configured
         statuses.extend(sgh.Status(status_code=c, status_detail=d) for c, d in configured.statuses)
         return configured.missing_internal, changed
 
-    def _update_target(self, group: StreamsGroup) -> None:
+    def _update_target(self, out: Effects, group: StreamsGroup) -> None:
         configured = group.configured
         tasks = configured.tasks if configured is not None and configured.ready else {}
         standby = self.store.group_int(group.group_id, "streams.num.standby.replicas", 0)
@@ -295,12 +308,15 @@ class StreamsGroupProtocol:
         )
         group.assignment_epoch = group.group_epoch
         group.endpoint_information_epoch += 1
+        emit_target(out, group)
 
-    def _reconcile(self, group: StreamsGroup, member_id: str, now: int) -> StreamsMember:
+    def _reconcile(self, out: Effects, group: StreamsGroup, member_id: str, now: int) -> StreamsMember:
         before = group.members[member_id]
         after = reconcile(
             before, group.assignment_epoch, group.target.get(member_id, TaskSet()), group.active_owners()
         )
+        if after is not before:
+            emit_current_assignment(out, group.group_id, after)
         group.members[member_id] = after
         after.session_deadline = now + self.session_timeout_ms(group.group_id)
         if after.state is StreamsMemberState.UNREVOKED_TASKS:
@@ -355,8 +371,9 @@ class StreamsGroupProtocol:
             left = replace(member, member_epoch=STATIC_LEAVE, previous_member_epoch=member.member_epoch)
             left.rebalance_deadline = None
             group.members[member.member_id] = left
+            emit_current_assignment(out, group.group_id, left)
         else:
-            self._remove(group, member)
+            self._remove(out, group, member)
         return StreamsHeartbeatResult(
             sgh.StreamsGroupHeartbeatResponse(
                 member_id=req.member_id, member_epoch=req.member_epoch, status=None
@@ -365,10 +382,11 @@ class StreamsGroupProtocol:
 
     def _fence(self, group: StreamsGroup, member: StreamsMember, out: Effects, now: int) -> None:
         if group.members.get(member.member_id) is member:
-            self._remove(group, member)
+            self._remove(out, group, member)
 
-    def _remove(self, group: StreamsGroup, member: StreamsMember) -> None:
+    def _remove(self, out: Effects, group: StreamsGroup, member: StreamsMember) -> None:
         del group.members[member.member_id]
+        emit_member_tombstones(out, group.group_id, member.member_id)
         group.target.pop(member.member_id, None)
         if (
             member.instance_id is not None
@@ -378,7 +396,8 @@ class StreamsGroupProtocol:
         if not group.members:
             group.shutdown_requested = False
         group.group_epoch += 1
-        self._update_target(group)
+        emit_group_epoch(out, group)
+        self._update_target(out, group)
 
 
 def _validate(req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
@@ -410,6 +429,21 @@ def _validate(req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
     elif req.topology is not None:
         return "Topology can only be provided when (re-)joining."
     return None
+
+
+def _metadata(m: StreamsMember) -> tuple[object, ...]:
+    """What a StreamsGroupMemberMetadata record holds."""
+    return (
+        m.instance_id,
+        m.rack_id,
+        m.client_id,
+        m.client_host,
+        m.rebalance_timeout_ms,
+        m.topology_epoch,
+        m.process_id,
+        m.user_endpoint,
+        sorted(m.client_tags.items()),
+    )
 
 
 def _updated(
