@@ -17,7 +17,7 @@ import org.apache.kafka.streams.state.Stores;
 
 /**
  * A stateful Kafka Streams app on the streams rebalance protocol (KIP-1071, group.protocol=streams):
- * StreamsGroupApp BOOTSTRAP APP_ID LINES LABELS OUTPUT STATE_DIR [STANDBYS].
+ * StreamsGroupApp BOOTSTRAP APP_ID LINES LABELS OUTPUT STATE_DIR [STANDBYS [REPLICATION_FACTOR]].
  * Lines of LINES are split into words, regrouped by word (the repartition topic APP_ID-words-repartition),
  * counted in an in-memory store (its changelog APP_ID-counts-changelog restores it), and every count
  * update is joined with the word's label from the KTable LABELS (copartitioned with the repartition
@@ -34,6 +34,7 @@ public class StreamsGroupApp {
         String output = args[4];
         String stateDir = args[5];
         int standbys = args.length > 6 ? Integer.parseInt(args[6]) : 0;
+        int replicationFactor = args.length > 7 ? Integer.parseInt(args[7]) : 1; // internal topics
 
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -43,7 +44,7 @@ public class StreamsGroupApp {
         p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
-        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, replicationFactor);
         p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, standbys);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
         p.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), 10000);

@@ -233,6 +233,12 @@ class LocalMetadata(ConfigReads):
                 else:
                     self._logs.release_partitions(len(partitions))
 
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """A single node has one replica of everything: the replication factor asked for is moot."""
+        await self.create_topic(name, partitions, dict(configs))
+
     async def auto_create_topic(self, name: str) -> TopicInfo:
         """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""
         if name == CONSUMER_OFFSETS:

@@ -67,7 +67,9 @@ async def _create_internal_topic(ctx: RequestContext, group_id: str, topic: Inte
     if ctx.metadata.topic(topic.name) is not None:
         return
     try:
-        await ctx.metadata.create_topic(topic.name, topic.partitions, dict(topic.configs))
+        await ctx.metadata.create_internal_topic(
+            topic.name, topic.partitions, topic.replication_factor, dict(topic.configs)
+        )
         log.info(
             "created internal topic %s (%d partitions) of streams group %s",
             topic.name,
