@@ -280,10 +280,16 @@ class KRaftMetadata(ConfigReads):
             if replication_factor > 0
             else int(self._config.get("default.replication.factor"))
         )
-        self._create_spec({
-            "name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [],
-            "configs": [{"name": k, "value": v} for k, v in configs.items()],
-        })  # fmt: skip
+        topic_configs = [{"name": k, "value": v} for k, v in configs.items()]
+        self._create_spec(
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": rf,
+                "assignments": [],
+                "configs": topic_configs,
+            }
+        )
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         existing = self.topic(name)
