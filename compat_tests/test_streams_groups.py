@@ -19,14 +19,18 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from support import DEPS, ROOT, java_classpath, java_executable, kafka_tool
 
+from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, compile_java
 from kcompat.testing import TEST_DEFAULTS, Broker
+from kcompat.wire.error_codes import ErrorCode as E
+from kcompat.wire.messages.streams_group_heartbeat import STREAMS_GROUP_HEARTBEAT
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -275,3 +279,55 @@ def test_the_group_and_its_offsets_survive_a_broker_restart(
     finally:
         output.close()
         app.stop()
+
+
+def heartbeat(broker: Broker, group: str, member: str, epoch: int, **fields: Any) -> Any:
+    fields = {"topology": None, "user_endpoint": None, **fields}  # nullable: null unless given
+    client = WireClient(broker.host, broker.port)
+    try:
+        return client.call(STREAMS_GROUP_HEARTBEAT.key, 0, {"group_id": group, "member_id": member,
+                                                            "member_epoch": epoch, **fields})  # fmt: skip
+    finally:
+        client.close()
+
+
+def join_fields(source: str, changelog: str, process: str | None = "p1") -> dict[str, Any]:
+    """A join as Streams sends it: one subtopology reading `source` into a store with `changelog`."""
+    return {
+        "rebalance_timeout_ms": 30000, "process_id": process, "active_tasks": [], "standby_tasks": [],
+        "warmup_tasks": [],
+        "topology": {"epoch": 0, "subtopologies": [{
+            "subtopology_id": "0", "source_topics": [source],
+            "state_changelog_topics": [{"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}],
+        }]},
+    }  # fmt: skip
+
+
+def test_bad_heartbeats_get_kafkas_answers(broker: Broker) -> None:
+    """Raw StreamsGroupHeartbeats: a missing source topic, an internal topic that exists with the
+    wrong partition count, a changed topology, an unknown member, a join without a process id."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("bad-in", 4, 1), NewTopic("bad-counts-changelog", 2, 1)]).values():
+        f.result(20)
+    missing = heartbeat(
+        broker, "bad-missing", "m1", 0, **join_fields("no-such-topic", "bad-missing-changelog")
+    )
+    assert missing.error_code == 0 and [s.status_code for s in missing.status] == [1], missing
+    assert "no-such-topic" in missing.status[0].status_detail and not missing.active_tasks
+    wrong = heartbeat(broker, "bad", "m1", 0, **join_fields("bad-in", "bad-counts-changelog"))
+    assert wrong.error_code == 0 and [s.status_code for s in wrong.status] == [2], wrong
+    assert "bad-counts-changelog" in wrong.status[0].status_detail and not wrong.active_tasks
+    assert len(admin.list_topics(timeout=10).topics["bad-counts-changelog"].partitions) == 2  # left alone
+    changed = heartbeat(broker, "bad", "m2", 0, **join_fields("bad-in", "other-changelog"))
+    assert (changed.error_code, changed.error_message) == (
+        E.INVALID_REQUEST,
+        "Topology updates are not supported yet.",
+    )
+    unknown = heartbeat(broker, "bad", "nobody", 1)
+    assert unknown.error_code == E.UNKNOWN_MEMBER_ID
+    no_process = heartbeat(
+        broker, "bad", "m3", 0, **join_fields("bad-in", "bad-counts-changelog", process=None)
+    )
+    assert no_process.error_code == E.INVALID_REQUEST
+    for gid in ("bad", "bad-missing"):  # leave, so that the module's broker ends with no member
+        assert heartbeat(broker, gid, "m1", -1).error_code == 0

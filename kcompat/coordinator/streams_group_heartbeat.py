@@ -42,20 +42,33 @@ from kcompat.coordinator.streams_topology import (
     InternalTopic,
     InvalidTopology,
     StreamsTopology,
-    Subtopology,
-    TopicInfo,
     configure,
+)
+from kcompat.coordinator.streams_wire import (
+    LEAVE,
+    STATIC_LEAVE,
+    endpoints,
+    invalid_tasks,
+    task_ids,
+    tasks_of,
+    topology_of,
+    validate,
 )
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types import streams_group_heartbeat as sgh
 
-LEAVE = -1
-STATIC_LEAVE = -2
 # Kafka 4.3.1's defaults of group.streams.* and the constants it sends members.
 SESSION_TIMEOUT_MS = 45_000
 HEARTBEAT_INTERVAL_MS = 5000
 ACCEPTABLE_RECOVERY_LAG = 10_000
 TASK_OFFSET_INTERVAL_MS = 60_000
+
+
+SHUTDOWN_STATUS = sgh.Status(
+    status_code=SHUTDOWN_APPLICATION,
+    status_detail="A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire "
+    "application.",
+)
 
 
 @dataclass
@@ -72,43 +85,36 @@ def _error(code: int, message: str, member_id: str = "") -> StreamsHeartbeatResu
     )
 
 
-def topology_of(t: sgh.Topology) -> StreamsTopology:
-    def info(i: sgh.TopicInfo) -> TopicInfo:
-        return TopicInfo(
-            i.name, i.partitions, i.replication_factor, tuple((kv.key, kv.value) for kv in i.topic_configs)
-        )
+def _store_member(
+    out: Effects, group: StreamsGroup, before: StreamsMember, m: StreamsMember, bump: bool
+) -> bool:
+    """Keep the member as the heartbeat left it; True when the group epoch must be bumped."""
+    bump = bump or m.process_id != before.process_id or m.user_endpoint != before.user_endpoint
+    if bump or _metadata(m) != _metadata(before):
+        emit_member_metadata(out, group.group_id, m)
+    group.members[m.member_id] = m
+    if m.instance_id is not None:
+        group.static_members[m.instance_id] = m.member_id
+    return bump
 
-    return StreamsTopology(
-        t.epoch,
-        tuple(
-            Subtopology(
-                s.subtopology_id,
-                tuple(s.source_topics),
-                tuple(s.source_topic_regex),
-                tuple(info(i) for i in s.state_changelog_topics),
-                tuple(s.repartition_sink_topics),
-                tuple(info(i) for i in s.repartition_source_topics),
-                tuple(
-                    (tuple(g.source_topics), tuple(g.repartition_source_topics)) for g in s.copartition_groups
-                ),
+
+def _check_topology(
+    group: StreamsGroup, topology: StreamsTopology | None, statuses: list[sgh.Status], member_id: str
+) -> StreamsHeartbeatResult | None:
+    """A joining member's topology against the group's: an older one is STALE_TOPOLOGY, another one
+    at the same or a later epoch is refused (Kafka 4.3 does not update a group's topology)."""
+    if topology is not None and group.topology is not None and topology != group.topology:
+        if topology.epoch < group.topology.epoch:
+            statuses.append(
+                sgh.Status(
+                    status_code=STALE_TOPOLOGY,
+                    status_detail=f"The member's topology epoch {topology.epoch} is behind the group's "
+                    f"topology epoch {group.topology.epoch}.",
+                )
             )
-            for s in sorted(t.subtopologies, key=lambda s: s.subtopology_id)
-        ),
-    )
-
-
-def _tasks(ids: list[sgh.TaskIds] | None) -> dict[str, set[int]] | None:
-    if ids is None:
-        return None
-    out: dict[str, set[int]] = {}
-    for t in ids:
-        if t.partitions:
-            out.setdefault(t.subtopology_id, set()).update(t.partitions)
-    return out
-
-
-def task_ids(tasks: dict[str, set[int]]) -> list[sgh.TaskIds]:
-    return [sgh.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items()) if ps]
+        else:
+            return _error(E.INVALID_REQUEST, "Topology updates are not supported yet.", member_id)
+    return None
 
 
 class StreamsGroupProtocol:
@@ -138,7 +144,7 @@ class StreamsGroupProtocol:
         client_id: str = "",
         client_host: str = "",
     ) -> StreamsHeartbeatResult:
-        error = _validate(req)
+        error = validate(req)
         if error is not None:
             return _error(E.INVALID_REQUEST, error, req.member_id)
         if req.member_epoch in (LEAVE, STATIC_LEAVE):
@@ -176,40 +182,32 @@ class StreamsGroupProtocol:
         statuses: list[sgh.Status] = []
         joining = req.member_epoch == 0
         topology = topology_of(req.topology) if req.topology is not None else None
-        if topology is not None and group.topology is not None and topology != group.topology:
-            if topology.epoch < group.topology.epoch:
-                statuses.append(
-                    sgh.Status(
-                        status_code=STALE_TOPOLOGY,
-                        status_detail=f"The member's topology epoch {topology.epoch} is behind the group's "
-                        f"topology epoch {group.topology.epoch}.",
-                    )
-                )
-            else:
-                return _error(E.INVALID_REQUEST, "Topology updates are not supported yet.", req.member_id)
+        if (refused := _check_topology(group, topology, statuses, req.member_id)) is not None:
+            return refused
         found = self._member(group, req)
         if isinstance(found, StreamsHeartbeatResult):
             return found
         member, bump = found
-        if group.topology is None and topology is not None:
+        new_topology = group.topology is None and topology is not None
+        if new_topology:
             group.topology = topology
-            emit_topology(out, group)
-            bump = True
-        updated = _updated(member, req, client_id, client_host, topology)
-        if updated.process_id != member.process_id or updated.user_endpoint != member.user_endpoint:
-            bump = True
-        if bump or _metadata(updated) != _metadata(member):
-            emit_member_metadata(out, group.group_id, updated)
-        group.members[req.member_id] = updated
-        if updated.instance_id is not None:
-            group.static_members[updated.instance_id] = req.member_id
-        if req.shutdown_application:
-            group.shutdown_requested = True
         configured = self._configure(group, req.member_id, statuses)
         if isinstance(configured, StreamsHeartbeatResult):
+            if new_topology:
+                group.topology = None
+                if not group.members and group.group_epoch == 0:
+                    del self.store.groups[group.group_id]  # made for this join only
             return configured
         create, changed_topics = configured
-        bump = bump or changed_topics
+        bump = bump or changed_topics or new_topology
+        if new_topology:
+            emit_topology(out, group)
+        if (invalid := invalid_tasks(group, req)) is not None:
+            return _error(E.INVALID_REQUEST, invalid, req.member_id)
+        updated = _updated(member, req, client_id, client_host, topology)
+        bump = _store_member(out, group, member, updated, bump)
+        if req.shutdown_application:
+            group.shutdown_requested = True
         if bump:
             group.group_epoch += 1
             emit_group_epoch(out, group)
@@ -217,13 +215,7 @@ class StreamsGroupProtocol:
             self._update_target(out, group)
         after = self._reconcile(out, group, req.member_id, now)
         if group.shutdown_requested:
-            statuses.append(
-                sgh.Status(
-                    status_code=SHUTDOWN_APPLICATION,
-                    status_detail="A KafkaStreams instance encountered a fatal error and requested a shutdown "
-                    "for the entire application.",
-                )
-            )
+            statuses.append(SHUTDOWN_STATUS)
         full = joining or req.active_tasks is not None
         changed = after.assigned != member.assigned or after.member_epoch != member.member_epoch
         send = full or changed
@@ -240,7 +232,7 @@ class StreamsGroupProtocol:
             standby_tasks=task_ids(after.assigned.standby) if send else None,
             warmup_tasks=task_ids(after.assigned.warmup) if send else None,
             endpoint_information_epoch=group.endpoint_information_epoch,
-            partitions_by_user_endpoint=self._endpoints(group)
+            partitions_by_user_endpoint=endpoints(group)
             if req.endpoint_information_epoch != group.endpoint_information_epoch
             else None,
         )
@@ -326,36 +318,6 @@ class StreamsGroupProtocol:
             after.rebalance_deadline = None
         return after
 
-    @staticmethod
-    def _endpoints(group: StreamsGroup) -> list[sgh.EndpointToPartitions]:
-        """The partitions each member with an endpoint serves (interactive queries)."""
-        out = []
-        subs = {s.subtopology_id: s for s in group.topology.subtopologies} if group.topology else {}
-        for m in sorted(group.members.values(), key=lambda m: m.member_id):
-            if m.user_endpoint is None:
-                continue
-
-            def parts(tasks: dict[str, set[int]]) -> list[sgh.TopicPartition]:
-                by_topic: dict[str, set[int]] = {}
-                for s, ps in tasks.items():
-                    sub = subs.get(s)
-                    if sub is None:
-                        continue
-                    for t in [*sub.source_topics, *(r.name for r in sub.repartition_source_topics)]:
-                        by_topic.setdefault(t, set()).update(ps)
-                return [
-                    sgh.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())
-                ]
-
-            out.append(
-                sgh.EndpointToPartitions(
-                    user_endpoint=sgh.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]),
-                    active_partitions=parts(m.assigned.active),
-                    standby_partitions=parts(m.assigned.standby),
-                )
-            )
-        return out
-
     def _leave(self, out: Effects, req: sgh.StreamsGroupHeartbeatRequest) -> StreamsHeartbeatResult:
         group = self.store.groups.get(req.group_id)
         if not isinstance(group, StreamsGroup):
@@ -400,37 +362,6 @@ class StreamsGroupProtocol:
         self._update_target(out, group)
 
 
-def _validate(req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
-    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid, its messages."""
-    if not req.group_id:
-        return "GroupId can't be empty."
-    if not req.member_id:
-        return "MemberId can't be empty."
-    if req.instance_id is not None and not req.instance_id:
-        return "InstanceId can't be empty."
-    if req.rack_id is not None and not req.rack_id:
-        return "RackId can't be empty."
-    if req.member_epoch == 0:
-        if req.rebalance_timeout_ms == -1:
-            return "RebalanceTimeoutMs must be provided in first request."
-        if any(t.partitions for t in req.active_tasks or []) or any(
-            t.partitions for t in (req.standby_tasks or []) + (req.warmup_tasks or [])
-        ):
-            return "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining."
-        if req.topology is None:
-            return "Topology must be non-null when (re-)joining."
-        if not req.topology.subtopologies:
-            return "Topology must not be empty when (re-)joining."
-    elif req.member_epoch == STATIC_LEAVE:
-        if req.instance_id is None:
-            return "InstanceId can't be null."
-    elif req.member_epoch < STATIC_LEAVE:
-        return f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
-    elif req.topology is not None:
-        return "Topology can only be provided when (re-)joining."
-    return None
-
-
 def _metadata(m: StreamsMember) -> tuple[object, ...]:
     """What a StreamsGroupMemberMetadata record holds."""
     return (
@@ -455,7 +386,11 @@ def _updated(
 ) -> StreamsMember:
     """The member with what a heartbeat set (null fields mean "unchanged")."""
     owned = member.owned
-    active, standby, warmup = _tasks(req.active_tasks), _tasks(req.standby_tasks), _tasks(req.warmup_tasks)
+    active, standby, warmup = (
+        tasks_of(req.active_tasks),
+        tasks_of(req.standby_tasks),
+        tasks_of(req.warmup_tasks),
+    )
     if active is not None or standby is not None or warmup is not None:
         base = owned or TaskSet()
         owned = TaskSet(

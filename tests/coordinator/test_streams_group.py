@@ -168,6 +168,12 @@ def test_bad_heartbeats_get_kafkas_answers() -> None:
     assert no_process.error_code == E.INVALID_REQUEST
     ahead, _ = s.hb("m1", r.member_epoch + 5)
     assert ahead.error_code == E.FENCED_MEMBER_EPOCH
+    for bad, message in (
+        ({"9": [0]}, "Subtopology 9 does not exist in the topology."),
+        ({"0": [5]}, "Task 5 for subtopology 0 is invalid. Number of tasks for this subtopology: 3"),
+    ):
+        refused, _ = s.hb("m1", r.member_epoch, active_tasks=owned(bad))
+        assert (refused.error_code, refused.error_message) == (E.INVALID_REQUEST, message)
     late, _ = s.hb("m1", r.member_epoch, topology=topology())
     assert (late.error_code, late.error_message) == (
         E.INVALID_REQUEST,
