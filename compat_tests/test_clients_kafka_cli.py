@@ -16,8 +16,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def test_features_describe(kcompat_session_broker: Any) -> None:
     """kafka-features describe: the levels a Kafka 4.3.1 broker formatted with defaults finalizes,
-    but for streams.version (no streams groups yet), and nothing else kcompat lacks (no
-    metadata.version: no KRaft metadata log)."""
+    and nothing kcompat lacks (no metadata.version: no KRaft metadata log)."""
     out = kafka_tool(
         "kafka-features", "--bootstrap-server", kcompat_session_broker.bootstrap, "describe"
     ).stdout
@@ -26,7 +25,7 @@ def test_features_describe(kcompat_session_broker: Any) -> None:
         ["Feature:", name, "SupportedMinVersion:", "0", "SupportedMaxVersion:", top,
          "FinalizedVersionLevel:", top, "Epoch:", "0"]
         for name, top in (("eligible.leader.replicas.version", "1"), ("group.version", "1"),
-                          ("share.version", "1"), ("transaction.version", "2"))
+                          ("share.version", "1"), ("streams.version", "1"), ("transaction.version", "2"))
     ]  # fmt: skip
 
 

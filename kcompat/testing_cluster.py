@@ -15,8 +15,8 @@ and stops them. No pytest here, so a command can reuse it; the fixture lives in 
 
 Storage is formatted with only the features kcompat can honour (FEATURES): a feature finalized at
 a level means every registering broker must claim and implement it (KIP-584). That is Kafka 4.3's
-default format (group.version 1, transaction.version 2, share.version 1, ELR 1) but for
-streams.version, formatted off until kcompat has streams groups. The controller's
+default format (group.version 1, transaction.version 2, share.version 1, ELR 1, streams.version 1).
+The controller's
 log (log4j2 at INFO, through the log4j-slf4j binding already among the jars) goes to
 `<workdir>/controller-<id>/controller.log`: a rejected registration is explained only there.
 """
@@ -61,13 +61,13 @@ TOOL_JVM = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"
 
 # Finalized at format time (kafka-storage format --feature). metadata.version and kraft.version come
 # from the release default (4.3-IV0 = 30; kraft.version=1 for a dynamic quorum); the others are the
-# release defaults too (kcompat/metadata/features.py says what each means), but streams.version.
+# release defaults too (kcompat/metadata/features.py says what each means).
 FEATURES = {
     "group.version": 1,
     "transaction.version": 2,
     "eligible.leader.replicas.version": 1,
     "share.version": 1,
-    "streams.version": 0,
+    "streams.version": 1,
 }
 
 _LOG4J2 = """\

@@ -24,7 +24,7 @@ def test_controller_listener_offers_the_kraft_broker_rpcs(kraft_quorum: Controll
     keys = {r.api_key for r in response.api_keys}
     assert {BROKER_REGISTRATION, BROKER_HEARTBEAT, FETCH, FETCH_SNAPSHOT} <= keys
     finalized = {f.name: f.max_version_level for f in response.finalized_features}
-    # What kcompat claims is finalized as formatted; streams.version (not claimed) stays off.
+    # What kcompat claims is finalized as formatted.
     for name, level in FEATURES.items():
         assert finalized.get(name, 0) == level, (name, finalized)
     assert finalized["metadata.version"] >= 7  # 3.3-IV3, the lowest a KRaft quorum accepts

@@ -1,11 +1,11 @@
 """Feature levels under a real Kafka 4.3.1 controller (issue 25 "Feature levels", issue 26 fault 3).
 
 The controller is formatted as `kafka-storage format` does by default (share.version=1,
-eligible.leader.replicas.version=1, group.version=1, transaction.version=2, metadata.version
-4.3-IV0, kraft.version=1) except streams.version=0, which kcompat does not claim yet. A kcompat
-broker registers and is unfenced there, and `kafka-features describe` through it lists what the
-controller lists, at the metadata image's offset, as a Kafka broker reports it. A controller that finalized streams.version=1 refuses the
-registration, and the broker names the feature in one line.
+eligible.leader.replicas.version=1, group.version=1, transaction.version=2, streams.version=1,
+metadata.version 4.3-IV0, kraft.version=1). A kcompat broker registers and is unfenced there, and
+`kafka-features describe` through it lists what the controller lists, at the metadata image's
+offset, as a Kafka broker reports it. (kcompat now claims every level Kafka 4.3.1 can finalize, so
+no controller refuses it; tests/server/test_features.py checks the one-line refusal.)
 
 Group configs in cluster mode (issue 25, "Group configs") share the controller: kafka-configs
 through the kcompat broker is forwarded to the controller, which validates and writes
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from support import ClusterBrokerFactory, kafka_tool, log_has
@@ -24,12 +23,12 @@ from support import ClusterBrokerFactory, kafka_tool, log_has
 from kcompat.testing import wait_until
 from kcompat.testing_cluster import ControllerQuorum
 
-DEFAULTS_BUT_STREAMS = {"streams.version": 0}  # everything else: the 4.3 release defaults
+RELEASE_DEFAULTS: dict[str, int] = {}  # no --feature: the 4.3 release defaults
 
 
 @pytest.fixture(scope="module")
 def default_quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerQuorum]:
-    with ControllerQuorum(tmp_path_factory.mktemp("defaults"), features=DEFAULTS_BUT_STREAMS) as quorum:
+    with ControllerQuorum(tmp_path_factory.mktemp("defaults"), features=RELEASE_DEFAULTS) as quorum:
         yield quorum
 
 
@@ -61,7 +60,7 @@ def test_registers_under_default_levels_and_reports_the_controllers(
         controller_levels["share.version"] == "1"
         and controller_levels["eligible.leader.replicas.version"] == "1"
     )
-    assert "streams.version" not in controller_levels and len(controller_levels) == 6, controller_levels
+    assert controller_levels["streams.version"] == "1" and len(controller_levels) == 7, controller_levels
     broker_levels, epoch = describe("--bootstrap-server", broker.bootstrap)
     status = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", default_quorum.bootstrap_servers,
                         "describe", "--status").stdout  # fmt: skip
@@ -71,24 +70,6 @@ def test_registers_under_default_levels_and_reports_the_controllers(
     # never local configuration's 0. The controller reports the offset of the last feature change,
     # so the broker's is at or past it, and below the quorum's high watermark.
     assert 0 < changed_at <= epoch < high_watermark, (changed_at, epoch, high_watermark)
-
-
-def test_registration_refused_for_streams_names_the_feature(
-    tmp_path: Path, cluster_broker_factory: ClusterBrokerFactory
-) -> None:
-    with ControllerQuorum(tmp_path / "streams", features={"streams.version": 1}) as quorum:
-        broker = cluster_broker_factory(quorum, 2)
-        broker.start(wait=False)  # never serves: it is never unfenced
-        line = (
-            "broker 2 registration refused (UNSUPPORTED_VERSION): the controllers finalized "
-            "streams.version=1; this kcompat supports 0-0; format with --feature streams.version=0"
-        )
-        wait_until(lambda: log_has(broker, line), "the refusal naming streams.version", timeout=60)
-        assert not log_has(broker, "RECOVERY -> RUNNING")
-        assert not log_has(broker, "finalized metadata.version")  # before the image came: not guessed
-        controller_log = quorum.controllers[0].log_file.read_text(errors="replace")
-        assert "does not support finalized version 1 of streams.version" in controller_log
-        broker.stop()
 
 
 def test_group_configs_are_config_records_of_the_image(

@@ -35,6 +35,7 @@ from kcompat.coordinator.messages import (
     SyncGroupAssignment,
 )
 from kcompat.coordinator.result import Deferred, Effects
+from kcompat.coordinator.streams_group import StreamsGroup
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types.heartbeat import HeartbeatResponse
 from kcompat.wire.types.sync_group import SyncGroupResponse
@@ -105,6 +106,8 @@ class ClassicGroupProtocol:
         if not cfg.group_min_session_timeout_ms <= session_timeout_ms <= cfg.group_max_session_timeout_ms:
             return fail(E.INVALID_SESSION_TIMEOUT)
         group = self.store.groups.get(group_id)
+        if isinstance(group, StreamsGroup):
+            return fail(E.INCONSISTENT_GROUP_PROTOCOL)
         if isinstance(group, ConsumerGroup):
             if group.members:
                 # Kafka 4.x would convert the classic member into the consumer group (online migration).
@@ -389,7 +392,7 @@ class ClassicGroupProtocol:
         group = self.store.groups.get(group_id)
         if group is None:
             return LeaveGroupResult(E.UNKNOWN_MEMBER_ID)
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup | StreamsGroup):
             return LeaveGroupResult(
                 E.NONE,
                 [

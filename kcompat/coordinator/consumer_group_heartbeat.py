@@ -167,6 +167,8 @@ class ConsumerGroupProtocol:
                 return _error(req, E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
             group = ConsumerGroup(req.group_id)
             self.store.groups[req.group_id] = group
+        if not isinstance(group, ConsumerGroup):
+            return _error(req, E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
         return group
 
     def _heartbeat_member(

@@ -30,6 +30,7 @@ from kcompat.coordinator.offset_metadata_manager import OffsetMetadataManager
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import CoordinatorResult, Deferred, Effects, TickResult, Timer
 from kcompat.coordinator.share.share_group import ShareGroups
+from kcompat.coordinator.streams_group import StreamsGroup
 from kcompat.coordinator.txn_offsets import TxnOffsets
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types.delete_groups import DeletableGroupResult
@@ -68,11 +69,13 @@ class GroupCoordinator:
         self.heartbeat = self._writes(groups.classic.heartbeat)
         self.leave_group = self._writes(groups.classic.leave_group)
         self.consumer_group_heartbeat = self._writes(groups.consumer.consumer_group_heartbeat)
+        self.streams_group_heartbeat = self._writes(groups.streams.streams_group_heartbeat)
         self.commit_offsets = self._writes(offsets.commit_offsets)
         self.delete_offsets = self._writes(offsets.delete_offsets)
         self.describe_groups = self._reads(groups.describe_groups)
         self.list_groups = self._reads(groups.list_groups)
         self.consumer_group_describe = self._reads(groups.consumer_group_describe)
+        self.streams_group_describe = self._reads(groups.streams_group_describe)
         self.fetch_offsets = self._reads(offsets.fetch_offsets)
         self.txn_offsets = TxnOffsets(offsets)
 
@@ -169,8 +172,14 @@ class GroupCoordinator:
         # The groups' timers: classic ones from the rebalance part, KIP-848 ones from the consumer part.
         # Asked for twice on every call (before and after it), so dispatched here, with no extra layer.
         classic, consumer = self.group_manager.rebalance.timers, self.group_manager.consumer.timers
+        streams = self.group_manager.streams.timers
         for group in self.group_manager.groups.values():
-            yield from classic(group) if isinstance(group, ClassicGroup) else consumer(group)
+            if isinstance(group, ClassicGroup):
+                yield from classic(group)
+            elif isinstance(group, StreamsGroup):
+                yield from streams(group)
+            else:
+                yield from consumer(group)
 
     def _fire_due(self, out: Effects, now_ms: int) -> None:
         if self._next_expiry_check is None:

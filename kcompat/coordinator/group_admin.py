@@ -22,6 +22,9 @@ from kcompat.coordinator.messages import (
     ConsumerGroupDescribedMember,
 )
 from kcompat.coordinator.result import Effects
+from kcompat.coordinator.streams_group import PROTOCOL_TYPE as STREAMS_PROTOCOL_TYPE
+from kcompat.coordinator.streams_group import StreamsGroup
+from kcompat.coordinator.streams_group_records import delete_streams_group_records
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types.describe_groups import DescribedGroup, DescribedGroupMember
 from kcompat.wire.types.list_groups import ListedGroup
@@ -77,6 +80,13 @@ def list_groups(
                 group_state=group.state.value,
                 group_type="classic",
             )
+        elif isinstance(group, StreamsGroup):
+            listed = ListedGroup(
+                group_id=gid,
+                protocol_type=STREAMS_PROTOCOL_TYPE,
+                group_state=group.state().value,
+                group_type="streams",
+            )
         else:
             listed = ListedGroup(
                 group_id=gid,
@@ -102,7 +112,7 @@ def delete_error(group: Group | None, group_id: str) -> int:
         return E.GROUP_ID_NOT_FOUND
     if isinstance(group, ClassicGroup) and group.state is not ClassicGroupState.EMPTY:
         return E.NON_EMPTY_GROUP
-    if isinstance(group, ConsumerGroup) and group.members:
+    if isinstance(group, ConsumerGroup | StreamsGroup) and group.members:
         return E.NON_EMPTY_GROUP
     return E.NONE
 
@@ -119,8 +129,10 @@ def delete_group_records(out: Effects, group: Group, now: int) -> None:
     if isinstance(group, ClassicGroup):
         group.transition(GroupEvent.DELETE, now)
         out.emit(rec.GroupMetadataKey(group.group_id), None)
-    else:
+    elif isinstance(group, ConsumerGroup):
         delete_consumer_group_records(out, group)
+    else:
+        delete_streams_group_records(out, group)
 
 
 def describe_consumer_groups(

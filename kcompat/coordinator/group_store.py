@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping
 from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.config import CoordinatorConfig
 from kcompat.coordinator.consumer_group import ConsumerGroup
+from kcompat.coordinator.streams_group import StreamsGroup
 
-Group = ClassicGroup | ConsumerGroup
+Group = ClassicGroup | ConsumerGroup | StreamsGroup
 # topic name -> (topic id, partition count) of the existing topics, asked for by KIP-848 groups
 TopicMetadataFn = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
 # group id -> the configs set on that group (ConfigResource type 32), read on every use
@@ -52,6 +53,10 @@ class GroupStore:
         return self._override_int(
             group_id, "consumer.heartbeat.interval.ms", self.config.consumer_heartbeat_interval_ms
         )
+
+    def group_int(self, group_id: str, name: str, default: int) -> int:
+        """The group's own int config `name`, else `default`."""
+        return self._override_int(group_id, name, default)
 
     def _override_int(self, group_id: str, name: str, default: int) -> int:
         raw = self.group_overrides(group_id).get(name)

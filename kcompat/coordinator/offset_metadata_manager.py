@@ -27,6 +27,7 @@ from kcompat.coordinator.messages import (
 )
 from kcompat.coordinator.records import OffsetCommitValue
 from kcompat.coordinator.result import Effects
+from kcompat.coordinator.streams_group import StreamsGroup
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types.offset_commit import OffsetCommitResponsePartition, OffsetCommitResponseTopic
 from kcompat.wire.types.offset_delete import (
@@ -99,7 +100,7 @@ class OffsetMetadataManager:
                 return E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION
             self.store.groups[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
             return E.NONE
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup | StreamsGroup):
             return self._validate_consumer_commit(group, member_id, generation, api_version)
         if group.state is ClassicGroupState.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
@@ -122,7 +123,9 @@ class OffsetMetadataManager:
         return E.NONE
 
     @staticmethod
-    def _validate_consumer_commit(group: ConsumerGroup, member_id: str, epoch: int, api_version: int) -> int:
+    def _validate_consumer_commit(
+        group: ConsumerGroup | StreamsGroup, member_id: str, epoch: int, api_version: int
+    ) -> int:
         if epoch < 0 and not group.members:
             return E.NONE
         member = group.members.get(member_id)
@@ -170,7 +173,9 @@ class OffsetMetadataManager:
         if not req.group_id:
             return OffsetFetchGroupResult(req.group_id, [], E.INVALID_GROUP_ID)
         group = self.store.groups.get(req.group_id)
-        if isinstance(group, ConsumerGroup) and not (req.member_id is None and req.member_epoch < 0):
+        if isinstance(group, ConsumerGroup | StreamsGroup) and not (
+            req.member_id is None and req.member_epoch < 0
+        ):
             member = group.members.get(req.member_id or "")
             if member is None:
                 return OffsetFetchGroupResult(req.group_id, [], E.UNKNOWN_MEMBER_ID)
@@ -269,7 +274,7 @@ class OffsetMetadataManager:
 
 def _expiry_base(group: Group | None) -> Callable[[OffsetCommitValue], int] | None:
     """From when an offset's retention counts (Kafka's offsetExpirationCondition); None = never expires."""
-    if isinstance(group, ConsumerGroup) or group is None:
+    if isinstance(group, ConsumerGroup | StreamsGroup) or group is None:
         return lambda v: v.commit_timestamp
     if group.protocol_type is None:
         return lambda v: v.commit_timestamp  # a "simple" group: from each commit

@@ -15,11 +15,12 @@ against them); they are not restated here. Record types, and the value versions 
     type 6      ConsumerGroupTargetAssignmentMetadataKey  ConsumerGroupTargetAssignmentMetadataValue v0
     type 7      ConsumerGroupTargetAssignmentMemberKey    ConsumerGroupTargetAssignmentMemberValue v0
     type 8      ConsumerGroupCurrentMemberAssignmentKey   ConsumerGroupCurrentMemberAssignmentValue v0
+    type 17-23  the streams groups' (streams_records.py)
 
 The classes below are the coordinator's typed view of those records: same names, and fields named
 as the declarations' (tests/coordinator/test_records.py checks they stay so; the few declared fields
 left out are listed there), with partition lists as sorted tuples so that values compare and hash. Decoding untrusted bytes raises
-only DecodeError. Keys of a type this module does not know (share and streams groups, regex
+only DecodeError. Keys of a type this module does not know (share groups, regex
 records) decode to None, so a replay can skip them as Kafka's own tools do.
 """
 
@@ -31,6 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from kcompat.coordinator.streams_records import (
+    STREAMS_KEYS,
+    STREAMS_VALUES,
+    StreamsRecordKey,
+    StreamsRecordValue,
+)
 from kcompat.wire.codec import MessageCodec
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages import group_records
@@ -104,6 +111,7 @@ RecordKey = (
     | ConsumerGroupTargetAssignmentMetadataKey
     | ConsumerGroupTargetAssignmentMemberKey
     | ConsumerGroupCurrentMemberAssignmentKey
+    | StreamsRecordKey
 )
 
 # Each typed class's declaration, by its name (the spec's name).
@@ -130,6 +138,7 @@ _KEYS: dict[int, tuple[type, MessageCodec]] = {
         (6, ConsumerGroupTargetAssignmentMetadataKey),
         (7, ConsumerGroupTargetAssignmentMemberKey),
         (8, ConsumerGroupCurrentMemberAssignmentKey),
+        *STREAMS_KEYS,
     )
 }
 _KEY_TYPES: dict[type, int] = {cls: kind for kind, (cls, _) in _KEYS.items() if kind != 0}
@@ -279,6 +288,7 @@ RecordValue = (
     | ConsumerGroupTargetAssignmentMetadataValue
     | ConsumerGroupTargetAssignmentMemberValue
     | ConsumerGroupCurrentMemberAssignmentValue
+    | StreamsRecordValue
 )
 
 
@@ -312,6 +322,11 @@ def _plain(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], RecordValue
     """A flat value: its wire struct has the dataclass's fields (offset commits: one per partition)."""
     wire, names = _codec(cls).cls, tuple(f.name for f in dataclasses.fields(cls))
     return lambda v: wire(**{n: getattr(v, n) for n in names}), lambda body: cls(**_fields_of(cls, body))
+
+
+def _wrapped(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], RecordValue]]:
+    """A streams group's value: its fields as the nested mapping the codec builds from."""
+    return lambda v: v.fields, lambda body: cls(body.to_dict())
 
 
 _VALUES: dict[type, _ValueKind] = {
@@ -375,7 +390,7 @@ _VALUES: dict[type, _ValueKind] = {
             _pairs(b.partitions_pending_revocation),
         ),
     ),
-}
+} | {cls: _ValueKind(_codec(cls), 0, *_wrapped(cls)) for cls in STREAMS_VALUES}
 # The value class a key's record holds: "XKey" holds "XValue".
 _VALUE_OF_KEY: dict[type, type] = {
     key_cls: next(

@@ -51,7 +51,7 @@ def restart_timers(
         if isinstance(group, ClassicGroup):
             for cm in group.members.values():
                 cm.session_deadline = now + cm.session_timeout_ms
-        else:
+        elif isinstance(group, ConsumerGroup):
             for m in group.members.values():
                 m.session_deadline = now + consumer_session_timeout_ms(group.group_id)
             group.resolved_regex = {}

@@ -12,7 +12,7 @@ Kafka's names (server-common Feature, FinalizedFeatures; the controller's Cluste
 Claiming a level means doing what it asks: metadata.version 7-30 (3.3-IV3 to 4.3-IV0, every record
 version the image decodes), group.version 1 (KIP-848), transaction.version 2 (KIP-890 part 2),
 share.version 1 (KIP-932 share groups), eligible.leader.replicas.version 1 (KIP-966: the image keeps
-the ELR and no ELR member counts as ISR). streams.version stays 0: no streams groups yet.
+the ELR and no ELR member counts as ISR), streams.version 1 (KIP-1071 streams groups).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ CLUSTER_SUPPORTED: Mapping[str, tuple[int, int]] = MappingProxyType(
         TRANSACTION_VERSION: (0, 2),
         ELR_VERSION: (0, 1),
         SHARE_VERSION: (0, 1),
-        STREAMS_VERSION: (0, 0),
+        STREAMS_VERSION: (0, 1),
     }
 )
 
@@ -49,6 +49,7 @@ SINGLE_NODE_SUPPORTED: Mapping[str, tuple[int, int]] = MappingProxyType(
         TRANSACTION_VERSION: (0, 2),
         ELR_VERSION: (0, 1),
         SHARE_VERSION: (0, 1),
+        STREAMS_VERSION: (0, 1),
     }
 )
 

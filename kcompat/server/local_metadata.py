@@ -32,6 +32,7 @@ from kcompat.metadata.features import (
     GROUP_VERSION,
     SHARE_VERSION,
     SINGLE_NODE_SUPPORTED,
+    STREAMS_VERSION,
     TRANSACTION_VERSION,
     Features,
 )
@@ -79,9 +80,9 @@ class LocalMetadata(ConfigReads):
 
     def features(self) -> Features:
         """The levels a single node finalizes, fixed while it runs (epoch 0): those of a Kafka
-        4.3.1 broker formatted with defaults, but for streams.version, metadata.version and
-        kraft.version; group.version only while the consumer protocol is enabled."""
-        levels = {TRANSACTION_VERSION: 2, SHARE_VERSION: 1, ELR_VERSION: 1}
+        4.3.1 broker formatted with defaults, but for metadata.version and kraft.version;
+        group.version only while the consumer protocol is enabled."""
+        levels = {TRANSACTION_VERSION: 2, SHARE_VERSION: 1, ELR_VERSION: 1, STREAMS_VERSION: 1}
         if "consumer" in self._config.get("group.coordinator.rebalance.protocols"):
             levels[GROUP_VERSION] = 1
         levels |= self._features.levels  # what kafka-features upgraded or downgraded
@@ -238,6 +239,12 @@ class LocalMetadata(ConfigReads):
                     self._logs.create_partitions_later(t, partitions)
                 else:
                     self._logs.release_partitions(len(partitions))
+
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """A single node has one replica of everything: the replication factor asked for is moot."""
+        await self.create_topic(name, partitions, dict(configs))
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         """Create a topic as auto.create.topics.enable does: broker defaults, or the internal topics' own."""

@@ -39,12 +39,12 @@ def test_api_versions_lists_the_handler_table(h: BrokerHarness, version: int) ->
         supported = [(f.name, f.min_version, f.max_version) for f in resp.supported_features]
         assert supported == ([] if version == 3 else [
             ("group.version", 0, 1), ("transaction.version", 0, 2),
-            ("eligible.leader.replicas.version", 0, 1), ("share.version", 0, 1),
+            ("eligible.leader.replicas.version", 0, 1), ("share.version", 0, 1), ("streams.version", 0, 1),
         ])  # fmt: skip
         finalized = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
         assert finalized == {
             "group.version": (1, 1), "transaction.version": (2, 2),
-            "share.version": (1, 1), "eligible.leader.replicas.version": (1, 1),
+            "share.version": (1, 1), "eligible.leader.replicas.version": (1, 1), "streams.version": (1, 1),
         }  # fmt: skip
         assert resp.finalized_features_epoch == 0
 

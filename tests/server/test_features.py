@@ -34,9 +34,9 @@ def kraft_version(level: int) -> Record:
     return Record(0, 0, control_key(ControlType.KRAFT_VERSION), struct.pack(">hhB", 0, level, 0))
 
 
-DEFAULT_4_3 = {  # kafka-storage format's levels for 4.3, but for streams.version
+DEFAULT_4_3 = {  # kafka-storage format's levels for 4.3
     "metadata.version": 30, "group.version": 1, "transaction.version": 2,
-    "eligible.leader.replicas.version": 1, "share.version": 1,
+    "eligible.leader.replicas.version": 1, "share.version": 1, "streams.version": 1,
 }  # fmt: skip
 
 
@@ -51,18 +51,18 @@ def image_with(levels: dict[str, int], kraft: int) -> Any:
     return image
 
 
-def test_registration_claims_share_and_elr_but_not_streams() -> None:
+def test_registration_claims_every_4_3_default_level() -> None:
     assert CLUSTER_SUPPORTED["share.version"] == (0, 1)
     assert CLUSTER_SUPPORTED["eligible.leader.replicas.version"] == (0, 1)
-    assert CLUSTER_SUPPORTED["streams.version"] == (0, 0)
+    assert CLUSTER_SUPPORTED["streams.version"] == (0, 1)
     assert refusals(DEFAULT_4_3, CLUSTER_SUPPORTED) == []
 
 
 def test_a_refused_feature_is_named_in_one_line() -> None:
-    got = refusals({**DEFAULT_4_3, "streams.version": 1}, CLUSTER_SUPPORTED)
+    got = refusals({**DEFAULT_4_3, "streams.version": 2}, CLUSTER_SUPPORTED)
     assert [f.line() for f in got] == [
-        "the controllers finalized streams.version=1; this kcompat supports 0-0; format with "
-        "--feature streams.version=0 or run kafka-features.sh downgrade --feature streams.version=0"
+        "the controllers finalized streams.version=2; this kcompat supports 0-1; format with "
+        "--feature streams.version=1 or run kafka-features.sh downgrade --feature streams.version=1"
     ]
     # A feature the broker does not name counts as 0-0; metadata.version unset counts as 1.
     assert [
@@ -84,7 +84,7 @@ def test_cluster_api_versions_features_come_from_the_image() -> None:
     md = KRaftMetadata(BrokerConfig({"node.id": "2", "process.roles": "broker"}))
     md.set_image(image_with(DEFAULT_4_3, kraft=1))
     f = md.features()
-    assert f.epoch == md.image.offset == 5
+    assert f.epoch == md.image.offset == 6
     assert f.finalized_levels() == {**DEFAULT_4_3, "kraft.version": 1}
     md.set_image(image_with({**DEFAULT_4_3, "share.version": 0}, kraft=0))
     assert "share.version" not in md.features().finalized_levels()
@@ -103,9 +103,9 @@ def test_refused_registration_log_names_the_feature(caplog: pytest.LogCaptureFix
     assert "not yet in the metadata fetched here" in caplog.records[0].getMessage()
     caplog.clear()
     broker._throttle = LogThrottle(logging.getLogger("kcompat.cluster"), 10.0)
-    broker.loader.image = image_with({**DEFAULT_4_3, "streams.version": 1}, kraft=1)
+    broker.loader.image = image_with({**DEFAULT_4_3, "streams.version": 2}, kraft=1)
     with caplog.at_level(logging.ERROR, logger="kcompat.cluster"):
         broker._refused_for_features()
     [line] = [rec.getMessage() for rec in caplog.records]
     assert line.startswith("broker 7 registration refused (UNSUPPORTED_VERSION): the controllers finalized ")
-    assert "streams.version=1; this kcompat supports 0-0; format with --feature streams.version=0" in line
+    assert "streams.version=2; this kcompat supports 0-1; format with --feature streams.version=1" in line

@@ -132,6 +132,7 @@ class ClusterAssembly:
             on_quotas=on_quotas,  # the client quotas are the image's (ClientQuotaRecords)
             producer_ids=producer_ids,
             auto_create=auto_create.create,
+            create_spec=auto_create.create_spec,
         )
         self._services: list[Any] = [self.forwarder, producer_ids, auto_create]  # closed at shutdown
         self._tasks: list[asyncio.Task[None]] = []

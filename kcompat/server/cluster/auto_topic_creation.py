@@ -37,10 +37,16 @@ class AutoTopicCreationManager:
 
     def create(self, name: str) -> None:
         """Ask the controller for `name` unless a request for it is already on its way."""
+        self.create_spec(self.creatable_topic(name))
+
+    def create_spec(self, topic: dict[str, Any]) -> None:
+        """Ask the controller for the topic `topic` (a CreatableTopic: a streams group's internal
+        topic with its own partition count and configs) unless one is already on its way."""
+        name = topic["name"]
         if name in self._in_flight:
             return
         self._in_flight.add(name)
-        task = asyncio.get_running_loop().create_task(self._create(name), name=f"auto-create-{name}")
+        task = asyncio.get_running_loop().create_task(self._create(topic), name=f"auto-create-{name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -81,9 +87,10 @@ class AutoTopicCreationManager:
             "configs": [{"name": k, "value": v} for k, v in configs.items()],
         }
 
-    async def _create(self, name: str) -> None:
+    async def _create(self, topic: dict[str, Any]) -> None:
+        name = topic["name"]
         body = {
-            "topics": [self.creatable_topic(name)],
+            "topics": [topic],
             "timeout_ms": CREATE_TIMEOUT_MS,
             "validate_only": False,
         }

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from kcompat.config import BrokerConfig, ConfigError, TopicConfig, topic_config
 from kcompat.log.config import LogConfig
@@ -95,6 +95,7 @@ class KRaftMetadata(ConfigReads):
         on_quotas: Callable[[QuotaTable], None] | None = None,
         producer_ids: ProducerIds | None = None,
         auto_create: Callable[[str], None] | None = None,
+        create_spec: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         """`on_acls` is given each new ACL set of the image (the broker's authorizer, when one is
         configured). Producer ids come in blocks from the KRaft controller, and a topic that
@@ -110,6 +111,7 @@ class KRaftMetadata(ConfigReads):
         self.on_quotas = on_quotas
         self._producer_ids: ProducerIds = _NoProducerIds() if producer_ids is None else producer_ids
         self._auto_create = auto_create
+        self._create_spec = create_spec  # a CreatableTopic to ask the controller for
 
     def load(self) -> None:
         """Nothing is stored locally: the image arrives from the controllers."""
@@ -271,6 +273,31 @@ class KRaftMetadata(ConfigReads):
     @contextlib.asynccontextmanager
     async def topic_batch(self) -> AsyncIterator[None]:
         yield  # nothing to batch: create_topic refuses (CreateTopics is forwarded before any handler)
+
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """Asked of the controller (a CreateTopics in an Envelope); not awaited: it is there once
+        the image has it."""
+        if self._create_spec is None:
+            raise ApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "cluster mode: topics are created by the controller"
+            )
+        rf = (
+            replication_factor
+            if replication_factor > 0
+            else int(self._config.get("default.replication.factor"))
+        )
+        topic_configs = [{"name": k, "value": v} for k, v in configs.items()]
+        self._create_spec(
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": rf,
+                "assignments": [],
+                "configs": topic_configs,
+            }
+        )
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         existing = self.topic(name)

@@ -12,8 +12,8 @@ Broker.handle answers them with a v0 body, UNSUPPORTED_VERSION and our ApiVersio
 
 Features (v3+), from the MetadataView (kcompat/metadata/features.py says what each level means):
 * single node: group.version 1 (while group.coordinator.rebalance.protocols includes "consumer"),
-  transaction.version 2, share.version 1, eligible.leader.replicas.version 1, epoch 0; no
-  metadata.version or kraft.version (no KRaft log or quorum), streams.version not supported
+  transaction.version 2, share.version 1, eligible.leader.replicas.version 1, streams.version 1,
+  epoch 0; no metadata.version or kraft.version (no KRaft log or quorum)
 * cluster mode: the metadata image's finalized levels (FeatureLevelRecords) and the quorum's
   kraft.version, at the image's offset as the epoch, as Kafka's KRaftMetadataCache reports them
 * finalized levels of 0 are not listed; v0-3 leave out supported features whose minimum is 0

@@ -514,6 +514,474 @@ class TopicPartitions(Struct):
         self._unknown_tags = None
 
 
+class StreamsGroupMetadataKey(Struct):
+    """StreamsGroupMetadataKey, versions 0."""
+
+    __slots__ = ("group_id",)
+
+    group_id: str  # v0
+
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+    ) -> None:
+        self.group_id = group_id
+        self._unknown_tags = None
+
+
+class StreamsGroupMetadataValue(Struct):
+    """StreamsGroupMetadataValue, versions 0."""
+
+    __slots__ = ("epoch", "metadata_hash", "validated_topology_epoch", "last_assignment_configs")  # noqa: RUF023  (declaration order is wire order)
+
+    epoch: int  # v0+
+    metadata_hash: int  # v0+
+    validated_topology_epoch: int  # v0+, tag 0 in 0+
+    last_assignment_configs: list[LastAssignmentConfig] | None  # v0+, nullable 0+, tag 1 in 0+
+
+    def __init__(
+        self,
+        *,
+        epoch: int = 0,
+        metadata_hash: int = 0,
+        validated_topology_epoch: int = -1,
+        last_assignment_configs: list[LastAssignmentConfig] | None = None,
+    ) -> None:
+        self.epoch = epoch
+        self.metadata_hash = metadata_hash
+        self.validated_topology_epoch = validated_topology_epoch
+        self.last_assignment_configs = last_assignment_configs
+        self._unknown_tags = None
+
+
+class LastAssignmentConfig(Struct):
+    """LastAssignmentConfig of StreamsGroupMetadataValue."""
+
+    __slots__ = ("key", "value")
+
+    key: str  # v0+
+    value: str  # v0+
+
+    def __init__(
+        self,
+        *,
+        key: str = "",
+        value: str = "",
+    ) -> None:
+        self.key = key
+        self.value = value
+        self._unknown_tags = None
+
+
+class StreamsGroupTopologyKey(Struct):
+    """StreamsGroupTopologyKey, versions 0."""
+
+    __slots__ = ("group_id",)
+
+    group_id: str  # v0
+
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+    ) -> None:
+        self.group_id = group_id
+        self._unknown_tags = None
+
+
+class StreamsGroupTopologyValue(Struct):
+    """StreamsGroupTopologyValue, versions 0."""
+
+    __slots__ = ("epoch", "subtopologies")
+
+    epoch: int  # v0+
+    subtopologies: list[Subtopology]  # v0+
+
+    def __init__(
+        self,
+        *,
+        epoch: int = 0,
+        subtopologies: list[Subtopology] = NEW,
+    ) -> None:
+        self.epoch = epoch
+        self.subtopologies = [] if subtopologies is NEW else subtopologies
+        self._unknown_tags = None
+
+
+class Subtopology(Struct):
+    """Subtopology of StreamsGroupTopologyValue."""
+
+    __slots__ = ("subtopology_id", "source_topics", "source_topic_regex", "state_changelog_topics", "repartition_sink_topics", "repartition_source_topics", "copartition_groups")  # noqa: RUF023  (declaration order is wire order)
+
+    subtopology_id: str  # v0+
+    source_topics: list[str]  # v0+
+    source_topic_regex: list[str]  # v0+
+    state_changelog_topics: list[TopicInfo]  # v0+
+    repartition_sink_topics: list[str]  # v0+
+    repartition_source_topics: list[TopicInfo]  # v0+
+    copartition_groups: list[CopartitionGroup]  # v0+
+
+    def __init__(
+        self,
+        *,
+        subtopology_id: str = "",
+        source_topics: list[str] = NEW,
+        source_topic_regex: list[str] = NEW,
+        state_changelog_topics: list[TopicInfo] = NEW,
+        repartition_sink_topics: list[str] = NEW,
+        repartition_source_topics: list[TopicInfo] = NEW,
+        copartition_groups: list[CopartitionGroup] = NEW,
+    ) -> None:
+        self.subtopology_id = subtopology_id
+        self.source_topics = [] if source_topics is NEW else source_topics
+        self.source_topic_regex = [] if source_topic_regex is NEW else source_topic_regex
+        self.state_changelog_topics = [] if state_changelog_topics is NEW else state_changelog_topics
+        self.repartition_sink_topics = [] if repartition_sink_topics is NEW else repartition_sink_topics
+        self.repartition_source_topics = [] if repartition_source_topics is NEW else repartition_source_topics
+        self.copartition_groups = [] if copartition_groups is NEW else copartition_groups
+        self._unknown_tags = None
+
+
+class TopicInfo(Struct):
+    """TopicInfo of StreamsGroupTopologyValue."""
+
+    __slots__ = ("name", "partitions", "replication_factor", "topic_configs")
+
+    name: str  # v0+
+    partitions: int  # v0+
+    replication_factor: int  # v0+
+    topic_configs: list[TopicConfig]  # v0+
+
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        partitions: int = 0,
+        replication_factor: int = 0,
+        topic_configs: list[TopicConfig] = NEW,
+    ) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.topic_configs = [] if topic_configs is NEW else topic_configs
+        self._unknown_tags = None
+
+
+class TopicConfig(Struct):
+    """TopicConfig of StreamsGroupTopologyValue."""
+
+    __slots__ = ("key", "value")
+
+    key: str  # v0+
+    value: str  # v0+
+
+    def __init__(
+        self,
+        *,
+        key: str = "",
+        value: str = "",
+    ) -> None:
+        self.key = key
+        self.value = value
+        self._unknown_tags = None
+
+
+class CopartitionGroup(Struct):
+    """CopartitionGroup of StreamsGroupTopologyValue."""
+
+    __slots__ = ("source_topics", "source_topic_regex", "repartition_source_topics")  # noqa: RUF023  (declaration order is wire order)
+
+    source_topics: list[int]  # v0+
+    source_topic_regex: list[int]  # v0+
+    repartition_source_topics: list[int]  # v0+
+
+    def __init__(
+        self,
+        *,
+        source_topics: list[int] = NEW,
+        source_topic_regex: list[int] = NEW,
+        repartition_source_topics: list[int] = NEW,
+    ) -> None:
+        self.source_topics = [] if source_topics is NEW else source_topics
+        self.source_topic_regex = [] if source_topic_regex is NEW else source_topic_regex
+        self.repartition_source_topics = [] if repartition_source_topics is NEW else repartition_source_topics
+        self._unknown_tags = None
+
+
+class StreamsGroupMemberMetadataKey(Struct):
+    """StreamsGroupMemberMetadataKey, versions 0."""
+
+    __slots__ = ("group_id", "member_id")
+
+    group_id: str  # v0
+    member_id: str  # v0
+
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        member_id: str = "",
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self._unknown_tags = None
+
+
+class StreamsGroupMemberMetadataValue(Struct):
+    """StreamsGroupMemberMetadataValue, versions 0."""
+
+    __slots__ = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "topology_epoch", "process_id", "user_endpoint", "client_tags")  # noqa: RUF023  (declaration order is wire order)
+
+    instance_id: str | None  # v0+, nullable 0+
+    rack_id: str | None  # v0+, nullable 0+
+    client_id: str  # v0+
+    client_host: str  # v0+
+    rebalance_timeout_ms: int  # v0+
+    topology_epoch: int  # v0+
+    process_id: str  # v0+
+    user_endpoint: Endpoint | None  # v0+, nullable 0+
+    client_tags: list[KeyValue]  # v0+
+
+    def __init__(
+        self,
+        *,
+        instance_id: str | None = "",
+        rack_id: str | None = "",
+        client_id: str = "",
+        client_host: str = "",
+        rebalance_timeout_ms: int = -1,
+        topology_epoch: int = 0,
+        process_id: str = "",
+        user_endpoint: Endpoint | None = NEW,
+        client_tags: list[KeyValue] = NEW,
+    ) -> None:
+        self.instance_id = instance_id
+        self.rack_id = rack_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.topology_epoch = topology_epoch
+        self.process_id = process_id
+        self.user_endpoint = Endpoint() if user_endpoint is NEW else user_endpoint
+        self.client_tags = [] if client_tags is NEW else client_tags
+        self._unknown_tags = None
+
+
+class Endpoint(Struct):
+    """Endpoint of StreamsGroupMemberMetadataValue."""
+
+    __slots__ = ("host", "port")
+
+    host: str  # v0+
+    port: int  # v0+
+
+    def __init__(
+        self,
+        *,
+        host: str = "",
+        port: int = 0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._unknown_tags = None
+
+
+class KeyValue(Struct):
+    """KeyValue of StreamsGroupMemberMetadataValue."""
+
+    __slots__ = ("key", "value")
+
+    key: str  # v0+
+    value: str  # v0+
+
+    def __init__(
+        self,
+        *,
+        key: str = "",
+        value: str = "",
+    ) -> None:
+        self.key = key
+        self.value = value
+        self._unknown_tags = None
+
+
+class StreamsGroupTargetAssignmentMetadataKey(Struct):
+    """StreamsGroupTargetAssignmentMetadataKey, versions 0."""
+
+    __slots__ = ("group_id",)
+
+    group_id: str  # v0
+
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+    ) -> None:
+        self.group_id = group_id
+        self._unknown_tags = None
+
+
+class StreamsGroupTargetAssignmentMetadataValue(Struct):
+    """StreamsGroupTargetAssignmentMetadataValue, versions 0."""
+
+    __slots__ = ("assignment_epoch", "assignment_timestamp")
+
+    assignment_epoch: int  # v0+
+    assignment_timestamp: int  # v0+, tag 0 in 0+
+
+    def __init__(
+        self,
+        *,
+        assignment_epoch: int = 0,
+        assignment_timestamp: int = 0,
+    ) -> None:
+        self.assignment_epoch = assignment_epoch
+        self.assignment_timestamp = assignment_timestamp
+        self._unknown_tags = None
+
+
+class StreamsGroupTargetAssignmentMemberKey(Struct):
+    """StreamsGroupTargetAssignmentMemberKey, versions 0."""
+
+    __slots__ = ("group_id", "member_id")
+
+    group_id: str  # v0
+    member_id: str  # v0
+
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        member_id: str = "",
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self._unknown_tags = None
+
+
+class StreamsGroupTargetAssignmentMemberValue(Struct):
+    """StreamsGroupTargetAssignmentMemberValue, versions 0."""
+
+    __slots__ = ("active_tasks", "standby_tasks", "warmup_tasks")
+
+    active_tasks: list[StreamsGroupTargetAssignmentMemberValueTaskIds]  # v0+
+    standby_tasks: list[StreamsGroupTargetAssignmentMemberValueTaskIds]  # v0+
+    warmup_tasks: list[StreamsGroupTargetAssignmentMemberValueTaskIds]  # v0+
+
+    def __init__(
+        self,
+        *,
+        active_tasks: list[StreamsGroupTargetAssignmentMemberValueTaskIds] = NEW,
+        standby_tasks: list[StreamsGroupTargetAssignmentMemberValueTaskIds] = NEW,
+        warmup_tasks: list[StreamsGroupTargetAssignmentMemberValueTaskIds] = NEW,
+    ) -> None:
+        self.active_tasks = [] if active_tasks is NEW else active_tasks
+        self.standby_tasks = [] if standby_tasks is NEW else standby_tasks
+        self.warmup_tasks = [] if warmup_tasks is NEW else warmup_tasks
+        self._unknown_tags = None
+
+
+class StreamsGroupTargetAssignmentMemberValueTaskIds(Struct):
+    """TaskIds of StreamsGroupTargetAssignmentMemberValue."""
+
+    __slots__ = ("subtopology_id", "partitions")  # noqa: RUF023  (declaration order is wire order)
+
+    subtopology_id: str  # v0+
+    partitions: list[int]  # v0+
+
+    def __init__(
+        self,
+        *,
+        subtopology_id: str = "",
+        partitions: list[int] = NEW,
+    ) -> None:
+        self.subtopology_id = subtopology_id
+        self.partitions = [] if partitions is NEW else partitions
+        self._unknown_tags = None
+
+
+class StreamsGroupCurrentMemberAssignmentKey(Struct):
+    """StreamsGroupCurrentMemberAssignmentKey, versions 0."""
+
+    __slots__ = ("group_id", "member_id")
+
+    group_id: str  # v0
+    member_id: str  # v0
+
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        member_id: str = "",
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self._unknown_tags = None
+
+
+class StreamsGroupCurrentMemberAssignmentValue(Struct):
+    """StreamsGroupCurrentMemberAssignmentValue, versions 0."""
+
+    __slots__ = ("member_epoch", "previous_member_epoch", "state", "active_tasks", "standby_tasks", "warmup_tasks", "active_tasks_pending_revocation", "standby_tasks_pending_revocation", "warmup_tasks_pending_revocation")  # noqa: RUF023  (declaration order is wire order)
+
+    member_epoch: int  # v0+
+    previous_member_epoch: int  # v0+
+    state: int  # v0+
+    active_tasks: list[StreamsGroupCurrentMemberAssignmentValueTaskIds]  # v0+
+    standby_tasks: list[StreamsGroupCurrentMemberAssignmentValueTaskIds]  # v0+
+    warmup_tasks: list[StreamsGroupCurrentMemberAssignmentValueTaskIds]  # v0+
+    active_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValueTaskIds]  # v0+
+    standby_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValueTaskIds]  # v0+
+    warmup_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValueTaskIds]  # v0+
+
+    def __init__(
+        self,
+        *,
+        member_epoch: int = 0,
+        previous_member_epoch: int = 0,
+        state: int = 0,
+        active_tasks: list[StreamsGroupCurrentMemberAssignmentValueTaskIds] = NEW,
+        standby_tasks: list[StreamsGroupCurrentMemberAssignmentValueTaskIds] = NEW,
+        warmup_tasks: list[StreamsGroupCurrentMemberAssignmentValueTaskIds] = NEW,
+        active_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValueTaskIds] = NEW,
+        standby_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValueTaskIds] = NEW,
+        warmup_tasks_pending_revocation: list[StreamsGroupCurrentMemberAssignmentValueTaskIds] = NEW,
+    ) -> None:
+        self.member_epoch = member_epoch
+        self.previous_member_epoch = previous_member_epoch
+        self.state = state
+        self.active_tasks = [] if active_tasks is NEW else active_tasks
+        self.standby_tasks = [] if standby_tasks is NEW else standby_tasks
+        self.warmup_tasks = [] if warmup_tasks is NEW else warmup_tasks
+        self.active_tasks_pending_revocation = [] if active_tasks_pending_revocation is NEW else active_tasks_pending_revocation
+        self.standby_tasks_pending_revocation = [] if standby_tasks_pending_revocation is NEW else standby_tasks_pending_revocation
+        self.warmup_tasks_pending_revocation = [] if warmup_tasks_pending_revocation is NEW else warmup_tasks_pending_revocation
+        self._unknown_tags = None
+
+
+class StreamsGroupCurrentMemberAssignmentValueTaskIds(Struct):
+    """TaskIds of StreamsGroupCurrentMemberAssignmentValue."""
+
+    __slots__ = ("subtopology_id", "partitions", "assignment_epochs")  # noqa: RUF023  (declaration order is wire order)
+
+    subtopology_id: str  # v0+
+    partitions: list[int]  # v0+
+    assignment_epochs: list[int] | None  # v0+, nullable 0+, tag 0 in 0+
+
+    def __init__(
+        self,
+        *,
+        subtopology_id: str = "",
+        partitions: list[int] = NEW,
+        assignment_epochs: list[int] | None = None,
+    ) -> None:
+        self.subtopology_id = subtopology_id
+        self.partitions = [] if partitions is NEW else partitions
+        self.assignment_epochs = assignment_epochs
+        self._unknown_tags = None
+
+
 # The classes of each message, by declared struct name: what the codec decodes into.
 STRUCTS: dict[str, dict[str, type[Struct]]] = {
     "OffsetCommitKey": {"OffsetCommitKey": OffsetCommitKey},
@@ -532,4 +1000,16 @@ STRUCTS: dict[str, dict[str, type[Struct]]] = {
     "ConsumerGroupTargetAssignmentMemberValue": {"ConsumerGroupTargetAssignmentMemberValue": ConsumerGroupTargetAssignmentMemberValue, "TopicPartition": TopicPartition},
     "ConsumerGroupCurrentMemberAssignmentKey": {"ConsumerGroupCurrentMemberAssignmentKey": ConsumerGroupCurrentMemberAssignmentKey},
     "ConsumerGroupCurrentMemberAssignmentValue": {"ConsumerGroupCurrentMemberAssignmentValue": ConsumerGroupCurrentMemberAssignmentValue, "TopicPartitions": TopicPartitions},
+    "StreamsGroupMetadataKey": {"StreamsGroupMetadataKey": StreamsGroupMetadataKey},
+    "StreamsGroupMetadataValue": {"StreamsGroupMetadataValue": StreamsGroupMetadataValue, "LastAssignmentConfig": LastAssignmentConfig},
+    "StreamsGroupTopologyKey": {"StreamsGroupTopologyKey": StreamsGroupTopologyKey},
+    "StreamsGroupTopologyValue": {"StreamsGroupTopologyValue": StreamsGroupTopologyValue, "Subtopology": Subtopology, "TopicInfo": TopicInfo, "TopicConfig": TopicConfig, "CopartitionGroup": CopartitionGroup},
+    "StreamsGroupMemberMetadataKey": {"StreamsGroupMemberMetadataKey": StreamsGroupMemberMetadataKey},
+    "StreamsGroupMemberMetadataValue": {"StreamsGroupMemberMetadataValue": StreamsGroupMemberMetadataValue, "Endpoint": Endpoint, "KeyValue": KeyValue},
+    "StreamsGroupTargetAssignmentMetadataKey": {"StreamsGroupTargetAssignmentMetadataKey": StreamsGroupTargetAssignmentMetadataKey},
+    "StreamsGroupTargetAssignmentMetadataValue": {"StreamsGroupTargetAssignmentMetadataValue": StreamsGroupTargetAssignmentMetadataValue},
+    "StreamsGroupTargetAssignmentMemberKey": {"StreamsGroupTargetAssignmentMemberKey": StreamsGroupTargetAssignmentMemberKey},
+    "StreamsGroupTargetAssignmentMemberValue": {"StreamsGroupTargetAssignmentMemberValue": StreamsGroupTargetAssignmentMemberValue, "TaskIds": StreamsGroupTargetAssignmentMemberValueTaskIds},
+    "StreamsGroupCurrentMemberAssignmentKey": {"StreamsGroupCurrentMemberAssignmentKey": StreamsGroupCurrentMemberAssignmentKey},
+    "StreamsGroupCurrentMemberAssignmentValue": {"StreamsGroupCurrentMemberAssignmentValue": StreamsGroupCurrentMemberAssignmentValue, "TaskIds": StreamsGroupCurrentMemberAssignmentValueTaskIds},
 }

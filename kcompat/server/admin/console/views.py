@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kcompat.coordinator.classic_group import ClassicGroup
+from kcompat.coordinator.consumer_group import ConsumerGroup
 from kcompat.coordinator.consumer_protocol import decode_assignment
 from kcompat.metadata.image import MetadataImage
 from kcompat.wire.errors import DecodeError
@@ -212,13 +213,17 @@ def _members(broker: Broker, group: Group) -> list[MemberRow]:
                 except DecodeError:
                     parts = []
             rows.append(MemberRow(m.member_id, m.client_id, m.client_host, sorted(parts)))
-    else:
+    elif isinstance(group, ConsumerGroup):
         for cm in group.members.values():
             named = []
             for topic_id, ps in cm.assigned.items():
                 t = broker.metadata.topics.by_id(topic_id)
                 named += [(t.name if t is not None else str(topic_id), p) for p in ps]
             rows.append(MemberRow(cm.member_id, cm.client_id, cm.client_host, sorted(named)))
+    else:  # a streams group's members run tasks, not partitions
+        rows.extend(
+            MemberRow(sm.member_id, sm.client_id, sm.client_host, []) for sm in group.members.values()
+        )
     return rows
 
 

@@ -1,0 +1,129 @@
+"""StreamsGroupHeartbeat's request and response structs and the coordinator's values: the topology,
+task lists, the endpoint-to-partitions map members use for interactive queries, and Kafka's
+validation of a heartbeat's fields (its INVALID_REQUEST messages)."""
+
+from __future__ import annotations
+
+from kcompat.coordinator.streams_group import StreamsGroup
+from kcompat.coordinator.streams_topology import StreamsTopology, Subtopology, TopicInfo
+from kcompat.wire.types import streams_group_heartbeat as sgh
+
+LEAVE = -1
+STATIC_LEAVE = -2
+
+
+def topology_of(t: sgh.Topology) -> StreamsTopology:
+    def info(i: sgh.TopicInfo) -> TopicInfo:
+        return TopicInfo(
+            i.name, i.partitions, i.replication_factor, tuple((kv.key, kv.value) for kv in i.topic_configs)
+        )
+
+    return StreamsTopology(
+        t.epoch,
+        tuple(
+            Subtopology(
+                s.subtopology_id,
+                tuple(s.source_topics),
+                tuple(s.source_topic_regex),
+                tuple(info(i) for i in s.state_changelog_topics),
+                tuple(s.repartition_sink_topics),
+                tuple(info(i) for i in s.repartition_source_topics),
+                tuple(
+                    (tuple(g.source_topics), tuple(g.repartition_source_topics)) for g in s.copartition_groups
+                ),
+            )
+            for s in sorted(t.subtopologies, key=lambda s: s.subtopology_id)
+        ),
+    )
+
+
+def tasks_of(ids: list[sgh.TaskIds] | None) -> dict[str, set[int]] | None:
+    if ids is None:
+        return None
+    out: dict[str, set[int]] = {}
+    for t in ids:
+        if t.partitions:
+            out.setdefault(t.subtopology_id, set()).update(t.partitions)
+    return out
+
+
+def task_ids(tasks: dict[str, set[int]]) -> list[sgh.TaskIds]:
+    return [sgh.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items()) if ps]
+
+
+def endpoints(group: StreamsGroup) -> list[sgh.EndpointToPartitions]:
+    """The partitions each member with an endpoint serves (interactive queries)."""
+    out = []
+    subs = {s.subtopology_id: s for s in group.topology.subtopologies} if group.topology else {}
+    for m in sorted(group.members.values(), key=lambda m: m.member_id):
+        if m.user_endpoint is None:
+            continue
+
+        def parts(tasks: dict[str, set[int]]) -> list[sgh.TopicPartition]:
+            by_topic: dict[str, set[int]] = {}
+            for s, ps in tasks.items():
+                sub = subs.get(s)
+                if sub is None:
+                    continue
+                for t in [*sub.source_topics, *(r.name for r in sub.repartition_source_topics)]:
+                    by_topic.setdefault(t, set()).update(ps)
+            return [sgh.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
+
+        out.append(
+            sgh.EndpointToPartitions(
+                user_endpoint=sgh.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]),
+                active_partitions=parts(m.assigned.active),
+                standby_partitions=parts(m.assigned.standby),
+            )
+        )
+    return out
+
+
+def validate(req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
+    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid, its messages."""
+    if not req.group_id:
+        return "GroupId can't be empty."
+    if not req.member_id:
+        return "MemberId can't be empty."
+    if req.instance_id is not None and not req.instance_id:
+        return "InstanceId can't be empty."
+    if req.rack_id is not None and not req.rack_id:
+        return "RackId can't be empty."
+    if req.member_epoch == 0:
+        if req.rebalance_timeout_ms == -1:
+            return "RebalanceTimeoutMs must be provided in first request."
+        if any(t.partitions for t in req.active_tasks or []) or any(
+            t.partitions for t in (req.standby_tasks or []) + (req.warmup_tasks or [])
+        ):
+            return "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining."
+        if req.topology is None:
+            return "Topology must be non-null when (re-)joining."
+        if not req.topology.subtopologies:
+            return "Topology must not be empty when (re-)joining."
+    elif req.member_epoch == STATIC_LEAVE:
+        if req.instance_id is None:
+            return "InstanceId can't be null."
+    elif req.member_epoch < STATIC_LEAVE:
+        return f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
+    elif req.topology is not None:
+        return "Topology can only be provided when (re-)joining."
+    return None
+
+
+def invalid_tasks(group: StreamsGroup, req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
+    """Kafka's check of the tasks a member says it owns against the configured topology."""
+    if group.configured is None or not group.configured.ready:
+        return None
+    counts = group.configured.tasks
+    for ids in (req.active_tasks, req.standby_tasks, req.warmup_tasks):
+        for t in ids or []:
+            n = counts.get(t.subtopology_id)
+            if n is None:
+                return f"Subtopology {t.subtopology_id} does not exist in the topology."
+            for p in t.partitions:
+                if not 0 <= p < n:
+                    return (
+                        f"Task {p} for subtopology {t.subtopology_id} is invalid. "
+                        f"Number of tasks for this subtopology: {n}"
+                    )
+    return None
