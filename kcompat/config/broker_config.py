@@ -16,14 +16,13 @@ layers run-time changes (AlterConfigs on a broker resource) on top, as Kafka doe
 
 from __future__ import annotations
 
-import difflib
 import logging
 import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kcompat.config.broker_kafka_properties import INTERNAL
-from kcompat.config.broker_properties import BROKER_CONFIGS, CLUSTER_IGNORED, IGNORED_PREFIXES, RESTART_ONLY
+from kcompat.config.broker_properties import BROKER_CONFIGS, RESTART_ONLY
 from kcompat.config.definition import (
     ConfigDef,
     ConfigEntry,
@@ -33,11 +32,11 @@ from kcompat.config.definition import (
     format_value,
 )
 from kcompat.config.errors import ConfigError
+from kcompat.config.ignored_properties import ignored_reason, in_mode, topic_hint
 from kcompat.config.listeners import Listener, parse_listeners, parse_protocol_map
 from kcompat.config.security import ListenerSecurity, is_security_key, parse_security
 from kcompat.config.security_keys import unknown_security_key
-from kcompat.config.shorthand import NO_QUORUM, ONE_NODE
-from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS, TOPIC_SYNONYMS
+from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS
 from kcompat.kafka_uuid import random_uuid_base64
 
 log = logging.getLogger("kcompat.config")
@@ -48,34 +47,6 @@ _UNROUTABLE = ("0.0.0.0", "::")
 def new_cluster_id() -> str:
     """A fresh cluster id in Kafka's form: a random UUID as 22 characters of URL-safe base64."""
     return random_uuid_base64()
-
-
-def _ignored_reason(key: str) -> str | None:
-    for prefix, reason in IGNORED_PREFIXES.items():
-        if key.startswith(prefix):
-            return reason
-    return None
-
-
-def _in_mode(key: str, reason: str | None, cluster: bool, *, defined: bool) -> str | None:
-    """Why `key` is ignored in this mode, None when this mode uses it: a single node's reasons
-    (nothing to replicate, no quorum) are not true of cluster mode, which ignores only some (a
-    prefix of CLUSTER_IGNORED names the keys kcompat does not define)."""
-    if reason is None or not cluster or reason not in (ONE_NODE, NO_QUORUM):
-        return reason
-    if key in CLUSTER_IGNORED:
-        return CLUSTER_IGNORED[key]
-    if defined:
-        return None
-    return next((r for k, r in CLUSTER_IGNORED.items() if k.endswith(".") and key.startswith(k)), None)
-
-
-def _topic_hint(key: str) -> str:
-    for topic_name, synonyms in TOPIC_SYNONYMS.items():
-        if key == topic_name:
-            return f" (a topic config; the broker default is {synonyms[0].broker_name})"
-    close = difflib.get_close_matches(key, BROKER_CONFIGS, n=1, cutoff=0.8)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 class BrokerConfig(TypedAttributes):
@@ -108,8 +79,8 @@ class BrokerConfig(TypedAttributes):
                         log.warning("unknown property %s ignored%s", key, hint)
                     continue
             if definition is None:
-                reason = _in_mode(
-                    key, _ignored_reason(key), cluster, defined=False
+                reason = in_mode(
+                    key, ignored_reason(key), cluster, defined=False
                 )  # each prefix has a reason in both
                 if reason is not None:
                     self.ignored[key] = reason
@@ -118,10 +89,10 @@ class BrokerConfig(TypedAttributes):
                 else:
                     self.unknown[key] = raw
                     if warn:
-                        log.warning("unknown property %s=%r ignored%s", key, raw, _topic_hint(key))
+                        log.warning("unknown property %s=%r ignored%s", key, raw, topic_hint(key))
                 continue
             self._static[key] = self._parse(definition, raw)
-            ignored = _in_mode(key, definition.ignored, cluster, defined=True)
+            ignored = in_mode(key, definition.ignored, cluster, defined=True)
             if ignored is not None and warn:
                 log.info("property %s accepted and ignored: %s", key, ignored)
         # As Kafka does, either of node.id and broker.id given alone also sets the other.

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kcompat.server.cluster.controller_channel import ControllerChannel, ControllerUnavailable
+from kcompat.server.cluster.forward_errors import error_response
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.wire.codec import MessageCodec
@@ -65,21 +66,6 @@ from kcompat.wire.protocol import (
     encode_request,
     encode_response,
 )
-from kcompat.wire.structs import Struct
-from kcompat.wire.types import alter_client_quotas as acq
-from kcompat.wire.types import alter_configs as ac
-from kcompat.wire.types import alter_partition_reassignments as apr
-from kcompat.wire.types import create_acls as ca
-from kcompat.wire.types import create_partitions as cp
-from kcompat.wire.types import create_topics as ct
-from kcompat.wire.types import delete_acls as da
-from kcompat.wire.types import delete_topics as dt
-from kcompat.wire.types import describe_quorum as dq
-from kcompat.wire.types import elect_leaders as el
-from kcompat.wire.types import incremental_alter_configs as iac
-from kcompat.wire.types import list_partition_reassignments as lpr
-from kcompat.wire.types import unregister_broker as ub
-from kcompat.wire.types import update_features as uf
 from kcompat.wire.types.envelope import EnvelopeRequest
 from kcompat.wire.types.principal import DefaultPrincipalData
 
@@ -163,127 +149,6 @@ def unwrap_response(request: Request[Any], response_data: bytes) -> Any:
             f"forwarded answer has correlation id {correlation}, not {request.correlation_id}", "Envelope"
         )
     return body
-
-
-def error_response(request: Request[Any], error: ErrorCode, message: str | None = None) -> Struct:
-    """The forwarded request's own error response (Kafka's AbstractRequest.getErrorResponse)."""
-    b, v, code = request.body, request.api_version, int(error)
-    key = request.api_key
-    if key == CREATE_TOPICS.key:
-        return ct.CreateTopicsResponse(
-            throttle_time_ms=0,
-            topics=[
-                ct.CreatableTopicResult(name=t.name, error_code=code, error_message=message) for t in b.topics
-            ],
-        )
-    if key == DELETE_TOPICS.key:
-        if v >= 6:
-            topics = [
-                dt.DeletableTopicResult(
-                    name=t.name, topic_id=t.topic_id, error_code=code, error_message=message
-                )
-                for t in b.topics
-            ]
-        else:
-            topics = [
-                dt.DeletableTopicResult(name=name, error_code=code, error_message=message)
-                for name in b.topic_names
-            ]
-        return dt.DeleteTopicsResponse(throttle_time_ms=0, responses=topics)
-    if key == CREATE_PARTITIONS.key:
-        return cp.CreatePartitionsResponse(
-            throttle_time_ms=0,
-            results=[
-                cp.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
-                for t in b.topics
-            ],
-        )
-    if key in (ALTER_CONFIGS.key, INCREMENTAL_ALTER_CONFIGS.key):
-        types = ac if key == ALTER_CONFIGS.key else iac
-        resources = [
-            types.AlterConfigsResourceResponse(
-                error_code=code,
-                error_message=message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-            )
-            for r in b.resources
-        ]
-        if key == ALTER_CONFIGS.key:
-            return ac.AlterConfigsResponse(throttle_time_ms=0, responses=resources)
-        return iac.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=resources)
-    if key == ELECT_LEADERS.key:
-        results = [
-            el.ReplicaElectionResult(
-                topic=t.topic,
-                partition_result=[
-                    el.PartitionResult(partition_id=p, error_code=code, error_message=message)
-                    for p in t.partitions
-                ],
-            )
-            for t in b.topic_partitions or ()
-        ]
-        return el.ElectLeadersResponse(throttle_time_ms=0, error_code=code, replica_election_results=results)
-    if key == ALTER_PARTITION_REASSIGNMENTS.key:
-        responses = [
-            apr.ReassignableTopicResponse(
-                name=t.name,
-                partitions=[
-                    apr.ReassignablePartitionResponse(
-                        partition_index=p.partition_index, error_code=code, error_message=message
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in b.topics
-        ]
-        return apr.AlterPartitionReassignmentsResponse(
-            throttle_time_ms=0, error_code=code, error_message=message, responses=responses
-        )
-    if key == UPDATE_FEATURES.key:
-        features = [
-            uf.UpdatableFeatureResult(feature=f.feature, error_code=code, error_message=message)
-            for f in (b.feature_updates if v < 2 else ())
-        ]
-        return uf.UpdateFeaturesResponse(
-            throttle_time_ms=0, error_code=code, error_message=message, results=features
-        )
-    if key == LIST_PARTITION_REASSIGNMENTS.key:
-        return lpr.ListPartitionReassignmentsResponse(
-            throttle_time_ms=0, error_code=code, error_message=message, topics=[]
-        )
-    if key == DESCRIBE_QUORUM.key:
-        return dq.DescribeQuorumResponse(error_code=code, error_message=message, topics=[])
-    if key == UNREGISTER_BROKER.key:
-        return ub.UnregisterBrokerResponse(throttle_time_ms=0, error_code=code, error_message=message)
-    if key == CREATE_ACLS.key:
-        return ca.CreateAclsResponse(
-            throttle_time_ms=0,
-            results=[ca.AclCreationResult(error_code=code, error_message=message) for _ in b.creations],
-        )
-    if key == DELETE_ACLS.key:
-        return da.DeleteAclsResponse(
-            throttle_time_ms=0,
-            filter_results=[
-                da.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[])
-                for _ in b.filters
-            ],
-        )
-    if key == ALTER_CLIENT_QUOTAS.key:
-        return acq.AlterClientQuotasResponse(
-            throttle_time_ms=0,
-            entries=[
-                acq.AlterClientQuotasResponseEntryData(
-                    error_code=code,
-                    error_message=message,
-                    entity=[
-                        acq.EntityData(entity_type=x.entity_type, entity_name=x.entity_name) for x in e.entity
-                    ],
-                )
-                for e in b.entries
-            ],
-        )
-    raise ValueError(f"API key {key} is not forwarded")
 
 
 # --- the asyncio part ---
