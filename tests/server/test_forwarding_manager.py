@@ -164,6 +164,18 @@ REQUESTS: dict[int, tuple[int, dict[str, Any]]] = {
             ]
         },
     ),
+    49: (
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "user", "entity_name": None}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+    ),
 }
 
 
