@@ -57,4 +57,5 @@ def fresh_closing_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     from kcompat.server.log_throttle import LogThrottle
     from kcompat.server.network import connection
 
-    monkeypatch.setattr(connection, "_closing", LogThrottle(logging.getLogger("kcompat.server")))
+    fresh = LogThrottle(logging.getLogger("kcompat.server"), pass_below=logging.INFO)
+    monkeypatch.setattr(connection, "_closing", fresh)

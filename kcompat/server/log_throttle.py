@@ -20,16 +20,21 @@ class LogThrottle:
         interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         max_keys: int = 10_000,
+        pass_below: int = logging.NOTSET,
     ) -> None:
         self._log = logger
         self._interval = interval_s
         self._clock = clock
         self._max_keys = max_keys
+        self._pass_below = pass_below  # lines of a lower level (DEBUG detail) are never held back
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
 
     def log(self, level: int, key: str, msg: str, *args: object, exc_info: bool = False) -> bool:
         """Log unless `key` logged within the interval; True when the line was written."""
+        if level < self._pass_below:
+            self._log.log(level, msg, *args, exc_info=exc_info or None)
+            return True
         now = self._clock()
         last = self._last.get(key)
         if last is not None and now - last < self._interval:

@@ -35,3 +35,13 @@ def test_quiet_keys_are_forgotten_once_max_keys_are_held() -> None:
         assert t.log(logging.DEBUG, key, "x")
     assert t.log(logging.DEBUG, "g", "x")  # all recent: started again, never more than max_keys
     assert set(t._last) == {"g"}
+
+
+def test_lines_below_pass_below_are_never_held(caplog: pytest.LogCaptureFixture) -> None:
+    t = LogThrottle(logging.getLogger("t"), interval_s=10, clock=lambda: 0.0, pass_below=logging.INFO)
+    with caplog.at_level(logging.DEBUG, "t"):
+        assert t.log(logging.DEBUG, "k", "closed by the peer")
+        assert t.log(logging.DEBUG, "k", "closed by the peer")  # every connection's DEBUG detail
+        assert t.log(logging.WARNING, "k", "refused")
+        assert not t.log(logging.WARNING, "k", "refused")
+    assert [r.getMessage() for r in caplog.records] == ["closed by the peer"] * 2 + ["refused"]

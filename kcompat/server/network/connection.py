@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from kcompat.server.auth.sasl import SaslAuthenticator
 
 log = logging.getLogger("kcompat.server")
-_closing = LogThrottle(log)  # one closing line per 10 s per listener, client host and reason
+_closing = LogThrottle(log, pass_below=logging.INFO)  # a line per 10 s per listener, client host, reason
 
 # A handler answers at once, or with a future of the answer (a Deferred acks=all Produce).
 Handler = Callable[[memoryview, Client], Awaitable["Answer | asyncio.Future[Answer]"]]
