@@ -69,7 +69,7 @@ def test_update_features_validate_only_v2_error_and_restart(broker_harness: Harn
     r = update(1, 1, 2, validate_only=True)
     assert r.results[0].error_code == E.NONE  # type: ignore[attr-defined]
     assert finalized(h) == ({"transaction.version": 2, "share.version": 1, "eligible.leader.replicas.version": 1,
-                             "group.version": 1}, 0)  # fmt: skip
+                             "streams.version": 1, "group.version": 1}, 0)  # fmt: skip
     r = update(2, 1, 1)  # a downgrade sent as an upgrade: v2 has only the top-level error
     assert r.error_code == E.INVALID_UPDATE_VERSION and r.results == []  # type: ignore[attr-defined]
     assert "without setting the upgrade type" in r.error_message  # type: ignore[attr-defined]
