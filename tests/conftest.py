@@ -20,8 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.server.broker_harness import BrokerHarness, HarnessFactory
+
+# The layers run on a 2-core machine beside brokers and JVMs: how fast Hypothesis draws its inputs
+# there says nothing about the code under test, so neither time check may fail a property.
+settings.register_profile("kcompat", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kcompat")
 
 
 @pytest.fixture
