@@ -25,6 +25,7 @@ from kcompat.config.proxy_config import ProxyConfig
 from kcompat.proxy.admin import proxy_admin
 from kcompat.proxy.hooks import Exchange, RequestHook, ResponseHook
 from kcompat.proxy.server import ProxyServer
+from kcompat.proxy.tenant import Tenant
 from kcompat.wire.messages import APIS
 from kcompat.wire.protocol import API_VERSIONS_KEY, decode_response
 from kcompat.wire.structs import Struct
@@ -100,8 +101,10 @@ class ProxyThread:
         upstream: str,
         request_hook: RequestHook | None = None,
         response_hook: ResponseHook | None = None,
+        tenant: Tenant | None = None,
         **props: str,
     ) -> None:
+        self.tenant = tenant
         self.port_base = free_port_base()
         self.bootstrap_port = self.port_base  # node ids start at 0 or 1: base itself is unused by both
         settings = {
@@ -141,6 +144,7 @@ class ProxyThread:
             request_hook=self.request_hook,
             response_hook=self._answered,
             connect_hook=self.connect_hook,
+            tenant=self.tenant,
         )
         asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
         if self.admin is not None:

@@ -3,7 +3,8 @@ jars of .deps, shared by the module, with one proxy): confluent-kafka, kafka-pyt
 Java CLI tools produce, consume in classic and KIP-848 groups, run a transaction and administer
 (kafka-metadata-quorum reads the controller's endpoints through DescribeQuorum: rewritten too);
 the broker is restarted under the clients. Every answer the proxy sent is decoded and none names
-an upstream address (the broker's or its controller listener's).
+an upstream address (the broker's or its controller listener's). Two tests start a proxy of their
+own: one with fault rules (blackhole, delay, throttle), one as a virtual cluster (tenant).
 """
 
 from __future__ import annotations
@@ -196,3 +197,40 @@ def test_faults_on_the_proxy_in_front_of_kafka(kafka_node: RestartableKafka) -> 
             values
         )
         assert_no_upstream_address(faulty, upstream_ports(kafka_node))
+
+
+def test_a_virtual_cluster_in_front_of_kafka(kafka_node: RestartableKafka) -> None:
+    """A tenant in front of Apache Kafka: its topic, consumer group and transactional id are
+    stored under its prefix, and Kafka's own names (__consumer_offsets, ...) and other topics
+    are not listed to it."""
+    from kcompat.proxy.tenant import Tenant
+
+    outside = unique("outside")
+    kafka_tool("kafka-topics", "--bootstrap-server", kafka_node.bootstrap, "--create", "--topic", outside)
+    with ProxyThread(kafka_node.bootstrap, tenant=Tenant("t1", "t1.")) as tenant:
+        topic, group = unique("tenant"), unique("tg")
+        kafka_tool("kafka-topics", "--bootstrap-server", tenant.bootstrap, "--create", "--topic", topic)
+        values = [f"t-{i}" for i in range(10)]
+        confluent_produce(tenant.bootstrap, topic, values)
+        assert sorted(confluent_consume(tenant.bootstrap, topic, group, 10)) == sorted(values)
+        txn_topic = unique("tenant-txn")
+        got = transaction_roundtrip(tenant.bootstrap, txn_topic, unique("ttx"))
+        assert sorted(got) == sorted(f"committed-{i}" for i in range(10))
+        listed = set(
+            kafka_tool("kafka-topics", "--bootstrap-server", tenant.bootstrap, "--list").stdout.split()
+        )
+        assert {topic, txn_topic} <= listed and outside not in listed
+        assert not any(t.startswith(("t1.", "__")) for t in listed), listed
+        groups = kafka_tool(
+            "kafka-consumer-groups", "--bootstrap-server", tenant.bootstrap, "--list"
+        ).stdout.split()
+        assert group in groups and not any(g.startswith("t1.") for g in groups), groups
+        assert_no_upstream_address(tenant, upstream_ports(kafka_node))
+    upstream = set(
+        kafka_tool("kafka-topics", "--bootstrap-server", kafka_node.bootstrap, "--list").stdout.split()
+    )
+    assert {f"t1.{topic}", f"t1.{txn_topic}", outside} <= upstream and topic not in upstream
+    groups = kafka_tool(
+        "kafka-consumer-groups", "--bootstrap-server", kafka_node.bootstrap, "--list"
+    ).stdout.split()
+    assert f"t1.{group}" in groups
