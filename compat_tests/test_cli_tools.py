@@ -459,7 +459,7 @@ def test_tombstones_and_binary_keys_and_values_both_ways(kc: Run) -> None:
     assert (bad.returncode, bad.stderr) == (2, "kcompat: value 'zz' is not valid hex\n")
 
 
-def test_consume_with_a_group_resumes_where_it_committed(kc: Run) -> None:
+def test_consume_with_a_group_resumes_where_it_committed(kc: Run, bootstrap: str) -> None:
     topic, group = new_topic(), f"cli-g-{uuid.uuid4().hex[:8]}"
     kc("topic", "create", topic, "-p", "2")
     kc("produce", topic, input="".join(f"v{i}\n" for i in range(10)))
@@ -474,6 +474,19 @@ def test_consume_with_a_group_resumes_where_it_committed(kc: Run) -> None:
     assert kc("consume", topic, "-g", group).stdout == ""
     report = kc_json(kc, "group", "describe", group)
     assert report["total_lag"] == 0
+
+    from confluent_kafka import Consumer
+
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    try:
+        member.subscribe([topic])
+        wait_until(lambda: (member.poll(0.2), bool(member.assignment()))[1], "assignment", timeout=60)
+        busy = kc("consume", topic, "-g", group, ok=False)
+        assert (busy.returncode, busy.stdout) == (1, "")
+        assert busy.stderr.startswith(f"kcompat: group {group}: NON_EMPTY_GROUP (state is ")
+    finally:
+        member.close()
+    wait_until(lambda: kc_json(kc, "group", "describe", group)["state"] == "Empty", "empty", timeout=30)
 
     deleted = kc("group", "delete-offsets", group, "-t", topic, "-p", "0")
     assert deleted.stdout == f"deleted the commits of group {group} on 1 partition(s)\n"

@@ -7,8 +7,10 @@ connection per node id.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kcompat.client.connection import Connection
 from kcompat.client.errors import CannotConnect, KafkaError, check
@@ -16,6 +18,27 @@ from kcompat.client.security import ClientSecurity
 from kcompat.wire.error_codes import ErrorCode
 
 DEFAULT_BROKERS = "127.0.0.1:9092"
+_RETRIABLE_COORDINATOR = (
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+)
+T = TypeVar("T")
+
+
+def retry_coordinator(cluster: Cluster, call: Callable[[], T]) -> T:
+    """call(), asked again while the group coordinator is moving or loading (until the timeout):
+    those answers are transient, as Kafka's clients treat them."""
+    deadline = time.monotonic() + cluster.timeout
+    while True:
+        try:
+            return call()
+        except KafkaError as e:
+            if e.code not in _RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
 METADATA = 3
 FIND_COORDINATOR = 10
 GROUP_KEY = 0
@@ -178,7 +201,13 @@ class Cluster:
         return self.bootstrap
 
     def coordinator(self, group: str) -> Connection:
-        """The group coordinator's connection (FindCoordinator v4+ batches keys; older ones take one)."""
+        """The group coordinator's connection. A broker still creating __consumer_offsets or loading
+        the group answers COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS: asked again
+        until the timeout, as Kafka's clients do."""
+        return retry_coordinator(self, lambda: self._find_coordinator(group))
+
+    def _find_coordinator(self, group: str) -> Connection:
+        """FindCoordinator v4+ batches keys; older ones take one."""
         conn = self.bootstrap
         version = conn.version_for(FIND_COORDINATOR)
         body = {"key": group, "key_type": GROUP_KEY, "coordinator_keys": [group]}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from kcompat.client.cluster import Cluster
+from kcompat.client.cluster import Cluster, retry_coordinator
 from kcompat.client.errors import KafkaError, check
 from kcompat.wire.codec import MessageCodec
 from kcompat.wire.error_codes import ErrorCode
@@ -87,6 +87,10 @@ def list_groups(cluster: Cluster) -> list[tuple[str, str, str, str]]:
 
 def describe_group(cluster: Cluster, group: str) -> Group:
     """A classic group from DescribeGroups, a KIP-848 one from ConsumerGroupDescribe."""
+    return retry_coordinator(cluster, lambda: _describe_group(cluster, group))
+
+
+def _describe_group(cluster: Cluster, group: str) -> Group:
     coordinator = cluster.coordinator(group)
     _, answer = coordinator.request(
         DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False}
@@ -159,6 +163,10 @@ def delete_offsets(
 
 def committed_offsets(cluster: Cluster, group: str) -> dict[tuple[str, int], int]:
     """(topic, partition) -> committed offset, for every partition the group has a commit on."""
+    return retry_coordinator(cluster, lambda: _committed_offsets(cluster, group))
+
+
+def _committed_offsets(cluster: Cluster, group: str) -> dict[tuple[str, int], int]:
     conn = cluster.coordinator(group)
     version = conn.version_for(OFFSET_FETCH)
     body = {

@@ -118,7 +118,23 @@ def _group_positions(
 ) -> dict[int, int]:
     """partition -> the group's committed offset, for the partitions it has one on (kept inside the log)."""
     from kcompat.client import groups
+    from kcompat.client.errors import KafkaError
+    from kcompat.wire.error_codes import ErrorCode
 
+    try:
+        state = groups.describe_group(cluster, group).state
+    except KafkaError as e:
+        if e.code != ErrorCode.GROUP_ID_NOT_FOUND:
+            raise
+        state = "Dead"  # a new group
+    if state not in ("Empty", "Dead"):
+        # Refused before anything is printed: the broker would refuse the commits of a non-member.
+        raise KafkaError(
+            ErrorCode.NON_EMPTY_GROUP,
+            f"group {group}",
+            f"state is {state}; consume -g reads as a standalone consumer, which commits only while "
+            "the group has no members",
+        )
     committed = groups.committed_offsets(cluster, group)
     out = {}
     for p, (start, end) in marks.items():
