@@ -211,13 +211,30 @@ def test_max_record_locks_cuts_a_batch_and_the_rest_comes_after_acknowledgement(
     mgr = share_manager(plog, ShareLimits(max_record_locks=4))
     sp = new_share_partition(mgr)
     assert sp.limits.max_record_locks == 4
-    # batch_optimized finishes a batch past MaxRecords, but never past the window
-    acquired, data = mgr.acquire(sp, "m1", TOPIC, 0, 1, 1 << 20, False)
+    # record_limit: neither MaxRecords nor the window's room is exceeded
+    acquired, data = mgr.acquire(sp, "m1", TOPIC, 0, 500, 1 << 20, False, strict=True)
     assert ranges(acquired) == [(0, 3, 1)]
     assert data.read_bytes() == stored(plog)[0]  # the whole batch, only 0-3 to deliver
-    assert mgr.acquire(sp, "m2", TOPIC, 0, 500, 1 << 20, False)[0] == []  # the window is full
+    assert mgr.acquire(sp, "m2", TOPIC, 0, 500, 1 << 20, False, strict=True)[0] == []  # full
     err, _ = sp.acknowledge("m1", [(0, 3, [ACCEPT])], 0)
     assert int(err) == 0
-    acquired, data = mgr.acquire(sp, "m2", TOPIC, 0, 500, 1 << 20, False)
+    acquired, data = mgr.acquire(sp, "m2", TOPIC, 0, 500, 1 << 20, False, strict=True)
     assert ranges(acquired) == [(4, 7, 1)]
     assert data.read_bytes() == stored(plog)[0]
+
+
+def test_batch_optimized_carries_the_batch_begun_past_the_window_then_stops(tmp_path):
+    plog = open_log(tmp_path)
+    plog.append(batch(10), leader_epoch=0, now_ms=0)  # 0-9
+    plog.append(batch(3), leader_epoch=0, now_ms=0)  # 10-12
+    mgr = share_manager(plog, ShareLimits(max_record_locks=4))
+    sp = new_share_partition(mgr)
+    # as Kafka: the window caps the count, whose last record's batch is then taken to its end
+    acquired, data = mgr.acquire(sp, "m1", TOPIC, 0, 500, 1 << 20, False)
+    assert ranges(acquired) == [(0, 9, 1)]
+    assert data.read_bytes() == stored(plog)[0]
+    assert mgr.acquire(sp, "m2", TOPIC, 0, 500, 1 << 20, False)[0] == []  # over the window: nothing new
+    sp.acknowledge("m1", [(0, 7, [ACCEPT])], 0)  # 8-9 still in flight: room for 2
+    acquired, data = mgr.acquire(sp, "m2", TOPIC, 0, 1, 1 << 20, False)
+    assert ranges(acquired) == [(10, 12, 1)]
+    assert data.read_bytes() == stored(plog)[1]

@@ -13,8 +13,9 @@ offset is acknowledged its own way (Kafka's per-batch state that becomes per-off
 
 Each acquisition raises the delivery count; a record released (by the client, by its lock timing
 out or by its member leaving) once its count has reached the limit is archived, not made available
-again. The start offset moves over completed runs at the front, so the in-flight window (at most
-`share.partition.max.record.locks` records) frees up as consumers acknowledge.
+again. The start offset moves over completed runs at the front, so the in-flight window
+(`share.partition.max.record.locks` records: nothing new is acquired once it is full) frees up as
+consumers acknowledge.
 """
 
 from __future__ import annotations
@@ -220,9 +221,10 @@ class SharePartition:
         """Acquire for `member` what `batches` (read from next_fetch_offset) hold: available in-flight
         records, then new ones past the end while the window has room, `max_records` of them.
 
-        `strict` (ShareAcquireMode record_limit) never goes past `max_records`; otherwise
-        (batch_optimized, Kafka's default) a log batch begun is acquired to its end, as the client
-        gets the whole batch anyway. The in-flight window is never exceeded either way."""
+        `strict` (ShareAcquireMode record_limit) never goes past `max_records` nor the window's
+        room; otherwise (batch_optimized, Kafka's default) a log batch begun is acquired to its end,
+        as the client gets the whole batch anyway, even past the window (as Kafka rounds up).
+        Either way nothing new is begun once the window is full."""
         out: list[Acquired] = []
         budget = max_records
         deadline = now_ms + self.limits.lock_duration_ms
@@ -246,9 +248,10 @@ class SharePartition:
             # new records past the end
             take = b.last - first + 1
             if b.deliverable:
-                take = min(take, allow, self._room())
-                if take <= 0:
+                room = self._room()
+                if room <= 0:
                     break
+                take = min(take, allow, room) if strict else min(take, allow)
                 last = first + take - 1
                 self.runs.append(Run(first, last, RecordState.ACQUIRED, 1, member, deadline))
                 self._note(out, first, last, 1)

@@ -9,9 +9,10 @@ Fetch's are) and the AcquiredRecords ranges (with their delivery counts) a clien
 AcquisitionLockTimeoutMs is the group's lock duration.
 MaxRecords is a soft limit (batch_optimized, KIP-1206): the log batch holding the last record it
 allows is acquired to its end, as Kafka does, so a client is not sent one large batch again and
-again for a few hundred records of it each time; the in-flight window
-(share.partition.max.record.locks) is never exceeded. v2 adds ShareAcquireMode (1, record_limit:
-never past MaxRecords) and IsRenewAck (RENEW acknowledgements, type 4).
+again for a few hundred records of it each time; nothing new is acquired once the in-flight
+window (share.partition.max.record.locks) is full, but the batch begun may carry past it, as
+Kafka's does. v2 adds ShareAcquireMode (1, record_limit: never past MaxRecords nor the window) and
+IsRenewAck (RENEW acknowledgements, type 4).
 ShareAcknowledge: acknowledgements only; epoch 0 is INVALID_SHARE_SESSION_EPOCH, -1 closes the session.
 """
 
