@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from support import DEPS, ROOT, java_classpath, java_executable, kafka_tool
+from support import DEPS, ROOT, ReportFigure, java_classpath, java_executable, kafka_tool
 
 from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, compile_java
@@ -194,7 +194,9 @@ def active_tasks(row: str) -> set[tuple[str, int]]:
     return out
 
 
-def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_path: Path) -> None:
+def test_streams_app_on_the_streams_protocol(
+    broker: Broker, classes: Path, tmp_path: Path, report_figure: ReportFigure
+) -> None:
     bs = broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
     for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in ("lines", "labels", "out")]).values():
@@ -205,7 +207,7 @@ def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_
     first = App(classes, [bs, APP, "lines", "labels", "out", str(tmp_path / "state-1")])
     second: App | None = None
     try:
-        first.wait_running(90)
+        to_running = first.wait_running(90)
         output.wait("the first output", expected_output(counts), 90)
 
         # The broker made the internal topics with Kafka's names, partition counts and configs.
@@ -222,6 +224,7 @@ def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_
 
         # A second instance takes over part of the tasks; the output stays exact.
         second = App(classes, [bs, APP, "lines", "labels", "out", str(tmp_path / "state-2")])
+        scale_started = time.monotonic()
         second.wait_running(90)
         deadline = time.monotonic() + 60
         while True:
@@ -231,11 +234,17 @@ def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_
                 break
             assert time.monotonic() < deadline, text
             time.sleep(1)
+        moved = time.monotonic() - scale_started
         tasks = [active_tasks(r) for r in rows]
         assert not tasks[0] & tasks[1] and len(tasks[0] | tasks[1]) == 2 * PARTITIONS, text
         counts += produce_lines(bs, "lines", 300, seed=2)
         output.wait("the output after scale-out", expected_output(counts), 90)
         assert all(e.get("error") is None for e in first.events() + second.events()), first.out[-20:]
+        report_figure(
+            "streams groups (KIP-1071)",
+            f"first instance RUNNING {to_running:.1f}s after start; second instance started to both "
+            f"RUNNING with tasks split {moved:.1f}s (--describe polled every 1s); output exact",
+        )
     finally:
         output.close()
         for app in (second, first):
