@@ -191,8 +191,10 @@ def test_session_timeout_removes_the_member_and_offsets_need_its_epoch() -> None
     assert commit is not None and commit[0].partitions[0].error_code == E.STALE_MEMBER_EPOCH
     deleted = s.coordinator.delete_groups(s.now, [APP]).response
     assert deleted is not None and deleted[0].error_code == E.NON_EMPTY_GROUP
+    assert s.coordinator.groups[APP].is_subscribed_to("in")  # offsets of a running group stay
     s.coordinator.tick(1001)
     assert s.coordinator.groups[APP].members == {}
+    assert not s.coordinator.groups[APP].is_subscribed_to("in")  # an empty group's may expire
     deleted = s.coordinator.delete_groups(1001, [APP]).response
     assert deleted is not None and deleted[0].error_code == E.NONE
 
