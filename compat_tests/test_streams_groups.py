@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from support import DEPS, ROOT, java_classpath, java_executable, kafka_tool
+from support import DEPS, ROOT, ReportFigure, java_classpath, java_executable, kafka_tool
 
 from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import JVM, compile_java
@@ -181,20 +181,28 @@ def member_epochs(text: str, group: str) -> set[tuple[str, str, str]]:
     }
 
 
-def active_tasks(row: str) -> set[tuple[str, int]]:
-    """The active tasks in a `--describe --members` row: "ACTIVE: 0:[0,1]; 1:[2]; TARGET-ACTIVE: ..."."""
-    if " ACTIVE:" not in row:
-        return set()
-    part = row.split(" ACTIVE:", 1)[1].split("TARGET-", 1)[0].split("STANDBY:", 1)[0]
-    out = set()
-    for item in part.split(";"):
-        if ":[" in item:
-            sub, parts = item.strip().split(":[", 1)
-            out.update((sub, int(p)) for p in parts.rstrip("]").split(",") if p)
+def assignments(row: str) -> dict[str, set[tuple[str, int]]]:
+    """The tasks in a `--describe --members` row by label ("ACTIVE", "STANDBY", "TARGET-ACTIVE"...):
+    "... ACTIVE: 0:[0,1]; 1:[2]; STANDBY: 0:[3]; TARGET-ACTIVE: ..."."""
+    out: dict[str, set[tuple[str, int]]] = {}
+    label = None
+    for token in row.split():
+        if token.endswith(":") and token[:-1].replace("-", "").isalpha():
+            label = token[:-1]
+            out.setdefault(label, set())
+        elif label is not None and ":[" in token:
+            sub, parts = token.rstrip(";").split(":[", 1)
+            out[label].update((sub, int(p)) for p in parts.rstrip("]").split(",") if p)
     return out
 
 
-def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_path: Path) -> None:
+def active_tasks(row: str) -> set[tuple[str, int]]:
+    return assignments(row).get("ACTIVE", set())
+
+
+def test_streams_app_on_the_streams_protocol(
+    broker: Broker, classes: Path, tmp_path: Path, report_figure: ReportFigure
+) -> None:
     bs = broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
     for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in ("lines", "labels", "out")]).values():
@@ -205,7 +213,7 @@ def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_
     first = App(classes, [bs, APP, "lines", "labels", "out", str(tmp_path / "state-1")])
     second: App | None = None
     try:
-        first.wait_running(90)
+        to_running = first.wait_running(90)
         output.wait("the first output", expected_output(counts), 90)
 
         # The broker made the internal topics with Kafka's names, partition counts and configs.
@@ -222,6 +230,7 @@ def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_
 
         # A second instance takes over part of the tasks; the output stays exact.
         second = App(classes, [bs, APP, "lines", "labels", "out", str(tmp_path / "state-2")])
+        scale_started = time.monotonic()
         second.wait_running(90)
         deadline = time.monotonic() + 60
         while True:
@@ -231,11 +240,17 @@ def test_streams_app_on_the_streams_protocol(broker: Broker, classes: Path, tmp_
                 break
             assert time.monotonic() < deadline, text
             time.sleep(1)
+        moved = time.monotonic() - scale_started
         tasks = [active_tasks(r) for r in rows]
         assert not tasks[0] & tasks[1] and len(tasks[0] | tasks[1]) == 2 * PARTITIONS, text
         counts += produce_lines(bs, "lines", 300, seed=2)
         output.wait("the output after scale-out", expected_output(counts), 90)
         assert all(e.get("error") is None for e in first.events() + second.events()), first.out[-20:]
+        report_figure(
+            "streams groups (KIP-1071)",
+            f"first instance RUNNING {to_running:.1f}s after start; second instance started to both "
+            f"RUNNING with tasks split {moved:.1f}s (--describe polled every 1s); output exact",
+        )
     finally:
         output.close()
         for app in (second, first):
@@ -331,3 +346,41 @@ def test_bad_heartbeats_get_kafkas_answers(broker: Broker) -> None:
     assert no_process.error_code == E.INVALID_REQUEST
     for gid in ("bad", "bad-missing"):  # leave, so that the module's broker ends with no member
         assert heartbeat(broker, gid, "m1", -1).error_code == 0
+
+
+def test_standby_replicas_from_kafka_configs(broker: Broker, classes: Path, tmp_path: Path) -> None:
+    """`streams.num.standby.replicas` set with `kafka-configs --entity-type groups`: with two
+    instances every task has a standby on the other one."""
+    bs, app_id = broker.bootstrap, "standbys"
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics(
+        [NewTopic(t, PARTITIONS, 1) for t in ("lines3", "labels3", "out3")]
+    ).values():
+        f.result(20)
+    kafka_tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "groups",
+               "--entity-name", app_id, "--add-config", "streams.num.standby.replicas=1")  # fmt: skip
+    labels(bs, "labels3")
+    counts = produce_lines(bs, "lines3", 100, seed=7)
+    output = Output(bs, "out3")
+    apps = [App(classes, [bs, app_id, "lines3", "labels3", "out3", str(tmp_path / f"s{i}")]) for i in (1, 2)]
+    try:
+        for a in apps:
+            a.wait_running(120)
+        deadline = time.monotonic() + 90
+        while True:
+            text = describe(bs, app_id)
+            rows = [assignments(line) for line in text.splitlines() if line.startswith(app_id)]
+            if (
+                len(rows) == 2
+                and all(r.get("ACTIVE") for r in rows)
+                and rows[0].get("STANDBY") == rows[1].get("ACTIVE")
+                and rows[1].get("STANDBY") == rows[0].get("ACTIVE")
+            ):
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(1)
+        output.wait("the output", expected_output(counts), 90)
+    finally:
+        output.close()
+        for a in apps:
+            a.stop()

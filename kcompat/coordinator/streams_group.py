@@ -124,8 +124,11 @@ class StreamsGroup:
         return owners
 
     def is_subscribed_to(self, topic: str) -> bool:
-        """Whether the topology reads `topic` (its committed offsets then never expire)."""
-        return self.topology is not None and topic in self.topology.source_topic_names()
+        """Whether a member runs a topology reading `topic` (its committed offsets then neither expire
+        nor may be deleted); an empty group reads nothing, as an empty consumer group."""
+        return (
+            bool(self.members) and self.topology is not None and topic in self.topology.source_topic_names()
+        )
 
 
 def reconcile(

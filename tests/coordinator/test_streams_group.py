@@ -3,14 +3,19 @@ standby tasks from the group config, Kafka's answers to bad heartbeats, and the 
 
 from __future__ import annotations
 
+import logging
 import uuid
 
+import pytest
+
 from kcompat.coordinator import GroupCoordinator, OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from kcompat.coordinator.records import Record
 from kcompat.coordinator.streams_topology import (
     INCORRECTLY_PARTITIONED_TOPICS,
     MISSING_INTERNAL_TOPICS,
     MISSING_SOURCE_TOPICS,
 )
+from kcompat.server.groups.group_log import log_rebalances
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types import streams_group_heartbeat as sgh
 
@@ -191,8 +196,10 @@ def test_session_timeout_removes_the_member_and_offsets_need_its_epoch() -> None
     assert commit is not None and commit[0].partitions[0].error_code == E.STALE_MEMBER_EPOCH
     deleted = s.coordinator.delete_groups(s.now, [APP]).response
     assert deleted is not None and deleted[0].error_code == E.NON_EMPTY_GROUP
+    assert s.coordinator.groups[APP].is_subscribed_to("in")  # offsets of a running group stay
     s.coordinator.tick(1001)
     assert s.coordinator.groups[APP].members == {}
+    assert not s.coordinator.groups[APP].is_subscribed_to("in")  # an empty group's may expire
     deleted = s.coordinator.delete_groups(1001, [APP]).response
     assert deleted is not None and deleted[0].error_code == E.NONE
 
@@ -244,3 +251,15 @@ def test_the_group_is_rebuilt_from_its_records() -> None:
     third = GroupCoordinator(FAST, topic_metadata=lambda: s.topics)
     third.load(s.records + [(r.key, r.value) for r in deleted.records], 0)
     assert APP not in third.groups
+
+
+def test_a_new_target_is_one_info_line(caplog: pytest.LogCaptureFixture) -> None:
+    s = Streams()
+    r, _ = s.hb("m1", 0)
+    before = len(s.records)
+    s.hb("m1", r.member_epoch)  # the internal topics exist now: all 6 tasks to m1
+    with caplog.at_level(logging.INFO, logger="kcompat.server.groups"):
+        log_rebalances([Record(k, v) for k, v in s.records[before:]])
+    assert caplog.messages == [
+        "streams group app assignment epoch 2: 1 member(s) with a new target, active tasks 6"
+    ]

@@ -9,6 +9,8 @@ The coordinator is pure (no logging, no clock), and every rebalance it completes
     ConsumerGroupTargetAssignmentMetadata (type 6) and ...Member (type 7), KIP-848 groups: a new
         target assignment, its epoch and the members whose target changed
         -> "consumer group G assignment epoch E: 2 member(s) with a new target, partitions 3+3"
+    StreamsGroupTargetAssignmentMetadata (type 20) and ...Member (type 21), streams groups: the same
+        -> "streams group G assignment epoch E: 2 member(s) with a new target, active tasks 4+4"
 
 Only these rare record types are decoded (two bytes are read of the others: offset commits are
 the bulk), and nothing when INFO is off.
@@ -28,6 +30,10 @@ from kcompat.coordinator.records import (
     decode,
     group_of,
 )
+from kcompat.coordinator.streams_records import (
+    StreamsGroupTargetAssignmentMemberValue,
+    StreamsGroupTargetAssignmentMetadataValue,
+)
 from kcompat.wire.errors import DecodeError
 
 log = logging.getLogger("kcompat.server.groups")
@@ -35,7 +41,17 @@ log = logging.getLogger("kcompat.server.groups")
 _GROUP_METADATA = 2
 _TARGET_ASSIGNMENT_METADATA = 6
 _TARGET_ASSIGNMENT_MEMBER = 7
-_LOGGED = frozenset({_GROUP_METADATA, _TARGET_ASSIGNMENT_METADATA, _TARGET_ASSIGNMENT_MEMBER})
+_STREAMS_TARGET_METADATA = 20
+_STREAMS_TARGET_MEMBER = 21
+_LOGGED = frozenset(
+    {
+        _GROUP_METADATA,
+        _TARGET_ASSIGNMENT_METADATA,
+        _TARGET_ASSIGNMENT_MEMBER,
+        _STREAMS_TARGET_METADATA,
+        _STREAMS_TARGET_MEMBER,
+    }
+)
 
 
 def log_rebalances(records: Iterable[Record]) -> None:
@@ -43,6 +59,8 @@ def log_rebalances(records: Iterable[Record]) -> None:
         return
     targets: dict[str, list[int]] = {}  # KIP-848 group -> partitions of each member with a new target
     epochs: dict[str, int] = {}
+    streams_targets: dict[str, list[int]] = {}  # streams group -> active tasks of each such member
+    streams_epochs: dict[str, int] = {}
     for rec in records:
         kind = int.from_bytes(rec.key[:2], "big", signed=True)
         if kind not in _LOGGED or rec.value is None:
@@ -61,15 +79,26 @@ def log_rebalances(records: Iterable[Record]) -> None:
             epochs[group] = value.assignment_epoch
         elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
             targets.setdefault(group, []).append(sum(len(ps) for _, ps in value.topic_partitions))
-    for group, epoch in epochs.items():
-        sizes = targets.get(group, [])
-        log.info(
-            "consumer group %s assignment epoch %d: %d member(s) with a new target, partitions %s",
-            group,
-            epoch,
-            len(sizes),
-            "+".join(map(str, sizes)) or "none",
-        )
+        elif isinstance(value, StreamsGroupTargetAssignmentMetadataValue):
+            streams_epochs[group] = value.fields["assignment_epoch"]
+        elif isinstance(value, StreamsGroupTargetAssignmentMemberValue):
+            active = value.fields["active_tasks"]
+            streams_targets.setdefault(group, []).append(sum(len(t["partitions"]) for t in active))
+    for group_type, what, by_group, sized in (
+        ("consumer", "partitions", epochs, targets),
+        ("streams", "active tasks", streams_epochs, streams_targets),
+    ):
+        for group, epoch in by_group.items():
+            sizes = sized.get(group, [])
+            log.info(
+                "%s group %s assignment epoch %d: %d member(s) with a new target, %s %s",
+                group_type,
+                group,
+                epoch,
+                len(sizes),
+                what,
+                "+".join(map(str, sizes)) or "none",
+            )
 
 
 def _log_classic(group: str, value: GroupMetadataValue) -> None:

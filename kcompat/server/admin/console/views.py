@@ -75,7 +75,7 @@ class LagRow:
 @dataclass(slots=True)
 class GroupRow:
     group_id: str
-    kind: str  # "classic" or "consumer" (KIP-848)
+    kind: str  # "classic", "consumer" (KIP-848) or "streams" (KIP-1071)
     state: str
     protocol: str
     members: list[MemberRow] = field(default_factory=list)
@@ -236,8 +236,10 @@ def _row(
         # An empty group keeps its protocol type but has no protocol: "consumer", not "consumer/".
         protocol = "/".join(p for p in (group.protocol_type, group.protocol_name) if p)
         row = GroupRow(group_id, "classic", group.state.name, protocol)
-    else:
+    elif isinstance(group, ConsumerGroup):
         row = GroupRow(group_id, "consumer", group.state().name, "consumer")
+    else:
+        row = GroupRow(group_id, "streams", group.state().name, "streams")
     if group is not None:
         row.members = _members(broker, group)
     owner = {tp: m.member_id for m in row.members for tp in m.partitions}
