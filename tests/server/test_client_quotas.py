@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kcompat.kafka_uuid import ZERO_UUID
+from kcompat.security.authorizer import STANDARD_AUTHORIZER
 from kcompat.server.network.connection import Client
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
@@ -192,3 +193,23 @@ def test_controller_mutation_rate_on_a_single_node(broker_harness: HarnessFactor
     deleted = h.call(DELETE_TOPICS, 6, body)
     assert deleted.responses[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     assert h.broker.metadata.topic("a") is not None  # refused: still there
+
+
+def test_acls_guard_quotas(broker_harness: HarnessFactory) -> None:
+    """Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_CONFIGS, as in Kafka."""
+    h = broker_harness({"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"})
+    assert alter(h, {"user": "bob"}, {"producer_byte_rate": 10.0}).error_code == 0  # a super user
+    body = {
+        "entries": [
+            {
+                "entity": [{"entity_type": "user", "entity_name": "bob"}],
+                "ops": [{"key": "producer_byte_rate", "value": 20.0, "remove": False}],
+            }
+        ],
+        "validate_only": False,
+    }
+    refused = call_as(h, ALICE, ALTER_CLIENT_QUOTAS, 1, body)
+    assert refused.entries[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    described = call_as(h, ALICE, DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+    assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and described.entries is None
+    assert table(describe(h)) == {(("user", "bob"),): {"producer_byte_rate": 10.0}}  # unchanged
