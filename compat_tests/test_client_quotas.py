@@ -7,7 +7,8 @@ likewise; bad input answered with Kafka's codes.
 Kafka's windowed rate lets a client through in bursts of up to (quota.window.num - 1) x
 quota.window.size.seconds x quota, once per (num + 1) windows: with the defaults (11 x 1 s) 10 MiB
 every ~12 s, which takes minutes to average out to +-10%. The broker here runs with
-quota.window.num=2 (bursts of 1 MiB every ~3 s), so 20 s show the rate within 10%.
+quota.window.num=2 (bursts of 1 MiB every ~3 s), so 30 s show the rate within 10% (a burst cut
+by the window's edges is at most ~3%). The two measured runs (~1 min each) are in the slow layer.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from kcompat.wire.protocol import decode_response, encode_request
 pytestmark = pytest.mark.timeout(600)
 
 MIB = 1 << 20
-RUN_S = 25.0  # how long the producers run
-STEADY = (4.0, 24.0)  # the window the rates are measured over, past the first burst
+RUN_S = 35.0  # how long the producers run
+STEADY = (4.0, 34.0)  # the window the rates are measured over: past the first burst, 30 s long
 VALUE = b"q" * 10_000
 
 
@@ -210,6 +211,7 @@ def java_perf(bootstrap: str, topic: str, client_id: str, records: int) -> subpr
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@pytest.mark.slow
 def test_producer_byte_rate_holds_producers_to_1_mib_s(kcompat: Broker) -> None:
     for client in ("throttled-librdkafka", "throttled-java"):
         configs(
@@ -279,6 +281,7 @@ def consume_for(bootstrap: str, topic: str, client_id: str, meter: Meter, second
     c.close()
 
 
+@pytest.mark.slow
 def test_consumer_byte_rate_holds_a_consumer_to_1_mib_s(kcompat: Broker) -> None:
     """~40 MiB in the topic: the throttled consumer reads 1 MiB/s of it, the other one all of it."""
     done = Meter()
@@ -307,14 +310,14 @@ def test_consumer_byte_rate_holds_a_consumer_to_1_mib_s(kcompat: Broker) -> None
     throttled, free = Meter(), Meter()
     threads = [
         threading.Thread(target=consume_for, args=(kcompat.bootstrap, "quota-consume", "throttled-consumer", throttled, RUN_S)),
-        threading.Thread(target=consume_for, args=(kcompat.bootstrap, "quota-consume", "unthrottled-consumer", free, 20)),
+        threading.Thread(target=consume_for, args=(kcompat.bootstrap, "quota-consume", "unthrottled-consumer", free, 25)),
     ]  # fmt: skip
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     rate = throttled.rate()
-    total_free = free.rate((0, 20)) * 20
+    total_free = free.rate((0, 25)) * 25
     print(f"consumer throttled: {rate / MIB:.3f} MiB/s, throttle reports {len(throttled.throttles)}; "
           f"unthrottled read {total_free / MIB:.1f} MiB")  # fmt: skip
     assert 0.9 * MIB <= rate <= 1.1 * MIB

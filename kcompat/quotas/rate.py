@@ -107,3 +107,30 @@ class Rate:
         """Add `value` and check the quota (Sensor.record with checkQuotas): the throttle time in ms."""
         self.add(value, now_ms)
         return self.throttle_ms(bound, now_ms)
+
+
+class TokenBucket:
+    """controller_mutation_rate's measure (KIP-599, Kafka's TokenBucket): `quota` tokens a second,
+    at most samples x window x quota of them; a mutation takes its partitions' worth, and the
+    bucket may go below zero once. Below zero, the throttle is the time it takes to refill."""
+
+    __slots__ = ("_last_ms", "tokens", "window")
+
+    def __init__(self, window: QuotaWindow) -> None:
+        self.window = window
+        self.tokens = 0.0
+        self._last_ms = 0
+
+    def _refill(self, bound: float, now_ms: int) -> None:
+        burst = self.window.samples * self.window.window_ms / 1000 * bound
+        self.tokens = min(burst, self.tokens + bound * (now_ms - self._last_ms) / 1000)
+        self._last_ms = now_ms
+
+    def throttle_ms(self, bound: float, now_ms: int) -> int:
+        """0 while tokens are left; else the time to refill to zero (throttleTimeMs)."""
+        self._refill(bound, now_ms)
+        return 0 if self.tokens >= 0 else round(-self.tokens / bound * 1000)
+
+    def take(self, permits: float, bound: float, now_ms: int) -> None:
+        self._refill(bound, now_ms)
+        self.tokens -= permits

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcompat.kafka_uuid import ZERO_UUID
+from kcompat.security.authorizer import STANDARD_AUTHORIZER
 from kcompat.server.network.connection import Client
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
+from kcompat.wire.messages.create_topics import CREATE_TOPICS
+from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.describe_client_quotas import DESCRIBE_CLIENT_QUOTAS
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.produce import PRODUCE
@@ -154,3 +158,58 @@ def test_fetch_over_quota_answers_empty(broker_harness: HarnessFactory) -> None:
     assert (
         empty is not None and len(empty) == 0
     )  # throttled: nothing sent (not null: librdkafka), nothing counted
+
+
+def create_topics(h: BrokerHarness, version: int, *topics: tuple[str, int]) -> Any:
+    body = {
+        "topics": [
+            {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []}
+            for n, p in topics
+        ],
+        "timeout_ms": 1000,
+        "validate_only": False,
+    }
+    return h.call(CREATE_TOPICS, version, body)
+
+
+def test_controller_mutation_rate_on_a_single_node(broker_harness: HarnessFactory) -> None:
+    """KIP-599 as Kafka's ControllerMutationQuota: 2 partitions/s, a bucket of 11 x 1 s x 2 = 22.
+    Strict (CreateTopics v6+, DeleteTopics v5+) refuses a topic once the bucket is below zero,
+    with the time it takes to refill; permissive (older versions) applies and throttles."""
+    clock = Clock()
+    h = broker_harness(clock=clock)
+    alter(h, {"client-id": "test"}, {"controller_mutation_rate": 2.0})
+    resp = create_topics(h, 7, ("a", 20), ("b", 5), ("c", 1))
+    codes = [(t.name, t.error_code, t.error_message) for t in resp.topics]
+    assert codes[:2] == [("a", 0, None), ("b", 0, None)]  # 22 -> 2 -> -3: taken while not below zero
+    assert codes[2] == ("c", ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+    assert resp.throttle_time_ms == 1500  # 3 tokens at 2/s
+    assert h.broker.quotas.mutes == {}  # no connection here (the harness's client is None)
+    clock.now += 2.0  # -3 + 4 = 1
+    assert create_topics(h, 7, ("c", 1)).topics[0].error_code == 0
+    old = create_topics(h, 5, ("d", 4))  # permissive: made, then throttled
+    assert old.topics[0].error_code == 0 and old.throttle_time_ms == 2000
+    body = {"topics": [{"name": "a", "topic_id": ZERO_UUID}], "timeout_ms": 1000}
+    deleted = h.call(DELETE_TOPICS, 6, body)
+    assert deleted.responses[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert h.broker.metadata.topic("a") is not None  # refused: still there
+
+
+def test_acls_guard_quotas(broker_harness: HarnessFactory) -> None:
+    """Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_CONFIGS, as in Kafka."""
+    h = broker_harness({"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"})
+    assert alter(h, {"user": "bob"}, {"producer_byte_rate": 10.0}).error_code == 0  # a super user
+    body = {
+        "entries": [
+            {
+                "entity": [{"entity_type": "user", "entity_name": "bob"}],
+                "ops": [{"key": "producer_byte_rate", "value": 20.0, "remove": False}],
+            }
+        ],
+        "validate_only": False,
+    }
+    refused = call_as(h, ALICE, ALTER_CLIENT_QUOTAS, 1, body)
+    assert refused.entries[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    described = call_as(h, ALICE, DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+    assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and described.entries is None
+    assert table(describe(h)) == {(("user", "bob"),): {"producer_byte_rate": 10.0}}  # unchanged

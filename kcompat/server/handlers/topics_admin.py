@@ -38,6 +38,7 @@ from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.auth import access
 from kcompat.server.context import RequestContext
 from kcompat.server.errors import ApiError
+from kcompat.server.quotas.client_quota_manager import MutationQuota
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
@@ -61,6 +62,12 @@ from kcompat.wire.types.delete_topics import DeletableTopicResult, DeleteTopicsR
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
+def _mutation(quota: MutationQuota | None, partitions: int) -> None:
+    """controller_mutation_rate (KIP-599): a strict quota refuses the topic once exhausted."""
+    if quota is not None and not quota.record(partitions):
+        raise ApiError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+
+
 def _too_many_partitions() -> ApiError:
     return ApiError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
 
@@ -77,11 +84,17 @@ async def create_topics(ctx: RequestContext, request: Request[CreateTopicsReques
     counts = Counter(t.name for t in body.topics)
     too_many = sum(_requested_partitions(ctx, ct) for ct in body.topics) > MAX_PARTITIONS_PER_REQUEST
     results: list[CreatableTopicResult] = []
+    quotas = ctx.quotas
+    mq = (
+        quotas.mutation_quota(ctx.client, request.client_id, request.api_version >= 6)
+        if quotas.controller_mutation.on
+        else None
+    )
     try:
         async with ctx.metadata.topic_batch():  # one save (one fsync) for all the topics of the request
             results.extend(
                 [
-                    await _create_one(ctx, ct, body.validate_only, counts[ct.name] > 1, too_many)
+                    await _create_one(ctx, ct, body.validate_only, counts[ct.name] > 1, too_many, mq)
                     for ct in body.topics
                 ]
             )
@@ -95,11 +108,16 @@ async def create_topics(ctx: RequestContext, request: Request[CreateTopicsReques
                     None,
                 )
                 res.error_code, res.error_message = int(e.error), e.message
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return CreateTopicsResponse(throttle_time_ms=quotas.mutated(ctx.client, mq), topics=results)
 
 
 async def _create_one(
-    ctx: RequestContext, ct: CreatableTopic, validate_only: bool, duplicate: bool, too_many: bool
+    ctx: RequestContext,
+    ct: CreatableTopic,
+    validate_only: bool,
+    duplicate: bool,
+    too_many: bool,
+    mq: MutationQuota | None,
 ) -> CreatableTopicResult:
     res = CreatableTopicResult(
         name=ct.name,
@@ -118,6 +136,8 @@ async def _create_one(
         if too_many:
             raise _too_many_partitions()
         partitions, rf = _layout(ctx, ct)
+        if not validate_only:
+            _mutation(mq, partitions)
         configs = {c.name: c.value for c in ct.configs}
         t = await ctx.metadata.create_topic(ct.name, partitions, configs, validate_only=validate_only)
     except ApiError as e:
@@ -215,6 +235,12 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
     else:
         wanted = [(name, ZERO_UUID) for name in body.topic_names]
     counts = Counter(n if n is not None else i for n, i in wanted)
+    quotas = ctx.quotas
+    mq = (
+        quotas.mutation_quota(ctx.client, request.client_id, request.api_version >= 5)
+        if quotas.controller_mutation.on
+        else None
+    )
     results = []
     for name, topic_id in wanted:
         res = DeletableTopicResult(name=name, topic_id=topic_id, error_code=0, error_message=None)
@@ -236,11 +262,12 @@ async def delete_topics(ctx: RequestContext, request: Request[DeleteTopicsReques
             if (denied := access.topic_error(ctx, access.DELETE, t.name)) is not None:
                 raise ApiError(denied, "Authorization failed.")
             res.name, res.topic_id = t.name, t.topic_id
+            _mutation(mq, t.partitions)
             await ctx.metadata.delete_topic(t.name)
             ctx.stats.forget_topic(t.name)  # a topic made again under the name starts from 0
         except ApiError as e:
             res.error_code, res.error_message = int(e.error), e.message
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=quotas.mutated(ctx.client, mq), responses=results)
 
 
 @handles(CREATE_PARTITIONS, "0-3")
@@ -249,6 +276,12 @@ async def create_partitions(
 ) -> CreatePartitionsResponse:
     body = request.body
     counts = Counter(t.name for t in body.topics)
+    quotas = ctx.quotas
+    mq = (
+        quotas.mutation_quota(ctx.client, request.client_id, request.api_version >= 3)
+        if quotas.controller_mutation.on
+        else None
+    )
     added = 0
     results = []
     for ct in body.topics:
@@ -286,7 +319,8 @@ async def create_partitions(
                 for i, a in enumerate(ct.assignments):
                     _check_replicas(ctx, a.broker_ids, t.partitions + i)
             if not body.validate_only:
+                _mutation(mq, ct.count - t.partitions)
                 await ctx.metadata.add_partitions(t.name, ct.count)
         except ApiError as e:
             res.error_code, res.error_message = int(e.error), e.message
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=quotas.mutated(ctx.client, mq), results=results)

@@ -1,6 +1,7 @@
 """The quota managers of a broker (Kafka's QuotaFactory.QuotaManagers): one ClientQuotaManager per
-quota type (produce, fetch, request) and the ControllerMutationQuotaManager, over one table of
-client quotas (the entities and values AlterClientQuotas set).
+quota type (produce, fetch; request's resolves request_percentage but nothing records into it yet)
+and the ControllerMutationQuotaManager (CreateTopics, CreatePartitions, DeleteTopics), over one
+table of client quotas (the entities and values AlterClientQuotas set).
 
     Produce ──bytes──► produce.record(principal, client id) ──► throttle ms ─┐
     Fetch ──bytes──► fetch.record(...) (an empty answer when throttled)  ─────┤
@@ -30,13 +31,19 @@ from kcompat.quotas.entities import (
     QuotaTable,
     resolve,
 )
-from kcompat.quotas.rate import QuotaWindow, Rate
+from kcompat.quotas.rate import QuotaWindow, Rate, TokenBucket
 from kcompat.storage.quota_store import QuotaStore
 
 log = logging.getLogger("kcompat.server.quotas")
 ANONYMOUS = "ANONYMOUS"
 
-__all__ = ["ClientQuotaManager", "ControllerMutationQuotaManager", "QuotaManagers", "user_of"]
+__all__ = [
+    "ClientQuotaManager",
+    "ControllerMutationQuotaManager",
+    "MutationQuota",
+    "QuotaManagers",
+    "user_of",
+]
 
 
 def user_of(principal: str) -> str:
@@ -98,21 +105,50 @@ class ClientQuotaManager:
 
 
 class ControllerMutationQuotaManager(ClientQuotaManager):
-    """controller_mutation_rate: partitions created or deleted per second (KIP-599). A request
-    over the quota is refused with THROTTLING_QUOTA_EXCEEDED (strict, as CreateTopics v6+ and
-    CreatePartitions/DeleteTopics v3+/v5+ are), never recorded past the bound."""
+    """controller_mutation_rate: partitions created or deleted per second (KIP-599), measured with
+    a token bucket. Kafka's ControllerMutationQuota per request: strict (CreateTopics v6+,
+    CreatePartitions v3+, DeleteTopics v5+) refuses a topic with THROTTLING_QUOTA_EXCEEDED once the
+    bucket is empty, permissive (older versions) applies it and throttles. On a single node only:
+    in cluster mode these APIs go to Kafka's controller, which applies its own."""
 
-    __slots__ = ()
+    __slots__ = ("_buckets",)
 
     def __init__(self, window: QuotaWindow) -> None:
         super().__init__(CONTROLLER_MUTATION_RATE, window)
+        self._buckets: dict[Entity, TokenBucket] = {}
 
-    def check(self, user: str, client_id: str, now_ms: int) -> int:
-        """Throttle time in ms while the client's rate is over its quota (0: it may mutate)."""
+    def bucket(self, user: str, client_id: str) -> tuple[TokenBucket, float] | None:
         q = self.quota(user, client_id)
         if q is None:
-            return 0
-        return self._sensor(q[0]).throttle_ms(q[1], now_ms)
+            return None
+        b = self._buckets.get(q[0])
+        if b is None:
+            b = self._buckets[q[0]] = TokenBucket(self.window)
+        return b, q[1]
+
+
+class MutationQuota:
+    """One request's controller mutation quota (ControllerMutationQuota)."""
+
+    __slots__ = ("_bound", "_bucket", "_now_ms", "_strict", "throttle_ms")
+
+    def __init__(self, bucket: TokenBucket, bound: float, strict: bool, now_ms: Callable[[], int]) -> None:
+        self._bucket, self._bound, self._strict, self._now_ms = bucket, bound, strict, now_ms
+        self.throttle_ms = 0
+
+    def record(self, partitions: int) -> bool:
+        """Take `partitions`; False: strict and over the quota, the topic is refused."""
+        now = self._now_ms()
+        if self._strict:
+            ms = self._bucket.throttle_ms(self._bound, now)
+            if ms:
+                self.throttle_ms = ms
+                return False
+            self._bucket.take(partitions, self._bound, now)
+            return True
+        self._bucket.take(partitions, self._bound, now)
+        self.throttle_ms = self._bucket.throttle_ms(self._bound, now)
+        return True
 
 
 class QuotaManagers:
@@ -182,3 +218,17 @@ class QuotaManagers:
     def max_fetch_bytes(self, client: Any, client_id: str | None) -> float | None:
         user = user_of(client.principal) if client is not None else ANONYMOUS
         return self.fetch.max_in_window(user, client_id or "")
+
+    def mutation_quota(self, client: Any, client_id: str | None, strict: bool) -> MutationQuota | None:
+        """The request's controller mutation quota, None when the client has none."""
+        user = user_of(client.principal) if client is not None else ANONYMOUS
+        got = self.controller_mutation.bucket(user, client_id or "")
+        return None if got is None else MutationQuota(got[0], got[1], strict, self.now_ms)
+
+    def mutated(self, client: Any, quota: MutationQuota | None) -> int:
+        """The request is answered: its throttle time, the connection muted for it."""
+        if quota is None or not quota.throttle_ms:
+            return 0
+        if client is not None:
+            self.throttle(client.connection_id, quota.throttle_ms)
+        return quota.throttle_ms
