@@ -740,3 +740,27 @@ def test_unknown_ssl_and_sasl_keys_name_the_closest_known_one(caplog: pytest.Log
         "unknown property ssl.totally.made.up ignored",
     ]
     assert "s3cret" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"group.consumer.heartbeat.interval.ms": "1000"},
+         "group.consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
+        ({"group.consumer.session.timeout.ms": "70000"},
+         "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
+        ({"group.consumer.max.session.timeout.ms": "1"},
+         "group.consumer.max.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
+        ({"group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "5000"},
+         "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
+    ],
+)  # fmt: skip
+def test_consumer_group_bounds_as_kafka_enforces_them(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(props)
+
+
+def test_lowered_consumer_group_bounds_let_short_intervals_start() -> None:
+    cfg = BrokerConfig({"group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "300",
+                        "group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "10000"})  # fmt: skip
+    assert cfg.get("group.consumer.heartbeat.interval.ms") == 300

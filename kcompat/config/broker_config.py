@@ -21,7 +21,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kcompat.config.broker_kafka_properties import INTERNAL
+from kcompat.config.broker_kafka_properties import INTERNAL, group_bound_error
 from kcompat.config.broker_properties import BROKER_CONFIGS, RESTART_ONLY
 from kcompat.config.definition import (
     ConfigDef,
@@ -149,28 +149,9 @@ class BrokerConfig(TypedAttributes):
                 "group.min.session.timeout.ms",
                 f"group.min.session.timeout.ms={low} is larger than group.max.session.timeout.ms={high}",
             )
-        self._check_group_bounds()
+        if (broken := group_bound_error(self._value)) is not None:
+            raise self._error(*broken)
         self._parse_listeners()
-
-    def _check_group_bounds(self) -> None:
-        """Kafka's GroupCoordinatorConfig rules for the consumer protocol's interval and timeout."""
-        p = "group.consumer."
-        v = {n: self._value(p + n) for n in ("heartbeat.interval.ms", "session.timeout.ms")}
-        for bound in ("heartbeat.interval.ms", "session.timeout.ms"):
-            low, high = "min." + bound, "max." + bound
-            v[low], v[high] = self._value(p + low), self._value(p + high)
-            if v[high] < v[low]:
-                raise self._error(p + high, f"{p}{high} must be greater than or equal to {p}{low}")
-            value = low.removeprefix("min.")
-            if v[value] < v[low]:
-                raise self._error(p + value, f"{p}{value} must be greater than or equal to {p}{low}")
-            if v[value] > v[high]:
-                raise self._error(p + value, f"{p}{value} must be less than or equal to {p}{high}")
-        if v["heartbeat.interval.ms"] >= v["session.timeout.ms"]:
-            raise self._error(
-                p + "heartbeat.interval.ms",
-                f"{p}heartbeat.interval.ms must be less than {p}session.timeout.ms",
-            )
 
     def _parse_listeners(self) -> None:
         """listeners, advertised.listeners, their protocols and controller.listener.names, parsed

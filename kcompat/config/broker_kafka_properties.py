@@ -13,6 +13,9 @@ contexts and SASL servers are built at start-up. INTERNAL are not described, as 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from kcompat.config.definition import (
     Check,
     ConfigDef,
@@ -424,3 +427,25 @@ INTERNAL = frozenset(
         "unstable.feature.versions.enable",
     }
 )
+
+
+def group_bound_error(value: Callable[[str], Any]) -> tuple[str, str] | None:
+    """Kafka's GroupCoordinatorConfig rules for the consumer protocol's interval and timeout, in its
+    order: (the property at fault, Kafka's message), or None when they hold."""
+    p = "group.consumer."
+    v = {n: value(p + n) for n in ("heartbeat.interval.ms", "session.timeout.ms")}
+    for bound in ("heartbeat.interval.ms", "session.timeout.ms"):
+        low, high = "min." + bound, "max." + bound
+        v[low], v[high] = value(p + low), value(p + high)
+        if v[high] < v[low]:
+            return p + high, f"{p}{high} must be greater than or equal to {p}{low}"
+        if v[bound] < v[low]:
+            return p + bound, f"{p}{bound} must be greater than or equal to {p}{low}"
+        if v[bound] > v[high]:
+            return p + bound, f"{p}{bound} must be less than or equal to {p}{high}"
+    if v["heartbeat.interval.ms"] >= v["session.timeout.ms"]:
+        return (
+            p + "heartbeat.interval.ms",
+            f"{p}heartbeat.interval.ms must be less than {p}session.timeout.ms",
+        )
+    return None

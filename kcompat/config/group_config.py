@@ -8,8 +8,9 @@ definition, then, over the group's full set merged onto the broker's values, eac
 broker's min/max properties and each session timeout above its heartbeat interval. Every failure
 is INVALID_CONFIG, as Kafka's InvalidConfigurationException and ConfigException are.
 
-Broker properties kcompat does not define (the min/max bounds, group.share.*, group.streams.*) are
-read at Kafka's defaults.
+The broker properties are read from the broker's config (every one of Kafka's is defined, so a
+bound set on the broker bounds the groups' values too); KAFKA_BROKER_DEFAULTS is the fallback for
+a property the broker table lacks.
 """
 
 from __future__ import annotations

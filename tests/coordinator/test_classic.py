@@ -386,3 +386,17 @@ def test_member_ids_as_kafka_forms_them() -> None:
     srv = Server()
     static = srv.answer(srv.join("g", instance="i-1"))
     assert static.member_id.startswith("i-1-"), "a static member's id starts with its group.instance.id"
+
+
+def test_txn_offset_commit_v0_into_a_group_with_members() -> None:
+    """TxnOffsetCommit v0-2 carry no member or generation; Kafka's ClassicGroup.validateOffsetCommit
+    lets such a transactional commit into a group with members (faust's exactly_once), while a plain
+    OffsetCommit without them is refused there."""
+    from kcompat.coordinator.messages import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+
+    srv = Server()
+    a = srv.answer(srv.join("g"))
+    srv.sync("g", a.member_id, a.generation_id, {a.member_id: {"t": [0]}})
+    topics = [OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, 5, -1, "")])]
+    committed = srv.answer(srv.call("txn_commit_offsets", group_id="g", producer_id=7, topics=topics))
+    assert [p.error_code for t in committed for p in t.partitions] == [E.NONE]
