@@ -262,17 +262,6 @@ class ShareGroups:
             g = self.groups[group_id] = ShareGroup(group_id)
         return g
 
-    def expire(
-        self, now_ms: int, partitions_of: Callable[[str], list[tuple[uuid.UUID, int]]]
-    ) -> list[tuple[str, str]]:
-        """Remove members whose session timed out; (group id, member id) of each."""
-        gone = []
-        for g in self.groups.values():
-            for mid in g.expired(now_ms):
-                g.remove(mid, partitions_of)
-                gone.append((g.group_id, mid))
-        return gone
-
     def loaded(self, now_ms: int, session_timeout_ms: Callable[[str], int], group_ids: Iterable[str]) -> None:
         """After a load, as Kafka after a reload: the loaded members' sessions start afresh, and the
         share-partitions left initializing (by a coordinator that stopped mid-way) are initialized
