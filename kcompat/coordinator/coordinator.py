@@ -227,7 +227,7 @@ class GroupCoordinator:
                 self.group_manager.replay(decoded.key, decoded.value, now_ms)
         # Only the groups loaded now: a shard loaded beside others leaves their timers alone.
         self.group_manager.restart_timers(now_ms, touched)
-        self.share_groups.restart_timers(now_ms, self._share_session_timeout_ms, shares)
+        self.share_groups.loaded(now_ms, self._share_session_timeout_ms, shares)
         self._next_expiry_check = now_ms + self.config.offsets_retention_check_interval_ms
 
     def unload(self, owned: Callable[[str], bool]) -> list[int]:

@@ -127,3 +127,14 @@ def test_the_coordinator_loads_and_unloads_share_groups_with_fresh_sessions() ->
     assert c.offsets["cg"][("x", 0)].offset == 5
     c.unload(lambda group_id: group_id == "g")
     assert c.share_groups.groups == {}
+
+
+def test_partitions_left_initializing_are_initialized_again_after_a_load() -> None:
+    g = ShareGroup("g")
+    join(g, "a")
+    g.initializing_started({T: {0, 1, 2}}, {T: "x"})  # the coordinator stopped here
+    records = sr.changes("g", None, sr.image(g), g.topic_names)
+    c = GroupCoordinator()
+    c.load(records, now_ms=0)
+    loaded = c.share_groups.groups["g"]
+    assert loaded.initializing == {} and loaded.uninitialized(parts) == {T: {0, 1, 2}}

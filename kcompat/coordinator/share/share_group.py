@@ -262,25 +262,17 @@ class ShareGroups:
             g = self.groups[group_id] = ShareGroup(group_id)
         return g
 
-    def expire(
-        self, now_ms: int, partitions_of: Callable[[str], list[tuple[uuid.UUID, int]]]
-    ) -> list[tuple[str, str]]:
-        """Remove members whose session timed out; (group id, member id) of each."""
-        gone = []
-        for g in self.groups.values():
-            for mid in g.expired(now_ms):
-                g.remove(mid, partitions_of)
-                gone.append((g.group_id, mid))
-        return gone
-
-    def restart_timers(
-        self, now_ms: int, session_timeout_ms: Callable[[str], int], group_ids: Iterable[str]
-    ) -> None:
-        """After a load, the loaded members' sessions start afresh (as in Kafka after a reload)."""
+    def loaded(self, now_ms: int, session_timeout_ms: Callable[[str], int], group_ids: Iterable[str]) -> None:
+        """After a load, as Kafka after a reload: the loaded members' sessions start afresh, and the
+        share-partitions left initializing (by a coordinator that stopped mid-way) are initialized
+        again by the next heartbeat (initializing one twice is harmless: it is read first)."""
         for gid in group_ids:
             g = self.groups.get(gid)
-            for m in () if g is None else g.members.values():
+            if g is None:
+                continue
+            for m in g.members.values():
                 m.deadline_ms = now_ms + session_timeout_ms(gid)
+            g.initializing = {}
 
     def next_deadline_ms(self) -> int | None:
         return min((d for g in self.groups.values() if (d := g.next_deadline_ms()) is not None), default=None)

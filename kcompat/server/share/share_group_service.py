@@ -230,7 +230,15 @@ class ShareService:
 
         if not await self._write(group_id, start, lambda code: False):
             return None
-        done, failed = await self._initialize_state(group_id, parts)
+        try:
+            done, failed = await self._initialize_state(group_id, parts)
+        except Exception:  # the persister's failure: all tried again on a later heartbeat
+            log.warning(
+                "share group %s: InitializeShareGroupState failed; the partitions are tried again "
+                "on a later heartbeat (is the share coordinator of __share_group_state up?)",
+                group_id,
+            )
+            done, failed = {}, dict(parts)
 
         def finish() -> HeartbeatResult | None:
             if self.group(group_id) is not group:
