@@ -109,7 +109,8 @@ PROXY_CONFIGS: dict[str, ConfigDef] = table(
             STRING,
             None,
             "host:port of an HTTP listener for fault rules (/faults) and traffic captures (/captures), "
-            "the same API as kcompat serve's admin.listener (default: none, and no request is decoded).",
+            "the same API as kcompat serve's admin.listener, and the compatibility report (/proxy/clients, "
+            "/metrics) (default: none, and no request is decoded).",
             MEDIUM,
             HOST_PORT,
         ),

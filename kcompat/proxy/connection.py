@@ -2,18 +2,16 @@
 
 Frames from the client are cut by a FrameReader (a size over socket.request.max.bytes closes the
 connection) and written upstream as received; each awaits its answer in a queue, since a Kafka
-broker answers a connection's requests in order (Produce with acks=0 gets no answer and no
-entry). Answers come back through frames.rewrite_answer: those that name nodes are decoded and
-rewritten, everything else relayed as bytes. ApiVersions answers are intersected with the proxy's
-codec, and a request newer than the proxy's ApiVersions is answered here, in its turn.
-
-Backpressure both ways: when one side's transport holds proxy.buffer.bytes unsent, the proxy
-stops reading the other side until it drains (asyncio's pause_writing/resume_writing).
-
-Hooks may hold a request (HoldRequest: relayed later, or never) or an answer (HoldAnswer: sent
-later, or never), which is how fault rules delay, black-hole and throttle: held requests wait in
-an outbox, in order, and answers leave in request order, each when its time has come, so one
-held answer holds the ones after it (as a broker's would). Timers do the waiting, never the hook.
+broker answers a connection's requests in order (Produce with acks=0 gets no answer and no entry).
+Answers come back through frames.rewrite_answer: those that name nodes are decoded and rewritten,
+the rest relayed as bytes. ApiVersions answers are intersected with the proxy's codec, and a
+request newer than the proxy's ApiVersions is answered here, in its turn. Backpressure both ways:
+when one side's transport holds proxy.buffer.bytes unsent, the other side is not read until it
+drains (pause_writing/resume_writing). Hooks may hold a request (HoldRequest: relayed later, or
+never) or an answer (HoldAnswer: sent later, or never), which is how fault rules delay, black-hole
+and throttle: held requests wait in an outbox, in order, and answers leave in request order, each
+when its time has come, so one held answer holds the ones after it (as a broker's would). Timers
+do the waiting, never the hook.
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kcompat.proxy.api_versions import rewrite_api_versions, too_new, unsupported_answer
+from kcompat.proxy.client_report import ClientReport
 from kcompat.proxy.frames import PRODUCE_KEY, Pending, produce_acks, rewrite_answer
 from kcompat.proxy.hooks import (
     AnswerNow,
@@ -68,6 +67,8 @@ class Shared:
     tenant: Tenant | None = None  # a virtual cluster: its names prefixed upstream (tenant.py)
     sni: SniPattern | None = None  # SNI routing: the node is the one the TLS server name names
     upstream_tls: ssl.SSLContext | None = None
+    report: ClientReport | None = None  # the compatibility report (client_report.py)
+    upstream_apis: dict[int, tuple[int, int]] = field(default_factory=dict)  # its ApiVersions
     logs: LogLimit = field(default_factory=LogLimit)
     connections: set[ClientConnection] = field(default_factory=set)
     upstream_sides: set[UpstreamSide] = field(default_factory=set)  # open upstream connections
@@ -137,9 +138,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 why = f"TLS with {host}:{port} failed: {e.reason or e}; check proxy.upstream.ssl.*"
                 continue
             except (OSError, TimeoutError) as e:
-                why = (
-                    f"{host}:{port} {'did not answer in time' if isinstance(e, TimeoutError) else 'refused'}"
-                )
+                why = f"{host}:{port} {'timed out' if isinstance(e, TimeoutError) else 'refused'}"
                 continue
             if self._closed:
                 side.close()
@@ -190,6 +189,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.shared.connections.discard(self)
+        if (report := self.shared.report) is not None:
+            report.closed(self.id)
         if self.upstream is not None:
             self.upstream.close()
 
@@ -227,10 +228,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         try:
             key, version, correlation = peek_header(frame)
         except DecodeError:
-            self.fail(
-                "short-frame", f"closing the connection from {self.peer[0]}: a request of {len(frame)} bytes"
-            )
+            self.fail("short-frame", f"closing the connection from {self.peer[0]}: an unreadable request")
             return
+        if self.shared.report is not None:
+            self.shared.report.request(self.id, self.peer[0], key, version, frame, self.shared.upstream_apis)
         exchange = Exchange(self.id, self.peer, self.node_id, key, version, correlation)
         pending = Pending(key, version, correlation)
         hold: float | None = 0.0
@@ -365,7 +366,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         try:
             if pending.api_key == API_VERSIONS_KEY:
-                chunks = rewrite_api_versions(pending.api_version, frame) or [_SIZE.pack(len(frame)), frame]
+                ours = rewrite_api_versions(pending.api_version, frame, self.shared.upstream_apis)
+                chunks = ours or [_SIZE.pack(len(frame)), frame]
             else:
                 chunks, _ = rewrite_answer(
                     pending, frame, self.shared.nodes.endpoint, self.shared.nodes.learn, self.shared.tenant
@@ -495,6 +497,3 @@ class UpstreamSide(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
-
-
-ConnectionFactory = Callable[[], ClientConnection]

@@ -31,7 +31,12 @@ def _servers(config: ProxyConfig, admin: ProxyAdmin | None) -> list[ProxyServer]
     hooks: dict[str, Any] = {}
     if admin is not None:  # without: no hooks, nothing decoded, nothing looked up per request
         i = admin.intercept
-        hooks = {"request_hook": i.request, "response_hook": i.response, "connect_hook": i.connect}
+        hooks = {
+            "request_hook": i.request,
+            "response_hook": i.response,
+            "connect_hook": i.connect,
+            "report": admin.report,
+        }
     if not config.virtual_clusters:
         return [ProxyServer(config, **hooks)]
     return [

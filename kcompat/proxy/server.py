@@ -26,6 +26,7 @@ import struct
 from typing import Any
 
 from kcompat.config.proxy_config import ProxyConfig
+from kcompat.proxy.client_report import ClientReport
 from kcompat.proxy.connection import ClientConnection, Shared
 from kcompat.proxy.hooks import ConnectHook, RequestHook, ResponseHook
 from kcompat.proxy.node_map import NodeMap
@@ -65,6 +66,7 @@ class ProxyServer:
         response_hook: ResponseHook | None = None,
         connect_hook: ConnectHook | None = None,
         tenant: Tenant | None = None,
+        report: ClientReport | None = None,
     ) -> None:
         self.config = config
         self.bind_host, self.bootstrap_port = config.bootstrap
@@ -91,6 +93,7 @@ class ProxyServer:
             tenant=tenant,
             sni=self.sni,
             upstream_tls=upstream_context(config),
+            report=report,
         )
         self._servers: dict[int | None, asyncio.Server] = {}
         self._pending_servers: set[asyncio.Task[Any]] = set()
@@ -156,7 +159,8 @@ class ProxyServer:
         for host, port in [*self.shared.upstreams, *known]:
             try:
                 brokers = await asyncio.wait_for(
-                    _metadata_brokers(host, port, self.shared.upstream_tls), self.shared.connect_timeout
+                    _metadata_brokers(host, port, self.shared.upstream_tls, self.shared.upstream_apis),
+                    self.shared.connect_timeout,
                 )
             except (OSError, TimeoutError, EOFError, DecodeError, ValueError) as e:  # EOF: a SASL listener
                 log.debug("Metadata from %s:%d failed: %s", host, port, e)
@@ -189,12 +193,17 @@ class ProxyServer:
         self._servers.clear()
 
 
-async def _metadata_brokers(host: str, port: int, tls: ssl.SSLContext | None) -> list[tuple[int, str, int]]:
-    """(node id, host, port) of the brokers in `host:port`'s Metadata answer."""
+async def _metadata_brokers(
+    host: str, port: int, tls: ssl.SSLContext | None, apis: dict[int, tuple[int, int]]
+) -> list[tuple[int, str, int]]:
+    """(node id, host, port) of the brokers in `host:port`'s Metadata answer; `apis` gets the
+    ranges of its ApiVersions answer (what the compatibility report checks requests against)."""
     reader, writer = await asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
     try:
         versions = await _roundtrip(reader, writer, API_VERSIONS_KEY, 0, {})
         theirs = {k.api_key: k.max_version for k in versions.api_keys}
+        apis.clear()
+        apis.update((k.api_key, (k.min_version, k.max_version)) for k in versions.api_keys)
         ours = APIS[METADATA_KEY].versions.high or _METADATA_MAX
         version = min(theirs.get(METADATA_KEY, 0), ours, _METADATA_MAX)
         body: dict[str, Any] = {"topics": []}
