@@ -20,7 +20,7 @@ import asyncio
 import logging
 import ssl
 import struct
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -40,8 +40,11 @@ from kcompat.proxy.hooks import (
 )
 from kcompat.proxy.log_limit import LogLimit
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.sasl import LoginFailed, UpstreamLogin
 from kcompat.proxy.sni import SniPattern, server_name
 from kcompat.proxy.tenant import Refused, Tenant, refused_answer
+from kcompat.proxy.upstream import UpstreamSide
+from kcompat.security.sasl_exchange import SaslExchange, SaslState
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError
 from kcompat.wire.messages import APIS
@@ -49,7 +52,6 @@ from kcompat.wire.protocol import API_VERSIONS_KEY, UnsupportedRequest, peek_hea
 
 log = logging.getLogger("kcompat.proxy")
 _SIZE = struct.Struct(">i")
-_UPSTREAM_MAX_FRAME = 2**31 - 1  # answers are the upstream's to size; clients asked for them
 
 
 @dataclass
@@ -69,6 +71,9 @@ class Shared:
     upstream_tls: ssl.SSLContext | None = None
     report: ClientReport | None = None  # the compatibility report (client_report.py)
     upstream_apis: dict[int, tuple[int, int]] = field(default_factory=dict)  # its ApiVersions
+    client_sasl: Callable[[], SaslExchange] | None = None  # SASL terminated here (sasl.py)
+    upstream_login: Callable[[], UpstreamLogin] | None = None  # the proxy's own SASL upstream
+    sasl_counts: Counter[str] = field(default_factory=Counter)  # upstream logins, re-authentications
     logs: LogLimit = field(default_factory=LogLimit)
     connections: set[ClientConnection] = field(default_factory=set)
     upstream_sides: set[UpstreamSide] = field(default_factory=set)  # open upstream connections
@@ -96,13 +101,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._reader = FrameReader(shared.max_request)
         self._waiting: deque[_Waiting] = deque()  # every answer owed, in request order
         self._inflight: deque[_Waiting] = deque()  # those the upstream owes, in the order sent
-        self._outbox: deque[tuple[float, bytes | bytearray]] = deque()  # held requests (due, frame)
+        self._outbox: deque[tuple[float, bytes | bytearray, bool]] = deque()  # held (due, frame, answered)
         self._outbox_bytes = 0
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._closed = False
         self._upstream_full = False
         self._held_full = False  # the outbox holds proxy.buffer.bytes: the client is not read
         self._connecting: asyncio.Task[None] | None = None
+        self.auth = shared.client_sasl() if shared.client_sasl is not None else None
 
     # -- client side ------------------------------------------------------------------------------
 
@@ -130,14 +136,26 @@ class ClientConnection(asyncio.BufferedProtocol):
                 tls = self.shared.upstream_tls
                 _, side = await asyncio.wait_for(
                     loop.create_connection(
-                        lambda: UpstreamSide(self), host, port, ssl=tls, server_hostname=host if tls else None
+                        lambda: UpstreamSide(self, self.shared),
+                        host,
+                        port,
+                        ssl=tls,
+                        server_hostname=host if tls else None,
                     ),
                     self.shared.connect_timeout,
                 )
+                await asyncio.wait_for(side.login(), self.shared.connect_timeout)
+            except LoginFailed as e:
+                self.fail(
+                    f"upstream-login:{host}:{port}",
+                    f"the upstream {host}:{port} refused the proxy's SASL login ({e}): closing the connection "
+                    f"from {self.peer[0]}; check proxy.upstream.sasl.mechanism and proxy.upstream.sasl.jaas.config",
+                )
+                return
             except ssl.SSLError as e:
                 why = f"TLS with {host}:{port} failed: {e.reason or e}; check proxy.upstream.ssl.*"
                 continue
-            except (OSError, TimeoutError) as e:
+            except (OSError, TimeoutError, ConnectionError) as e:
                 why = f"{host}:{port} {'timed out' if isinstance(e, TimeoutError) else 'refused'}"
                 continue
             if self._closed:
@@ -154,6 +172,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             f"{self.peer[0]}:{self.peer[1]}; check that the upstream cluster runs and "
             "proxy.upstream.bootstrap.servers names it",
         )
+
+    def owed(self) -> int:
+        return len(self._inflight)
 
     def _targets(self) -> list[tuple[str, int]]:
         if self.node_id is not None:
@@ -225,6 +246,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     # -- requests ---------------------------------------------------------------------------------
 
     def _request(self, frame: bytes | bytearray) -> None:
+        if self.auth is not None and not self._authenticated(frame):
+            return
         try:
             key, version, correlation = peek_header(frame)
         except DecodeError:
@@ -265,7 +288,39 @@ class ClientConnection(asyncio.BufferedProtocol):
             waiting = _Waiting(pending, exchange)
             self._waiting.append(waiting)
             self._inflight.append(waiting)
-        self._send_upstream(frame, hold)
+        self._send_upstream(frame, hold, answered)
+
+    def _authenticated(self, frame: bytes | bytearray) -> bool:
+        """The SASL exchange's say on a client frame: True to relay it, else answered or closed here."""
+        assert self.auth is not None
+        raw = self.auth.state is SaslState.RAW_TOKEN  # SaslHandshake v0: a bare token, answered bare
+        step = self.auth.step(memoryview(frame), asyncio.get_running_loop().time())
+        if step.to_broker:
+            return True
+        waiting = None
+        if step.chunks is not None and not raw:
+            header = peek_header(frame)
+            waiting = _Waiting(Pending(*header), Exchange(self.id, self.peer, self.node_id, *header))
+        if step.close is None:
+            self._sasl_answer(waiting, step.chunks)
+        else:  # refused: answered after connection.failed.authentication.delay.ms, then closed
+            if self.transport is not None:
+                self.transport.pause_reading()
+            asyncio.get_running_loop().call_later(
+                step.delay_s, self._refused, waiting, step.chunks, step.close
+            )
+        return False
+
+    def _sasl_answer(self, waiting: _Waiting | None, chunks: Sequence[Any] | None) -> None:
+        if waiting is not None and chunks is not None:
+            self._answer_here(waiting, chunks)  # in its turn, behind the answers owed
+        elif chunks is not None and self.transport is not None:
+            self.transport.writelines(chunks)
+
+    def _refused(self, waiting: _Waiting | None, chunks: Sequence[Any] | None, why: str) -> None:
+        if not self._closed:
+            self._sasl_answer(waiting, chunks)
+            self.fail("sasl", f"closing the connection from {self.peer[0]}: {why}")
 
     def _request_hook(
         self, frame: bytes | bytearray, pending: Pending, exchange: Exchange
@@ -311,13 +366,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         )
         return None
 
-    def _send_upstream(self, frame: bytes | bytearray, hold: float = 0.0) -> None:
+    def _send_upstream(self, frame: bytes | bytearray, hold: float = 0.0, answered: bool = True) -> None:
         assert self.upstream is not None  # the client is not read before the upstream is up
         if hold <= 0 and not self._outbox:
-            self.upstream.write([_SIZE.pack(len(frame)), frame])
+            self.upstream.write([_SIZE.pack(len(frame)), frame], answered)
             return
         # held, or behind a held one: requests reach the upstream in the order the client sent them
-        self._outbox.append((asyncio.get_running_loop().time() + hold, frame))
+        self._outbox.append((asyncio.get_running_loop().time() + hold, frame, answered))
         self._outbox_bytes += len(frame)
         if self._outbox_bytes > self.shared.buffer_bytes and not self._held_full:
             self._held_full = True
@@ -330,9 +385,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         now = asyncio.get_running_loop().time()
         while self._outbox and self._outbox[0][0] <= now:
-            _, frame = self._outbox.popleft()
+            _, frame, answered = self._outbox.popleft()
             self._outbox_bytes -= len(frame)
-            self.upstream.write([_SIZE.pack(len(frame)), frame])
+            self.upstream.write([_SIZE.pack(len(frame)), frame], answered)
         if self._outbox:
             self._wake("outbox", self._outbox[0][0], self._send_due)
         if self._held_full and self._outbox_bytes <= self.shared.buffer_bytes:
@@ -440,60 +495,3 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.transport.pause_reading()
         else:
             self._resume_client()
-
-
-class UpstreamSide(asyncio.BufferedProtocol):
-    """The proxy's connection to one upstream broker, on behalf of one client connection."""
-
-    def __init__(self, client: ClientConnection) -> None:
-        self.client = client
-        self.transport: asyncio.Transport | None = None
-        self._reader = FrameReader(_UPSTREAM_MAX_FRAME)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport = cast(asyncio.Transport, transport)
-        transport.set_write_buffer_limits(high=self.client.shared.buffer_bytes)
-        self.client.shared.upstream_sides.add(self)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._reader.get_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self._reader.buffer_updated(nbytes)
-        try:
-            while (frame := self._reader.next_frame()) is not None:
-                self.client.answer(frame)
-        except FrameSizeError as e:
-            self.client.fail(
-                "upstream-frame", f"the upstream sent an invalid frame ({e}): closing the connection"
-            )
-
-    def write(self, chunks: Sequence[Any]) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(chunks)
-
-    def pause_writing(self) -> None:  # the upstream reads slower than the client sends
-        self.client.upstream_full(True)
-
-    def resume_writing(self) -> None:
-        self.client.upstream_full(False)
-
-    def pause_reading(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
-
-    def eof_received(self) -> bool:
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        log.debug("upstream connection of client connection %d closed (%s)", self.client.id, exc)
-        self.client.shared.upstream_sides.discard(self)
-        self.client.close()
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
