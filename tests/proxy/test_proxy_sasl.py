@@ -3,6 +3,10 @@ side, and the client side built from Kafka's listener properties (client_authent
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from kcompat.config.errors import ConfigError
@@ -69,3 +73,17 @@ def test_settings_without_users_or_credentials_are_refused() -> None:
 def test_reauthentication_comes_before_the_session_ends() -> None:
     delays = [reauth_delay(10_000) for _ in range(50)]
     assert all(8.5 <= d <= 9.5 for d in delays)
+
+
+def test_the_proxy_command_refuses_sasl_settings_in_one_line(tmp_path: Path) -> None:
+    props = tmp_path / "proxy.properties"
+    props.write_text(
+        "proxy.upstream.bootstrap.servers=127.0.0.1:1\nproxy.bootstrap.listener=127.0.0.1:0\n"
+        "proxy.client.security.protocol=SASL_PLAINTEXT\nsasl.enabled.mechanisms=SCRAM-SHA-256\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "kcompat", "proxy", str(props)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("kcompat: invalid configuration:") and "names no users" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
