@@ -22,6 +22,7 @@ from support import kafka_tool
 from compat_tests.client_data import unique
 from compat_tests.proxy.checks import assert_no_upstream_address, confluent_consume, confluent_produce
 from compat_tests.proxy.harness import HOST, ProxyThread
+from kcompat.fault_client import Faults
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.protocol import decode_response, encode_request
@@ -72,7 +73,8 @@ def proxy_props(
 
 @pytest.fixture(scope="module")
 def proxy(broker: Broker) -> Iterator[ProxyThread]:
-    with ProxyThread(broker.address("SASL_PLAINTEXT"), **proxy_props()) as p:
+    props = {**proxy_props(), "proxy.admin.listener": f"{HOST}:0"}  # fault rules by principal
+    with ProxyThread(broker.address("SASL_PLAINTEXT"), **props) as p:
         yield p
 
 
@@ -193,3 +195,20 @@ def test_the_upstream_refusing_the_proxys_password_closes_the_client(
         wait_until(lambda: any("refused the proxy's SASL login" in r.getMessage() for r in caplog.records))
     line = next(r.getMessage() for r in caplog.records if "refused the proxy's SASL login" in r.getMessage())
     assert "SASL_AUTHENTICATION_FAILED" in line and "proxy.upstream.sasl.jaas.config" in line, line
+
+
+def test_fault_rules_match_the_principal_the_proxy_authenticated(proxy: ProxyThread) -> None:
+    assert proxy.admin_url is not None
+    faults = Faults(proxy.admin_url)
+    rule = faults.add("drop", api="Metadata", principal="User:bob")
+    try:
+        with socket.create_connection((HOST, proxy.bootstrap_port), timeout=10) as s:
+            assert _login(s, "alice", "alice-secret").error_code == 0
+            assert _metadata(s, 3).brokers  # not alice's rule
+        with socket.create_connection((HOST, proxy.bootstrap_port), timeout=10) as s:
+            assert _login(s, "bob", "bob-secret").error_code == 0
+            s.sendall(encode_request(3, 12, 3, {"topics": None, "allow_auto_topic_creation": False}))
+            assert s.recv(4) == b""  # bob's Metadata: the connection dropped
+        assert faults.fired(rule) == 1
+    finally:
+        faults.clear()

@@ -109,6 +109,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._held_full = False  # the outbox holds proxy.buffer.bytes: the client is not read
         self._connecting: asyncio.Task[None] | None = None
         self.auth = shared.client_sasl() if shared.client_sasl is not None else None
+        self.principal = "User:ANONYMOUS"  # SASL terminated here: the authenticated principal
 
     # -- client side ------------------------------------------------------------------------------
 
@@ -255,7 +256,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         if self.shared.report is not None:
             self.shared.report.request(self.id, self.peer[0], key, version, frame, self.shared.upstream_apis)
-        exchange = Exchange(self.id, self.peer, self.node_id, key, version, correlation)
+        exchange = Exchange(self.id, self.peer, self.node_id, key, version, correlation, self.principal)
         pending = Pending(key, version, correlation)
         hold: float | None = 0.0
         if self.shared.request_hook is not None:
@@ -295,6 +296,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         assert self.auth is not None
         raw = self.auth.state is SaslState.RAW_TOKEN  # SaslHandshake v0: a bare token, answered bare
         step = self.auth.step(memoryview(frame), asyncio.get_running_loop().time())
+        self.principal = self.auth.principal or self.principal
         if step.to_broker:
             return True
         waiting = None
