@@ -99,12 +99,17 @@ ASSEMBLY_IMPORTERS = frozenset({f"{_S}.broker"})  # may import CLUSTER_ASSEMBLY,
 _PROXY_BANNED_SERVER = (
     "handlers", "groups", "transactions", "cluster", "broker", "dispatcher", "registry", "context",
     "replica_manager", "delayed_fetch", "delayed_produce", "fetch_session", "local_metadata",
-    "metadata_view", "admin", "auth", "serve", "share",
+    "metadata_view", "admin", "auth.access", "auth.consumer_group_acl", "auth.offset_acl", "auth.oauth_jwks",
+    "serve", "share",
+)  # fmt: skip  # auth.sasl is allowed: SASL terminated at the proxy runs the broker's mechanisms
+# scram_credentials is allowed: the proxy derives its SCRAM users' credentials with it
+_PROXY_BANNED_STORAGE = (
+    "acl_store", "feature_store", "producer_id_store", "quota_store", "resource_configs", "topic_store",
 )  # fmt: skip
 PROXY_BANNED = (
     *(f"{_S}.{m}" for m in _PROXY_BANNED_SERVER),
     "kcompat.log",
-    "kcompat.storage",
+    *(f"kcompat.storage.{m}" for m in _PROXY_BANNED_STORAGE),
     "kcompat.coordinator",
     "kcompat.metadata",
 )

@@ -145,6 +145,7 @@ class ProxyThread:
             response_hook=self._answered,
             connect_hook=self.connect_hook,
             tenant=self.tenant,
+            report=self.admin.report if self.admin is not None else None,
         )
         asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
         if self.admin is not None:

@@ -25,6 +25,8 @@ from kcompat.config.properties_file import read_properties_file
 from kcompat.config.security import is_security_key
 from kcompat.config.shorthand import HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, prop
 
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
 log = logging.getLogger("kcompat.config")
 
 
@@ -109,7 +111,8 @@ PROXY_CONFIGS: dict[str, ConfigDef] = table(
             STRING,
             None,
             "host:port of an HTTP listener for fault rules (/faults) and traffic captures (/captures), "
-            "the same API as kcompat serve's admin.listener (default: none, and no request is decoded).",
+            "the same API as kcompat serve's admin.listener, and the compatibility report (/proxy/clients, "
+            "/metrics) (default: none, and no request is decoded).",
             MEDIUM,
             HOST_PORT,
         ),
@@ -125,18 +128,40 @@ PROXY_CONFIGS: dict[str, ConfigDef] = table(
             "proxy.client.security.protocol",
             STRING,
             "PLAINTEXT",
-            "PLAINTEXT or SSL between clients and the proxy; with SSL the proxy's certificate comes from "
-            "Kafka's ssl.* properties (ssl.keystore.location, ...), optionally prefixed listener.name.proxy.",
+            "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL between clients and the proxy; with SSL the proxy's "
+            "certificate comes from Kafka's ssl.* properties (ssl.keystore.location, ...), with SASL the "
+            "proxy authenticates clients itself by Kafka's sasl.* properties (sasl.enabled.mechanisms, "
+            "listener.name.proxy.<mechanism>.sasl.jaas.config, connections.max.reauth.ms), optionally "
+            "prefixed listener.name.proxy.",
             HIGH,
-            OneOf(("PLAINTEXT", "SSL")),
+            OneOf(_PROTOCOLS),
         ),
         prop(
             "proxy.upstream.security.protocol",
             STRING,
             "PLAINTEXT",
-            "PLAINTEXT or SSL between the proxy and the upstream brokers (independent of the client side).",
+            "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL between the proxy and the upstream brokers "
+            "(independent of the client side); with SASL the proxy logs in with its own credentials "
+            "(proxy.upstream.sasl.*) and re-authenticates before the broker's session ends.",
             HIGH,
-            OneOf(("PLAINTEXT", "SSL")),
+            OneOf(_PROTOCOLS),
+        ),
+        prop(
+            "proxy.upstream.sasl.mechanism",
+            STRING,
+            "PLAIN",
+            "The SASL mechanism the proxy logs in to the upstream with.",
+            MEDIUM,
+            OneOf(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")),
+        ),
+        prop(
+            "proxy.upstream.sasl.jaas.config",
+            STRING,
+            None,
+            "The proxy's own upstream credentials, as a Kafka client's sasl.jaas.config: a login module "
+            'with username="..." password="..." (PLAIN, SCRAM), or unsecuredLoginStringClaim_sub="..." '
+            '(OAUTHBEARER, an unsecured token) or token="<jws>".',
+            MEDIUM,
         ),
         prop(
             "proxy.upstream.ssl.truststore.location",

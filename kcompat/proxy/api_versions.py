@@ -55,10 +55,17 @@ def unsupported_answer(correlation_id: int) -> list[Any]:
     return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
 
 
-def rewrite_api_versions(api_version: int, frame: bytes | bytearray | memoryview) -> list[Any] | None:
+def rewrite_api_versions(
+    api_version: int,
+    frame: bytes | bytearray | memoryview,
+    upstream: dict[int, tuple[int, int]] | None = None,
+) -> list[Any] | None:
     """The upstream's answer, intersected; None to relay it as received (an error answer, which
-    Kafka writes in v0 whatever the request's version)."""
+    Kafka writes in v0 whatever the request's version). `upstream` gets the upstream's own ranges."""
     if len(frame) < 6 or int.from_bytes(frame[4:6], "big", signed=True) != 0:
         return None
     correlation, body = decode_response(API_VERSIONS_KEY, api_version, frame)
+    if upstream is not None:
+        upstream.clear()
+        upstream.update((k.api_key, (k.min_version, k.max_version)) for k in body.api_keys)
     return encode_response(API_VERSIONS_KEY, api_version, correlation, intersect(body))

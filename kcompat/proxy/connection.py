@@ -2,18 +2,16 @@
 
 Frames from the client are cut by a FrameReader (a size over socket.request.max.bytes closes the
 connection) and written upstream as received; each awaits its answer in a queue, since a Kafka
-broker answers a connection's requests in order (Produce with acks=0 gets no answer and no
-entry). Answers come back through frames.rewrite_answer: those that name nodes are decoded and
-rewritten, everything else relayed as bytes. ApiVersions answers are intersected with the proxy's
-codec, and a request newer than the proxy's ApiVersions is answered here, in its turn.
-
-Backpressure both ways: when one side's transport holds proxy.buffer.bytes unsent, the proxy
-stops reading the other side until it drains (asyncio's pause_writing/resume_writing).
-
-Hooks may hold a request (HoldRequest: relayed later, or never) or an answer (HoldAnswer: sent
-later, or never), which is how fault rules delay, black-hole and throttle: held requests wait in
-an outbox, in order, and answers leave in request order, each when its time has come, so one
-held answer holds the ones after it (as a broker's would). Timers do the waiting, never the hook.
+broker answers a connection's requests in order (Produce with acks=0 gets no answer and no entry).
+Answers come back through frames.rewrite_answer: those that name nodes are decoded and rewritten,
+the rest relayed as bytes. ApiVersions answers are intersected with the proxy's codec, and a
+request newer than the proxy's ApiVersions is answered here, in its turn. Backpressure both ways:
+when one side's transport holds proxy.buffer.bytes unsent, the other side is not read until it
+drains (pause_writing/resume_writing). Hooks may hold a request (HoldRequest: relayed later, or
+never) or an answer (HoldAnswer: sent later, or never), which is how fault rules delay, black-hole
+and throttle: held requests wait in an outbox, in order, and answers leave in request order, each
+when its time has come, so one held answer holds the ones after it (as a broker's would). Timers
+do the waiting, never the hook.
 """
 
 from __future__ import annotations
@@ -22,12 +20,13 @@ import asyncio
 import logging
 import ssl
 import struct
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kcompat.proxy.api_versions import rewrite_api_versions, too_new, unsupported_answer
+from kcompat.proxy.client_report import ClientReport
 from kcompat.proxy.frames import PRODUCE_KEY, Pending, produce_acks, rewrite_answer
 from kcompat.proxy.hooks import (
     AnswerNow,
@@ -41,8 +40,11 @@ from kcompat.proxy.hooks import (
 )
 from kcompat.proxy.log_limit import LogLimit
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.sasl import LoginFailed, UpstreamLogin
 from kcompat.proxy.sni import SniPattern, server_name
 from kcompat.proxy.tenant import Refused, Tenant, refused_answer
+from kcompat.proxy.upstream import UpstreamSide
+from kcompat.security.sasl_exchange import SaslExchange, SaslState
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError
 from kcompat.wire.messages import APIS
@@ -50,7 +52,6 @@ from kcompat.wire.protocol import API_VERSIONS_KEY, UnsupportedRequest, peek_hea
 
 log = logging.getLogger("kcompat.proxy")
 _SIZE = struct.Struct(">i")
-_UPSTREAM_MAX_FRAME = 2**31 - 1  # answers are the upstream's to size; clients asked for them
 
 
 @dataclass
@@ -68,6 +69,11 @@ class Shared:
     tenant: Tenant | None = None  # a virtual cluster: its names prefixed upstream (tenant.py)
     sni: SniPattern | None = None  # SNI routing: the node is the one the TLS server name names
     upstream_tls: ssl.SSLContext | None = None
+    report: ClientReport | None = None  # the compatibility report (client_report.py)
+    upstream_apis: dict[int, tuple[int, int]] = field(default_factory=dict)  # its ApiVersions
+    client_sasl: Callable[[], SaslExchange] | None = None  # SASL terminated here (sasl.py)
+    upstream_login: Callable[[], UpstreamLogin] | None = None  # the proxy's own SASL upstream
+    sasl_counts: Counter[str] = field(default_factory=Counter)  # upstream logins, re-authentications
     logs: LogLimit = field(default_factory=LogLimit)
     connections: set[ClientConnection] = field(default_factory=set)
     upstream_sides: set[UpstreamSide] = field(default_factory=set)  # open upstream connections
@@ -95,13 +101,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._reader = FrameReader(shared.max_request)
         self._waiting: deque[_Waiting] = deque()  # every answer owed, in request order
         self._inflight: deque[_Waiting] = deque()  # those the upstream owes, in the order sent
-        self._outbox: deque[tuple[float, bytes | bytearray]] = deque()  # held requests (due, frame)
+        self._outbox: deque[tuple[float, bytes | bytearray, bool]] = deque()  # held (due, frame, answered)
         self._outbox_bytes = 0
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._closed = False
         self._upstream_full = False
         self._held_full = False  # the outbox holds proxy.buffer.bytes: the client is not read
         self._connecting: asyncio.Task[None] | None = None
+        self.auth = shared.client_sasl() if shared.client_sasl is not None else None
+        self.principal = "User:ANONYMOUS"  # SASL terminated here: the authenticated principal
 
     # -- client side ------------------------------------------------------------------------------
 
@@ -129,17 +137,27 @@ class ClientConnection(asyncio.BufferedProtocol):
                 tls = self.shared.upstream_tls
                 _, side = await asyncio.wait_for(
                     loop.create_connection(
-                        lambda: UpstreamSide(self), host, port, ssl=tls, server_hostname=host if tls else None
+                        lambda: UpstreamSide(self, self.shared),
+                        host,
+                        port,
+                        ssl=tls,
+                        server_hostname=host if tls else None,
                     ),
                     self.shared.connect_timeout,
                 )
+                await asyncio.wait_for(side.login(), self.shared.connect_timeout)
+            except LoginFailed as e:
+                self.fail(
+                    f"upstream-login:{host}:{port}",
+                    f"the upstream {host}:{port} refused the proxy's SASL login ({e}): closing the connection "
+                    f"from {self.peer[0]}; check proxy.upstream.sasl.mechanism and proxy.upstream.sasl.jaas.config",
+                )
+                return
             except ssl.SSLError as e:
                 why = f"TLS with {host}:{port} failed: {e.reason or e}; check proxy.upstream.ssl.*"
                 continue
-            except (OSError, TimeoutError) as e:
-                why = (
-                    f"{host}:{port} {'did not answer in time' if isinstance(e, TimeoutError) else 'refused'}"
-                )
+            except (OSError, TimeoutError, ConnectionError) as e:
+                why = f"{host}:{port} {'timed out' if isinstance(e, TimeoutError) else 'refused'}"
                 continue
             if self._closed:
                 side.close()
@@ -155,6 +173,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             f"{self.peer[0]}:{self.peer[1]}; check that the upstream cluster runs and "
             "proxy.upstream.bootstrap.servers names it",
         )
+
+    def owed(self) -> int:
+        return len(self._inflight)
 
     def _targets(self) -> list[tuple[str, int]]:
         if self.node_id is not None:
@@ -190,6 +211,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.shared.connections.discard(self)
+        if (report := self.shared.report) is not None:
+            report.closed(self.id)
         if self.upstream is not None:
             self.upstream.close()
 
@@ -224,14 +247,16 @@ class ClientConnection(asyncio.BufferedProtocol):
     # -- requests ---------------------------------------------------------------------------------
 
     def _request(self, frame: bytes | bytearray) -> None:
+        if self.auth is not None and not self._authenticated(frame):
+            return
         try:
             key, version, correlation = peek_header(frame)
         except DecodeError:
-            self.fail(
-                "short-frame", f"closing the connection from {self.peer[0]}: a request of {len(frame)} bytes"
-            )
+            self.fail("short-frame", f"closing the connection from {self.peer[0]}: an unreadable request")
             return
-        exchange = Exchange(self.id, self.peer, self.node_id, key, version, correlation)
+        if self.shared.report is not None:
+            self.shared.report.request(self.id, self.peer[0], key, version, frame, self.shared.upstream_apis)
+        exchange = Exchange(self.id, self.peer, self.node_id, key, version, correlation, self.principal)
         pending = Pending(key, version, correlation)
         hold: float | None = 0.0
         if self.shared.request_hook is not None:
@@ -264,7 +289,40 @@ class ClientConnection(asyncio.BufferedProtocol):
             waiting = _Waiting(pending, exchange)
             self._waiting.append(waiting)
             self._inflight.append(waiting)
-        self._send_upstream(frame, hold)
+        self._send_upstream(frame, hold, answered)
+
+    def _authenticated(self, frame: bytes | bytearray) -> bool:
+        """The SASL exchange's say on a client frame: True to relay it, else answered or closed here."""
+        assert self.auth is not None
+        raw = self.auth.state is SaslState.RAW_TOKEN  # SaslHandshake v0: a bare token, answered bare
+        step = self.auth.step(memoryview(frame), asyncio.get_running_loop().time())
+        self.principal = self.auth.principal or self.principal
+        if step.to_broker:
+            return True
+        waiting = None
+        if step.chunks is not None and not raw:
+            header = peek_header(frame)
+            waiting = _Waiting(Pending(*header), Exchange(self.id, self.peer, self.node_id, *header))
+        if step.close is None:
+            self._sasl_answer(waiting, step.chunks)
+        else:  # refused: answered after connection.failed.authentication.delay.ms, then closed
+            if self.transport is not None:
+                self.transport.pause_reading()
+            asyncio.get_running_loop().call_later(
+                step.delay_s, self._refused, waiting, step.chunks, step.close
+            )
+        return False
+
+    def _sasl_answer(self, waiting: _Waiting | None, chunks: Sequence[Any] | None) -> None:
+        if waiting is not None and chunks is not None:
+            self._answer_here(waiting, chunks)  # in its turn, behind the answers owed
+        elif chunks is not None and self.transport is not None:
+            self.transport.writelines(chunks)
+
+    def _refused(self, waiting: _Waiting | None, chunks: Sequence[Any] | None, why: str) -> None:
+        if not self._closed:
+            self._sasl_answer(waiting, chunks)
+            self.fail("sasl", f"closing the connection from {self.peer[0]}: {why}")
 
     def _request_hook(
         self, frame: bytes | bytearray, pending: Pending, exchange: Exchange
@@ -310,13 +368,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         )
         return None
 
-    def _send_upstream(self, frame: bytes | bytearray, hold: float = 0.0) -> None:
+    def _send_upstream(self, frame: bytes | bytearray, hold: float = 0.0, answered: bool = True) -> None:
         assert self.upstream is not None  # the client is not read before the upstream is up
         if hold <= 0 and not self._outbox:
-            self.upstream.write([_SIZE.pack(len(frame)), frame])
+            self.upstream.write([_SIZE.pack(len(frame)), frame], answered)
             return
         # held, or behind a held one: requests reach the upstream in the order the client sent them
-        self._outbox.append((asyncio.get_running_loop().time() + hold, frame))
+        self._outbox.append((asyncio.get_running_loop().time() + hold, frame, answered))
         self._outbox_bytes += len(frame)
         if self._outbox_bytes > self.shared.buffer_bytes and not self._held_full:
             self._held_full = True
@@ -329,9 +387,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         now = asyncio.get_running_loop().time()
         while self._outbox and self._outbox[0][0] <= now:
-            _, frame = self._outbox.popleft()
+            _, frame, answered = self._outbox.popleft()
             self._outbox_bytes -= len(frame)
-            self.upstream.write([_SIZE.pack(len(frame)), frame])
+            self.upstream.write([_SIZE.pack(len(frame)), frame], answered)
         if self._outbox:
             self._wake("outbox", self._outbox[0][0], self._send_due)
         if self._held_full and self._outbox_bytes <= self.shared.buffer_bytes:
@@ -365,7 +423,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         try:
             if pending.api_key == API_VERSIONS_KEY:
-                chunks = rewrite_api_versions(pending.api_version, frame) or [_SIZE.pack(len(frame)), frame]
+                ours = rewrite_api_versions(pending.api_version, frame, self.shared.upstream_apis)
+                chunks = ours or [_SIZE.pack(len(frame)), frame]
             else:
                 chunks, _ = rewrite_answer(
                     pending, frame, self.shared.nodes.endpoint, self.shared.nodes.learn, self.shared.tenant
@@ -438,63 +497,3 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.transport.pause_reading()
         else:
             self._resume_client()
-
-
-class UpstreamSide(asyncio.BufferedProtocol):
-    """The proxy's connection to one upstream broker, on behalf of one client connection."""
-
-    def __init__(self, client: ClientConnection) -> None:
-        self.client = client
-        self.transport: asyncio.Transport | None = None
-        self._reader = FrameReader(_UPSTREAM_MAX_FRAME)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport = cast(asyncio.Transport, transport)
-        transport.set_write_buffer_limits(high=self.client.shared.buffer_bytes)
-        self.client.shared.upstream_sides.add(self)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._reader.get_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self._reader.buffer_updated(nbytes)
-        try:
-            while (frame := self._reader.next_frame()) is not None:
-                self.client.answer(frame)
-        except FrameSizeError as e:
-            self.client.fail(
-                "upstream-frame", f"the upstream sent an invalid frame ({e}): closing the connection"
-            )
-
-    def write(self, chunks: Sequence[Any]) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(chunks)
-
-    def pause_writing(self) -> None:  # the upstream reads slower than the client sends
-        self.client.upstream_full(True)
-
-    def resume_writing(self) -> None:
-        self.client.upstream_full(False)
-
-    def pause_reading(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
-
-    def eof_received(self) -> bool:
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        log.debug("upstream connection of client connection %d closed (%s)", self.client.id, exc)
-        self.client.shared.upstream_sides.discard(self)
-        self.client.close()
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
-ConnectionFactory = Callable[[], ClientConnection]

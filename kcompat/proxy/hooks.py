@@ -33,6 +33,7 @@ class Exchange:
     api_key: int
     api_version: int
     correlation_id: int
+    principal: str = "User:ANONYMOUS"  # who authenticated, when SASL is terminated at the proxy
 
 
 class CloseConnection(Exception):

@@ -186,5 +186,6 @@ def _facts(exchange: Exchange, frame: bytes | bytearray) -> RequestFacts:
         client_id,
         peer=exchange.client[0],
         broker=-1 if exchange.node_id is None else exchange.node_id,
+        principal=exchange.principal,
         body=body,
     )

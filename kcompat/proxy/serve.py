@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
+from kcompat.config.errors import ConfigError
 from kcompat.config.proxy_config import ProxyConfig
 from kcompat.proxy.admin import ProxyAdmin, proxy_admin
 from kcompat.proxy.server import ProxyServer
@@ -31,7 +33,12 @@ def _servers(config: ProxyConfig, admin: ProxyAdmin | None) -> list[ProxyServer]
     hooks: dict[str, Any] = {}
     if admin is not None:  # without: no hooks, nothing decoded, nothing looked up per request
         i = admin.intercept
-        hooks = {"request_hook": i.request, "response_hook": i.response, "connect_hook": i.connect}
+        hooks = {
+            "request_hook": i.request,
+            "response_hook": i.response,
+            "connect_hook": i.connect,
+            "report": admin.report,
+        }
     if not config.virtual_clusters:
         return [ProxyServer(config, **hooks)]
     return [
@@ -88,5 +95,9 @@ async def _run(config: ProxyConfig) -> int:
 
 
 def serve(config: ProxyConfig) -> int:
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(_run(config))
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(_run(config))
+    except ConfigError as e:  # settings only the listeners' set-up reads (TLS files, SASL users)
+        print(f"kcompat: invalid configuration: {e}", file=sys.stderr)
+        return 1

@@ -23,12 +23,15 @@ import logging
 import socket
 import ssl
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from kcompat.config.proxy_config import ProxyConfig
+from kcompat.proxy.client_report import ClientReport
 from kcompat.proxy.connection import ClientConnection, Shared
 from kcompat.proxy.hooks import ConnectHook, RequestHook, ResponseHook
 from kcompat.proxy.node_map import NodeMap
+from kcompat.proxy.sasl import LoginFailed, UpstreamLogin, client_authenticators, upstream_login
 from kcompat.proxy.sni import SniPattern, remember_server_name
 from kcompat.proxy.tenant import Tenant
 from kcompat.proxy.tls import client_side_context, upstream_context
@@ -65,6 +68,7 @@ class ProxyServer:
         response_hook: ResponseHook | None = None,
         connect_hook: ConnectHook | None = None,
         tenant: Tenant | None = None,
+        report: ClientReport | None = None,
     ) -> None:
         self.config = config
         self.bind_host, self.bootstrap_port = config.bootstrap
@@ -91,6 +95,9 @@ class ProxyServer:
             tenant=tenant,
             sni=self.sni,
             upstream_tls=upstream_context(config),
+            report=report,
+            client_sasl=client_authenticators(config),
+            upstream_login=upstream_login(config),
         )
         self._servers: dict[int | None, asyncio.Server] = {}
         self._pending_servers: set[asyncio.Task[Any]] = set()
@@ -156,9 +163,16 @@ class ProxyServer:
         for host, port in [*self.shared.upstreams, *known]:
             try:
                 brokers = await asyncio.wait_for(
-                    _metadata_brokers(host, port, self.shared.upstream_tls), self.shared.connect_timeout
+                    _metadata_brokers(
+                        host,
+                        port,
+                        self.shared.upstream_tls,
+                        self.shared.upstream_apis,
+                        self.shared.upstream_login,
+                    ),
+                    self.shared.connect_timeout,
                 )
-            except (OSError, TimeoutError, EOFError, DecodeError, ValueError) as e:  # EOF: a SASL listener
+            except (OSError, TimeoutError, EOFError, DecodeError, ValueError, LoginFailed) as e:
                 log.debug("Metadata from %s:%d failed: %s", host, port, e)
                 continue
             for node_id, node_host, node_port in brokers:
@@ -189,12 +203,27 @@ class ProxyServer:
         self._servers.clear()
 
 
-async def _metadata_brokers(host: str, port: int, tls: ssl.SSLContext | None) -> list[tuple[int, str, int]]:
-    """(node id, host, port) of the brokers in `host:port`'s Metadata answer."""
+async def _metadata_brokers(
+    host: str,
+    port: int,
+    tls: ssl.SSLContext | None,
+    apis: dict[int, tuple[int, int]],
+    login: Callable[[], UpstreamLogin] | None = None,
+) -> list[tuple[int, str, int]]:
+    """(node id, host, port) of the brokers in `host:port`'s Metadata answer; `apis` gets the
+    ranges of its ApiVersions answer (what the compatibility report checks requests against)."""
     reader, writer = await asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
     try:
+        if login is not None:  # a SASL upstream: the proxy's own login first
+            attempt = login()
+            frame: bytes | None = attempt.first()
+            while frame is not None:
+                writer.write(frame)
+                frame = attempt.answer(await _read_frame(reader))
         versions = await _roundtrip(reader, writer, API_VERSIONS_KEY, 0, {})
         theirs = {k.api_key: k.max_version for k in versions.api_keys}
+        apis.clear()
+        apis.update((k.api_key, (k.min_version, k.max_version)) for k in versions.api_keys)
         ours = APIS[METADATA_KEY].versions.high or _METADATA_MAX
         version = min(theirs.get(METADATA_KEY, 0), ours, _METADATA_MAX)
         body: dict[str, Any] = {"topics": []}
@@ -210,8 +239,12 @@ async def _roundtrip(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int, version: int, body: dict[str, Any]
 ) -> Any:
     writer.write(encode_request(key, version, 1, body, _CLIENT_ID))
+    _, answer = decode_response(key, version, await _read_frame(reader))
+    return answer
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
     size = _SIZE.unpack(await reader.readexactly(4))[0]
     if not 4 <= size <= 64 << 20:
         raise ValueError(f"an answer of {size} bytes")
-    _, answer = decode_response(key, version, await reader.readexactly(size))
-    return answer
+    return await reader.readexactly(size)

@@ -22,17 +22,18 @@ LISTENER = "PROXY"
 
 def client_side_context(config: ProxyConfig) -> ssl.SSLContext | None:
     """The bootstrap and node listeners' TLS context; None for PLAINTEXT."""
-    if config.get("proxy.client.security.protocol") != "SSL":
+    protocol = config.get("proxy.client.security.protocol")
+    if protocol not in ("SSL", "SASL_SSL"):
         return None
     host, port = config.bootstrap
-    security = parse_security([Listener(LISTENER, host, port, "SSL")], config.security_props)[LISTENER]
+    security = parse_security([Listener(LISTENER, host, port, protocol)], config.security_props)[LISTENER]
     assert security.ssl is not None
     return server_context(security.ssl)
 
 
 def upstream_context(config: ProxyConfig) -> ssl.SSLContext | None:
     """The TLS context of the proxy's connections to the upstream; None for PLAINTEXT."""
-    if config.get("proxy.upstream.security.protocol") != "SSL":
+    if config.get("proxy.upstream.security.protocol") not in ("SSL", "SASL_SSL"):
         return None
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     cafile = config.get("proxy.upstream.ssl.truststore.location")
