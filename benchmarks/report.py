@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import share, txn
+from benchmarks import proxy, share, txn
 from benchmarks.plan import Plan, consume_key, figures, produce_key, size_label
 
 KCOMPAT, KAFKA = "kcompat", "kafka"
@@ -150,6 +150,18 @@ def share_section(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
     ]  # fmt: skip
 
 
+def suite_sections(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
+    """The transactional, share-group and proxy tables, each when its suite ran."""
+    lines: list[str] = []
+    if "txn" in plan.suites:
+        lines += txn_section(agg, plan)
+    if "share" in plan.suites:
+        lines += share_section(agg, plan)
+    if "proxy" in plan.suites:
+        lines += proxy.section(agg, plan, _fmt)
+    return lines
+
+
 def markdown(data: dict[str, Any], plan: Plan) -> str:
     agg = aggregate(data["runs"])
     machine = {k: stat([m[k] for m in data["machine"] if k in m]) for k in ("sendfile_mbs", "write_mbs")}
@@ -230,10 +242,7 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
             f"linger.ms=0) to an assigned confluent consumer, {plan.e2e_seconds:g} s",
             "", *_table(agg, lat, "percentile"), "",
         ]  # fmt: skip
-    if "txn" in plan.suites:
-        lines += txn_section(agg, plan)
-    if "share" in plan.suites:
-        lines += share_section(agg, plan)
+    lines += suite_sections(agg, plan)
     res = [
         ("cold start to first Metadata answer, s", "start/cold_s", False),
         ("resident memory idle after start, MB", "memory/idle_rss_mb", False),

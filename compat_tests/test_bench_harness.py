@@ -12,7 +12,7 @@ import sys
 import pytest
 from support import ROOT
 
-from benchmarks import fetch_path, metadata_probe, metadata_scale, share, txn
+from benchmarks import fetch_path, metadata_probe, metadata_scale, proxy, share, txn
 from benchmarks.plan import QUICK, consume_key, produce_key
 from benchmarks.suite import percentile
 from kcompat.wire import protocol
@@ -24,7 +24,7 @@ def test_quick_run_against_kcompat_writes_every_figure(tmp_path):
     out = tmp_path / "results"
     run = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--brokers", "kcompat", "--no-java", "--out", str(out),
-         "--workdir", str(tmp_path / "work")],
+         "--workdir", str(tmp_path / "work"), "--suites", "produce,consume,latency,txn,share"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -140,3 +140,40 @@ def test_cluster_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
     table = cluster.table(results)
     assert "| produce confluent 1 KiB (records/s) |" in table and "| failover after kill -9" in table
     assert "| kill -9 of the group coordinator to the next commit (s) |" in table
+
+
+@pytest.mark.slow
+def test_proxy_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
+    """The proxy rows (benchmarks/proxy.py): a real `kcompat proxy` process in front of a real
+    kcompat broker, every row direct and proxied, the proxy's CPU and memory; none failed."""
+    out = tmp_path / "results"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--brokers", "kcompat", "--no-java", "--out", str(out),
+         "--workdir", str(tmp_path / "work"), "--suites", "proxy", "--no-plots"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (kcompat,) = json.loads((out / "results.json").read_text())["runs"]
+    assert kcompat["errors"] == {}, kcompat["errors"]
+    values = kcompat["values"]
+    expected = ["proxy/cpu_s_per_gb", "proxy/idle_rss_mb", "proxy/load_rss_mb"]
+    for _label, direct, proxied in proxy.rows(QUICK):
+        expected += [
+            f"{k}/{f}" for k in (direct, proxied) for f in ("records_per_s", "mb_per_s", "cpu_s_per_gb")
+        ]
+    expected += [f"proxy/e2e/{path}/{p}_ms" for path in proxy.PATHS for p in ("p50", "p99")]
+    missing = [k for k in expected if k not in values]
+    assert not missing, missing
+    # a quick direct catch-up read can take under one clock tick of the broker's CPU: >= 0 there
+    assert all(values[k] > 0 or (k.endswith("cpu_s_per_gb") and values[k] == 0) for k in expected)
+    assert values["proxy/idle_rss_mb"] <= values["proxy/load_rss_mb"]
+    ratios = proxy.ratios(values, QUICK)
+    assert "proxy/e2e/added_p99_ms" in ratios  # proxied p99 - direct p99: either sign on a loaded machine
+    throughput = {k: r for k, r in ratios.items() if k != "proxy/e2e/added_p99_ms"}
+    assert len(throughput) == len(proxy.rows(QUICK)) and all(r > 0 for r in throughput.values())
+    report = (out / "report.md").read_text()
+    assert "## Through `kcompat proxy` vs direct" in report
+    assert (
+        "| produce confluent 1 KiB, records/s |" in report
+        and "| proxy CPU s per GB (proxied rows) |" in report
+    )
