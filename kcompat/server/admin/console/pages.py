@@ -11,6 +11,7 @@ uPlot for the lag chart, every file served from this package (nothing from a CDN
     /group/lag.json    the lag history the chart draws
     /brokers           the brokers (this node; in cluster mode every registered broker) and controllers
     /static/...        htmx, uPlot, the console's css and js
+    /login             the login form (actions.py takes its POST and the actions' forms)
 
 Every page is computed from memory on the event loop in well under a millisecond for a few
 hundred partitions; the browser reads at most MAX_READ_BYTES from the log per request.
@@ -29,6 +30,7 @@ import jinja2
 from kcompat.admin_http.http_server import Page
 from kcompat.server.admin.console import browse, views
 from kcompat.server.admin.console.lag_history import LagHistory
+from kcompat.server.admin.console.session import Session, Sessions
 
 if TYPE_CHECKING:
     from kcompat.server.broker import Broker
@@ -55,17 +57,16 @@ def _int(query: Query, name: str) -> int | None:
 
 
 class Console:
-    def __init__(self, broker: Broker, history: LagHistory) -> None:
+    def __init__(self, broker: Broker, history: LagHistory, sessions: Sessions | None = None) -> None:
         self.broker = broker
         self.history = history
-        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
-        self.env.filters["bytes"] = _human_bytes
-        self.env.filters["thousands"] = lambda n: f"{n:,}"
-        self.env.filters["utc"] = _utc
+        self.sessions = sessions
+        self._session: Session | None = None  # the request's, while its page renders (synchronously)
+        self.env = environment()
         self._static = {p.name: p.read_bytes() for p in STATIC.iterdir() if p.is_file()}  # some 110 KB
 
     def routes(self) -> dict[str, Callable[[Query], Page]]:
-        return {
+        pages: dict[str, Callable[[Query], Page]] = {
             "/": self.overview,
             "/topics": self.topics,
             "/topic": self.topic,
@@ -76,9 +77,26 @@ class Console:
             "/group/lag.json": self.lag_json,
             "/brokers": self.brokers,
             "/static/": self.static,
+            "/login": self.login,
         }
+        return {path: self._as_logged_in(page) for path, page in pages.items()}
+
+    def _as_logged_in(self, page: Callable[[Query], Page]) -> Callable[[Query], Page]:
+        def route(query: Query) -> Page:
+            cookie = _one(query, "_cookie")
+            self._session = self.sessions.get(cookie) if self.sessions is not None else None
+            try:
+                return page(query)
+            finally:
+                self._session = None
+
+        return route
+
+    def login(self, query: Query) -> Page:
+        return self._page("login.html", page="login", next=_one(query, "next") or "/", error=None)
 
     def _page(self, template: str, status: int = 200, **context: Any) -> Page:
+        context.setdefault("session", self._session)
         body = self.env.get_template(template).render(cluster_id=self.broker.cluster_id, **context)
         return Page(body.encode(), HTML, status)
 
@@ -158,6 +176,14 @@ class Console:
             return Page(b"not found\n", status=404)
         content_type = next((v for k, v in _TYPES.items() if name.endswith(k)), "application/octet-stream")
         return Page(body, content_type, max_age=3600)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
+    env.filters["bytes"] = _human_bytes
+    env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["utc"] = _utc
+    return env
 
 
 def _utc(ms: int) -> str:

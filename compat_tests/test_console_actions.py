@@ -1,0 +1,184 @@
+"""The console's actions over HTTP, against a real `kcompat serve` with SCRAM users and ACLs on.
+
+Login with the broker's SCRAM users or admin.console.token; a session cookie (HttpOnly,
+SameSite=Strict) and the CSRF token each form carries (a POST without either: 403, nothing done);
+actions go to the broker as Kafka requests under the user's principal, so the authorizer decides:
+alice without rights is refused by Kafka's error name, admin creates, produces and deletes, and
+confluent-kafka reads what the console produced. Every action is logged with its principal.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from http.cookiejar import CookieJar
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+TOKEN = "console-token-3f9a"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    base = tmp_path_factory.mktemp("console-actions")
+    props = {
+        **TEST_DEFAULTS,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": "User:admin;User:ANONYMOUS",
+        "admin.listener": f"127.0.0.1:{free_port()}",
+        "admin.console.token": TOKEN,
+    }
+    scram = [a for u, pw in USERS.items() for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={pw}]")]
+    b = Broker(
+        base / "data",
+        base / "kcompat.log",
+        overrides=props,
+        listeners={"SASL_PLAINTEXT": free_port()},
+        args=scram,
+    )
+    b.start()
+    yield b
+    b.stop()
+
+
+class Browser:
+    """urllib with a cookie jar: what a browser sends, minus the rendering."""
+
+    def __init__(self, broker: Broker) -> None:
+        assert broker.admin_url is not None
+        self.base = broker.admin_url
+        self.jar = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def get(self, path: str) -> tuple[int, str]:
+        return self._open(urllib.request.Request(self.base + path))
+
+    def post(self, path: str, fields: dict[str, str], **headers: str) -> tuple[int, str]:
+        data = urllib.parse.urlencode(fields).encode()
+        return self._open(urllib.request.Request(self.base + path, data=data, headers=headers, method="POST"))
+
+    def _open(self, request: urllib.request.Request) -> tuple[int, str]:
+        try:
+            with self.opener.open(request, timeout=30) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def login(self, user: str, password: str) -> str:
+        status, _ = self.post("/login", {"user": user, "password": password, "next": "/topics"})
+        assert status == 200  # 303 followed to /topics
+        return self.csrf()
+
+    def csrf(self) -> str:
+        status, page = self.get("/topics")
+        assert status == 200
+        found = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert found, "no CSRF token in the create form"
+        return found.group(1)
+
+
+def result(page: str) -> str:
+    found = re.search(r'id="result">(.*?)</p>', page, re.DOTALL)
+    assert found, page[:500]
+    return re.sub(r"<[^>]+>", "", found.group(1))
+
+
+def test_login_session_cookie_and_csrf_refusals(broker: Broker) -> None:
+    anon = Browser(broker)
+    assert anon.get("/topics")[0] == 401  # SASL is on: a login (Basic or the session) first
+    assert anon.get("/login")[0] == 200
+    status, page = anon.post("/login", {"user": "alice", "password": "wrong"})
+    assert status == 403 and "SASL_AUTHENTICATION_FAILED" in page
+    # an action without a session: 403, and nothing created
+    assert anon.post("/action/topic/create", {"name": "nosession", "partitions": "1"})[0] == 403
+
+    admin = Browser(broker)
+    csrf = admin.login("admin", "admin-secret")
+    cookie = next(c for c in admin.jar if c.name == "kcompat_session")
+    assert cookie.has_nonstandard_attr("HttpOnly") and cookie.get_nonstandard_attr("SameSite") == "Strict"
+    # with the session but without (or with a wrong) CSRF token: 403
+    assert admin.post("/action/topic/create", {"name": "nocsrf", "partitions": "1"})[0] == 403
+    assert (
+        admin.post("/action/topic/create", {"name": "nocsrf", "partitions": "1", "csrf": csrf + "x"})[0]
+        == 403
+    )
+    # posted from another site's page, even with the token: 403
+    fields = {"name": "nocsrf", "partitions": "1", "csrf": csrf}
+    assert admin.post("/action/topic/create", fields, Origin="http://evil.example")[0] == 403
+    assert "nocsrf" not in admin.get("/topics")[1] and "nosession" not in admin.get("/topics")[1]
+
+    # logged out: the old cookie no longer acts
+    admin.post("/logout", {})
+    assert admin.post("/action/topic/create", fields)[0] == 403
+
+
+def test_actions_go_through_the_authorizer(broker: Broker) -> None:
+    admin = Browser(broker)
+    csrf = admin.login("admin", "admin-secret")
+    status, page = admin.post(
+        "/action/topic/create",
+        {"name": "console-made", "partitions": "3", "configs": "retention.ms=3600000", "csrf": csrf},
+    )
+    assert status == 200, page
+    assert result(page) == "created topic console-made with 3 partition(s)"
+    topic_page = admin.get("/topic?name=console-made")[1]
+    assert "retention.ms" in topic_page and "3600000" in topic_page
+    status, page = admin.post(
+        "/action/topic/produce",
+        {"name": "console-made", "partition": "1", "key": "k1", "value": "hello from the console",
+         "headers": "trace=abc", "csrf": csrf},
+    )  # fmt: skip
+    assert status == 200 and result(page) == "written to console-made-1 at offset 0"
+    consumer = Consumer({
+        "bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": "admin-secret",
+        "group.id": "console-reader", "enable.auto.commit": False,
+    })  # fmt: skip
+    try:
+        consumer.assign([TopicPartition("console-made", 1, OFFSET_BEGINNING)])
+        got: list[Any] = []
+        wait_until(
+            lambda: bool(m := consumer.poll(0.5)) and not m.error() and bool(got.append(m)) is False, 20
+        )
+        m = got[0]
+        assert (m.key(), m.value(), m.headers()) == (b"k1", b"hello from the console", [("trace", b"abc")])
+    finally:
+        consumer.close()
+
+    # alice has no ACLs: the broker's authorizer refuses her, by Kafka's error name
+    alice = Browser(broker)
+    csrf_a = alice.login("alice", "alice-secret")
+    status, page = alice.post(
+        "/action/topic/create", {"name": "alice-topic", "partitions": "1", "csrf": csrf_a}
+    )
+    assert status == 403 and result(page).startswith("TOPIC_AUTHORIZATION_FAILED")
+    status, page = alice.post("/action/topic/produce", {"name": "console-made", "value": "x", "csrf": csrf_a})
+    assert status == 403 and result(page).startswith("TOPIC_AUTHORIZATION_FAILED")
+    status, page = alice.post("/action/topic/delete", {"name": "console-made", "csrf": csrf_a})
+    assert status == 403 and result(page).startswith("TOPIC_AUTHORIZATION_FAILED")
+
+    # the token logs in as User:console, which has no rights either
+    token = Browser(broker)
+    csrf_t = token.login("", TOKEN)
+    assert "User:console" in token.get("/topics")[1]
+    status, page = token.post("/action/topic/delete", {"name": "console-made", "csrf": csrf_t})
+    assert status == 403 and result(page).startswith("TOPIC_AUTHORIZATION_FAILED")
+
+    status, page = admin.post("/action/topic/delete", {"name": "console-made", "csrf": csrf})
+    assert status == 200 and result(page) == "deleted topic console-made"
+    logs = broker.logs()
+    assert "console /action/topic/create by User:admin from 127.0.0.1: NONE" in logs
+    assert "console /action/topic/create by User:alice from 127.0.0.1: TOPIC_AUTHORIZATION_FAILED" in logs
