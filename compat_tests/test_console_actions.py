@@ -9,6 +9,7 @@ confluent-kafka reads what the console produced. Every action is logged with its
 
 from __future__ import annotations
 
+import html
 import re
 import urllib.error
 import urllib.parse
@@ -93,7 +94,7 @@ class Browser:
 def result(page: str) -> str:
     found = re.search(r'id="result">(.*?)</p>', page, re.DOTALL)
     assert found, page[:500]
-    return re.sub(r"<[^>]+>", "", found.group(1))
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(1)))
 
 
 def test_login_session_cookie_and_csrf_refusals(broker: Broker) -> None:
@@ -182,3 +183,103 @@ def test_actions_go_through_the_authorizer(broker: Broker) -> None:
     logs = broker.logs()
     assert "console /action/topic/create by User:admin from 127.0.0.1: NONE" in logs
     assert "console /action/topic/create by User:alice from 127.0.0.1: TOPIC_AUTHORIZATION_FAILED" in logs
+
+
+def sasl(user: str) -> dict[str, Any]:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": user, "sasl.password": USERS[user]}  # fmt: skip
+
+
+def committed(broker: Broker, group: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer(
+        {"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "group.id": group, **sasl("admin")}
+    )
+    try:
+        got = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
+        return [tp.offset for tp in got]
+    finally:
+        consumer.close()
+
+
+def preview_rows(page: str) -> list[tuple[str, ...]]:
+    table = page.split('id="preview"', 1)[1].split("</table>", 1)[0]
+    rows = [
+        tuple(re.findall(r"<td[^>]*>(.*?)</td>", row))
+        for row in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL)
+    ]
+    return [row for row in rows if row]  # the header row has no <td>
+
+
+def test_topic_edits_and_group_offsets(broker: Broker) -> None:
+    admin = Browser(broker)
+    csrf = admin.login("admin", "admin-secret")
+    post = lambda path, **f: admin.post(path, {**f, "csrf": csrf})  # noqa: E731
+    assert post("/action/topic/create", name="offsets-t", partitions="2")[0] == 200
+    status, page = post(
+        "/action/topic/configs", name="offsets-t", set="retention.ms=7200000\nmax.message.bytes=65536"
+    )
+    assert status == 200 and result(page) == "changed 2 config(s) of topic offsets-t", page
+    assert (
+        'class="override"><td>max.message.bytes</td><td>65536</td>' in admin.get("/topic?name=offsets-t")[1]
+    )
+    status, page = post("/action/topic/configs", name="offsets-t", delete="max.message.bytes")
+    assert status == 200 and "65536" not in admin.get("/topic?name=offsets-t")[1]
+    status, page = post("/action/topic/partitions", name="offsets-t", count="1")
+    assert status == 400 and result(page).startswith("INVALID_PARTITIONS")
+    status, page = post("/action/topic/partitions", name="offsets-t", count="3")
+    assert status == 200 and "3 partition(s)" in admin.get("/topic?name=offsets-t")[1]
+
+    for i in range(6):  # two records a partition
+        assert post("/action/topic/produce", name="offsets-t", partition=str(i % 3), value=f"v{i}")[0] == 200
+    consumer = Consumer({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "group.id": "g-reset",
+                         "enable.auto.commit": False, **sasl("admin")})  # fmt: skip
+    consumer.assign([TopicPartition("offsets-t", p, OFFSET_BEGINNING) for p in range(3)])
+    seen = 0
+    deadline = 40
+    while seen < 6 and deadline:
+        m = consumer.poll(0.5)
+        deadline -= 1
+        seen += m is not None and not m.error()
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert committed(broker, "g-reset", "offsets-t", 3) == [2, 2, 2]
+
+    # a dry run shows each partition's committed offset and its new one, and changes nothing
+    status, page = post("/action/group/reset", id="g-reset", to="earliest", mode="preview")
+    assert status == 200 and result(page).startswith("dry run: 3 partition(s)"), page
+    assert preview_rows(page) == [("offsets-t", str(p), "2", "0") for p in range(3)]
+    assert committed(broker, "g-reset", "offsets-t", 3) == [2, 2, 2]
+    assert 'id="apply-reset"' in page
+    status, page = post("/action/group/reset", id="g-reset", to="earliest", mode="apply")
+    assert status == 200 and result(page) == "reset 3 partition(s) of group g-reset to earliest"
+    assert committed(broker, "g-reset", "offsets-t", 3) == [0, 0, 0]
+    status, page = post(
+        "/action/group/reset", id="g-reset", topic="offsets-t", to="offset", value="1", mode="apply"
+    )
+    assert status == 200 and committed(broker, "g-reset", "offsets-t", 3) == [1, 1, 1]
+    status, page = post("/action/group/reset", id="g-reset", to="offset", value="99", mode="preview")
+    assert [r[3] for r in preview_rows(page)] == ["2", "2", "2"]  # kept within the log
+    status, page = post(
+        "/action/group/reset", id="g-reset", to="timestamp", value="99999999999999", mode="preview"
+    )
+    assert [r[3] for r in preview_rows(page)] == ["2", "2", "2"]  # no record after it: the log end
+    status, page = post("/action/group/reset", id="g-reset", to="latest", mode="apply")
+    assert status == 200 and committed(broker, "g-reset", "offsets-t", 3) == [2, 2, 2]
+
+    # alice may not touch the group: the authorizer says so by name
+    alice = Browser(broker)
+    csrf_a = alice.login("alice", "alice-secret")
+    status, page = alice.post(
+        "/action/group/reset", {"id": "g-reset", "to": "earliest", "mode": "apply", "csrf": csrf_a}
+    )
+    assert status == 403 and result(page).split(":")[0].endswith("AUTHORIZATION_FAILED"), page
+    status, page = alice.post("/action/group/delete", {"id": "g-reset", "csrf": csrf_a})
+    assert status == 403 and result(page).startswith("GROUP_AUTHORIZATION_FAILED")
+
+    status, page = post("/action/group/delete-offsets", id="g-reset", topic="offsets-t")
+    assert status == 200 and result(page) == "deleted group g-reset's offsets on offsets-t", page
+    assert committed(broker, "g-reset", "offsets-t", 3) == [-1001, -1001, -1001]
+    status, page = post("/action/group/delete", id="g-reset")
+    assert status == 200 and result(page) == "deleted group g-reset"
+    status, page = post("/action/group/delete", id="g-reset")
+    assert status == 400 and result(page).startswith("GROUP_ID_NOT_FOUND")

@@ -141,7 +141,18 @@ ROUTES = (
     "/login",
 )
 # The console's forms (console/actions.py: ConsoleActions.routes), answered to POST only.
-FORMS = ("/login", "/logout", "/action/topic/create", "/action/topic/delete", "/action/topic/produce")
+FORMS = (
+    "/login",
+    "/logout",
+    "/action/topic/create",
+    "/action/topic/delete",
+    "/action/topic/produce",
+    "/action/topic/configs",
+    "/action/topic/partitions",
+    "/action/group/delete",
+    "/action/group/reset",
+    "/action/group/delete-offsets",
+)
 
 
 def _load() -> tuple[ModuleType, ModuleType]:

@@ -5,6 +5,9 @@
     POST /action/topic/create       name, partitions, replication, configs (k=v a line)
     POST /action/topic/delete       name
     POST /action/topic/produce      name, partition, key, value, headers (k=v a line)
+    POST /action/topic/configs      name, set (k=v a line), delete (names a line): IncrementalAlterConfigs
+    POST /action/topic/partitions   name, count (the new total): CreatePartitions
+    POST /action/group/...          delete, reset offsets (with a dry run), delete offsets: group_actions.py
 
 Every action needs a session (403 otherwise) and its CSRF token (403 otherwise), is refused when
 the browser says it comes from another origin, goes to the broker as the Kafka request a client
@@ -18,10 +21,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from kcompat.admin_http.http_server import Form, Page
 from kcompat.server.admin.console import kafka_calls as k
+from kcompat.server.admin.console.group_actions import GroupActions, Outcome
 from kcompat.server.admin.console.kafka_calls import CallFailed, KafkaCalls, error_name
 from kcompat.server.admin.console.session import Session, Sessions
 from kcompat.wire.records import Record, build_batch
@@ -33,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcompat.server.admin.console")
 HTML = "text/html; charset=utf-8"
-
-Outcome = tuple[str, str]  # (Kafka's error name or "NONE", what the page says)
 
 
 def _field(form: Form, name: str) -> str:
@@ -58,12 +60,16 @@ class ConsoleActions:
         self.sessions = sessions
         self.env = env
         self.kafka = KafkaCalls(broker)
+        self.group_actions = GroupActions(broker, self.kafka)
 
     def routes(self) -> dict[str, Callable[[Form], Awaitable[Page]]]:
         acts: dict[str, Callable[[Session, Form], Awaitable[Outcome]]] = {
             "/action/topic/create": self.create_topic,
             "/action/topic/delete": self.delete_topic,
             "/action/topic/produce": self.produce,
+            "/action/topic/configs": self.alter_configs,
+            "/action/topic/partitions": self.add_partitions,
+            **self.group_actions.routes(),
         }
         routes: dict[str, Callable[[Form], Awaitable[Page]]] = {
             path: self._guarded(path, act) for path, act in acts.items()
@@ -111,8 +117,10 @@ class ConsoleActions:
             if form.origin and urlsplit(form.origin).netloc != (form.host or ""):
                 log.info("console %s by %s refused: posted from %s", path, session.principal, form.origin)
                 return Page(b"posted from another origin\n", status=403)
+            rows: list[tuple[str, int, str, str]] = []  # a dry run's preview: topic, partition, now, then
             try:
-                error, said = await act(session, form)
+                error, said, *more = await act(session, form)
+                rows = more[0] if more else []
             except CallFailed as e:
                 error, said = "INVALID_REQUEST", f"the broker refused the request: {e}"
             except ValueError as e:
@@ -122,7 +130,17 @@ class ConsoleActions:
             back = _field(form, "back") or "/"
             back = back if back.startswith("/") and not back.startswith("//") else "/"
             return self._render(
-                "result.html", status, page="", error=error, said=said, back=back, session=session
+                "result.html",
+                status,
+                page="",
+                error=error,
+                said=said,
+                back=back,
+                session=session,
+                rows=rows,
+                preview=_preview(form)
+                if rows and _field(form, "mode") != "apply" and error == "NONE"
+                else None,
             )
 
         return route
@@ -180,6 +198,47 @@ class ConsoleActions:
             return error_name(p.error_code), p.error_message or f"not written to {name}-{partition}"
         return "NONE", f"written to {name}-{partition} at offset {p.base_offset}"
 
+    async def alter_configs(self, session: Session, form: Form) -> Outcome:
+        name = _field(form, "name")
+        configs: list[dict[str, Any]] = [
+            {"name": n, "config_operation": SET, "value": v}
+            for n, v in _pairs(form.fields.get("set", [""])[0])
+        ]
+        configs += [
+            {"name": n, "config_operation": DELETE, "value": None}
+            for n, _ in _pairs(form.fields.get("delete", [""])[0])
+        ]
+        if not configs:
+            raise ValueError("no config to set or delete")
+        body = {
+            "resources": [{"resource_type": TOPIC, "resource_name": name, "configs": configs}],
+            "validate_only": False,
+        }
+        resp = await self.kafka.call(session.principal, form.peer, k.INCREMENTAL_ALTER_CONFIGS, body)
+        r = resp.responses[0]
+        if r.error_code:
+            return error_name(r.error_code), r.error_message or f"configs of {name} not changed"
+        return "NONE", f"changed {len(configs)} config(s) of topic {name}"
 
-def login_link(path: str) -> str:
-    return "/login?next=" + quote(path)
+    async def add_partitions(self, session: Session, form: Form) -> Outcome:
+        name = _field(form, "name")
+        count = int(_field(form, "count"))
+        body = {
+            "topics": [{"name": name, "count": count, "assignments": None}],
+            "timeout_ms": 30000,
+            "validate_only": False,
+        }
+        resp = await self.kafka.call(session.principal, form.peer, k.CREATE_PARTITIONS, body)
+        r = resp.results[0]
+        if r.error_code:
+            return error_name(r.error_code), r.error_message or f"{name} not grown"
+        return "NONE", f"topic {name} now has {count} partition(s)"
+
+
+def _preview(form: Form) -> dict[str, str]:
+    """A dry run's fields, for its "apply" form to post again."""
+    return {name: _field(form, name) for name in ("id", "topic", "to", "value", "back")}
+
+
+SET, DELETE = 0, 1  # IncrementalAlterConfigs' operations
+TOPIC = 2  # ConfigResource.Type.TOPIC
