@@ -5,6 +5,8 @@ SameSite=Strict) and the CSRF token each form carries (a POST without either: 40
 actions go to the broker as Kafka requests under the user's principal, so the authorizer decides:
 alice without rights is refused by Kafka's error name, admin creates, produces and deletes, and
 confluent-kafka reads what the console produced. Every action is logged with its principal.
+Topic configs, partitions, a group's offsets (reset with a dry run, deleted) and the group itself;
+the message search (key, value, header, offset and time ranges); ACLs, SCRAM users, broker configs.
 """
 
 from __future__ import annotations
@@ -20,6 +22,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
 
@@ -283,3 +293,69 @@ def test_topic_edits_and_group_offsets(broker: Broker) -> None:
     assert status == 200 and result(page) == "deleted group g-reset"
     status, page = post("/action/group/delete", id="g-reset")
     assert status == 400 and result(page).startswith("GROUP_ID_NOT_FOUND")
+
+
+def records_shown(page: str) -> list[str]:
+    return re.findall(r'<tr><td class="num">(\d+)</td>', page)
+
+
+def test_search_and_security_views(broker: Broker) -> None:
+    admin = Browser(broker)
+    csrf = admin.login("admin", "admin-secret")
+    assert admin.post("/action/topic/create", {"name": "search-t", "partitions": "1", "csrf": csrf})[0] == 200
+    for i in range(10):
+        fields = {"name": "search-t", "key": f"user-{i % 3}", "value": f'{{"n": {i}}}', "csrf": csrf,
+                  "headers": "color=red" if i % 2 else "color=blue"}  # fmt: skip
+        assert admin.post("/action/topic/produce", fields)[0] == 200
+    topic_page = admin.get("/topic?name=search-t")[1]
+    for name in ("key", "value", "header", "until", "until_ts"):
+        assert f'name="{name}"' in topic_page  # the search form's fields
+
+    def search(**q: str) -> list[str]:
+        status, page = admin.get("/topic/messages?" + urllib.parse.urlencode({"name": "search-t", **q}))
+        assert status == 200, page
+        return records_shown(page)
+
+    assert search() == [str(i) for i in range(10)]
+    assert search(key="user-1") == ["1", "4", "7"]
+    assert search(value='"n": 7') == ["7"]
+    assert search(header="red") == ["1", "3", "5", "7", "9"]
+    assert search(header="red", key="user-0") == ["3", "9"]
+    assert search(offset="2", until="5") == ["2", "3", "4", "5"]
+    assert search(header="red", limit="2") == ["1", "3"]
+    page = admin.get("/topic/messages?name=search-t&header=red&limit=2")[1]
+    assert "stopped before offset 4" in page
+    stamps = [
+        int(t) for t in re.findall(r'class="ts" title="(\d+)"', admin.get("/topic/messages?name=search-t")[1])
+    ]
+    assert search(timestamp=str(stamps[3]), until_ts=str(stamps[6])) == [
+        str(i) for i in range(10) if stamps[3] <= stamps[i] <= stamps[6]
+    ]
+    assert search(key="nobody") == []
+
+    # ACLs as kafka-acls lists them, the SCRAM users, the broker's configs (secrets hidden)
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+    )
+    from confluent_kafka.admin import ResourceType as RT
+
+    client = AdminClient({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), **sasl("admin")})
+    binding = AclBinding(ResourceType.TOPIC, "search-", ResourcePatternType.PREFIXED, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip
+    for f in client.create_acls([binding]).values():
+        f.result(30)
+    page = admin.get("/security")[1]
+    assert (
+        "<td>TOPIC</td><td>search-</td><td>PREFIXED</td><td>User:alice</td><td>*</td><td>READ</td><td>ALLOW</td>"
+        in page
+    )
+    assert re.search(r"<td>alice</td><td>SCRAM-SHA-512 \(\d+\)</td>", page) and "<td>admin</td>" in page
+    page = admin.get("/brokers")[1]
+    assert "<td>admin.console.token</td><td>(sensitive)</td>" in page and TOKEN not in page
+    assert "<td>authorizer.class.name</td>" in page
+    # with SASL on, the console's pages need a login too
+    assert Browser(broker).get("/security")[0] == 401

@@ -139,6 +139,7 @@ ROUTES = (
     "/static/",
     "/metrics",
     "/login",
+    "/security",
 )
 # The console's forms (console/actions.py: ConsoleActions.routes), answered to POST only.
 FORMS = (

@@ -9,8 +9,10 @@ uPlot for the lag chart, every file served from this package (nothing from a CDN
     /group?id=G        members and their partitions, per-partition lag (refreshed), the lag chart
     /group/lag         the per-partition table alone (htmx fragment, every 2 s)
     /group/lag.json    the lag history the chart draws
-    /brokers           the brokers (this node; in cluster mode every registered broker) and controllers
+    /brokers           the brokers (this node; in cluster mode every registered broker), controllers,
+                       this broker's configs with their source
     /static/...        htmx, uPlot, the console's css and js
+    /security          ACLs (as kafka-acls lists them) and SCRAM users (mechanisms, iterations)
     /login             the login form (actions.py takes its POST and the actions' forms)
 
 Every page is computed from memory on the event loop in well under a millisecond for a few
@@ -78,6 +80,7 @@ class Console:
             "/brokers": self.brokers,
             "/static/": self.static,
             "/login": self.login,
+            "/security": self.security,
         }
         return {path: self._as_logged_in(page) for path, page in pages.items()}
 
@@ -91,6 +94,11 @@ class Console:
                 self._session = None
 
         return route
+
+    def security(self, query: Query) -> Page:
+        return self._page(
+            "security.html", page="security", acls=views.acls(self.broker), users=views.users(self.broker)
+        )
 
     def login(self, query: Query) -> Page:
         return self._page("login.html", page="login", next=_one(query, "next") or "/", error=None)
@@ -115,6 +123,7 @@ class Console:
             page="brokers",
             brokers=views.brokers(self.broker),
             controllers=views.controllers(self.broker),
+            configs=views.broker_configs(self.broker),
         )
 
     def topics(self, query: Query) -> Page:
@@ -145,9 +154,23 @@ class Console:
         start = browse.start_offset(
             self.broker, name, partition, _int(query, "offset"), _int(query, "timestamp")
         )
-        records = browse.browse(self.broker, name, partition, start, _int(query, "limit") or 20, form)
+        search = browse.Search(
+            key=(_one(query, "key") or "").encode(),
+            value=(_one(query, "value") or "").encode(),
+            header=(_one(query, "header") or "").encode(),
+            until_offset=_int(query, "until"),
+            from_ms=_int(query, "timestamp"),
+            until_ms=_int(query, "until_ts"),
+        )
+        found = browse.browse(self.broker, name, partition, start, _int(query, "limit") or 20, form, search)
         return self._page(
-            "messages.html", records=records, start=start, partition=partition, show_bytes=browse.SHOW_BYTES
+            "messages.html",
+            records=found.records,
+            found=found,
+            searching=search != browse.Search(from_ms=search.from_ms),
+            start=start,
+            partition=partition,
+            show_bytes=browse.SHOW_BYTES,
         )
 
     def groups(self, query: Query) -> Page:
