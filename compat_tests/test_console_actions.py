@@ -334,15 +334,6 @@ def test_search_and_security_views(broker: Broker) -> None:
     assert search(key="nobody") == []
 
     # ACLs as kafka-acls lists them, the SCRAM users, the broker's configs (secrets hidden)
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-    )
-    from confluent_kafka.admin import ResourceType as RT
-
     client = AdminClient({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), **sasl("admin")})
     binding = AclBinding(ResourceType.TOPIC, "search-", ResourcePatternType.PREFIXED, "User:alice", "*",
                          AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip
