@@ -350,3 +350,16 @@ def test_search_and_security_views(broker: Broker) -> None:
     assert "<td>authorizer.class.name</td>" in page
     # with SASL on, the console's pages need a login too
     assert Browser(broker).get("/security")[0] == 401
+
+
+def test_wrong_logins_are_limited(broker: Broker) -> None:
+    """Last in this module: it leaves 127.0.0.1 locked out of the login for a minute."""
+    guesser = Browser(broker)
+    answers: list[int] = []
+    while len(answers) < 11 and 429 not in answers:
+        answers.append(guesser.post("/login", {"user": "admin", "password": f"guess-{len(answers)}"})[0])
+    # ten wrong within a minute (the first test's one counts when run with it), then 429
+    assert answers[-1] == 429 and set(answers[:-1]) == {403} and len(answers) in (10, 11)
+    status, page = guesser.post("/login", {"user": "admin", "password": USERS["admin"]})
+    assert status == 429 and "too many wrong logins" in page
+    assert "too many wrong logins, wait a minute" in broker.logs()

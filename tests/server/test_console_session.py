@@ -57,3 +57,14 @@ def test_sessions_expire_when_idle_or_old_and_on_logout() -> None:
     store.logout(f"{s.COOKIE}={c.sid}")
     assert store.get(f"{s.COOKIE}={c.sid}") is None
     assert cookie_value(f"{s.COOKIE}=x") == "x"
+
+
+def test_wrong_logins_from_an_address_are_limited() -> None:
+    now = [0.0]
+    store = sessions(now)
+    for _ in range(s.FAILURES_MAX):
+        assert not store.throttled("10.0.0.1")
+        store.failed("10.0.0.1")
+    assert store.throttled("10.0.0.1") and not store.throttled("10.0.0.2")
+    now[0] += s.FAILURES_S
+    assert not store.throttled("10.0.0.1")

@@ -84,8 +84,20 @@ class ConsoleActions:
 
     async def login(self, form: Form) -> Page:
         user = _field(form, "user")
+        if self.sessions.throttled(form.peer):
+            log.info(
+                "console login refused for %r from %s: too many wrong logins, wait a minute", user, form.peer
+            )
+            return self._render(
+                "login.html",
+                429,
+                page="login",
+                error="too many wrong logins from here: wait a minute",
+                session=None,
+            )
         session = self.sessions.login(user, form.fields.get("password", [""])[0])
         if session is None:
+            self.sessions.failed(form.peer)
             log.info("console login refused for %r from %s", user, form.peer)
             return self._render(
                 "login.html",

@@ -3,6 +3,7 @@
     Sessions(credentials, token, clock).login(user, password) -> Session | None
     Sessions.get(cookie header) -> Session | None       (expired or unknown: None)
     Sessions.logout(cookie header)
+    Sessions.throttled(peer) / failed(peer)              (wrong logins from an address, limited)
     Session.csrf_ok(value)                               (constant-time compare)
 
 A login is one of the broker's own SASL users (PLAIN's JAAS users and the SCRAM credentials, as the
@@ -27,6 +28,10 @@ IDLE_S = 30 * 60.0
 LIFETIME_S = 8 * 3600.0
 MAX_SESSIONS = 256
 TOKEN_PRINCIPAL = "User:console"
+# Wrong logins from one address: past FAILURES_MAX within FAILURES_S, refused unchecked (a SCRAM
+# check is a PBKDF2 on the broker's loop: a guessing script must not stall the Kafka clients).
+FAILURES_MAX = 10
+FAILURES_S = 60.0
 
 
 @dataclass(slots=True)
@@ -70,6 +75,23 @@ class Sessions:
         self._token = token
         self._clock = clock
         self._live: OrderedDict[str, Session] = OrderedDict()
+        self._failures: OrderedDict[str, list[float]] = OrderedDict()  # by address: recent failures
+
+    def throttled(self, peer: str) -> bool:
+        """Too many wrong logins from `peer` lately: refuse without checking."""
+        now = self._clock()
+        recent = [t for t in self._failures.get(peer, ()) if now - t < FAILURES_S]
+        if recent:
+            self._failures[peer] = recent
+        else:
+            self._failures.pop(peer, None)
+        return len(recent) >= FAILURES_MAX
+
+    def failed(self, peer: str) -> None:
+        self._failures.setdefault(peer, []).append(self._clock())
+        self._failures.move_to_end(peer)
+        while len(self._failures) > MAX_SESSIONS:
+            self._failures.popitem(last=False)
 
     def login(self, user: str, password: str) -> Session | None:
         if self._token and hmac.compare_digest(password.encode(), self._token.encode()):
