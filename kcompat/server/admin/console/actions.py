@@ -84,10 +84,7 @@ class ConsoleActions:
 
     async def login(self, form: Form) -> Page:
         user = _field(form, "user")
-        if self.sessions.throttled(form.peer):
-            log.info(
-                "console login refused for %r from %s: too many wrong logins, wait a minute", user, form.peer
-            )
+        if self.sessions.throttled(form.peer):  # said once, when it began (below)
             return self._render(
                 "login.html",
                 429,
@@ -99,6 +96,8 @@ class ConsoleActions:
         if session is None:
             self.sessions.failed(form.peer)
             log.info("console login refused for %r from %s", user, form.peer)
+            if self.sessions.throttled(form.peer):
+                log.warning("console login locked for %s: too many wrong logins, wait a minute", form.peer)
             return self._render(
                 "login.html",
                 403,
