@@ -9,10 +9,12 @@ hundred partitions), so a request costs the Kafka clients one short turn of the 
     AdminServer(routes).start(sock)   serves GET/HEAD on a bound socket; routes map a path to a Page
     AdminServer.close()               stops accepting and closes the connections
 
-With `login` (a Kafka listener uses SASL) every request needs an Authorization header it accepts
-(401 with a Basic challenge otherwise). Only GET and HEAD are answered (405 otherwise), except on
-the `api` routes (the fault rules), which read a body of up to MAX_BODY bytes and take any
-method; a request h11 cannot parse closes the connection
+With `login` (a Kafka listener uses SASL) every request needs an Authorization header it accepts,
+or a console session cookie `session` accepts (401 with a Basic challenge and a link to /login
+otherwise). Only GET and HEAD are answered (405 otherwise), except on the `api` routes (the fault
+rules), which read a body of up to MAX_BODY bytes and take any method, and the `forms` routes (the
+console's actions: POST only, their body read the same way; they check the session and the CSRF
+token themselves); a request h11 cannot parse closes the connection
 (logged at DEBUG); a connection idle for IDLE_S is closed.
 """
 
@@ -192,7 +194,7 @@ class AdminServer:
                     break
         query["_cookie"] = [_header(request, b"cookie") or ""]  # the console's session, if any
         if not self._allowed(request) and url.path != "/login" and not url.path.startswith("/static/"):
-            page = Page(b"login required\n", status=401)
+            page = Page(b'login required: <a href="/login">log in</a>\n', "text/html; charset=utf-8", 401)
         elif api is not None:
             page = _api_page(api[0], method, url.path, query, api[1])
         elif method not in ("GET", "HEAD"):
