@@ -348,6 +348,15 @@ def test_search_and_security_views(broker: Broker) -> None:
     page = admin.get("/brokers")[1]
     assert "<td>admin.console.token</td><td>(sensitive)</td>" in page and TOKEN not in page
     assert "<td>authorizer.class.name</td>" in page
+    # alice has no DESCRIBE (DESCRIBE_CONFIGS) on the cluster: no ACLs, users or broker configs
+    alice = Browser(broker)
+    alice.login("alice", "alice-secret")
+    page = alice.get("/security")[1]
+    assert (
+        "CLUSTER_AUTHORIZATION_FAILED" in page and "User:alice</td>" not in page and 'id="users"' not in page
+    )
+    page = alice.get("/brokers")[1]
+    assert 'id="configs-refused"' in page and "authorizer.class.name" not in page
     # with SASL on, the console's pages need a login too
     assert Browser(broker).get("/security")[0] == 401
 

@@ -128,6 +128,9 @@ def test_admin_creates_produces_searches_and_resets(broker: Broker, browser: Any
     assert len(found) == 1 and found[0][0] == "0" and found[0][2] == "order-42"
     assert '"amount": 99.5' in found[0][3] and found[0][4] == "source: console"
     browser.save_screenshot(str(shots / "actions-search.png"))
+    browser.get(f"{url}/security")
+    assert [r[0] for r in cells(browser, "users")] == ["admin", "alice"]
+    browser.save_screenshot(str(shots / "actions-security.png"))
 
     # a group that has read everything, now stopped: preview a reset to earliest, then apply it
     consumer = Consumer({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "group.id": "ledger",
@@ -162,7 +165,9 @@ def test_a_user_without_rights_is_refused(broker: Broker, browser: Any, shots: P
     browser.save_screenshot(str(shots / "actions-refused.png"))
     browser.get(f"{url}/topics")
     assert "alice-topic" not in [r[0] for r in cells(browser, "topics")]
-    browser.get(f"{url}/security")
-    users = [r[0] for r in cells(browser, "users")]
-    assert users == ["admin", "alice"]
-    browser.save_screenshot(str(shots / "actions-security.png"))
+    browser.get(f"{url}/security")  # DescribeAcls's right (DESCRIBE on the cluster): alice has none
+    assert (
+        browser.find_element(By.CSS_SELECTOR, "#refused .error-name").text == "CLUSTER_AUTHORIZATION_FAILED"
+    )
+    assert not browser.find_elements(By.ID, "users")
+    browser.save_screenshot(str(shots / "actions-security-refused.png"))

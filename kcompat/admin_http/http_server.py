@@ -148,7 +148,6 @@ class AdminServer:
         if body is None:
             return Page(b"request body over 1 MiB\n", status=413)
         url = urlsplit(request.target.decode("latin-1"))
-        peer = writer.get_extra_info("peername")
         form = Form(
             url.path,
             parse_qs(url.query),
@@ -156,7 +155,7 @@ class AdminServer:
             _header(request, b"cookie"),
             _header(request, b"origin"),
             _header(request, b"host"),
-            peer[0] if isinstance(peer, tuple) else "",
+            _peer(writer),
         )
         try:
             return await route(form)
@@ -193,6 +192,7 @@ class AdminServer:
                     route, query["path"] = candidate, [url.path[len(prefix) :]]
                     break
         query["_cookie"] = [_header(request, b"cookie") or ""]  # the console's session, if any
+        query["_peer"] = [_peer(writer)]
         if not self._allowed(request) and url.path != "/login" and not url.path.startswith("/static/"):
             page = Page(b'login required: <a href="/login">log in</a>\n', "text/html; charset=utf-8", 401)
         elif api is not None:
@@ -257,6 +257,11 @@ def _api_page(
     except Exception:
         log.exception("admin %s %s failed", method, path)
         return Page(b'{"error": "internal error"}\n', "application/json", status=500)
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) else ""
 
 
 def _header(request: h11.Request, name: bytes) -> str | None:

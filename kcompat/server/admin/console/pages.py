@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from kcompat.admin_http.http_server import Page
+from kcompat.security.authorizer import AclOperation
 from kcompat.server.admin.console import browse, views
 from kcompat.server.admin.console.lag_history import LagHistory
 from kcompat.server.admin.console.session import Session, Sessions
@@ -96,9 +97,19 @@ class Console:
         return route
 
     def security(self, query: Query) -> Page:
+        if not self._may(query, AclOperation.DESCRIBE):
+            return self._page("security.html", page="security", refused=True, acls=None, users=[])
         return self._page(
-            "security.html", page="security", acls=views.acls(self.broker), users=views.users(self.broker)
+            "security.html",
+            page="security",
+            refused=False,
+            acls=views.acls(self.broker),
+            users=views.users(self.broker),
         )
+
+    def _may(self, query: Query, operation: AclOperation) -> bool:
+        principal = self._session.principal if self._session is not None else None
+        return views.may_describe_cluster(self.broker, principal, _one(query, "_peer") or "", operation)
 
     def login(self, query: Query) -> Page:
         return self._page("login.html", page="login", next=_one(query, "next") or "/", error=None)
@@ -123,7 +134,9 @@ class Console:
             page="brokers",
             brokers=views.brokers(self.broker),
             controllers=views.controllers(self.broker),
-            configs=views.broker_configs(self.broker),
+            configs=views.broker_configs(self.broker)
+            if self._may(query, AclOperation.DESCRIBE_CONFIGS)
+            else None,
         )
 
     def topics(self, query: Query) -> Page:
