@@ -136,6 +136,12 @@ def test_overview_topics_and_brokers(broker: Broker, filled: Consumer, browser: 
     rows = {r[0].split()[0]: r for r in cells(browser, "topics")}
     assert rows[TOPIC][1:3] == [str(PARTITIONS), str(PARTITIONS * PER_PARTITION)]
     assert "internal" in rows["__consumer_offsets"][0]
+    assert not browser.find_elements(By.ID, "create-topic")  # actions need a login: a link says so
+    assert (
+        browser.find_element(By.CSS_SELECTOR, "#login-hint a")
+        .get_attribute("href")
+        .endswith("/login?next=/topics")
+    )
     browser.save_screenshot(str(shots / "topics.png"))
 
     browser.get(f"{url}/brokers")

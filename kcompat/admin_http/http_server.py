@@ -9,10 +9,12 @@ hundred partitions), so a request costs the Kafka clients one short turn of the 
     AdminServer(routes).start(sock)   serves GET/HEAD on a bound socket; routes map a path to a Page
     AdminServer.close()               stops accepting and closes the connections
 
-With `login` (a Kafka listener uses SASL) every request needs an Authorization header it accepts
-(401 with a Basic challenge otherwise). Only GET and HEAD are answered (405 otherwise), except on
-the `api` routes (the fault rules), which read a body of up to MAX_BODY bytes and take any
-method; a request h11 cannot parse closes the connection
+With `login` (a Kafka listener uses SASL) every request needs an Authorization header it accepts,
+or a console session cookie `session` accepts (401 with a Basic challenge and a link to /login
+otherwise). Only GET and HEAD are answered (405 otherwise), except on the `api` routes (the fault
+rules), which read a body of up to MAX_BODY bytes and take any method, and the `forms` routes (the
+console's actions: POST only, their body read the same way; they check the session and the CSRF
+token themselves); a request h11 cannot parse closes the connection
 (logged at DEBUG); a connection idle for IDLE_S is closed.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -40,11 +42,27 @@ class Page:
     content_type: str = "text/plain; charset=utf-8"
     status: int = 200
     max_age: int = 0  # seconds a browser may keep it (the vendored scripts: no refetch on every page)
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers (set-cookie, location)
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    """A POST to a console form: its fields (urlencoded body), the cookie and the origin it came with."""
+
+    path: str
+    query: dict[str, list[str]]
+    fields: dict[str, list[str]]
+    cookie: str | None
+    origin: str | None
+    host: str | None
+    peer: str
 
 
 Route = Callable[[dict[str, list[str]]], Page]
 # A route that changes something (the fault rules): (method, path, query, body) -> Page.
 ApiRoute = Callable[[str, str, dict[str, list[str]], bytes], Page]
+# A POST of the console (an action): answered on the loop, possibly after awaiting the broker.
+FormRoute = Callable[[Form], Awaitable[Page]]
 MAX_BODY = 1 << 20
 
 
@@ -54,9 +72,14 @@ class AdminServer:
         routes: dict[str, Route],
         login: Callable[[str | None], str | None] | None = None,
         api: dict[str, ApiRoute] | None = None,
+        forms: dict[str, FormRoute] | None = None,
+        session: Callable[[str | None], str | None] | None = None,
     ) -> None:
         self.routes = routes
-        self.api = api or {}  # by path prefix: "/faults" serves /faults and /faults/...
+        self.api = api or {}
+        self.forms = forms or {}  # POST by exact path: the console's actions (they check the session)
+        # the console's login session (a cookie) also lets a browser through the Basic login
+        self.session = session  # by path prefix: "/faults" serves /faults and /faults/...
         # with SASL on: HTTP Basic against the broker's users (admin_login.BasicLogin.check)
         self.login = login
         self._server: asyncio.Server | None = None
@@ -96,7 +119,13 @@ class AdminServer:
                 continue
             if isinstance(event, h11.Request):
                 api = self._api_route(event)
-                if api is None:
+                form = self._form_route(event)
+                if form is not None:
+                    body = await _read_body(conn, reader)
+                    await self._send(conn, writer, event, await self._form(form, event, body, writer))
+                    if body is None:
+                        return
+                elif api is None:
                     await self._answer(conn, writer, event)
                 else:
                     body = await _read_body(conn, reader)
@@ -107,6 +136,37 @@ class AdminServer:
                 return
             if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
                 conn.start_next_cycle()  # keep-alive: the next request on this connection
+
+    def _form_route(self, request: h11.Request) -> FormRoute | None:
+        if request.method != b"POST":
+            return None
+        return self.forms.get(urlsplit(request.target.decode("latin-1")).path)
+
+    async def _form(
+        self, route: FormRoute, request: h11.Request, body: bytes | None, writer: asyncio.StreamWriter
+    ) -> Page:
+        if body is None:
+            return Page(b"request body over 1 MiB\n", status=413)
+        url = urlsplit(request.target.decode("latin-1"))
+        form = Form(
+            url.path,
+            parse_qs(url.query),
+            parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True),
+            _header(request, b"cookie"),
+            _header(request, b"origin"),
+            _header(request, b"host"),
+            _peer(writer),
+        )
+        try:
+            return await route(form)
+        except Exception:
+            log.exception("admin form %s failed", url.path)
+            return Page(b"internal error\n", status=500)
+
+    def _allowed(self, request: h11.Request) -> bool:
+        if self.login is None or self.login(_header(request, b"authorization")) is not None:
+            return True
+        return self.session is not None and self.session(_header(request, b"cookie")) is not None
 
     def _api_route(self, request: h11.Request) -> ApiRoute | None:
         path = urlsplit(request.target.decode("latin-1")).path
@@ -131,8 +191,10 @@ class AdminServer:
                 if prefix.endswith("/") and prefix != "/" and url.path.startswith(prefix):
                     route, query["path"] = candidate, [url.path[len(prefix) :]]
                     break
-        if self.login is not None and self.login(_header(request, b"authorization")) is None:
-            page = Page(b"login required\n", status=401)
+        query["_cookie"] = [_header(request, b"cookie") or ""]  # the console's session, if any
+        query["_peer"] = [_peer(writer)]
+        if not self._allowed(request) and url.path != "/login" and not url.path.startswith("/static/"):
+            page = Page(b'login required: <a href="/login">log in</a>\n', "text/html; charset=utf-8", 401)
         elif api is not None:
             page = _api_page(api[0], method, url.path, query, api[1])
         elif method not in ("GET", "HEAD"):
@@ -145,11 +207,18 @@ class AdminServer:
             except Exception:
                 log.exception("admin page %s failed", url.path)
                 page = Page(b"internal error\n", status=500)
+        await self._send(conn, writer, request, page)
+
+    async def _send(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request, page: Page
+    ) -> None:
+        method = request.method.decode()
         headers = [("content-type", page.content_type), ("content-length", str(len(page.body)))]
         if page.max_age:
             headers.append(("cache-control", f"max-age={page.max_age}"))
         if page.status == 401:
             headers.append(("www-authenticate", 'Basic realm="kcompat", charset="UTF-8"'))
+        headers.extend(page.headers)
         response = h11.Response(
             status_code=page.status, headers=headers, reason=HTTPStatus(page.status).phrase
         )
@@ -188,6 +257,11 @@ def _api_page(
     except Exception:
         log.exception("admin %s %s failed", method, path)
         return Page(b'{"error": "internal error"}\n', "application/json", status=500)
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) else ""
 
 
 def _header(request: h11.Request, name: bytes) -> str | None:

@@ -36,6 +36,7 @@ from kcompat.config.shorthand import (
     NO_TIERED_STORAGE,
     ONE_LOOP,
     ONE_NODE,
+    PASSWORD,
     STRING,
     prop,
 )
@@ -290,6 +291,14 @@ NETWORK_PROPERTIES: list[ConfigDef] = [
         "the log); a port set here that cannot be bound stops start-up.",
         MEDIUM,
         Check(_is_admin_address, "host:port (an empty host: every interface), or empty to switch it off"),
+    ),
+    prop(
+        "admin.console.token",
+        PASSWORD,
+        None,
+        "A secret that logs in to the web console's actions as User:console (besides the broker's "
+        "own SASL users); unset: only those users. Grant User:console ACLs or list it in super.users.",
+        MEDIUM,
     ),
     prop(
         "log.segment.descriptors.max",

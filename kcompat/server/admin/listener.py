@@ -31,7 +31,7 @@ from kcompat.config.broker_config import BrokerConfig
 from kcompat.config.broker_properties import admin_address
 
 if TYPE_CHECKING:
-    from kcompat.admin_http.http_server import AdminServer, Page
+    from kcompat.admin_http.http_server import AdminServer, Form, FormRoute, Page
     from kcompat.server.admin.console.lag_history import LagHistory
     from kcompat.server.broker import Broker
     from kcompat.server.network.reactor import Reactor
@@ -58,6 +58,13 @@ class AdminListener:
         # are imported when a page or a scrape first asks: a broker nobody browses or scrapes
         # stays as small as one without the admin listener.
         loaded: dict[str, Callable[[Query], Page]] = {}
+        from kcompat.server.admin.login import login_for, users
+
+        credentials = users(broker.config, broker.scram.get)
+        from kcompat.server.admin.console.session import Sessions
+
+        sessions = Sessions(credentials.valid, str(broker.config.get("admin.console.token") or ""))
+        forms: dict[str, FormRoute] = {}
 
         def load_routes() -> dict[str, Callable[[Query], Page]]:
             if not loaded:
@@ -75,17 +82,28 @@ class AdminListener:
                     return page
 
                 assert self.history is not None
-                loaded.update(pages.Console(broker, self.history).routes())
+                console = pages.Console(broker, self.history, sessions)
+                loaded.update(console.routes())
                 loaded["/metrics"] = metrics_route
             return loaded
 
         def lazy(path: str) -> Callable[[Query], Page]:
             return lambda query: load_routes()[path](query)
 
+        def lazy_form(path: str) -> FormRoute:
+            async def route(form: Form) -> Page:
+                if not forms:
+                    from kcompat.server.admin.console import pages
+                    from kcompat.server.admin.console.actions import ConsoleActions
+
+                    load_routes()
+                    forms.update(ConsoleActions(broker, sessions, pages.environment()).routes())
+                return await forms[path](form)
+
+            return route
+
         self.history = lag_history.LagHistory(broker)
         self.history.start()
-        from kcompat.server.admin.login import login_for
-
         login = login_for(broker.config, broker.scram.get)
         from kcompat.admin_http.captures import captures_route
         from kcompat.admin_http.faults import faults_route
@@ -94,6 +112,8 @@ class AdminListener:
             {path: lazy(path) for path in ROUTES},
             login.check if login else None,
             api={"/faults": faults_route(broker.faults), "/captures": captures_route(broker.captures)},
+            forms={path: lazy_form(path) for path in FORMS},
+            session=lambda cookie: s.principal if (s := sessions.get(cookie)) else None,
         )
         await self.server.start(self.sock)
 
@@ -118,6 +138,21 @@ ROUTES = (
     "/brokers",
     "/static/",
     "/metrics",
+    "/login",
+    "/security",
+)
+# The console's forms (console/actions.py: ConsoleActions.routes), answered to POST only.
+FORMS = (
+    "/login",
+    "/logout",
+    "/action/topic/create",
+    "/action/topic/delete",
+    "/action/topic/produce",
+    "/action/topic/configs",
+    "/action/topic/partitions",
+    "/action/group/delete",
+    "/action/group/reset",
+    "/action/group/delete-offsets",
 )
 
 

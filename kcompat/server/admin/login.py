@@ -3,6 +3,7 @@ broker's own users (PLAIN's JAAS users, and the SCRAM credentials: the password 
 hashed as the client would and compared with the StoredKey, so no password is kept).
 
     login_for(config, scram_get) -> BasicLogin | None   (None: no SASL listener, no login)
+    users(config, scram_get) -> BasicLogin              (the console's login: always)
     BasicLogin.check(authorization header value) -> the user name, or None
 
 A SCRAM check costs one PBKDF2 (4096+ iterations, milliseconds) on the event loop, so a header
@@ -52,7 +53,7 @@ class BasicLogin:
             user, sep, password = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return None
-        if not sep or not self._valid(user, password):
+        if not sep or not self.valid(user, password):
             return None
         self._passed[key] = (now + CACHE_S, user)
         self._passed.move_to_end(key)
@@ -60,7 +61,7 @@ class BasicLogin:
             self._passed.popitem(last=False)
         return user
 
-    def _valid(self, user: str, password: str) -> bool:
+    def valid(self, user: str, password: str) -> bool:
         expected = self._plain.get(user)
         if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
             return True
@@ -74,11 +75,16 @@ class BasicLogin:
 
 def login_for(config: BrokerConfig, scram_get: ScramLookup) -> BasicLogin | None:
     """The login the admin listener asks for: only when some Kafka listener uses SASL."""
-    sasl = [s.sasl for s in config.listener_security.values() if s.sasl is not None]
-    if not sasl:
+    if not any(s.sasl is not None for s in config.listener_security.values()):
         return None
+    return users(config, scram_get)
+
+
+def users(config: BrokerConfig, scram_get: ScramLookup) -> BasicLogin:
+    """The broker's own users (PLAIN's JAAS users of every SASL listener, the SCRAM store): the
+    console's login checks these whether or not a listener asks clients for SASL."""
     plain: dict[str, str] = {}
-    for settings in sasl:
-        if "PLAIN" in settings.jaas:
-            plain.update(plain_users(settings.jaas["PLAIN"]))
+    for security in config.listener_security.values():
+        if security.sasl is not None and "PLAIN" in security.sasl.jaas:
+            plain.update(plain_users(security.sasl.jaas["PLAIN"]))
     return BasicLogin(plain, scram_get)

@@ -4,6 +4,10 @@ Reads the log the way a Fetch does (a slice of whole batches, at most MAX_READ_B
 the batches with the wire codec (decompression included), and shows each key, value and header
 as text (UTF-8, undecodable bytes escaped), JSON (pretty-printed when it parses) or hex.
 Values longer than SHOW_BYTES are cut, and say so.
+
+A search (Search: key, value or header substring, an offset and a time range) reads on until it
+has `limit` matches, reaches the range's end or has read MAX_SCAN_BYTES (then it says where it
+stopped, to search on from there).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kcompat.wire.record_batch import CONTROL_MASK, split_batches
-from kcompat.wire.records import decode_batch
+from kcompat.wire.records import Record, decode_batch
 
 if TYPE_CHECKING:
     from kcompat.server.broker import Broker
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json", "hex")
 MAX_RECORDS = 200
 MAX_READ_BYTES = 4 * 1024 * 1024
+MAX_SCAN_BYTES = 64 * 1024 * 1024  # what one search reads at most (some 100 ms)
 SHOW_BYTES = 1024
 
 
@@ -38,6 +43,39 @@ class BrowsedRecord:
     key: Shown | None
     value: Shown | None
     headers: list[tuple[str, Shown | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """Substrings (UTF-8) the key, the value or any header (name or value) must hold; ranges inclusive."""
+
+    key: bytes = b""
+    value: bytes = b""
+    header: bytes = b""
+    until_offset: int | None = None
+    from_ms: int | None = None
+    until_ms: int | None = None
+
+    def matches(self, r: Record) -> bool:
+        if self.key and (r.key is None or self.key not in r.key):
+            return False
+        if self.value and (r.value is None or self.value not in r.value):
+            return False
+        if self.header and not any(
+            self.header in k.encode() or (v and self.header in v) for k, v in r.headers
+        ):
+            return False
+        if self.from_ms is not None and r.timestamp < self.from_ms:
+            return False
+        return self.until_ms is None or r.timestamp <= self.until_ms
+
+
+@dataclass(slots=True)
+class Browsed:
+    records: list[BrowsedRecord]
+    next_offset: int  # where reading stopped: the next search starts there
+    scanned: int  # records read (matching or not)
+    complete: bool  # the range (or the log) was read to its end
 
 
 def show(data: bytes | None, form: str) -> Shown | None:
@@ -73,16 +111,28 @@ def start_offset(
 
 
 def browse(
-    broker: Broker, topic: str, partition: int, start: int, limit: int, form: str
-) -> list[BrowsedRecord]:
+    broker: Broker,
+    topic: str,
+    partition: int,
+    start: int,
+    limit: int,
+    form: str,
+    search: Search | None = None,
+) -> Browsed:
     plog = broker.replicas.partition_log(topic, partition)
+    wanted = search or Search()
     out: list[BrowsedRecord] = []
     position = start
     limit = max(1, min(limit, MAX_RECORDS))
-    while len(out) < limit and position < plog.high_watermark:
+    end = plog.high_watermark
+    if wanted.until_offset is not None:
+        end = min(end, wanted.until_offset + 1)
+    read = scanned = 0
+    while len(out) < limit and position < end and read < MAX_SCAN_BYTES:
         data = memoryview(plog.read(position, MAX_READ_BYTES).read_bytes())
         if not data:
             break
+        read += len(data)
         next_position = position
         for pos, size in split_batches(data):
             header, records = decode_batch(data[pos : pos + size])
@@ -90,12 +140,19 @@ def browse(
             if header.attributes & CONTROL_MASK:
                 continue
             for r in records:
-                if r.offset >= position and len(out) < limit:
+                if not position <= r.offset < end or len(out) >= limit:
+                    continue
+                scanned += 1
+                if wanted.matches(r):
                     headers = [(k, show(v, form)) for k, v in r.headers]
                     out.append(
                         BrowsedRecord(r.offset, r.timestamp, show(r.key, form), show(r.value, form), headers)
                     )
+                    if len(out) >= limit:  # full: the next search goes on after this record
+                        next_position = r.offset + 1
+            if len(out) >= limit:
+                break
         if next_position <= position:
             break
-        position = next_position
-    return out
+        position = min(next_position, end)
+    return Browsed(out, position, scanned, position >= end)

@@ -9,8 +9,11 @@ uPlot for the lag chart, every file served from this package (nothing from a CDN
     /group?id=G        members and their partitions, per-partition lag (refreshed), the lag chart
     /group/lag         the per-partition table alone (htmx fragment, every 2 s)
     /group/lag.json    the lag history the chart draws
-    /brokers           the brokers (this node; in cluster mode every registered broker) and controllers
+    /brokers           the brokers (this node; in cluster mode every registered broker), controllers,
+                       this broker's configs with their source
     /static/...        htmx, uPlot, the console's css and js
+    /security          ACLs (as kafka-acls lists them) and SCRAM users (mechanisms, iterations)
+    /login             the login form (actions.py takes its POST and the actions' forms)
 
 Every page is computed from memory on the event loop in well under a millisecond for a few
 hundred partitions; the browser reads at most MAX_READ_BYTES from the log per request.
@@ -27,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from kcompat.admin_http.http_server import Page
+from kcompat.security.authorizer import AclOperation
 from kcompat.server.admin.console import browse, views
 from kcompat.server.admin.console.lag_history import LagHistory
+from kcompat.server.admin.console.session import Session, Sessions
 
 if TYPE_CHECKING:
     from kcompat.server.broker import Broker
@@ -55,17 +60,16 @@ def _int(query: Query, name: str) -> int | None:
 
 
 class Console:
-    def __init__(self, broker: Broker, history: LagHistory) -> None:
+    def __init__(self, broker: Broker, history: LagHistory, sessions: Sessions | None = None) -> None:
         self.broker = broker
         self.history = history
-        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
-        self.env.filters["bytes"] = _human_bytes
-        self.env.filters["thousands"] = lambda n: f"{n:,}"
-        self.env.filters["utc"] = _utc
+        self.sessions = sessions
+        self._session: Session | None = None  # the request's, while its page renders (synchronously)
+        self.env = environment()
         self._static = {p.name: p.read_bytes() for p in STATIC.iterdir() if p.is_file()}  # some 110 KB
 
     def routes(self) -> dict[str, Callable[[Query], Page]]:
-        return {
+        pages: dict[str, Callable[[Query], Page]] = {
             "/": self.overview,
             "/topics": self.topics,
             "/topic": self.topic,
@@ -76,9 +80,42 @@ class Console:
             "/group/lag.json": self.lag_json,
             "/brokers": self.brokers,
             "/static/": self.static,
+            "/login": self.login,
+            "/security": self.security,
         }
+        return {path: self._as_logged_in(page) for path, page in pages.items()}
+
+    def _as_logged_in(self, page: Callable[[Query], Page]) -> Callable[[Query], Page]:
+        def route(query: Query) -> Page:
+            cookie = _one(query, "_cookie")
+            self._session = self.sessions.get(cookie) if self.sessions is not None else None
+            try:
+                return page(query)
+            finally:
+                self._session = None
+
+        return route
+
+    def security(self, query: Query) -> Page:
+        if not self._may(query, AclOperation.DESCRIBE):
+            return self._page("security.html", page="security", refused=True, acls=None, users=[])
+        return self._page(
+            "security.html",
+            page="security",
+            refused=False,
+            acls=views.acls(self.broker),
+            users=views.users(self.broker),
+        )
+
+    def _may(self, query: Query, operation: AclOperation) -> bool:
+        principal = self._session.principal if self._session is not None else None
+        return views.may_describe_cluster(self.broker, principal, _one(query, "_peer") or "", operation)
+
+    def login(self, query: Query) -> Page:
+        return self._page("login.html", page="login", next=_one(query, "next") or "/", error=None)
 
     def _page(self, template: str, status: int = 200, **context: Any) -> Page:
+        context.setdefault("session", self._session)
         body = self.env.get_template(template).render(cluster_id=self.broker.cluster_id, **context)
         return Page(body.encode(), HTML, status)
 
@@ -97,6 +134,9 @@ class Console:
             page="brokers",
             brokers=views.brokers(self.broker),
             controllers=views.controllers(self.broker),
+            configs=views.broker_configs(self.broker)
+            if self._may(query, AclOperation.DESCRIBE_CONFIGS)
+            else None,
         )
 
     def topics(self, query: Query) -> Page:
@@ -127,9 +167,23 @@ class Console:
         start = browse.start_offset(
             self.broker, name, partition, _int(query, "offset"), _int(query, "timestamp")
         )
-        records = browse.browse(self.broker, name, partition, start, _int(query, "limit") or 20, form)
+        search = browse.Search(
+            key=(_one(query, "key") or "").encode(),
+            value=(_one(query, "value") or "").encode(),
+            header=(_one(query, "header") or "").encode(),
+            until_offset=_int(query, "until"),
+            from_ms=_int(query, "timestamp"),
+            until_ms=_int(query, "until_ts"),
+        )
+        found = browse.browse(self.broker, name, partition, start, _int(query, "limit") or 20, form, search)
         return self._page(
-            "messages.html", records=records, start=start, partition=partition, show_bytes=browse.SHOW_BYTES
+            "messages.html",
+            records=found.records,
+            found=found,
+            searching=search != browse.Search(from_ms=search.from_ms),
+            start=start,
+            partition=partition,
+            show_bytes=browse.SHOW_BYTES,
         )
 
     def groups(self, query: Query) -> Page:
@@ -158,6 +212,14 @@ class Console:
             return Page(b"not found\n", status=404)
         content_type = next((v for k, v in _TYPES.items() if name.endswith(k)), "application/octet-stream")
         return Page(body, content_type, max_age=3600)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
+    env.filters["bytes"] = _human_bytes
+    env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["utc"] = _utc
+    return env
 
 
 def _utc(ms: int) -> str:

@@ -25,6 +25,13 @@ from kcompat.coordinator.classic_group import ClassicGroup
 from kcompat.coordinator.consumer_group import ConsumerGroup
 from kcompat.coordinator.consumer_protocol import decode_assignment
 from kcompat.metadata.image import MetadataImage
+from kcompat.security.authorizer import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from kcompat.wire.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -278,3 +285,51 @@ def group(broker: Broker, group_id: str) -> GroupRow | None:
     if group_id not in all_groups and group_id not in offsets:
         return None
     return _row(broker, group_id, all_groups.get(group_id), offsets.get(group_id, {}))
+
+
+def may_describe_cluster(broker: Broker, principal: str | None, host: str, operation: AclOperation) -> bool:
+    """What DescribeAcls, DescribeUserScramCredentials (DESCRIBE) and a broker's DescribeConfigs
+    (DESCRIBE_CONFIGS) ask of the CLUSTER resource: with an authorizer, the console's pages that
+    show the same ask the same of the logged-in user (no session: refused)."""
+    auth = broker.authorizer
+    if auth is None:
+        return True
+    return principal is not None and auth.authorize(
+        principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME
+    )
+
+
+def acls(broker: Broker) -> list[tuple[str, str, str, str, str, str, str]] | None:
+    """Every ACL as kafka-acls lists it (resource type, name, pattern, principal, host, operation,
+    permission); None without an authorizer."""
+    auth = broker.authorizer
+    if auth is None:
+        return None
+    return sorted(
+        (
+            ResourceType(b.resource_type).name,
+            b.name,
+            PatternType(b.pattern).name,
+            b.principal,
+            b.host,
+            AclOperation(b.operation).name,
+            AclPermissionType(b.permission).name,
+        )
+        for b in auth.acls()
+    )
+
+
+def users(broker: Broker) -> list[tuple[str, list[tuple[str, int]]]]:
+    """The SCRAM users and, per mechanism, its iterations (the salted keys are not shown)."""
+    return [
+        (user, sorted((m, c.iterations) for m, c in broker.scram.mechanisms_of(user).items()))
+        for user in broker.scram.users()
+    ]
+
+
+def broker_configs(broker: Broker) -> list[tuple[str, str, str]]:
+    """This broker's configs as DescribeConfigs gives them (sensitive values hidden), with their source."""
+    return [
+        (e.name, "(sensitive)" if e.sensitive else (e.value or ""), e.source.name)
+        for e in broker.metadata.config.describe(None, include_synonyms=False, include_documentation=False)
+    ]
