@@ -2,7 +2,7 @@
 
     start (cold start) -> idle RSS -> warm-up (not measured) -> produce rows -> sync -> catch-up
     consume rows -> end-to-end latency -> transactional rows (benchmarks/txn.py) -> share-group
-    rows (benchmarks/share.py) -> stop
+    rows (benchmarks/share.py) -> Kafka Streams rows (benchmarks/streams.py) -> stop
 
 CPU seconds per GB: the broker's CPU time (/proc/<pid>/stat, all threads) over one workload,
 divided by the record bytes it moved. Peak RSS is sampled every 100 ms over all workloads.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import confluent_clients as cc
-from benchmarks import fetch_path, java_tools, share, txn
+from benchmarks import fetch_path, java_tools, share, streams, txn
 from benchmarks.brokers import BrokerProcess
 from benchmarks.plan import RAW_PARTITION_MAX, Plan, consume_key, produce_key
 from benchmarks.proc_stats import PeakRss, cpu_seconds, rss_bytes
@@ -91,6 +91,8 @@ class Suite:
                     txn.run(self)  # benchmarks/txn.py: transactional produce, read_committed catch-up
                 if "share" in self.plan.suites:
                     share.run(self)  # benchmarks/share.py: share-group consumption
+                if "streams" in self.plan.suites:
+                    streams.run(self)  # benchmarks/streams.py: Kafka Streams on the streams protocol
             self.values["memory/load_rss_mb"] = peak.peak / 1e6
             self.notes["cpu_s_total"] = cpu_seconds(b.pid)
         finally:
