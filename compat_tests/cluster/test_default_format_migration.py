@@ -31,6 +31,7 @@ from support import ROOT, ReportFigure, kafka_tool
 
 from compat_tests.cluster.test_group_coordinator import Cluster as GroupCluster
 from compat_tests.cluster.test_replication import JavaBroker
+from compat_tests.crash.wire_client import WireClient
 from compat_tests.groups_members import compile_java
 from compat_tests.test_streams_groups import (
     PARTITIONS,
@@ -43,6 +44,7 @@ from compat_tests.test_streams_groups import (
 )
 from kcompat.testing import wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
+from kcompat.wire.messages.create_topics import CREATE_TOPICS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -66,6 +68,21 @@ SETTINGS = {  # the same on every broker, Java and kcompat: small, RF 2 internal
 class Cluster(GroupCluster):
     SETTINGS: ClassVar[dict[str, str]] = {**GroupCluster.SETTINGS, **SETTINGS}
     java: dict[int, JavaBroker]
+
+    def place(self, name: str, configs: dict[str, str], assignments: list[list[int]]) -> None:
+        """CreateTopics through a Java broker, which forwards it to the active controller (of three,
+        it moves), replicas as given."""
+        placed = [{"partition_index": p, "broker_ids": ids} for p, ids in enumerate(assignments)]
+        client = WireClient(HOST, self.java[JAVA[0]].port)
+        try:
+            response = client.call(CREATE_TOPICS.key, 7, {
+                "topics": [{"name": name, "num_partitions": -1, "replication_factor": -1, "assignments": placed,
+                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                "timeout_ms": 10000, "validate_only": False,
+            })  # fmt: skip
+        finally:
+            client.close()
+        assert response.topics[0].error_code == 0, response.topics[0]
 
     @property
     def everyone(self) -> str:
@@ -198,11 +215,11 @@ def test_kcompat_brokers_take_over_a_default_formatted_kafka_cluster(
 ) -> None:
     java_bs = cluster.everyone
     wait_until(lambda: registered(java_bs) == set(JAVA), "both Java brokers unfenced", timeout=90)
-    cluster.create_topic(LEDGER, 1, 2, {"min.insync.replicas": "2"}, assignments=[[4, 5]])
-    cluster.create_topic(SHARED, 2, 2, {}, assignments=[[4, 5], [5, 4]])
+    cluster.place(LEDGER, {"min.insync.replicas": "2"}, [[4, 5]])
+    cluster.place(SHARED, {}, [[4, 5], [5, 4]])
     streams_topics = (f"{APP}-lines", f"{APP}-labels", f"{APP}-out")
     for name in streams_topics:
-        cluster.create_topic(name, PARTITIONS, 2, {}, assignments=[[4, 5], [5, 4]] * (PARTITIONS // 2))
+        cluster.place(name, {}, [[4, 5], [5, 4]] * (PARTITIONS // 2))
     started = time.monotonic()
 
     # Everything running against the Java brokers alone: every internal topic made on them.
