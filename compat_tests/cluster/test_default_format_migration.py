@@ -319,6 +319,7 @@ def test_kcompat_brokers_take_over_a_default_formatted_kafka_cluster(
         output.wait("the output on the kcompat brokers", expected_output(counts), 120)
         assert all(e.get("error") is None for e in app.events()), app.out[-30:]
     finally:
+        print("the Streams app's last lines:", *app.out[-40:], sep="\n")
         ledger.close()
         member.close()
         share.close()
