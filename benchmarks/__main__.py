@@ -1,7 +1,7 @@
 """`python -m benchmarks` (`make bench`): kcompat and Apache Kafka side by side on this machine.
 
     python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
-                         [--suites produce,consume,latency,txn,share,proxy] [--out DIR] [--profile]
+                         [--suites produce,consume,latency,txn,share,proxy,streams] [--out DIR] [--profile]
                          [--scale [SIZES]] [--cluster] [--metrics-cost] [--tls]
 
 Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
@@ -57,10 +57,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--suites",
-        default="produce,consume,latency,txn,share,proxy",
+        default="produce,consume,latency,txn,share,proxy,streams",
         help="comma-separated: produce, consume, latency, txn (transactional rows: benchmarks/txn.py), "
         "share (share-group rows: benchmarks/share.py), proxy (direct vs through kcompat proxy: "
-        "benchmarks/proxy.py)",
+        "benchmarks/proxy.py), streams (Kafka Streams rows: benchmarks/streams.py)",
     )
     p.add_argument("--out", type=Path, help="results folder (default benchmarks/results/<timestamp>)")
     p.add_argument("--workdir", type=Path, help="where the brokers' log dirs go (default: a new temp dir)")
@@ -84,6 +84,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     if args.no_java:
         changes["clients"] = tuple(c for c in plan.clients if c != "java")
         changes["consume_clients"] = tuple(c for c in plan.consume_clients if c != "java")
+        changes["suites"] = tuple(s for s in changes["suites"] if s != "streams")  # Streams is Java
     return dataclasses.replace(plan, **changes)
 
 
@@ -148,11 +149,13 @@ def main(argv: list[str] | None = None) -> int:
                      n + 1, limits["sendfile_mbs"], limits["write_mbs"])  # fmt: skip
             order = names if n % 2 == 0 else names[::-1]
             data["meta"]["orders"].append(order)
-            # The share rows run in the first round only: group joins are most of their time.
+            # The share and streams rows run in the first round only: group joins are most of their time.
             round_plan = (
                 plan
                 if n == 0
-                else dataclasses.replace(plan, suites=tuple(s for s in plan.suites if s != "share"))
+                else dataclasses.replace(
+                    plan, suites=tuple(s for s in plan.suites if s not in ("share", "streams"))
+                )
             )
             for name in order:
                 settle()

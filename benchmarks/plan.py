@@ -35,7 +35,7 @@ class Plan:
     sizes: tuple[int, ...] = SIZES
     acks: tuple[str, ...] = ACKS
     compressions: tuple[str, ...] = COMPRESSIONS
-    suites: tuple[str, ...] = ("produce", "consume", "latency", "txn", "share")
+    suites: tuple[str, ...] = ("produce", "consume", "latency", "txn", "share", "streams")
     timeouts: dict[str, float] = field(default_factory=lambda: {"run": 180.0})
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import proxy, share, txn
+from benchmarks import proxy, share, streams, txn
 from benchmarks.plan import Plan, consume_key, figures, produce_key, size_label
 
 KCOMPAT, KAFKA = "kcompat", "kafka"
@@ -115,9 +115,16 @@ def targets(agg: dict[str, dict[str, Stat]], plan: Plan, machine: dict[str, Stat
         ("end-to-end p99 <= 1.0x", "latency/e2e/p99_ms", 1.0),
         ("cold start <= 0.1x", "start/cold_s", 0.1),
         ("idle RSS <= 0.1x", "memory/idle_rss_mb", 0.1),
+        ("Streams scale-out no slower (<= 1.0x)", f"{streams.SCALE_OUT}/s", 1.0),
     ):
         r = ratio(agg, key)
         line(name, None if r is None else r <= limit, "not measured" if r is None else f"{r:.3f}x")
+    r = ratio(agg, f"{streams.THROUGHPUT}/records_per_s")
+    line(
+        "Streams throughput >= 1.0x",
+        None if r is None else r >= 1.0,
+        "not measured" if r is None else f"{r:.3f}x",
+    )
     sendfile = machine.get("sendfile_mbs")
     fetch = agg.get(f"{consume_key('raw-50MiB', 1024)}/mb_per_s", {}).get(KCOMPAT)
     if sendfile is None or fetch is None:
@@ -150,8 +157,17 @@ def share_section(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
     ]  # fmt: skip
 
 
+def streams_section(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
+    table = [(label, key, higher) for label, key, _unit, higher in streams.rows()]
+    return [
+        f"## Kafka Streams on the streams protocol (benchmarks/streams.py: a stateful app, exactly_once_v2, "
+        f"{streams.lines(plan):,} lines of 4 words; first round only)",
+        "", *_table(agg, table, "figure"), "",
+    ]  # fmt: skip
+
+
 def suite_sections(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
-    """The transactional, share-group and proxy tables, each when its suite ran."""
+    """The transactional, share-group, proxy and Streams tables, each when its suite ran."""
     lines: list[str] = []
     if "txn" in plan.suites:
         lines += txn_section(agg, plan)
@@ -159,6 +175,8 @@ def suite_sections(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
         lines += share_section(agg, plan)
     if "proxy" in plan.suites:
         lines += proxy.section(agg, plan, _fmt)
+    if "streams" in plan.suites:
+        lines += streams_section(agg, plan)
     return lines
 
 

@@ -2,7 +2,8 @@
 
     start (cold start) -> idle RSS -> warm-up (not measured) -> produce rows -> sync -> catch-up
     consume rows -> end-to-end latency -> transactional rows (benchmarks/txn.py) -> share-group
-    rows (benchmarks/share.py) -> proxy rows (benchmarks/proxy.py) -> stop
+    rows (benchmarks/share.py) -> proxy rows (benchmarks/proxy.py) ->
+    Kafka Streams rows (benchmarks/streams.py) -> stop
 
 CPU seconds per GB: the broker's CPU time (/proc/<pid>/stat, all threads) over one workload,
 divided by the record bytes it moved. Peak RSS is sampled every 100 ms over all workloads.
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import confluent_clients as cc
-from benchmarks import fetch_path, java_tools, share, txn
+from benchmarks import fetch_path, java_tools, share, streams, txn
 from benchmarks import proxy as proxy_rows
 from benchmarks.brokers import BrokerProcess
 from benchmarks.plan import RAW_PARTITION_MAX, Plan, consume_key, produce_key
@@ -94,6 +95,8 @@ class Suite:
                     share.run(self)  # benchmarks/share.py: share-group consumption
                 if "proxy" in self.plan.suites:
                     proxy_rows.run(self)  # benchmarks/proxy.py: direct vs through `kcompat proxy`
+                if "streams" in self.plan.suites:
+                    streams.run(self)  # benchmarks/streams.py: Kafka Streams on the streams protocol
             self.values["memory/load_rss_mb"] = peak.peak / 1e6
             self.notes["cpu_s_total"] = cpu_seconds(b.pid)
         finally:

@@ -177,3 +177,26 @@ def test_proxy_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
         "| produce confluent 1 KiB, records/s |" in report
         and "| proxy CPU s per GB (proxied rows) |" in report
     )
+
+
+@pytest.mark.slow
+def test_streams_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
+    """The streams suite (benchmarks/streams.py): Kafka Streams 4.3.1 on the streams protocol
+    against a real kcompat broker, its throughput and scale-out figures there, none failed."""
+    from benchmarks import streams
+
+    out = tmp_path / "results"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--brokers", "kcompat", "--suites", "streams",
+         "--no-plots", "--out", str(out), "--workdir", str(tmp_path / "work")],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (kcompat,) = json.loads((out / "results.json").read_text())["runs"]
+    assert kcompat["errors"] == {}, kcompat["errors"]
+    for _label, key, _unit, _higher in streams.rows():
+        assert kcompat["values"][key] > 0, key
+    # Two heartbeats at most: the newcomer's join and the first member's revocation.
+    assert kcompat["values"][f"{streams.SCALE_OUT}/s"] < 60
+    report = (out / "report.md").read_text()
+    assert "| stateful app, input lines/s end to end |" in report, report
