@@ -25,7 +25,7 @@ round with no commit in flight: after each restart the committed offset is the l
 commit (or, when a commit was cut off by the kill, that one).
 
 Rounds: KCOMPAT_CRASH_ROUNDS (default 20, about a minute); the slow layer runs
-KCOMPAT_CRASH_SLOW_ROUNDS (default 100).
+KCOMPAT_CRASH_SLOW_ROUNDS (default 60).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from kcompat.server.registry import HANDLERS
 from kcompat.testing import Broker, BrokerFactory
 
 ROUNDS = int(os.environ.get("KCOMPAT_CRASH_ROUNDS", "20"))
-SLOW_ROUNDS = int(os.environ.get("KCOMPAT_CRASH_SLOW_ROUNDS", "100"))  # the slow layer's run
+SLOW_ROUNDS = int(os.environ.get("KCOMPAT_CRASH_SLOW_ROUNDS", "60"))  # the slow layer's run
 PARTITIONS = 3
 BASE_TS = 1_700_000_000_000
 pytestmark = pytest.mark.timeout(max(300, ROUNDS * 30))

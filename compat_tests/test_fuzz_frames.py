@@ -16,7 +16,7 @@ connection. Throughout:
   what it was before the fuzzing.
 
 Cases: KCOMPAT_FUZZ_CASES (default 2000, ~15 s; the slow layer runs KCOMPAT_FUZZ_SLOW_CASES,
-default 20000); a further test opens 64 connections at once, each sending
+default 12000); a further test opens 64 connections at once, each sending
 a stream of random frames.
 """
 
@@ -46,7 +46,7 @@ from kcompat.wire.protocol import encode_request
 from tests.wire.strategies import message_values
 
 CASES = int(os.environ.get("KCOMPAT_FUZZ_CASES", "2000"))
-SLOW_CASES = int(os.environ.get("KCOMPAT_FUZZ_SLOW_CASES", "20000"))  # the slow layer's run
+SLOW_CASES = int(os.environ.get("KCOMPAT_FUZZ_SLOW_CASES", "12000"))  # the slow layer's run
 RSS_GROWTH_LIMIT = 150 << 20
 pytestmark = pytest.mark.timeout(max(600, CASES // 4))
 
