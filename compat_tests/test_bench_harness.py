@@ -54,7 +54,11 @@ def test_quick_run_against_kcompat_writes_every_figure(tmp_path):
         expected += [f"{key}/records_per_s", f"{key}/mb_per_s", f"{key}/cpu_s_per_gb"]
     missing = [k for k in expected if k not in values]
     assert not missing, missing
-    assert all(values[k] > 0 for k in expected)
+    # a quick share row can take the broker under one clock tick of CPU now that ShareFetch sends
+    # file slices: its CPU per GB may be 0, every other figure must be positive
+    assert all(values[k] > 0 or (k.endswith("cpu_s_per_gb") and values[k] == 0) for k in expected), {
+        k: values[k] for k in expected if not values[k] > 0
+    }
     assert values["latency/e2e/p50_ms"] <= values["latency/e2e/p99_ms"] <= values["latency/e2e/p99.9_ms"]
     (machine,) = data["machine"]
     assert machine["sendfile_mbs"] > 0 and machine["write_mbs"] > 0

@@ -14,8 +14,19 @@ BROKER_ID = 7
 
 
 def quorum_status(quorum: ControllerQuorum) -> dict[str, str]:
-    out = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", quorum.bootstrap_servers,
-                     "describe", "--status").stdout  # fmt: skip
+    # Just after start the controllers answer "Direct-to-controller communication is not supported
+    # with the current MetadataVersion" until the bootstrap metadata version is committed: ask again.
+    result = None
+
+    def answered() -> bool:
+        nonlocal result
+        result = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", quorum.bootstrap_servers,
+                            "describe", "--status", check=False)  # fmt: skip
+        return result.returncode == 0 or "current MetadataVersion" not in result.stderr
+
+    wait_until(answered, timeout=60, interval=1.0)
+    assert result is not None and result.returncode == 0, result.stderr if result else None
+    out = result.stdout
     return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
 
 

@@ -163,6 +163,9 @@ class ProxyThread:
     def _run(self) -> None:
         try:
             self.loop.run_forever()
+            # Cancel what is left and let it unwind on this loop, so every transport is closed here
+            # rather than freed later by the collector inside another test (uvloop's ResourceWarning).
+            self.loop.run_until_complete(_unwind())
         finally:  # closed by its own thread: under load uvloop's close once took minutes (TLS upstream)
             self.loop.close()
 
@@ -176,6 +179,7 @@ class ProxyThread:
         if self.server is not None:
             self.call(self.server.close())
             self.server = None
+        self.call(asyncio.sleep(0.05))  # closing transports finish their close callbacks
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
 
@@ -190,3 +194,13 @@ class ProxyThread:
     def proxy_addresses(self) -> set[tuple[str, int]]:
         assert self.server is not None
         return {(HOST, self.node_port(n)) for n in range(16)}
+
+
+async def _unwind() -> None:
+    """Cancel every task left on the running loop and wait for them, then a moment for the close
+    callbacks of the transports they held."""
+    left = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
+    await asyncio.sleep(0.05)
