@@ -37,17 +37,10 @@ from kcompat.proxy.hooks import CloseConnection, Exchange
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
 from kcompat.wire.protocol import decode_response, encode_request
 
-# The in-process proxy runs uvloop in a thread of the test process; with a TLS upstream, uvloop
-# reports the transports it frees at that loop's close (or later, when the collector gets to them)
-# as unraisable exceptions, which pytest turns into errors of whichever test is running. That is
-# the harness's loop teardown, not the proxy's behaviour (`kcompat proxy` is a process of its own,
-# and every assertion here is on what clients saw): ignored in this module, and collected before it
-# ends so that no other module meets them.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore::pytest.PytestUnraisableExceptionWarning", "ignore::pytest.PytestUnhandledThreadExceptionWarning"
-)
 
-
+# The in-process proxy runs uvloop in a thread of the test process; with a TLS upstream uvloop frees
+# some transports only when that loop closes or the collector gets to them (pyproject.toml names the
+# warning). Collected before the module ends, so that no other module's test meets them.
 @pytest.fixture(scope="module", autouse=True)
 def _collect_the_loops_left() -> Iterator[None]:
     yield
