@@ -132,37 +132,42 @@ def test_kcat_acks_all_and_a_consumer_group(cluster: Cluster) -> None:
 # --- aiokafka ---------------------------------------------------------------------------------
 
 
+async def aiokafka_round(
+    bootstrap: str, topic: str, group: str
+) -> tuple[list[tuple[int, int, str]], dict[int, int]]:
+    """aiokafka: every value produced with acks=all (offsets checked), then read by a group member
+    that commits; what it read and what it committed."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for p in range(PARTITIONS):
+            for v in values(p):
+                meta = await producer.send_and_wait(topic, value=v.encode(), partition=p)
+                assert (meta.partition, meta.offset) == (p, int(v.split("-")[1]))
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+    await consumer.start()
+    try:
+        read: list[tuple[int, int, str]] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 40
+        while len(read) < PARTITIONS * PER_PARTITION and loop.time() < deadline:
+            for tp, msgs in (await consumer.getmany(timeout_ms=300)).items():
+                read += [(tp.partition, m.offset, m.value.decode()) for m in msgs]
+        await consumer.commit()
+        committed = {p: await consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
+    finally:
+        await consumer.stop()
+    return read, committed
+
+
 def test_aiokafka_acks_all_and_a_consumer_group(cluster: Cluster) -> None:
     topic = create_topic(cluster, "cc-aiokafka")
     group = unique("cc-aiokafka-group")
 
-    async def scenario() -> tuple[list[tuple[int, int, str]], dict[int, int]]:
-        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
-        await producer.start()
-        try:
-            for p in range(PARTITIONS):
-                for v in values(p):
-                    meta = await producer.send_and_wait(topic, value=v.encode(), partition=p)
-                    assert (meta.partition, meta.offset) == (p, int(v.split("-")[1]))
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
-                                    enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
-        await consumer.start()
-        try:
-            read: list[tuple[int, int, str]] = []
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 40
-            while len(read) < PARTITIONS * PER_PARTITION and loop.time() < deadline:
-                for tp, msgs in (await consumer.getmany(timeout_ms=300)).items():
-                    read += [(tp.partition, m.offset, m.value.decode()) for m in msgs]
-            await consumer.commit()
-            committed = {p: await consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
-        finally:
-            await consumer.stop()
-        return read, committed
-
-    read, committed = asyncio.run(asyncio.wait_for(scenario(), 90))
+    read, committed = asyncio.run(asyncio.wait_for(aiokafka_round(cluster.bootstrap, topic, group), 90))
     assert by_partition(read) == EXPECTED
     assert committed == ENDS
     assert committed_offsets(cluster, group, topic) == ENDS

@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from support import kafka_tool
@@ -30,6 +29,7 @@ from compat_tests.cluster.test_cluster_clients import (
     EXPECTED,
     PARTITIONS,
     PER_PARTITION,
+    aiokafka_round,
     by_partition,
     committed_offsets,
     create_topic,
@@ -112,33 +112,7 @@ def test_aiokafka_produces_and_consumes_in_a_group(cluster: Cluster, proxy: Prox
     topic = create_topic(cluster, "pm-aiokafka")
     group = unique("pm-aiokafka-group")
 
-    async def scenario() -> tuple[list[tuple[int, int, str]], dict[int, int]]:
-        producer = AIOKafkaProducer(bootstrap_servers=proxy.bootstrap, acks="all")
-        await producer.start()
-        try:
-            for p in range(PARTITIONS):
-                for v in values(p):
-                    meta = await producer.send_and_wait(topic, value=v.encode(), partition=p)
-                    assert (meta.partition, meta.offset) == (p, int(v.split("-")[1]))
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=proxy.bootstrap, group_id=group,
-                                    enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
-        await consumer.start()
-        try:
-            read: list[tuple[int, int, str]] = []
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 40
-            while len(read) < PARTITIONS * PER_PARTITION and loop.time() < deadline:
-                for tp, msgs in (await consumer.getmany(timeout_ms=300)).items():
-                    read += [(tp.partition, m.offset, m.value.decode()) for m in msgs]
-            await consumer.commit()
-            committed = {p: await consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
-        finally:
-            await consumer.stop()
-        return read, committed
-
-    read, committed = asyncio.run(asyncio.wait_for(scenario(), 90))
+    read, committed = asyncio.run(asyncio.wait_for(aiokafka_round(proxy.bootstrap, topic, group), 90))
     assert by_partition(read) == EXPECTED
     assert committed == ENDS
     assert committed_offsets(cluster, group, topic) == ENDS
