@@ -177,7 +177,10 @@ class Meter:
         return total / (hi - lo)
 
 
-def produce_for(bootstrap: str, topic: str, client_id: str, meter: Meter, seconds: float) -> None:
+def produce_for(
+    bootstrap: str, topic: str, client_id: str, meter: Meter, seconds: float, limit: int | None = None
+) -> None:
+    """Produce VALUE for `seconds`, or until `limit` bytes are queued."""
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -192,9 +195,11 @@ def produce_for(bootstrap: str, topic: str, client_id: str, meter: Meter, second
             meter.add(len(msg.value()))
 
     deadline = meter.start + seconds
-    while time.monotonic() < deadline:
+    queued = 0
+    while time.monotonic() < deadline and (limit is None or queued < limit):
         try:
             p.produce(topic, VALUE, callback=delivered)
+            queued += len(VALUE)
         except BufferError:
             p.poll(0.05)
         p.poll(0)
@@ -323,3 +328,30 @@ def test_consumer_byte_rate_holds_a_consumer_to_1_mib_s(kcompat: Broker) -> None
     assert 0.9 * MIB <= rate <= 1.1 * MIB
     assert throttled.throttles and max(throttled.throttles) > 0
     assert total_free >= 39 * MIB and not any(free.throttles)
+
+
+def test_request_percentage_throttles_a_busy_client_only(kcompat: Broker) -> None:
+    """request_percentage=0.01 (a ten-thousandth of a thread) set with kafka-configs: a librdkafka
+    producer over it is told its throttle time and slowed, the one beside it is not."""
+    out = configs(kcompat, "--alter", "--entity-type", "clients", "--entity-name", "busy-librdkafka",
+                  "--add-config", "request_percentage=0.01")  # fmt: skip
+    assert "Completed updating config" in out, out
+    described = configs(kcompat, "--describe", "--entity-type", "clients", "--entity-name", "busy-librdkafka")
+    assert "request_percentage=0.01" in described, described
+    busy, free = Meter(), Meter()
+    threads = [
+        threading.Thread(target=produce_for, args=(kcompat.bootstrap, "rq-busy", "busy-librdkafka", busy, 6.0, 64 * MIB)),
+        threading.Thread(target=produce_for, args=(kcompat.bootstrap, "rq-free", "free-librdkafka", free, 6.0, 64 * MIB)),
+    ]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sent_busy = sum(n for _, n in busy.events)
+    sent_free = sum(n for _, n in free.events)
+    print(f"request_percentage: busy {sent_busy / MIB:.2f} MiB, {len(busy.throttles)} throttle reports "
+          f"(max {max(busy.throttles, default=0)} ms); free {sent_free / MIB:.2f} MiB")  # fmt: skip
+    assert busy.throttles and max(busy.throttles) > 0
+    assert not any(free.throttles)
+    assert sent_free == 64 * MIB // len(VALUE) * len(VALUE) + len(VALUE)  # all of it, unhindered
+    assert sent_busy < sent_free / 3  # the throttled one held back

@@ -219,6 +219,7 @@ class Broker:
             cluster.forwarder,
             hook,
             CaptureHook(self.captures, self.node_id),
+            self.quotas,
         )
         self.handle = self.dispatcher.handle
 

@@ -20,6 +20,9 @@ With fault rules set (kcompat/faults, fault_hook.py), the hook is asked before t
 routed and before its answer goes out; while a capture runs (kcompat/capture, capture_hook.py)
 each request and the answer its client got are offered to it. With neither, two attribute tests
 per request (benchmarks/dispatch_seam.py measures them).
+A `request_percentage` quota (kcompat.server.quotas) is charged here with the time a request's
+handler took up to its answer or its Deferred (Kafka's request handler thread time; a parked wait
+is not counted, as Kafka leaves purgatory out); without one, one attribute test per request.
 In cluster mode the Forwarder given (kcompat.server.cluster.forwarding_manager) names APIs that go to
 the active controller inside an Envelope, before any local handler (KafkaApis.maybeForwardToController);
 a single node's (NO_FORWARDING) names none.
@@ -41,6 +44,7 @@ from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.capture_hook import CaptureHook
 from kcompat.server.fault_hook import FaultHook
+from kcompat.server.quotas.client_quota_manager import QuotaManagers
 from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
@@ -56,6 +60,10 @@ from kcompat.wire.protocol import (
 from kcompat.wire.types.api_versions import ApiVersion, ApiVersionsResponse
 
 log = logging.getLogger("kcompat.server")
+
+# Kafka's clusterAction APIs a broker may get (ControlledShutdown, WriteTxnMarkers, Envelope):
+# inter-broker work, never charged to a client's request_percentage.
+_QUOTA_EXEMPT = frozenset({7, 27, 58})
 
 
 class CloseConnection(Exception):
@@ -122,7 +130,18 @@ class RequestDispatcher:
     """Frames in, chunks out; `context(client, request)` builds what a handler sees; each handled
     request's time (from decoded to answered, parked waits included) is added to `stats`."""
 
-    __slots__ = ("_context", "_forwards", "_rules", "_stats", "_tap", "capture", "faults", "forwarder")
+    __slots__ = (
+        "_context",
+        "_forwards",
+        "_quotas",
+        "_request_quota",
+        "_rules",
+        "_stats",
+        "_tap",
+        "capture",
+        "faults",
+        "forwarder",
+    )
 
     def __init__(
         self,
@@ -131,8 +150,12 @@ class RequestDispatcher:
         forwarder: Forwarder = NO_FORWARDING,
         faults: FaultHook | None = None,
         capture: CaptureHook | None = None,
+        quotas: QuotaManagers | None = None,
     ) -> None:
         self._context = context
+        self._quotas = quotas
+        # request_percentage's manager: its `on` is the one test a request pays without that quota
+        self._request_quota: Any = quotas.request if quotas is not None else _OFF
         self.faults = faults
         self.capture = capture
         # What the seam tests per request, held directly: the rules (a dict the fault engine keeps
@@ -193,11 +216,21 @@ class RequestDispatcher:
         ctx = self._context(client, request)
         started = perf_counter()
         body = await self._body(reg, request, reg.handler(ctx, request), started)
+        throttle_ms = 0
+        if self._request_quota.on and request.api_key not in _QUOTA_EXEMPT and body is not NO_RESPONSE:
+            throttle_ms = self._charge(request, client, started)
         if isinstance(body, Deferred):  # taken; answered when its body is ready, in a task of its own
-            answer = asyncio.ensure_future(self._finish(reg, request, body.body, started))
+            answer = asyncio.ensure_future(self._finish(reg, request, body.body, started, throttle_ms))
             answer.add_done_callback(partial(self._ended, request.api_key, body.body, started))
             return answer
-        return self._encode(request, body, started)
+        return self._encode(request, body, started, throttle_ms)
+
+    def _charge(self, request: Request, client: Any, started: float) -> int:
+        """request_percentage: the handler's time charged to the client, its throttle time in ms."""
+        assert self._quotas is not None
+        if request.api_key == 1 and _from_follower(request.body):
+            return 0  # replication is throttled by its own quota, as Kafka exempts follower fetches
+        return self._quotas.record_request_time(client, request.client_id, perf_counter() - started)
 
     def _ended(
         self, api_key: int, pending: Awaitable[Any], started: float, answer: asyncio.Future[Any]
@@ -217,9 +250,9 @@ class RequestDispatcher:
         return await self.handle(frame, client, request)
 
     async def _finish(
-        self, reg: Registration, request: Request, pending: Awaitable[Any], started: float
+        self, reg: Registration, request: Request, pending: Awaitable[Any], started: float, throttle_ms: int
     ) -> list[Chunk] | None:
-        return self._encode(request, await self._body(reg, request, pending, started), started)
+        return self._encode(request, await self._body(reg, request, pending, started), started, throttle_ms)
 
     async def _body(
         self, reg: Registration, request: Request, pending: Awaitable[Any], started: float
@@ -234,11 +267,31 @@ class RequestDispatcher:
             log.exception("%s v%d from %r failed", reg.api.name, request.api_version, request.client_id)
             raise CloseConnection(f"{reg.api.name} handler failed: {e}") from e
 
-    def _encode(self, request: Request, body: Any, started: float) -> list[Chunk] | None:
+    def _encode(
+        self, request: Request, body: Any, started: float, throttle_ms: int = 0
+    ) -> list[Chunk] | None:
         self._stats.observe(request.api_key, perf_counter() - started, body=body)
         if body is NO_RESPONSE:
             return None
+        if throttle_ms and getattr(body, "throttle_time_ms", throttle_ms) < throttle_ms:
+            body.throttle_time_ms = throttle_ms  # the longer of this and a byte-rate throttle, as Kafka
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+
+
+class _Off:
+    on = False
+
+
+_OFF = _Off()
+
+
+def _from_follower(body: Any) -> bool:
+    """A Fetch from a replica (ReplicaId before v15, ReplicaState after)."""
+    replica = getattr(body, "replica_id", -1)
+    state = getattr(body, "replica_state", None)
+    if state is not None:
+        replica = max(replica, state.replica_id)
+    return replica >= 0
 
 
 def api_versions_unsupported(correlation_id: int) -> list[Chunk]:

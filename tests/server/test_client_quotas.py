@@ -15,6 +15,7 @@ from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.describe_client_quotas import DESCRIBE_CLIENT_QUOTAS
 from kcompat.wire.messages.fetch import FETCH
+from kcompat.wire.messages.metadata import METADATA
 from kcompat.wire.messages.produce import PRODUCE
 from kcompat.wire.protocol import decode_response
 from tests.server.broker_harness import BrokerHarness, HarnessFactory, batch, flatten
@@ -139,6 +140,28 @@ def test_produce_over_quota_is_throttled_and_muted(broker_harness: HarnessFactor
     assert h.broker.quotas.mutes[ALICE.connection_id] == resp.throttle_time_ms / 1000
     other = Client("c-2", "10.0.0.8", 50001, "PLAINTEXT", "SASL_PLAINTEXT", principal="User:bob")
     assert produce(h, other, 200_000).throttle_time_ms == 0  # bob has no quota
+
+
+def test_request_percentage_throttles_and_mutes(broker_harness: HarnessFactory) -> None:
+    """request_percentage charges each request's handler time; over it, throttle_time_ms (at most
+    one window, ClientRequestQuotaManager's bound) and the connection muted; others untouched."""
+    clock = Clock()
+    h = broker_harness(clock=clock)
+    create(h, "t")
+    body = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    assert call_as(h, ALICE, METADATA, 12, body).throttle_time_ms == 0  # no quota: never throttled
+    # A billionth of a thread: any request goes over it.
+    alter(h, {"user": "alice"}, {"request_percentage": 1e-9})
+    first = call_as(h, ALICE, METADATA, 12, body)
+    assert 0 < first.throttle_time_ms <= 1000  # quota.window.size.seconds is 1
+    assert h.broker.quotas.mutes[ALICE.connection_id] == first.throttle_time_ms / 1000
+    assert produce(h, ALICE, 100).throttle_time_ms > 0  # Produce is charged too
+    other = Client("c-2", "10.0.0.8", 50001, "PLAINTEXT", "SASL_PLAINTEXT", principal="User:bob")
+    assert call_as(h, other, METADATA, 12, body).throttle_time_ms == 0  # bob has no quota
+    assert other.connection_id not in h.broker.quotas.mutes
+    alter(h, {"user": "alice"}, {"request_percentage": None})
+    h.broker.quotas.mutes.clear()
+    assert call_as(h, ALICE, METADATA, 12, body).throttle_time_ms == 0  # removed: free again
 
 
 def test_fetch_over_quota_answers_empty(broker_harness: HarnessFactory) -> None:

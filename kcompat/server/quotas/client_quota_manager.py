@@ -1,5 +1,5 @@
 """The quota managers of a broker (Kafka's QuotaFactory.QuotaManagers): one ClientQuotaManager per
-quota type (produce, fetch; request's resolves request_percentage but nothing records into it yet)
+quota type (produce, fetch, request: request_percentage, charged by the dispatcher with each request's time)
 and the ControllerMutationQuotaManager (CreateTopics, CreatePartitions, DeleteTopics), over one
 table of client quotas (the entities and values AlterClientQuotas set).
 
@@ -207,6 +207,18 @@ class QuotaManagers:
         connection muted for it once the answer is out."""
         user = user_of(client.principal) if client is not None else ANONYMOUS
         ms = manager.record(user, client_id or "", value, self.now_ms())
+        if ms and client is not None:
+            self.throttle(client.connection_id, ms)
+        return ms
+
+    def record_request_time(self, client: Any, client_id: str | None, seconds: float) -> int:
+        """request_percentage: `seconds` of the event loop a request's handler took, as Kafka's
+        request handler thread time in percent of one thread (100 = one thread busy). The throttle
+        in ms, at most one window (ClientRequestQuotaManager's bound), the connection muted for it."""
+        user = user_of(client.principal) if client is not None else ANONYMOUS
+        ms = min(
+            self.request.record(user, client_id or "", seconds * 100, self.now_ms()), self.window.window_ms
+        )
         if ms and client is not None:
             self.throttle(client.connection_id, ms)
         return ms
