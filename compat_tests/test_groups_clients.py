@@ -56,7 +56,17 @@ BROKER = {
 # never stalls so. A 6 s request timeout (the default is 30 s) lets it give up on that request and
 # rejoin within the test's patience instead of hanging.
 CLASSIC_PY = {"session_timeout_ms": "3000", "heartbeat_interval_ms": "300", "request_timeout_ms": "6000"}
-CLASSIC_RDKAFKA = {"session.timeout.ms": "3000", "heartbeat.interval.ms": "300"}
+# librdkafka ends its own session when the coordinator has not answered for session.timeout.ms
+# (SESSTMOUT) and drops its uncommitted reads: with 3 s, a kill -9 restart that took 2.2 s on a
+# loaded machine plus librdkafka's reconnect backoff (up to 10 s by default) made a member read
+# records it could no longer commit, which the member given its partitions read again (the
+# at-least-once of a member that lost its session, as against Kafka). 6 s and a 1 s backoff cap
+# keep it in its session across the restarts; a crash is still found in seconds.
+CLASSIC_RDKAFKA = {
+    "session.timeout.ms": "6000",
+    "heartbeat.interval.ms": "300",
+    "reconnect.backoff.max.ms": "1000",
+}
 CLASSIC_JAVA = {"session.timeout.ms": "3000", "heartbeat.interval.ms": "300"}
 # librdkafka's reconnect backoff capped at the Java client's default (1 s rather than 10 s), so that
 # after a broker restart its group coordinator connection comes back as soon as the Java client's.
