@@ -53,6 +53,8 @@ def _struct(
             out[f.name] = message
         elif f.is_struct and f.is_array:
             out[f.name] = _entries(f, req_fields, version, req, code, message)
+        elif f.type == "records" and version not in f.nullable:
+            out[f.name] = b""  # no records, where the version has no null for them (ShareFetch v1+)
     return out
 
 

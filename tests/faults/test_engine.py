@@ -269,6 +269,21 @@ def test_error_response_echoes_the_request_entries() -> None:
     ]
 
 
+def test_an_error_answer_to_a_share_fetch_encodes() -> None:
+    """ShareFetch v1+ Records are not nullable: an entry echoed from the request gets empty records
+    (the null default made the answer fail to encode, so the rule's client got nothing)."""
+    topic_id = uuid.uuid4()
+    body = {"group_id": "g", "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 0, "min_bytes": 1,
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 1}]}]}  # fmt: skip
+    for version in (1, 2):
+        req = decode_request(encode_request(78, version, 1, body)[4:])
+        answer = error_response(78, version, req.body, 6, "x")
+        frame = b"".join(bytes(c) for c in encode_response(78, version, 7, answer))
+        [topic] = decode_response(78, version, frame[4:])[1].responses
+        assert topic.topic_id == topic_id
+        assert [(p.partition_index, p.error_code, len(p.records)) for p in topic.partitions] == [(1, 6, 0)]
+
+
 def test_duplicate_and_corrupt() -> None:
     frame = struct.pack(">ii", 4, 77) + b"body"
     assert b"".join(duplicate([frame[:6], frame[6:]])) == frame * 2
