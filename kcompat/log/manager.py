@@ -161,9 +161,11 @@ class LogManager:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             self.directory_ids[d] = self._ensure_meta_properties(d)
-            if not self._load_dir(d, now):
+            if not self._load_dir(d, now) and self._partition_counts[d]:
                 # What recovery cut and re-indexed (and the epochs it found) is written back before
-                # the checkpoints below move every recovery point to its log end.
+                # the checkpoints below move every recovery point to its log end. A dir with no
+                # partition had nothing to recover: no syncfs, which waits for every dirty page of
+                # the filesystem (seconds on a busy disk) before a new broker's first start.
                 sync_filesystem(d)
         if self._fd_limit < 2 * len(self._logs) + 4 * FD_RESERVE:
             log.warning(
