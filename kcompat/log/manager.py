@@ -161,11 +161,9 @@ class LogManager:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             self.directory_ids[d] = self._ensure_meta_properties(d)
-            if not self._load_dir(d, now) and self._partition_counts[d]:
+            if not self._load_dir(d, now) and self._partition_counts[d]:  # no partition: nothing to sync
                 # What recovery cut and re-indexed (and the epochs it found) is written back before
-                # the checkpoints below move every recovery point to its log end. A dir with no
-                # partition had nothing to recover: no syncfs, which waits for every dirty page of
-                # the filesystem (seconds on a busy disk) before a new broker's first start.
+                # the checkpoints below move every recovery point to its log end (syncfs: slow, busy disk).
                 sync_filesystem(d)
         if self._fd_limit < 2 * len(self._logs) + 4 * FD_RESERVE:
             log.warning(
@@ -425,19 +423,11 @@ class LogManager:
 
     def _write_checkpoints(self, d: Path) -> None:
         mine = {tp: plog for tp, plog in list(self._logs.items()) if self._dir_of.get(tp) == d}
-        # With no partition here, an empty file that a crash loses reads as no file, which means the
-        # same: no fsyncs then (8 of a new broker's first start, tens of ms on a busy disk).
-        sync = bool(mine)
-        write_offsets(
-            d / RECOVERY_POINT_CHECKPOINT, {tp: p.recovery_point for tp, p in mine.items()}, sync=sync
-        )
-        write_offsets(
-            d / LOG_START_OFFSET_CHECKPOINT, {tp: p.log_start_offset for tp, p in mine.items()}, sync=sync
-        )
+        write_offsets(d / RECOVERY_POINT_CHECKPOINT, {tp: p.recovery_point for tp, p in mine.items()})
+        write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {tp: p.log_start_offset for tp, p in mine.items()})
         write_offsets(
             d / CLEANER_OFFSET_CHECKPOINT,
             {tp: p.first_dirty_offset for tp, p in mine.items() if p.config.compact},
-            sync=sync,
         )
         self._write_high_watermarks(d, mine)
 
@@ -456,7 +446,7 @@ class LogManager:
             hw = p.high_watermark if p.replicated_hw is not None else p.checkpointed_hw
             if hw is not None:
                 hws[tp] = hw
-        write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, hws, sync=bool(mine))
+        write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, hws)
 
     def close(self, deadline: float | None = None) -> bool:
         """Clean shutdown: flush and close every log, write checkpoints, leave the clean-shutdown

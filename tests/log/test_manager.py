@@ -34,7 +34,8 @@ def test_meta_properties_as_kafka_writes_them(tmp_path):
 def test_a_first_start_on_an_empty_dir_syncs_only_its_identity(tmp_path, monkeypatch):
     """A new broker's first start: meta.properties is made durable (file and dir), the empty
     checkpoints need no fsync (lost, they read as missing: the same) and there is nothing to recover,
-    so no syncfs of the whole filesystem either. With a partition, a crash-restart syncs both."""
+    so no syncfs of the whole filesystem either. With a partition, a crash-restart syncs both
+    (the recovery point and log start offset checkpoints, each file and its dir)."""
     from kcompat.log import log_files
 
     synced: list[str] = []
@@ -48,7 +49,7 @@ def test_a_first_start_on_an_empty_dir_syncs_only_its_identity(tmp_path, monkeyp
     crashed.get_or_create("orders", 0).append(batch(3), leader_epoch=0, now_ms=0)
     synced.clear()
     LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)  # no clean marker
-    assert synced[0] == "syncfs" and synced.count("fsync") >= 8  # recovery written back, checkpoints durable
+    assert synced[0] == "syncfs" and synced.count("fsync") >= 4  # recovery written back, checkpoints durable
 
 
 def test_checkpoints_and_marker(tmp_path):
