@@ -1,7 +1,7 @@
 """`python -m benchmarks` (`make bench`): kcompat and Apache Kafka side by side on this machine.
 
     python -m benchmarks [--quick] [--rounds N] [--brokers kcompat,kafka] [--no-java]
-                         [--suites produce,consume,latency,txn,share,proxy,streams] [--out DIR] [--profile]
+                         [--suites produce,consume,latency,txn,share,proxy,streams,requests] [--out DIR] [--profile]
                          [--scale [SIZES]] [--cluster] [--metrics-cost] [--tls]
 
 Each round measures the machine's limits (loopback sendfile, page-cache write), then runs every
@@ -57,10 +57,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--suites",
-        default="produce,consume,latency,txn,share,proxy,streams",
+        default="produce,consume,latency,txn,share,proxy,streams,requests",
         help="comma-separated: produce, consume, latency, txn (transactional rows: benchmarks/txn.py), "
         "share (share-group rows: benchmarks/share.py), proxy (direct vs through kcompat proxy: "
-        "benchmarks/proxy.py), streams (Kafka Streams rows: benchmarks/streams.py)",
+        "benchmarks/proxy.py), streams (Kafka Streams rows: benchmarks/streams.py), requests (small "
+        "requests and the produce ceiling, Go load: benchmarks/small_requests.py)",
     )
     p.add_argument("--out", type=Path, help="results folder (default benchmarks/results/<timestamp>)")
     p.add_argument("--workdir", type=Path, help="where the brokers' log dirs go (default: a new temp dir)")

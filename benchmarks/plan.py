@@ -35,8 +35,12 @@ class Plan:
     sizes: tuple[int, ...] = SIZES
     acks: tuple[str, ...] = ACKS
     compressions: tuple[str, ...] = COMPRESSIONS
-    suites: tuple[str, ...] = ("produce", "consume", "latency", "txn", "share", "streams")
+    suites: tuple[str, ...] = ("produce", "consume", "latency", "txn", "share", "streams", "requests")
     timeouts: dict[str, float] = field(default_factory=lambda: {"run": 180.0})
+    # benchmarks/small_requests.py: Produce requests of one 16 KiB batch per row, and 1 KiB
+    # records sent at the produce ceiling
+    small_requests: int = 60_000
+    ceiling_records: int = 2_000_000
 
 
 # Counts sized so that each measured interval lasts a second or more on 2 cores: shorter ones
@@ -64,6 +68,8 @@ QUICK = Plan(
     e2e_size=100,
     machine_mib=32,
     timeouts={"run": 20.0},
+    small_requests=2_000,
+    ceiling_records=20_000,
 )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import proxy, share, streams, txn
+from benchmarks import proxy, share, small_requests, streams, txn
 from benchmarks.plan import Plan, consume_key, figures, produce_key, size_label
 
 KCOMPAT, KAFKA = "kcompat", "kafka"
@@ -125,6 +125,22 @@ def targets(agg: dict[str, dict[str, Stat]], plan: Plan, machine: dict[str, Stat
         None if r is None else r >= 1.0,
         "not measured" if r is None else f"{r:.3f}x",
     )
+    for acks in small_requests.ACKS:
+        k = small_requests.key(acks)
+        rps, cpu = ratio(agg, f"{k}/requests_per_s"), ratio(agg, f"{k}/cpu_us_per_request")
+        line(f"small requests acks={acks}: >= 1.5x requests/s at <= 0.7x CPU per request",
+             None if rps is None or cpu is None else rps >= 1.5 and cpu <= 0.7,
+             "not measured" if rps is None or cpu is None else f"{rps:.2f}x requests/s, {cpu:.2f}x CPU per request")  # fmt: skip
+    write = machine.get("write_mbs")
+    ceiling = agg.get(f"{small_requests.CEILING}/mb_per_s", {})
+    if write is None or KCOMPAT not in ceiling:
+        line("produce ceiling >= 50% of the page-cache write limit", None, "not measured")
+    else:
+        shares = {b: ceiling[b].median / write.median for b in (KCOMPAT, KAFKA) if b in ceiling}
+        kafka = f" (Kafka: {shares[KAFKA]:.0%})" if KAFKA in shares else ""
+        line("produce ceiling >= 50% of the page-cache write limit", shares[KCOMPAT] >= 0.5,
+             f"Go load, 256 KiB batches: {ceiling[KCOMPAT].median:.0f} MB/s of {write.median:.0f} MB/s = "
+             f"{shares[KCOMPAT]:.0%}{kafka}")  # fmt: skip
     sendfile = machine.get("sendfile_mbs")
     fetch = agg.get(f"{consume_key('raw-50MiB', 1024)}/mb_per_s", {}).get(KCOMPAT)
     if sendfile is None or fetch is None:
@@ -177,6 +193,8 @@ def suite_sections(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
         lines += proxy.section(agg, plan, _fmt)
     if "streams" in plan.suites:
         lines += streams_section(agg, plan)
+    if "requests" in plan.suites:
+        lines += small_requests.section(agg, plan, _table)
     return lines
 
 
@@ -282,6 +300,10 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
         cpu_rows += [(f"transactions {label}", f"{key}/cpu_s_per_gb", False) for label, key in txn.rows(plan)]
     if "share" in plan.suites:
         cpu_rows += [(f"share {label}", f"{key}/cpu_s_per_gb", False) for label, key in share.rows(plan)]
+    if "requests" in plan.suites:
+        cpu_rows.append(
+            ("produce ceiling, Go load, 256 KiB batches", f"{small_requests.CEILING}/cpu_s_per_gb", False)
+        )
     if cpu_rows:
         lines += ["## Broker CPU seconds per GB moved (record bytes; all threads; lower is better)", "",
                   *_table(agg, cpu_rows, "workload"), ""]  # fmt: skip

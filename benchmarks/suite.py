@@ -3,7 +3,8 @@
     start (cold start) -> idle RSS -> warm-up (not measured) -> produce rows -> sync -> catch-up
     consume rows -> end-to-end latency -> transactional rows (benchmarks/txn.py) -> share-group
     rows (benchmarks/share.py) -> proxy rows (benchmarks/proxy.py) ->
-    Kafka Streams rows (benchmarks/streams.py) -> stop
+    Kafka Streams rows (benchmarks/streams.py) -> small requests and the produce ceiling
+    (benchmarks/small_requests.py) -> stop
 
 CPU seconds per GB: the broker's CPU time (/proc/<pid>/stat, all threads) over one workload,
 divided by the record bytes it moved. Peak RSS is sampled every 100 ms over all workloads.
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import confluent_clients as cc
-from benchmarks import fetch_path, java_tools, share, streams, txn
+from benchmarks import fetch_path, java_tools, share, small_requests, streams, txn
 from benchmarks import proxy as proxy_rows
 from benchmarks.brokers import BrokerProcess
 from benchmarks.plan import RAW_PARTITION_MAX, Plan, consume_key, produce_key
@@ -97,6 +98,8 @@ class Suite:
                     proxy_rows.run(self)  # benchmarks/proxy.py: direct vs through `kcompat proxy`
                 if "streams" in self.plan.suites:
                     streams.run(self)  # benchmarks/streams.py: Kafka Streams on the streams protocol
+                if "requests" in self.plan.suites:
+                    small_requests.run(self)  # benchmarks/small_requests.py: Go load, cost per request
             self.values["memory/load_rss_mb"] = peak.peak / 1e6
             self.notes["cpu_s_total"] = cpu_seconds(b.pid)
         finally:

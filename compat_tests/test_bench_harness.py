@@ -204,3 +204,32 @@ def test_streams_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
     assert kcompat["values"][f"{streams.SCALE_OUT}/s"] < 60
     report = (out / "report.md").read_text()
     assert "| stateful app, input lines/s end to end |" in report, report
+
+
+def test_requests_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
+    """The small-requests rows and the produce ceiling (benchmarks/small_requests.py): the Go load
+    against a real kcompat broker, every figure there and positive, and the two targets in the report."""
+    from benchmarks import small_requests
+
+    out = tmp_path / "results"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--brokers", "kcompat", "--no-java", "--out", str(out),
+         "--workdir", str(tmp_path / "work"), "--suites", "requests", "--no-plots"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (kcompat,) = json.loads((out / "results.json").read_text())["runs"]
+    assert kcompat["errors"] == {}, kcompat["errors"]
+    values = kcompat["values"]
+    for _label, key, _unit, _higher in small_requests.rows():
+        assert values[key] > 0, key
+    # every small request carries 16 KiB of records: the broker cannot take them faster than the disk
+    (machine,) = json.loads((out / "results.json").read_text())["machine"]
+    for acks in small_requests.ACKS:
+        assert (
+            values[f"{small_requests.key(acks)}/requests_per_s"] * 16 * 1024 < 2 * machine["write_mbs"] * 1e6
+        )
+    report = (out / "report.md").read_text()
+    assert "## Small requests and the produce ceiling" in report
+    assert "| produce ceiling >= 50% of the page-cache write limit |" in report
+    assert "MB/s of" in report  # the ceiling as a share of the write limit measured in the same run

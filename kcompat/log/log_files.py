@@ -14,8 +14,6 @@ segments) and .deleted (on its way out) appended to a segment's file names.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import re
 import sys
@@ -143,27 +141,42 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
+_syncfs: Callable[[int], int] | None = None
+_syncfs_loaded = False
+
+
 def _load_syncfs() -> Callable[[int], int] | None:
+    """libc's syncfs through ctypes, loaded on first use: a start with nothing to recover needs
+    neither ctypes nor the library lookup."""
+    import ctypes
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn: Callable[[int], int] = libc.syncfs
-    except (OSError, AttributeError):
-        return None
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:  # not glibc: look it up (ctypes.util runs ldconfig or the compiler to find it)
+        import ctypes.util
+
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        except OSError:
+            return None
+    fn: Callable[[int], int] | None = getattr(libc, "syncfs", None)
     return fn
-
-
-_syncfs = _load_syncfs()
 
 
 def sync_filesystem(directory: Path) -> None:
     """Write back everything written to the filesystem holding `directory` (Linux syncfs(2), else
     sync(2)): one call instead of an fsync per file, for thousands of partitions at once."""
+    global _syncfs, _syncfs_loaded
+    if not _syncfs_loaded:
+        _syncfs, _syncfs_loaded = _load_syncfs(), True
     if _syncfs is None:
         os.sync()
         return
     fd = os.open(directory, os.O_RDONLY)
     try:
         if _syncfs(fd) != 0:
+            import ctypes
+
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), str(directory))
     finally:

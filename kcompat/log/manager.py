@@ -161,9 +161,9 @@ class LogManager:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             self.directory_ids[d] = self._ensure_meta_properties(d)
-            if not self._load_dir(d, now):
+            if not self._load_dir(d, now) and self._partition_counts[d]:  # no partition: nothing to sync
                 # What recovery cut and re-indexed (and the epochs it found) is written back before
-                # the checkpoints below move every recovery point to its log end.
+                # the checkpoints below move every recovery point to its log end (syncfs: slow, busy disk).
                 sync_filesystem(d)
         if self._fd_limit < 2 * len(self._logs) + 4 * FD_RESERVE:
             log.warning(

@@ -22,7 +22,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 from kcompat.config import BrokerConfig
-from kcompat.metadata.image import MetadataImage
 from kcompat.server.dispatcher import NO_FORWARDING, Forwarder
 from kcompat.server.groups.shard_port import AllGroupsHere, GroupShardsPort
 from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges, ReadReplicaSelector
@@ -35,6 +34,7 @@ from kcompat.server.share.shards import AllSharesHere, ShareShardsPort
 from kcompat.server.transactions.txn_writes import LocalTxnWrites, TxnWrites
 
 if TYPE_CHECKING:
+    from kcompat.metadata.image import MetadataImage  # cluster mode only: not loaded on a single node
     from kcompat.server.groups.group_service import GroupService
     from kcompat.server.share.share_coordinator import ShareCoordinatorService
     from kcompat.server.transactions.txn_service import TransactionService

@@ -259,6 +259,8 @@ async def _serve_locked(
     from kcompat.server.dispatcher import CloseConnection
     from kcompat.wire.protocol import UnsupportedRequest
 
+    _modules_loaded()
+
     broker = Broker(config)
     broker.initial_scram_users = list(scram_users)
     # As in Kafka, fetch sessions outlive a connection (a client may reconnect and go on with its
@@ -327,6 +329,14 @@ async def _serve_locked(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         log.info("kcompat stopped")
+
+
+def _modules_loaded() -> None:
+    """`python -m kcompat serve` loads its modules with the cyclic GC off (kcompat/__main__.py):
+    what they made lives as long as the process, so it is frozen as it is and the GC turned back on."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def _freeze_start_up() -> None:

@@ -31,6 +31,27 @@ def test_meta_properties_as_kafka_writes_them(tmp_path):
         LogManager([tmp_path / "a"], LogConfig(), cluster_id="other", node_id=3)
 
 
+def test_a_first_start_on_an_empty_dir_syncs_only_its_identity(tmp_path, monkeypatch):
+    """A new broker's first start: meta.properties is made durable (file and dir), the empty
+    checkpoints need no fsync (lost, they read as missing: the same) and there is nothing to recover,
+    so no syncfs of the whole filesystem either. With a partition, a crash-restart syncs both
+    (the recovery point and log start offset checkpoints, each file and its dir)."""
+    from kcompat.log import log_files
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(log_files, "sync_filesystem", lambda d: synced.append("syncfs"))
+    monkeypatch.setattr("kcompat.log.manager.sync_filesystem", lambda d: synced.append("syncfs"))
+    LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    assert synced == ["fsync", "fsync"]  # meta.properties and its dir
+    crashed = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
+    crashed.get_or_create("orders", 0).append(batch(3), leader_epoch=0, now_ms=0)
+    synced.clear()
+    LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)  # no clean marker
+    assert synced[0] == "syncfs" and synced.count("fsync") >= 4  # recovery written back, checkpoints durable
+
+
 def test_checkpoints_and_marker(tmp_path):
     m = LogManager([tmp_path], LogConfig(), cluster_id="c", node_id=1, clock=lambda: 0)
     a = m.get_or_create("orders", 0)

@@ -16,7 +16,6 @@ import contextlib
 import os
 import re
 import ssl
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +44,8 @@ def _is_pem(data: bytes) -> bool:
 
 @contextlib.contextmanager
 def _private_file(data: bytes) -> Iterator[str]:
+    import tempfile  # TLS with in-line PEM only: tempfile loads shutil, random
+
     fd, name = tempfile.mkstemp(prefix="kcompat-tls-", suffix=".pem")  # mode 0600
     try:
         with os.fdopen(fd, "wb") as f:

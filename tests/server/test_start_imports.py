@@ -1,0 +1,79 @@
+"""What a default `kcompat serve` loads before it serves: no module of a feature that is off.
+
+A real `python -X importtime -m kcompat serve` (single node, PLAINTEXT, the admin listener on as
+by default) is started; every module imported before its "listening on" line is read from the
+importtime lines on stderr, then the broker is stopped. Each module here was once part of every
+cold start (issue 31: about a third of a start was imports of what the start never used)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+IMPORT_LINE = re.compile(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)")
+
+# Features that are off by default, and heavy standard modules only their paths need.
+NOT_AT_START = (
+    "kcompat.server.cluster",  # cluster mode (KRaft controllers)
+    "kcompat.metadata.image",  # the KRaft metadata image: cluster mode
+    "kcompat.proxy",  # `kcompat proxy`
+    "kcompat.server.auth.sasl",  # SASL listeners
+    "kcompat.server.auth.oauth_jwks",
+    "kcompat.server.admin.console",  # the admin listener's console: loaded once serving
+    "kcompat.admin_http",
+    "kcompat.client",  # the CLI's client commands
+    "kcompat.cmd",
+    "ctypes",  # syncfs: a log dir with partitions to recover, or a clean stop
+    "tempfile",  # TLS with in-line PEM only (and ctypes.util's library lookup)
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def modules_before_serving(tmp_path: Path) -> list[str]:
+    cmd = [sys.executable, "-X", "importtime", "-m", "kcompat", "serve",
+           "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path / 'data'}",
+           "--override", f"admin.listener=127.0.0.1:{_free_port()}"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stderr is not None
+    modules: list[str] = []
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    try:
+        for line in proc.stderr:
+            if "listening on" in line:
+                return modules
+            if (m := IMPORT_LINE.match(line)) is not None:
+                modules.append(m.group(1))
+            else:
+                seen.append(line)
+            if time.monotonic() > deadline:
+                break
+        pytest.fail("the broker did not start:\n" + "".join(seen[-20:]))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def test_default_serve_loads_no_module_of_a_feature_that_is_off(tmp_path):
+    modules = modules_before_serving(tmp_path)
+    assert "kcompat.server.broker" in modules  # the lines were read: the broker's own modules are there
+    loaded = [m for m in modules if any(m == x or m.startswith(x + ".") for x in NOT_AT_START)]
+    assert loaded == []
