@@ -2,7 +2,7 @@
 tenant's topics, checked in every request that names a topic by id.
 
 Produce v13, Fetch v13+, ShareFetch, ShareAcknowledge, Metadata v10+, OffsetCommit v10,
-OffsetFetch v10, DeleteTopics v6 and ConsumerGroupHeartbeat name topics by id only: there is no
+OffsetFetch v10 and DeleteTopics v6 name topics by id only: there is no
 name to prefix, and an id another tenant's client logged or leaked would otherwise reach that
 tenant's topic. A request naming an id the tenant has not been shown is answered here with
 UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know; the client refreshes its metadata
@@ -30,9 +30,14 @@ ID_REQUESTS: dict[int, tuple[tuple[str, ...], ...]] = {
     8: (("topics", "topic_id"),),
     9: (("groups", "topics", "topic_id"),),
     20: (("topics", "topic_id"),),
-    68: (("topic_partitions", "topic_id"),),
     78: (("topics", "topic_id"), ("forgotten_topics_data", "topic_id")),
     79: (("topics", "topic_id"),),
+}
+
+# Request topic ids left unchecked, with why.
+ID_NOT_CHECKED: dict[int, str] = {
+    68: "ConsumerGroupHeartbeat's owned partitions: the coordinator only compares them with its own "
+    "assignment of the tenant's group (an error there would fail the member after a proxy restart)",
 }
 
 # API key -> (path to the entries, the id field, the name field or None: every id is the tenant's)
