@@ -11,7 +11,7 @@ of it, alternating, on topics of their own:
   bytes, as the broker's figures), its resident memory idle and its peak under load.
 
 The proxy is started as its users start it (`python -m kcompat proxy`, uvloop), once per broker.
-Kroxylicious is not run here: see docs/benchmarks.md (not on this machine's Maven mirror).
+Kroxylicious is not run here: see docs/benchmarks.md (its runnable proxy is not on Maven Central).
 """
 
 from __future__ import annotations

@@ -356,7 +356,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         except Refused as refused:
             answer = refused_answer(refused, frame)
             if answer is not None:
-                self._answer_here(_Waiting(pending, exchange), answer)
+                if answer:  # []: a Produce with acks=0, dropped unanswered (as Kafka would)
+                    self._answer_here(_Waiting(pending, exchange), answer)
                 return None
             why = refused.why
         except (DecodeError, UnsupportedRequest):

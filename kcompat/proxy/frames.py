@@ -1,6 +1,7 @@
 """What the proxy reads from frames without decoding them: the request header's key, version and
 correlation id, a Produce's acks, and the rewriting of a node-naming answer (decode, rewrite,
-encode; every other frame is relayed as its bytes)."""
+encode; every other frame is relayed as its bytes). A data-path answer (Produce, Fetch,
+ShareFetch, ShareAcknowledge) is decoded only when skim.py finds a node in it: most never name one."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from kcompat.proxy.node_fields import must_decode
 from kcompat.proxy.rewrite import Endpoint, Learn, rewrite_nodes
+from kcompat.proxy.skim import SKIMMED, names_nodes
 from kcompat.proxy.tenant import Tenant
 from kcompat.wire.messages import APIS
 from kcompat.wire.primitives import Reader
@@ -69,6 +71,8 @@ def rewrite_answer(
     key, version = pending.api_key, pending.api_version
     names = tenant is not None and pending.known and tenant.decodes_answer(key, version)
     if not pending.known or not (names or must_decode(key, version)):
+        return [_SIZE.pack(len(frame)), frame], None
+    if not names and key in SKIMMED and not names_nodes(key, version, frame):
         return [_SIZE.pack(len(frame)), frame], None
     correlation, body = decode_response(key, version, frame)
     rewrite_nodes(key, body, endpoint, learn)

@@ -11,7 +11,8 @@ Isolation without ACLs: every name a tenant sends is prefixed, so it can only ev
 topics, groups and transactional ids; an answer entry naming anything without the prefix (another
 tenant's topic, `__consumer_offsets`, a group of the upstream's own) is dropped from the answer,
 so listings (Metadata, ListGroups, ListTransactions, DescribeConfigs, ...) show the tenant's
-names only. Topic ids are not rewritten: a tenant learns only its own topics' ids.
+names only. Topic ids are not rewritten, but a request may name only the ids the tenant was shown
+(tenant_ids.py); ACLs are on the tenant's names only (tenant_acls.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kcompat.faults.error_response import error_response
+from kcompat.proxy import tenant_acls
+from kcompat.proxy.tenant_acls import ACL_KEYS, AclRefused
 from kcompat.proxy.tenant_fields import REFUSED, REGEX, REQUEST, RESPONSE, N, fields_for
+from kcompat.proxy.tenant_ids import ID_ANSWERS, ID_REQUESTS, TopicIds
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages import APIS
 from kcompat.wire.protocol import (
@@ -30,6 +34,7 @@ from kcompat.wire.protocol import (
     encode_request,
     encode_response,
     peek_header,
+    response_codec,
 )
 
 Change = Callable[[str, N], str]
@@ -37,20 +42,24 @@ Foreign = Callable[[Any], bool]
 
 
 class Refused(Exception):
-    """A request a tenant may not send (tenant_fields.REFUSED); `why` names what it is."""
+    """A request a tenant may not send (tenant_fields.REFUSED); `why` names what it is. With
+    `code`, a request answered here with that error (an ACL beyond its names, a foreign topic id)."""
 
-    def __init__(self, api_key: int, why: str) -> None:
+    def __init__(self, api_key: int, why: str, code: ErrorCode | None = None) -> None:
         super().__init__(why)
         self.api_key = api_key
         self.why = why
+        self.code = code
+        self.silent = False  # answered with nothing (a Produce with acks=0)
 
 
 class Tenant:
-    __slots__ = ("name", "prefix")
+    __slots__ = ("ids", "name", "prefix")
 
     def __init__(self, name: str, prefix: str) -> None:
         self.name = name
         self.prefix = prefix
+        self.ids = TopicIds()
 
     # -- requests: the tenant's names to the upstream's --------------------------------------------
 
@@ -65,9 +74,20 @@ class Tenant:
         if spec is None or (version not in spec.versions and key != API_VERSIONS_KEY):
             raise Refused(key, "an API or version the proxy cannot read (its names could not be rewritten)")
         fields = fields_for(key, REQUEST, version)
-        if not fields:
+        if not fields and key not in ID_REQUESTS and key not in ACL_KEYS:
             return frame
         request = decode_request(frame, strict=False)
+        if self.ids.unknown(key, request.body):
+            refused = Refused(key, "a topic id it was not shown", ErrorCode.UNKNOWN_TOPIC_ID)
+            refused.silent = key == _PRODUCE and request.body.acks == 0
+            raise refused
+        if key in ACL_KEYS:
+            try:
+                tenant_acls.request(self.prefix, key, request.body)
+            except AclRefused as e:
+                raise Refused(key, e.why, e.code) from None
+        elif not fields:
+            return frame  # names topics by ids it was shown: as is
         for n in fields:
             _apply(request.body, n.path, n, self._upstream, None)
         return encode_request(key, version, correlation, request.body, request.client_id)[4:]
@@ -76,15 +96,20 @@ class Tenant:
         if not name:
             return name  # "" means none (no group, no transactional id): nothing to prefix
         if n.kind == REGEX:  # Kafka matches the whole topic name against it
-            return f"{re.escape(self.prefix)}(?:{name})"
+            return f"{re.escape(self.prefix)}(?:{unanchored(name)})"
         return self.prefix + name
 
     # -- answers: the upstream's names to the tenant's, others' dropped ----------------------------
 
     def decodes_answer(self, api_key: int, api_version: int) -> bool:
-        return bool(fields_for(api_key, RESPONSE, api_version))
+        return (
+            bool(fields_for(api_key, RESPONSE, api_version)) or api_key in ID_ANSWERS or api_key in ACL_KEYS
+        )
 
     def answer(self, api_key: int, api_version: int, body: Any) -> None:
+        self.ids.learn(api_key, body, self.prefix)  # before the names lose their prefix
+        if api_key in ACL_KEYS:
+            tenant_acls.answer(self.prefix, api_key, body)
         for n in fields_for(api_key, RESPONSE, api_version):
             _apply(body, n.path, n, self._client, self._foreign)
 
@@ -95,18 +120,56 @@ class Tenant:
         return isinstance(name, str) and bool(name) and not name.startswith(self.prefix)
 
 
-_ACLS = frozenset({29, 30, 31})
+_PRODUCE, _SHARE_FETCH = 0, 78
+
+
+def unanchored(regex: str) -> str:
+    """The regex without its start anchors (^ and \\A outside character classes): matched against
+    whole names, they stand for the start of the tenant's part once the prefix comes before it
+    (librdkafka sends `(^orders-.*)`, which after `a\\.` would match nothing)."""
+    out: list[str] = []
+    i, n, in_class = 0, len(regex), False
+    while i < n:
+        c = regex[i]
+        if c == "\\":
+            if in_class or regex[i + 1 : i + 2] != "A":
+                out.append(regex[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            j = i + 1 + (regex[i + 1 : i + 2] == "^")
+            j += regex[j : j + 1] == "]"  # a ] first in a class is a literal
+            out.append(regex[i:j])
+            i, in_class = j, True
+            continue
+        elif c == "^":
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def refused_answer(refused: Refused, frame: bytes | bytearray) -> list[Any] | None:
-    """The answer to a refused request, where Kafka has one: the ACL APIs are answered
-    SECURITY_DISABLED, as by a cluster without an authorizer. None: close the connection."""
-    if refused.api_key not in _ACLS:
+    """The answer to a request answered here (Refused with a code); [] for one that gets none.
+    None: close the connection."""
+    if refused.code is None:
         return None
+    if refused.silent:
+        return []
     request = decode_request(frame, strict=False)
     key, version = request.api_key, request.api_version
-    text = "this virtual cluster has no ACLs: its names are isolated by the proxy"
-    body = error_response(key, version, request.body, ErrorCode.SECURITY_DISABLED, text)
+    if key in ACL_KEYS:
+        body = response_codec(key).build(
+            tenant_acls.refused_body(key, request.body, refused.code, refused.why)
+        )
+    else:
+        body = error_response(key, version, request.body, refused.code, refused.why)
+        for topic in body.responses if key == _SHARE_FETCH else ():
+            for p in topic.partitions:
+                p.records = b"" if p.records is None else p.records  # not nullable from v1
     return list(encode_response(key, version, request.correlation_id, body))
 
 

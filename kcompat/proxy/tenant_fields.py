@@ -187,6 +187,7 @@ NAME_FIELDS: tuple[N, ...] = (
     N(44, REQUEST, ("resources", "resource_name"), TOPIC, (CONFIG_TOPIC, CONFIG_GROUP)),  # IncrementalAlter
     N(44, RESPONSE, ("responses", "resource_name"), TOPIC, (CONFIG_TOPIC, CONFIG_GROUP)),
     N(68, REQUEST, ("subscribed_topic_regex",), REGEX),  # ConsumerGroupHeartbeat (KIP-848 regex)
+    N(66, REQUEST, ("transactional_id_pattern",), REGEX),  # ListTransactions v2: whole ids match it
 )
 
 NOT_TENANT_NAMES: dict[tuple[int, str, tuple[str, ...]], str] = {
@@ -194,17 +195,22 @@ NOT_TENANT_NAMES: dict[tuple[int, str, tuple[str, ...]], str] = {
     (55, RESPONSE, ("topics", "topic_name")): "DescribeQuorum names the metadata log, the cluster's own",
 }
 
-# KRaft RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot), WriteTxnMarkers (broker to
-# broker), and the ACL APIs (CreateAcls, DescribeAcls, DeleteAcls).
+# KRaft RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot) and the inter-broker RPCs
+# (WriteTxnMarkers, AlterPartition, AssignReplicasToDirs, the share coordinator's state RPCs):
+# their names and topic ids are the cluster's. ACLs: tenant_acls.py.
 REFUSED: dict[int, str] = {
     52: "a KRaft RPC",
     53: "a KRaft RPC",
     54: "a KRaft RPC",
     59: "a KRaft RPC",
     27: "an inter-broker RPC",
-    29: "ACLs",
-    30: "ACLs",
-    31: "ACLs",
+    56: "an inter-broker RPC",
+    73: "an inter-broker RPC",
+    83: "an inter-broker RPC",
+    84: "an inter-broker RPC",
+    85: "an inter-broker RPC",
+    86: "an inter-broker RPC",
+    87: "an inter-broker RPC",
 }
 
 

@@ -19,7 +19,6 @@ from kcompat.proxy.tenant_fields import (
     fields_for,
     path_versions,
 )
-from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages import APIS
 from kcompat.wire.protocol import (
     decode_request,
@@ -114,24 +113,11 @@ def test_answers_show_the_tenants_names_only() -> None:
     assert find.coordinators[0].key == "tx"
 
 
-def test_acls_are_answered_security_disabled_and_raft_rpcs_refused() -> None:
-    frame = encode_request(30, 3, 5, {"creations": []}, client_id="app")[4:]
-    with pytest.raises(Refused) as refused:
-        A.request(frame)
-    answer = refused_answer(refused.value, frame)
-    assert answer is not None
-    correlation, body = decode_response(30, 3, b"".join(answer)[4:])
-    assert correlation == 5 and body.results == []
-    described = encode_request(29, 3, 6, {"resource_type_filter": 2, "pattern_type_filter": 3,
-                                          "operation": 2, "permission_type": 3}, client_id="app")[4:]  # fmt: skip
-    with pytest.raises(Refused) as refused:
-        A.request(described)
-    answer = refused_answer(refused.value, described)
-    assert answer is not None
-    assert decode_response(29, 3, b"".join(answer)[4:])[1].error_code == ErrorCode.SECURITY_DISABLED
-    with pytest.raises(Refused) as refused:
-        A.request(encode_request(52, 2, 1, {"topics": []})[4:])
-    assert refused_answer(refused.value, b"") is None  # Vote: the connection is closed
+def test_raft_and_inter_broker_rpcs_close_the_connection() -> None:
+    for key, version, body in ((52, 2, {"topics": []}), (84, 0, {"group_id": "g", "topics": []})):
+        with pytest.raises(Refused) as refused:
+            A.request(encode_request(key, version, 1, body)[4:])
+        assert refused_answer(refused.value, b"") is None
 
 
 def test_virtual_clusters_from_properties() -> None:
