@@ -153,7 +153,9 @@ def labels(bootstrap: str, topic: str) -> None:
 
 def produce_lines(bootstrap: str, topic: str, n: int, seed: int) -> Counter[str]:
     rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    # Idempotent: a retry across a leader move (the migration round moves every replica while
+    # lines are written) must not write a line twice, or every later count is off.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     words: Counter[str] = Counter()
     for i in range(n):
         line = rng.choices(WORDS, k=4)
