@@ -46,11 +46,7 @@ from kcompat.testing import wait_until
 from kcompat.testing_cluster import HOST, ControllerQuorum
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 
-# Unstable: in 2 of 5 runs the Streams app stays REBALANCING once its group coordinator moves from
-# a Java broker to kcompat (kcompat aborted the app's open transaction as past its timeout after
-# loading Java's __transaction_state, and the streams group went to an epoch with 0 members). A
-# real fault, not found yet: out of `make test` until it is, run by `pytest -m unstable`.
-pytestmark = [pytest.mark.slow, pytest.mark.unstable, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 JAVA, KCOMPAT = (4, 5), (1, 2)
 LEDGER, SHARED, APP = "ledger", "shared", "migrating"
