@@ -153,7 +153,9 @@ def labels(bootstrap: str, topic: str) -> None:
 
 def produce_lines(bootstrap: str, topic: str, n: int, seed: int) -> Counter[str]:
     rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    # Idempotent: a retry across a leader move (the migration round moves every replica while
+    # lines are written) must not write a line twice, or every later count is off.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     words: Counter[str] = Counter()
     for i in range(n):
         line = rng.choices(WORDS, k=4)
@@ -380,6 +382,65 @@ def test_standby_replicas_from_kafka_configs(broker: Broker, classes: Path, tmp_
             assert time.monotonic() < deadline, text
             time.sleep(1)
         output.wait("the output", expected_output(counts), 90)
+    finally:
+        output.close()
+        for a in apps:
+            a.stop()
+
+
+@pytest.mark.slow
+def test_scale_in_from_three_instances_to_two_while_running(
+    broker: Broker, classes: Path, tmp_path: Path, report_figure: ReportFigure
+) -> None:
+    """Three instances share the tasks; one stops (it leaves the group) while lines keep coming:
+    the other two take its tasks over, every task on exactly one of them, and the output stays
+    exactly each word's running counts."""
+    bs, app_id = broker.bootstrap, "shrinking"
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics(
+        [NewTopic(t, PARTITIONS, 1) for t in ("lines4", "labels4", "out4")]
+    ).values():
+        f.result(20)
+    labels(bs, "labels4")
+    counts = produce_lines(bs, "lines4", 150, seed=8)
+    output = Output(bs, "out4")
+    apps = [
+        App(classes, [bs, app_id, "lines4", "labels4", "out4", str(tmp_path / f"s{i}")]) for i in range(3)
+    ]
+    stopped: list[App] = []
+    try:
+        for a in apps:
+            a.wait_running(120)
+
+        def split(n: int) -> list[set[tuple[str, int]]]:
+            deadline = time.monotonic() + 90
+            while True:
+                text = describe(bs, app_id)
+                tasks = [active_tasks(line) for line in text.splitlines() if line.startswith(app_id)]
+                together = set().union(*tasks) if tasks else set()
+                if len(tasks) == n and all(tasks) and len(together) == 2 * PARTITIONS == sum(map(len, tasks)):
+                    return tasks
+                assert time.monotonic() < deadline, text
+                time.sleep(1)
+
+        split(3)
+        output.wait("the output on three instances", expected_output(counts), 90)
+        leaving = apps.pop()
+        shrink_started = time.monotonic()
+        more = produce_lines(bs, "lines4", 150, seed=9)  # written while the third one goes
+        leaving.stop()
+        stopped.append(leaving)
+        counts += more
+        split(2)
+        moved = time.monotonic() - shrink_started
+        counts += produce_lines(bs, "lines4", 150, seed=10)
+        output.wait("the output on two instances", expected_output(counts), 90)
+        assert all(e.get("error") is None for a in apps + stopped for e in a.events()), apps[0].out[-20:]
+        report_figure(
+            "streams groups scale-in",
+            f"3 -> 2 instances: the third's tasks on the other two {moved:.1f}s after it stopped "
+            "(--describe polled every 1s); output exact",
+        )
     finally:
         output.close()
         for a in apps:

@@ -25,9 +25,10 @@ PROTOCOL_TYPE = "streams"
 
 
 class StreamsMemberState(IntEnum):
-    STABLE = 0
-    UNREVOKED_TASKS = 1
-    UNRELEASED_TASKS = 2
+    # Kafka's streams MemberState bytes, as its records carry them (not the consumer group's 0-2).
+    STABLE = 1
+    UNREVOKED_TASKS = 2
+    UNRELEASED_TASKS = 3
 
 
 class StreamsGroupState(Enum):

@@ -207,9 +207,18 @@ def _replay_member(g: StreamsGroup, key: StreamsRecordKey, f: dict[str, Any] | N
             g.static_members[m.instance_id] = mid
     else:
         m.member_epoch, m.previous_member_epoch = f["member_epoch"], f["previous_member_epoch"]
-        m.state = StreamsMemberState(f["state"])
+        m.state = _member_state(f["state"])
         m.assigned = TaskSet(_tasks(f["active_tasks"]), _tasks(f["standby_tasks"]), _tasks(f["warmup_tasks"]))
         m.pending_revocation = _tasks(f["active_tasks_pending_revocation"])
+
+
+def _member_state(value: int) -> StreamsMemberState:
+    """A record's state byte; one this version does not know (Kafka's UNKNOWN, 127) is taken as
+    UNRELEASED_TASKS, the state whose next heartbeat recomputes the member from its tasks."""
+    try:
+        return StreamsMemberState(value)
+    except ValueError:
+        return StreamsMemberState.UNRELEASED_TASKS
 
 
 def _topology(f: dict[str, Any]) -> StreamsTopology:
@@ -232,6 +241,6 @@ def _topology(f: dict[str, Any]) -> StreamsTopology:
                     for c in s["copartition_groups"]
                 ),
             )
-            for s in f["subtopologies"]
+            for s in sorted(f["subtopologies"], key=lambda s: s["subtopology_id"])  # as topology_of
         ),
     )

@@ -4,6 +4,7 @@ on it (replica_fetcher.py), including the case of an epoch that holds no records
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from types import SimpleNamespace
 
@@ -119,3 +120,53 @@ def test_high_watermark_checkpoint_survives_a_restart(tmp_path):
     p.make_follower(Registration(2, 2, 1, (1, 2), (1, 2)))
     assert p.high_watermark == 2
     logs.close()
+
+
+class KafkaLeader:
+    """What a Kafka 4.3 leader answers a follower below its log start: Fetch OFFSET_OUT_OF_RANGE
+    with log start -1 (its ReplicaManager does not fill it in for that error), and ListOffsets as
+    a replica asks (log end for LATEST, log start for EARLIEST)."""
+
+    def __init__(self, topic_id: uuid.UUID, start: int, end: int) -> None:
+        self.topic_id, self.start, self.end = topic_id, start, end
+        self.calls: list[int] = []
+
+    async def call(self, api_key: int, version: int, body, timeout_s=None):
+        self.calls.append(api_key)
+        if api_key == 1:  # Fetch
+            part = SimpleNamespace(partition_index=0, error_code=1, log_start_offset=-1, high_watermark=-1,
+                                   diverging_epoch=None, records=None)  # fmt: skip
+            return SimpleNamespace(
+                error_code=0,
+                session_id=0,
+                responses=[SimpleNamespace(topic_id=self.topic_id, partitions=[part])],
+            )
+        (t,) = body.topics
+        (asked,) = t.partitions
+        offset = self.end if asked.timestamp == -1 else self.start
+        answer = SimpleNamespace(partition_index=0, error_code=0, offset=offset)
+        return SimpleNamespace(topics=[SimpleNamespace(name=t.name, partitions=[answer])])
+
+
+def test_follower_below_a_kafka_leaders_log_start_asks_it_and_starts_over(tmp_path):
+    """The default-format migration's Streams repartition topic: purged (DeleteRecords) on the Java
+    leader before the kcompat follower's first fetch, so the follower's fetch at 0 is out of range
+    and the answer does not say where the leader's log starts. The follower asks with ListOffsets
+    (Kafka's fetchOffsetAndTruncate) and starts over there, instead of backing off for ever."""
+    follower = plog_with(tmp_path, "f", [0, 0])
+    p = Partition("t", 0, 1, follower, Registration(2, 0, 0, (1, 2), (1, 2)))
+    topic_id = uuid.uuid4()
+    f = ReplicaFetcher(2, ("127.0.0.1", 1), FetcherSettings(node_id=1, cluster_id="c", directory_id=uuid.uuid4()),
+                       lambda: 7, lambda _name: topic_id, lambda: 0, lambda _p: None)  # fmt: skip
+    f.add(p)
+    leader = KafkaLeader(topic_id, start=50, end=60)
+    f._channel = leader  # type: ignore[assignment]
+    assert asyncio.run(f._fetch_once())
+    assert leader.calls == [1, 2, 2]  # Fetch, then ListOffsets LATEST and EARLIEST
+    assert (follower.log_start_offset, follower.log_end_offset) == (50, 50)
+    # A leader whose log ends below ours (an unclean election): truncated to its end.
+    for offset in range(50, 55):
+        follower.append_as_follower(batch(1, base_offset=offset), now_ms=0)
+    leader.start, leader.end = 0, 52
+    assert asyncio.run(f._fetch_once())
+    assert follower.log_end_offset == 52

@@ -12,7 +12,10 @@ current. The answer is applied per partition:
   `end_offset`. The follower looks up its own end of that epoch; the same epoch: truncate to the
   smaller of both ends; an older one: truncate to its end and fetch again (the leader then
   answers with the next divergence, if any), as Kafka's truncateOnFetchResponse does;
-* OFFSET_OUT_OF_RANGE with the leader's log start above this log's end: start over there;
+* OFFSET_OUT_OF_RANGE with the leader's log start above this log's end: start over there; a
+  leader that does not say its log start (Kafka's leaders answer -1) is asked with ListOffsets,
+  as Kafka's fetchOffsetAndTruncate does: its log end below ours: truncate there; its log start
+  above ours: start over there;
 * NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: wait for the image to say
   who leads now (the fetcher backs off; the ReplicaManager moves the partition).
 Each fetcher keeps an incremental fetch session with its leader (KIP-227, fetch_session_handler.py):
@@ -41,11 +44,15 @@ from kcompat.server.cluster.replication.fetch_session_handler import (
 from kcompat.server.cluster.replication.partition import Partition
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.fetch import FETCH
+from kcompat.wire.messages.list_offsets import LIST_OFFSETS
 from kcompat.wire.types.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState
+from kcompat.wire.types.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
 log = logging.getLogger("kcompat.replication")
 
 FETCH_VERSION = 17
+LIST_OFFSETS_VERSION = 8
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,11 +196,18 @@ class ReplicaFetcher:
                 len(data.session),
             )
         ok = True
+        out_of_range: list[tuple[Partition, int, int]] = []
         for rt in r.responses:
             for rp in rt.partitions:
                 got = sent.get((rt.topic_id, rp.partition_index))
-                if got is not None:
+                if got is None:
+                    continue
+                if rp.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and rp.log_start_offset <= got[2]:
+                    out_of_range.append(got)
+                else:
                     ok = self._apply(got, rp) and ok
+        for got in out_of_range:
+            ok = await self._out_of_range(*got) and ok
         return ok
 
     def _apply(self, got: tuple[Partition, int, int], rp: Any) -> bool:
@@ -239,6 +253,59 @@ class ReplicaFetcher:
         if p.update_follower_hw(rp.high_watermark):
             self._on_append(p)  # consumers reading from this follower (KIP-392) may read further
         return True
+
+    async def _out_of_range(self, p: Partition, epoch: int, offset: int) -> bool:
+        """OFFSET_OUT_OF_RANGE without the leader's log start (a Kafka leader answers -1 there): ask
+        the leader for its log end and start (Kafka's fetchOffsetAndTruncate); False: back off."""
+        leader_end = await self._leader_offset(p, epoch, LATEST)
+        if leader_end is None or self.partitions.get((p.topic, p.index)) is not p:
+            return False
+        if p.leader_epoch != epoch or p.log.log_end_offset != offset:
+            return True  # the partition moved on meanwhile
+        if leader_end < offset:
+            log.info(
+                "%s-%d: log end %d is above the leader's %d: truncating", p.topic, p.index, offset, leader_end
+            )
+            p.log.truncate_to(leader_end, now_ms=self._now_ms())
+            return True
+        leader_start = await self._leader_offset(p, epoch, EARLIEST)
+        if leader_start is None or p.leader_epoch != epoch or p.log.log_end_offset != offset:
+            return False
+        if leader_start <= offset:
+            return False  # in range by now (the leader's log moved): fetch again after the backoff
+        log.info(
+            "%s-%d: log end %d is below the leader's log start %d: starting over there",
+            p.topic,
+            p.index,
+            offset,
+            leader_start,
+        )
+        p.log.restart_at(leader_start, now_ms=self._now_ms())
+        return True
+
+    async def _leader_offset(self, p: Partition, epoch: int, timestamp: int) -> int | None:
+        """The leader's log end (LATEST) or start (EARLIEST) of `p`, asked as a replica."""
+        request = ListOffsetsRequest(
+            replica_id=self.settings.node_id,
+            isolation_level=0,
+            topics=[
+                ListOffsetsTopic(
+                    name=p.topic,
+                    partitions=[
+                        ListOffsetsPartition(
+                            partition_index=p.index, current_leader_epoch=epoch, timestamp=timestamp
+                        )
+                    ],
+                )
+            ],
+        )
+        r = await self._channel.call(LIST_OFFSETS.key, LIST_OFFSETS_VERSION, request)
+        for rt in r.topics:
+            for rp in rt.partitions:
+                if rt.name == p.topic and rp.partition_index == p.index and rp.error_code == 0:
+                    return int(rp.offset)
+        log.debug("%s-%d: ListOffsets %d to broker %d failed", p.topic, p.index, timestamp, self.leader_id)
+        return None
 
     def _truncate(self, p: Partition, leader_epoch: int, leader_end: int) -> bool:
         """Truncate as a DivergingEpoch says; False when nothing changed (then back off, not spin)."""
