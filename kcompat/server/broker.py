@@ -99,12 +99,11 @@ class Broker:
             None if cluster_member else QuotaStore(self.log_dirs[0]),
             clock,
         )
-        # Delegation tokens (KIP-48): a single node's in a file beside the SCRAM credentials.
+        # Delegation tokens (KIP-48): a single node keeps them in a file, a cluster member has the image's.
         self.tokens = DelegationTokenManager(
             config,
             None if cluster_member else DelegationTokenStore(self.log_dirs[0]),
             clock,
-            cluster_mode=cluster_member,
         )
         self.cluster: ClusterPort
         if cluster_member:
@@ -112,7 +111,11 @@ class Broker:
             from kcompat.server.cluster.assembly import ClusterAssembly
 
             self.cluster = ClusterAssembly(
-                config, authorizer=self.authorizer, now_ms=self.now_ms, on_quotas=self.quotas.replace
+                config,
+                authorizer=self.authorizer,
+                now_ms=self.now_ms,
+                on_quotas=self.quotas.replace,
+                on_tokens=self.tokens.replace,
             )
         else:
             # Topics, producer ids, dynamic configs in kcompat.storage files; metadata changes open,
@@ -326,7 +329,7 @@ class Broker:
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
         if self.config.get("log.cleaner.enable"):
             self._background.append(asyncio.create_task(self._cleaner_loop()))
-        if self.tokens.enabled:
+        if self.tokens.sweeps:
             self._background.append(asyncio.create_task(self.tokens.run_expiry_checks()))
         await self.group_service.start()  # replays __consumer_offsets
         await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets

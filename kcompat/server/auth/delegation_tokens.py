@@ -18,8 +18,9 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kcompat.config import BrokerConfig
 from kcompat.security.delegation_tokens import TokenInformation, TokenTable, hmac_base64
@@ -28,6 +29,19 @@ from kcompat.storage.scram_credentials import MECHANISMS, ScramCredential, from_
 from kcompat.wire.error_codes import ErrorCode
 
 log = logging.getLogger("kcompat.server.delegation_tokens")
+
+# Create/Renew/ExpireDelegationToken: forwarded to the controller in cluster mode, once the broker
+# has checked the connection may ask for tokens at all (KafkaApis, before maybeForwardToController)
+TOKEN_WRITE_KEYS = frozenset({38, 39, 40})
+ANONYMOUS = "User:ANONYMOUS"
+
+
+def allow_token_requests(client: Any) -> bool:
+    """KafkaApis.allowTokenRequests: not over a token, nor PLAINTEXT, nor one-way SSL."""
+    if client is None or getattr(client, "token_authenticated", False):
+        return False
+    protocol = client.security_protocol
+    return not (protocol == "PLAINTEXT" or (protocol == "SSL" and client.principal == ANONYMOUS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +68,10 @@ class DelegationTokenManager:
         config: BrokerConfig,
         store: DelegationTokenStore | None,
         clock: Callable[[], float],
-        *,
-        cluster_mode: bool = False,
     ) -> None:
+        """`store` None: cluster mode, where the tokens are the metadata image's (`replace`) and
+        the controller creates, renews, expires and sweeps them."""
         secret = config.get("delegation.token.secret.key")
-        if secret and cluster_mode:  # Kafka's controllers keep them there; not forwarded here yet
-            log.warning(
-                "delegation.token.secret.key is set but kcompat serves delegation tokens on a single "
-                "node only: under KRaft controllers the token APIs answer DELEGATION_TOKEN_AUTH_DISABLED"
-            )
-            secret = None
         self.table = TokenTable(
             str(secret) if secret else None,
             int(config.get("delegation.token.max.lifetime.ms")),
@@ -86,6 +94,20 @@ class DelegationTokenManager:
             return
         for token in self._store.load():
             self._put(token)
+
+    @property
+    def sweeps(self) -> bool:
+        """Whether this broker removes expired tokens (a single node; in a cluster the controller)."""
+        return self.enabled and self._store is not None
+
+    def replace(self, tokens: Mapping[str, TokenInformation]) -> None:
+        """Cluster mode: the image's tokens (DelegationTokenRecords) become the table, as Kafka's
+        DelegationTokenPublisher updates the broker's token cache."""
+        for token_id in [t.token_id for t in self.table.tokens() if t.token_id not in tokens]:
+            self.table.remove(token_id)
+        for token in tokens.values():
+            self._put(token)
+        self._forget_removed()
 
     def _put(self, token: TokenInformation) -> None:
         self.table.put(token)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from kcompat.security.authorizer import AclOperation, ResourceType
 from kcompat.security.delegation_tokens import ERROR_TIMESTAMP, TokenInformation, visible
 from kcompat.server.auth import access
+from kcompat.server.auth.delegation_tokens import ANONYMOUS, allow_token_requests
 from kcompat.server.context import RequestContext
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
@@ -48,8 +49,6 @@ from kcompat.wire.types.renew_delegation_token import (
     RenewDelegationTokenResponse,
 )
 
-ANONYMOUS = "User:ANONYMOUS"
-
 
 def _split(principal: str) -> tuple[str, str]:
     kind, _, name = principal.partition(":")
@@ -58,15 +57,6 @@ def _split(principal: str) -> tuple[str, str]:
 
 def _principal(ctx: RequestContext) -> str:
     return ctx.client.principal if ctx.client is not None else ANONYMOUS
-
-
-def allow_token_requests(ctx: RequestContext) -> bool:
-    """KafkaApis.allowTokenRequests: not over a token, nor PLAINTEXT, nor one-way SSL."""
-    client = ctx.client
-    if client is None or getattr(client, "token_authenticated", False):
-        return False
-    protocol = client.security_protocol
-    return not (protocol == "PLAINTEXT" or (protocol == "SSL" and client.principal == ANONYMOUS))
 
 
 @handles(CREATE_DELEGATION_TOKEN, "1-3")
@@ -80,7 +70,7 @@ async def create_delegation_token(
         owner = f"{body.owner_principal_type}:{body.owner_principal_name}"
     renewers = [f"{r.principal_type}:{r.principal_name}" for r in body.renewers]
     error = ErrorCode.NONE
-    if not allow_token_requests(ctx):
+    if not allow_token_requests(ctx.client):
         error = ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
     elif owner != requester and not access.allowed(ctx, AclOperation.CREATE_TOKENS, ResourceType.USER, owner):
         error = ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED
@@ -118,7 +108,7 @@ async def create_delegation_token(
 async def renew_delegation_token(
     ctx: RequestContext, request: Request[RenewDelegationTokenRequest]
 ) -> RenewDelegationTokenResponse:
-    if not allow_token_requests(ctx):
+    if not allow_token_requests(ctx.client):
         return RenewDelegationTokenResponse(
             error_code=int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED),
             expiry_timestamp_ms=ERROR_TIMESTAMP,
@@ -132,7 +122,7 @@ async def renew_delegation_token(
 async def expire_delegation_token(
     ctx: RequestContext, request: Request[ExpireDelegationTokenRequest]
 ) -> ExpireDelegationTokenResponse:
-    if not allow_token_requests(ctx):
+    if not allow_token_requests(ctx.client):
         return ExpireDelegationTokenResponse(
             error_code=int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED),
             expiry_timestamp_ms=ERROR_TIMESTAMP,
@@ -146,7 +136,7 @@ async def expire_delegation_token(
 async def describe_delegation_token(
     ctx: RequestContext, request: Request[DescribeDelegationTokenRequest]
 ) -> DescribeDelegationTokenResponse:
-    if not allow_token_requests(ctx):
+    if not allow_token_requests(ctx.client):
         return DescribeDelegationTokenResponse(error_code=int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED))
     tokens = ctx.tokens
     if not tokens.enabled:
