@@ -248,3 +248,38 @@ def test_scram_with_a_token_authenticates_as_its_owner(h: BrokerHarness, clock: 
     clock.now += 2 * 3600  # expired (not yet swept): refused
     _, late = scram_with_token(manager, made.token_id, password)
     assert late.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+class RecordingForwarder:
+    """Cluster mode's forwarder as the dispatcher sees it: the token writes go to the controller."""
+
+    def __init__(self) -> None:
+        self.forwarded: list[tuple[int, str]] = []
+
+    def versions(self) -> dict[int, tuple[int, int]]:
+        return {38: (1, 3), 39: (1, 2), 40: (1, 2)}
+
+    async def forward(self, frame: bytes, request: Any, client_host: str, principal: str = "") -> list[Any]:
+        self.forwarded.append((request.api_key, principal))
+        return [b"forwarded"]
+
+
+def test_cluster_mode_refuses_before_forwarding(h: BrokerHarness) -> None:
+    """KafkaApis checks the connection before maybeForwardToController: a PLAINTEXT or token login
+    is answered DELEGATION_TOKEN_REQUEST_NOT_ALLOWED by the broker; a SASL login is forwarded."""
+    from functools import partial
+
+    from kcompat.server.context import RequestContext
+    from kcompat.server.dispatcher import RequestDispatcher
+
+    forwarder = RecordingForwarder()
+    dispatcher = RequestDispatcher(partial(RequestContext, h.broker.services), forwarder=forwarder)
+    body = {"owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1}
+    for who in (client("alice", "PLAINTEXT"), client("alice", by_token=True)):
+        frame = h.frame(CREATE_DELEGATION_TOKEN, 3, body)
+        chunks = h.run(dispatcher.handle(memoryview(frame)[4:], who))
+        resp = decode_response(CREATE_DELEGATION_TOKEN.key, 3, flatten(chunks)[4:])[1]
+        assert resp.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    frame = h.frame(RENEW_DELEGATION_TOKEN, 2, {"hmac": b"x", "renew_period_ms": -1})
+    assert h.run(dispatcher.handle(memoryview(frame)[4:], ALICE)) == [b"forwarded"]
+    assert forwarder.forwarded == [(RENEW_DELEGATION_TOKEN.key, "User:alice")]
