@@ -31,6 +31,7 @@ SETUP_HINT = "run `bash tools/setup-test-deps.sh` (make test does) to install it
 KAFKA_TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-configs": "kafka.admin.ConfigCommand",

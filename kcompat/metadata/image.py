@@ -4,8 +4,9 @@ metadata/.../image/*).
 An image is never changed in place: a MetadataDelta collects records on top of one and `apply()`
 makes the next image, sharing every topic and broker the records did not touch. Kept so far:
 topics and partitions, brokers and controllers, configs, feature levels, the producer-id block and
-the ACLs (by record id, as Kafka's AclsImage) and the client quotas (by entity, as
-ClientQuotasImage). SCRAM and delegation-token records are decoded and skipped.
+the ACLs (by record id, as Kafka's AclsImage), the client quotas (by entity, as
+ClientQuotasImage) and the delegation tokens (by token id, as DelegationTokenImage). SCRAM records
+are decoded and skipped.
 
 Record semantics (metadata/.../PartitionRegistration.java#merge and the *Delta classes):
 * PartitionChangeRecord: an absent tagged field leaves the value unchanged; Leader -2 means "no
@@ -28,6 +29,7 @@ from typing import Any
 from kcompat.metadata import records as r
 from kcompat.quotas.entities import Entity, entity_of
 from kcompat.security.authorizer import AclBinding
+from kcompat.security.delegation_tokens import TokenInformation
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -163,6 +165,8 @@ class MetadataImage:
     kraft_version: int = 0
     # ClientQuotaRecords: entity -> {key: value}; a record with remove drops the key.
     client_quotas: MappingProxyType[Entity, MappingProxyType[str, float]] = field(default_factory=_empty)
+    # DelegationTokenRecords by token id; RemoveDelegationTokenRecord drops one.
+    delegation_tokens: MappingProxyType[str, TokenInformation] = field(default_factory=_empty)
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -192,6 +196,7 @@ class MetadataDelta:
         self._next_producer_id: int | None = None
         self._acls: dict[uuid.UUID, AclBinding] | None = None
         self._quotas: dict[Entity, dict[str, float]] | None = None
+        self._tokens: dict[str, TokenInformation] | None = None
         self.kraft_version: int | None = None  # set by the loader from a KRaftVersion control record
         self.records = 0
 
@@ -261,6 +266,25 @@ class MetadataDelta:
                 del self._quotas[entity]
         else:
             values[rec.key] = rec.value
+
+    def _token_map(self) -> dict[str, TokenInformation]:
+        if self._tokens is None:
+            self._tokens = dict(self.image.delegation_tokens)
+        return self._tokens
+
+    def _delegation_token(self, rec: Any) -> None:
+        self._token_map()[rec.token_id] = TokenInformation(
+            rec.token_id,
+            rec.owner,
+            rec.requester,
+            tuple(rec.renewers),
+            rec.issue_timestamp,
+            rec.max_timestamp,
+            rec.expiration_timestamp,
+        )
+
+    def _remove_delegation_token(self, rec: Any) -> None:
+        self._token_map().pop(rec.token_id, None)
 
     def _topic(self, rec: Any) -> None:
         self._topic_map()[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
@@ -401,6 +425,9 @@ class MetadataDelta:
             client_quotas=image.client_quotas
             if self._quotas is None
             else MappingProxyType({e: MappingProxyType(v) for e, v in self._quotas.items()}),
+            delegation_tokens=image.delegation_tokens
+            if self._tokens is None
+            else MappingProxyType(self._tokens),
         )
 
 
@@ -422,4 +449,6 @@ _REPLAY = {
     r.ACCESS_CONTROL_ENTRY: MetadataDelta._acl,
     r.REMOVE_ACCESS_CONTROL_ENTRY: MetadataDelta._remove_acl,
     r.CLIENT_QUOTA: MetadataDelta._client_quota,
+    r.DELEGATION_TOKEN: MetadataDelta._delegation_token,
+    r.REMOVE_DELEGATION_TOKEN: MetadataDelta._remove_delegation_token,
 }

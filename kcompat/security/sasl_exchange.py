@@ -112,6 +112,7 @@ class Mechanism(Protocol):
     username: str | None
     user_tried: str  # the name the client gave, for the failure's log line (never a password)
     lifetime_ms: int | None  # how long the credential stays valid, when it says (OAUTHBEARER)
+    token_authenticated: bool  # the credential was a delegation token (SCRAM with tokenauth=true)
 
     def step(self, token: bytes) -> bytes | None: ...
 
@@ -124,6 +125,7 @@ class Plain:
         self.username: str | None = None
         self.user_tried = ""
         self.lifetime_ms: int | None = None
+        self.token_authenticated = False
 
     def step(self, token: bytes) -> bytes | None:
         parts = token.split(b"\0")
@@ -164,6 +166,7 @@ class SaslExchange:
         self._mechanism: Mechanism | None = None
         self._mechanism_name = ""
         self.principal: str | None = None
+        self.by_token = False  # authenticated with a delegation token (KafkaPrincipal.tokenAuthenticated)
         self.session_expires: float | None = None  # in `now`'s time
 
     @property
@@ -263,6 +266,7 @@ class SaslExchange:
                     f"Cannot change principals during re-authentication from {self.principal}: {principal}"
                 )
             self.principal = principal
+            self.by_token = mechanism.token_authenticated
             self.state = S.COMPLETE
             # KIP-368: the session ends at connections.max.reauth.ms or when the credential expires
             limits = [ms for ms in (self._reauth_ms or None, mechanism.lifetime_ms) if ms]

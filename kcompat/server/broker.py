@@ -41,6 +41,7 @@ from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_fil
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
 from kcompat.metadata.features import TRANSACTION_VERSION
 from kcompat.security.authorizer import Authorizer
+from kcompat.server.auth.delegation_tokens import DelegationTokenManager
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.capture_hook import CaptureHook
 from kcompat.server.cluster_port import ClusterPort, SingleNode
@@ -60,6 +61,7 @@ from kcompat.server.share.share_coordinator import ShareCoordinatorService
 from kcompat.server.share.share_group_service import ShareService
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
+from kcompat.storage.delegation_token_store import DelegationTokenStore
 from kcompat.storage.quota_store import QuotaStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
 
@@ -97,13 +99,23 @@ class Broker:
             None if cluster_member else QuotaStore(self.log_dirs[0]),
             clock,
         )
+        # Delegation tokens (KIP-48): a single node keeps them in a file, a cluster member has the image's.
+        self.tokens = DelegationTokenManager(
+            config,
+            None if cluster_member else DelegationTokenStore(self.log_dirs[0]),
+            clock,
+        )
         self.cluster: ClusterPort
         if cluster_member:
             # Cluster mode, under Kafka's KRaft controllers: the one import of cluster/ (its assembly).
             from kcompat.server.cluster.assembly import ClusterAssembly
 
             self.cluster = ClusterAssembly(
-                config, authorizer=self.authorizer, now_ms=self.now_ms, on_quotas=self.quotas.replace
+                config,
+                authorizer=self.authorizer,
+                now_ms=self.now_ms,
+                on_quotas=self.quotas.replace,
+                on_tokens=self.tokens.replace,
             )
         else:
             # Topics, producer ids, dynamic configs in kcompat.storage files; metadata changes open,
@@ -206,6 +218,7 @@ class Broker:
             forwarded_versions=cluster.forwarder.versions,
             share=self.share_service,
             quotas=self.quotas,
+            tokens=self.tokens,
         )
         # Fault rules set at run time through the admin listener (kcompat/faults); none: no cost.
         self.faults = FaultEngine()
@@ -292,6 +305,7 @@ class Broker:
                 self.metadata.features().finalized.get(TRANSACTION_VERSION, 0)
             )
         self.scram.load()
+        self.tokens.load()
         if self.authorizer is not None and not is_cluster_member(self.config):
             for acl in self.acl_store.load():
                 self.authorizer.add(acl)
@@ -316,6 +330,8 @@ class Broker:
         self._background.append(asyncio.create_task(self._maintenance_loop(interval / 1000)))
         if self.config.get("log.cleaner.enable"):
             self._background.append(asyncio.create_task(self._cleaner_loop()))
+        if self.tokens.sweeps:
+            self._background.append(asyncio.create_task(self.tokens.run_expiry_checks()))
         await self.group_service.start()  # replays __consumer_offsets
         await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
         await self.share_coordinator.start()  # replays __share_group_state

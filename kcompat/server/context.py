@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kcompat.config import BrokerConfig
     from kcompat.security.authorizer import Authorizer
+    from kcompat.server.auth.delegation_tokens import DelegationTokenManager
     from kcompat.server.broker_stats import BrokerStats
     from kcompat.server.fetch_session import FetchManager
     from kcompat.server.groups.group_service import GroupService
@@ -134,6 +135,7 @@ class BrokerServices:
     forwarded_versions: Callable[[], dict[int, tuple[int, int]]]
     share: ShareService  # share groups (KIP-932): membership and the share-partitions led here
     quotas: QuotaManagers  # client quotas: the table and the produce/fetch/request managers
+    tokens: DelegationTokenManager  # delegation tokens (KIP-48): the table, its file, their SCRAM
 
 
 class RequestContext:
@@ -214,6 +216,10 @@ class RequestContext:
     @property
     def scram(self) -> ScramCredentialStore:
         return self.services.scram
+
+    @property
+    def tokens(self) -> DelegationTokenManager:
+        return self.services.tokens
 
     @property
     def stats(self) -> BrokerStats:

@@ -41,6 +41,7 @@ from time import perf_counter
 from typing import Any, Protocol
 
 from kcompat.server import handlers as _handlers_pkg
+from kcompat.server.auth.delegation_tokens import TOKEN_WRITE_KEYS, allow_token_requests
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.capture_hook import CaptureHook
 from kcompat.server.fault_hook import FaultHook
@@ -197,6 +198,7 @@ class RequestDispatcher:
             self._forwards
             and request.api_key in (forwarded := self.forwarder.versions())
             and not _broker_loggers_only(request)
+            and not (request.api_key in TOKEN_WRITE_KEYS and not allow_token_requests(client))
         ):
             low, high = forwarded[request.api_key]
             if not low <= request.api_version <= high:

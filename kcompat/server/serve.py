@@ -271,7 +271,8 @@ async def _serve_locked(
         (CloseConnection, UnsupportedRequest),
         on_disconnect=broker.client_disconnected,
         current=lambda: getattr(broker, "config", config),  # the broker swaps it on AlterConfigs
-        transports=transports(config.listener_security, broker.scram.get),  # TLS contexts: ConfigError here
+        # TLS contexts (ConfigError here), SASL with SCRAM credentials and delegation tokens
+        transports=transports(config.listener_security, broker.scram.get, broker.tokens.credential),
         mutes=broker.quotas.mutes,  # a throttled client's connection waits out its throttle time
     )
     opened = _bind(config, reactor, listeners)

@@ -100,6 +100,12 @@ def test_unwrap_checks_the_correlation_id() -> None:
 
 REQUESTS: dict[int, tuple[int, dict[str, Any]]] = {
     64: (0, {"broker_id": 5}),  # UnregisterBroker
+    38: (
+        3,
+        {"owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1},
+    ),
+    39: (2, {"hmac": b"h", "renew_period_ms": -1}),  # RenewDelegationToken
+    40: (2, {"hmac": b"h", "expiry_time_period_ms": -1}),  # ExpireDelegationToken
     19: (7, CREATE),
     20: (6, {"topics": [{"name": "t", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 1}),
     37: (

@@ -13,6 +13,7 @@ import binascii
 import json
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from scramp import ScramMechanism
 from scramp.utils import ScramException
@@ -21,22 +22,64 @@ from kcompat.config.security import ListenerSecurity, parse_jaas, plain_users
 from kcompat.security.sasl_exchange import AuthenticationFailed, Mechanism, Plain, SaslExchange
 from kcompat.storage.scram_credentials import ScramCredential
 
+if TYPE_CHECKING:
+    from kcompat.server.auth.delegation_tokens import TokenCredential
+
+
+TokenLookup = Callable[[str, str], "TokenCredential | None"]
+
+
+def _no_tokens(token_id: str, mechanism: str) -> TokenCredential | None:
+    return None
+
 
 class _Scram:
-    def __init__(self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None]) -> None:
+    """SCRAM-SHA-256/512 (RFC 5802) through scramp. A client-first message with Kafka's extension
+    `tokenauth=true` authenticates with a delegation token (KIP-48): the token id is the name, the
+    base64 HMAC the password, and the session is the token owner's, ending when the token expires."""
+
+    def __init__(
+        self,
+        mechanism: str,
+        lookup: Callable[[str, str], ScramCredential | None],
+        tokens: TokenLookup = _no_tokens,
+    ) -> None:
         self._mechanism = mechanism
         self._lookup = lookup
+        self._tokens = tokens
         self._server = ScramMechanism(mechanism).make_server(self._auth_info)
         self._first = True
+        self._token: TokenCredential | None = None
         self.username: str | None = None
         self.user_tried = ""
         self.lifetime_ms: int | None = None
+        self.token_authenticated = False
 
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
-        c = self._lookup(user, self._mechanism)
+        c = self._token.credential if self._token is not None else self._lookup(user, self._mechanism)
         if c is None:
             raise KeyError(user)
         return c.salt, c.stored_key, c.server_key, c.iterations
+
+    def _client_first(self, message: str) -> None:
+        """Kafka's ScramExtensions follow the nonce as key=value attributes; scramp takes only
+        RFC 5802's one-letter ones, so it is given the message without them, and the bare message
+        as the client signed it (its AuthMessage includes the extensions)."""
+        gs2_cbind, authzid, *bare = message.split(",")
+        attrs = [a for a in bare if len(a) >= 2 and a[1] == "="]
+        extensions = dict(a.split("=", 1) for a in bare if a not in attrs and "=" in a)
+        for attr in attrs:
+            if attr.startswith("n="):  # RFC 5802 escapes
+                self.user_tried = attr[2:].replace("=2C", ",").replace("=3D", "=")
+        if extensions.get("tokenauth", "").lower() == "true":
+            self._token = self._tokens(self.user_tried, self._mechanism)
+            if self._token is None:
+                raise AuthenticationFailed(  # Kafka's answer; the log line names the token id
+                    f"Authentication failed during authentication due to invalid credentials with "
+                    f"SASL mechanism {self._mechanism} (an unknown or expired delegation token)"
+                )
+        self._server.set_client_first(",".join([gs2_cbind, authzid, *attrs]))
+        self._server.client_first_bare = ",".join(bare)
 
     def step(self, token: bytes) -> bytes | None:
         message = token.decode("utf-8", "replace")
@@ -44,18 +87,20 @@ class _Scram:
         try:
             if self._first:
                 self._first = False
-                for attr in message.split(",")[2:]:  # after the GS2 header: n=saslname (RFC 5802 escapes)
-                    if attr.startswith("n="):
-                        self.user_tried = attr[2:].replace("=2C", ",").replace("=3D", "=")
-                self._server.set_client_first(message)
+                self._client_first(message)
                 first: str = self._server.get_server_first()
                 return first.encode()
             self._server.set_client_final(message)
             final: str = self._server.get_server_final()
             answer = final.encode()
-        except ScramException:
+        except (ScramException, ValueError):
             raise AuthenticationFailed(failed) from None
-        self.username = self.user_tried
+        if self._token is not None:  # the principal is the token's owner, until the token expires
+            self.username = self._token.owner.partition(":")[2]
+            self.token_authenticated = True
+            self.lifetime_ms = max(1, self._token.expiry_ms - int(time.time() * 1000))
+        else:
+            self.username = self.user_tried
         return answer
 
 
@@ -70,6 +115,7 @@ class _OAuthBearer:
         self.user_tried = ""
         self._failed: str | None = None
         self.lifetime_ms: int | None = None  # until the token expires
+        self.token_authenticated = False  # an OAuth token is not a Kafka delegation token
 
     def step(self, token: bytes) -> bytes | None:
         if self._failed is not None:  # the client's \x01 after the challenge
@@ -141,6 +187,7 @@ class SaslAuthenticator(SaslExchange):
         security: ListenerSecurity,
         scram_lookup: Callable[[str, str], ScramCredential | None],
         oauth_validate: Callable[[str], tuple[str, float]] | None = None,
+        token_lookup: TokenLookup = _no_tokens,
     ) -> None:
         assert security.sasl is not None
         mechanisms = security.sasl.mechanisms
@@ -150,6 +197,7 @@ class SaslAuthenticator(SaslExchange):
             oauth_validate = UnsecuredValidator(parse_jaas(oauth).options if oauth else {}).validate
         self._oauth_validate = oauth_validate
         self._scram_lookup = scram_lookup
+        self._token_lookup = token_lookup
         self.max_token_bytes = security.sasl.max_receive_size
         super().__init__(
             mechanisms,
@@ -163,4 +211,4 @@ class SaslAuthenticator(SaslExchange):
             return Plain(self._plain_users)
         if name == "OAUTHBEARER":
             return _OAuthBearer(self._oauth_validate)
-        return _Scram(name, self._scram_lookup)
+        return _Scram(name, self._scram_lookup, self._token_lookup)

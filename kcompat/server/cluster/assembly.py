@@ -19,13 +19,14 @@ import base64
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kcompat.config import BrokerConfig
 from kcompat.metadata.image import MetadataImage
 from kcompat.quotas.entities import QuotaTable
 from kcompat.security.authorizer import Authorizer
+from kcompat.security.delegation_tokens import TokenInformation
 from kcompat.server.cluster.auto_topic_creation import AutoTopicCreationManager
 from kcompat.server.cluster.controller_channel import ControllerChannel, parse_bootstrap
 from kcompat.server.cluster.forwarding_manager import ForwardingManager
@@ -91,6 +92,7 @@ class ClusterAssembly:
         authorizer: Authorizer | None,
         now_ms: Callable[[], int],
         on_quotas: Callable[[QuotaTable], None] | None = None,
+        on_tokens: Callable[[Mapping[str, TokenInformation]], None] | None = None,
     ) -> None:
         self._config = config
         self._now_ms = now_ms
@@ -130,6 +132,7 @@ class ClusterAssembly:
             # the ACLs are the image's (AccessControlEntryRecords)
             on_acls=None if authorizer is None else authorizer.replace,
             on_quotas=on_quotas,  # the client quotas are the image's (ClientQuotaRecords)
+            on_tokens=on_tokens,  # and the delegation tokens (DelegationTokenRecords)
             producer_ids=producer_ids,
             auto_create=auto_create.create,
             create_spec=auto_create.create_spec,

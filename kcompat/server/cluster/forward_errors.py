@@ -12,14 +12,17 @@ from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
 from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
 from kcompat.wire.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
 from kcompat.wire.messages.create_acls import CREATE_ACLS
+from kcompat.wire.messages.create_delegation_token import CREATE_DELEGATION_TOKEN
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_acls import DELETE_ACLS
 from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.describe_quorum import DESCRIBE_QUORUM
 from kcompat.wire.messages.elect_leaders import ELECT_LEADERS
+from kcompat.wire.messages.expire_delegation_token import EXPIRE_DELEGATION_TOKEN
 from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from kcompat.wire.messages.list_partition_reassignments import LIST_PARTITION_REASSIGNMENTS
+from kcompat.wire.messages.renew_delegation_token import RENEW_DELEGATION_TOKEN
 from kcompat.wire.messages.unregister_broker import UNREGISTER_BROKER
 from kcompat.wire.messages.update_features import UPDATE_FEATURES
 from kcompat.wire.protocol import Request
@@ -28,14 +31,17 @@ from kcompat.wire.types import alter_client_quotas as acq
 from kcompat.wire.types import alter_configs as ac
 from kcompat.wire.types import alter_partition_reassignments as apr
 from kcompat.wire.types import create_acls as ca
+from kcompat.wire.types import create_delegation_token as cdt
 from kcompat.wire.types import create_partitions as cp
 from kcompat.wire.types import create_topics as ct
 from kcompat.wire.types import delete_acls as da
 from kcompat.wire.types import delete_topics as dt
 from kcompat.wire.types import describe_quorum as dq
 from kcompat.wire.types import elect_leaders as el
+from kcompat.wire.types import expire_delegation_token as edt
 from kcompat.wire.types import incremental_alter_configs as iac
 from kcompat.wire.types import list_partition_reassignments as lpr
+from kcompat.wire.types import renew_delegation_token as rdt
 from kcompat.wire.types import unregister_broker as ub
 from kcompat.wire.types import update_features as uf
 
@@ -188,6 +194,20 @@ def _alter_client_quotas(b: Any, v: int, code: int, message: str | None) -> Stru
     )
 
 
+def _create_delegation_token(b: Any, v: int, code: int, message: str | None) -> Struct:
+    return cdt.CreateDelegationTokenResponse(
+        error_code=code, principal_type="User", principal_name="ANONYMOUS"
+    )
+
+
+def _renew_delegation_token(b: Any, v: int, code: int, message: str | None) -> Struct:
+    return rdt.RenewDelegationTokenResponse(error_code=code)
+
+
+def _expire_delegation_token(b: Any, v: int, code: int, message: str | None) -> Struct:
+    return edt.ExpireDelegationTokenResponse(error_code=code)
+
+
 # API key -> its error answer with every error field set, as AbstractRequest.getErrorResponse
 _ERROR_RESPONSES: dict[int, Callable[[Any, int, int, str | None], Struct]] = {
     CREATE_TOPICS.key: _create_topics,
@@ -204,6 +224,9 @@ _ERROR_RESPONSES: dict[int, Callable[[Any, int, int, str | None], Struct]] = {
     CREATE_ACLS.key: _create_acls,
     DELETE_ACLS.key: _delete_acls,
     ALTER_CLIENT_QUOTAS.key: _alter_client_quotas,
+    CREATE_DELEGATION_TOKEN.key: _create_delegation_token,
+    RENEW_DELEGATION_TOKEN.key: _renew_delegation_token,
+    EXPIRE_DELEGATION_TOKEN.key: _expire_delegation_token,
 }
 
 

@@ -45,6 +45,7 @@ from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
 from kcompat.wire.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.create_acls import CREATE_ACLS
+from kcompat.wire.messages.create_delegation_token import CREATE_DELEGATION_TOKEN
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
 from kcompat.wire.messages.create_topics import CREATE_TOPICS
 from kcompat.wire.messages.delete_acls import DELETE_ACLS
@@ -52,9 +53,11 @@ from kcompat.wire.messages.delete_topics import DELETE_TOPICS
 from kcompat.wire.messages.describe_quorum import DESCRIBE_QUORUM
 from kcompat.wire.messages.elect_leaders import ELECT_LEADERS
 from kcompat.wire.messages.envelope import ENVELOPE
+from kcompat.wire.messages.expire_delegation_token import EXPIRE_DELEGATION_TOKEN
 from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from kcompat.wire.messages.list_partition_reassignments import LIST_PARTITION_REASSIGNMENTS
 from kcompat.wire.messages.principal import DEFAULT_PRINCIPAL_DATA
+from kcompat.wire.messages.renew_delegation_token import RENEW_DELEGATION_TOKEN
 from kcompat.wire.messages.unregister_broker import UNREGISTER_BROKER
 from kcompat.wire.messages.update_features import UPDATE_FEATURES
 from kcompat.wire.primitives import Reader
@@ -94,6 +97,10 @@ FORWARDED_APIS = frozenset(
         CREATE_ACLS.key,
         DELETE_ACLS.key,
         ALTER_CLIENT_QUOTAS.key,
+        # DescribeDelegationToken is the broker's, from the image's tokens
+        CREATE_DELEGATION_TOKEN.key,
+        RENEW_DELEGATION_TOKEN.key,
+        EXPIRE_DELEGATION_TOKEN.key,
     }
 )
 

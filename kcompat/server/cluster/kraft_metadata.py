@@ -30,6 +30,7 @@ from kcompat.metadata.features import CLUSTER_SUPPORTED, KRAFT_VERSION, Features
 from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from kcompat.quotas.entities import QuotaTable
 from kcompat.security.authorizer import AclBinding
+from kcompat.security.delegation_tokens import TokenInformation
 from kcompat.server.errors import ApiError
 from kcompat.server.metadata_view import BrokerEndpoint, ConfigReads, PartitionDescription, ProducerIds
 from kcompat.storage.topic_store import TopicInfo
@@ -93,6 +94,7 @@ class KRaftMetadata(ConfigReads):
         *,
         on_acls: Callable[[list[AclBinding]], None] | None = None,
         on_quotas: Callable[[QuotaTable], None] | None = None,
+        on_tokens: Callable[[Mapping[str, TokenInformation]], None] | None = None,
         producer_ids: ProducerIds | None = None,
         auto_create: Callable[[str], None] | None = None,
         create_spec: Callable[[dict[str, Any]], None] | None = None,
@@ -109,6 +111,7 @@ class KRaftMetadata(ConfigReads):
         self._view = ImageTopics(self)
         self.on_acls = on_acls
         self.on_quotas = on_quotas
+        self.on_tokens = on_tokens
         self._producer_ids: ProducerIds = _NoProducerIds() if producer_ids is None else producer_ids
         self._auto_create = auto_create
         self._create_spec = create_spec  # a CreatableTopic to ask the controller for
@@ -133,6 +136,8 @@ class KRaftMetadata(ConfigReads):
             self.on_acls(list(image.acls.values()))  # the broker's authorizer takes the new set
         if image.client_quotas is not previous.client_quotas and self.on_quotas is not None:
             self.on_quotas(image.client_quotas)  # the broker's quota managers take the new table
+        if image.delegation_tokens is not previous.delegation_tokens and self.on_tokens is not None:
+            self.on_tokens(image.delegation_tokens)  # the broker's token manager takes them
         stale = [
             n
             for n, t in self._topics.items()

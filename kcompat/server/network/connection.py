@@ -439,7 +439,7 @@ class Connection:
         if step.to_broker:
             return await self._handle(frame, self.client)
         if auth.principal is not None and auth.principal != self.client.principal:
-            self.client = replace(self.client, principal=auth.principal)
+            self.client = replace(self.client, principal=auth.principal, token_authenticated=auth.by_token)
             self._frames.max_size = self._limits.max_request_bytes
         if step.delay_s > 0:  # connection.failed.authentication.delay.ms: slow down password guessing
             await asyncio.sleep(step.delay_s)

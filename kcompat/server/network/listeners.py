@@ -18,6 +18,7 @@ from kcompat.server.network.tls_socket import TlsSocket
 from kcompat.storage.scram_credentials import ScramCredential
 
 if TYPE_CHECKING:
+    from kcompat.server.auth.delegation_tokens import TokenCredential
     from kcompat.server.auth.sasl import SaslAuthenticator
 
 
@@ -49,9 +50,12 @@ class ListenerTransport:
 
 
 def transports(
-    security: Mapping[str, ListenerSecurity], scram_lookup: Callable[[str, str], ScramCredential | None]
+    security: Mapping[str, ListenerSecurity],
+    scram_lookup: Callable[[str, str], ScramCredential | None],
+    token_lookup: Callable[[str, str], TokenCredential | None] | None = None,
 ) -> dict[str, ListenerTransport]:
-    """Each listener's transport; ConfigError when a keystore, truststore or rule cannot be used."""
+    """Each listener's transport; ConfigError when a keystore, truststore or rule cannot be used.
+    `token_lookup`: the SCRAM credential of a delegation token (SCRAM with tokenauth=true)."""
     out = {}
     for name, settings in security.items():
         context = server_context(settings.ssl) if settings.ssl is not None else None
@@ -68,6 +72,8 @@ def transports(
 
                 validate = JwksValidator(settings.sasl.oauth).validate  # one key set per listener
             authenticator = partial(SaslAuthenticator, settings, scram_lookup, validate)
+            if token_lookup is not None:
+                authenticator = partial(authenticator, token_lookup=token_lookup)
         out[name] = ListenerTransport(context, principal, authenticator)
     return out
 

@@ -16,6 +16,9 @@ class Client:
     security_protocol: str
     # Kafka's KafkaPrincipal as one string: User:ANONYMOUS, the SASL user, or the mTLS-mapped name
     principal: str = "User:ANONYMOUS"
+    # SASL/SCRAM with a delegation token (Kafka's KafkaPrincipal.tokenAuthenticated): such a
+    # connection may not create, renew, expire or describe tokens
+    token_authenticated: bool = False
 
     @property
     def origin(self) -> str:
