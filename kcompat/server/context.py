@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kcompat.server.transactions.txn_service import TransactionService
     from kcompat.storage.acl_store import AclStore
     from kcompat.storage.scram_credentials import ScramCredentialStore
+    from kcompat.telemetry.client_metrics import ClientMetricsManager
     from kcompat.wire.protocol import Request
 
 __all__ = ["Access", "BrokerIdentity", "BrokerServices", "CachedSetting", "RequestContext"]
@@ -134,6 +135,7 @@ class BrokerServices:
     forwarded_versions: Callable[[], dict[int, tuple[int, int]]]
     share: ShareService  # share groups (KIP-932): membership and the share-partitions led here
     quotas: QuotaManagers  # client quotas: the table and the produce/fetch/request managers
+    telemetry: ClientMetricsManager  # KIP-714: client instances, subscriptions, pushed metrics
 
 
 class RequestContext:
@@ -222,6 +224,10 @@ class RequestContext:
     @property
     def quotas(self) -> QuotaManagers:
         return self.services.quotas
+
+    @property
+    def telemetry(self) -> ClientMetricsManager:
+        return self.services.telemetry
 
     @property
     def fetch_sessions(self) -> FetchManager:
