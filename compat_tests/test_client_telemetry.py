@@ -1,7 +1,7 @@
 """Client telemetry (KIP-714) with real Java 4.3.1 clients against a real `kcompat serve`: without a
 subscription a client gets the empty one and pushes nothing; with one set through Kafka 4.3.1's
 kafka-configs, a producer and a consumer (enable.metrics.push defaults to true) push their metrics,
-which show on /metrics and the console's /clients page. Bad input gets Kafka's answers: invalid
+which show on /metrics and the console's /clients page; librdkafka pushes too. Bad input gets Kafka's answers: invalid
 subscription configs, a push naming another subscription id, an oversized push, a payload that
 is not OTLP, and the broker goes on serving."""
 
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 from support import QUICK_JVM, kafka_tool, kafka_tool_command, log_has
 
@@ -196,3 +197,29 @@ def test_bad_input_gets_kafkas_answers(broker: Broker) -> None:
         v for n, _, v in samples if n == "kafka_server_client_metrics_unknown_subscription_request_total"
     ]
     assert unknown and unknown[0] >= 1
+
+
+def test_librdkafka_pushes_too(broker: Broker) -> None:
+    """confluent-kafka (librdkafka 2.5+ implements KIP-714) with its own subscription."""
+    with Connection(broker.host, broker.port, client_id="admin") as admin:
+        assert (
+            alter(admin, "librdkafka", "metrics=*", "interval.ms=500", "match=client_id=rdk").error_code == 0
+        )
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "rdk", "linger.ms": 5})
+
+    def pushed() -> dict[tuple[str, str], float] | None:
+        producer.produce(TOPIC, b"from librdkafka")
+        producer.poll(0)
+        samples = scrape(broker)
+        values = {(labels["metric"], labels["attributes"]): v for n, labels, v in samples
+                  if n == "kcompat_client_telemetry_value" and labels["client_id"] == "rdk"}  # fmt: skip
+        return values if ("org.apache.kafka.producer.record.queue.time.max", "") in values else None
+
+    try:
+        values = wait_until(pushed, "librdkafka's push", timeout=30, interval=0.2)
+    finally:
+        assert producer.flush(10) == 0
+    software = {labels["client_software_name"] for n, labels, _ in scrape(broker)
+                if n == "kcompat_client_telemetry_pushes_total" and labels["client_id"] == "rdk"}  # fmt: skip
+    assert software == {"confluent-kafka-python"}
+    assert all(m.startswith("org.apache.kafka.producer.") for m, _ in values)
