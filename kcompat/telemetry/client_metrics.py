@@ -40,6 +40,7 @@ CACHE_EXPIRY_MS = 60_000
 MAX_INSTANCES = 16_384  # Kafka's cache size (16k active client connections per broker)
 MAX_SERIES = 2_000  # series kept per client instance
 ALL_METRICS = "*"
+NEVER = -(1 << 62)  # the time of a request not made yet: a new instance's first request is on time
 _RESERVED = frozenset({ZERO_UUID, UUID(int=1)})
 # After these a client asks for its subscription again at once, and is not throttled for it.
 _ASK_AGAIN_AT_ONCE = (ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
@@ -90,8 +91,8 @@ class ClientInstance:
     metrics: list[str]
     interval_ms: int
     connection_id: str
-    last_get_ms: int = 0
-    last_push_ms: int = 0
+    last_get_ms: int = NEVER
+    last_push_ms: int = NEVER
     last_seen_ms: int = 0
     terminating: bool = False
     last_error: ErrorCode = ErrorCode.NONE  # of its last push (a Get may follow some at once)
@@ -169,7 +170,14 @@ class ClientMetricsManager:
         if current == self._configs:
             return
         self._configs = current
-        self.subscriptions = [Subscription.of(name, c) for name, c in sorted(current.items())]
+        self.subscriptions = []
+        for name, c in sorted(current.items()):
+            try:
+                self.subscriptions.append(Subscription.of(name, c))
+            except (ValueError, re.error):
+                # Validated when set, but in cluster mode by Kafka's controller: a Java regex Python
+                # cannot compile matches no client rather than failing every client's request.
+                continue
         self.version += 1
 
     # --- the two requests ------------------------------------------------------------------------
