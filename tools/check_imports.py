@@ -71,6 +71,7 @@ PURE = {
     "kcompat/coordinator": _IO,
     "kcompat/security": _IO,
     "kcompat/quotas": _IO,  # client quotas' entities, precedence and windowed rate
+    "kcompat/telemetry": _IO,  # KIP-714 subscriptions, client instances and OTLP decoding
     "kcompat/faults": _IO | {"kcompat.proxy"},  # the rule engine serves the broker and the proxy alike
     "kcompat/log": {"kcompat.server"},
     "kcompat/storage": {"kcompat.server"},

@@ -2,6 +2,7 @@
 REAL Kafka 4.3 controller: Kafka's ReplicaManager gauges (partition and leader counts,
 under-replicated partitions) and ISR shrink/expand meters follow a follower's kill -9 and return,
 and the console lists every broker and the controller, and each partition's leader, replicas and ISR.
+A client-metrics subscription set through one broker is offered by another (KIP-714 telemetry).
 
 Broker 3 follows every partition of a 4-partition topic (explicit assignment; brokers 1 and 2
 lead two each). Killed, each leader shrinks its two ISRs through AlterPartition after
@@ -16,6 +17,7 @@ import http.client
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -23,8 +25,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 from support import cluster_broker
 
+from kcompat.client.connection import Connection
+from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.testing import Broker, free_port, wait_until
 from kcompat.testing_cluster import ControllerQuorum
+from kcompat.wire.messages.get_telemetry_subscriptions import GET_TELEMETRY_SUBSCRIPTIONS
+from kcompat.wire.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
+from kcompat.wire.messages.push_telemetry import PUSH_TELEMETRY
+from tests.telemetry.otlp_encode import metric, metrics_data, number_point
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -174,3 +182,39 @@ def test_under_replicated_follows_a_killed_follower_and_the_console_shows_the_cl
     expands = gauges(brokers, "isrexpands_total")
     assert {i: expands[i] - expands_before[i] for i in expands} == {1: 2, 2: 2}
     assert all(isr == [1, 2, 3] for isr in isr_of(brokers[1]).values())
+
+
+def test_client_metrics_subscription_reaches_every_broker_through_the_image(
+    brokers: dict[int, Broker],
+) -> None:
+    """Set through broker 1 (forwarded to the controller, a ConfigRecord in the image), the
+    subscription is what broker 2 offers; what a client pushes there shows on broker 2's /metrics."""
+    with Connection(brokers[1].host, brokers[1].port, client_id="admin") as admin:
+        ops = [{"name": "metrics", "config_operation": 0, "value": "org.apache.kafka.producer."},
+               {"name": "interval.ms", "config_operation": 0, "value": "1000"},
+               {"name": "match", "config_operation": 0, "value": "client_id=cluster-telemetry"}]  # fmt: skip
+        body = {"resources": [{"resource_type": 16, "resource_name": "cluster", "configs": ops}],
+                "validate_only": False}  # fmt: skip
+        _, resp = admin.request(INCREMENTAL_ALTER_CONFIGS.key, body, 1)
+        assert resp.responses[0].error_code == 0, resp
+    with Connection(brokers[2].host, brokers[2].port, client_id="cluster-telemetry") as conn:
+
+        def subscribed() -> Any:
+            _, sub = conn.request(GET_TELEMETRY_SUBSCRIPTIONS.key, {"client_instance_id": ZERO_UUID}, 0)
+            return sub if sub.error_code == 0 and sub.requested_metrics else None
+
+        sub = wait_until(subscribed, "broker 2 offers the subscription from the image", timeout=30)
+        assert sub.push_interval_ms == 1000
+        payload = metrics_data(
+            metric("org.apache.kafka.producer.record.send.rate", "gauge", number_point(4.5))
+        )
+        push = {"client_instance_id": sub.client_instance_id, "subscription_id": sub.subscription_id,
+                "terminating": False, "compression_type": 0, "metrics": payload}  # fmt: skip
+        _, resp = conn.request(PUSH_TELEMETRY.key, push, 0)
+        assert resp.error_code == 0
+    text = page(brokers[2], "/metrics")
+    sent = [s for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == "kcompat_client_telemetry_value" and s.labels["client_id"] == "cluster-telemetry"]  # fmt: skip
+    assert [(s.labels["metric"], s.value) for s in sent] == [
+        ("org.apache.kafka.producer.record.send.rate", 4.5)
+    ]

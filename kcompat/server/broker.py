@@ -37,6 +37,7 @@ from pathlib import Path
 from kcompat.capture import CaptureEngine
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.faults import FaultEngine
+from kcompat.kafka_uuid import random_uuid
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
 from kcompat.metadata.features import TRANSACTION_VERSION
@@ -64,6 +65,7 @@ from kcompat.storage.acl_store import AclStore
 from kcompat.storage.delegation_token_store import DelegationTokenStore
 from kcompat.storage.quota_store import QuotaStore
 from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
+from kcompat.telemetry.client_metrics import ClientMetricsManager
 
 log = logging.getLogger("kcompat.server")
 
@@ -201,6 +203,10 @@ class Broker:
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
         self.stats = BrokerStats()
+        # Client telemetry (KIP-714): what clients push, shown by the admin listener.
+        self.telemetry = ClientMetricsManager(
+            lambda: int(self.config.get("telemetry.max.bytes")), random_uuid
+        )
         # What handlers see, built once and shared by every request's RequestContext.
         self.services = BrokerServices(
             identity=self.identity,
@@ -219,6 +225,7 @@ class Broker:
             share=self.share_service,
             quotas=self.quotas,
             tokens=self.tokens,
+            telemetry=self.telemetry,
         )
         # Fault rules set at run time through the admin listener (kcompat/faults); none: no cost.
         self.faults = FaultEngine()
@@ -247,6 +254,7 @@ class Broker:
         """A client connection closed: the share sessions it opened end (fetch sessions outlive it)."""
         self.share_service.partitions.connection_closed(client.connection_id)
         self.quotas.mutes.pop(client.connection_id, None)  # a throttle it had not waited out
+        self.telemetry.connection_closed(client.connection_id)
 
     def _new_producer_id(self) -> int:
         ids = self.metadata.producer_ids

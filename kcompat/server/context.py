@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from kcompat.server.transactions.txn_service import TransactionService
     from kcompat.storage.acl_store import AclStore
     from kcompat.storage.scram_credentials import ScramCredentialStore
+    from kcompat.telemetry.client_metrics import ClientMetricsManager
     from kcompat.wire.protocol import Request
 
 __all__ = ["Access", "BrokerIdentity", "BrokerServices", "CachedSetting", "RequestContext"]
@@ -136,6 +137,7 @@ class BrokerServices:
     share: ShareService  # share groups (KIP-932): membership and the share-partitions led here
     quotas: QuotaManagers  # client quotas: the table and the produce/fetch/request managers
     tokens: DelegationTokenManager  # delegation tokens (KIP-48): the table, its file, their SCRAM
+    telemetry: ClientMetricsManager  # KIP-714: client instances, subscriptions, pushed metrics
 
 
 class RequestContext:
@@ -228,6 +230,10 @@ class RequestContext:
     @property
     def quotas(self) -> QuotaManagers:
         return self.services.quotas
+
+    @property
+    def telemetry(self) -> ClientMetricsManager:
+        return self.services.telemetry
 
     @property
     def fetch_sessions(self) -> FetchManager:

@@ -140,6 +140,7 @@ ROUTES = (
     "/metrics",
     "/login",
     "/security",
+    "/clients",
 )
 # The console's forms (console/actions.py: ConsoleActions.routes), answered to POST only.
 FORMS = (

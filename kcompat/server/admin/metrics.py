@@ -17,6 +17,7 @@ Names are the ones a Kafka operator already graphs:
       kafka_consumergroup_lag{consumergroup,topic,partition}, kafka_consumergroup_lag_sum{consumergroup,topic}
       kafka_consumergroup_members{consumergroup}
       kafka_topic_partitions{topic}, kafka_topic_partition_{current,oldest}_offset{topic,partition}
+  * what clients push (KIP-714 client telemetry): see telemetry_metrics.py
   * cluster mode only, Kafka's ReplicaManager gauges and meters for the replicas this broker hosts:
       kafka_server_replicamanager_{partitioncount,leadercount,underreplicatedpartitions,
         underminisrpartitioncount,atminisrpartitioncount,offlinereplicacount}
@@ -44,6 +45,7 @@ from kcompat.capture import CaptureEngine
 from kcompat.faults import FaultEngine
 from kcompat.metadata.image import MetadataImage
 from kcompat.server.admin.request_metrics import RecentCounts, request_metrics
+from kcompat.server.admin.telemetry_metrics import telemetry_metrics
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 
 if TYPE_CHECKING:
@@ -79,6 +81,7 @@ class BrokerCollector:
         yield from self._groups()
         yield from fault_metrics(self.broker.faults)
         yield from capture_metrics(self.broker.captures)
+        yield from telemetry_metrics(self.broker.telemetry, self.broker.now_ms())
         if self.broker.replicas.cluster_mode:
             yield from replica_manager_metrics(self.broker)
 

@@ -47,6 +47,11 @@ def advertised(forwarded: dict[int, tuple[int, int]] | None = None) -> list[ApiV
 async def api_versions(ctx: RequestContext, request: Request[ApiVersionsRequest]) -> ApiVersionsResponse:
     """Every handler's range, and (v3+) the features: supported ranges, and the levels in force."""
     features = ctx.metadata.features()
+    if ctx.version >= 3 and ctx.client is not None:  # client telemetry matches on the software
+        body = request.body
+        ctx.telemetry.client_information(
+            ctx.client.connection_id, body.client_software_name, body.client_software_version
+        )
     return ApiVersionsResponse(
         error_code=0,
         api_keys=advertised(ctx.forwarded_versions()),

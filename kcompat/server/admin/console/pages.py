@@ -12,6 +12,7 @@ uPlot for the lag chart, every file served from this package (nothing from a CDN
     /brokers           the brokers (this node; in cluster mode every registered broker), controllers,
                        this broker's configs with their source
     /static/...        htmx, uPlot, the console's css and js
+    /clients           client telemetry (KIP-714): each client instance and the last values it pushed
     /security          ACLs (as kafka-acls lists them) and SCRAM users (mechanisms, iterations)
     /login             the login form (actions.py takes its POST and the actions' forms)
 
@@ -30,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from kcompat.admin_http.http_server import Page
+from kcompat.config.client_metrics_config import CLIENT_METRICS
 from kcompat.security.authorizer import AclOperation
-from kcompat.server.admin.console import browse, views
+from kcompat.server.admin.console import browse, telemetry_view, views
 from kcompat.server.admin.console.lag_history import LagHistory
 from kcompat.server.admin.console.session import Session, Sessions
 
@@ -82,6 +84,7 @@ class Console:
             "/static/": self.static,
             "/login": self.login,
             "/security": self.security,
+            "/clients": self.clients,
         }
         return {path: self._as_logged_in(page) for path, page in pages.items()}
 
@@ -105,6 +108,14 @@ class Console:
             refused=False,
             acls=views.acls(self.broker),
             users=views.users(self.broker),
+        )
+
+    def clients(self, query: Query) -> Page:
+        return self._page(
+            "clients.html",
+            page="clients",
+            clients=telemetry_view.clients(self.broker.telemetry, self.broker.now_ms()),
+            subscriptions=len(self.broker.metadata.resource_names(CLIENT_METRICS)),
         )
 
     def _may(self, query: Query, operation: AclOperation) -> bool:
