@@ -32,6 +32,15 @@ CONNECT_JVM = [
     "-XX:TieredStopAtLevel=1",
     "-Djava.awt.headless=true",
 ]
+LOG4J2 = """\
+status = error
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d{HH:mm:ss,SSS}] %p %m (%c{1})%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+"""
 
 
 def connect_classpath() -> str:
@@ -69,8 +78,20 @@ class JavaProcess:
 
     def __init__(
         self, main: str, args: Sequence[str], log: Path, classpath: str, jvm: Sequence[str] = CONNECT_JVM
-    ):
-        self.cmd = [java_executable(), *jvm, "-cp", classpath, main, *args]
+    ) -> None:
+        # Kafka's jars ship no logging configuration: log4j2 would log errors only, and a failed
+        # test would show nothing of what the worker did.
+        config = log.with_suffix(".log4j2.properties")
+        config.write_text(LOG4J2)
+        self.cmd = [
+            java_executable(),
+            f"-Dlog4j2.configurationFile={config}",
+            *jvm,
+            "-cp",
+            classpath,
+            main,
+            *args,
+        ]
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
 

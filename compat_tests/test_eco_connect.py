@@ -76,7 +76,8 @@ def worker_properties(path: Path, bootstrap: str, rest_port: int) -> Path:
             "scheduled.rebalance.max.delay.ms": 1000,
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 1000,
-            "plugin.discovery": "hybrid_warn",
+            # The file connectors have ServiceLoader manifests: no scan of the classpath.
+            "plugin.discovery": "service_load",
         },
     )
 
