@@ -69,6 +69,10 @@ def worker_properties(path: Path, bootstrap: str, rest_port: int) -> Path:
             "offset.flush.interval.ms": 1000,
             # Sink consumers see only committed records (the source writes transactions).
             "consumer.isolation.level": "read_committed",
+            # The restarted sink's consumer joins its group without waiting out the killed one's
+            # session (45 s by default).
+            "consumer.session.timeout.ms": 6000,
+            "consumer.heartbeat.interval.ms": 1000,
             "listeners": f"http://127.0.0.1:{rest_port}",
             "rest.advertised.host.name": "127.0.0.1",
             "rest.advertised.port": rest_port,
