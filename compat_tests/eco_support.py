@@ -161,23 +161,23 @@ def http_json(method: str, url: str, body: object | None = None, timeout: float 
 
 
 def read_committed(
-    bootstrap: str, topic: str, partitions: int, want: int, timeout: float
+    bootstrap: str, topic: str, partitions: int, want: int, timeout: float, settle: float = 2.0
 ) -> list[tuple[int, bytes, bytes]]:
     """Every committed record of `topic` as (partition, key, value), partition by partition in
-    offset order: reads until `want` records came (or `timeout`), then 2 s more so that a duplicate
-    past `want` is seen too."""
+    offset order: reads until `want` records came (or `timeout`), then `settle` s more so that a
+    duplicate past `want` is seen too."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eco-check", "isolation.level": "read_committed",
                          "enable.auto.commit": False, "enable.partition.eof": False})  # fmt: skip
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[tuple[int, bytes, bytes]] = []
     deadline = time.monotonic() + timeout
-    settle: float | None = None
+    settle_until: float | None = None
     try:
         while True:
             now = time.monotonic()
-            if settle is None and len(got) >= want:
-                settle = now + 2.0
-            if now >= (settle if settle is not None else deadline):
+            if settle_until is None and len(got) >= want:
+                settle_until = now + settle
+            if now >= (settle_until if settle_until is not None else deadline):
                 break
             msg = consumer.poll(0.2)
             if msg is None or msg.error():
