@@ -3,7 +3,9 @@
 #   - kcat, chromium and chromium-driver, Go (Debian packages), when they are missing;
 #   - Java jars resolved by Maven from Maven Central into .deps/<name>/,
 #     one folder per pom under tools/deps/<name>/pom.xml;
-#   - pyspark at the release of Spark's Kafka connector in .deps/spark/.
+#   - pyspark at the release of Spark's Kafka connector in .deps/spark/;
+#   - a virtualenv .deps/eco-venv with the ecosystem tests' Python apps (faust-streaming,
+#     quixstreams), whose pinned clients conflict with the test extra's.
 # Idempotent: a folder whose stamp matches its pom's hash is left alone, so a
 # second run takes well under a second. Exits non-zero when anything fails.
 #
@@ -144,5 +146,23 @@ else
 fi
 [ -f "$DEPS/spark/spark-sql-kafka-0-10_2.13-$SPARK_VERSION.jar" ] \
     || die "spark: .deps/spark/ lacks spark-sql-kafka-0-10_2.13-$SPARK_VERSION.jar"
+
+# --- the ecosystem's Python apps -------------------------------------------
+# faust-streaming and quixstreams pin client libraries that conflict with the test extra's, so
+# they get a virtualenv of their own; compat_tests/test_eco_streams.py runs its apps with that
+# venv's python. Remade only when tools/deps/eco-venv/requirements.txt changes.
+ECO_REQS="$POMS/eco-venv/requirements.txt"
+ECO_VENV="$DEPS/eco-venv"
+eco_want="$(sha256sum "$ECO_REQS" | cut -d' ' -f1)"
+if [ -f "$ECO_VENV/.stamp" ] && [ "$(cat "$ECO_VENV/.stamp")" = "$eco_want" ] && [ -x "$ECO_VENV/bin/python" ]; then
+    say "eco-venv: up to date"
+else
+    say "eco-venv: python -m venv .deps/eco-venv; pip install -r tools/deps/eco-venv/requirements.txt"
+    rm -rf "$ECO_VENV"
+    "${ECO_PYTHON:-python3}" -m venv "$ECO_VENV" || die "eco-venv: python3 -m venv failed (Debian: apt-get install python3-venv)"
+    "$ECO_VENV/bin/python" -m pip install -q --upgrade pip || die "eco-venv: pip upgrade failed"
+    "$ECO_VENV/bin/python" -m pip install -q -r "$ECO_REQS" || die "eco-venv: pip install failed"
+    echo "$eco_want" >"$ECO_VENV/.stamp"  # last: a failed install is redone on the next run
+fi
 
 say "done"
