@@ -6,7 +6,7 @@ acks=1, `--in-flight` pipelined per connection), and the broker's user + system 
 figure holds on a machine other work loads too (the load's own CPU is reported apart).
 
     python -m benchmarks.request_cost [--conns 16] [--requests 40000] [--rounds 3]
-                                      [--profile out.svg | --dump out.txt]
+                                      [--profile out.svg | --dump out.txt] [--source DIR]
 
 `--profile` records the broker with py-spy for the last round (`--native` frames, a flame graph);
 `--dump` writes py-spy's raw samples as text (collapsed stacks) for stage-by-stage sums.
@@ -79,7 +79,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", help="py-spy flame graph (svg) of the last round")
     parser.add_argument("--dump", help="py-spy collapsed stacks (text) of the last round")
+    parser.add_argument("--source", help="serve the kcompat package found in this directory instead")
     args = parser.parse_args()
+    if args.source:  # the broker process inherits it; this one has imported what it needs
+        os.environ["PYTHONPATH"] = str(Path(args.source).resolve())
     if (args.profile or args.dump) and shutil.which("py-spy") is None:
         sys.exit("py-spy is not on PATH")
     with tempfile.TemporaryDirectory() as tmp:
