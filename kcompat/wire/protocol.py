@@ -165,6 +165,9 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     if response_header_version(api_key, api_version) == 1:
         w.uvarint(0)
     response_codec(api_key).write(w, body, api_version)
+    if not w.chunks:  # all bytes (no file slice passed through): the size goes in before the one copy
+        _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
+        return [bytes(w.buf)]
     size = w.size() - 4
     chunks = w.finish()
     first = bytearray(chunks[0])  # type: ignore[arg-type]  # the first chunk always holds the header bytes
