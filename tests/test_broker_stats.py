@@ -11,8 +11,8 @@ from kcompat.config.broker_properties import admin_address
 from kcompat.log_lines import JsonFormatter
 from kcompat.server.admin.request_metrics import RecentCounts, quantile_ms
 from kcompat.server.broker_stats import LATENCY_BUCKETS_S, BrokerStats
-from kcompat.server.error_counts import plan
-from kcompat.wire.structs import Encoded
+from kcompat.server.error_counts import count_errors, plan
+from kcompat.wire.structs import Encoded, Struct
 from kcompat.wire.types.create_topics import CreatableTopicResult, CreateTopicsResponse
 from kcompat.wire.types.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from kcompat.wire.types.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
@@ -97,6 +97,43 @@ def test_error_codes_of_the_answers_are_counted_per_api() -> None:
     assert stats.requests[0].error_codes == {0: 1, 6: 1, -1: 1}
     p = plan(PartitionProduceResponse)
     assert (p.codes, p.structs, p.lists) == (("error_code",), (), ())
+
+
+class _Leaf(Struct):
+    __slots__ = ("error_code", "note")
+    error_code: int
+    note: str
+
+    def __init__(self, error_code: int = 0) -> None:
+        self.error_code, self.note, self._unknown_tags = error_code, "", None
+
+
+class _Node(Struct):
+    __slots__ = ("error_code", "leaf")
+    error_code: int
+    leaf: _Leaf | None
+
+    def __init__(self, error_code: int = 0, leaf: _Leaf | None = None) -> None:
+        self.error_code, self.leaf, self._unknown_tags = error_code, leaf, None
+
+
+class _Tree(Struct):
+    __slots__ = ("error_code", "nodes")
+    error_code: int
+    nodes: list[_Node]
+
+    def __init__(self, error_code: int = 0, nodes: list[_Node] | None = None) -> None:
+        self.error_code, self.nodes, self._unknown_tags = error_code, nodes or [], None
+
+
+def test_counters_walk_struct_fields_inside_lists() -> None:
+    """The generated counter follows a struct field in a list's items (None is skipped)."""
+    tree = _Tree(0, [_Node(3, _Leaf(7)), _Node(0, None), _Node(0, _Leaf(0)), _Node(7, _Leaf(3))])
+    counts: dict[int, int] = {}
+    count_errors(tree, counts)
+    assert counts == {0: 4, 3: 2, 7: 2}
+    count_errors(_Tree(), counts)
+    assert counts == {0: 5, 3: 2, 7: 2}
 
 
 def test_quantiles_interpolate_in_fine_buckets_of_the_last_window() -> None:

@@ -764,3 +764,19 @@ def test_lowered_consumer_group_bounds_let_short_intervals_start() -> None:
     cfg = BrokerConfig({"group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "300",
                         "group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "10000"})  # fmt: skip
     assert cfg.get("group.consumer.heartbeat.interval.ms") == 300
+
+
+def test_topic_config_values_are_resolved_once_per_config() -> None:
+    """get() keeps what it resolved (Produce asks compression.type per request); a broker change
+    makes a new BrokerConfig, so a TopicConfig built on it sees the new value."""
+    broker = BrokerConfig({"log.dirs": "/tmp/x", "compression.type": "gzip"})
+    tc = topic_config(broker, {"retention.ms": "1000"})
+    assert tc.get("compression.type") == "gzip" == tc.get("compression.type")
+    assert tc.get("retention.ms") == 1000
+    changed = broker.with_dynamic({"compression.type": "lz4"})
+    assert topic_config(changed, {}).get("compression.type") == "lz4"
+    assert tc.get("compression.type") == "gzip"  # the old one is of the old broker config
+    with pytest.raises(KeyError, match="unknown topic config"):
+        tc.get("no.such.config")
+    with pytest.raises(KeyError, match="unknown topic config"):
+        tc.get("no.such.config")

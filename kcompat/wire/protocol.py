@@ -124,15 +124,26 @@ def decode_request(frame: bytes | bytearray | memoryview, *, strict: bool = True
     Metadata v12 carries a few more bytes than the schema, and a broker must still answer it.
     """
     key, version, correlation = peek_header(frame)
-    spec = APIS.get(key)
-    if spec is None or version not in spec.versions:
-        raise UnsupportedRequest(key, version, correlation)
+    decoders = _request_decoders.get((key, version))
+    if decoders is None:
+        spec = APIS.get(key)
+        if spec is None or version not in spec.versions:
+            raise UnsupportedRequest(key, version, correlation)
+        decoders = _request_decoders[key, version] = (
+            _request_header.decoder(request_header_version(key, version)),
+            request_codec(key).decoder(version),
+        )
     r = Reader(frame)
-    header: RequestHeader = _request_header.decoder(request_header_version(key, version))(r)
-    body = request_codec(key).decoder(version)(r)
+    header: RequestHeader = decoders[0](r)
+    body = decoders[1](r)
     if strict and r.remaining():
-        raise DecodeError(f"{r.remaining()} unexpected bytes after the body", spec.request.name)
+        raise DecodeError(f"{r.remaining()} unexpected bytes after the body", APIS[key].request.name)
     return Request(key, version, correlation, header.client_id, header, body)
+
+
+# The coders of each (API key, version) seen, looked up once: every request and answer asks.
+_request_decoders: dict[tuple[int, int], tuple[Any, Any]] = {}
+_response_encoders: dict[tuple[int, int], tuple[bool, Any]] = {}
 
 
 def encode_request(
@@ -159,12 +170,21 @@ def encode_request(
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Chunk]:
     """A whole response frame as chunks: bytes, and any pass-through record slices in place.
     `body` is the response's typed message (kcompat.wire.types); anything else is a TypeError."""
+    coder = _response_encoders.get((api_key, api_version))
+    if coder is None:
+        coder = _response_encoders[api_key, api_version] = (
+            response_header_version(api_key, api_version) == 1,
+            response_codec(api_key).encoder(api_version),
+        )
     w = Writer()
     w.int32(0)  # size, patched below
     w.int32(correlation_id)
-    if response_header_version(api_key, api_version) == 1:
-        w.uvarint(0)
-    response_codec(api_key).write(w, body, api_version)
+    if coder[0]:
+        w.uvarint(0)  # the header's tagged fields: none
+    coder[1](w, body)
+    if not w.chunks:  # all bytes (no file slice passed through): the size goes in before the one copy
+        _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
+        return [bytes(w.buf)]
     size = w.size() - 4
     chunks = w.finish()
     first = bytearray(chunks[0])  # type: ignore[arg-type]  # the first chunk always holds the header bytes

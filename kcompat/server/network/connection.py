@@ -408,9 +408,9 @@ class Connection:
                 await sending
 
     async def _idle(self, also: asyncio.Future[Any] | None = None) -> None:
-        """Until a request arrives (or `also` is done)."""
+        """Until a request arrives (or `also` is done); alone, not through asyncio.wait's machinery."""
         wakeup = self._wakeup = self._loop.create_future()
-        await asyncio.wait([wakeup] if also is None else [wakeup, also], return_when=asyncio.FIRST_COMPLETED)
+        await (wakeup if also is None else asyncio.wait([wakeup, also], return_when=asyncio.FIRST_COMPLETED))
         self._wakeup = None
 
     async def _send(self, chunks: Answer) -> None:
