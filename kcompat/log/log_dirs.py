@@ -21,6 +21,7 @@ would serve an empty log in place of the data), and new partitions go to the dir
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -263,7 +264,8 @@ class LogDirs:
     def drop_future(self, topic: str, partition: int) -> None:
         future = self._futures.pop((topic, partition), None)
         if future is not None:
-            future.close(sync=False)
+            with contextlib.suppress(OSError, KafkaStorageError):  # its dir may be the one failing
+                future.close(sync=False)
             shutil.rmtree(future.directory, ignore_errors=True)
 
     def _settle_futures(self, found: list[tuple[Path, TP]], now_ms: int) -> None:

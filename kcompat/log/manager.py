@@ -460,14 +460,20 @@ class LogManager(LogDirs):
                     "clean stop cut short: %d of %d logs closed; the next start recovers them", i, len(logs)
                 )
                 return False
-            plog.close(sync=False)
-        for future in list(self._futures.values()):  # an unfinished copy: it starts over next time
-            future.close(sync=False)
+            try:
+                plog.close(sync=False)
+            except (OSError, KafkaStorageError) as e:  # a dir failing now: the others close cleanly
+                self.fail_dir(plog.directory.parent, f"{type(e).__name__} while closing: {e}")
+        for tp in list(self._futures):  # an unfinished copy: it starts over next time
+            self.drop_future(*tp)
         for d in self.online_dirs():
             # Every log closed above, at once: the checkpoints may then say so.
-            if not sync_filesystem_until(d, deadline):
-                log.warning("clean stop cut short while syncing %s; the next start recovers its logs", d)
-                return False
-            self._write_checkpoints(d)
-            atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+            try:
+                if not sync_filesystem_until(d, deadline):
+                    log.warning("clean stop cut short while syncing %s; the next start recovers its logs", d)
+                    return False
+                self._write_checkpoints(d)
+                atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+            except (OSError, KafkaStorageError) as e:
+                self.fail_dir(d, f"{type(e).__name__} while closing: {e}")
         return True
