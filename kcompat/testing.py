@@ -284,7 +284,8 @@ class Broker:
         props.pop("advertised.listeners", None)
         # No admin listener unless asked for: brokers side by side would all want port 9644.
         props.setdefault("admin.listener", "")
-        props["log.dirs"] = str(self.data_dir)
+        if "log.dirs" not in self.overrides:  # several (JBOD): data_dir should be the first of them
+            props["log.dirs"] = str(self.data_dir)
         props.pop("log.dir", None)
         cmd = [self.python, "-m", "kcompat", "serve", *self.args]
         for key, value in props.items():
