@@ -5,15 +5,14 @@ ReplicaAlterLogDirsManager) and dirs that fail (Kafka's LogDirFailureChannel).
         ──► one task copies every move a step at a time (worker thread, beside no deletion,
             maintenance or close), until the future takes over (log/log_dirs.py)
     an append the disk refuses ──► LogDirFailureChannel.failed ──► LogManager.fail_dir
-        (parked fetches of its partitions answer now; every dir failed: the broker stops)
+        (parked fetches of its partitions answer now; never the last dir online)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -39,9 +38,13 @@ class ReplicaManager(Protocol):  # what of the ReplicaManager these use
 
 
 class LogDirFailureChannel:
-    def __init__(self, replicas: ReplicaManager, halt: Callable[[int], object] = os._exit) -> None:
+    """A dir whose disk refused a read or write goes offline while another dir serves. The last
+    one stays: Kafka halts then, but a single node whose only disk filled up serves reads and takes
+    writes again once space is freed (compat_tests/test_faults_disk_full.py), and so does the last
+    disk of several: its writes answer KAFKA_STORAGE_ERROR meanwhile."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
-        self._halt = halt  # Kafka halts when its last log dir fails: nothing could be served
 
     def failed(self, topic: str, partition: int, error: LogError | OSError) -> None:
         """The disk refused a read or write of this partition's log: its dir goes offline."""
@@ -52,14 +55,11 @@ class LogDirFailureChannel:
 
     def failed_dir(self, d: Path, error: LogError | OSError) -> None:
         logs = self._replicas.logs
-        if logs is None:
+        if logs is None or logs.online_dirs() == [d]:
             return
         reason = error.message if isinstance(error, LogError) else f"{type(error).__name__}: {error.strerror}"
         for tp in logs.fail_dir(d, reason):
             self._replicas.fetch_waiters.notify(tp)
-        if not logs.online_dirs():
-            log.critical("every log dir has failed (the last: %s): the broker stops", reason)
-            self._halt(1)
 
 
 class LogDirMover:
