@@ -108,10 +108,8 @@ class ReplicaManager:
         recovery_threads: int = 1,
     ) -> None:
         """Open (and recover) the logs, then every partition of `topics`, in a worker thread.
-
         Cancelled (SIGTERM during start-up): the thread stops between two partitions and this
-        raises CancelledError once it has; nothing is marked cleanly shut down.
-        """
+        raises CancelledError once it has; nothing is marked cleanly shut down."""
         abort = threading.Event()
 
         def load() -> LogManager:
@@ -164,13 +162,13 @@ class ReplicaManager:
     def log_error(self, topic: str, partition: int) -> LogError | None:
         """What partition_log would raise instead of answering (without making anything), or None."""
         if not self._making and not self._refused:
-            return None
+            return None if self.logs is None else self.logs.offline_error(topic, partition)
         if self.logs is not None and self.logs.get(topic, partition) is not None:
             return None
         tp = (topic, partition)
         if tp in self._making:
             return LogNotReady(f"the log of {topic}-{partition} is still being made")
-        return self._refused.pop(tp, None)
+        return self._refused.pop(tp, None) or (None if self.logs is None else self.logs.offline_error(*tp))
 
     def log_now(self, topic: str, partition: int) -> PartitionLog:
         """The partition's log, made on the caller's thread if missing: for the coordinators of the
@@ -178,6 +176,8 @@ class ReplicaManager:
         assert self.logs is not None
         plog = self.logs.get(topic, partition)
         if plog is None:
+            if (offline := self.logs.offline_error(topic, partition)) is not None:
+                raise offline  # its log dir failed
             if self.cluster_mode:  # only the image makes a replica here
                 raise KeyError(f"{topic}-{partition} is not hosted here")
             t = self._topic(topic)
