@@ -53,6 +53,7 @@ KAFKA_TOOLS: dict[str, str] = {
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
 }
 
 # Short-lived tools start faster with the client JIT only and a serial GC (2 shared cores).

@@ -284,7 +284,7 @@ class Broker:
         props.pop("advertised.listeners", None)
         # No admin listener unless asked for: brokers side by side would all want port 9644.
         props.setdefault("admin.listener", "")
-        props["log.dirs"] = str(self.data_dir)
+        props.setdefault("log.dirs", str(self.data_dir))  # several (JBOD): data_dir the first of them
         props.pop("log.dir", None)
         cmd = [self.python, "-m", "kcompat", "serve", *self.args]
         for key, value in props.items():

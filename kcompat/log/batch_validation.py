@@ -142,14 +142,16 @@ def assign_offsets(
     return data, placements, patched, max_ts, offset
 
 
-def check_follower_offsets(headers: Framed, offset: int) -> tuple[list[BatchPlacement], int, int]:
+def check_follower_offsets(
+    headers: Framed, offset: int, gaps: bool = False
+) -> tuple[list[BatchPlacement], int, int]:
     """A follower's batches as the leader numbered them: the first must start at `offset` (the log
-    end) and each next one right after the previous. (placements, largest timestamp, next offset);
-    CorruptRecord otherwise."""
+    end) and each next one right after the previous (with `gaps`, at or past it: a copy of a
+    compacted log). (placements, largest timestamp, next offset); CorruptRecord otherwise."""
     placements: list[BatchPlacement] = []
     max_ts = -1
     for pos, h in headers:
-        if h.base_offset != offset:
+        if h.base_offset != offset and not (gaps and h.base_offset > offset):
             raise CorruptRecord(f"replicated batch at offset {h.base_offset}, expected {offset}")
         placements.append((pos, h.size, h.last_offset, h.max_timestamp))
         max_ts = max(max_ts, h.max_timestamp)

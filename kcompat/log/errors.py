@@ -59,3 +59,16 @@ class InconsistentClusterId(LogError):
 
 class LoadAborted(LogError):
     """Start-up was asked to stop (SIGTERM) while the logs were being opened or recovered."""
+
+
+class LogMoved(LogError):
+    """The log was replaced by its copy in another log dir (AlterReplicaLogDirs) while the caller
+    held it: retriable, the caller takes the partition's log again."""
+
+    error_name = "NOT_LEADER_OR_FOLLOWER"
+
+
+class LogDirNotFound(LogError):
+    """AlterReplicaLogDirs named a directory that is not one of log.dirs."""
+
+    error_name = "LOG_DIR_NOT_FOUND"

@@ -16,10 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+from kcompat.log.errors import KafkaStorageError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -202,3 +206,30 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)
+
+
+LEFT_SYNCING: list[subprocess.Popen[bytes]] = []  # `sync -f` processes a close stopped waiting for
+
+
+def sync_filesystem_until(directory: Path, deadline: float | None) -> bool:
+    """sync_filesystem, given up at `deadline` (False then). The sync runs in a `sync -f` process:
+    a thread of ours in syncfs could not be stopped (the wait is uninterruptible) and would hold
+    the process's exit until the disk caught up; a process left behind just finishes on its own."""
+    if deadline is None:
+        sync_filesystem(directory)
+        return True
+    try:
+        proc = subprocess.Popen(
+            ["sync", "--file-system", str(directory)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+        )
+    except OSError:  # no sync(1) here: in this process, then
+        sync_filesystem(directory)
+        return True
+    try:
+        code = proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        LEFT_SYNCING.append(proc)  # let be: it ends on its own, after this process perhaps
+        return False
+    if code != 0:
+        raise KafkaStorageError(f"cannot sync {directory}: sync -f exited with {code}")
+    return True

@@ -38,7 +38,6 @@ import logging
 import os
 import resource
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,7 +55,9 @@ from kcompat.log.checkpoints import (
 )
 from kcompat.log.cleaner import LogCleaner
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import InconsistentClusterId, KafkaStorageError, LoadAborted
+from kcompat.log.errors import KafkaStorageError, LoadAborted
+from kcompat.log.log_dirs import DELETE_DIR_SUFFIX, LogDirs, parse_future_dir
+from kcompat.log.log_files import LEFT_SYNCING as LEFT_SYNCING  # re-exported (tests)
 from kcompat.log.log_files import (
     STRAY_DIR_SUFFIX,
     atomic_write,
@@ -65,15 +66,18 @@ from kcompat.log.log_files import (
     partition_dir_name,
     stray_dir_name,
     sync_filesystem,
+    sync_filesystem_until,
 )
+from kcompat.log.meta_properties import META_PROPERTIES as META_PROPERTIES
+from kcompat.log.meta_properties import META_VERSION, write_properties
+from kcompat.log.meta_properties import check_meta_properties as check_meta_properties
+from kcompat.log.meta_properties import read_properties as read_properties
 from kcompat.log.partition_log import PartitionLog
 from kcompat.log.segment_files import RESERVED, SEGMENT_FILES
 
 log = logging.getLogger("kcompat.log")
 
-META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-META_VERSION = 1
 FD_RESERVE = RESERVED  # descriptors new partitions leave free for connections and index maps
 
 
@@ -95,38 +99,7 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def read_properties(path: Path) -> dict[str, str]:
-    props = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, _, value = line.partition("=")
-        props[key.strip()] = value.strip()
-    return props
-
-
-def write_properties(path: Path, props: dict[str, str]) -> None:
-    body = "#\n#Written by kcompat\n" + "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
-    atomic_write(path, body.encode())
-
-
-def check_meta_properties(d: Path, cluster_id: str, node_id: int) -> dict[str, str] | None:
-    """The meta.properties of log dir `d` (None when absent), read only; InconsistentClusterId when it
-    names another cluster or node. Kafka's `kafka-storage format` writes the same file, so a dir
-    it formatted (version=1, cluster.id, node.id, directory.id) is taken as it is."""
-    path = d / META_PROPERTIES
-    if not path.exists():
-        return None
-    props = read_properties(path)
-    if props.get("cluster.id") not in (None, cluster_id):
-        raise InconsistentClusterId(f"{path} belongs to cluster {props.get('cluster.id')}, not {cluster_id}")
-    if props.get("node.id") not in (None, str(node_id)):
-        raise InconsistentClusterId(f"{path} belongs to node {props.get('node.id')}, not {node_id}")
-    return props
-
-
-class LogManager:
+class LogManager(LogDirs):
     def __init__(
         self,
         log_dirs: list[Path] | list[str],
@@ -157,14 +130,26 @@ class LogManager:
         self._partition_counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         self._unsynced_dirs: set[Path] = set()  # log dirs with partition dirs created since the last sync
         self.directory_ids: dict[Path, str] = {}
+        self.offline_dirs: dict[Path, str] = {}
+        self._offline: dict[tuple[str, int], Path] = {}
+        self._futures: dict[tuple[str, int], PartitionLog] = {}
+        self.restarted_moves: dict[tuple[str, int], Path] = {}
+        futures: list[tuple[Path, tuple[str, int]]] = []
         now = clock()
         for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-            self.directory_ids[d] = self._ensure_meta_properties(d)
-            if not self._load_dir(d, now) and self._partition_counts[d]:  # no partition: nothing to sync
-                # What recovery cut and re-indexed (and the epochs it found) is written back before
-                # the checkpoints below move every recovery point to its log end (syncfs: slow, busy disk).
-                sync_filesystem(d)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                self.directory_ids[d] = self._ensure_meta_properties(d)
+                if not self._load_dir(d, now, futures) and self._partition_counts[d]:  # none: no sync
+                    # What recovery cut and re-indexed (and the epochs it found) is written back before
+                    # the checkpoints below move every recovery point to its log end (syncfs: slow, busy disk).
+                    sync_filesystem(d)
+            except OSError as e:  # Kafka: a dir that cannot be read at start is offline, the rest serve
+                self.fail_dir(d, f"{type(e).__name__} at start-up: {e.strerror or e}")
+        if not self.online_dirs():
+            raise KafkaStorageError("every log dir is offline (see above): nothing can be served")
+        self._check_directory_ids()
+        self._settle_futures(futures, now)
         if self._fd_limit < 2 * len(self._logs) + 4 * FD_RESERVE:
             log.warning(
                 "the open file limit (%d) is low for the %d partitions here: at most %d segment files "
@@ -174,7 +159,7 @@ class LogManager:
                 len(self._logs),
                 SEGMENT_FILES.bound,
             )
-        for d in self.log_dirs:
+        for d in self.online_dirs():
             marker = d / CLEAN_SHUTDOWN_FILE
             if marker.exists():
                 marker.unlink()
@@ -199,7 +184,7 @@ class LogManager:
         )
         return directory_id
 
-    def _load_dir(self, d: Path, now_ms: int) -> bool:
+    def _load_dir(self, d: Path, now_ms: int, futures: list[tuple[Path, tuple[str, int]]]) -> bool:
         """Open every partition of `d`; True when it was shut down cleanly."""
         clean = (d / CLEAN_SHUTDOWN_FILE).exists()
         recovery_points = read_offsets(d / RECOVERY_POINT_CHECKPOINT) or {}
@@ -214,7 +199,7 @@ class LogManager:
             path = d / entry
             if not path.is_dir():
                 continue
-            if entry.endswith("-delete"):
+            if entry.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
             if entry.endswith(STRAY_DIR_SUFFIX):  # moved aside at an earlier start: kept, never served
@@ -222,7 +207,14 @@ class LogManager:
                 continue
             tp = parse_partition_dir(entry)
             if tp is not None:
+                if tp in self._dir_of:  # Kafka refuses to start on this too
+                    raise KafkaStorageError(
+                        f"{tp[0]}-{tp[1]} has a log in both {self._dir_of[tp]} and {d}: remove the one in "
+                        f"the dir that failed most recently, then start again"
+                    )
                 found.append((path, tp))
+            elif (tp := parse_future_dir(entry)) is not None:
+                futures.append((path, tp))
 
         def open_log(item: tuple[Path, tuple[str, int]]) -> PartitionLog:
             if self._abort is not None and self._abort.is_set():
@@ -288,8 +280,14 @@ class LogManager:
                 config = config_of()
             if config is not None:
                 self.topic_configs[topic] = config
-            counts = self._partition_counts
-            d = min(self.log_dirs, key=lambda x: counts[x])  # Kafka: the dir with the fewest partitions
+            if (offline := self.offline_error(topic, partition)) is not None:
+                raise offline  # never an empty log elsewhere in place of the data
+            counts, online = self._partition_counts, self.online_dirs()
+            if not online:
+                raise KafkaStorageError(
+                    f"cannot create the log of {topic}-{partition}: every log dir is offline"
+                )
+            d = min(online, key=lambda x: counts[x])  # Kafka: the dir with the fewest partitions
             try:
                 plog = PartitionLog(
                     d / partition_dir_name(topic, partition),
@@ -353,7 +351,10 @@ class LogManager:
         broker); returns how many were deleted."""
         with self._lock:
             doomed = [tp for tp in self._logs if tp[0] == topic and partition in (None, tp[1])]
+            for tp in [tp for tp in self._offline if tp[0] == topic and partition in (None, tp[1])]:
+                del self._offline[tp]
             for tp in doomed:
+                self.drop_future(*tp)
                 plog = self._logs.pop(tp)
                 d = self._dir_of.pop(tp, None)
                 if d is not None:
@@ -361,8 +362,7 @@ class LogManager:
                 plog.delete_files()
             if not any(t == topic for t, _ in self._logs):
                 self.topic_configs.pop(topic, None)
-        for d in self.log_dirs:
-            self._write_checkpoints(d)
+        self.checkpoint()
         return len(doomed)
 
     def mark_stray(self, topic: str, partition: int) -> Path | None:
@@ -418,7 +418,7 @@ class LogManager:
         return cleaned
 
     def checkpoint(self) -> None:
-        for d in self.log_dirs:
+        for d in self.online_dirs():
             self._write_checkpoints(d)
 
     def _write_checkpoints(self, d: Path) -> None:
@@ -433,7 +433,7 @@ class LogManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Write replication-offset-checkpoint in every log dir (Kafka's checkpointHighWatermarks)."""
-        for d in self.log_dirs:
+        for d in self.online_dirs():
             self._write_high_watermarks(
                 d, {tp: p for tp, p in list(self._logs.items()) if self._dir_of.get(tp) == d}
             )
@@ -460,39 +460,20 @@ class LogManager:
                     "clean stop cut short: %d of %d logs closed; the next start recovers them", i, len(logs)
                 )
                 return False
-            plog.close(sync=False)
-        for d in self.log_dirs:
+            try:
+                plog.close(sync=False)
+            except (OSError, KafkaStorageError) as e:  # a dir failing now: the others close cleanly
+                self.fail_dir(plog.directory.parent, f"{type(e).__name__} while closing: {e}")
+        for tp in list(self._futures):  # an unfinished copy: it starts over next time
+            self.drop_future(*tp)
+        for d in self.online_dirs():
             # Every log closed above, at once: the checkpoints may then say so.
-            if not sync_filesystem_until(d, deadline):
-                log.warning("clean stop cut short while syncing %s; the next start recovers its logs", d)
-                return False
-            self._write_checkpoints(d)
-            atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+            try:
+                if not sync_filesystem_until(d, deadline):
+                    log.warning("clean stop cut short while syncing %s; the next start recovers its logs", d)
+                    return False
+                self._write_checkpoints(d)
+                atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+            except (OSError, KafkaStorageError) as e:
+                self.fail_dir(d, f"{type(e).__name__} while closing: {e}")
         return True
-
-
-LEFT_SYNCING: list[subprocess.Popen[bytes]] = []  # `sync -f` processes a close stopped waiting for
-
-
-def sync_filesystem_until(directory: Path, deadline: float | None) -> bool:
-    """sync_filesystem, given up at `deadline` (False then). The sync runs in a `sync -f` process:
-    a thread of ours in syncfs could not be stopped (the wait is uninterruptible) and would hold
-    the process's exit until the disk caught up; a process left behind just finishes on its own."""
-    if deadline is None:
-        sync_filesystem(directory)
-        return True
-    try:
-        proc = subprocess.Popen(
-            ["sync", "--file-system", str(directory)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-        )
-    except OSError:  # no sync(1) here: in this process, then
-        sync_filesystem(directory)
-        return True
-    try:
-        code = proc.wait(max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        LEFT_SYNCING.append(proc)  # let be: it ends on its own, after this process perhaps
-        return False
-    if code != 0:
-        raise KafkaStorageError(f"cannot sync {directory}: sync -f exited with {code}")
-    return True

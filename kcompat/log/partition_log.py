@@ -39,7 +39,7 @@ from kcompat.log.batch_validation import (
     frame_batches,
 )
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import OffsetOutOfRange
+from kcompat.log.errors import LogMoved, OffsetOutOfRange
 from kcompat.log.leader_epoch import LeaderEpochCache
 from kcompat.log.log_file import FetchSlice
 from kcompat.log.log_files import fsync_file, make_dir
@@ -48,7 +48,7 @@ from kcompat.log.recovery import load_local_log, rebuild_producer_state
 from kcompat.log.retention import below_log_start, deletable_segments
 from kcompat.log.segment import LogSegment
 from kcompat.log.timestamp_lookup import max_timestamp_offset, offset_for_timestamp
-from kcompat.log.txn_index import AbortedTxn
+from kcompat.log.txn_index import AbortedTxn, marker_kind
 from kcompat.wire.record_batch import NO_PRODUCER_ID
 
 log = logging.getLogger("kcompat.log")
@@ -67,6 +67,7 @@ class PartitionLog:
         "partition",
         "producer_state",
         "replicated_hw",
+        "retired",
         "tombstone_horizon_ms",
         "topic",
         "truncations",
@@ -128,6 +129,7 @@ class PartitionLog:
         self.first_dirty_offset = self._log_start_offset  # compaction progress (cleaner-offset-checkpoint)
         self.truncations = 0  # bumped when data is cut in place, so a concurrent clean knows to give up
         self.tombstone_horizon_ms: int | None = None  # earliest delete horizon the cleaner has set
+        self.retired = False  # replaced by its copy in another log dir: appends go there (LogMoved)
 
     # --- offsets ---
 
@@ -213,6 +215,8 @@ class PartitionLog:
         headers = frame_batches(buf, cfg, verify_crc)
         total = len(buf)
         with self.lock:
+            if self.retired:
+                raise LogMoved(f"{self.topic}-{self.partition} moved to another log dir")
             dup = check_sequences(self.producer_state, headers, self._log_start_offset)
             if dup is not None:
                 return dup
@@ -240,14 +244,16 @@ class PartitionLog:
             append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else -1
             return AppendInfo(base, offset - 1, append_time, self._log_start_offset, max_ts, total)
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> int:
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int, gaps: bool = False
+    ) -> int:
         """Append whole batches fetched from the leader as they are; the new log end offset.
 
         Offsets and partition leader epochs are checked, never reassigned: the first batch must
         start at the log end offset and each next one right after the previous. The leader epoch
         cache learns every new epoch at its first batch, and producer state is updated from each
         batch so that this replica, once leader, answers an idempotent retry as the old leader
-        would have. No duplicate check: the leader made it.
+        would have. No duplicate check: the leader made it. `gaps`: a copy of another log dir's log.
 
         Raises CorruptRecord (framing, a CRC, offsets that do not continue the log),
         RecordBatchTooLarge, or KafkaStorageError (after which the log is as it was before).
@@ -258,7 +264,9 @@ class PartitionLog:
         headers = frame_batches(buf, cfg, True)
         total = len(buf)
         with self.lock:
-            placements, max_ts, offset = check_follower_offsets(headers, local.log_end_offset)
+            if self.retired:
+                raise LogMoved(f"{self.topic}-{self.partition} moved to another log dir")
+            placements, max_ts, offset = check_follower_offsets(headers, local.log_end_offset, gaps)
             if local.active_segment.should_roll(total, max_ts, offset - 1, now_ms):
                 self.roll(now_ms)
             cache = self.leader_epoch_cache
@@ -267,9 +275,15 @@ class PartitionLog:
                     cache.assign(h.partition_leader_epoch, h.base_offset)
             local.append(buf, placements, offset)
             ps = self.producer_state
-            for _, h in headers:
-                if h.producer_id != NO_PRODUCER_ID:
+            for pos, h in headers:
+                if h.producer_id == NO_PRODUCER_ID:
+                    continue
+                if not h.is_control:
                     ps.update(h)
+                # A marker closes its transaction here too: an abort goes into the .txnindex, so
+                # that read_committed fetches from this copy skip what the leader's skip.
+                elif (aborted := ps.update_control(h, marker_kind(buf[pos : pos + h.size], h))) is not None:
+                    local.active_segment.txn_index.append(aborted)
             ps.map_end_offset = offset
             if local.unflushed_messages >= cfg.flush_messages or now_ms - local.last_flush_ms >= cfg.flush_ms:
                 self.flush(now_ms=now_ms)

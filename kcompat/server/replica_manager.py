@@ -27,11 +27,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import KafkaStorageError, LoadAborted, LogError
+from kcompat.log.errors import KafkaStorageError, LoadAborted, LogError, LogMoved
 from kcompat.log.manager import LogManager
 from kcompat.log.partition_log import AppendInfo, PartitionLog
 from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges, ReadReplicaSelector
+from kcompat.server.log_dirs import LogDirFailureChannel, LogDirMover
 from kcompat.server.log_throttle import LogThrottle
 from kcompat.storage.topic_store import TopicInfo
 
@@ -74,8 +75,8 @@ class ReplicaManager:
         # them in step with the image). Empty on a single node, which leads every partition itself.
         self.partitions: Mapping[tuple[str, int], HostedReplica] = {} if hosted is None else hosted
         self.cluster_mode = cluster_mode
-        # Held by maintenance, topic deletion and close: never two of them on the files at once.
-        self._maintenance_lock = asyncio.Lock()
+        self.maintenance_lock = asyncio.Lock()  # maintenance, deletion, moves, close: one at a time
+        self.dir_failures, self.mover = LogDirFailureChannel(self), LogDirMover(self)  # several log dirs
         self._maintenance_errors = LogThrottle(log, interval_s=60)
         # New partitions admitted by CreateTopics/CreatePartitions, created after the answer.
         self._to_create: deque[tuple[TopicInfo, range]] = deque()
@@ -88,9 +89,7 @@ class ReplicaManager:
         self._making: dict[TP, asyncio.Future[dict[TP, KafkaStorageError]]] = {}
         self._refused: dict[TP, KafkaStorageError] = {}
         self._gaps = False  # a creation failed: some partition may lack its log with nothing pending
-        # Checking that a topic still exists and making its log is one step against its deletion
-        # and close (both take it too), from any thread.
-        self._make_lock = threading.Lock()
+        self._make_lock = threading.Lock()  # a topic checked and its log made: one step against deletion
         # Requests first: while one waits for its logs, the background creation of others pauses.
         self._urgent = 0
         self._urgent_done = threading.Condition()
@@ -109,10 +108,8 @@ class ReplicaManager:
         recovery_threads: int = 1,
     ) -> None:
         """Open (and recover) the logs, then every partition of `topics`, in a worker thread.
-
         Cancelled (SIGTERM during start-up): the thread stops between two partitions and this
-        raises CancelledError once it has; nothing is marked cleanly shut down.
-        """
+        raises CancelledError once it has; nothing is marked cleanly shut down."""
         abort = threading.Event()
 
         def load() -> LogManager:
@@ -131,13 +128,16 @@ class ReplicaManager:
                 if abort.is_set():
                     raise LoadAborted("stopped while opening the partitions")
                 for p in range(t.partitions):
-                    self.open_partition(t, p)
+                    if not logs.held_offline(t.name, p):  # perhaps in a log dir that failed: never empty
+                        self.open_partition(t, p)
             logs.sync_new_logs()
+            logs.restart_moves()  # copies a stop cut short
             return logs
 
         work = asyncio.ensure_future(asyncio.to_thread(load))
         try:
             await asyncio.shield(work)
+            self.mover.resume()
         except asyncio.CancelledError:
             abort.set()
             await asyncio.wait([work])
@@ -162,13 +162,13 @@ class ReplicaManager:
     def log_error(self, topic: str, partition: int) -> LogError | None:
         """What partition_log would raise instead of answering (without making anything), or None."""
         if not self._making and not self._refused:
-            return None
+            return None if self.logs is None else self.logs.offline_error(topic, partition)
         if self.logs is not None and self.logs.get(topic, partition) is not None:
             return None
         tp = (topic, partition)
         if tp in self._making:
             return LogNotReady(f"the log of {topic}-{partition} is still being made")
-        return self._refused.pop(tp, None)
+        return self._refused.pop(tp, None) or (None if self.logs is None else self.logs.offline_error(*tp))
 
     def log_now(self, topic: str, partition: int) -> PartitionLog:
         """The partition's log, made on the caller's thread if missing: for the coordinators of the
@@ -176,6 +176,8 @@ class ReplicaManager:
         assert self.logs is not None
         plog = self.logs.get(topic, partition)
         if plog is None:
+            if (offline := self.logs.offline_error(topic, partition)) is not None:
+                raise offline  # its log dir failed
             if self.cluster_mode:  # only the image makes a replica here
                 raise KeyError(f"{topic}-{partition} is not hosted here")
             t = self._topic(topic)
@@ -251,12 +253,8 @@ class ReplicaManager:
             except KafkaStorageError as e:
                 log.warning("%s", e)
         if refused:
-            log.warning(
-                "%d partition log(s) could not be made, e.g. %s-%d: %s",
-                len(refused),
-                *next(iter(refused)),
-                next(iter(refused.values())),
-            )
+            (topic, p), why = next(iter(refused.items()))
+            log.warning("%d partition log(s) could not be made, e.g. %s-%d: %s", len(refused), topic, p, why)
         return refused
 
     def _make_one(self, topic: str, partition: int, topic_id: object = None) -> bool:
@@ -338,7 +336,7 @@ class ReplicaManager:
     async def _create_queued(self) -> None:
         # Under the maintenance lock: a topic deleted meanwhile waits for its logs to be made, then
         # drops them; one deleted before its turn is skipped (it is no longer in the metadata).
-        async with self._maintenance_lock:
+        async with self.maintenance_lock:
             while self._to_create and self.logs is not None:
                 t, partitions = self._to_create.popleft()
                 try:
@@ -372,7 +370,17 @@ class ReplicaManager:
         self, topic: str, partition: int, batch: bytearray | memoryview, *, leader_epoch: int, now_ms: int
     ) -> AppendInfo:
         """Append one batch as leader and wake the fetches parked on the partition (LogError as the log raises it)."""
-        info = self.partition_log(topic, partition).append(batch, leader_epoch=leader_epoch, now_ms=now_ms)
+        try:
+            info = self.partition_log(topic, partition).append(
+                batch, leader_epoch=leader_epoch, now_ms=now_ms
+            )
+        except LogMoved:  # its copy in another log dir took over meanwhile: appended there
+            info = self.partition_log(topic, partition).append(
+                batch, leader_epoch=leader_epoch, now_ms=now_ms
+            )
+        except KafkaStorageError as e:
+            self.dir_failures.failed(topic, partition, e)
+            raise
         if self.partitions:  # cluster mode: an ISR of the leader alone commits at once
             p = self.partitions.get((topic, partition))
             if p is not None:
@@ -393,7 +401,7 @@ class ReplicaManager:
             self._refused.pop((topic, p), None)
         logs = self.logs
         assert logs is not None
-        async with self._maintenance_lock:
+        async with self.maintenance_lock:
             await asyncio.to_thread(self._locked, logs.delete, topic)
 
     def _locked(self, work: Callable[..., object], *args: object) -> None:
@@ -407,7 +415,7 @@ class ReplicaManager:
         self.fetch_waiters.notify((topic, partition))
         logs = self.logs
         assert logs is not None
-        async with self._maintenance_lock:
+        async with self.maintenance_lock:
             if (topic, partition) in self.partitions:
                 return  # assigned here again meanwhile: the log is in use
             await asyncio.to_thread(logs.delete, topic, partition)
@@ -427,7 +435,7 @@ class ReplicaManager:
                         "%s-%d: not a replica here in the metadata: stray log moved aside to %s", *tp, path
                     )
 
-        async with self._maintenance_lock:
+        async with self.maintenance_lock:
             await asyncio.to_thread(work)
 
     def set_config(self, topic: str, config: LogConfig) -> None:
@@ -451,7 +459,7 @@ class ReplicaManager:
         return await self._in_worker(lambda logs: logs.run_cleaner(now_ms), "compaction")
 
     async def _in_worker(self, job: Callable[[LogManager], int | None], what: str) -> int:
-        async with self._maintenance_lock:  # retention, compaction and close, one at a time
+        async with self.maintenance_lock:  # retention, compaction and close, one at a time
             logs = self.logs
             if logs is None:
                 return 0
@@ -480,7 +488,7 @@ class ReplicaManager:
         self._closing = True
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
-            await asyncio.wait_for(self._maintenance_lock.acquire(), timeout_s)
+            await asyncio.wait_for(self.maintenance_lock.acquire(), timeout_s)
         except TimeoutError:
             log.warning("clean stop cut short: maintenance still running; the next start recovers the logs")
             return
@@ -489,4 +497,4 @@ class ReplicaManager:
                 await asyncio.to_thread(self._locked, self.logs.close, deadline)
                 self.logs = None
         finally:
-            self._maintenance_lock.release()
+            self.maintenance_lock.release()

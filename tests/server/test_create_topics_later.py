@@ -38,7 +38,7 @@ def settle(h: BrokerHarness) -> None:
 
 
 def test_answered_before_the_logs_are_made_and_made_after(h: BrokerHarness) -> None:
-    lock = h.broker.replicas._maintenance_lock  # held: the creation cannot start before we let it
+    lock = h.broker.replicas.maintenance_lock  # held: the creation cannot start before we let it
     h.run(lock.acquire())
     create(h, ["a", "b"], 20)
     assert dirs(h, "a-") | dirs(h, "b-") == set()  # the answer did not wait for 40 directories
@@ -48,7 +48,7 @@ def test_answered_before_the_logs_are_made_and_made_after(h: BrokerHarness) -> N
 
 
 def test_a_partition_used_before_its_turn_is_made_then(h: BrokerHarness) -> None:
-    lock = h.broker.replicas._maintenance_lock
+    lock = h.broker.replicas.maintenance_lock
     h.run(lock.acquire())
     create(h, ["c"], 10)
     plog = h.broker.replicas.partition_log("c", 7)

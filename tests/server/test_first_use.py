@@ -43,7 +43,7 @@ def h(broker_harness: HarnessFactory) -> Iterator[BrokerHarness]:
 @pytest.fixture
 def held(h: BrokerHarness) -> Iterator[None]:
     """The background creation held back (its maintenance lock taken): only requests make logs."""
-    lock = h.broker.replicas._maintenance_lock
+    lock = h.broker.replicas.maintenance_lock
     h.run(lock.acquire())
     yield
     lock.release()
@@ -157,7 +157,7 @@ def test_a_log_that_cannot_be_made_answers_storage_error_and_is_tried_again(h: B
 
 
 def test_a_topic_deleted_while_its_logs_are_made_for_a_request_leaves_none(h: BrokerHarness) -> None:
-    held = h.broker.replicas._maintenance_lock
+    held = h.broker.replicas.maintenance_lock
     h.run(held.acquire())
     create(h, "e", 20)
     making = h.broker.replicas._make_lock

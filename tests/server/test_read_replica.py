@@ -108,6 +108,7 @@ def context(hosted: dict[tuple[str, int], Partition], node_id: int, select: Any 
         cluster_mode=True,
         read_replica=select,
         partition_log=lambda topic, partition: logs[(topic, partition)],
+        log_error=lambda topic, partition: None,  # no log dir failed
         fetch_waiters=SimpleNamespace(notify=lambda tp: None),
         isr_manager=None,
     )

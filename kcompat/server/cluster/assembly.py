@@ -29,6 +29,7 @@ from kcompat.security.authorizer import Authorizer
 from kcompat.security.delegation_tokens import TokenInformation
 from kcompat.server.cluster.auto_topic_creation import AutoTopicCreationManager
 from kcompat.server.cluster.controller_channel import ControllerChannel, parse_bootstrap
+from kcompat.server.cluster.directory_assignments import DirectoryAssignments
 from kcompat.server.cluster.forwarding_manager import ForwardingManager
 from kcompat.server.cluster.group_shards import GroupShards
 from kcompat.server.cluster.image_log import ImageLog
@@ -258,6 +259,19 @@ class ClusterAssembly:
             on_append=lambda p: replicas.fetch_waiters.notify((p.topic, p.index)),
         )
         self._isr.start()
+        assignments = DirectoryAssignments(
+            self.bootstrap,
+            node_id=self.node_id,
+            broker_epoch=lambda: member.lifecycle.broker_epoch,
+            leader=lambda: member.raft_leader,
+            image=lambda: member.image,
+            logs=lambda: replicas.logs,
+            hosted=self.hosted,
+            interval_s=int(config.get("broker.heartbeat.interval.ms")) / 1000,
+        )
+        member.log_dir_ids, member.offline_log_dirs = assignments.online_dirs, assignments.offline_dirs
+        assignments.start()
+        self._services.append(assignments)
         self._applier = ReplicaDeltaApplier(
             self.node_id,
             self.metadata,

@@ -94,6 +94,10 @@ class KRaftBroker:
         self.node_id = node_id
         self.cluster_id = ""
         self.directory_id = uuid.UUID(int=0)
+        # Several log dirs (directory_assignments.py): the online ones registered, the failed ones
+        # in every heartbeat.
+        self.log_dir_ids: Callable[[], list[uuid.UUID]] = lambda: [self.directory_id]
+        self.offline_log_dirs: Callable[[], list[uuid.UUID]] = list
         self.listeners: list[tuple[str, str, int, str]] = []  # name, host, port, security protocol
         self.rack = rack
         self.incarnation_id = uuid.uuid4()  # a new one every process start
@@ -224,7 +228,7 @@ class KRaftBroker:
                     "current_metadata_offset": request.current_metadata_offset,
                     "want_fence": request.want_fence,
                     "want_shut_down": request.want_shut_down,
-                    "offline_log_dirs": [],
+                    "offline_log_dirs": self.offline_log_dirs(),
                 }
                 r = await self._lifecycle_channel.call(BROKER_HEARTBEAT.key, HEARTBEAT_VERSION, body)
                 if r.error_code == NOT_CONTROLLER:
@@ -316,7 +320,7 @@ class KRaftBroker:
             ],
             "rack": self.rack,
             "is_migrating_zk_broker": False,
-            "log_dirs": [self.directory_id],
+            "log_dirs": self.log_dir_ids(),
             "previous_broker_epoch": previous_broker_epoch,
         }
 

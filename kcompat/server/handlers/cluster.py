@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60): v0-2.  DescribeLogDirs (key 35): v1-5.
+"""DescribeCluster (key 60): v0-2.  (DescribeLogDirs: log_dirs.py.)
 
 DescribeCluster version notes:
 * v0: cluster id, controller id (this broker on a single node; in cluster mode a live broker, as
@@ -8,20 +8,9 @@ DescribeCluster version notes:
   broker does in Kafka
 * v2: include_fenced_brokers (KIP-1073): the brokers the controllers hold fenced are listed only
   when asked, with is_fenced set (a single node serves, so it is never fenced)
-
-DescribeLogDirs version notes:
-* v0: per log dir, the topics' partitions with their size; offset_lag 0 (we are the leader), no
-  future replicas
-* v1: no change;  v2: flexible
-* v3: top-level error_code
-* v4: total_bytes and usable_bytes of each log dir's file system
-* v5: is_cordoned (KIP-1066): false (log dirs cannot be cordoned here)
-topics = null means every partition; unknown topics are left out, as in Kafka.
 """
 
 from __future__ import annotations
-
-import os
 
 from kcompat.server.auth import access
 from kcompat.server.context import RequestContext
@@ -29,19 +18,11 @@ from kcompat.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUS
 from kcompat.server.registry import handles
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.describe_cluster import DESCRIBE_CLUSTER
-from kcompat.wire.messages.describe_log_dirs import DESCRIBE_LOG_DIRS
 from kcompat.wire.protocol import Request
 from kcompat.wire.types.describe_cluster import (
     DescribeClusterBroker,
     DescribeClusterRequest,
     DescribeClusterResponse,
-)
-from kcompat.wire.types.describe_log_dirs import (
-    DescribeLogDirsPartition,
-    DescribeLogDirsRequest,
-    DescribeLogDirsResponse,
-    DescribeLogDirsResult,
-    DescribeLogDirsTopic,
 )
 
 BROKERS_ENDPOINT = 1
@@ -75,55 +56,3 @@ async def describe_cluster(
         if body.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,
     )
-
-
-@handles(DESCRIBE_LOG_DIRS, "1-5")
-async def describe_log_dirs(
-    ctx: RequestContext, request: Request[DescribeLogDirsRequest]
-) -> DescribeLogDirsResponse:
-    if (denied := access.cluster_error(ctx, access.DESCRIBE)) is not None:
-        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=int(denied), results=[])
-    await ctx.replicas.created()  # new topics' logs are made after CreateTopics answered
-    logs = ctx.replicas.logs
-    assert logs is not None
-    wanted: set[tuple[str, int]] | None = None
-    if request.body.topics is not None:
-        wanted = {(t.topic, p) for t in request.body.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list[DescribeLogDirsPartition]]] = {str(d): {} for d in ctx.identity.log_dirs}
-    for topic, partition in logs.partitions():
-        if wanted is not None and (topic, partition) not in wanted:
-            continue
-        if ctx.metadata.topic(topic) is None:
-            continue
-        plog = logs.get(topic, partition)
-        if plog is None:
-            continue
-        d = str(plog.directory.parent)
-        by_dir.setdefault(d, {}).setdefault(topic, []).append(
-            DescribeLogDirsPartition(
-                partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False
-            )
-        )
-    results = []
-    for d, topics in by_dir.items():
-        try:
-            st = os.statvfs(d)
-            total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-            error = 0
-        except OSError:
-            total = usable = -1
-            error = int(ErrorCode.KAFKA_STORAGE_ERROR)
-        results.append(
-            DescribeLogDirsResult(
-                error_code=error,
-                log_dir=d,
-                topics=[
-                    DescribeLogDirsTopic(name=name, partitions=parts)
-                    for name, parts in sorted(topics.items())
-                ],
-                total_bytes=total,
-                usable_bytes=usable,
-                is_cordoned=False,
-            )
-        )
-    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)

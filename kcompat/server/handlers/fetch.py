@@ -426,12 +426,12 @@ def _refusal(
     if ctx.replicas.cluster_mode:
         if p is None or not (any_replica or (p.is_leader and leader == ctx.identity.node_id)):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, hint
-        return None
-    if replica_id >= 0:  # a single node: no replica but itself, as Kafka answers a stranger
+    elif replica_id >= 0:  # a single node: no replica but itself, as Kafka answers a stranger
         if epoch != NO_LEADER_EPOCH:
             return ErrorCode.UNKNOWN_LEADER_EPOCH, None
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, (ctx.identity.node_id, leader_epoch)
-    # a new partition's log still being made past the wait, or refused (KAFKA_STORAGE_ERROR)
+    # a new partition's log still being made past the wait, or refused, or in a failed log dir
+    # (KAFKA_STORAGE_ERROR)
     unready = ctx.replicas.log_error(t.name, partition)
     return (ErrorCode[unready.error_name], None) if unready is not None else None
 

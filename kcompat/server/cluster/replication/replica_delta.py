@@ -100,10 +100,9 @@ class ReplicaDeltaApplier:
                     topic.name, self.metadata.log_config(info)
                 )  # retention, segments, ...
             for index, reg in topic.partitions.items():
-                if self.node_id not in reg.replicas:
-                    continue
                 tp = (topic.name, index)
-                seen.add(tp)
+                if not self._replica_here(tp, reg.replicas, seen):
+                    continue
                 state = Registration.of(reg)
                 p = hosted.get(tp)
                 if p is None:
@@ -133,6 +132,21 @@ class ReplicaDeltaApplier:
                 self._background(self.replicas.delete_partitions(topic.name, len(topic.partitions)))
         if not self._strays_checked and self.caught_up(image):
             self._move_strays_aside()
+
+    def _replica_here(
+        self, tp: tuple[str, int], replicas: tuple[int, ...], seen: set[tuple[str, int]]
+    ) -> bool:
+        """Whether this broker hosts the partition's replica: among its replicas (then `seen`) and
+        not in a log dir that failed (then it is hosted no more, its log left where it is)."""
+        if self.node_id not in replicas:
+            return False
+        seen.add(tp)
+        logs = self.replicas.logs
+        if logs is None or logs.offline_error(*tp) is None:
+            return True
+        if self.hosted.pop(tp, None) is not None:
+            self.fetchers.remove(tp)
+        return False
 
     def _move_strays_aside(self) -> None:
         # Only once caught up: an image short of the quorum's high watermark may lack topics that
