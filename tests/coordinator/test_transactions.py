@@ -223,3 +223,23 @@ def test_tv2_epoch_exhausted_takes_a_new_producer_id_after_the_markers():
     for rec in c.txns.values():
         c2.replay(*c._record(rec)[1:])
     assert c2.txns["t"].producer_id == 1001 and c2.txns["t"].previous_producer_id == 1000
+
+
+def test_completion_is_completes_record_with_the_state_left_pending():
+    """Cluster mode writes the Complete* record from `completion` and moves the state with
+    `complete` once it is replicated: meanwhile the id answers CONCURRENT_TRANSACTIONS."""
+    c, ids = make()
+    c.init_producer_id("t", 60000, 0, ids)
+    c.txns["t"].producer_epoch = 32766  # the commit's bump takes a new producer id too
+    c.add_partitions("t", 1000, 32766, [("a", 0)], 1, 2)
+    r = c.end_txn("t", 1000, 32766, True, 2, 2, ids)
+    pending = c.completion(r.markers, 3)
+    m = c.txns["t"]
+    assert (m.state, m.producer_id, m.partitions) == (S.PREPARE_COMMIT, 1000, {("a", 0)})
+    assert c.transactional_id_of(1000) == "t" and c.transactional_id_of(1001) is None
+    assert c.add_partitions("t", 1001, 0, [("a", 0)], 3, 2).error == E.INVALID_PRODUCER_ID_MAPPING
+    assert c.add_partitions("t", 1000, 32767, [("a", 0)], 3, 2).error == E.CONCURRENT_TRANSACTIONS
+    done = c.complete(r.markers, 3)
+    assert pending.records == done.records and (pending.producer_id, pending.producer_epoch) == (1001, 0)
+    assert c.txns["t"].state is S.COMPLETE_COMMIT and c.transactional_id_of(1001) == "t"
+    assert c.completion(r.markers, 4).records == []  # completed: nothing more to write

@@ -4,8 +4,9 @@ Every operation takes the time and returns a TxnResult: the error (or producer i
 answer, the `__transaction_state` records to append BEFORE answering, and the markers to write
 (a MarkerJob). After a MarkerJob's markers are all in their partitions the server calls
 `complete`, which moves Prepare* to Complete* and returns that record. The state is changed at
-once, as the records are appended synchronously on the single node: no two requests interleave
-between a decision and its record.
+once, and the caller appends the records before it yields to the loop: no two requests interleave
+between a decision and its record. Cluster mode, whose Complete* record is answered only once
+replicated, takes it from `completion` and calls `complete` after (Kafka's pending state).
 
 Errors, as Kafka's coordinator answers them:
   InitProducerId  timeout <= 0 or over transaction.max.timeout.ms: INVALID_TRANSACTION_TIMEOUT;
@@ -30,6 +31,7 @@ a partition) is allowed from Empty and Complete*: the epoch is bumped and nothin
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -289,20 +291,38 @@ class TransactionCoordinator:
     def complete(self, job: MarkerJob, now_ms: int) -> TxnResult:
         """Every marker of `job` is written: Prepare* -> Complete* (and a new producer id in force)."""
         m = self.txns.get(job.transactional_id)
-        if (
-            m is None
-            or m.producer_id != job.producer_id
-            or m.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
-        ):
+        if m is None or not self._completes(m, job):
             return TxnResult()
+        old_id = m.producer_id
+        self._finish(m, now_ms)
+        if m.producer_id != old_id:
+            self._by_producer.pop(old_id, None)
+            self._by_producer[m.producer_id] = m.transactional_id
+        return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
+
+    def completion(self, job: MarkerJob, now_ms: int) -> TxnResult:
+        """The Complete* record `complete` would write, the state left in Prepare*: Kafka's pending
+        transition. Cluster mode appends it and calls `complete` only once it is replicated, so
+        meanwhile every request for the id gets CONCURRENT_TRANSACTIONS and no record of the next
+        transaction can land in the log before it."""
+        m = self.txns.get(job.transactional_id)
+        if m is None or not self._completes(m, job):
+            return TxnResult()
+        done = copy.deepcopy(m)
+        self._finish(done, now_ms)
+        return TxnResult(ErrorCode.NONE, done.producer_id, done.producer_epoch, [self._record(done)])
+
+    @staticmethod
+    def _completes(m: TransactionMetadata, job: MarkerJob) -> bool:
+        return m.producer_id == job.producer_id and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+
+    @staticmethod
+    def _finish(m: TransactionMetadata, now_ms: int) -> None:
         m.transition(S.COMPLETE_COMMIT if m.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT, now_ms)
         m.partitions.clear()
         if m.next_producer_id != -1:
-            self._by_producer.pop(m.producer_id, None)
             m.previous_producer_id, m.producer_id = m.producer_id, m.next_producer_id
             m.producer_epoch, m.last_producer_epoch, m.next_producer_id = 0, -1, -1
-            self._by_producer[m.producer_id] = m.transactional_id
-        return TxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch, [self._record(m)])
 
     # --- time ---
 

@@ -7,7 +7,7 @@ make them:
                the log does not hold stays
     markers ─► to each partition's leader through txn_channels.py after the request is answered;
                Complete* once all are acknowledged (replicated), unless the transaction left this
-               coordinator meanwhile
+               coordinator meanwhile; the state moves to it only once its record is replicated
     a transactional batch whose coordinator is elsewhere is verified (transactions v2: added)
     there with AddPartitionsToTxn (TxnVerifier)
 """
@@ -133,8 +133,15 @@ class ReplicatedTxnWrites(TxnLogWrites):
             )
         finally:
             self._sending.discard((job.transactional_id, epoch))
-        if done and still_mine():
-            self.apply(self.service.coordinator.complete(job, self.service.now_ms()))
+        if not (done and still_mine()):
+            return
+        # Kafka's pending transition: the state stays in Prepare* (requests for the id get
+        # CONCURRENT_TRANSACTIONS) until the Complete* record is replicated, so the next
+        # transaction's Ongoing can only follow it in the log (a reload reads the last one).
+        coordinator, now = self.service.coordinator, self.service.now_ms()
+        result = coordinator.completion(job, now)
+        if await self._store_replicated(result.records) == ErrorCode.NONE and still_mine():
+            coordinator.complete(job, now)
 
     async def write_markers_request(
         self, tps: list[TopicPartition], producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
