@@ -37,7 +37,8 @@ APP = Path(__file__).with_name("token_read_app.py")
 
 
 @pytest.fixture(scope="module")
-def token_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """This module's broker (named `broker` so a failure shows its log tail, see conftest.py)."""
     base = tmp_path_factory.mktemp("kcompat-spark-dtoken")
     props = {
         **TEST_DEFAULTS,
@@ -85,17 +86,17 @@ def run_app(broker: Broker, topic: str) -> dict[str, dict[str, Any]]:
     return steps
 
 
-def test_spark_reads_with_a_token_its_kafka_provider_obtained(token_broker: Broker) -> None:
+def test_spark_reads_with_a_token_its_kafka_provider_obtained(broker: Broker) -> None:
     topic = unique("spark-dtoken")
-    create_topics(token_broker.bootstrap, 2, topic)  # the PLAINTEXT probe listener; Spark uses SASL only
-    producer = Producer({"bootstrap.servers": token_broker.bootstrap})
+    create_topics(broker.bootstrap, 2, topic)  # the PLAINTEXT probe listener; Spark uses SASL only
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
     expected = []
     for i in range(20):
         producer.produce(topic, key=f"k{i}", value=f"v{i}", partition=i % 2)
         expected.append((f"k{i}", f"v{i}", i % 2))
     assert producer.flush(20) == 0
 
-    steps = run_app(token_broker, topic)
+    steps = run_app(broker, topic)
 
     # Spark's manager, as local mode without Kerberos has it, obtains no token
     assert steps["manager"] == {"security_enabled": False, "kafka_provider_loaded": True, "tokens": 0}
@@ -107,5 +108,5 @@ def test_spark_reads_with_a_token_its_kafka_provider_obtained(token_broker: Brok
     assert [tuple(r) for r in steps["read"]["rows"]] == sorted(expected)
     # the token removed: a new read is refused at its SASL login, which used the token id
     assert "SaslAuthenticationException" in steps["reread"].get("error", ""), steps["reread"]
-    assert f"failed authentication with SCRAM-SHA-512 as {token_id}" in token_broker.logs()
-    assert token_id not in (token_broker.data_dir / "kcompat-delegation-tokens").read_text()
+    assert f"failed authentication with SCRAM-SHA-512 as {token_id}" in broker.logs()
+    assert token_id not in (broker.data_dir / "kcompat-delegation-tokens").read_text()
