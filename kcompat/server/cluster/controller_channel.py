@@ -63,6 +63,14 @@ class ControllerChannel:
         self.target = self.bootstrap[self._next_bootstrap % len(self.bootstrap)]
         self._next_bootstrap += 1
 
+    def rediscover(self, leader: tuple[str, int] | None) -> None:
+        """After NOT_CONTROLLER or a failure: the active controller the metadata names, if it is
+        another one than this channel's, else the next bootstrap server."""
+        if leader is not None and leader != self.target:
+            self.redirect(*leader)
+        else:
+            self.rotate()
+
     async def call(self, api_key: int, version: int, body: Any, timeout_s: float | None = None) -> Any:
         # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
         # arrives as the call completes, and a task cancelled at shutdown would then go on.

@@ -122,11 +122,7 @@ class DirectoryAssignments:
             )
 
     def _rediscover(self) -> None:
-        leader = self._leader()
-        if leader is not None and leader != self._channel.target:
-            self._channel.redirect(*leader)
-        else:
-            self._channel.rotate()
+        self._channel.rediscover(self._leader())
 
     def close(self) -> None:
         if self._task is not None:

@@ -306,11 +306,7 @@ class ForwardingManager:
             return bytes(r.response_data)
 
     def _rediscover(self) -> None:
-        leader = self._leader()
-        if leader is not None and leader != self._channel.target:
-            self._channel.redirect(*leader)
-        else:
-            self._channel.rotate()
+        self._channel.rediscover(self._leader())
 
     def close(self) -> None:
         self._channel.close()

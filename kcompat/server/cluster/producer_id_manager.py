@@ -82,11 +82,7 @@ class ControllerProducerIds:
         self.blocks.on_failure(_now_ms())
 
     def _rediscover(self) -> None:
-        leader = self._leader()
-        if leader is not None and leader != self._channel.target:
-            self._channel.redirect(*leader)
-        else:
-            self._channel.rotate()
+        self._channel.rediscover(self._leader())
 
     def close(self) -> None:
         if self._task is not None:
