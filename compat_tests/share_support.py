@@ -42,6 +42,7 @@ class JavaShareMember:
             "--acknowledgement-mode", "sync", "--verbose", "--command-config", str(config),
         )  # fmt: skip
         self.values: list[str] = []
+        self.warm_partitions: set[int] = set()  # partitions a warm-up record came from
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -53,7 +54,11 @@ class JavaShareMember:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if event.get("name") == "record_data" and event.get("value") != WARM.decode():
+            if event.get("name") != "record_data":
+                continue
+            if event.get("value") == WARM.decode():
+                self.warm_partitions.add(int(event.get("partition", -1)))
+            else:
                 self.values.append(event["value"])
 
     def stop(self) -> None:
