@@ -13,22 +13,17 @@ from kcompat.coordinator.shards import ShardState
 from kcompat.coordinator.transaction import TransactionCoordinator, TxnConfig, TxnResult
 from kcompat.coordinator.transaction.log_records import transaction_partition
 from kcompat.coordinator.transaction.state import TransactionState
-from kcompat.server.cluster.replication.partition import Partition, Registration
-from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender, TxnVerifier
-from kcompat.server.cluster.txn_shards import TxnShards
-from kcompat.server.cluster.txn_writes import ReplicatedTxnWrites
 from kcompat.server.transactions.txn_log import read_state_records
 from kcompat.storage.topic_store import TRANSACTION_STATE
 from kcompat.testing import wait_until
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.messages.end_txn import END_TXN
 from tests.server.broker_harness import HarnessFactory
+from tests.server.cluster_txn_rig import FOLLOWER, follower_partitions, lead, replicated_txn_writes
 from tests.server.groups_harness import GroupHarness, ShardsClock
 from tests.server.test_transactions import add, init
-from tests.server.test_txn_shards import NoEndpoints
 
 N = 3  # transaction.state.log.num.partitions
-FOLLOWER = 2
 
 
 def test_next_transaction_never_precedes_the_last_ones_complete_commit(
@@ -40,7 +35,7 @@ def test_next_transaction_never_precedes_the_last_ones_complete_commit(
     )
     h.create_topic("t", 1)
     broker = h.broker
-    node, svc = broker.node_id, broker.txn_service
+    svc = broker.txn_service
     r = init(h)  # single node: creates __transaction_state and stores "tx"
     pid, epoch = r.producer_id, r.producer_epoch
     assert add(h, pid, epoch, [0]) == [0]
@@ -49,24 +44,12 @@ def test_next_transaction_never_precedes_the_last_ones_complete_commit(
     # Cluster mode, as tests/server/test_txn_shards.py builds it: this broker leads t-0 alone and
     # the partition of "tx" with a follower in its ISR (a record is answered once it has it).
     svc.coordinator.unload(lambda _id: True)
-    parts: dict[tuple[str, int], Partition] = {}
-    broker.replicas.partitions = parts
-    for i in range(N):
-        part = Partition(TRANSACTION_STATE, i, node, broker.replicas.partition_log(TRANSACTION_STATE, i),
-                         Registration(-1, -1, -1, (), ()))  # fmt: skip
-        part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
-        parts[(TRANSACTION_STATE, i)] = part
-    data = Partition("t", 0, node, broker.replicas.partition_log("t", 0), Registration(-1, -1, -1, (), ()))
-    data.make_leader(Registration(node, 1, 1, (node,), (node,)), now_ms=broker.now_ms())
-    parts[("t", 0)] = data
-    shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
-                       topic=broker.metadata.topic, timeout_ms=lambda: 30_000, clock=ShardsClock())  # fmt: skip
-    markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
-                              partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
-    verifier = TxnVerifier(BrokerChannels(NoEndpoints(broker.metadata), "PLAINTEXT", node))
-    svc.writes = writes = ReplicatedTxnWrites(svc, shards=shards, markers=markers, verifier=verifier)
+    parts = follower_partitions(broker, [(TRANSACTION_STATE, i) for i in range(N)] + [("t", 0)])
+    lead(broker, parts[("t", 0)], alone=True)
+    rig = replicated_txn_writes(broker, parts, clock=ShardsClock())
+    shards, markers, writes = rig.shards, rig.markers, rig.writes
     leader = parts[(TRANSACTION_STATE, p)]
-    leader.make_leader(Registration(node, 1, 1, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms())
+    lead(broker, leader)
 
     async def publish() -> None:
         shards.on_image()

@@ -17,9 +17,6 @@ from kcompat.coordinator.transaction.log_records import transaction_partition
 from kcompat.coordinator.transaction.state import TransactionState
 from kcompat.server.cluster.group_shards import GroupShards
 from kcompat.server.cluster.replication.partition import Partition, Registration
-from kcompat.server.cluster.txn_channels import BrokerChannels, TxnMarkerSender, TxnVerifier
-from kcompat.server.cluster.txn_shards import TxnShards
-from kcompat.server.cluster.txn_writes import ReplicatedTxnWrites
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kcompat.testing import wait_until
 from kcompat.wire.error_codes import ErrorCode as E
@@ -32,22 +29,11 @@ from kcompat.wire.messages.txn_offset_commit import TXN_OFFSET_COMMIT
 from kcompat.wire.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kcompat.wire.record_batch import read_header, split_batches
 from tests.server.broker_harness import HarnessFactory, batch
+from tests.server.cluster_txn_rig import FOLLOWER, follower_partitions, lead, replicated_txn_writes
 from tests.server.groups_harness import GroupHarness, ShardsClock
 from tests.server.test_transactions import add, end, init, produce
 
 N = 3  # transaction.state.log.num.partitions
-FOLLOWER = 2
-
-
-class NoEndpoints:
-    """The single-node metadata, with no endpoint for any broker: a coordinator elsewhere cannot be asked."""
-
-    def __init__(self, metadata: Any) -> None:
-        self.topic = metadata.topic
-        self.leader_and_epoch = metadata.leader_and_epoch
-
-    def broker_endpoint(self, node_id: int, listener: str) -> None:
-        return None
 
 
 def txn_batch(h: GroupHarness, version: int, pid: int, seq: int, value: bytes) -> tuple[int, str | None]:
@@ -87,27 +73,10 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(
 
     # From here on, a cluster-mode broker that leads none of __transaction_state yet (t-0 it leads alone).
     svc.coordinator.unload(lambda _id: True)
-    # cluster mode's hosted replicas, which its assembly would hand the replica manager
-    parts: dict[tuple[str, int], Partition] = {}
-    broker.replicas.partitions = parts
-    for i in range(N):
-        part = Partition(TRANSACTION_STATE, i, node, broker.replicas.partition_log(TRANSACTION_STATE, i),
-                         Registration(-1, -1, -1, (), ()))  # fmt: skip
-        part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
-        parts[(TRANSACTION_STATE, i)] = part
-    data = Partition("t", 0, node, broker.replicas.partition_log("t", 0), Registration(-1, -1, -1, (), ()))
-    data.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
-    parts[("t", 0)] = data
+    parts = follower_partitions(broker, [(TRANSACTION_STATE, i) for i in range(N)] + [("t", 0)])
     clock = ShardsClock()  # a wait for replication times out only inside clock.timing_out
-    shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
-                       topic=broker.metadata.topic, timeout_ms=lambda: 30_000, clock=clock)  # fmt: skip
-    # Markers as in cluster mode (the single-node metadata names this broker as every leader,
-    # so they are all written here, as leader, or retried while this broker only follows).
-    markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
-                              partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
-    verifier = TxnVerifier(BrokerChannels(NoEndpoints(broker.metadata), "PLAINTEXT", node))
-    # The service's writes become cluster mode's, as cluster/assembly.py builds them.
-    svc.writes = writes = ReplicatedTxnWrites(svc, shards=shards, markers=markers, verifier=verifier)
+    rig = replicated_txn_writes(broker, parts, clock=clock)
+    shards, writes, data = rig.shards, rig.writes, parts[("t", 0)]
 
     async def publish() -> None:
         shards.on_image()
@@ -122,7 +91,7 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(
 
     # Elected: the shard loads the partition's log; "tx" is back, Ongoing with t-0.
     leader = parts[(TRANSACTION_STATE, p)]
-    leader.make_leader(Registration(node, 1, 1, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms())
+    lead(broker, leader)
     h.run(publish())
     assert shards.table.shards[p] == (ShardState.LOADING, 1)
     wait_until(lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the load", sleep=h.sleep)
@@ -163,7 +132,7 @@ def test_txn_shards_follow_leadership_replicate_writes_and_complete_prepared(
 
     # This broker now leads t-0 (alone) and is elected again for "tx": the load finds the
     # PrepareCommit and completes it, the COMMIT marker in t-0, CompleteCommit once replicated.
-    data.make_leader(Registration(node, 1, 1, (node,), (node,)), now_ms=broker.now_ms())
+    lead(broker, data, alone=True)
     leader.make_leader(Registration(node, 3, 3, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms())
     h.run(publish())
     wait_until(lambda: shards.table.shards[p][0] == ShardState.ACTIVE, "the second load", sleep=h.sleep)
@@ -235,13 +204,7 @@ def test_offsets_marker_waits_for_the_group_shard_to_load(broker_harness: Harnes
     assert h.call(TXN_OFFSET_COMMIT, 3, txn_commit(42)).topics[0].partitions[0].error_code == 0
     # From here on the group side is cluster mode's: a broker that follows every __consumer_offsets partition.
     groups.coordinator.unload(lambda _g: True)
-    parts: dict[tuple[str, int], Partition] = {}
-    broker.replicas.partitions = parts
-    for i in range(N):
-        part = Partition(CONSUMER_OFFSETS, i, node, broker.replicas.partition_log(CONSUMER_OFFSETS, i),
-                         Registration(-1, -1, -1, (), ()))  # fmt: skip
-        part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
-        parts[(CONSUMER_OFFSETS, i)] = part
+    parts = follower_partitions(broker, [(CONSUMER_OFFSETS, i) for i in range(N)])
     groups.shards = shards = GatedShards(groups, partitions=parts, waiters=broker.replicas.fetch_waiters,
                                          topic=broker.metadata.topic, timeout_ms=lambda: 30_000)  # fmt: skip
     groups.offsets_topic.leader_epoch = shards.leader_epoch
@@ -324,23 +287,11 @@ def test_a_batch_while_the_last_markers_are_written_gets_the_retriable_code(
     broker = h.broker
     node, svc = broker.node_id, broker.txn_service
     pid = init(h).producer_id  # single node: creates __transaction_state with "tx"
-    parts: dict[tuple[str, int], Partition] = {}
-    broker.replicas.partitions = parts
-    for topic, i in ((TRANSACTION_STATE, 0), ("t", 0), ("t", 1)):
-        part = Partition(
-            topic, i, node, broker.replicas.partition_log(topic, i), Registration(-1, -1, -1, (), ())
-        )
-        part.make_follower(Registration(FOLLOWER, 0, 0, (node, FOLLOWER), (node, FOLLOWER)))
-        parts[(topic, i)] = part
+    parts = follower_partitions(broker, [(TRANSACTION_STATE, 0), ("t", 0), ("t", 1)])
     state, t0, t1 = parts[(TRANSACTION_STATE, 0)], parts[("t", 0)], parts[("t", 1)]
-    state.make_leader(Registration(node, 1, 1, (node, FOLLOWER), (node, FOLLOWER)), now_ms=broker.now_ms())
-    t0.make_leader(Registration(node, 1, 1, (node,), (node,)), now_ms=broker.now_ms())  # t-1: followed
-    shards = TxnShards(svc, partitions=parts, waiters=broker.replicas.fetch_waiters,
-                       topic=broker.metadata.topic, timeout_ms=lambda: 30_000)  # fmt: skip
-    markers = TxnMarkerSender(BrokerChannels(broker.metadata, "PLAINTEXT", node), write_local=svc.write_marker,
-                              partitions=parts, waiters=broker.replicas.fetch_waiters)  # fmt: skip
-    verifier = TxnVerifier(BrokerChannels(NoEndpoints(broker.metadata), "PLAINTEXT", node))
-    svc.writes = ReplicatedTxnWrites(svc, shards=shards, markers=markers, verifier=verifier)
+    lead(broker, state)
+    lead(broker, t0, alone=True)  # t-1: followed
+    shards = replicated_txn_writes(broker, parts).shards
 
     async def publish() -> None:
         shards.on_image()
