@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kcompat.testing import Broker
+from kcompat.testing import Broker, free_port
 from kcompat.testing_cluster import ControllerQuorum
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,3 +175,18 @@ def cluster_broker(quorum: ControllerQuorum, base: Path, node_id: int, **overrid
 
 def log_has(broker: Broker, text: str) -> bool:
     return text in broker.logs()
+
+
+def scram_broker(base: Path, users: Mapping[str, str], props: Mapping[str, str]) -> Broker:
+    """A started broker with a SASL_PLAINTEXT listener (beside its PLAINTEXT one) whose SCRAM-SHA-512
+    credentials for `users` (name: password) are stored before it starts, as `kcompat serve --add-scram` does."""
+    scram = [a for u, pw in users.items() for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={pw}]")]
+    b = Broker(
+        base / "data",
+        base / "kcompat.log",
+        overrides=dict(props),
+        listeners={"SASL_PLAINTEXT": free_port()},
+        args=scram,
+    )
+    b.start()
+    return b

@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from support import kafka_tool
+from support import kafka_tool, scram_broker
 
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port
 
@@ -53,15 +53,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         "super.users": "User:admin;User:ANONYMOUS",
         "admin.listener": f"127.0.0.1:{free_port()}",  # the console asks for a login: SASL is on
     }
-    scram = [a for u, pw in USERS.items() for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={pw}]")]
-    b = Broker(
-        base / "data",
-        base / "kcompat.log",
-        overrides=props,
-        listeners={"SASL_PLAINTEXT": free_port()},
-        args=scram,
-    )
-    b.start()
+    b = scram_broker(base, USERS, props)
     admin = AdminClient(conf(b, "admin"))
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS]).values():
         f.result(30)

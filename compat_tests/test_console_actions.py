@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from support import scram_broker
 
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
 
@@ -52,15 +53,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         "admin.listener": f"127.0.0.1:{free_port()}",
         "admin.console.token": TOKEN,
     }
-    scram = [a for u, pw in USERS.items() for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={pw}]")]
-    b = Broker(
-        base / "data",
-        base / "kcompat.log",
-        overrides=props,
-        listeners={"SASL_PLAINTEXT": free_port()},
-        args=scram,
-    )
-    b.start()
+    b = scram_broker(base, USERS, props)
     yield b
     b.stop()
 

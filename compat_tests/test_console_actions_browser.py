@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.select import Select
+from support import scram_broker
 from test_console_browser import _chromium, cells, wait_until
 
 from kcompat.testing import TEST_DEFAULTS, Broker, free_port
@@ -42,15 +43,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         "super.users": "User:admin;User:ANONYMOUS",
         "admin.listener": f"127.0.0.1:{free_port()}",
     }
-    scram = [a for u, pw in USERS.items() for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={pw}]")]
-    b = Broker(
-        base / "data",
-        base / "kcompat.log",
-        overrides=props,
-        listeners={"SASL_PLAINTEXT": free_port()},
-        args=scram,
-    )
-    b.start()
+    b = scram_broker(base, USERS, props)
     yield b
     b.stop()
 

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import kafka_tool
+from support import kafka_tool, scram_broker
 
-from kcompat.testing import TEST_DEFAULTS, Broker, free_port
+from kcompat.testing import TEST_DEFAULTS, Broker
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -37,15 +37,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "delegation.token.secret.key": "kcompat-test-token-secret",
     }
-    scram = [a for u, pw in USERS.items() for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={pw}]")]
-    b = Broker(
-        base / "data",
-        base / "kcompat.log",
-        overrides=props,
-        listeners={"SASL_PLAINTEXT": free_port()},
-        args=scram,
-    )
-    b.start()
+    b = scram_broker(base, USERS, props)
     yield b
     b.stop()
 
