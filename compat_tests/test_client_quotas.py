@@ -28,6 +28,7 @@ from support import kafka_tool, kafka_tool_command
 
 from kcompat.testing import Broker
 from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
+from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import decode_response, encode_request
 
 pytestmark = pytest.mark.timeout(600)
@@ -355,3 +356,56 @@ def test_request_percentage_throttles_a_busy_client_only(kcompat: Broker) -> Non
     assert not any(free.throttles)
     assert sent_free == 64 * MIB // len(VALUE) * len(VALUE) + len(VALUE)  # all of it, unhindered
     assert sent_busy < sent_free / 3  # the throttled one held back
+
+
+def api_versions_answered(sockets: list[socket.socket], timeout: float) -> list[bool]:
+    """Send ApiVersions v0 on each socket: whether each got an answer (False: closed unanswered)."""
+    for i, s in enumerate(sockets):
+        s.sendall(encode_request(API_VERSIONS.key, 0, i, {}, client_id="conn-rate"))
+    answered = []
+    for s in sockets:
+        s.settimeout(timeout)
+        try:
+            answered.append(len(s.recv(4)) == 4)
+        except (ConnectionResetError, TimeoutError):
+            answered.append(False)
+    return answered
+
+
+def connect_from(source: str, broker: Broker) -> socket.socket:
+    s = socket.socket()
+    s.bind((source, 0))  # any 127.x.y.z is this machine's loopback: a second client address
+    s.connect((broker.host, broker.port))
+    return s
+
+
+def test_connection_creation_rate_holds_then_closes_one_ips_connections(kcompat: Broker) -> None:
+    """kafka-configs --entity-type ips sets connection_creation_rate=5 on 127.0.0.2: of twelve
+    connections opened from it at once, the rate lets 5 through (quota.window.num=2 here: a 1 s
+    window) and the others are held unanswered and closed within a quota window, as Kafka's acceptor
+    does; 127.0.0.1 is not limited, and once the quota is removed 127.0.0.2 is served again."""
+    out = configs(kcompat, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.2",
+                  "--add-config", "connection_creation_rate=5")  # fmt: skip
+    assert "Completed updating config" in out, out
+    try:
+        limited = [connect_from("127.0.0.2", kcompat) for _ in range(12)]
+        free = [connect_from("127.0.0.1", kcompat) for _ in range(12)]
+        started = time.monotonic()
+        answered = api_versions_answered(limited, timeout=5.0)
+        closed_within = time.monotonic() - started
+        print(
+            f"connection_creation_rate: {sum(answered)} of 12 served, the rest closed in {closed_within:.2f} s"
+        )
+        assert answered == [True] * 5 + [False] * 7, answered
+        assert closed_within < 2.0  # held at most one quota window (1 s), not until the 5 s timeout
+        assert api_versions_answered(free, timeout=5.0) == [True] * 12
+        for s in limited + free:
+            s.close()
+    finally:
+        out = configs(kcompat, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.2",
+                      "--delete-config", "connection_creation_rate")  # fmt: skip
+        assert "Completed updating config" in out, out
+    again = [connect_from("127.0.0.2", kcompat) for _ in range(12)]
+    assert api_versions_answered(again, timeout=5.0) == [True] * 12
+    for s in again:
+        s.close()

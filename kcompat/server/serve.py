@@ -137,6 +137,7 @@ def reactor_for(
     current: Callable[[], BrokerConfig] | None = None,
     transports: Mapping[str, ListenerTransport] | None = None,
     mutes: dict[str, float] | None = None,
+    admit_rate: Callable[[str], int] | None = None,
 ) -> Reactor:
     """A Reactor with the connection settings of `config` (typed values, parsed at load).
 
@@ -156,6 +157,7 @@ def reactor_for(
         receive_buffer=_explicit_int(config, "socket.receive.buffer.bytes"),
         on_disconnect=on_disconnect,
         transports=transports,
+        admit_rate=admit_rate,
     )
 
 
@@ -274,6 +276,7 @@ async def _serve_locked(
         # TLS contexts (ConfigError here), SASL with SCRAM credentials and delegation tokens
         transports=transports(config.listener_security, broker.scram.get, broker.tokens.credential),
         mutes=broker.quotas.mutes,  # a throttled client's connection waits out its throttle time
+        admit_rate=broker.quotas.admit_connection,  # connection_creation_rate of each ip
     )
     opened = _bind(config, reactor, listeners)
     if opened is None:

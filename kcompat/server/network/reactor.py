@@ -3,7 +3,8 @@
 One event loop serves everything. Each listening socket is watched with add_reader; accepted
 sockets become `Connection`s (raw non-blocking sockets, see connection.py). Beyond
 `max.connections` (or `max.connections.per.ip` from one address) a new connection is accepted and
-closed at once. One timer sweeps connections idle longer than `connections.max.idle.ms`.
+closed at once; over an ip's `connection_creation_rate` quota it is held unserved for the throttle
+time and closed then, as Kafka's acceptor does (`admit_rate` says for how long). One timer sweeps connections idle longer than `connections.max.idle.ms`.
 Shutdown stops accepting, lets every connection finish the requests it has received (up to a
 grace period), then closes what is left.
 """
@@ -54,8 +55,11 @@ class Reactor:
         receive_buffer: int = -1,
         on_disconnect: Callable[[Client], None] | None = None,
         transports: Mapping[str, ListenerTransport] | None = None,
+        admit_rate: Callable[[str], int] | None = None,
     ) -> None:
         self._handle = handle
+        self._admit_rate = admit_rate  # host -> 0, or ms to hold its new connection before closing it
+        self._held: set[socket.socket] = set()
         self._transports = dict(transports or {})  # by listener name; none: PLAINTEXT
         self.limits = limits or Limits()
         self._close_errors = close_errors
@@ -74,6 +78,7 @@ class Reactor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last_refusal_log = -_REFUSAL_LOG_INTERVAL_S
         self.refused = 0
+        self.throttled = 0  # connections held and closed for connection_creation_rate
         self.accepted = 0  # connections admitted since start-up (/metrics)
 
     # -- listening --------------------------------------------------------------------------------
@@ -119,6 +124,9 @@ class Reactor:
         for sock, _ in self._listening.values():
             sock.close()
         self._listening.clear()
+        for held in self._held:
+            held.close()
+        self._held.clear()
 
     def _accept(self, server: socket.socket, listener: Listener) -> None:
         for _ in range(_ACCEPTS_PER_EVENT):
@@ -142,6 +150,11 @@ class Reactor:
         if len(self.connections) >= self.max_connections():
             self._refuse(sock, f"max.connections ({self.max_connections()}) reached", host, port)
             return
+        if self._admit_rate is not None:
+            hold_ms = self._admit_rate(host)
+            if hold_ms > 0:
+                self._hold(sock, hold_ms, host, port)
+                return
         if self._per_ip[host] >= self.max_connections_per_ip():
             self._refuse(
                 sock, f"max.connections.per.ip ({self.max_connections_per_ip()}) reached", host, port
@@ -200,13 +213,39 @@ class Reactor:
     def _refuse(self, sock: socket.socket, why: str, host: str, port: int) -> None:
         sock.close()
         self.refused += 1
-        assert self._loop is not None
-        now = self._loop.time()
-        if now - self._last_refusal_log >= _REFUSAL_LOG_INTERVAL_S:
-            self._last_refusal_log = now
+        if self._may_log():
             log.warning(
                 "refused connection from %s:%d: %s (%d refused so far)", host, port, why, self.refused
             )
+
+    def _hold(self, sock: socket.socket, hold_ms: int, host: str, port: int) -> None:
+        """Over the ip's connection_creation_rate: read nothing from the socket, close it later."""
+        assert self._loop is not None
+        self._held.add(sock)
+        self._loop.call_later(hold_ms / 1000, self._release, sock)
+        self.throttled += 1
+        if self._may_log():
+            log.warning(
+                "throttled connection from %s:%d: over the connection_creation_rate quota of its ip; "
+                "closing it in %d ms (%d throttled so far)",
+                host,
+                port,
+                hold_ms,
+                self.throttled,
+            )
+
+    def _release(self, sock: socket.socket) -> None:
+        if sock in self._held:
+            self._held.discard(sock)
+            sock.close()
+
+    def _may_log(self) -> bool:
+        assert self._loop is not None
+        now = self._loop.time()
+        if now - self._last_refusal_log < _REFUSAL_LOG_INTERVAL_S:
+            return False
+        self._last_refusal_log = now
+        return True
 
     def _closed(self, conn: Connection) -> None:
         if conn in self.connections:

@@ -1,7 +1,7 @@
 """The quota managers of a broker (Kafka's QuotaFactory.QuotaManagers): one ClientQuotaManager per
 quota type (produce, fetch, request: request_percentage, charged by the dispatcher with each request's time)
-and the ControllerMutationQuotaManager (CreateTopics, CreatePartitions, DeleteTopics), over one
-table of client quotas (the entities and values AlterClientQuotas set).
+the ControllerMutationQuotaManager (CreateTopics, CreatePartitions, DeleteTopics) and the
+ConnectionQuotas (connection_creation_rate of an ip, which the Reactor asks), over one table of client quotas (the entities and values AlterClientQuotas set).
 
     Produce ──bytes──► produce.record(principal, client id) ──► throttle ms ─┐
     Fetch ──bytes──► fetch.record(...) (an empty answer when throttled)  ─────┤
@@ -32,6 +32,7 @@ from kcompat.quotas.entities import (
     resolve,
 )
 from kcompat.quotas.rate import QuotaWindow, Rate, TokenBucket
+from kcompat.server.quotas.connection_quotas import ConnectionQuotas
 from kcompat.storage.quota_store import QuotaStore
 
 log = logging.getLogger("kcompat.server.quotas")
@@ -163,6 +164,7 @@ class QuotaManagers:
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, window)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, window)
         self.controller_mutation = ControllerMutationQuotaManager(window)
+        self.connection = ConnectionQuotas(window)
         self._clock = clock
         self._store = store
         # connection id -> seconds the connection reads nothing after its answer (KIP-219)
@@ -177,7 +179,7 @@ class QuotaManagers:
     def replace(self, table: Mapping[Entity, Mapping[str, float]]) -> None:
         """A new table (an AlterClientQuotas here, or a new metadata image)."""
         self.table = MappingProxyType({e: MappingProxyType(dict(v)) for e, v in table.items() if v})
-        for manager in (self.produce, self.fetch, self.request, self.controller_mutation):
+        for manager in (self.produce, self.fetch, self.request, self.controller_mutation, self.connection):
             manager.update(self.table)
 
     def alter(self, changes: Mapping[Entity, Mapping[str, float | None]]) -> None:
@@ -194,6 +196,10 @@ class QuotaManagers:
         if self._store is not None:
             self._store.save(table)
         self.replace(table)
+
+    def admit_connection(self, host: str) -> int:
+        """connection_creation_rate: 0 to serve a new connection from `host`, else ms to hold it."""
+        return self.connection.admit(host, self.now_ms()) if self.connection.on else 0
 
     def throttle(self, connection_id: str, throttle_ms: int) -> None:
         """Mute the connection for `throttle_ms` once its answer is out (longest wins)."""
