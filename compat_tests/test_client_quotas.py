@@ -409,3 +409,27 @@ def test_connection_creation_rate_holds_then_closes_one_ips_connections(kcompat:
     assert api_versions_answered(again, timeout=5.0) == [True] * 12
     for s in again:
         s.close()
+
+
+def test_connection_limits_of_one_address_change_at_run_time(kcompat: Broker) -> None:
+    """max.connections.per.ip.overrides set with kafka-configs on the brokers' default (dynamic, as
+    in Kafka): 127.0.0.2 gets at most 2 connections, 127.0.0.1 keeps its limit; deleted, 127.0.0.2
+    is back to max.connections.per.ip."""
+    out = configs(kcompat, "--alter", "--entity-type", "brokers", "--entity-default",
+                  "--add-config", "max.connections.per.ip.overrides=[127.0.0.2:2]")  # fmt: skip
+    assert "Completed updating default config" in out, out
+    try:
+        limited = [connect_from("127.0.0.2", kcompat) for _ in range(4)]
+        free = [connect_from("127.0.0.1", kcompat) for _ in range(4)]
+        assert api_versions_answered(limited, timeout=5.0) == [True] * 2 + [False] * 2
+        assert api_versions_answered(free, timeout=5.0) == [True] * 4
+        for s in limited + free:
+            s.close()
+    finally:
+        out = configs(kcompat, "--alter", "--entity-type", "brokers", "--entity-default",
+                      "--delete-config", "max.connections.per.ip.overrides")  # fmt: skip
+        assert "Completed updating default config" in out, out
+    again = [connect_from("127.0.0.2", kcompat) for _ in range(4)]
+    assert api_versions_answered(again, timeout=5.0) == [True] * 4
+    for s in again:
+        s.close()

@@ -33,6 +33,7 @@ from kcompat.config import (
 )
 from kcompat.config.broker_kafka_properties import INTERNAL
 from kcompat.config.broker_properties import is_cluster_id
+from kcompat.config.connection_limits import ip_overrides
 from kcompat.config.definition import format_value, java_double, parse_typed
 from kcompat.config.log_config import LOG_CONFIG_PROPERTIES
 
@@ -780,3 +781,17 @@ def test_topic_config_values_are_resolved_once_per_config() -> None:
         tc.get("no.such.config")
     with pytest.raises(KeyError, match="unknown topic config"):
         tc.get("no.such.config")
+
+
+def test_max_connections_per_ip_overrides_parse_as_kafka() -> None:
+    """CoreUtils.parseCsvMap: host:count pairs, the count after the last colon (IPv6 hosts too)."""
+    assert dict(ip_overrides("127.0.0.2:3, ::1:5,host-a:0")) == {"127.0.0.2": 3, "::1": 5, "host-a": 0}
+    assert dict(ip_overrides("0:0:0:0:0:0:0:1:7")) == {"::1": 7}
+    assert dict(ip_overrides("")) == {}
+    for bad in ("127.0.0.2", "127.0.0.2:x", ":3", "127.0.0.2:-1"):
+        with pytest.raises(ConfigError, match=r"max\.connections\.per\.ip\.overrides"):
+            BrokerConfig({"max.connections.per.ip.overrides": bad})
+    config = BrokerConfig(
+        {"max.connections.per.ip.overrides": "127.0.0.2:3", "max.connection.creation.rate": "5"}
+    )
+    assert config.max_connection_creation_rate == 5

@@ -6,7 +6,7 @@ bounds is refused as Kafka refuses it, and DescribeConfigs lists what Kafka list
 The rows were read from the 4.3.1 jars (ConfigDef.configKeys and ALL_DYNAMIC_CONFIGS). A property
 one of kcompat's own tables defines is used from there (BROKER_CONFIGS skips these rows for it).
 These are accepted and reported; `ignored` says why one has no effect (None: kcompat reads it, the
-listener security settings through kcompat.config.security, the group bounds in BrokerConfig).
+listener security settings through kcompat.config.security, the group bounds in BrokerConfig, the connection limits in the Reactor).
 Of the dynamic ones, RESTART_ONLY_SECURITY cannot change while kcompat runs: its listeners' TLS
 contexts and SASL servers are built at start-up. INTERNAL are not described, as in Kafka.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kcompat.config.connection_limits import valid_ip_overrides
 from kcompat.config.definition import (
     Check,
     ConfigDef,
@@ -48,6 +49,7 @@ GSSAPI = (
 )
 TIERED, QUORUM, JMX = NO_TIERED_STORAGE, NO_QUORUM, NO_JMX
 NON_EMPTY = Check(lambda v: bool(str(v).strip()), "a non-empty string")
+IP_OVERRIDES = Check(valid_ip_overrides, "host:count pairs separated by commas, each count >= 0")
 
 
 def k(
@@ -163,8 +165,8 @@ KAFKA_PROPERTIES: list[ConfigDef] = [
     k("leader.imbalance.check.interval.seconds", LONG, 300, ONLY, H, at_least(1)),
     k("log.dir.failure.timeout.ms", LONG, 30000, ONLY, L, at_least(1)),
     k("log.initial.task.delay.ms", LONG, 30000, ONLY, L, at_least(0)),
-    k("max.connection.creation.rate", INT, 2147483647, ONLY, M, at_least(0), True),
-    k("max.connections.per.ip.overrides", STRING, "", ONLY, M, None, True),
+    k("max.connection.creation.rate", INT, 2147483647, None, M, at_least(0), True),
+    k("max.connections.per.ip.overrides", STRING, "", None, M, IP_OVERRIDES, True),
     k("max.request.partition.size.limit", INT, 2000, ONLY, M, at_least(1)),
     k("metadata.log.max.record.bytes.between.snapshots", LONG, 20971520, QUORUM, H, at_least(1)),
     k("metadata.log.max.snapshot.interval.ms", LONG, 3600000, QUORUM, H, at_least(0)),

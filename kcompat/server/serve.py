@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from kcompat.config.broker_config import BrokerConfig
+from kcompat.config.connection_limits import address, ip_overrides
+from kcompat.config.definition import INT_MAX
 from kcompat.config.errors import ConfigError
 from kcompat.config.listeners import Listener
 from kcompat.log.dir_lock import LogDirInUse, lock_log_dirs
@@ -138,6 +140,7 @@ def reactor_for(
     transports: Mapping[str, ListenerTransport] | None = None,
     mutes: dict[str, float] | None = None,
     admit_rate: Callable[[str], int] | None = None,
+    connection_rate: Callable[[float], int] | None = None,
 ) -> Reactor:
     """A Reactor with the connection settings of `config` (typed values, parsed at load).
 
@@ -152,13 +155,38 @@ def reactor_for(
         close_errors=close_errors,
         idle_ms=config.connections_max_idle_ms,
         max_connections=lambda: now().max_connections,
-        max_connections_per_ip=lambda: now().max_connections_per_ip,
+        max_connections_per_ip=lambda host: _max_connections_from(now(), host),
         send_buffer=config.socket_send_buffer_bytes,
         receive_buffer=_explicit_int(config, "socket.receive.buffer.bytes"),
         on_disconnect=on_disconnect,
         transports=transports,
         admit_rate=admit_rate,
+        accept_delay=None if connection_rate is None else _accept_delay(config, now, connection_rate),
     )
+
+
+def _max_connections_from(config: BrokerConfig, host: str) -> int:
+    """max.connections.per.ip, or this address's own limit in max.connections.per.ip.overrides."""
+    overrides = ip_overrides(config.max_connections_per_ip_overrides)
+    if overrides:
+        return overrides.get(address(host), config.max_connections_per_ip)
+    return int(config.max_connections_per_ip)
+
+
+def _accept_delay(
+    config: BrokerConfig, current: Callable[[], BrokerConfig], record: Callable[[float], int]
+) -> Callable[[str], int]:
+    """max.connection.creation.rate: the ms a new connection on `listener` waits (`record` counts
+    it). The inter-broker listener is exempt, as Kafka protects it."""
+    protected = config.get("inter.broker.listener.name") or config.get("security.inter.broker.protocol")
+
+    def delay(listener: str) -> int:
+        bound = current().max_connection_creation_rate
+        if bound >= INT_MAX or listener == protected:
+            return 0
+        return record(float(bound))
+
+    return delay
 
 
 def log_dirs_of(config: BrokerConfig) -> list[Path]:
@@ -277,6 +305,7 @@ async def _serve_locked(
         transports=transports(config.listener_security, broker.scram.get, broker.tokens.credential),
         mutes=broker.quotas.mutes,  # a throttled client's connection waits out its throttle time
         admit_rate=broker.quotas.admit_connection,  # connection_creation_rate of each ip
+        connection_rate=broker.quotas.record_connection,  # max.connection.creation.rate
     )
     opened = _bind(config, reactor, listeners)
     if opened is None:

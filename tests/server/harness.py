@@ -145,10 +145,13 @@ class ServerThread:
         self.loop.call_soon(self._started.set_result, None)
         self.loop.run_forever()
 
-    def connect(self, rcvbuf: int | None = None) -> socket.socket:
+    def connect(self, rcvbuf: int | None = None, source: str | None = None) -> socket.socket:
+        """A client connection; from `source` (another 127.x address) to look like a second host."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source is not None:
+            sock.bind((source, 0))
         sock.settimeout(5)
         sock.connect(("127.0.0.1", self.port))
         return sock

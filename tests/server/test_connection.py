@@ -339,11 +339,40 @@ def test_max_connections_refuses_the_excess(start: Any, caplog: pytest.LogCaptur
 
 
 def test_max_connections_per_ip(start: Any) -> None:
-    server = start(max_connections_per_ip=lambda: 1)
+    server = start(max_connections_per_ip=lambda host: 1)
     with server.connect() as a, server.connect() as b:
         assert closed_by_peer(b)
         a.sendall(request(1, "echo:ok"))
         assert recv_response(a) == (1, b"ok")
+
+
+def test_max_connections_per_ip_is_asked_per_address(start: Any) -> None:
+    """max.connections.per.ip.overrides: the limit of one address does not bind another."""
+    server = start(max_connections_per_ip=lambda host: 1 if host == "127.0.0.2" else 3)
+    with server.connect(source="127.0.0.2") as a, server.connect(source="127.0.0.2") as b:
+        assert closed_by_peer(b)
+        with server.connect() as c, server.connect() as d:
+            for i, s in enumerate((a, c, d)):
+                s.sendall(request(i, "echo:ok"))
+                assert recv_response(s) == (i, b"ok")
+
+
+def test_an_accept_delay_holds_that_connection_and_the_backlog(start: Any) -> None:
+    """max.connection.creation.rate: over it the acceptor waits before it serves the connection,
+    and accepts no other meanwhile; both are served once the wait is over."""
+    delays = [400]  # the first connection waits 400 ms, the rest none
+
+    def accept_delay(listener: str) -> int:
+        return delays.pop() if delays else 0
+
+    server = start(accept_delay=accept_delay)
+    started = time.monotonic()
+    with server.connect() as a, server.connect() as b:
+        b.sendall(request(2, "echo:second"))
+        a.sendall(request(1, "echo:first"))
+        assert recv_response(b) == (2, b"second")
+        assert recv_response(a) == (1, b"first")
+        assert time.monotonic() - started >= 0.4
 
 
 def test_a_client_that_never_reads_does_not_grow_the_buffer(start: Any) -> None:

@@ -4,7 +4,9 @@ One event loop serves everything. Each listening socket is watched with add_read
 sockets become `Connection`s (raw non-blocking sockets, see connection.py). Beyond
 `max.connections` (or `max.connections.per.ip` from one address) a new connection is accepted and
 closed at once; over an ip's `connection_creation_rate` quota it is held unserved for the throttle
-time and closed then, as Kafka's acceptor does (`admit_rate` says for how long). One timer sweeps connections idle longer than `connections.max.idle.ms`.
+time and closed then, as Kafka's acceptor does (`admit_rate` says for how long); over
+`max.connection.creation.rate` the acceptor waits before it serves it and accepts nothing
+meanwhile (`accept_delay`). One timer sweeps connections idle longer than `connections.max.idle.ms`.
 Shutdown stops accepting, lets every connection finish the requests it has received (up to a
 grace period), then closes what is left.
 """
@@ -50,15 +52,17 @@ class Reactor:
         close_errors: tuple[type[BaseException], ...] = (),
         idle_ms: int = 600000,
         max_connections: Callable[[], int] = lambda: 2**31 - 1,
-        max_connections_per_ip: Callable[[], int] = lambda: 2**31 - 1,
+        max_connections_per_ip: Callable[[str], int] = lambda host: 2**31 - 1,
         send_buffer: int = -1,
         receive_buffer: int = -1,
         on_disconnect: Callable[[Client], None] | None = None,
         transports: Mapping[str, ListenerTransport] | None = None,
         admit_rate: Callable[[str], int] | None = None,
+        accept_delay: Callable[[str], int] | None = None,
     ) -> None:
         self._handle = handle
         self._admit_rate = admit_rate  # host -> 0, or ms to hold its new connection before closing it
+        self._accept_delay = accept_delay  # listener name -> 0, or ms to wait before serving
         self._held: set[socket.socket] = set()
         self._transports = dict(transports or {})  # by listener name; none: PLAINTEXT
         self.limits = limits or Limits()
@@ -143,7 +147,22 @@ class Reactor:
                 assert self._loop is not None
                 self._loop.call_later(_ACCEPT_RETRY_S, self._resume_accepting)
                 return
+            delay_ms = self._accept_delay(listener.name) if self._accept_delay is not None else 0
+            if delay_ms > 0:
+                # over max.connection.creation.rate: this one waits, the others in the backlog
+                self._pause_accepting()
+                self._held.add(sock)
+                assert self._loop is not None
+                self._loop.call_later(delay_ms / 1000, self._admit_late, sock, peer, listener)
+                return
             self._admit(sock, peer, listener)
+
+    def _admit_late(self, sock: socket.socket, peer: tuple[object, ...], listener: Listener) -> None:
+        if sock not in self._held:
+            return  # shut down meanwhile: closed with the listeners
+        self._held.discard(sock)
+        self._admit(sock, peer, listener)
+        self._resume_accepting()
 
     def _admit(self, sock: socket.socket, peer: tuple[object, ...], listener: Listener) -> None:
         host, port = _address(peer)
@@ -155,10 +174,9 @@ class Reactor:
             if hold_ms > 0:
                 self._hold(sock, hold_ms, host, port)
                 return
-        if self._per_ip[host] >= self.max_connections_per_ip():
-            self._refuse(
-                sock, f"max.connections.per.ip ({self.max_connections_per_ip()}) reached", host, port
-            )
+        most = self.max_connections_per_ip(host)
+        if self._per_ip[host] >= most:
+            self._refuse(sock, f"max.connections.per.ip ({most} for this address) reached", host, port)
             return
         try:
             if sock.family in (socket.AF_INET, socket.AF_INET6):

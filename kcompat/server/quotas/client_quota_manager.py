@@ -201,6 +201,10 @@ class QuotaManagers:
         """connection_creation_rate: 0 to serve a new connection from `host`, else ms to hold it."""
         return self.connection.admit(host, self.now_ms()) if self.connection.on else 0
 
+    def record_connection(self, bound: float) -> int:
+        """max.connection.creation.rate: ms the acceptor waits before serving a new connection."""
+        return self.connection.broker_rate(bound, self.now_ms())
+
     def throttle(self, connection_id: str, throttle_ms: int) -> None:
         """Mute the connection for `throttle_ms` once its answer is out (longest wins)."""
         if throttle_ms > 0:

@@ -1,8 +1,11 @@
-"""connection_creation_rate for `ip` entities (Kafka's ConnectionQuotas, KIP-612): new connections a
-second from one address. A quota on an address applies to it; one on the `<default>` ip to each
-address on its own. The rate is Kafka's windowed Rate over the client quotas' window.
+"""Connection creation rates (Kafka's ConnectionQuotas, KIP-612), in Kafka's windowed Rate over the
+client quotas' window:
+- `connection_creation_rate` of `ip` entities: new connections a second from one address. A quota
+  on an address applies to it; one on the `<default>` ip to each address on its own.
+- `max.connection.creation.rate`, broker-wide: over it the acceptor waits out the throttle time
+  before it serves the connection, and accepts no other meanwhile (they wait in the backlog).
 
-Over the quota, Kafka takes the connection back out of the rate and neither serves nor closes it
+Over an ip's quota, Kafka takes the connection back out of the rate and neither serves nor closes it
 at once: the acceptor holds the socket and closes it when the throttle time (at most one quota
 window) is over, so a client that reconnects in a loop is slowed down rather than spun. The
 Reactor does the holding; this class decides for how long.
@@ -10,24 +13,15 @@ Reactor does the holding; this class decides for how long.
 
 from __future__ import annotations
 
-import ipaddress
-
+from kcompat.config.connection_limits import address as _address
 from kcompat.quotas.entities import CONNECTION_CREATION_RATE, IP, QuotaTable
 from kcompat.quotas.rate import QuotaWindow, Rate
 
 __all__ = ["ConnectionQuotas"]
 
 
-def _address(name: str) -> str:
-    """One spelling per address, as Kafka compares InetAddresses ("::1" and "0:0::1" alike)."""
-    try:
-        return str(ipaddress.ip_address(name))
-    except ValueError:
-        return name  # a host name: Kafka resolves it; kcompat matches it as written
-
-
 class ConnectionQuotas:
-    __slots__ = ("_default", "_per_ip", "_rates", "on", "window")
+    __slots__ = ("_broker", "_default", "_per_ip", "_rates", "on", "window")
 
     def __init__(self, window: QuotaWindow) -> None:
         self.window = window
@@ -35,6 +29,7 @@ class ConnectionQuotas:
         self._per_ip: dict[str, float] = {}
         self._default: float | None = None
         self._rates: dict[str, Rate] = {}
+        self._broker = Rate(window)
 
     def update(self, table: QuotaTable) -> None:
         per_ip: dict[str, float] = {}
@@ -70,3 +65,8 @@ class ConnectionQuotas:
             return 0
         rate.add(-1.0, now_ms)
         return min(throttle, self.window.window_ms)  # QuotaUtils.boundedThrottleTime
+
+    def broker_rate(self, bound: float, now_ms: int) -> int:
+        """Record a new connection against max.connection.creation.rate (`bound`): 0, or how long
+        (ms) the acceptor waits before it takes the connection (and any other)."""
+        return min(self._broker.record(1.0, bound, now_ms), self.window.window_ms)
