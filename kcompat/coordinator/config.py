@@ -26,6 +26,8 @@ class CoordinatorConfig:
         "range",
         "roundrobin",
     )  # group.consumer.assignors; first = default
+    # KIP-1071 streams groups
+    streams_initial_rebalance_delay_ms: int = 3000  # group.streams.initial.rebalance.delay.ms
 
     @property
     def offsets_retention_ms(self) -> int:

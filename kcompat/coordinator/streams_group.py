@@ -101,6 +101,9 @@ class StreamsGroup:
     target: dict[str, TaskSet] = field(default_factory=dict)
     endpoint_information_epoch: int = 0
     shutdown_requested: bool = False
+    # streams.initial.rebalance.delay.ms: no target is computed before this (None: no delay running).
+    # Not in the records, as Kafka's timer is not: after a load the next heartbeat assigns.
+    initial_rebalance_deadline: int | None = None
 
     def state(self) -> StreamsGroupState:
         if not self.members:

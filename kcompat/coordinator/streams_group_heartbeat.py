@@ -7,7 +7,9 @@ member joining with another one at the same or a later epoch is refused, one at 
 told STALE_TOPOLOGY. Each heartbeat configures the topology against the topics (streams_topology.py):
 internal topics still missing come back for the broker to create. When membership or the topics
 changed, the group epoch is bumped and the target assignment recomputed (streams_assignor.py);
-the member then moves one reconciliation step towards it (streams_group.py).
+the member then moves one reconciliation step towards it (streams_group.py). A member joining an
+empty group starts streams.initial.rebalance.delay.ms: until its timer fires no target is computed
+and heartbeats hear ASSIGNMENT_DELAYED, so that members starting together get one assignment.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from kcompat.coordinator.streams_group_records import (
     emit_topology,
 )
 from kcompat.coordinator.streams_topology import (
+    ASSIGNMENT_DELAYED,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     InternalTopic,
@@ -64,6 +67,10 @@ ACCEPTABLE_RECOVERY_LAG = 10_000
 TASK_OFFSET_INTERVAL_MS = 60_000
 
 
+DELAYED_STATUS = sgh.Status(
+    status_code=ASSIGNMENT_DELAYED,
+    status_detail="Assignment delayed due to the configured initial rebalance delay.",
+)
 SHUTDOWN_STATUS = sgh.Status(
     status_code=SHUTDOWN_APPLICATION,
     status_detail="A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire "
@@ -130,6 +137,8 @@ class StreamsGroupProtocol:
                 yield m.session_deadline, partial(self._fence, g, m)
             if m.rebalance_deadline is not None:
                 yield m.rebalance_deadline, partial(self._fence, g, m)
+        if g.initial_rebalance_deadline is not None:
+            yield g.initial_rebalance_deadline, partial(self._initial_rebalance, g)
 
     def restart_timers(self, g: StreamsGroup, now: int) -> None:
         for m in g.members.values():
@@ -148,7 +157,7 @@ class StreamsGroupProtocol:
         if error is not None:
             return _error(E.INVALID_REQUEST, error, req.member_id)
         if req.member_epoch in (LEAVE, STATIC_LEAVE):
-            return self._leave(out, req)
+            return self._leave(out, req, now_ms)
         group = self.store.groups.get(req.group_id)
         if (
             isinstance(group, ClassicGroup)
@@ -181,6 +190,7 @@ class StreamsGroupProtocol:
     ) -> StreamsHeartbeatResult:
         statuses: list[sgh.Status] = []
         joining = req.member_epoch == 0
+        was_empty = not group.members
         topology = topology_of(req.topology) if req.topology is not None else None
         if (refused := _check_topology(group, topology, statuses, req.member_id)) is not None:
             return refused
@@ -211,9 +221,14 @@ class StreamsGroupProtocol:
         if bump:
             group.group_epoch += 1
             emit_group_epoch(out, group)
-        if group.group_epoch > group.assignment_epoch:
+        if was_empty:
+            self._start_initial_delay(group, now)
+        delayed = self._delayed(group, now)
+        if delayed:
+            statuses.append(DELAYED_STATUS)
+        elif group.group_epoch > group.assignment_epoch:
             self._update_target(out, group)
-        after = self._reconcile(out, group, req.member_id, now)
+        after = self._reconcile(out, group, req.member_id, now, delayed)
         if group.shutdown_requested:
             statuses.append(SHUTDOWN_STATUS)
         full = joining or req.active_tasks is not None
@@ -289,6 +304,29 @@ class StreamsGroupProtocol:
         statuses.extend(sgh.Status(status_code=c, status_detail=d) for c, d in configured.statuses)
         return configured.missing_internal, changed
 
+    def _start_initial_delay(self, group: StreamsGroup, now: int) -> None:
+        """A member joining an empty group: the first target waits streams.initial.rebalance.delay.ms
+        so that members starting together get one assignment (Kafka schedules it if absent)."""
+        delay = self.store.group_int(
+            group.group_id,
+            "streams.initial.rebalance.delay.ms",
+            self.store.config.streams_initial_rebalance_delay_ms,
+        )
+        if delay > 0 and group.initial_rebalance_deadline is None:
+            group.initial_rebalance_deadline = now + delay
+
+    def _delayed(self, group: StreamsGroup, now: int) -> bool:
+        deadline = group.initial_rebalance_deadline
+        return deadline is not None and now < deadline
+
+    def _initial_rebalance(self, group: StreamsGroup, out: Effects, now: int) -> None:
+        """The initial delay is over: the target for every member that joined meanwhile."""
+        group.initial_rebalance_deadline = None
+        if self.store.groups.get(group.group_id) is not group or not group.members:
+            return
+        if group.configured is not None and group.group_epoch > group.assignment_epoch:
+            self._update_target(out, group)
+
     def _update_target(self, out: Effects, group: StreamsGroup) -> None:
         configured = group.configured
         tasks = configured.tasks if configured is not None and configured.ready else {}
@@ -302,11 +340,17 @@ class StreamsGroupProtocol:
         group.endpoint_information_epoch += 1
         emit_target(out, group)
 
-    def _reconcile(self, out: Effects, group: StreamsGroup, member_id: str, now: int) -> StreamsMember:
+    def _reconcile(
+        self, out: Effects, group: StreamsGroup, member_id: str, now: int, delayed: bool
+    ) -> StreamsMember:
         before = group.members[member_id]
-        after = reconcile(
-            before, group.assignment_epoch, group.target.get(member_id, TaskSet()), group.active_owners()
-        )
+        if delayed:
+            # Kafka's answer while the initial delay runs: no tasks, at an epoch of at least 1, so
+            # that the member's next heartbeats are not taken for joins (epoch 0 is a join).
+            epoch, target = max(1, group.assignment_epoch), TaskSet()
+        else:
+            epoch, target = group.assignment_epoch, group.target.get(member_id, TaskSet())
+        after = reconcile(before, epoch, target, group.active_owners())
         if after is not before:
             emit_current_assignment(out, group.group_id, after)
         group.members[member_id] = after
@@ -318,7 +362,7 @@ class StreamsGroupProtocol:
             after.rebalance_deadline = None
         return after
 
-    def _leave(self, out: Effects, req: sgh.StreamsGroupHeartbeatRequest) -> StreamsHeartbeatResult:
+    def _leave(self, out: Effects, req: sgh.StreamsGroupHeartbeatRequest, now: int) -> StreamsHeartbeatResult:
         group = self.store.groups.get(req.group_id)
         if not isinstance(group, StreamsGroup):
             return _error(E.GROUP_ID_NOT_FOUND, f"Streams group {req.group_id} not found.", req.member_id)
@@ -335,7 +379,7 @@ class StreamsGroupProtocol:
             group.members[member.member_id] = left
             emit_current_assignment(out, group.group_id, left)
         else:
-            self._remove(out, group, member)
+            self._remove(out, group, member, now)
         return StreamsHeartbeatResult(
             sgh.StreamsGroupHeartbeatResponse(
                 member_id=req.member_id, member_epoch=req.member_epoch, status=None
@@ -344,9 +388,9 @@ class StreamsGroupProtocol:
 
     def _fence(self, group: StreamsGroup, member: StreamsMember, out: Effects, now: int) -> None:
         if group.members.get(member.member_id) is member:
-            self._remove(out, group, member)
+            self._remove(out, group, member, now)
 
-    def _remove(self, out: Effects, group: StreamsGroup, member: StreamsMember) -> None:
+    def _remove(self, out: Effects, group: StreamsGroup, member: StreamsMember, now: int) -> None:
         del group.members[member.member_id]
         emit_member_tombstones(out, group.group_id, member.member_id)
         group.target.pop(member.member_id, None)
@@ -359,7 +403,8 @@ class StreamsGroupProtocol:
             group.shutdown_requested = False
         group.group_epoch += 1
         emit_group_epoch(out, group)
-        self._update_target(out, group)
+        if not self._delayed(group, now):
+            self._update_target(out, group)
 
 
 def _metadata(m: StreamsMember) -> tuple[object, ...]:

@@ -80,7 +80,10 @@ def endpoints(group: StreamsGroup) -> list[sgh.EndpointToPartitions]:
 
 
 def validate(req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
-    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid, its messages."""
+    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid, its messages. Before it, as Kafka 4.3.1
+    does, a source topic regex is refused (Streams 4.3.1 refuses Pattern sources on this protocol)."""
+    if req.topology is not None and any(s.source_topic_regex for s in req.topology.subtopologies):
+        return "Regular expressions for source topics are not supported yet."
     if not req.group_id:
         return "GroupId can't be empty."
     if not req.member_id:

@@ -9,7 +9,9 @@ from kcompat.coordinator.consumer_protocol import encode_assignment, encode_subs
 from kcompat.coordinator.records import Record
 from kcompat.coordinator.result import Completion, CoordinatorResult, TickResult
 
-FAST = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1)
+FAST = CoordinatorConfig(
+    group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1, streams_initial_rebalance_delay_ms=0
+)
 
 
 def protocols(*names: str, topics: tuple[str, ...] = ("t",)) -> list[JoinGroupProtocol]:
