@@ -431,7 +431,7 @@ def test_instances_starting_together_get_one_assignment(
         assert len(targets) == 1 and "2 member(s) with a new target" in targets[0], targets
         assert all(e.get("error") is None for e in apps[0].events() + apps[1].events())
         report_figure(
-            "streams groups (KIP-1071)",
+            "streams groups: initial rebalance delay",
             f"two instances started together with streams.initial.rebalance.delay.ms={delay_ms}: "
             f"one target assignment, both RUNNING {running:.1f}s after start; output exact",
         )
