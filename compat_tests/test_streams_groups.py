@@ -322,7 +322,8 @@ def join_fields(source: str, changelog: str, process: str | None = "p1") -> dict
 
 def test_bad_heartbeats_get_kafkas_answers(broker: Broker) -> None:
     """Raw StreamsGroupHeartbeats: a missing source topic, an internal topic that exists with the
-    wrong partition count, a changed topology, an unknown member, a join without a process id."""
+    wrong partition count, a changed topology, an unknown member, a join without a process id, and
+    the features Kafka 4.3.1 refuses (source regexes, static members, task offsets, warm-up tasks)."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for f in admin.create_topics([NewTopic("bad-in", 4, 1), NewTopic("bad-counts-changelog", 2, 1)]).values():
         f.result(20)
@@ -353,6 +354,19 @@ def test_bad_heartbeats_get_kafkas_answers(broker: Broker) -> None:
         E.INVALID_REQUEST,
         "Regular expressions for source topics are not supported yet.",  # Kafka 4.3.1's answer
     )
+    offset = [{"subtopology_id": "0", "partition": 0, "offset": 1}]
+    for extra, message in (  # Kafka 4.3.1's unsupported features, checked in this order
+        ({"instance_id": "i1", "task_offsets": offset}, "Static membership is not yet supported."),
+        ({"task_offsets": offset, "task_end_offsets": offset}, "TaskOffsets are not supported yet."),
+        ({"task_end_offsets": offset}, "TaskEndOffsets are not supported yet."),
+        (
+            {"warmup_tasks": [{"subtopology_id": "0", "partitions": [0]}]},
+            "WarmupTasks are not supported yet.",
+        ),
+    ):
+        fields = {**join_fields("bad-in", "bad-unsupported-changelog"), **extra}
+        got = heartbeat(broker, "bad-unsupported", "m1", 0, **fields)
+        assert (got.error_code, got.error_message) == (E.INVALID_REQUEST, message), extra
     for gid in ("bad", "bad-missing"):  # leave, so that the module's broker ends with no member
         assert heartbeat(broker, gid, "m1", -1).error_code == 0
 

@@ -153,9 +153,8 @@ class StreamsGroupProtocol:
         client_id: str = "",
         client_host: str = "",
     ) -> StreamsHeartbeatResult:
-        error = validate(req)
-        if error is not None:
-            return _error(E.INVALID_REQUEST, error, req.member_id)
+        if (refused := validate(req)) is not None:
+            return _error(refused[0], refused[1], req.member_id)
         if req.member_epoch in (LEAVE, STATIC_LEAVE):
             return self._leave(out, req, now_ms)
         group = self.store.groups.get(req.group_id)

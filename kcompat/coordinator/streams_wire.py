@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kcompat.coordinator.streams_group import StreamsGroup
 from kcompat.coordinator.streams_topology import StreamsTopology, Subtopology, TopicInfo
+from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types import streams_group_heartbeat as sgh
 
 LEAVE = -1
@@ -79,36 +80,78 @@ def endpoints(group: StreamsGroup) -> list[sgh.EndpointToPartitions]:
     return out
 
 
-def validate(req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
-    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid, its messages. Before it, as Kafka 4.3.1
-    does, a source topic regex is refused (Streams 4.3.1 refuses Pattern sources on this protocol)."""
+def _unsupported(req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
+    """Kafka 4.3.1's throwIfStreamsGroupHeartbeatRequestIsUsingUnsupportedFeatures: checked before
+    the fields themselves. Streams 4.3.1 sends none of these (it has no static members on this
+    protocol and leaves task offsets and warm-up tasks out)."""
+    if req.instance_id is not None:
+        return "Static membership is not yet supported."
+    if req.task_offsets is not None:
+        return "TaskOffsets are not supported yet."
+    if req.task_end_offsets is not None:
+        return "TaskEndOffsets are not supported yet."
+    if req.warmup_tasks:
+        return "WarmupTasks are not supported yet."
     if req.topology is not None and any(s.source_topic_regex for s in req.topology.subtopologies):
         return "Regular expressions for source topics are not supported yet."
-    if not req.group_id:
-        return "GroupId can't be empty."
-    if not req.member_id:
+    return None
+
+
+def _blank(s: str | None) -> bool:
+    return s is not None and not s.strip()
+
+
+def validate(req: sgh.StreamsGroupHeartbeatRequest) -> tuple[int, str] | None:
+    """Kafka 4.3.1's checks of a heartbeat's fields, in its order, with its codes and messages: the
+    unsupported features first, then throwIfStreamsGroupHeartbeatRequestIsInvalid."""
+    if (unsupported := _unsupported(req)) is not None:
+        return E.INVALID_REQUEST, unsupported
+    if (invalid := _invalid(req)) is not None:
+        return E.INVALID_REQUEST, invalid
+    if req.member_epoch == 0 and req.topology is not None:
+        for s in req.topology.subtopologies:
+            for t in s.state_changelog_topics:
+                if t.partitions != 0:
+                    return (
+                        E.STREAMS_INVALID_TOPOLOGY,
+                        f"Changelog topic {t.name} must have an undefined partition count, "
+                        f"but it is set to {t.partitions}.",
+                    )
+    return None
+
+
+def _invalid(req: sgh.StreamsGroupHeartbeatRequest) -> str | None:
+    if _blank(req.member_id):
         return "MemberId can't be empty."
-    if req.instance_id is not None and not req.instance_id:
+    if _blank(req.group_id):
+        return "GroupId can't be empty."
+    if _blank(req.instance_id):
         return "InstanceId can't be empty."
-    if req.rack_id is not None and not req.rack_id:
+    if _blank(req.rack_id):
         return "RackId can't be empty."
     if req.member_epoch == 0:
         if req.rebalance_timeout_ms == -1:
             return "RebalanceTimeoutMs must be provided in first request."
-        if any(t.partitions for t in req.active_tasks or []) or any(
-            t.partitions for t in (req.standby_tasks or []) + (req.warmup_tasks or [])
+        # null is refused too: a join lists each task type, empty.
+        for name, ids in (
+            ("ActiveTasks", req.active_tasks),
+            ("StandbyTasks", req.standby_tasks),
+            ("WarmupTasks", req.warmup_tasks),
         ):
-            return "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining."
+            if ids is None or ids:
+                return f"{name} must be empty when (re-)joining."
         if req.topology is None:
             return "Topology must be non-null when (re-)joining."
-        if not req.topology.subtopologies:
-            return "Topology must not be empty when (re-)joining."
+        # the changelog partition check (STREAMS_INVALID_TOPOLOGY) comes after the rest, in validate
     elif req.member_epoch == STATIC_LEAVE:
         if req.instance_id is None:
             return "InstanceId can't be null."
     elif req.member_epoch < STATIC_LEAVE:
         return f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
-    elif req.topology is not None:
+    lists = (req.active_tasks, req.standby_tasks, req.warmup_tasks)
+    if any(ids is not None for ids in lists) and any(ids is None for ids in lists):
+        return "If one task-type is non-null, all must be non-null."
+    if req.member_epoch != 0 and req.topology is not None:
         return "Topology can only be provided when (re-)joining."
     return None
 

@@ -66,6 +66,9 @@ class Streams:
             kw.setdefault("warmup_tasks", [])
         else:
             kw.setdefault("topology", None)
+            if kw.get("active_tasks") is not None:  # Kafka: all task types or none
+                kw.setdefault("standby_tasks", [])
+                kw.setdefault("warmup_tasks", [])
         req = sgh.StreamsGroupHeartbeatRequest(group_id=APP, member_id=member, member_epoch=epoch, **kw)  # type: ignore[arg-type]
         result = self.coordinator.streams_group_heartbeat(self.now, req)
         assert result.response is not None
