@@ -141,7 +141,7 @@ KAFKA_PROPERTIES: list[ConfigDef] = [
         ONLY,
         M,
     ),
-    k("group.streams.assignment.interval.ms", INT, 1000, ONLY, M, at_least(0), True),
+    k("group.streams.assignment.interval.ms", INT, 1000, None, M, at_least(0), True),
     k("group.streams.heartbeat.interval.ms", INT, 5000, ONLY, M, at_least(1)),
     k("group.streams.initial.rebalance.delay.ms", INT, 3000, None, M, at_least(0)),
     k("group.streams.max.assignment.interval.ms", INT, 15000, ONLY, M, at_least(0)),

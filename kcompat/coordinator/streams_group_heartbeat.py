@@ -9,7 +9,9 @@ internal topics still missing come back for the broker to create. When membershi
 changed, the group epoch is bumped and the target assignment recomputed (streams_assignor.py);
 the member then moves one reconciliation step towards it (streams_group.py). A member joining an
 empty group starts streams.initial.rebalance.delay.ms: until its timer fires no target is computed
-and heartbeats hear ASSIGNMENT_DELAYED, so that members starting together get one assignment.
+and heartbeats hear ASSIGNMENT_DELAYED, so that members starting together get one assignment. After
+that a new target is computed at most once per streams.assignment.interval.ms (ASSIGNMENT_DELAYED
+meanwhile, the members staying on the last target).
 """
 
 from __future__ import annotations
@@ -52,9 +54,10 @@ from kcompat.coordinator.streams_wire import (
     STATIC_LEAVE,
     endpoints,
     invalid_tasks,
+    member_metadata,
     task_ids,
-    tasks_of,
     topology_of,
+    updated_member,
     validate,
 )
 from kcompat.wire.error_codes import ErrorCode as E
@@ -70,6 +73,10 @@ TASK_OFFSET_INTERVAL_MS = 60_000
 DELAYED_STATUS = sgh.Status(
     status_code=ASSIGNMENT_DELAYED,
     status_detail="Assignment delayed due to the configured initial rebalance delay.",
+)
+INTERVAL_STATUS = sgh.Status(
+    status_code=ASSIGNMENT_DELAYED,
+    status_detail="Assignment delayed due to the configured assignment interval.",
 )
 SHUTDOWN_STATUS = sgh.Status(
     status_code=SHUTDOWN_APPLICATION,
@@ -97,7 +104,7 @@ def _store_member(
 ) -> bool:
     """Keep the member as the heartbeat left it; True when the group epoch must be bumped."""
     bump = bump or m.process_id != before.process_id or m.user_endpoint != before.user_endpoint
-    if bump or _metadata(m) != _metadata(before):
+    if bump or member_metadata(m) != member_metadata(before):
         emit_member_metadata(out, group.group_id, m)
     group.members[m.member_id] = m
     if m.instance_id is not None:
@@ -213,7 +220,7 @@ class StreamsGroupProtocol:
             emit_topology(out, group)
         if (invalid := invalid_tasks(group, req)) is not None:
             return _error(E.INVALID_REQUEST, invalid, req.member_id)
-        updated = _updated(member, req, client_id, client_host, topology)
+        updated = updated_member(member, req, client_id, client_host, topology)
         bump = _store_member(out, group, member, updated, bump)
         if req.shutdown_application:
             group.shutdown_requested = True
@@ -222,11 +229,7 @@ class StreamsGroupProtocol:
             emit_group_epoch(out, group)
         if was_empty:
             self._start_initial_delay(group, now)
-        delayed = self._delayed(group, now)
-        if delayed:
-            statuses.append(DELAYED_STATUS)
-        elif group.group_epoch > group.assignment_epoch:
-            self._update_target(out, group)
+        delayed = self._maybe_update_target(out, group, now, statuses)
         after = self._reconcile(out, group, req.member_id, now, delayed)
         if group.shutdown_requested:
             statuses.append(SHUTDOWN_STATUS)
@@ -318,15 +321,44 @@ class StreamsGroupProtocol:
         deadline = group.initial_rebalance_deadline
         return deadline is not None and now < deadline
 
+    def _maybe_update_target(
+        self, out: Effects, group: StreamsGroup, now: int, statuses: list[sgh.Status]
+    ) -> bool:
+        """Kafka's maybeUpdateStreamsTargetAssignment: no target while the initial delay runs (True:
+        the member gets no tasks) or within the assignment interval (the member keeps the last one)."""
+        if self._delayed(group, now):
+            statuses.append(DELAYED_STATUS)
+            return True
+        if group.group_epoch > group.assignment_epoch:
+            if self._interval_over(group, now):
+                self._update_target(out, group, now)
+            else:
+                statuses.append(INTERVAL_STATUS)
+        return False
+
+    def _interval_over(self, group: StreamsGroup, now: int) -> bool:
+        """Kafka's canComputeNextTargetAssignment: a new target at most once per
+        streams.assignment.interval.ms (group config, else the broker's). Kafka sets no timer for
+        its end: the first heartbeat after it computes the target, and only heartbeats carry it."""
+        interval = self.store.group_int(
+            group.group_id, "streams.assignment.interval.ms", self.store.config.streams_assignment_interval_ms
+        )
+        last = group.assignment_timestamp
+        return last == 0 or interval == 0 or now >= last + interval
+
     def _initial_rebalance(self, group: StreamsGroup, out: Effects, now: int) -> None:
         """The initial delay is over: the target for every member that joined meanwhile."""
         group.initial_rebalance_deadline = None
         if self.store.groups.get(group.group_id) is not group or not group.members:
             return
-        if group.configured is not None and group.group_epoch > group.assignment_epoch:
-            self._update_target(out, group)
+        if (
+            group.configured is not None
+            and group.group_epoch > group.assignment_epoch
+            and self._interval_over(group, now)
+        ):
+            self._update_target(out, group, now)
 
-    def _update_target(self, out: Effects, group: StreamsGroup) -> None:
+    def _update_target(self, out: Effects, group: StreamsGroup, now: int) -> None:
         configured = group.configured
         tasks = configured.tasks if configured is not None and configured.ready else {}
         standby = self.store.group_int(group.group_id, "streams.num.standby.replicas", 0)
@@ -336,6 +368,7 @@ class StreamsGroupProtocol:
             standby,
         )
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp = now
         group.endpoint_information_epoch += 1
         emit_target(out, group)
 
@@ -402,71 +435,5 @@ class StreamsGroupProtocol:
             group.shutdown_requested = False
         group.group_epoch += 1
         emit_group_epoch(out, group)
-        if not self._delayed(group, now):
-            self._update_target(out, group)
-
-
-def _metadata(m: StreamsMember) -> tuple[object, ...]:
-    """What a StreamsGroupMemberMetadata record holds."""
-    return (
-        m.instance_id,
-        m.rack_id,
-        m.client_id,
-        m.client_host,
-        m.rebalance_timeout_ms,
-        m.topology_epoch,
-        m.process_id,
-        m.user_endpoint,
-        sorted(m.client_tags.items()),
-    )
-
-
-def _updated(
-    member: StreamsMember,
-    req: sgh.StreamsGroupHeartbeatRequest,
-    client_id: str,
-    client_host: str,
-    topology: StreamsTopology | None,
-) -> StreamsMember:
-    """The member with what a heartbeat set (null fields mean "unchanged")."""
-    owned = member.owned
-    active, standby, warmup = (
-        tasks_of(req.active_tasks),
-        tasks_of(req.standby_tasks),
-        tasks_of(req.warmup_tasks),
-    )
-    if active is not None or standby is not None or warmup is not None:
-        base = owned or TaskSet()
-        owned = TaskSet(
-            active if active is not None else base.active,
-            standby if standby is not None else base.standby,
-            warmup if warmup is not None else base.warmup,
-        )
-    updated = replace(
-        member,
-        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-        client_id=client_id or member.client_id,
-        client_host=client_host or member.client_host,
-        rebalance_timeout_ms=req.rebalance_timeout_ms
-        if req.rebalance_timeout_ms != -1
-        else member.rebalance_timeout_ms,
-        topology_epoch=topology.epoch if topology is not None else member.topology_epoch,
-        process_id=req.process_id if req.process_id is not None else member.process_id,
-        user_endpoint=(req.user_endpoint.host, req.user_endpoint.port)
-        if req.user_endpoint is not None
-        else member.user_endpoint,
-        client_tags={kv.key: kv.value for kv in req.client_tags}
-        if req.client_tags is not None
-        else member.client_tags,
-        task_offsets=[(t.subtopology_id, t.partition, t.offset) for t in req.task_offsets]
-        if req.task_offsets is not None
-        else member.task_offsets,
-        task_end_offsets=[(t.subtopology_id, t.partition, t.offset) for t in req.task_end_offsets]
-        if req.task_end_offsets is not None
-        else member.task_end_offsets,
-        owned=owned,
-    )
-    if req.member_epoch == 0 and updated.member_epoch == STATIC_LEAVE:
-        updated.member_epoch = updated.previous_member_epoch
-    return updated
+        if not self._delayed(group, now) and self._interval_over(group, now):
+            self._update_target(out, group, now)  # else the next heartbeat computes it

@@ -1,10 +1,12 @@
 """StreamsGroupHeartbeat's request and response structs and the coordinator's values: the topology,
-task lists, the endpoint-to-partitions map members use for interactive queries, and Kafka's
-validation of a heartbeat's fields (its INVALID_REQUEST messages)."""
+task lists, a member as a heartbeat updates it, the endpoint-to-partitions map members use for
+interactive queries, and Kafka's validation of a heartbeat's fields (its INVALID_REQUEST messages)."""
 
 from __future__ import annotations
 
-from kcompat.coordinator.streams_group import StreamsGroup
+from dataclasses import replace
+
+from kcompat.coordinator.streams_group import StreamsGroup, StreamsMember, TaskSet
 from kcompat.coordinator.streams_topology import StreamsTopology, Subtopology, TopicInfo
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types import streams_group_heartbeat as sgh
@@ -173,3 +175,69 @@ def invalid_tasks(group: StreamsGroup, req: sgh.StreamsGroupHeartbeatRequest) ->
                         f"Number of tasks for this subtopology: {n}"
                     )
     return None
+
+
+def member_metadata(m: StreamsMember) -> tuple[object, ...]:
+    """What a StreamsGroupMemberMetadata record holds."""
+    return (
+        m.instance_id,
+        m.rack_id,
+        m.client_id,
+        m.client_host,
+        m.rebalance_timeout_ms,
+        m.topology_epoch,
+        m.process_id,
+        m.user_endpoint,
+        sorted(m.client_tags.items()),
+    )
+
+
+def updated_member(
+    member: StreamsMember,
+    req: sgh.StreamsGroupHeartbeatRequest,
+    client_id: str,
+    client_host: str,
+    topology: StreamsTopology | None,
+) -> StreamsMember:
+    """The member with what a heartbeat set (null fields mean "unchanged")."""
+    owned = member.owned
+    active, standby, warmup = (
+        tasks_of(req.active_tasks),
+        tasks_of(req.standby_tasks),
+        tasks_of(req.warmup_tasks),
+    )
+    if active is not None or standby is not None or warmup is not None:
+        base = owned or TaskSet()
+        owned = TaskSet(
+            active if active is not None else base.active,
+            standby if standby is not None else base.standby,
+            warmup if warmup is not None else base.warmup,
+        )
+    updated = replace(
+        member,
+        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+        client_id=client_id or member.client_id,
+        client_host=client_host or member.client_host,
+        rebalance_timeout_ms=req.rebalance_timeout_ms
+        if req.rebalance_timeout_ms != -1
+        else member.rebalance_timeout_ms,
+        topology_epoch=topology.epoch if topology is not None else member.topology_epoch,
+        process_id=req.process_id if req.process_id is not None else member.process_id,
+        user_endpoint=(req.user_endpoint.host, req.user_endpoint.port)
+        if req.user_endpoint is not None
+        else member.user_endpoint,
+        client_tags={kv.key: kv.value for kv in req.client_tags}
+        if req.client_tags is not None
+        else member.client_tags,
+        task_offsets=[(t.subtopology_id, t.partition, t.offset) for t in req.task_offsets]
+        if req.task_offsets is not None
+        else member.task_offsets,
+        task_end_offsets=[(t.subtopology_id, t.partition, t.offset) for t in req.task_end_offsets]
+        if req.task_end_offsets is not None
+        else member.task_end_offsets,
+        owned=owned,
+    )
+    if req.member_epoch == 0 and updated.member_epoch == STATIC_LEAVE:
+        updated.member_epoch = updated.previous_member_epoch
+    return updated
