@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kcompat.coordinator.streams_topology import summarize_topics
 from kcompat.wire.error_codes import ErrorCode as E
 from kcompat.wire.types import streams_group_heartbeat as sgh
 
@@ -88,3 +89,31 @@ def test_empty_warmup_and_empty_topology_are_accepted() -> None:
     assert r.error_code == 0 and r.member_epoch == 1 and not r.active_tasks and statuses(r) == []
     r2, _ = s.hb("m1", 1, active_tasks=[], standby_tasks=[], warmup_tasks=[])
     assert r2.error_code == 0 and r2.member_epoch == 1
+
+
+@pytest.mark.parametrize(
+    ("names", "text"),
+    [
+        ([], "<none>"),
+        (["a-changelog"], "a-changelog"),
+        (["a", "b", "c"], "a, b, c"),
+        (["a", "b", "c", "d", "e"], "a, b, c and 2 additional topics"),
+    ],
+)
+def test_missing_topics_are_summarized_as_kafka_does(names: list[str], text: str) -> None:
+    """Kafka 4.3.1's status detail, e.g. "Internal topics are missing: app-counts-changelog" (a
+    real 4.3.1 broker's answer to a raw heartbeat: no brackets)."""
+    assert summarize_topics(names) == text
+
+
+def test_the_missing_topic_statuses_read_as_kafkas() -> None:
+    s = Streams()
+    r, _ = s.hb("m1", 0)
+    assert [(x.status_code, x.status_detail) for x in r.status or []] == [
+        (3, "Internal topics are missing: app-counts-changelog, app-words-repartition")
+    ]
+    t = Streams()
+    r, _ = t.hb("m1", 0, topology=topology(source="nope"))
+    assert [(x.status_code, x.status_detail) for x in r.status or []] == [
+        (1, "Source topics nope are missing.")
+    ]
