@@ -322,7 +322,8 @@ def join_fields(source: str, changelog: str, process: str | None = "p1") -> dict
 
 def test_bad_heartbeats_get_kafkas_answers(broker: Broker) -> None:
     """Raw StreamsGroupHeartbeats: a missing source topic, an internal topic that exists with the
-    wrong partition count, a changed topology, an unknown member, a join without a process id."""
+    wrong partition count, a changed topology, an unknown member, a join without a process id, and
+    the features Kafka 4.3.1 refuses (source regexes, static members, task offsets, warm-up tasks)."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for f in admin.create_topics([NewTopic("bad-in", 4, 1), NewTopic("bad-counts-changelog", 2, 1)]).values():
         f.result(20)
@@ -346,6 +347,26 @@ def test_bad_heartbeats_get_kafkas_answers(broker: Broker) -> None:
         broker, "bad", "m3", 0, **join_fields("bad-in", "bad-counts-changelog", process=None)
     )
     assert no_process.error_code == E.INVALID_REQUEST
+    regex = join_fields("bad-in", "bad-regex-changelog")
+    regex["topology"]["subtopologies"][0]["source_topic_regex"] = ["bad-.*"]
+    refused = heartbeat(broker, "bad-regex", "m1", 0, **regex)
+    assert (refused.error_code, refused.error_message) == (
+        E.INVALID_REQUEST,
+        "Regular expressions for source topics are not supported yet.",  # Kafka 4.3.1's answer
+    )
+    offset = [{"subtopology_id": "0", "partition": 0, "offset": 1}]
+    for extra, message in (  # Kafka 4.3.1's unsupported features, checked in this order
+        ({"instance_id": "i1", "task_offsets": offset}, "Static membership is not yet supported."),
+        ({"task_offsets": offset, "task_end_offsets": offset}, "TaskOffsets are not supported yet."),
+        ({"task_end_offsets": offset}, "TaskEndOffsets are not supported yet."),
+        (
+            {"warmup_tasks": [{"subtopology_id": "0", "partitions": [0]}]},
+            "WarmupTasks are not supported yet.",
+        ),
+    ):
+        fields = {**join_fields("bad-in", "bad-unsupported-changelog"), **extra}
+        got = heartbeat(broker, "bad-unsupported", "m1", 0, **fields)
+        assert (got.error_code, got.error_message) == (E.INVALID_REQUEST, message), extra
     for gid in ("bad", "bad-missing"):  # leave, so that the module's broker ends with no member
         assert heartbeat(broker, gid, "m1", -1).error_code == 0
 
@@ -382,6 +403,52 @@ def test_standby_replicas_from_kafka_configs(broker: Broker, classes: Path, tmp_
             assert time.monotonic() < deadline, text
             time.sleep(1)
         output.wait("the output", expected_output(counts), 90)
+    finally:
+        output.close()
+        for a in apps:
+            a.stop()
+
+
+def test_instances_starting_together_get_one_assignment(
+    broker: Broker, classes: Path, tmp_path: Path, report_figure: ReportFigure
+) -> None:
+    """`streams.initial.rebalance.delay.ms` set with `kafka-configs --entity-type groups`: two
+    instances started together are RUNNING after a single target assignment for both (without the
+    delay the first would get every task and give half back once the second joined)."""
+    bs, app_id, delay_ms = broker.bootstrap, "together", 8000
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics(
+        [NewTopic(t, PARTITIONS, 1) for t in ("lines5", "labels5", "out5")]
+    ).values():
+        f.result(20)
+    kafka_tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "groups",
+               "--entity-name", app_id, "--add-config", f"streams.initial.rebalance.delay.ms={delay_ms}")  # fmt: skip
+    shown = kafka_tool("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "groups",
+                       "--entity-name", app_id).stdout  # fmt: skip
+    assert f"streams.initial.rebalance.delay.ms={delay_ms}" in shown, shown
+    labels(bs, "labels5")
+    counts = produce_lines(bs, "lines5", 100, seed=5)
+    output = Output(bs, "out5")
+    started = time.monotonic()
+    apps = [App(classes, [bs, app_id, "lines5", "labels5", "out5", str(tmp_path / f"t{i}")]) for i in (1, 2)]
+    try:
+        for a in apps:
+            a.wait_running(120)
+        running = time.monotonic() - started
+        output.wait("the output", expected_output(counts), 90)
+        text = describe(bs, app_id)
+        rows = [line for line in text.splitlines() if line.startswith(app_id)]
+        tasks = [active_tasks(r) for r in rows]
+        assert len(rows) == 2 and all(tasks) and not tasks[0] & tasks[1], text
+        marker = f"streams group {app_id} assignment epoch"
+        targets = [x for x in broker.log_path.read_text().splitlines() if marker in x]
+        assert len(targets) == 1 and "2 member(s) with a new target" in targets[0], targets
+        assert all(e.get("error") is None for e in apps[0].events() + apps[1].events())
+        report_figure(
+            "streams groups: initial rebalance delay",
+            f"two instances started together with streams.initial.rebalance.delay.ms={delay_ms}: "
+            f"one target assignment, both RUNNING {running:.1f}s after start; output exact",
+        )
     finally:
         output.close()
         for a in apps:

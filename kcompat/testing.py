@@ -54,7 +54,7 @@ When a test that used a broker fails, the tail of each broker's log is added to 
 
 Test-friendly defaults
 ----------------------
-Brokers started here use ``group.initial.rebalance.delay.ms=0`` (consumer groups form at once) and
+Brokers started here use ``group[.streams].initial.rebalance.delay.ms=0`` (groups form at once) and
 one partition for the internal ``__consumer_offsets`` and ``__transaction_state`` topics, and no
 HTTP admin listener (``admin.listener`` empty: brokers side by side cannot all have port 9644;
 ``kcompat_broker_factory({"admin.listener": f"127.0.0.1:{free_port()}"})`` starts one, and
@@ -102,7 +102,7 @@ __all__ = [
 
 # Settings that make a broker pleasant in tests; the factory's overrides win over these.
 TEST_DEFAULTS: dict[str, str] = {
-    "group.initial.rebalance.delay.ms": "0",
+    **{f"group.{kind}initial.rebalance.delay.ms": "0" for kind in ("", "streams.")},
     "offsets.topic.num.partitions": "1",
     "transaction.state.log.num.partitions": "1",
 }

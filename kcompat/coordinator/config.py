@@ -26,6 +26,9 @@ class CoordinatorConfig:
         "range",
         "roundrobin",
     )  # group.consumer.assignors; first = default
+    # KIP-1071 streams groups
+    streams_initial_rebalance_delay_ms: int = 3000  # group.streams.initial.rebalance.delay.ms
+    streams_assignment_interval_ms: int = 1000  # group.streams.assignment.interval.ms
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -101,6 +101,12 @@ class StreamsGroup:
     target: dict[str, TaskSet] = field(default_factory=dict)
     endpoint_information_epoch: int = 0
     shutdown_requested: bool = False
+    # streams.initial.rebalance.delay.ms: no target is computed before this (None: no delay running).
+    # Not in the records, as Kafka's timer is not: after a load the next heartbeat assigns.
+    initial_rebalance_deadline: int | None = None
+    # When the target was last computed (0: never), for streams.assignment.interval.ms; in the
+    # records as Kafka 4.3's AssignmentTimestamp, so a failover keeps the interval.
+    assignment_timestamp: int = 0
 
     def state(self) -> StreamsGroupState:
         if not self.members:

@@ -7,7 +7,11 @@ member joining with another one at the same or a later epoch is refused, one at 
 told STALE_TOPOLOGY. Each heartbeat configures the topology against the topics (streams_topology.py):
 internal topics still missing come back for the broker to create. When membership or the topics
 changed, the group epoch is bumped and the target assignment recomputed (streams_assignor.py);
-the member then moves one reconciliation step towards it (streams_group.py).
+the member then moves one reconciliation step towards it (streams_group.py). A member joining an
+empty group starts streams.initial.rebalance.delay.ms: until its timer fires no target is computed
+and heartbeats hear ASSIGNMENT_DELAYED, so that members starting together get one assignment. After
+that a new target is computed at most once per streams.assignment.interval.ms (ASSIGNMENT_DELAYED
+meanwhile, the members staying on the last target).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from kcompat.coordinator.streams_group_records import (
     emit_topology,
 )
 from kcompat.coordinator.streams_topology import (
+    ASSIGNMENT_DELAYED,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     InternalTopic,
@@ -49,9 +54,10 @@ from kcompat.coordinator.streams_wire import (
     STATIC_LEAVE,
     endpoints,
     invalid_tasks,
+    member_metadata,
     task_ids,
-    tasks_of,
     topology_of,
+    updated_member,
     validate,
 )
 from kcompat.wire.error_codes import ErrorCode as E
@@ -64,6 +70,14 @@ ACCEPTABLE_RECOVERY_LAG = 10_000
 TASK_OFFSET_INTERVAL_MS = 60_000
 
 
+DELAYED_STATUS = sgh.Status(
+    status_code=ASSIGNMENT_DELAYED,
+    status_detail="Assignment delayed due to the configured initial rebalance delay.",
+)
+INTERVAL_STATUS = sgh.Status(
+    status_code=ASSIGNMENT_DELAYED,
+    status_detail="Assignment delayed due to the configured assignment interval.",
+)
 SHUTDOWN_STATUS = sgh.Status(
     status_code=SHUTDOWN_APPLICATION,
     status_detail="A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire "
@@ -90,7 +104,7 @@ def _store_member(
 ) -> bool:
     """Keep the member as the heartbeat left it; True when the group epoch must be bumped."""
     bump = bump or m.process_id != before.process_id or m.user_endpoint != before.user_endpoint
-    if bump or _metadata(m) != _metadata(before):
+    if bump or member_metadata(m) != member_metadata(before):
         emit_member_metadata(out, group.group_id, m)
     group.members[m.member_id] = m
     if m.instance_id is not None:
@@ -130,6 +144,8 @@ class StreamsGroupProtocol:
                 yield m.session_deadline, partial(self._fence, g, m)
             if m.rebalance_deadline is not None:
                 yield m.rebalance_deadline, partial(self._fence, g, m)
+        if g.initial_rebalance_deadline is not None:
+            yield g.initial_rebalance_deadline, partial(self._initial_rebalance, g)
 
     def restart_timers(self, g: StreamsGroup, now: int) -> None:
         for m in g.members.values():
@@ -144,11 +160,10 @@ class StreamsGroupProtocol:
         client_id: str = "",
         client_host: str = "",
     ) -> StreamsHeartbeatResult:
-        error = validate(req)
-        if error is not None:
-            return _error(E.INVALID_REQUEST, error, req.member_id)
+        if (refused := validate(req)) is not None:
+            return _error(refused[0], refused[1], req.member_id)
         if req.member_epoch in (LEAVE, STATIC_LEAVE):
-            return self._leave(out, req)
+            return self._leave(out, req, now_ms)
         group = self.store.groups.get(req.group_id)
         if (
             isinstance(group, ClassicGroup)
@@ -181,6 +196,7 @@ class StreamsGroupProtocol:
     ) -> StreamsHeartbeatResult:
         statuses: list[sgh.Status] = []
         joining = req.member_epoch == 0
+        was_empty = not group.members
         topology = topology_of(req.topology) if req.topology is not None else None
         if (refused := _check_topology(group, topology, statuses, req.member_id)) is not None:
             return refused
@@ -204,16 +220,17 @@ class StreamsGroupProtocol:
             emit_topology(out, group)
         if (invalid := invalid_tasks(group, req)) is not None:
             return _error(E.INVALID_REQUEST, invalid, req.member_id)
-        updated = _updated(member, req, client_id, client_host, topology)
+        updated = updated_member(member, req, client_id, client_host, topology)
         bump = _store_member(out, group, member, updated, bump)
         if req.shutdown_application:
             group.shutdown_requested = True
         if bump:
             group.group_epoch += 1
             emit_group_epoch(out, group)
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target(out, group)
-        after = self._reconcile(out, group, req.member_id, now)
+        if was_empty:
+            self._start_initial_delay(group, now)
+        delayed = self._maybe_update_target(out, group, now, statuses)
+        after = self._reconcile(out, group, req.member_id, now, delayed)
         if group.shutdown_requested:
             statuses.append(SHUTDOWN_STATUS)
         full = joining or req.active_tasks is not None
@@ -289,7 +306,59 @@ class StreamsGroupProtocol:
         statuses.extend(sgh.Status(status_code=c, status_detail=d) for c, d in configured.statuses)
         return configured.missing_internal, changed
 
-    def _update_target(self, out: Effects, group: StreamsGroup) -> None:
+    def _start_initial_delay(self, group: StreamsGroup, now: int) -> None:
+        """A member joining an empty group: the first target waits streams.initial.rebalance.delay.ms
+        so that members starting together get one assignment (Kafka schedules it if absent)."""
+        delay = self.store.group_int(
+            group.group_id,
+            "streams.initial.rebalance.delay.ms",
+            self.store.config.streams_initial_rebalance_delay_ms,
+        )
+        if delay > 0 and group.initial_rebalance_deadline is None:
+            group.initial_rebalance_deadline = now + delay
+
+    def _delayed(self, group: StreamsGroup, now: int) -> bool:
+        deadline = group.initial_rebalance_deadline
+        return deadline is not None and now < deadline
+
+    def _maybe_update_target(
+        self, out: Effects, group: StreamsGroup, now: int, statuses: list[sgh.Status]
+    ) -> bool:
+        """Kafka's maybeUpdateStreamsTargetAssignment: no target while the initial delay runs (True:
+        the member gets no tasks) or within the assignment interval (the member keeps the last one)."""
+        if self._delayed(group, now):
+            statuses.append(DELAYED_STATUS)
+            return True
+        if group.group_epoch > group.assignment_epoch:
+            if self._interval_over(group, now):
+                self._update_target(out, group, now)
+            else:
+                statuses.append(INTERVAL_STATUS)
+        return False
+
+    def _interval_over(self, group: StreamsGroup, now: int) -> bool:
+        """Kafka's canComputeNextTargetAssignment: a new target at most once per
+        streams.assignment.interval.ms (group config, else the broker's). Kafka sets no timer for
+        its end: the first heartbeat after it computes the target, and only heartbeats carry it."""
+        interval = self.store.group_int(
+            group.group_id, "streams.assignment.interval.ms", self.store.config.streams_assignment_interval_ms
+        )
+        last = group.assignment_timestamp
+        return last == 0 or interval == 0 or now >= last + interval
+
+    def _initial_rebalance(self, group: StreamsGroup, out: Effects, now: int) -> None:
+        """The initial delay is over: the target for every member that joined meanwhile."""
+        group.initial_rebalance_deadline = None
+        if self.store.groups.get(group.group_id) is not group or not group.members:
+            return
+        if (
+            group.configured is not None
+            and group.group_epoch > group.assignment_epoch
+            and self._interval_over(group, now)
+        ):
+            self._update_target(out, group, now)
+
+    def _update_target(self, out: Effects, group: StreamsGroup, now: int) -> None:
         configured = group.configured
         tasks = configured.tasks if configured is not None and configured.ready else {}
         standby = self.store.group_int(group.group_id, "streams.num.standby.replicas", 0)
@@ -299,14 +368,21 @@ class StreamsGroupProtocol:
             standby,
         )
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp = now
         group.endpoint_information_epoch += 1
         emit_target(out, group)
 
-    def _reconcile(self, out: Effects, group: StreamsGroup, member_id: str, now: int) -> StreamsMember:
+    def _reconcile(
+        self, out: Effects, group: StreamsGroup, member_id: str, now: int, delayed: bool
+    ) -> StreamsMember:
         before = group.members[member_id]
-        after = reconcile(
-            before, group.assignment_epoch, group.target.get(member_id, TaskSet()), group.active_owners()
-        )
+        if delayed:
+            # Kafka's answer while the initial delay runs: no tasks, at an epoch of at least 1, so
+            # that the member's next heartbeats are not taken for joins (epoch 0 is a join).
+            epoch, target = max(1, group.assignment_epoch), TaskSet()
+        else:
+            epoch, target = group.assignment_epoch, group.target.get(member_id, TaskSet())
+        after = reconcile(before, epoch, target, group.active_owners())
         if after is not before:
             emit_current_assignment(out, group.group_id, after)
         group.members[member_id] = after
@@ -318,7 +394,7 @@ class StreamsGroupProtocol:
             after.rebalance_deadline = None
         return after
 
-    def _leave(self, out: Effects, req: sgh.StreamsGroupHeartbeatRequest) -> StreamsHeartbeatResult:
+    def _leave(self, out: Effects, req: sgh.StreamsGroupHeartbeatRequest, now: int) -> StreamsHeartbeatResult:
         group = self.store.groups.get(req.group_id)
         if not isinstance(group, StreamsGroup):
             return _error(E.GROUP_ID_NOT_FOUND, f"Streams group {req.group_id} not found.", req.member_id)
@@ -335,7 +411,7 @@ class StreamsGroupProtocol:
             group.members[member.member_id] = left
             emit_current_assignment(out, group.group_id, left)
         else:
-            self._remove(out, group, member)
+            self._remove(out, group, member, now)
         return StreamsHeartbeatResult(
             sgh.StreamsGroupHeartbeatResponse(
                 member_id=req.member_id, member_epoch=req.member_epoch, status=None
@@ -344,9 +420,9 @@ class StreamsGroupProtocol:
 
     def _fence(self, group: StreamsGroup, member: StreamsMember, out: Effects, now: int) -> None:
         if group.members.get(member.member_id) is member:
-            self._remove(out, group, member)
+            self._remove(out, group, member, now)
 
-    def _remove(self, out: Effects, group: StreamsGroup, member: StreamsMember) -> None:
+    def _remove(self, out: Effects, group: StreamsGroup, member: StreamsMember, now: int) -> None:
         del group.members[member.member_id]
         emit_member_tombstones(out, group.group_id, member.member_id)
         group.target.pop(member.member_id, None)
@@ -359,70 +435,5 @@ class StreamsGroupProtocol:
             group.shutdown_requested = False
         group.group_epoch += 1
         emit_group_epoch(out, group)
-        self._update_target(out, group)
-
-
-def _metadata(m: StreamsMember) -> tuple[object, ...]:
-    """What a StreamsGroupMemberMetadata record holds."""
-    return (
-        m.instance_id,
-        m.rack_id,
-        m.client_id,
-        m.client_host,
-        m.rebalance_timeout_ms,
-        m.topology_epoch,
-        m.process_id,
-        m.user_endpoint,
-        sorted(m.client_tags.items()),
-    )
-
-
-def _updated(
-    member: StreamsMember,
-    req: sgh.StreamsGroupHeartbeatRequest,
-    client_id: str,
-    client_host: str,
-    topology: StreamsTopology | None,
-) -> StreamsMember:
-    """The member with what a heartbeat set (null fields mean "unchanged")."""
-    owned = member.owned
-    active, standby, warmup = (
-        tasks_of(req.active_tasks),
-        tasks_of(req.standby_tasks),
-        tasks_of(req.warmup_tasks),
-    )
-    if active is not None or standby is not None or warmup is not None:
-        base = owned or TaskSet()
-        owned = TaskSet(
-            active if active is not None else base.active,
-            standby if standby is not None else base.standby,
-            warmup if warmup is not None else base.warmup,
-        )
-    updated = replace(
-        member,
-        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-        client_id=client_id or member.client_id,
-        client_host=client_host or member.client_host,
-        rebalance_timeout_ms=req.rebalance_timeout_ms
-        if req.rebalance_timeout_ms != -1
-        else member.rebalance_timeout_ms,
-        topology_epoch=topology.epoch if topology is not None else member.topology_epoch,
-        process_id=req.process_id if req.process_id is not None else member.process_id,
-        user_endpoint=(req.user_endpoint.host, req.user_endpoint.port)
-        if req.user_endpoint is not None
-        else member.user_endpoint,
-        client_tags={kv.key: kv.value for kv in req.client_tags}
-        if req.client_tags is not None
-        else member.client_tags,
-        task_offsets=[(t.subtopology_id, t.partition, t.offset) for t in req.task_offsets]
-        if req.task_offsets is not None
-        else member.task_offsets,
-        task_end_offsets=[(t.subtopology_id, t.partition, t.offset) for t in req.task_end_offsets]
-        if req.task_end_offsets is not None
-        else member.task_end_offsets,
-        owned=owned,
-    )
-    if req.member_epoch == 0 and updated.member_epoch == STATIC_LEAVE:
-        updated.member_epoch = updated.previous_member_epoch
-    return updated
+        if not self._delayed(group, now) and self._interval_over(group, now):
+            self._update_target(out, group, now)  # else the next heartbeat computes it

@@ -117,7 +117,9 @@ def emit_target(out: Effects, g: StreamsGroup) -> None:
         )
     out.emit(
         StreamsGroupTargetAssignmentMetadataKey(g.group_id),
-        StreamsGroupTargetAssignmentMetadataValue({"assignment_epoch": g.assignment_epoch}),
+        StreamsGroupTargetAssignmentMetadataValue(
+            {"assignment_epoch": g.assignment_epoch, "assignment_timestamp": g.assignment_timestamp}
+        ),
     )
 
 
@@ -175,6 +177,7 @@ def replay_streams_record(
         g.topology = None if f is None else _topology(f)
     elif isinstance(key, StreamsGroupTargetAssignmentMetadataKey):
         g.assignment_epoch = 0 if f is None else f["assignment_epoch"]
+        g.assignment_timestamp = 0 if f is None else f.get("assignment_timestamp", 0)
     elif isinstance(key, StreamsGroupTargetAssignmentMemberKey):
         if f is None:
             g.target.pop(key.member_id, None)

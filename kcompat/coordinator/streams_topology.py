@@ -22,6 +22,7 @@ MISSING_SOURCE_TOPICS = 1
 INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,15 @@ class InvalidTopology(ValueError):
     """STREAMS_INVALID_TOPOLOGY: the topology cannot be configured (a cycle of repartition topics, ...)."""
 
 
+def summarize_topics(names: list[str]) -> str:
+    """Kafka 4.3.1's InternalTopicManager.summarizeTopics: at most three names, then a count (Kafka
+    lists missing internal topics in its HashMap's order; kcompat sorts them)."""
+    if not names:
+        return "<none>"
+    more = f" and {len(names) - 3} additional topics" if len(names) > 3 else ""
+    return ", ".join(names[:3]) + more
+
+
 def configure(topology: StreamsTopology, partitions_of: Mapping[str, int]) -> ConfiguredTopology:
     """The topology against the existing topics (`partitions_of`: topic name -> partition count)."""
     used: dict[str, int] = {}
@@ -99,7 +109,9 @@ def configure(topology: StreamsTopology, partitions_of: Mapping[str, int]) -> Co
     missing_sources = sorted({t for s in subs for t in s.source_topics if existing(t) is None})
     if missing_sources:
         return ConfiguredTopology(
-            statuses=[(MISSING_SOURCE_TOPICS, f"Source topics {', '.join(missing_sources)} are missing.")],
+            statuses=[
+                (MISSING_SOURCE_TOPICS, f"Source topics {summarize_topics(missing_sources)} are missing.")
+            ],
             inputs=tuple(sorted(used.items())),
         )
     repartition = _repartition_counts(subs, existing)
@@ -125,8 +137,8 @@ def configure(topology: StreamsTopology, partitions_of: Mapping[str, int]) -> Co
             incorrect.append(name)
     statuses = []
     if missing:
-        listed = ", ".join(t.name for t in missing)
-        statuses.append((MISSING_INTERNAL_TOPICS, f"Internal topics are missing: [{listed}]"))
+        listed = summarize_topics([t.name for t in missing])
+        statuses.append((MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {listed}"))
     if incorrect:
         detail = f"Following topics are not correctly partitioned: [{', '.join(sorted(set(incorrect)))}]"
         statuses.append((INCORRECTLY_PARTITIONED_TOPICS, detail))

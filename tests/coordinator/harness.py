@@ -9,7 +9,12 @@ from kcompat.coordinator.consumer_protocol import encode_assignment, encode_subs
 from kcompat.coordinator.records import Record
 from kcompat.coordinator.result import Completion, CoordinatorResult, TickResult
 
-FAST = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1)
+FAST = CoordinatorConfig(
+    group_initial_rebalance_delay_ms=0,
+    group_min_session_timeout_ms=1,
+    streams_initial_rebalance_delay_ms=0,
+    streams_assignment_interval_ms=0,  # test_streams_group_interval.py sets its own
+)
 
 
 def protocols(*names: str, topics: tuple[str, ...] = ("t",)) -> list[JoinGroupProtocol]:

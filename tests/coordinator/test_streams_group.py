@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from kcompat.coordinator import GroupCoordinator, OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from kcompat.coordinator.config import CoordinatorConfig
 from kcompat.coordinator.records import Record
 from kcompat.coordinator.streams_topology import (
     INCORRECTLY_PARTITIONED_TOPICS,
@@ -45,12 +46,12 @@ def topology(epoch: int = 0, source: str = "in") -> sgh.Topology:
 
 
 class Streams:
-    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, overrides: dict[str, str] | None = None, config: CoordinatorConfig = FAST) -> None:
         self.topics: dict[str, tuple[uuid.UUID, int]] = {"in": (uuid.uuid4(), 3)}
         self.now = 0
         self.records: list[tuple[bytes, bytes | None]] = []
         self.coordinator = GroupCoordinator(
-            FAST, topic_metadata=lambda: self.topics, group_overrides=lambda g: overrides or {}
+            config, topic_metadata=lambda: self.topics, group_overrides=lambda g: overrides or {}
         )
 
     def hb(
@@ -65,6 +66,9 @@ class Streams:
             kw.setdefault("warmup_tasks", [])
         else:
             kw.setdefault("topology", None)
+            if kw.get("active_tasks") is not None:  # Kafka: all task types or none
+                kw.setdefault("standby_tasks", [])
+                kw.setdefault("warmup_tasks", [])
         req = sgh.StreamsGroupHeartbeatRequest(group_id=APP, member_id=member, member_epoch=epoch, **kw)  # type: ignore[arg-type]
         result = self.coordinator.streams_group_heartbeat(self.now, req)
         assert result.response is not None

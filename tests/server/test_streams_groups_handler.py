@@ -33,7 +33,9 @@ JOIN = {
 def test_the_broker_creates_the_internal_topics_and_describes_the_group(
     broker_harness: HarnessFactory,
 ) -> None:
-    h = broker_harness()
+    h = broker_harness(
+        {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0"}
+    )
     body = {"topics": [{"name": "in", "num_partitions": 3, "replication_factor": 1}], "timeout_ms": 100}
     assert h.call(CREATE_TOPICS, 7, body).topics[0].error_code == 0
     joined = heartbeat(h, 0, **JOIN)
@@ -55,3 +57,31 @@ def test_the_broker_creates_the_internal_topics_and_describes_the_group(
     assert described[1].error_code == 69  # GROUP_ID_NOT_FOUND
     [row] = [g for g in views.groups(h.broker) if g.group_id == "app"]
     assert (row.kind, row.state) == ("streams", "STABLE")
+
+
+def test_the_first_assignment_waits_kafkas_default_initial_delay(broker_harness: HarnessFactory) -> None:
+    """group.streams.initial.rebalance.delay.ms is Kafka's 3000 unless set: a new group's first
+    member hears ASSIGNMENT_DELAYED (5) and gets no tasks yet."""
+    h = broker_harness()
+    body = {"topics": [{"name": "in", "num_partitions": 3, "replication_factor": 1}], "timeout_ms": 100}
+    assert h.call(CREATE_TOPICS, 7, body).topics[0].error_code == 0
+    joined = heartbeat(h, 0, **JOIN)
+    assert [s.status_code for s in joined.status] == [3, 5] and joined.member_epoch == 1
+    again = heartbeat(h, 1)
+    assert [s.status_code for s in again.status] == [5] and not again.active_tasks
+
+
+def test_a_new_target_waits_kafkas_default_assignment_interval(broker_harness: HarnessFactory) -> None:
+    """group.streams.assignment.interval.ms is Kafka's 1000 unless set: the internal topics made at
+    the join change the group, and the heartbeat right after hears ASSIGNMENT_DELAYED (5) for the
+    interval, with no tasks yet."""
+    h = broker_harness({"group.streams.initial.rebalance.delay.ms": "0"})
+    body = {"topics": [{"name": "in", "num_partitions": 3, "replication_factor": 1}], "timeout_ms": 100}
+    assert h.call(CREATE_TOPICS, 7, body).topics[0].error_code == 0
+    joined = heartbeat(h, 0, **JOIN)
+    assert [s.status_code for s in joined.status] == [3]  # MISSING_INTERNAL_TOPICS: the first target
+    again = heartbeat(h, joined.member_epoch)
+    assert [(s.status_code, s.status_detail) for s in again.status] == [
+        (5, "Assignment delayed due to the configured assignment interval.")
+    ]
+    assert not again.active_tasks

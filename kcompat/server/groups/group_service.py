@@ -90,6 +90,8 @@ def coordinator_config(get: Callable[[str], Any]) -> CoordinatorConfig:
         consumer_max_size=num("group.consumer.max.size"),
         offset_metadata_max_bytes=num("offset.metadata.max.bytes"),
         consumer_assignors=tuple(get("group.consumer.assignors")),
+        streams_initial_rebalance_delay_ms=num("group.streams.initial.rebalance.delay.ms"),
+        streams_assignment_interval_ms=num("group.streams.assignment.interval.ms"),
     )
 
 
