@@ -66,6 +66,7 @@ from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.delegation_token_store import DelegationTokenStore
 from kcompat.storage.quota_store import QuotaStore
+from kcompat.storage.scram_credentials import FILE_NAME as SCRAM_FILE
 from kcompat.storage.scram_credentials import ScramCredentialStore
 from kcompat.telemetry.client_metrics import ClientMetricsManager
 
@@ -306,13 +307,23 @@ class Broker:
 
     # --- life cycle ----------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        if self.initial_scram_users and self.scram_store is None:
-            raise ConfigError(
-                "--add-scram is for a single node: in cluster mode SCRAM users live in __cluster_metadata; "
-                "add them with kafka-configs --alter --entity-type users (or kafka-storage format "
-                "--add-scram on the controllers)"
+    def _no_local_scram_users(self) -> None:
+        """Cluster mode: SCRAM users are the metadata log's, so none is taken from this node."""
+        how = "add them with kafka-configs --alter --entity-type users (or kafka-storage format --add-scram on the controllers)"
+        if (self.log_dirs[0] / SCRAM_FILE).exists():
+            log.warning(
+                "%s is not read in cluster mode: SCRAM users live in __cluster_metadata; %s, then delete the file",
+                self.log_dirs[0] / SCRAM_FILE,
+                how,
             )
+        if self.initial_scram_users:
+            raise ConfigError(
+                f"--add-scram is for a single node: in cluster mode SCRAM users live in __cluster_metadata; {how}"
+            )
+
+    async def start(self) -> None:
+        if self.scram_store is None:
+            self._no_local_scram_users()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.identity.cluster_id = self._load_cluster_id()
