@@ -84,7 +84,7 @@ async def describe_user_scram_credentials(
                 DescribeUserScramCredentialsResult(
                     user=name,
                     error_code=int(ErrorCode.DUPLICATE_RESOURCE),
-                    error_message="Cannot describe SCRAM credentials for the same user twice in a single request",
+                    error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}",
                 )
             )
             continue
