@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support import ClusterBrokerFactory, kafka_tool, log_has
 
+from compat_tests.cluster.test_scram_cluster import confluent_login
 from kcompat.testing import free_port, wait_until
 from kcompat.testing_cluster import ControllerQuorum
 
@@ -54,13 +55,18 @@ def test_tokens_through_the_controller(
             "delegation.token.secret.key": SECRET,
         },
     )
-    broker.args += ["--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]"]
     broker.listeners["SASL_PLAINTEXT"] = free_port()
     broker.start()
     wait_until(
         lambda: log_has(broker, f"metadata: broker {NODE_ID} is unfenced"), "the unfencing record", timeout=40
     )
     bs = broker.address("SASL_PLAINTEXT")
+    # alice is the controller's (a UserScramCredentialRecord), as every SCRAM user in cluster mode
+    kafka_tool("kafka-configs", "--bootstrap-server", broker.bootstrap, "--alter", "--add-config",
+               "SCRAM-SHA-512=[password=alice-secret]", "--entity-type", "users", "--entity-name", "alice")  # fmt: skip
+    wait_until(
+        lambda: confluent_login(bs, "alice", "alice-secret") == [], "alice in the broker's image", timeout=30
+    )
     alice = login(tmp_path / "alice.properties", "alice", "alice-secret")
 
     def tokens(*args: str, config: Path = alice, check: bool = True) -> str:

@@ -5,8 +5,8 @@ An image is never changed in place: a MetadataDelta collects records on top of o
 makes the next image, sharing every topic and broker the records did not touch. Kept so far:
 topics and partitions, brokers and controllers, configs, feature levels, the producer-id block and
 the ACLs (by record id, as Kafka's AclsImage), the client quotas (by entity, as
-ClientQuotasImage) and the delegation tokens (by token id, as DelegationTokenImage). SCRAM records
-are decoded and skipped.
+ClientQuotasImage), the delegation tokens (by token id, as DelegationTokenImage) and the SCRAM
+credentials (by user and mechanism, as ScramImage).
 
 Record semantics (metadata/.../PartitionRegistration.java#merge and the *Delta classes):
 * PartitionChangeRecord: an absent tagged field leaves the value unchanged; Leader -2 means "no
@@ -16,6 +16,9 @@ Record semantics (metadata/.../PartitionRegistration.java#merge and the *Delta c
   sets it. RegisterBrokerRecord replaces the whole registration (a new incarnation or epoch).
 * ConfigRecord with a null value removes the key; FeatureLevelRecord at level 0 removes the feature.
 * RemoveTopicRecord drops the topic and its configs; ClearElrRecord with an empty name clears all.
+* UserScramCredentialRecord replaces the user's credential for its mechanism,
+  RemoveUserScramCredentialRecord drops it (a user with none left is gone); an unknown mechanism
+  id is skipped. A snapshot starts from an empty image, so what it does not hold is gone.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from kcompat.metadata import records as r
 from kcompat.quotas.entities import Entity, entity_of
 from kcompat.security.authorizer import AclBinding
 from kcompat.security.delegation_tokens import TokenInformation
+from kcompat.security.scram import MECHANISMS, ScramCredential
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -167,6 +171,8 @@ class MetadataImage:
     client_quotas: MappingProxyType[Entity, MappingProxyType[str, float]] = field(default_factory=_empty)
     # DelegationTokenRecords by token id; RemoveDelegationTokenRecord drops one.
     delegation_tokens: MappingProxyType[str, TokenInformation] = field(default_factory=_empty)
+    # UserScramCredentialRecords: user -> mechanism name -> credential.
+    scram: MappingProxyType[str, MappingProxyType[str, ScramCredential]] = field(default_factory=_empty)
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -197,6 +203,7 @@ class MetadataDelta:
         self._acls: dict[uuid.UUID, AclBinding] | None = None
         self._quotas: dict[Entity, dict[str, float]] | None = None
         self._tokens: dict[str, TokenInformation] | None = None
+        self._scram: dict[str, dict[str, ScramCredential]] | None = None
         self.kraft_version: int | None = None  # set by the loader from a KRaftVersion control record
         self.records = 0
 
@@ -285,6 +292,25 @@ class MetadataDelta:
 
     def _remove_delegation_token(self, rec: Any) -> None:
         self._token_map().pop(rec.token_id, None)
+
+    def _scram_map(self) -> dict[str, dict[str, ScramCredential]]:
+        if self._scram is None:
+            self._scram = {user: dict(mechs) for user, mechs in self.image.scram.items()}
+        return self._scram
+
+    def _user_scram_credential(self, rec: Any) -> None:
+        mechanism = MECHANISMS.get(rec.mechanism)
+        if mechanism is not None:
+            credential = ScramCredential(rec.salt, rec.stored_key, rec.server_key, rec.iterations)
+            self._scram_map().setdefault(rec.name, {})[mechanism] = credential
+
+    def _remove_user_scram_credential(self, rec: Any) -> None:
+        users = self._scram_map()
+        mechs = users.get(rec.name)
+        if mechs is not None:
+            mechs.pop(MECHANISMS.get(rec.mechanism, ""), None)
+            if not mechs:
+                del users[rec.name]
 
     def _topic(self, rec: Any) -> None:
         self._topic_map()[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
@@ -428,6 +454,9 @@ class MetadataDelta:
             delegation_tokens=image.delegation_tokens
             if self._tokens is None
             else MappingProxyType(self._tokens),
+            scram=image.scram
+            if self._scram is None
+            else MappingProxyType({u: MappingProxyType(m) for u, m in self._scram.items()}),
         )
 
 
@@ -451,4 +480,6 @@ _REPLAY = {
     r.CLIENT_QUOTA: MetadataDelta._client_quota,
     r.DELEGATION_TOKEN: MetadataDelta._delegation_token,
     r.REMOVE_DELEGATION_TOKEN: MetadataDelta._remove_delegation_token,
+    r.USER_SCRAM_CREDENTIAL: MetadataDelta._user_scram_credential,
+    r.REMOVE_USER_SCRAM_CREDENTIAL: MetadataDelta._remove_user_scram_credential,
 }

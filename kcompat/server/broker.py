@@ -36,12 +36,14 @@ from pathlib import Path
 
 from kcompat.capture import CaptureEngine
 from kcompat.config import BrokerConfig, new_cluster_id
+from kcompat.config.errors import ConfigError
 from kcompat.faults import FaultEngine
 from kcompat.kafka_uuid import random_uuid
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
 from kcompat.metadata.features import TRANSACTION_VERSION
 from kcompat.security.authorizer import Authorizer
+from kcompat.security.scram import CredentialProvider, ScramCredential, ScramCredentials
 from kcompat.server.auth.delegation_tokens import DelegationTokenManager
 from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.capture_hook import CaptureHook
@@ -64,7 +66,8 @@ from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.delegation_token_store import DelegationTokenStore
 from kcompat.storage.quota_store import QuotaStore
-from kcompat.storage.scram_credentials import ScramCredential, ScramCredentialStore
+from kcompat.storage.scram_credentials import FILE_NAME as SCRAM_FILE
+from kcompat.storage.scram_credentials import ScramCredentialStore
 from kcompat.telemetry.client_metrics import ClientMetricsManager
 
 log = logging.getLogger("kcompat.server")
@@ -84,8 +87,11 @@ class Broker:
         self.clock = clock
         # Node id, cluster id (set at start), log dirs, rack, advertised endpoints by listener.
         self.identity = BrokerIdentity(config)
-        # SCRAM credentials (salted keys, never passwords); --add-scram users are stored at start.
-        self.scram = ScramCredentialStore(self.log_dirs[0])
+        cluster_member = is_cluster_member(config)
+        # SCRAM credentials (salted keys, never passwords): a single node's file (--add-scram users
+        # are stored at start), a cluster member's metadata image (UserScramCredentialRecords).
+        self.scram_store = None if cluster_member else ScramCredentialStore(self.log_dirs[0])
+        self.scram: ScramCredentials = self.scram_store or CredentialProvider()
         self.initial_scram_users: list[tuple[str, str, ScramCredential]] = []
         # ACLs: None without authorizer.class.name (then every check is one `is None` test).
         self.authorizer: Authorizer | None = None
@@ -94,7 +100,6 @@ class Broker:
             super_users = [u.strip() for u in str(config.get("super.users") or "").split(";") if u.strip()]
             self.authorizer = Authorizer(super_users, bool(config.get("allow.everyone.if.no.acl.found")))
         # Client quotas: a single node's in a file beside the ACLs, cluster mode's from the image.
-        cluster_member = is_cluster_member(config)
         self.quotas = QuotaManagers(
             int(config.get("quota.window.num")),
             int(config.get("quota.window.size.seconds")),
@@ -118,6 +123,7 @@ class Broker:
                 now_ms=self.now_ms,
                 on_quotas=self.quotas.replace,
                 on_tokens=self.tokens.replace,
+                on_scram=self.scram.replace if isinstance(self.scram, CredentialProvider) else None,
             )
         else:
             # Topics, producer ids, dynamic configs in kcompat.storage files; metadata changes open,
@@ -301,7 +307,23 @@ class Broker:
 
     # --- life cycle ----------------------------------------------------------------------------
 
+    def _no_local_scram_users(self) -> None:
+        """Cluster mode: SCRAM users are the metadata log's, so none is taken from this node."""
+        how = "add them with kafka-configs --alter --entity-type users (or kafka-storage format --add-scram on the controllers)"
+        if (self.log_dirs[0] / SCRAM_FILE).exists():
+            log.warning(
+                "%s is not read in cluster mode: SCRAM users live in __cluster_metadata; %s, then delete the file",
+                self.log_dirs[0] / SCRAM_FILE,
+                how,
+            )
+        if self.initial_scram_users:
+            raise ConfigError(
+                f"--add-scram is for a single node: in cluster mode SCRAM users live in __cluster_metadata; {how}"
+            )
+
     async def start(self) -> None:
+        if self.scram_store is None:
+            self._no_local_scram_users()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.identity.cluster_id = self._load_cluster_id()
@@ -312,15 +334,16 @@ class Broker:
             self.txn_service.set_transaction_version(
                 self.metadata.features().finalized.get(TRANSACTION_VERSION, 0)
             )
-        self.scram.load()
+        if self.scram_store is not None:
+            self.scram_store.load()
         self.tokens.load()
         if self.authorizer is not None and not is_cluster_member(self.config):
             for acl in self.acl_store.load():
                 self.authorizer.add(acl)
-        if self.initial_scram_users:
+        if self.scram_store is not None and self.initial_scram_users:
             for user, mechanism, credential in self.initial_scram_users:
-                self.scram.upsert(user, mechanism, credential)
-            self.scram.save()
+                self.scram_store.upsert(user, mechanism, credential)
+            self.scram_store.save()
         SEGMENT_FILES.set_bound(
             bound_for(int(self.config.get("log.segment.descriptors.max")), open_file_limit())
         )

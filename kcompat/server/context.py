@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kcompat.config import BrokerConfig
     from kcompat.security.authorizer import Authorizer
+    from kcompat.security.scram import ScramCredentials
     from kcompat.server.auth.delegation_tokens import DelegationTokenManager
     from kcompat.server.broker_stats import BrokerStats
     from kcompat.server.fetch_session import FetchManager
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from kcompat.server.share.share_group_service import ShareService
     from kcompat.server.transactions.txn_service import TransactionService
     from kcompat.storage.acl_store import AclStore
-    from kcompat.storage.scram_credentials import ScramCredentialStore
     from kcompat.telemetry.client_metrics import ClientMetricsManager
     from kcompat.wire.protocol import Request
 
@@ -126,7 +126,7 @@ class BrokerServices:
     transactions: TransactionService  # the transaction coordinator
     share_coordinator: ShareCoordinatorService  # the share coordinator (__share_group_state)
     access: Access
-    scram: ScramCredentialStore  # SCRAM credentials (Describe/AlterUserScramCredentials)
+    scram: ScramCredentials  # a single node's file, or cluster mode's metadata image
     stats: BrokerStats  # what is counted as requests are served (the admin listener's /metrics)
     fetch_sessions: FetchManager
     clock: Callable[[], float]  # seconds, as time.time
@@ -216,7 +216,7 @@ class RequestContext:
         return self.services.access
 
     @property
-    def scram(self) -> ScramCredentialStore:
+    def scram(self) -> ScramCredentials:
         return self.services.scram
 
     @property

@@ -5,45 +5,29 @@ salt, StoredKey, ServerKey and iteration count, never the password.
     {"alice": {"SCRAM-SHA-512": {"salt": b64, "stored_key": b64, "server_key": b64, "iterations": 4096}}}
 
 AlterUserScramCredentials hands over SaltedPassword = Hi(password, salt, i); the keys are derived
-from it here (RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
-HMAC(SaltedPassword, "Server Key")) and SaltedPassword itself is dropped.
+from it (kcompat.security.scram.derive) and SaltedPassword itself is dropped. This file is a single
+node's: in cluster mode the credentials are the metadata image's (kcompat.security.scram).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompat.log.log_files import atomic_write
+from kcompat.security.scram import HASHES as _HASH
+from kcompat.security.scram import MAX_ITERATIONS as MAX_ITERATIONS
+from kcompat.security.scram import MECHANISM_IDS as MECHANISM_IDS
+from kcompat.security.scram import MECHANISMS as MECHANISMS
+from kcompat.security.scram import MIN_ITERATIONS as MIN_ITERATIONS
+from kcompat.security.scram import ScramCredential as ScramCredential
+from kcompat.security.scram import derive as derive
 
 FILE_NAME = "kcompat-scram-credentials"
-# Kafka's ScramMechanism ids (DescribeUserScramCredentials / AlterUserScramCredentials) and hashes.
-MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
-MECHANISM_IDS = {name: key for key, name in MECHANISMS.items()}
-_HASH = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # ScramMechanism's minimum, ScramControlManager's maximum
-
-
-@dataclass(frozen=True)
-class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-
-def derive(mechanism: str, salted_password: bytes, salt: bytes, iterations: int) -> ScramCredential:
-    name = _HASH[mechanism]
-    client_key = hmac.digest(salted_password, b"Client Key", name)
-    stored_key = hashlib.new(name, client_key).digest()
-    server_key = hmac.digest(salted_password, b"Server Key", name)
-    return ScramCredential(salt, stored_key, server_key, iterations)
 
 
 def from_password(

@@ -182,6 +182,16 @@ REQUESTS: dict[int, tuple[int, dict[str, Any]]] = {
             "validate_only": False,
         },
     ),
+    51: (
+        0,
+        {
+            "deletions": [{"name": "bob", "mechanism": 1}],
+            "upsertions": [
+                {"name": "alice", "mechanism": 2, "iterations": 4096, "salt": b"s", "salted_password": b"p"},
+                {"name": "bob", "mechanism": 2, "iterations": 4096, "salt": b"s", "salted_password": b"p"},
+            ],
+        },
+    ),
 }
 
 
@@ -193,6 +203,17 @@ def test_every_forwarded_api_has_an_error_response(api_key: int) -> None:
     data = joined(respond(api_key, version, 7, response))
     text = repr(unwrap_response(request, data[4:]))
     assert f"error_code={int(ErrorCode.REQUEST_TIMED_OUT)}" in text, text
+
+
+def test_alter_user_scram_credentials_error_names_each_user_once() -> None:
+    version, body = REQUESTS[51]
+    request = decode_request(frame_of(51, version, 7, body))
+    response = error_response(request, ErrorCode.NOT_CONTROLLER, "no controller")
+    # AlterUserScramCredentialsRequest.getErrorResponse: the distinct users, sorted
+    assert [(x.user, x.error_code, x.error_message) for x in response.results] == [
+        ("alice", ErrorCode.NOT_CONTROLLER, "no controller"),
+        ("bob", ErrorCode.NOT_CONTROLLER, "no controller"),
+    ]
 
 
 class StandInController:

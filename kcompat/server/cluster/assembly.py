@@ -27,6 +27,7 @@ from kcompat.metadata.image import MetadataImage
 from kcompat.quotas.entities import QuotaTable
 from kcompat.security.authorizer import Authorizer
 from kcompat.security.delegation_tokens import TokenInformation
+from kcompat.security.scram import ScramUsers
 from kcompat.server.cluster.auto_topic_creation import AutoTopicCreationManager
 from kcompat.server.cluster.controller_channel import ControllerChannel, parse_bootstrap
 from kcompat.server.cluster.directory_assignments import DirectoryAssignments
@@ -94,6 +95,7 @@ class ClusterAssembly:
         now_ms: Callable[[], int],
         on_quotas: Callable[[QuotaTable], None] | None = None,
         on_tokens: Callable[[Mapping[str, TokenInformation]], None] | None = None,
+        on_scram: Callable[[ScramUsers], None] | None = None,
     ) -> None:
         self._config = config
         self._now_ms = now_ms
@@ -134,6 +136,7 @@ class ClusterAssembly:
             on_acls=None if authorizer is None else authorizer.replace,
             on_quotas=on_quotas,  # the client quotas are the image's (ClientQuotaRecords)
             on_tokens=on_tokens,  # and the delegation tokens (DelegationTokenRecords)
+            on_scram=on_scram,  # and the SCRAM credentials (UserScramCredentialRecords)
             producer_ids=producer_ids,
             auto_create=auto_create.create,
             create_spec=auto_create.create_spec,

@@ -11,6 +11,7 @@ from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
 from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
 from kcompat.wire.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
+from kcompat.wire.messages.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from kcompat.wire.messages.create_acls import CREATE_ACLS
 from kcompat.wire.messages.create_delegation_token import CREATE_DELEGATION_TOKEN
 from kcompat.wire.messages.create_partitions import CREATE_PARTITIONS
@@ -30,6 +31,7 @@ from kcompat.wire.structs import Struct
 from kcompat.wire.types import alter_client_quotas as acq
 from kcompat.wire.types import alter_configs as ac
 from kcompat.wire.types import alter_partition_reassignments as apr
+from kcompat.wire.types import alter_user_scram_credentials as ausc
 from kcompat.wire.types import create_acls as ca
 from kcompat.wire.types import create_delegation_token as cdt
 from kcompat.wire.types import create_partitions as cp
@@ -208,6 +210,17 @@ def _expire_delegation_token(b: Any, v: int, code: int, message: str | None) -> 
     return edt.ExpireDelegationTokenResponse(error_code=code)
 
 
+def _alter_user_scram_credentials(b: Any, v: int, code: int, message: str | None) -> Struct:
+    users = sorted({d.name for d in b.deletions} | {u.name for u in b.upsertions})
+    return ausc.AlterUserScramCredentialsResponse(
+        throttle_time_ms=0,
+        results=[
+            ausc.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=message)
+            for user in users
+        ],
+    )
+
+
 # API key -> its error answer with every error field set, as AbstractRequest.getErrorResponse
 _ERROR_RESPONSES: dict[int, Callable[[Any, int, int, str | None], Struct]] = {
     CREATE_TOPICS.key: _create_topics,
@@ -227,6 +240,7 @@ _ERROR_RESPONSES: dict[int, Callable[[Any, int, int, str | None], Struct]] = {
     CREATE_DELEGATION_TOKEN.key: _create_delegation_token,
     RENEW_DELEGATION_TOKEN.key: _renew_delegation_token,
     EXPIRE_DELEGATION_TOKEN.key: _expire_delegation_token,
+    ALTER_USER_SCRAM_CREDENTIALS.key: _alter_user_scram_credentials,
 }
 
 

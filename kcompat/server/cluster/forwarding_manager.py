@@ -43,6 +43,7 @@ from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
 from kcompat.wire.messages.alter_configs import ALTER_CONFIGS
 from kcompat.wire.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
+from kcompat.wire.messages.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.messages.create_acls import CREATE_ACLS
 from kcompat.wire.messages.create_delegation_token import CREATE_DELEGATION_TOKEN
@@ -101,6 +102,8 @@ FORWARDED_APIS = frozenset(
         CREATE_DELEGATION_TOKEN.key,
         RENEW_DELEGATION_TOKEN.key,
         EXPIRE_DELEGATION_TOKEN.key,
+        # DescribeUserScramCredentials is the broker's, from the image's credentials
+        ALTER_USER_SCRAM_CREDENTIALS.key,
     }
 )
 

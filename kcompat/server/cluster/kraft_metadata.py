@@ -31,6 +31,7 @@ from kcompat.metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionRegis
 from kcompat.quotas.entities import QuotaTable
 from kcompat.security.authorizer import AclBinding
 from kcompat.security.delegation_tokens import TokenInformation
+from kcompat.security.scram import ScramUsers
 from kcompat.server.errors import ApiError
 from kcompat.server.metadata_view import BrokerEndpoint, ConfigReads, PartitionDescription, ProducerIds
 from kcompat.storage.topic_store import TopicInfo
@@ -95,6 +96,7 @@ class KRaftMetadata(ConfigReads):
         on_acls: Callable[[list[AclBinding]], None] | None = None,
         on_quotas: Callable[[QuotaTable], None] | None = None,
         on_tokens: Callable[[Mapping[str, TokenInformation]], None] | None = None,
+        on_scram: Callable[[ScramUsers], None] | None = None,
         producer_ids: ProducerIds | None = None,
         auto_create: Callable[[str], None] | None = None,
         create_spec: Callable[[dict[str, Any]], None] | None = None,
@@ -112,6 +114,7 @@ class KRaftMetadata(ConfigReads):
         self.on_acls = on_acls
         self.on_quotas = on_quotas
         self.on_tokens = on_tokens
+        self.on_scram = on_scram
         self._producer_ids: ProducerIds = _NoProducerIds() if producer_ids is None else producer_ids
         self._auto_create = auto_create
         self._create_spec = create_spec  # a CreatableTopic to ask the controller for
@@ -138,6 +141,8 @@ class KRaftMetadata(ConfigReads):
             self.on_quotas(image.client_quotas)  # the broker's quota managers take the new table
         if image.delegation_tokens is not previous.delegation_tokens and self.on_tokens is not None:
             self.on_tokens(image.delegation_tokens)  # the broker's token manager takes them
+        if image.scram is not previous.scram and self.on_scram is not None:
+            self.on_scram(image.scram)  # SCRAM logins and Describe read the new credentials
         stale = [
             n
             for n, t in self._topics.items()

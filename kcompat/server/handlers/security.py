@@ -6,7 +6,9 @@ SaslAuthenticate reaches a handler only on a listener without SASL, or a SaslAut
 the exchange, and Kafka answers both with ILLEGAL_SASL_STATE.
 
 SCRAM credentials (KIP-554): Describe lists mechanism and iterations only; Alter derives and stores
-StoredKey/ServerKey from the SaltedPassword the client computed, never a password. Errors as
+StoredKey/ServerKey from the SaltedPassword the client computed, never a password. In cluster mode
+Describe reads the metadata image's credentials and Alter is forwarded to the controller, which
+validates and writes UserScramCredentialRecords (the handler here is a single node's). Errors as
 Kafka's ScramControlManager gives them: an empty name or iterations outside [4096, 16384] ->
 UNACCEPTABLE_CREDENTIAL, an unknown mechanism -> UNSUPPORTED_SASL_MECHANISM, a user named twice
 for one mechanism -> DUPLICATE_RESOURCE, deleting what does not exist -> RESOURCE_NOT_FOUND.
@@ -82,7 +84,7 @@ async def describe_user_scram_credentials(
                 DescribeUserScramCredentialsResult(
                     user=name,
                     error_code=int(ErrorCode.DUPLICATE_RESOURCE),
-                    error_message="Cannot describe SCRAM credentials for the same user twice in a single request",
+                    error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}",
                 )
             )
             continue
@@ -114,7 +116,10 @@ async def alter_user_scram_credentials(
 ) -> AlterUserScramCredentialsResponse:
     body = request.body
     store = ctx.scram
-    if (denied := access.cluster_error(ctx, access.ALTER)) is not None:
+    denied = access.cluster_error(ctx, access.ALTER)
+    if denied is None and not isinstance(store, ScramCredentialStore):
+        denied = ErrorCode.NOT_CONTROLLER  # cluster mode forwards Alter before any handler runs
+    if denied is not None:
         users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
         return AlterUserScramCredentialsResponse(
             results=[
@@ -122,6 +127,7 @@ async def alter_user_scram_credentials(
                 for u in users
             ]
         )
+    assert isinstance(store, ScramCredentialStore)
     errors = _alter_errors(body, store)
     for d in body.deletions:
         if d.name not in errors:
