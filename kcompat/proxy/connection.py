@@ -20,31 +20,27 @@ import asyncio
 import logging
 import ssl
 import struct
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
+from kcompat.proxy.answer_stream import AnswerStream, open_stream
 from kcompat.proxy.api_versions import rewrite_api_versions, too_new, unsupported_answer
-from kcompat.proxy.client_report import ClientReport
 from kcompat.proxy.frames import PRODUCE_KEY, Pending, produce_acks, rewrite_answer
 from kcompat.proxy.hooks import (
     AnswerNow,
     CloseConnection,
-    ConnectHook,
     Exchange,
     HoldAnswer,
     HoldRequest,
-    RequestHook,
-    ResponseHook,
 )
-from kcompat.proxy.log_limit import LogLimit
-from kcompat.proxy.node_map import NodeMap
-from kcompat.proxy.sasl import LoginFailed, UpstreamLogin
-from kcompat.proxy.sni import SniPattern, server_name
-from kcompat.proxy.tenant import Refused, Tenant, refused_answer
+from kcompat.proxy.sasl import LoginFailed
+from kcompat.proxy.shared import Shared
+from kcompat.proxy.sni import server_name
+from kcompat.proxy.tenant import Refused, refused_answer
 from kcompat.proxy.upstream import UpstreamSide
-from kcompat.security.sasl_exchange import SaslExchange, SaslState
+from kcompat.security.sasl_exchange import SaslState
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameReader, FrameSizeError
 from kcompat.wire.messages import APIS
@@ -52,32 +48,6 @@ from kcompat.wire.protocol import API_VERSIONS_KEY, UnsupportedRequest, peek_hea
 
 log = logging.getLogger("kcompat.proxy")
 _SIZE = struct.Struct(">i")
-
-
-@dataclass
-class Shared:
-    """What every connection of one proxy shares."""
-
-    nodes: NodeMap
-    upstreams: list[tuple[str, int]]
-    max_request: int
-    buffer_bytes: int
-    connect_timeout: float
-    request_hook: RequestHook | None = None
-    response_hook: ResponseHook | None = None
-    connect_hook: ConnectHook | None = None
-    tenant: Tenant | None = None  # a virtual cluster: its names prefixed upstream (tenant.py)
-    sni: SniPattern | None = None  # SNI routing: the node is the one the TLS server name names
-    upstream_tls: ssl.SSLContext | None = None
-    report: ClientReport | None = None  # the compatibility report (client_report.py)
-    upstream_apis: dict[int, tuple[int, int]] = field(default_factory=dict)  # its ApiVersions
-    client_sasl: Callable[[], SaslExchange] | None = None  # SASL terminated here (sasl.py)
-    upstream_login: Callable[[], UpstreamLogin] | None = None  # the proxy's own SASL upstream
-    sasl_counts: Counter[str] = field(default_factory=Counter)  # upstream logins, re-authentications
-    logs: LogLimit = field(default_factory=LogLimit)
-    connections: set[ClientConnection] = field(default_factory=set)
-    upstream_sides: set[UpstreamSide] = field(default_factory=set)  # open upstream connections
-    next_id: int = 0
 
 
 @dataclass(slots=True)
@@ -444,6 +414,22 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.close()
             return
         self._ready(waiting, chunks)
+
+    def open_stream(self, size: int) -> AnswerStream | None:
+        """The next answer relayed as it arrives, when it may be: its turn come, no hook or virtual
+        cluster to see it (answer_stream.py says which APIs, and whether node addresses fit)."""
+        ahead = self._waiting and self._inflight and self._waiting[0] is self._inflight[0]
+        if self._closed or not ahead or self.transport is None:
+            return None
+        if self.shared.response_hook or self.shared.tenant or not (p := self._inflight[0].pending).known:
+            return None
+        stream = open_stream(
+            p.api_key, p.api_version, p.correlation_id, size, self.transport.write, self.shared.nodes
+        )
+        if stream is not None:
+            self._inflight.popleft()
+            self._waiting.popleft()
+        return stream
 
     def _answer_here(self, waiting: _Waiting, chunks: Sequence[Any]) -> None:
         """An answer the proxy gives itself, sent in its turn."""
