@@ -28,7 +28,6 @@ from kcompat.wire.errors import DecodeError
 from kcompat.wire.primitives import Reader, encode_uvarint
 from kcompat.wire.protocol import decode_response, encode_response, response_header_version
 
-STREAM_MIN = 256 << 10  # answers smaller than this are held whole: cheap, and the hooks see them
 TAIL_MAX = 1 << 20  # a top-level tagged section larger than this is not an upstream's answer
 PAD_TAG = 100  # the first tag of the padding: above every tag a 4.3.1 Fetch answer defines
 _SIZE = struct.Struct(">i")

@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
-from kcompat.proxy.answer_reader import AnswerReader
 from kcompat.proxy.answer_stream import AnswerStream
+from kcompat.proxy.relay_reader import RelayReader
 from kcompat.proxy.sasl import LoginFailed, UpstreamLogin, reauth_delay
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameSizeError
@@ -52,7 +52,7 @@ class UpstreamSide(asyncio.BufferedProtocol):
     def __init__(self, client: Client, settings: Settings) -> None:
         self.client = client
         self.transport: asyncio.Transport | None = None
-        self._reader = AnswerReader(self._open_stream, self._frame)
+        self._reader = RelayReader(self._open_stream, self._frame)
         self._buffer_bytes = settings.buffer_bytes
         self._sides = settings.upstream_sides
         self._login = settings.upstream_login
