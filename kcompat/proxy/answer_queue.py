@@ -120,10 +120,14 @@ class AnswerQueue:
         stream = open_stream(
             p.api_key, p.api_version, p.correlation_id, size, self.transport.write, self.shared.nodes
         )
-        if stream is not None:
+        if stream is not None:  # it stays at the head of _waiting (no chunks) till its last byte
             self._inflight.popleft()
-            self._waiting.popleft()
+            stream.finished = self._streamed
         return stream
+
+    def _streamed(self) -> None:
+        self._waiting.popleft()
+        self._flush()  # answers the proxy gave itself meanwhile
 
     def _answer_here(self, waiting: _Waiting, chunks: Sequence[Any]) -> None:
         """An answer the proxy gives itself, sent in its turn."""

@@ -137,6 +137,7 @@ class AnswerStream:
         self._got = 0
         self._started = False  # the size prefix is out
         self.dropped = False  # NodeEndpoints did not fit and were dropped
+        self.finished: Callable[[], None] = lambda: None  # called once the last byte went out
 
     def feed(self, data: memoryview) -> None:
         """DecodeError: the answer does not follow its schema, or names another correlation id."""
@@ -201,6 +202,7 @@ class AnswerStream:
                 fitted = fit(tail, without_nodes(tail))
                 assert fitted is not None  # dropping a field frees at least three bytes
             self._write(fitted)
+        self.finished()
 
 
 def rewrite_tail(api_version: int, tail: bytes, endpoint: Endpoint, learn: Learn) -> bytes:

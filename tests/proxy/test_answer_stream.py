@@ -170,3 +170,60 @@ def test_a_50_mb_fetch_answer_is_relayed_while_the_proxy_holds_little_of_it() ->
         tracemalloc.stop()
     assert size > BIG and last.endswith(b"\x00\x00\x00")
     assert peak < 8 << 20, f"{peak >> 10} KiB held while relaying a {size >> 20} MiB answer"
+
+
+# -- an answer the proxy gives itself waits behind a streaming one -------------------------------
+
+
+async def _slow_upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    size = _SIZE.unpack(await reader.readexactly(4))[0]
+    correlation = _SIZE.unpack_from(await reader.readexactly(size), 4)[0]
+    marker = b"R" * 16
+    body = {"responses": [{"topic_id": TOPIC_ID, "partitions": [{"partition_index": 0, "records": marker}]}]}
+    frame = frame_of(17, body, correlation)
+    at = frame.index(marker)
+    head, tail = frame[4 : at - 1] + bytes(_uvarint(4 * len(CHUNK) + 1)), frame[at + len(marker) :]
+    writer.write(_SIZE.pack(len(head) + 4 * len(CHUNK) + len(tail)) + head)
+    for _ in range(4):
+        writer.write(CHUNK)
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the client's next request is answered by the proxy meanwhile
+    writer.write(tail)
+    await writer.drain()
+    await reader.read()
+    writer.close()
+
+
+async def _fetch_then_api_versions() -> tuple[bytes, int]:
+    upstream = await asyncio.start_server(_slow_upstream, "127.0.0.1", 0)
+    shared = Shared(
+        node_map(), [("127.0.0.1", upstream.sockets[0].getsockname()[1])], 100 << 20, 256 << 10, 5.0
+    )
+    proxy = await asyncio.get_running_loop().create_server(
+        lambda: ClientConnection(shared, None), "127.0.0.1", 0
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
+    request = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": BIG, "topics": []}
+    writer.write(encode_request(1, 17, 5, request))
+    size = _SIZE.unpack(await reader.readexactly(4))[0]
+    first = await reader.readexactly(4)  # the Fetch answer has begun: now an ApiVersions v5
+    too_new = struct.pack(">hhi", 18, 5, 9) + b"\x00\x00\x00\x00"  # no client id, no tags, no body
+    writer.write(_SIZE.pack(len(too_new)) + too_new)
+    fetch = first + await reader.readexactly(size - 4)
+    _, answer = _SIZE.unpack(await reader.readexactly(4))[0], await reader.readexactly(4)
+    writer.close()
+    for connection in list(shared.connections):
+        connection.close()
+    proxy.close()
+    upstream.close()
+    await proxy.wait_closed()
+    await upstream.wait_closed()
+    await asyncio.sleep(0.05)
+    return fetch, _SIZE.unpack(answer)[0]
+
+
+def test_an_answer_the_proxy_gives_waits_for_the_streaming_answer_before_it() -> None:
+    fetch, correlation = asyncio.run(_fetch_then_api_versions())
+    assert correlation == 9  # the proxy's own answer to ApiVersions v5 came after the Fetch answer
+    _, body = decode_response(1, 17, fetch)  # whole, nothing of another answer in it
+    assert body.responses[0].partitions[0].records == CHUNK * 4
