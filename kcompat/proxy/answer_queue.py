@@ -117,13 +117,15 @@ class AnswerQueue:
             return None
         if self.shared.response_hook or self.shared.tenant or not (p := self._inflight[0].pending).known:
             return None
-        stream = open_stream(
-            p.api_key, p.api_version, p.correlation_id, size, self.transport.write, self.shared.nodes
-        )
+        stream = open_stream(p.api_key, p.api_version, p.correlation_id, size, self._write, self.shared.nodes)
         if stream is not None:  # it stays at the head of _waiting (no chunks) till its last byte
             self._inflight.popleft()
             stream.finished = self._streamed
         return stream
+
+    def _write(self, data: bytes) -> None:
+        if not self._closed and self.transport is not None:  # a client gone mid-answer: dropped
+            self.transport.write(data)
 
     def _streamed(self) -> None:
         self._waiting.popleft()

@@ -53,7 +53,9 @@ def open_stream(
     """A stream for an answer when its API streams and every known node's endpoint fits."""
     if not streams(api_key, api_version):
         return None
-    if not endpoints_fit({i: nodes.address(i) or ("", 0) for i in nodes.node_ids()}, nodes.endpoint):
+    if _plan(api_key, api_version)[1] and not endpoints_fit(
+        {i: nodes.address(i) or ("", 0) for i in nodes.node_ids()}, nodes.endpoint
+    ):
         return None
     return AnswerStream(api_key, api_version, correlation_id, size, write, nodes.endpoint, nodes.learn)
 
@@ -193,15 +195,18 @@ class AnswerStream:
         """The last byte is in: the tagged section goes out, rewritten to its length."""
         if self._got != self.size or self._tail is None:
             raise DecodeError("an answer that ends inside its body")
-        if self._tail:
+        if self._tail and _plan(self.api_key, self.api_version)[1]:  # NodeEndpoints may be in it
             tail = bytes(self._tail)
             new = rewrite_tail(self.api_version, tail, self._endpoint, self._learn)
             fitted = fit(tail, new)
             if fitted is None:
                 self.dropped = True
-                fitted = fit(tail, without_nodes(tail))
-                assert fitted is not None  # dropping a field frees at least three bytes
+                fitted = fit(tail, without_nodes(tail))  # frees at least three bytes: fits
+                if fitted is None:
+                    raise DecodeError("a top-level tagged section that cannot be rewritten in place")
             self._write(fitted)
+        elif self._tail:
+            self._write(bytes(self._tail))
         self.finished()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kcompat.proxy.answer_stream import AnswerStream, endpoints_fit, fit, padding
+from kcompat.proxy.answer_stream import AnswerStream, endpoints_fit, fit, open_stream, padding
 from kcompat.proxy.connection import ClientConnection
 from kcompat.proxy.node_map import NodeMap
 from kcompat.proxy.shared import Shared
@@ -71,6 +71,19 @@ def test_node_endpoints_are_rewritten_in_the_same_bytes(version: int, node: int)
 def test_an_answer_without_node_endpoints_passes_byte_for_byte() -> None:
     frame = frame_of(17, fetch_body([]))
     assert relay(17, frame, node_map())[0] == frame
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 15])
+def test_answers_before_kip_951_stream_byte_for_byte_whatever_the_endpoints(version: int) -> None:
+    frame = frame_of(version, fetch_body([]))
+    out: list[bytes] = []
+    stream = open_stream(
+        1, version, 7, len(frame) - 4, out.append, node_map("a-much-longer-proxy-host.example")
+    )
+    assert stream is not None
+    stream.feed(memoryview(frame)[4:])
+    stream.done()
+    assert b"".join(out) == frame
 
 
 def test_a_node_whose_endpoint_does_not_fit_has_its_node_endpoints_dropped() -> None:
