@@ -115,7 +115,11 @@ class AnswerQueue:
         ahead = self._waiting and self._inflight and self._waiting[0] is self._inflight[0]
         if self._closed or not ahead or self.transport is None:
             return None
-        if self.shared.response_hook or self.shared.tenant or not (p := self._inflight[0].pending).known:
+        waiting, shared = self._inflight[0], self.shared
+        idle = shared.response_hook is None or (
+            shared.hooks_idle is not None and shared.hooks_idle(waiting.exchange)
+        )
+        if shared.tenant or not idle or not (p := waiting.pending).known:
             return None
         stream = open_stream(p.api_key, p.api_version, p.correlation_id, size, self._write, self.shared.nodes)
         if stream is not None:  # it stays at the head of _waiting (no chunks) till its last byte

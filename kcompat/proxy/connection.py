@@ -46,6 +46,13 @@ from kcompat.wire.messages import APIS
 from kcompat.wire.protocol import API_VERSIONS_KEY, UnsupportedRequest, peek_header
 
 log = logging.getLogger("kcompat.proxy")
+
+
+def _hooks_idle(hook: object, shared: Shared, exchange: Exchange | None) -> bool:
+    """No hook, or one that says it passes this exchange untouched (Shared.hooks_idle)."""
+    return hook is None or (shared.hooks_idle is not None and shared.hooks_idle(exchange))
+
+
 _SIZE = struct.Struct(">i")
 
 
@@ -339,7 +346,7 @@ class ClientConnection(AnswerQueue, asyncio.BufferedProtocol):
         shared, up = self.shared, self.upstream
         if up is None or self._closed or self._early or self._outbox or self.auth is not None:
             return None
-        if shared.request_hook or shared.tenant or shared.upstream_login:
+        if shared.tenant or shared.upstream_login or not _hooks_idle(shared.request_hook, shared, None):
             return None
         return RequestStream(size, self._stream_head, up.write)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kcompat.proxy.client_report import ClientReport
-from kcompat.proxy.hooks import ConnectHook, RequestHook, ResponseHook
+from kcompat.proxy.hooks import ConnectHook, Exchange, RequestHook, ResponseHook
 from kcompat.proxy.log_limit import LogLimit
 from kcompat.proxy.node_map import NodeMap
 from kcompat.proxy.sasl import UpstreamLogin
@@ -37,6 +37,8 @@ class Shared:
     request_hook: RequestHook | None = None
     response_hook: ResponseHook | None = None
     connect_hook: ConnectHook | None = None
+    # with hooks: whether they would pass this exchange (None: a request not yet read) untouched
+    hooks_idle: Callable[[Exchange | None], bool] | None = None
     tenant: Tenant | None = None  # a virtual cluster: its names prefixed upstream (tenant.py)
     sni: SniPattern | None = None  # SNI routing: the node is the one the TLS server name names
     upstream_tls: ssl.SSLContext | None = None

@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
+from kcompat.capture import CaptureEngine
+from kcompat.faults import FaultEngine, rule_from_json
 from kcompat.proxy.connection import ClientConnection
+from kcompat.proxy.intercept import Intercept
 from kcompat.proxy.node_map import NodeMap
 from kcompat.proxy.relay_reader import STREAM_MIN, RelayReader
 from kcompat.proxy.shared import Shared
@@ -124,12 +127,18 @@ async def _upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
     writer.close()
 
 
-async def _through_proxy() -> tuple[int, list[int]]:
+async def _through_proxy(hooks: Intercept | None = None) -> tuple[int, list[int]]:
     upstream = await asyncio.start_server(_upstream, "127.0.0.1", 0)
     up_port = upstream.sockets[0].getsockname()[1]
     shared = Shared(
         NodeMap("127.0.0.1", 30000, 10, lambda _: None), [("127.0.0.1", up_port)], 100 << 20, 256 << 10, 5.0
     )
+    if hooks is not None:  # the fault-injection hooks, as `kcompat proxy --admin` sets them
+        shared.request_hook, shared.response_hook, shared.hooks_idle = (
+            hooks.request,
+            hooks.response,
+            hooks.idle,
+        )
     loop = asyncio.get_running_loop()
     proxy = await loop.create_server(lambda: ClientConnection(shared, None), "127.0.0.1", 0)
     reader, writer = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
@@ -156,11 +165,20 @@ async def _through_proxy() -> tuple[int, list[int]]:
     return peak, [correlation, body.responses[0].partition_responses[0].base_offset]
 
 
-def test_a_50_mb_produce_is_relayed_while_the_proxy_holds_little_of_it() -> None:
+@pytest.mark.parametrize("hooks", ["none", "idle"])
+def test_a_50_mb_produce_is_relayed_while_the_proxy_holds_little_of_it(hooks: str) -> None:
     tracemalloc.start()
     try:
-        peak, answer = asyncio.run(_through_proxy())
+        intercept = Intercept(FaultEngine(), CaptureEngine()) if hooks == "idle" else None
+        peak, answer = asyncio.run(_through_proxy(intercept))
     finally:
         tracemalloc.stop()
     assert answer == [2, 5]  # the acks=1 Produce's answer, and none for the acks=0 one before it
     assert peak < 8 << 20, f"{peak >> 10} KiB held while relaying two {BIG >> 20} MiB requests"
+
+
+def test_hooks_with_a_rule_armed_see_every_request_whole() -> None:
+    hooks = Intercept(FaultEngine(), CaptureEngine())
+    assert hooks.idle(None)
+    hooks.faults.add(rule_from_json({"match": {"api": "Metadata"}, "action": {"kind": "error", "error": 6}}))
+    assert not hooks.idle(None)  # then nothing streams: a rule may match any request
