@@ -127,7 +127,7 @@ class AnswerQueue:
             stream.finished = self._streamed
         return stream
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytearray) -> None:
         if not self._closed and self.transport is not None:  # a client gone mid-answer: dropped
             self.transport.write(data)
 

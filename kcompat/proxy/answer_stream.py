@@ -28,6 +28,7 @@ from kcompat.wire.errors import DecodeError
 from kcompat.wire.primitives import Reader, encode_uvarint
 from kcompat.wire.protocol import decode_response, encode_response, response_header_version
 
+FLUSH = 128 << 10  # socket reads of a few KiB are gathered into writes of at least this
 TAIL_MAX = 1 << 20  # a top-level tagged section larger than this is not an upstream's answer
 PAD_TAG = 100  # the first tag of the padding: above every tag a 4.3.1 Fetch answer defines
 _SIZE = struct.Struct(">i")
@@ -47,7 +48,7 @@ def open_stream(
     api_version: int,
     correlation_id: int,
     size: int,
-    write: Callable[[bytes], None],
+    write: Callable[[bytearray], None],
     nodes: NodeMap,
 ) -> AnswerStream | None:
     """A stream for an answer when its API streams and every known node's endpoint fits."""
@@ -123,7 +124,7 @@ class AnswerStream:
         api_version: int,
         correlation_id: int,
         size: int,
-        write: Callable[[bytes], None],
+        write: Callable[[bytearray], None],
         endpoint: Endpoint,
         learn: Learn,
     ) -> None:
@@ -131,6 +132,7 @@ class AnswerStream:
         self.correlation_id = correlation_id
         self.size = size
         self._write = write
+        self._out = bytearray()  # bytes to send, written in pieces of FLUSH (fewer, larger writes)
         self._endpoint, self._learn = endpoint, learn
         self._walk: Walk | None = walk(api_key, api_version)
         self._want = 4  # the correlation id first: checked before the size prefix goes out
@@ -165,7 +167,7 @@ class AnswerStream:
             if start < 0:  # the correlation id, complete
                 if _SIZE.unpack(reply or b"")[0] != self.correlation_id:
                     raise DecodeError("an answer to another correlation id")
-                self._write(_SIZE.pack(self.size) + (reply or b""))
+                self._out += _SIZE.pack(self.size) + (reply or b"")
                 self._started = True
                 start = pos
                 self._want = self._next(None)
@@ -175,12 +177,15 @@ class AnswerStream:
             return  # the correlation id is not all in yet
         if self._tail is not None:
             if pos > start:
-                self._write(bytes(data[start:pos]))
+                self._out += data[start:pos]
             self._tail += data[pos:]
             if len(self._tail) > TAIL_MAX:
                 raise DecodeError("a top-level tagged section over 1 MiB")
         elif end > start:
-            self._write(bytes(data[start:end]))
+            self._out += data[start:end]
+        if len(self._out) >= FLUSH:
+            self._write(self._out)
+            self._out = bytearray()
 
     def _next(self, reply: bytes | None) -> int:
         assert self._walk is not None
@@ -204,9 +209,11 @@ class AnswerStream:
                 fitted = fit(tail, without_nodes(tail))  # frees at least three bytes: fits
                 if fitted is None:
                     raise DecodeError("a top-level tagged section that cannot be rewritten in place")
-            self._write(fitted)
+            self._out += fitted
         elif self._tail:
-            self._write(bytes(self._tail))
+            self._out += self._tail
+        self._write(self._out)
+        self._out = bytearray()
         self.finished()
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from kcompat.wire.errors import DecodeError
 
+FLUSH = 128 << 10  # socket reads of a few KiB are gathered into writes of at least this
 HEAD_MAX = 64 << 10  # a request whose header and acks are not in its first 64 KiB is not Kafka's
 _SIZE = struct.Struct(">i")
 
@@ -31,11 +32,15 @@ class RequestStream:
         self._begin = begin
         self._write = write
         self._head: bytearray | None = bytearray()  # None once it went on
+        self._out = bytearray()  # the bytes after it, written in pieces of FLUSH (fewer writes)
 
     def feed(self, data: memoryview) -> None:
         """DecodeError: no request header (or Produce acks) in the first HEAD_MAX bytes."""
         if self._head is None:
-            self._write([bytes(data)], False)
+            self._out += data
+            if len(self._out) >= FLUSH:
+                self._write([self._out], False)
+                self._out = bytearray()
             return
         self._head += data
         answered = self._begin(bytes(self._head))
@@ -47,4 +52,6 @@ class RequestStream:
         self._write([_SIZE.pack(self._size), head], answered)
 
     def done(self) -> None:
-        pass
+        if self._out:
+            self._write([self._out], False)
+            self._out = bytearray()
