@@ -16,6 +16,7 @@ Kroxylicious is not run here: see docs/benchmarks.md (its runnable proxy is not 
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import subprocess
@@ -70,10 +71,13 @@ def _free_base(span: int) -> int:
 class ProxyProcess:
     """`python -m kcompat proxy` in front of `upstream`, on free ports of 127.0.0.1."""
 
-    def __init__(self, upstream: str, log_path: Path, python: str = sys.executable) -> None:
+    def __init__(
+        self, upstream: str, log_path: Path, python: str = sys.executable, tree: Path = ROOT
+    ) -> None:
         self.upstream = upstream
         self.log_path = log_path
         self.python = python
+        self.tree = tree  # the source tree it runs from (proxy_ab.py: before and after a change)
         self.port = _free_base(NODE_ID_MAX + 1)
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -94,7 +98,10 @@ class ProxyProcess:
         ]  # fmt: skip
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            env = {**os.environ, "PYTHONPATH": str(self.tree)}
+            self.process = subprocess.Popen(
+                command, cwd=self.tree, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
         alive = lambda: self.process is not None and self.process.poll() is None  # noqa: E731
         wait_for_metadata("127.0.0.1", self.port, time.perf_counter(), START_TIMEOUT_S, alive)
 

@@ -4,7 +4,8 @@ Java CLI tools produce, consume in classic and KIP-848 groups, run a transaction
 (kafka-metadata-quorum reads the controller's endpoints through DescribeQuorum: rewritten too);
 the broker is restarted under the clients. Every answer the proxy sent is decoded and none names
 an upstream address (the broker's or its controller listener's). Two tests start a proxy of their
-own: one with fault rules (blackhole, delay, throttle), one as a virtual cluster (tenant).
+own: one with fault rules (blackhole, delay, throttle), one as a virtual cluster (tenant); one runs
+`kcompat proxy` as a process, whose 1 MB requests and answers stream through it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import pytest
 from support import kafka_tool
 
 from benchmarks.brokers import START_TIMEOUT_S, KafkaBroker
+from benchmarks.confluent_clients import create_topic
 from benchmarks.metadata_probe import wait_for_metadata
+from benchmarks.proxy import ProxyProcess
 from compat_tests.client_data import unique
 from compat_tests.proxy.checks import (
     assert_no_upstream_address,
@@ -234,3 +237,22 @@ def test_a_virtual_cluster_in_front_of_kafka(kafka_node: RestartableKafka) -> No
         "kafka-consumer-groups", "--bootstrap-server", kafka_node.bootstrap, "--list"
     ).stdout.split()
     assert f"t1.{group}" in groups
+
+
+def test_large_frames_stream_through_a_proxy_process(kafka_node: RestartableKafka, tmp_path: Path) -> None:
+    """`kcompat proxy` as its users start it (no hooks: 1 MB Produce requests and Fetch answers
+    stream through it): librdkafka and the Java consumer read every record once, byte for byte."""
+    proxy = ProxyProcess(kafka_node.bootstrap, tmp_path / "proxy.log")
+    proxy.start()
+    try:
+        topic = unique("proxy-kafka-stream")
+        create_topic(proxy.bootstrap, topic)
+        values = [f"{i:06d}-" + "x" * 1017 for i in range(8000)]  # 8 MB: batches and answers of ~1 MB
+        confluent_produce(proxy.bootstrap, topic, values, **{"linger.ms": 100, "batch.size": 1_000_000})
+        got = confluent_consume(proxy.bootstrap, topic, unique("g-stream"), len(values))
+        assert len(got) == len(values) and sorted(got) == values
+        out = kafka_tool("kafka-console-consumer", "--bootstrap-server", proxy.bootstrap, "--topic", topic,
+                         "--from-beginning", "--max-messages", str(len(values)), "--timeout-ms", "60000").stdout  # fmt: skip
+        assert sorted(out.split()) == values
+    finally:
+        proxy.stop()

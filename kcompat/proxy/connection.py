@@ -1,10 +1,9 @@
 """One client connection through the proxy, and its one upstream connection.
 
-Frames from the client are cut by a FrameReader (a size over socket.request.max.bytes closes the
-connection) and written upstream as received; each awaits its answer in a queue, since a Kafka
-broker answers a connection's requests in order (Produce with acks=0 gets no answer and no entry).
-Answers come back through frames.rewrite_answer: those that name nodes are decoded and rewritten,
-the rest relayed as bytes. ApiVersions answers are intersected with the proxy's codec, and a
+Frames from the client are cut by a RelayReader (a size over socket.request.max.bytes closes the
+connection) and written upstream as received, a large one that nothing here must see whole as its
+bytes arrive (request_stream.py); each awaits its answer in request order (answer_queue.py; Produce
+with acks=0 gets no answer and no entry). ApiVersions answers are intersected with the proxy's codec, and a
 request newer than the proxy's ApiVersions is answered here, in its turn. Backpressure both ways:
 when one side's transport holds proxy.buffer.bytes unsent, the other side is not read until it
 drains (pause_writing/resume_writing). Hooks may hold a request (HoldRequest: relayed later, or
@@ -20,76 +19,44 @@ import asyncio
 import logging
 import ssl
 import struct
-from collections import Counter, deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Sequence
 from typing import Any, cast
 
-from kcompat.proxy.api_versions import rewrite_api_versions, too_new, unsupported_answer
-from kcompat.proxy.client_report import ClientReport
-from kcompat.proxy.frames import PRODUCE_KEY, Pending, produce_acks, rewrite_answer
+from kcompat.proxy.answer_queue import AnswerQueue, _Waiting
+from kcompat.proxy.api_versions import too_new, unsupported_answer
+from kcompat.proxy.frames import PRODUCE_KEY, Pending, produce_acks
 from kcompat.proxy.hooks import (
     AnswerNow,
     CloseConnection,
-    ConnectHook,
     Exchange,
-    HoldAnswer,
     HoldRequest,
-    RequestHook,
-    ResponseHook,
 )
-from kcompat.proxy.log_limit import LogLimit
-from kcompat.proxy.node_map import NodeMap
-from kcompat.proxy.sasl import LoginFailed, UpstreamLogin
-from kcompat.proxy.sni import SniPattern, server_name
-from kcompat.proxy.tenant import Refused, Tenant, refused_answer
+from kcompat.proxy.relay_reader import RelayReader
+from kcompat.proxy.request_stream import RequestStream
+from kcompat.proxy.sasl import LoginFailed
+from kcompat.proxy.shared import Shared
+from kcompat.proxy.sni import server_name
+from kcompat.proxy.tenant import Refused, refused_answer
 from kcompat.proxy.upstream import UpstreamSide
-from kcompat.security.sasl_exchange import SaslExchange, SaslState
+from kcompat.security.sasl_exchange import SaslState
 from kcompat.wire.errors import DecodeError
-from kcompat.wire.framing import FrameReader, FrameSizeError
+from kcompat.wire.framing import FrameSizeError
 from kcompat.wire.messages import APIS
 from kcompat.wire.protocol import API_VERSIONS_KEY, UnsupportedRequest, peek_header
 
 log = logging.getLogger("kcompat.proxy")
+
+
+def _hooks_idle(hook: object, shared: Shared, exchange: Exchange | None) -> bool:
+    """No hook, or one that says it passes this exchange untouched (Shared.hooks_idle)."""
+    return hook is None or (shared.hooks_idle is not None and shared.hooks_idle(exchange))
+
+
 _SIZE = struct.Struct(">i")
 
 
-@dataclass
-class Shared:
-    """What every connection of one proxy shares."""
-
-    nodes: NodeMap
-    upstreams: list[tuple[str, int]]
-    max_request: int
-    buffer_bytes: int
-    connect_timeout: float
-    request_hook: RequestHook | None = None
-    response_hook: ResponseHook | None = None
-    connect_hook: ConnectHook | None = None
-    tenant: Tenant | None = None  # a virtual cluster: its names prefixed upstream (tenant.py)
-    sni: SniPattern | None = None  # SNI routing: the node is the one the TLS server name names
-    upstream_tls: ssl.SSLContext | None = None
-    report: ClientReport | None = None  # the compatibility report (client_report.py)
-    upstream_apis: dict[int, tuple[int, int]] = field(default_factory=dict)  # its ApiVersions
-    client_sasl: Callable[[], SaslExchange] | None = None  # SASL terminated here (sasl.py)
-    upstream_login: Callable[[], UpstreamLogin] | None = None  # the proxy's own SASL upstream
-    sasl_counts: Counter[str] = field(default_factory=Counter)  # upstream logins, re-authentications
-    logs: LogLimit = field(default_factory=LogLimit)
-    connections: set[ClientConnection] = field(default_factory=set)
-    upstream_sides: set[UpstreamSide] = field(default_factory=set)  # open upstream connections
-    next_id: int = 0
-
-
-@dataclass(slots=True)
-class _Waiting:
-    pending: Pending
-    exchange: Exchange
-    chunks: Sequence[Any] | None = None  # the answer, once known (the upstream's or the proxy's own)
-    due: float = 0.0  # the loop time it may leave at (0: as soon as its turn comes)
-    never: bool = False  # black-holed: never sent, and the answers after it wait behind it
-
-
-class ClientConnection(asyncio.BufferedProtocol):
+class ClientConnection(AnswerQueue, asyncio.BufferedProtocol):
     def __init__(self, shared: Shared, node_id: int | None) -> None:
         self.shared = shared
         self.node_id = node_id
@@ -98,7 +65,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.peer: tuple[str, int] = ("?", 0)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamSide | None = None
-        self._reader = FrameReader(shared.max_request)
+        self._reader = RelayReader(
+            self._open_request_stream, self._frame, max_size=shared.max_request, chunk=64 << 10, grow=True
+        )
+        self._early: deque[bytes | bytearray] = deque()  # frames that came before the upstream was up
         self._waiting: deque[_Waiting] = deque()  # every answer owed, in request order
         self._inflight: deque[_Waiting] = deque()  # those the upstream owes, in the order sent
         self._outbox: deque[tuple[float, bytes | bytearray, bool]] = deque()  # held (due, frame, answered)
@@ -174,9 +144,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             "proxy.upstream.bootstrap.servers names it",
         )
 
-    def owed(self) -> int:
-        return len(self._inflight)
-
     def _targets(self) -> list[tuple[str, int]]:
         if self.node_id is not None:
             address = self.shared.nodes.address(self.node_id)
@@ -189,21 +156,26 @@ class ClientConnection(asyncio.BufferedProtocol):
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._reader.buffer_updated(nbytes)
-        self._take_frames()
-
-    def _take_frames(self) -> None:
-        if self.upstream is None:  # bytes that came before the upstream connection: kept till then
-            if self.transport is not None:
-                self.transport.pause_reading()
-            return
         try:
-            while not self._closed and (frame := self._reader.next_frame()) is not None:
-                self._request(frame)
+            self._reader.buffer_updated(nbytes)
         except FrameSizeError as e:
             self.fail(
                 "frame-size", f"closing the connection from {self.peer[0]}: {e} (socket.request.max.bytes)"
             )
+        except DecodeError:
+            self.fail("short-frame", f"closing the connection from {self.peer[0]}: an unreadable request")
+
+    def _frame(self, frame: bytes | bytearray) -> None:
+        if self.upstream is None or self._early:  # kept until the upstream connection is up
+            self._early.append(frame)
+            if self.transport is not None:
+                self.transport.pause_reading()
+        elif not self._closed:
+            self._request(frame)
+
+    def _take_frames(self) -> None:
+        while self._early and not self._closed:
+            self._request(self._early.popleft())
 
     def eof_received(self) -> bool:
         return False
@@ -369,6 +341,32 @@ class ClientConnection(asyncio.BufferedProtocol):
         )
         return None
 
+    def _open_request_stream(self, size: int) -> RequestStream | None:
+        """A large request relayed as it arrives, when nothing here needs to see it whole."""
+        shared, up = self.shared, self.upstream
+        if up is None or self._closed or self._early or self._outbox or self.auth is not None:
+            return None
+        if shared.tenant or shared.upstream_login or not _hooks_idle(shared.request_hook, shared, None):
+            return None
+        return RequestStream(size, self._stream_head, up.write)
+
+    def _stream_head(self, head: bytes) -> bool | None:
+        """A streamed request's head: None while more is needed, else whether it is answered."""
+        try:
+            key, version, correlation = peek_header(head)
+            pending = Pending(key, version, correlation)
+            answered = key != PRODUCE_KEY or not pending.known or produce_acks(head, version) != 0
+        except DecodeError:
+            return None
+        if self.shared.report is not None:
+            self.shared.report.request(self.id, self.peer[0], key, version, head, self.shared.upstream_apis)
+        if answered:
+            exchange = Exchange(self.id, self.peer, self.node_id, key, version, correlation, self.principal)
+            waiting = _Waiting(pending, exchange)
+            self._waiting.append(waiting)
+            self._inflight.append(waiting)
+        return answered
+
     def _send_upstream(self, frame: bytes | bytearray, hold: float = 0.0, answered: bool = True) -> None:
         assert self.upstream is not None  # the client is not read before the upstream is up
         if hold <= 0 and not self._outbox:
@@ -396,97 +394,6 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._held_full and self._outbox_bytes <= self.shared.buffer_bytes:
             self._held_full = False
             self._resume_client()
-
-    def _wake(self, name: str, when: float, callback: Callable[[], None]) -> None:
-        timer = self._timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
-        self._timers[name] = asyncio.get_running_loop().call_at(when, callback)
-
-    # -- answers ----------------------------------------------------------------------------------
-
-    def answer(self, frame: bytes | bytearray) -> None:
-        """An answer frame (no size prefix) from the upstream."""
-        if not self._inflight or len(frame) < 4:
-            self.fail(
-                "unasked", f"the upstream for {self.peer[0]} sent an answer nobody asked for: closing it"
-            )
-            return
-        waiting = self._inflight.popleft()
-        pending = waiting.pending
-        correlation = _SIZE.unpack_from(frame)[0]
-        if correlation != pending.correlation_id:
-            self.fail(
-                "correlation",
-                f"the upstream answered correlation id {correlation}, expected {pending.correlation_id}: "
-                "closing the client's connection",
-            )
-            return
-        try:
-            if pending.api_key == API_VERSIONS_KEY:
-                ours = rewrite_api_versions(pending.api_version, frame, self.shared.upstream_apis)
-                chunks = ours or [_SIZE.pack(len(frame)), frame]
-            else:
-                chunks, _ = rewrite_answer(
-                    pending, frame, self.shared.nodes.endpoint, self.shared.nodes.learn, self.shared.tenant
-                )
-        except DecodeError as e:
-            spec = APIS.get(pending.api_key)
-            name = f"{spec.name if spec else pending.api_key} v{pending.api_version}"
-            self.fail(
-                "bad-answer", f"the upstream's answer to {name} does not decode ({e}): closing the connection"
-            )
-            return
-        except Exception:  # a bug in the rewrite: this client only
-            log.exception(
-                "the proxy could not rewrite an answer: closing the connection from %s", self.peer[0]
-            )
-            self.close()
-            return
-        self._ready(waiting, chunks)
-
-    def _answer_here(self, waiting: _Waiting, chunks: Sequence[Any]) -> None:
-        """An answer the proxy gives itself, sent in its turn."""
-        self._waiting.append(waiting)
-        self._ready(waiting, chunks)
-
-    def _ready(self, waiting: _Waiting, chunks: Sequence[Any]) -> None:
-        """The answer is known: the response hook sees it now; it leaves in its turn (_flush)."""
-        if self.shared.response_hook is not None:
-            try:
-                replaced = self.shared.response_hook(waiting.exchange, chunks)
-            except CloseConnection:
-                self.close()
-                return
-            except HoldAnswer as held:
-                replaced = None
-                if held.delay is None:
-                    waiting.never = True
-                else:
-                    waiting.due = asyncio.get_running_loop().time() + held.delay
-            except Exception:  # a bug in the hook: this client only
-                log.exception(
-                    "the proxy's response hook failed: closing the connection from %s", self.peer[0]
-                )
-                self.close()
-                return
-            if replaced is not None:
-                chunks = replaced
-        waiting.chunks = chunks
-        self._flush()
-
-    def _flush(self) -> None:
-        """Send the answers at the head whose time has come, in request order."""
-        while self._waiting and not self._closed:
-            head = self._waiting[0]
-            if head.chunks is None or head.never:
-                return
-            if head.due and head.due > asyncio.get_running_loop().time():
-                self._wake("answers", head.due, self._flush)
-                return
-            self._waiting.popleft()
-            if self.transport is not None:
-                self.transport.writelines(head.chunks)
 
     # -- upstream backpressure ----------------------------------------------------------------------
 

@@ -59,6 +59,15 @@ class Intercept:
         self._after: dict[Key, Verdict] = {}  # an after-rule to apply to the answer
         self._capturing: dict[Key, _Started] = {}  # a request a capture waits to see answered
 
+    def idle(self, exchange: Exchange | None) -> bool:
+        """Whether the hooks pass this exchange's answer (None: any request, its header not yet
+        read) untouched: then the proxy may stream it rather than hold it whole."""
+        if self.faults.armed or self.captures.on:
+            return False
+        return exchange is None or (
+            _key(exchange) not in self._after and _key(exchange) not in self._capturing
+        )
+
     # -- connections ------------------------------------------------------------------------------
 
     def connect(self, node_id: int | None, client: tuple[str, int]) -> bool:

@@ -40,11 +40,15 @@ def _servers(config: ProxyConfig, admin: ProxyAdmin | None) -> list[ProxyServer]
             "report": admin.report,
         }
     if not config.virtual_clusters:
-        return [ProxyServer(config, **hooks)]
-    return [
-        ProxyServer(config.for_virtual_cluster(vc), tenant=Tenant(vc.name, vc.prefix), **hooks)
-        for vc in config.virtual_clusters
-    ]
+        servers = [ProxyServer(config, **hooks)]
+    else:
+        servers = [
+            ProxyServer(config.for_virtual_cluster(vc), tenant=Tenant(vc.name, vc.prefix), **hooks)
+            for vc in config.virtual_clusters
+        ]
+    for server in servers:  # no rule armed, no capture on: large frames stream past the hooks
+        server.shared.hooks_idle = admin.intercept.idle if admin is not None else None
+    return servers
 
 
 async def _run(config: ProxyConfig) -> int:

@@ -28,10 +28,11 @@ from typing import Any
 
 from kcompat.config.proxy_config import ProxyConfig
 from kcompat.proxy.client_report import ClientReport
-from kcompat.proxy.connection import ClientConnection, Shared
+from kcompat.proxy.connection import ClientConnection
 from kcompat.proxy.hooks import ConnectHook, RequestHook, ResponseHook
 from kcompat.proxy.node_map import NodeMap
 from kcompat.proxy.sasl import LoginFailed, UpstreamLogin, client_authenticators, upstream_login
+from kcompat.proxy.shared import Shared
 from kcompat.proxy.sni import SniPattern, remember_server_name
 from kcompat.proxy.tenant import Tenant
 from kcompat.proxy.tls import client_side_context, upstream_context

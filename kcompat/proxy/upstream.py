@@ -16,11 +16,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
+from kcompat.proxy.answer_stream import AnswerStream
+from kcompat.proxy.relay_reader import RelayReader
 from kcompat.proxy.sasl import LoginFailed, UpstreamLogin, reauth_delay
-from kcompat.wire.framing import FrameReader, FrameSizeError
+from kcompat.wire.errors import DecodeError
+from kcompat.wire.framing import FrameSizeError
 
 log = logging.getLogger("kcompat.proxy")
-_UPSTREAM_MAX_FRAME = 2**31 - 1  # answers are the upstream's to size; clients asked for them
 
 
 class Client(Protocol):
@@ -29,6 +31,7 @@ class Client(Protocol):
     id: int
 
     def answer(self, frame: bytes | bytearray) -> None: ...
+    def open_stream(self, size: int) -> AnswerStream | None: ...  # the next answer, relayed as it comes
     def fail(self, kind: str, message: str) -> None: ...
     def upstream_full(self, full: bool) -> None: ...
     def close(self) -> None: ...
@@ -49,7 +52,7 @@ class UpstreamSide(asyncio.BufferedProtocol):
     def __init__(self, client: Client, settings: Settings) -> None:
         self.client = client
         self.transport: asyncio.Transport | None = None
-        self._reader = FrameReader(_UPSTREAM_MAX_FRAME)
+        self._reader = RelayReader(self._open_stream, self._frame)
         self._buffer_bytes = settings.buffer_bytes
         self._sides = settings.upstream_sides
         self._login = settings.upstream_login
@@ -71,19 +74,26 @@ class UpstreamSide(asyncio.BufferedProtocol):
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._reader.buffer_updated(nbytes)
         try:
-            while (frame := self._reader.next_frame()) is not None:
-                if self._answers is not None:
-                    self._answers.put_nowait(bytes(frame))
-                else:
-                    self.client.answer(frame)
+            self._reader.buffer_updated(nbytes)
         except FrameSizeError as e:
             self.client.fail(
                 "upstream-frame", f"the upstream sent an invalid frame ({e}): closing the connection"
             )
             return
+        except DecodeError as e:
+            self.client.fail("bad-answer", f"the upstream's Fetch answer does not decode ({e}): closing it")
+            return
         self.maybe_reauthenticate()
+
+    def _frame(self, frame: bytes | bytearray) -> None:
+        if self._answers is not None:
+            self._answers.put_nowait(bytes(frame))
+        else:
+            self.client.answer(frame)
+
+    def _open_stream(self, size: int) -> AnswerStream | None:
+        return None if self._answers is not None else self.client.open_stream(size)
 
     # -- SASL -------------------------------------------------------------------------------------
 
