@@ -6,6 +6,7 @@ value large enough to make the codecs work, and explicit CreateTime timestamps.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import NamedTuple
@@ -21,7 +22,11 @@ class Rec(NamedTuple):
     timestamp: int
 
 
-BASE_TS = 1_700_000_000_000
+# The start of the previous hour: explicit CreateTimes that stay within retention.ms. A fixed 2023
+# time is past the default 7 days, so the broker's retention pass (every 5 minutes on the
+# session broker) deleted whatever a test had just produced and not yet read back: CI once read
+# nothing of test_produce_and_consume_every_codec[lz4] in 15 s.
+BASE_TS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
 RECORDS = (
     Rec(b"key-0", b"value-0", (("h1", b"a"), ("h2", b"b")), BASE_TS),
     Rec(None, b"\x00\xff\x10 binary \xfe", (), BASE_TS + 1),

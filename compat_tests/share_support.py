@@ -118,20 +118,49 @@ def share_beside_java(
     count: int = 300,
     timeout: float = 60,
 ) -> None:
-    """Both members in the group, `count` records produced in rounds of 30 (each wakes both): every
-    record reaches exactly one of them, and each of them some."""
+    """Both members in the group, `count` records produced in rounds of 30 while both fetch (each
+    round wakes both): every record reaches exactly one of them, and each of them some."""
     wait_for_members(bootstrap, group, topic, 2, lambda: poll_values(confluent, 1.0), timeout)
-    values = [f"{prefix}{i}".encode() for i in range(count)]
+    values: list[bytes] = []
     java_before = len(java.values)
-    for k in range(0, len(values), 30):
-        produce(values[k : k + 30])
     mine: list[bytes] = []
     deadline = time.time() + timeout
-    while len(mine) + len(java.values) - java_before < len(values) and time.time() < deadline:
-        mine += poll_values(confluent)
+
+    def send(batch: list[bytes]) -> None:
+        # From a thread, while this one keeps the confluent member polling: librdkafka fetches only
+        # within poll(), and a round produced while it did not would find only the JVM's ShareFetch
+        # waiting (CI saw the Java member take every warm-up record for 60 s that way).
+        values.extend(batch)
+        failed: list[BaseException] = []
+
+        def rounds() -> None:
+            try:
+                for k in range(0, len(batch), 30):
+                    produce(batch[k : k + 30])
+            except BaseException as e:  # raised here, in the test's thread, once the rounds end
+                failed.append(e)
+
+        sending = threading.Thread(target=rounds, daemon=True)
+        sending.start()
+        while time.time() < deadline and (
+            sending.is_alive() or len(mine) + len(java.values) - java_before < len(values)
+        ):
+            mine.extend(poll_values(confluent))
+        sending.join(max(0.0, deadline - time.time()))
+        if failed:
+            raise failed[0]
+
+    send([f"{prefix}{i}".encode() for i in range(count)])
+    extra = 0
+    # Which member a round reaches is a race; one starved of CPU may miss nearly all of them (on a
+    # loaded 2-core run the JVM got 20 of 300). More rounds until each got some, within the
+    # deadline: a member the broker never serves still fails below.
+    while not (mine and java.values[java_before:]) and time.time() < deadline:
+        send([f"{prefix}x{i}".encode() for i in range(extra, extra + 30)])
+        extra += 30
     theirs = java.values[java_before:]
     everything = sorted([v.decode() for v in mine] + theirs)
-    assert everything == sorted(v.decode() for v in values), (len(mine), len(theirs))
+    assert everything == sorted(v.decode() for v in values), (len(values), len(mine), len(theirs))
     assert theirs and mine, (len(mine), len(theirs))
 
 

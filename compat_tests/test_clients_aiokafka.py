@@ -13,7 +13,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import MessageSizeTooLargeError, UnknownTopicOrPartitionError
 
-from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, stored_codecs, unique
+from compat_tests.client_data import BASE_TS, CODEC_IDS, CODECS, RECORDS, stored_codecs, unique
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,7 +78,7 @@ def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any)
         p = AIOKafkaProducer(bootstrap_servers=b.bootstrap)
         await p.start()
         for i in range(10):
-            await p.send_and_wait(topic, value=b"%d" % i, timestamp_ms=1_000_000 + i * 1000, partition=0)
+            await p.send_and_wait(topic, value=b"%d" % i, timestamp_ms=BASE_TS + i * 1000, partition=0)
         await p.stop()
         c = AIOKafkaConsumer(
             bootstrap_servers=b.bootstrap, enable_auto_commit=False, auto_offset_reset="latest"
@@ -88,9 +88,9 @@ def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any)
             tp = TopicPartition(topic, 0)
             assert await c.beginning_offsets([tp]) == {tp: 0}
             assert await c.end_offsets([tp]) == {tp: 10}
-            found = (await c.offsets_for_times({tp: 1_004_500}))[tp]
-            assert (found.offset, found.timestamp) == (5, 1_005_000)
-            assert (await c.offsets_for_times({tp: 9_999_999}))[tp] is None
+            found = (await c.offsets_for_times({tp: BASE_TS + 4_500}))[tp]
+            assert (found.offset, found.timestamp) == (5, BASE_TS + 5_000)
+            assert (await c.offsets_for_times({tp: BASE_TS + 60_000}))[tp] is None
             c.assign([tp])
             assert await c.position(tp) == 10
         finally:

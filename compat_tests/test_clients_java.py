@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from support import ROOT, java_classpath, java_executable
 
-from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
+from compat_tests.client_data import BASE_TS, CODEC_IDS, CODECS, RECORDS, Rec, stored_codecs, unique
 from compat_tests.fetch_log import DebugBroker, assert_incremental_session, fetch_lines
 from compat_tests.groups_members import JVM, KAFKA_CLIENTS_39_JARS, KAFKA_JARS, compile_java
 from kcompat.log.log_files import LOG_SUFFIX
@@ -195,15 +195,17 @@ def test_produce_and_consume_every_codec(kcompat_session_broker: Any, java: Java
 def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any, java: JavaClient) -> None:
     bs = kcompat_session_broker.bootstrap
     topic = unique("java-offsets")
-    records = [
-        {"key": None, "value": (b"%d" % i).hex(), "timestamp": 1_000_000 + i * 1000} for i in range(10)
-    ]
+    records = [{"key": None, "value": (b"%d" % i).hex(), "timestamp": BASE_TS + i * 1000} for i in range(10)]
     produced = java.call("produce", bootstrap=bs, topic=topic, partition=0, records=records)
     assert [r["offset"] for r in produced["results"]] == list(range(10))
     offsets = java.call(
-        "offsets", bootstrap=bs, topic=topic, partition=0, timestamps=[1_004_500, 1_000_000, 9_999_999]
+        "offsets",
+        bootstrap=bs,
+        topic=topic,
+        partition=0,
+        timestamps=[BASE_TS + 4_500, BASE_TS, BASE_TS + 60_000],
     )
-    assert offsets == {"beginning": 0, "end": 10, "for_times": [[5, 1_005_000], [0, 1_000_000], None]}
+    assert offsets == {"beginning": 0, "end": 10, "for_times": [[5, BASE_TS + 5_000], [0, BASE_TS], None]}
 
     def consume(start: Any, n: int, timeout_ms: int = 15_000) -> tuple[int, list[bytes]]:
         got = java.call("consume", bootstrap=bs, topic=topic, partition=0, max=n, timeout_ms=timeout_ms,
@@ -211,7 +213,7 @@ def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any,
         return got["start"], [bytes.fromhex(m["value"]) for m in got["records"]]
 
     assert consume("earliest", 10) == (0, [b"%d" % i for i in range(10)])
-    assert consume({"timestamp": 1_004_500}, 5) == (5, [b"%d" % i for i in range(5, 10)])
+    assert consume({"timestamp": BASE_TS + 4_500}, 5) == (5, [b"%d" % i for i in range(5, 10)])
     assert consume(7, 3) == (7, [b"7", b"8", b"9"])
     assert consume("latest", 1, timeout_ms=1500) == (10, [])
 

@@ -12,7 +12,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, TopicAlreadyExistsError
 
-from compat_tests.client_data import CODEC_IDS, CODECS, RECORDS, stored_codecs, unique
+from compat_tests.client_data import BASE_TS, CODEC_IDS, CODECS, RECORDS, stored_codecs, unique
 from compat_tests.fetch_log import DebugBroker, assert_incremental_session, fetch_lines
 from kcompat.testing import TEST_DEFAULTS
 
@@ -63,15 +63,15 @@ def test_consume_from_earliest_latest_and_timestamp(kcompat_session_broker: Any)
     topic = unique("kp-offsets")
     p = producer(b.bootstrap)
     for i in range(10):
-        p.send(topic, value=b"%d" % i, timestamp_ms=1_000_000 + i * 1000, partition=0).get(timeout=30)
+        p.send(topic, value=b"%d" % i, timestamp_ms=BASE_TS + i * 1000, partition=0).get(timeout=30)
     p.close()
     c = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False)
     tp = TopicPartition(topic, 0)
     assert c.beginning_offsets([tp]) == {tp: 0}
     assert c.end_offsets([tp]) == {tp: 10}
-    found = c.offsets_for_times({tp: 1_004_500})[tp]
-    assert (found.offset, found.timestamp) == (5, 1_005_000)
-    assert c.offsets_for_times({tp: 9_999_999})[tp] is None
+    found = c.offsets_for_times({tp: BASE_TS + 4_500})[tp]
+    assert (found.offset, found.timestamp) == (5, BASE_TS + 5_000)
+    assert c.offsets_for_times({tp: BASE_TS + 60_000})[tp] is None
     c.close()
     assert [m.value for m in consume(b.bootstrap, topic, 5, offset=5)] == [b"5", b"6", b"7", b"8", b"9"]
     latest = KafkaConsumer(

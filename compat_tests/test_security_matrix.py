@@ -27,7 +27,7 @@ import trustme
 from compat_tests.client_data import unique
 from compat_tests.test_clients_java import JavaClient, JavaError, java, java_clients  # noqa: F401
 from compat_tests.test_security import PLAIN_JAAS, Certs
-from kcompat.testing import TEST_DEFAULTS, Broker, free_port
+from kcompat.testing import TEST_DEFAULTS, Broker, free_port, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -148,7 +148,9 @@ def test_kcat_scram_sha_512(broker: Broker, certs: Certs, tmp_path: Path) -> Non
     if kcat_librdkafka() < (2, 6, 1):
         done = kcat("-b", bootstrap, *conf, "-P", "-t", topic, "-p", "0", stdin="v0\nv1\n")
         assert done.returncode != 0 and "Authentication failed" in done.stderr, done.stderr
-        assert "failed authentication with SCRAM-SHA-512 as alice" in broker.logs()
+        # the broker writes its line after the answer that made kcat give up: wait for it
+        wait_until(lambda: "failed authentication with SCRAM-SHA-512 as alice" in broker.logs(),
+                   "the broker's line about alice's refused login", timeout=10)  # fmt: skip
     env = newer_librdkafka(tmp_path)
     assert kcat_librdkafka(env) >= (2, 6, 1)
     done = kcat("-b", bootstrap, *conf, "-P", "-t", topic, "-p", "0", stdin="v0\nv1\n", env=env)

@@ -105,21 +105,27 @@ def warm_up(
     consumers: list[ShareConsumer],
     explicit: bool = False,
     java: JavaShareMember | None = None,
+    each: bool = False,
 ) -> None:
     """Until every partition's share-partition is initialized (a warm-up record reached a member;
-    with a Java member beside them it may take every warm-up, so what it gets counts too)."""
+    with a Java member beside them it may take every warm-up, so what it gets counts too); with
+    `each`, also until every consumer got one: members created together join one after the other,
+    and the first may take every warm-up while it still holds every partition."""
     seen: set[int] = set()
+    fed = [False] * len(consumers)
     p = Producer({"bootstrap.servers": broker.bootstrap})
     deadline = time.time() + 60
-    while len(seen) < partitions:
-        assert time.time() < deadline, f"no member fetched from partitions {set(range(partitions)) - seen}"
-        for part in set(range(partitions)) - seen:
+    while len(seen) < partitions or (each and not all(fed)):
+        missing = set(range(partitions)) - seen
+        assert time.time() < deadline, f"no member fetched from partitions {missing}; fed {fed}"
+        for part in missing or range(partitions):
             p.produce(t, value=WARM, partition=part)
         p.flush(10)
-        for c in consumers:
+        for i, c in enumerate(consumers):
             for m in poll(c, 0.5, AcknowledgeType.ACCEPT if explicit else None):
                 assert m.value() == WARM
                 seen.add(m.partition())
+                fed[i] = True
         if java is not None:
             seen |= java.warm_partitions
         if explicit:
@@ -141,7 +147,7 @@ def test_two_members_share_a_group_each_record_once(broker: Broker) -> None:
     t = topic(broker, "share-two", 2)
     a, b = share_consumer(broker, "g-two", t), share_consumer(broker, "g-two", t)
     try:
-        warm_up(broker, t, 2, [a, b])
+        warm_up(broker, t, 2, [a, b], each=True)  # each must get some of what follows
         values = [f"r{i}".encode() for i in range(400)]
         produce(broker, t, values, 2)
         got = drain([a, b], len(values))

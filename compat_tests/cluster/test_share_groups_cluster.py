@@ -86,22 +86,29 @@ def poll(c: ShareConsumer, timeout: float = 0.3) -> list[Any]:
     return [m for m in c.poll(timeout) if m.error() is None]
 
 
-def warm_up(cluster: Cluster, topic: str, consumers: list[ShareConsumer], explicit: bool) -> None:
-    """Share groups start at `latest`: until each partition's share-partition is initialized."""
+def warm_up(
+    cluster: Cluster, topic: str, consumers: list[ShareConsumer], explicit: bool, each: bool = False
+) -> None:
+    """Share groups start at `latest`: until each partition's share-partition is initialized; with
+    `each`, also until every consumer got a warm-up record (members created together join one after
+    the other, and the first may take every warm-up while it still holds every partition)."""
     seen: set[int] = set()
+    fed = [False] * len(consumers)
     p = Producer({"bootstrap.servers": cluster.bootstrap})
     deadline = time.time() + 90
-    while len(seen) < PARTITIONS:
-        assert time.time() < deadline, f"no member fetched from partitions {set(range(PARTITIONS)) - seen}"
-        for part in set(range(PARTITIONS)) - seen:
+    while len(seen) < PARTITIONS or (each and not all(fed)):
+        missing = set(range(PARTITIONS)) - seen
+        assert time.time() < deadline, f"no member fetched from partitions {missing}; fed {fed}"
+        for part in missing or range(PARTITIONS):
             p.produce(topic, value=WARM, partition=part)
         p.flush(10)
-        for c in consumers:
+        for i, c in enumerate(consumers):
             for m in poll(c, 0.5):
                 if explicit:
                     c.acknowledge(m, AcknowledgeType.ACCEPT)
                 assert m.value() == WARM, m.value()
                 seen.add(m.partition())
+                fed[i] = True
             if explicit:
                 c.commit_sync(10)
 
@@ -142,7 +149,7 @@ def test_two_members_read_every_record_once(cluster: Cluster) -> None:
     spread_topic(cluster, topic)
     a, b = member(cluster, "sq-two", topic, "implicit"), member(cluster, "sq-two", topic, "implicit")
     try:
-        warm_up(cluster, topic, [a, b], explicit=False)
+        warm_up(cluster, topic, [a, b], explicit=False, each=True)  # each must get some of what follows
         values = [f"r{i}".encode() for i in range(300)]
         produce(cluster, topic, values)
         got: list[list[Any]] = [[], []]

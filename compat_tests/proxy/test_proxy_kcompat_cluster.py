@@ -234,7 +234,12 @@ def test_a_slow_client_makes_the_proxy_stop_reading_upstream(cluster: Cluster, p
         s.settimeout(30)
         s.connect((HOST, proxy.node_port(1)))
         s.sendall(b"".join(requests))
-        time.sleep(3)
+        # Until the answers fill the proxy's buffer (a fixed 3 s counted on three brokers answering
+        # 40 MiB in time, which loaded ones need not), then a second more: still paused, bounded.
+        wait_until(
+            lambda: any(not reading for _, reading in proxy.call(held())), "the upstream paused", timeout=60
+        )
+        time.sleep(1)
         states = proxy.call(held())
         assert any(not reading for _, reading in states), states  # the upstream is paused
         assert all(size <= limit + (2 << 20) for size, _ in states), (states, limit)

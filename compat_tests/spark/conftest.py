@@ -72,7 +72,11 @@ def spark() -> Iterator[Any]:
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """One `kcompat serve` for the test module (topics get unique names)."""
     base = tmp_path_factory.mktemp("kcompat-spark")
-    b = Broker(data_dir=base / "kcompat-data", log_path=base / "kcompat.log", overrides=dict(TEST_DEFAULTS))
+    # The modules' records carry 2023 CreateTimes (event-time origins), past the default 7-day
+    # retention.ms: a retention pass (every 5 min, so once a module's broker is that old) would
+    # delete a log mid-read. These tests are not about retention: it is off.
+    overrides = {**TEST_DEFAULTS, "log.retention.ms": "-1"}
+    b = Broker(data_dir=base / "kcompat-data", log_path=base / "kcompat.log", overrides=overrides)
     try:
         b.start()
     except BrokerStartError as exc:

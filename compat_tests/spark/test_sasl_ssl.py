@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trustme
 
-from kcompat.testing import TEST_DEFAULTS, Broker, BrokerStartError, free_port
+from kcompat.testing import TEST_DEFAULTS, Broker, BrokerStartError, free_port, wait_until
 
 from .kafka_io import create_topics, unique
 
@@ -95,4 +95,6 @@ def test_batch_write_and_read_over_sasl_ssl_scram(
         reader = reader.option(k, v)
     with pytest.raises(Exception, match="SaslAuthenticationException"):
         reader.load().collect()
-    assert "failed authentication with SCRAM-SHA-512 as spark" in secure_broker.logs()
+    # the broker writes its line after the answer the client failed on: wait for it
+    wait_until(lambda: "failed authentication with SCRAM-SHA-512 as spark" in secure_broker.logs(),
+               "the broker's line about spark's refused login", timeout=10)  # fmt: skip
