@@ -362,10 +362,12 @@ class StreamsGroupProtocol:
         configured = group.configured
         tasks = configured.tasks if configured is not None and configured.ready else {}
         standby = self.store.group_int(group.group_id, "streams.num.standby.replicas", 0)
+        subs = group.topology.subtopologies if group.topology is not None else ()
         group.target = assign(
             tasks,
             {mid: AssignorMember(m.process_id, m.assigned) for mid, m in group.members.items()},
             standby,
+            stateful={s.subtopology_id for s in subs if s.state_changelog_topics},
         )
         group.assignment_epoch = group.group_epoch
         group.assignment_timestamp = now
