@@ -17,6 +17,7 @@ from kcompat.proxy.connection import ClientConnection
 from kcompat.proxy.node_map import NodeMap
 from kcompat.proxy.shared import Shared
 from kcompat.wire.protocol import decode_response, encode_request, encode_response, response_codec
+from tests.proxy.stream_rig import close_rig
 from tests.proxy.test_skim import RECORDS, TOPIC_ID, fetch_body
 
 _SIZE = struct.Struct(">i")
@@ -164,14 +165,7 @@ async def _through_proxy() -> tuple[int, int, bytes]:
         last = (last + piece)[-8:]
         await asyncio.sleep(0)  # a client that reads no faster than it must
     _, peak = tracemalloc.get_traced_memory()
-    writer.close()
-    for connection in list(shared.connections):
-        connection.close()
-    proxy.close()
-    upstream.close()
-    await proxy.wait_closed()
-    await upstream.wait_closed()
-    await asyncio.sleep(0.05)
+    await close_rig(writer, shared, proxy, upstream)
     return size, peak, last
 
 
@@ -224,14 +218,7 @@ async def _fetch_then_api_versions() -> tuple[bytes, int]:
     writer.write(_SIZE.pack(len(too_new)) + too_new)
     fetch = first + await reader.readexactly(size - 4)
     _, answer = _SIZE.unpack(await reader.readexactly(4))[0], await reader.readexactly(4)
-    writer.close()
-    for connection in list(shared.connections):
-        connection.close()
-    proxy.close()
-    upstream.close()
-    await proxy.wait_closed()
-    await upstream.wait_closed()
-    await asyncio.sleep(0.05)
+    await close_rig(writer, shared, proxy, upstream)
     return fetch, _SIZE.unpack(answer)[0]
 
 

@@ -22,6 +22,7 @@ from kcompat.proxy.relay_reader import STREAM_MIN, RelayReader
 from kcompat.proxy.shared import Shared
 from kcompat.wire.framing import FrameSizeError
 from kcompat.wire.protocol import decode_response, encode_request, encode_response, response_codec
+from tests.proxy.stream_rig import close_rig
 
 _SIZE = struct.Struct(">i")
 BIG = 50 << 20
@@ -154,14 +155,7 @@ async def _through_proxy(hooks: Intercept | None = None) -> tuple[int, list[int]
     size = _SIZE.unpack(await reader.readexactly(4))[0]
     correlation, body = decode_response(0, 9, await reader.readexactly(size))
     _, peak = tracemalloc.get_traced_memory()
-    writer.close()
-    for connection in list(shared.connections):
-        connection.close()
-    proxy.close()
-    upstream.close()
-    await proxy.wait_closed()
-    await upstream.wait_closed()
-    await asyncio.sleep(0.05)
+    await close_rig(writer, shared, proxy, upstream)
     return peak, [correlation, body.responses[0].partition_responses[0].base_offset]
 
 
