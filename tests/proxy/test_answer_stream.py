@@ -16,6 +16,7 @@ from kcompat.proxy.answer_stream import AnswerStream, endpoints_fit, fit, open_s
 from kcompat.proxy.connection import ClientConnection
 from kcompat.proxy.node_map import NodeMap
 from kcompat.proxy.shared import Shared
+from kcompat.wire.primitives import encode_uvarint
 from kcompat.wire.protocol import decode_response, encode_request, encode_response, response_codec
 from tests.proxy.stream_rig import close_rig
 from tests.proxy.test_skim import RECORDS, TOPIC_ID, fetch_body
@@ -126,7 +127,7 @@ async def _upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
     body = {"responses": [{"topic_id": TOPIC_ID, "partitions": [{"partition_index": 0, "records": marker}]}]}
     frame = frame_of(17, body, correlation)
     at = frame.index(marker)
-    body_head, tail = frame[4 : at - 1] + bytes(_uvarint(BIG + 1)), frame[at + len(marker) :]
+    body_head, tail = frame[4 : at - 1] + encode_uvarint(BIG + 1), frame[at + len(marker) :]
     writer.write(_SIZE.pack(len(body_head) + BIG + len(tail)) + body_head)
     for _ in range(BIG // len(CHUNK)):
         writer.write(CHUNK)
@@ -135,15 +136,6 @@ async def _upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
     await writer.drain()
     await reader.read()
     writer.close()
-
-
-def _uvarint(n: int) -> bytearray:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return out
 
 
 async def _through_proxy() -> tuple[int, int, bytes]:
@@ -189,7 +181,7 @@ async def _slow_upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWri
     body = {"responses": [{"topic_id": TOPIC_ID, "partitions": [{"partition_index": 0, "records": marker}]}]}
     frame = frame_of(17, body, correlation)
     at = frame.index(marker)
-    head, tail = frame[4 : at - 1] + bytes(_uvarint(4 * len(CHUNK) + 1)), frame[at + len(marker) :]
+    head, tail = frame[4 : at - 1] + encode_uvarint(4 * len(CHUNK) + 1), frame[at + len(marker) :]
     writer.write(_SIZE.pack(len(head) + 4 * len(CHUNK) + len(tail)) + head)
     for _ in range(4):
         writer.write(CHUNK)

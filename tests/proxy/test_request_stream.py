@@ -21,6 +21,7 @@ from kcompat.proxy.node_map import NodeMap
 from kcompat.proxy.relay_reader import STREAM_MIN, RelayReader
 from kcompat.proxy.shared import Shared
 from kcompat.wire.framing import FrameSizeError
+from kcompat.wire.primitives import encode_uvarint
 from kcompat.wire.protocol import decode_response, encode_request, encode_response, response_codec
 from tests.proxy.stream_rig import close_rig
 
@@ -91,18 +92,9 @@ def produce_frame(acks: int, correlation: int) -> tuple[bytes, bytes]:
     }  # fmt: skip
     frame = encode_request(0, 9, correlation, body, client_id="app")
     at = frame.index(MARKER)
-    head = frame[4 : at - 1] + bytes(_uvarint(BIG + 1))
+    head = frame[4 : at - 1] + encode_uvarint(BIG + 1)
     tail = frame[at + len(MARKER) :]
     return _SIZE.pack(len(head) + BIG + len(tail)) + head, tail
-
-
-def _uvarint(n: int) -> bytearray:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return out
 
 
 async def _upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
