@@ -49,7 +49,7 @@ from kcompat.log.retention import below_log_start, deletable_segments
 from kcompat.log.segment import LogSegment
 from kcompat.log.timestamp_lookup import max_timestamp_offset, offset_for_timestamp
 from kcompat.log.txn_index import AbortedTxn, marker_kind
-from kcompat.wire.record_batch import NO_PRODUCER_ID
+from kcompat.wire.record_batch import NO_PRODUCER_ID, BatchHeader
 
 log = logging.getLogger("kcompat.log")
 
@@ -196,23 +196,23 @@ class PartitionLog:
         leader_epoch: int,
         now_ms: int,
         verify_crc: bool = False,
+        header: BatchHeader | None = None,
     ) -> AppendInfo:
         """Append one or more validated v2 batches; offsets and the leader epoch are patched in.
 
         A bytearray (or writable memoryview) is patched in place; other buffers are copied once.
         The batches must already have passed the produce validator: only their framing (and with
-        `verify_crc`, their CRCs) is checked here. Idempotent batches are checked against the
-        producer state first; a retry of one of the last 5 batches returns the original offsets with
-        duplicate=True and writes nothing.
+        `verify_crc`, their CRCs) is checked here; `header` is the one batch's, as validate_batch read it.
+        Idempotent batches are checked against the producer state first; a retry of one of the last 5
+        batches returns the original offsets with duplicate=True and writes nothing.
 
         Raises CorruptRecord, MessageTooLarge, RecordBatchTooLarge, InvalidProducerEpoch,
         OutOfOrderSequence, or KafkaStorageError (after which the log is as it was before).
         """
         mutable = isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
         buf = memoryview(records)
-        local = self.local_log
-        cfg = local.config
-        headers = frame_batches(buf, cfg, verify_crc)
+        cfg = (local := self.local_log).config
+        headers = frame_batches(buf, cfg, verify_crc, header)
         total = len(buf)
         with self.lock:
             if self.retired:

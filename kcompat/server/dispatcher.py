@@ -49,6 +49,7 @@ from kcompat.server.quotas.client_quota_manager import QuotaManagers
 from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
+from kcompat.wire.produce_path import PRODUCE_KEY, decode_produce, encode_produce_answer
 from kcompat.wire.protocol import (
     API_VERSIONS_KEY,
     Chunk,
@@ -178,7 +179,9 @@ class RequestDispatcher:
             request = decoded
         else:
             try:
-                request = decode_request(frame, strict=False)  # Kafka ignores bytes after the body
+                # the common Produce by its own short path (produce_path.py), the rest by the codec;
+                # Kafka ignores bytes after the body
+                request = decode_produce(frame) or decode_request(frame, strict=False)
             except UnsupportedRequest as e:
                 if e.api_key == API_VERSIONS_KEY:
                     return api_versions_unsupported(e.correlation_id)
@@ -277,6 +280,10 @@ class RequestDispatcher:
             return None
         if throttle_ms and getattr(body, "throttle_time_ms", throttle_ms) < throttle_ms:
             body.throttle_time_ms = throttle_ms  # the longer of this and a byte-rate throttle, as Kafka
+        if request.api_key == PRODUCE_KEY and (
+            answer := encode_produce_answer(request.api_version, request.correlation_id, body)
+        ):
+            return answer
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
 

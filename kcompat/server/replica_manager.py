@@ -25,7 +25,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Unpack
 
+from kcompat.log.batch_validation import LeaderAppend
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import KafkaStorageError, LoadAborted, LogError, LogMoved
 from kcompat.log.manager import LogManager
@@ -367,17 +369,13 @@ class ReplicaManager:
             logs.sync_new_logs()
 
     def append(
-        self, topic: str, partition: int, batch: bytearray | memoryview, *, leader_epoch: int, now_ms: int
+        self, topic: str, partition: int, batch: bytearray | memoryview, **args: Unpack[LeaderAppend]
     ) -> AppendInfo:
         """Append one batch as leader and wake the fetches parked on the partition (LogError as the log raises it)."""
         try:
-            info = self.partition_log(topic, partition).append(
-                batch, leader_epoch=leader_epoch, now_ms=now_ms
-            )
+            info = self.partition_log(topic, partition).append(batch, **args)
         except LogMoved:  # its copy in another log dir took over meanwhile: appended there
-            info = self.partition_log(topic, partition).append(
-                batch, leader_epoch=leader_epoch, now_ms=now_ms
-            )
+            info = self.partition_log(topic, partition).append(batch, **args)
         except KafkaStorageError as e:
             self.dir_failures.failed(topic, partition, e)
             raise

@@ -330,3 +330,20 @@ def test_config_is_typed_values():
 def test_log_append_time_is_reported(tmp_path):
     plog = open_log(tmp_path, LogConfig(message_timestamp_type="LogAppendTime"))
     assert plog.append(batch(1), leader_epoch=0, now_ms=123_456).log_append_time_ms == 123_456
+
+
+def test_a_header_handed_over_frames_the_batch_as_parsing_it_would(tmp_path):
+    """The Produce path hands validate_batch's header to append rather than have it parsed twice:
+    the offsets, the answer and the bytes written are the same; a header that does not fill the
+    buffer is not trusted (the buffer is framed, and its trailing bytes refused)."""
+    given, parsed = open_log(tmp_path / "a"), open_log(tmp_path / "b")
+    for n in (1, 3, 2):
+        data = batch(n)
+        info = given.append(bytearray(data), leader_epoch=1, now_ms=5, header=read_header(data))
+        assert info == parsed.append(bytearray(data), leader_epoch=1, now_ms=5)
+    assert given.read(0, 1 << 20).read_bytes() == parsed.read(0, 1 << 20).read_bytes()
+    assert given.max_timestamp_offset() == parsed.max_timestamp_offset()
+    one = batch(2)
+    with pytest.raises(CorruptRecord):
+        given.append(bytearray(one + b"\x00" * 5), leader_epoch=1, now_ms=5, header=read_header(one))
+    assert given.log_end_offset == 6

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import time
 from pathlib import Path
@@ -180,3 +181,22 @@ def test_retention_runs_on_its_interval(broker_harness: HarnessFactory) -> None:
         3,
         3,
     )  # all expired: Kafka rolls, then deletes all
+
+
+@pytest.mark.parametrize("raised", [RuntimeError("boom"), CloseConnection("the handler's own reason")])
+def test_a_failing_handler_closes_the_connection_counted_and_logged(
+    h: BrokerHarness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raised: Exception
+) -> None:
+    async def fails(ctx: object, request: object) -> None:
+        raise raised
+
+    monkeypatch.setitem(HANDLERS, 3, dataclasses.replace(HANDLERS[3], handler=fails))
+    with pytest.raises(CloseConnection) as closed:
+        h.raw(encode_request(3, 12, 1, {"topics": None}))
+    unexpected = isinstance(raised, RuntimeError)
+    assert str(closed.value) == (
+        "Metadata handler failed: boom" if unexpected else "the handler's own reason"
+    )
+    assert h.broker.stats.requests[3].error_codes == {-1: 1}  # UNKNOWN_SERVER_ERROR
+    logged = [r for r in caplog.records if "failed" in r.getMessage() and r.exc_info]
+    assert [r.exc_info[1] for r in logged if r.exc_info] == ([raised] if unexpected else [])

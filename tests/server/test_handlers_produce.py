@@ -182,6 +182,11 @@ def test_log_append_time(broker_harness: HarnessFactory) -> None:
     assert r.error_code == 0 and r.log_append_time_ms == 1_800_000_000_000
     h_, recs = decode_batch(fetched(h, "lat"))  # CRC recomputed: decode_batch verifies it
     assert h_.log_append_time and [x.timestamp for x in recs] == [1_800_000_000_000] * 2
+    # the time index has the stamped time, not the producer's (the changed header is read anew)
+    assert h.broker.replicas.partition_log("lat", 0).offset_for_timestamp(1_800_000_000_000) == (
+        0,
+        1_800_000_000_000,
+    )
     assert produce(h, "t", batch(b"a", ts=1000)).log_append_time_ms == -1
 
 

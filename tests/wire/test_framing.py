@@ -119,7 +119,7 @@ def test_frames_are_copies_not_views_of_the_read_buffer() -> None:
     r.feed(frame(b"keep") + frame(b"over"))
     first = r.next_frame()
     r.feed(frame(b"xxxx") * 8)  # reuses the read buffer
-    assert first == b"keep" and isinstance(first, bytes)
+    assert first == b"keep" and isinstance(first, bytearray)
 
 
 def test_get_buffer_is_never_empty() -> None:
