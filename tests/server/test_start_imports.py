@@ -31,6 +31,12 @@ NOT_AT_START = (
     "kcompat.admin_http",
     "kcompat.client",  # the CLI's client commands
     "kcompat.cmd",
+    # the group coordinator: built on the first group request, or to replay __consumer_offsets
+    "kcompat.coordinator.coordinator",
+    "kcompat.coordinator.group_metadata_manager",
+    "kcompat.coordinator.offset_metadata_manager",
+    "kcompat.coordinator.streams_group_heartbeat",
+    "kcompat.coordinator.assignors",
     "ctypes",  # syncfs: a log dir with partitions to recover, or a clean stop
     "tempfile",  # TLS with in-line PEM only (and ctypes.util's library lookup)
 )
