@@ -37,6 +37,9 @@ NOT_AT_START = (
     "kcompat.coordinator.offset_metadata_manager",
     "kcompat.coordinator.streams_group_heartbeat",
     "kcompat.coordinator.assignors",
+    "cramjam",  # the snappy, lz4 and zstd codecs: the first batch compressed with one
+    "lz4",
+    "zstandard",
     "ctypes",  # syncfs: a log dir with partitions to recover, or a clean stop
     "tempfile",  # TLS with in-line PEM only (and ctypes.util's library lookup)
 )
