@@ -74,21 +74,44 @@ The formats are Kafka's own (OffsetCommitKey v1 / OffsetCommitValue v3, GroupMet
 GroupMetadataValue v3, the ConsumerGroup* records), so Kafka's tools could read the topic.
 """
 
-from kcompat.coordinator.config import CoordinatorConfig
-from kcompat.coordinator.coordinator import GroupCoordinator
-from kcompat.coordinator.messages import (
-    ConsumerGroupHeartbeatRequest,
-    JoinGroupProtocol,
-    MemberIdentity,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
-    OffsetDeleteRequestTopic,
-    OffsetFetchRequestGroup,
-    OffsetFetchRequestTopic,
-    SyncGroupAssignment,
-    TopicPartitions,
-)
-from kcompat.coordinator.result import Completion, CoordinatorResult, TickResult
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kcompat.coordinator.config import CoordinatorConfig
+    from kcompat.coordinator.coordinator import GroupCoordinator
+    from kcompat.coordinator.messages import (
+        ConsumerGroupHeartbeatRequest,
+        JoinGroupProtocol,
+        MemberIdentity,
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+        OffsetDeleteRequestTopic,
+        OffsetFetchRequestGroup,
+        OffsetFetchRequestTopic,
+        SyncGroupAssignment,
+        TopicPartitions,
+    )
+    from kcompat.coordinator.result import Completion, CoordinatorResult, TickResult
+
+# Names load their module on first use (PEP 562): a broker that serves no group request never
+# builds the coordinator, and `kcompat.coordinator.records` alone must not pull in every module.
+_LAZY = {
+    "CoordinatorConfig": "config",
+    "GroupCoordinator": "coordinator",
+    "Completion": "result",
+    "CoordinatorResult": "result",
+    "TickResult": "result",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY.get(name, 'messages')}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Completion",

@@ -17,7 +17,7 @@ meanwhile, the members staying on the last target).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 
 from kcompat.coordinator.classic_group import ClassicGroup
@@ -46,6 +46,7 @@ from kcompat.coordinator.streams_topology import (
     STALE_TOPOLOGY,
     InternalTopic,
     InvalidTopology,
+    StreamsHeartbeatResult,
     StreamsTopology,
     configure,
 )
@@ -83,12 +84,6 @@ SHUTDOWN_STATUS = sgh.Status(
     status_detail="A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire "
     "application.",
 )
-
-
-@dataclass
-class StreamsHeartbeatResult:
-    response: sgh.StreamsGroupHeartbeatResponse
-    create: list[InternalTopic] = field(default_factory=list)  # internal topics the broker must create
 
 
 def _error(code: int, message: str, member_id: str = "") -> StreamsHeartbeatResult:

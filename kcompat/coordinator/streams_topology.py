@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kcompat.wire.types import streams_group_heartbeat as sgh
+
 # StreamsGroupHeartbeatResponse Status codes (the 4.3.1 spec's list).
 STALE_TOPOLOGY = 0
 MISSING_SOURCE_TOPICS = 1
@@ -66,6 +68,15 @@ class InternalTopic:
     partitions: int
     replication_factor: int
     configs: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class StreamsHeartbeatResult:
+    """A heartbeat's answer, and the internal topics the broker must create first. Here, not in
+    streams_group_heartbeat.py, so the broker's handler can build a refusal without loading it."""
+
+    response: sgh.StreamsGroupHeartbeatResponse
+    create: list[InternalTopic] = field(default_factory=list)
 
 
 @dataclass

@@ -55,6 +55,15 @@ class VersionRange:
 
     @classmethod
     def parse(cls, text: str | None) -> VersionRange:
+        # Some 5,000 version strings are parsed as the declarations load, nearly all of them None
+        # or "0+": each distinct one once (the ranges are immutable, so one instance serves all).
+        parsed = _PARSED.get(text)
+        if parsed is None:
+            parsed = _PARSED[text] = cls._parse(text)
+        return parsed
+
+    @classmethod
+    def _parse(cls, text: str | None) -> VersionRange:
         if text is None or text == "none":
             return NONE
         text = text.strip()
@@ -82,6 +91,7 @@ class VersionRange:
 
 
 NONE = VersionRange(1, 0)
+_PARSED: dict[str | None, VersionRange] = {}
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -141,20 +151,23 @@ def _implicit_default(type_: str) -> Any:
     """Kafka's defaults when a spec gives none: zero, false, empty."""
     if type_.startswith("[]"):
         return ()
-    return {
-        "int8": 0,
-        "int16": 0,
-        "int32": 0,
-        "int64": 0,
-        "uint16": 0,
-        "uint32": 0,
-        "float64": 0.0,
-        "bool": False,
-        "uuid": ZERO_UUID,
-        "string": "",
-        "bytes": b"",
-        "records": None,
-    }.get(type_)  # a struct's default is built by the codec
+    return _IMPLICIT_DEFAULTS.get(type_)  # a struct's default is built by the codec
+
+
+_IMPLICIT_DEFAULTS: dict[str, Any] = {
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "uint16": 0,
+    "uint32": 0,
+    "float64": 0.0,
+    "bool": False,
+    "uuid": ZERO_UUID,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,15 @@ NOT_AT_START = (
     "kcompat.admin_http",
     "kcompat.client",  # the CLI's client commands
     "kcompat.cmd",
+    # the group coordinator: built on the first group request, or to replay __consumer_offsets
+    "kcompat.coordinator.coordinator",
+    "kcompat.coordinator.group_metadata_manager",
+    "kcompat.coordinator.offset_metadata_manager",
+    "kcompat.coordinator.streams_group_heartbeat",
+    "kcompat.coordinator.assignors",
+    "cramjam",  # the snappy, lz4 and zstd codecs: the first batch compressed with one
+    "lz4",
+    "zstandard",
     "ctypes",  # syncfs: a log dir with partitions to recover, or a clean stop
     "tempfile",  # TLS with in-line PEM only (and ctypes.util's library lookup)
 )
@@ -43,6 +53,11 @@ def _free_port() -> int:
 
 
 def modules_before_serving(tmp_path: Path) -> list[str]:
+    return modules_loaded(tmp_path, lambda line, module: "listening on" in line)
+
+
+def modules_loaded(tmp_path: Path, done: Callable[[str, str | None], bool]) -> list[str]:
+    """The modules a default start imports until `done(line, module)` says so (the line excluded)."""
     cmd = [sys.executable, "-X", "importtime", "-m", "kcompat", "serve",
            "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path / 'data'}",
            "--override", f"admin.listener=127.0.0.1:{_free_port()}"]  # fmt: skip
@@ -54,9 +69,10 @@ def modules_before_serving(tmp_path: Path) -> list[str]:
     deadline = time.monotonic() + 60
     try:
         for line in proc.stderr:
-            if "listening on" in line:
+            m = IMPORT_LINE.match(line)
+            if done(line, None if m is None else m.group(1)):
                 return modules
-            if (m := IMPORT_LINE.match(line)) is not None:
+            if m is not None:
                 modules.append(m.group(1))
             else:
                 seen.append(line)
@@ -76,4 +92,15 @@ def test_default_serve_loads_no_module_of_a_feature_that_is_off(tmp_path):
     modules = modules_before_serving(tmp_path)
     assert "kcompat.server.broker" in modules  # the lines were read: the broker's own modules are there
     loaded = [m for m in modules if any(m == x or m.startswith(x + ".") for x in NOT_AT_START)]
+    assert loaded == []
+
+
+def test_the_admin_listener_loads_no_group_views_before_a_group_exists(tmp_path):
+    # The admin listener imports its HTTP server in a thread once the Kafka listeners serve, then
+    # its console session; the lag chart's sampling needs the console's views only once a group
+    # exists (they import the coordinator's group classes and the KRaft metadata image).
+    session = "kcompat.server.admin.console.session"
+    modules = modules_loaded(tmp_path, lambda line, module: module == session)
+    assert "kcompat.server.admin.console.lag_history" in modules  # the admin listener did load
+    loaded = [m for m in modules if m in ("kcompat.server.admin.console.views", "kcompat.metadata.image")]
     assert loaded == []

@@ -30,9 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kcompat.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
-from kcompat.coordinator.records import Record
-from kcompat.coordinator.result import Completion
+from kcompat.coordinator.config import CoordinatorConfig
 from kcompat.log.errors import LogError
 from kcompat.server.groups.group_log import log_rebalances
 from kcompat.server.groups.offsets_topic import OffsetsTopic
@@ -41,7 +39,10 @@ from kcompat.storage.topic_store import CONSUMER_OFFSETS, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
 
 if TYPE_CHECKING:
+    from kcompat.coordinator.coordinator import GroupCoordinator
     from kcompat.coordinator.group_store import Group
+    from kcompat.coordinator.records import Record
+    from kcompat.coordinator.result import Completion, CoordinatorResult
     from kcompat.coordinator.share.share_group import ShareGroups
     from kcompat.server.groups.group_configs import GroupConfigs
 
@@ -123,6 +124,7 @@ class GroupService:
         self.offsets_topic = offsets_topic
         self._topic = topic
         self._topics = topics
+        self._config: CoordinatorConfig | None = None
         self._coordinator: GroupCoordinator | None = None
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._wake: asyncio.Event | None = None
@@ -136,6 +138,10 @@ class GroupService:
         """The share groups (kcompat.server.share drives them; their records are replayed here)."""
         return self.coordinator.share_groups
 
+    def share_deadline_ms(self) -> int | None:
+        c = self._coordinator
+        return None if c is None else c.share_groups.next_deadline_ms()
+
     def _share_session_timeout_ms(self, group_id: str) -> int:
         value = (
             None if self.configs is None else self.configs.overrides(group_id).get("share.session.timeout.ms")
@@ -144,19 +150,27 @@ class GroupService:
 
     @property
     def coordinator(self) -> GroupCoordinator:
-        assert self._coordinator is not None, "GroupService.start() builds the coordinator"
+        """Built, and its package loaded, on first use: the first group request, or the replay of
+        an existing __consumer_offsets at start (a broker without groups never loads it)."""
+        if self._coordinator is None:
+            assert self._config is not None, "GroupService.start() reads the coordinator's config"
+            from kcompat.coordinator.coordinator import GroupCoordinator
+
+            self._coordinator = GroupCoordinator(
+                self._config,
+                topic_metadata=self._topic_metadata,
+                group_overrides=None if self.configs is None else self.configs.overrides,
+                share_session_timeout_ms=self._share_session_timeout_ms,
+            )
+            self.wake()  # the timer task now has deadlines to watch
         return self._coordinator
 
     # --- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        # Built here, once: with the settings as they stand after the broker loaded its stored dynamic configs.
-        self._coordinator = GroupCoordinator(
-            coordinator_config(self._setting),
-            topic_metadata=self._topic_metadata,
-            group_overrides=None if self.configs is None else self.configs.overrides,
-            share_session_timeout_ms=self._share_session_timeout_ms,
-        )
+        # Read here, once: the settings as they stand after the broker loaded its stored dynamic
+        # configs. The coordinator itself is built on first use (the `coordinator` property).
+        self._config = coordinator_config(self._setting)
         if self.offsets_topic.exists():
             now = self.now_ms()
             pairs = await asyncio.to_thread(self.offsets_topic.read_all)
@@ -302,7 +316,8 @@ class GroupService:
         loop = asyncio.get_running_loop()
         while True:
             wake.clear()
-            deadline = self.coordinator.next_deadline_ms()
+            c = self._coordinator
+            deadline = None if c is None else c.next_deadline_ms()
             if deadline is not None and deadline <= self.now_ms():
                 try:
                     await self.tick()
@@ -324,7 +339,7 @@ class GroupService:
         await self._apply(t.records, t.completions)
 
     def has_state(self) -> bool:
-        return self.coordinator.has_state()
+        return self._coordinator is not None and self._coordinator.has_state()
 
     # --- the read model (admin/: console and /metrics) ------------------------------------------
 

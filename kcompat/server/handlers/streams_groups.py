@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from kcompat.coordinator.streams_group_heartbeat import StreamsHeartbeatResult
-from kcompat.coordinator.streams_topology import InternalTopic
+from kcompat.coordinator.streams_topology import InternalTopic, StreamsHeartbeatResult
 from kcompat.metadata.features import STREAMS_VERSION
 from kcompat.server.auth import access
 from kcompat.server.context import RequestContext

@@ -53,6 +53,9 @@ class GroupLog(Protocol):
     @property
     def share_groups(self) -> ShareGroups: ...
 
+    def share_deadline_ms(self) -> int | None:
+        """When a share member's session is next due, without building a coordinator not yet used."""
+
     async def run(
         self,
         call: Callable[[int], CoordinatorResult[Any]],
@@ -330,7 +333,9 @@ class ShareService:
         assert self._wake is not None
         while not self._closed:  # a cancel that wait_for swallowed (3.11) still ends the loop
             self._wake.clear()
-            deadline = self.groups.next_deadline_ms()
+            deadline = (
+                self._own_groups.next_deadline_ms() if self._log is None else self._log.share_deadline_ms()
+            )
             delay = None if deadline is None else max(0.0, (deadline - self.now_ms()) / 1000)
             try:
                 await asyncio.wait_for(self._wake.wait(), delay)

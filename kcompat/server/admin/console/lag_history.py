@@ -13,8 +13,6 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from kcompat.server.admin.console import views
-
 if TYPE_CHECKING:
     from kcompat.server.broker import Broker
 
@@ -40,6 +38,11 @@ class LagHistory:
             await asyncio.wait([self._task])
 
     def sample(self) -> None:
+        read = self.broker.group_service.snapshot()
+        if not (read.groups or read.committed or self.samples):
+            return  # no group yet: nothing to chart, and the console's views stay unloaded
+        from kcompat.server.admin.console import views
+
         now = time.time()
         seen = set()
         for g in views.groups(self.broker):
