@@ -102,11 +102,19 @@ def scenario(broker: Any, start: Callable[[str, str, str], Callable[[str], Membe
     expected = feed.send()
     g = Group(start(broker.bootstrap, topic, group_id), PARTITIONS)
     try:
-        # One at a time: 6, then 3/3, then 2/2/2.
-        for sizes in ([6], [3, 3], [2, 2, 2]):
+        # One at a time: 6, then 3/3, then 2/2/2. The first member reads and commits the first feed
+        # before anyone joins, so that no partition moves while it still has no committed offset:
+        # librdkafka 2.16 then resets the partition to earliest with ListOffsets, and when that
+        # answer is late (queued behind a long-poll Fetch on the same connection, as on Kafka) and
+        # the assignment changes meanwhile, the outdated answer arms a timer that resets the
+        # partition to earliest again half a second later, after it was read: records read twice
+        # by a client race, not by the broker.
+        g.add()
+        g.wait_balanced([6])
+        g.wait_consumed(expected)
+        for sizes in ([3, 3], [2, 2, 2]):
             g.add()
             g.wait_balanced(sizes)
-        g.wait_consumed(expected)
         g.add()
         g.wait_balanced([2, 2, 1, 1])
         expected |= feed.send()
