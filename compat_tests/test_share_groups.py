@@ -354,6 +354,8 @@ def test_kafka_share_groups_reset_offsets_then_a_consumer_reads_from_there(broke
         # from the earliest offset, not from the end (share.auto.offset.reset's latest)
         got = [m.value() for ms in drain([c], len(values), timeout=30) for m in ms]
         assert sorted(got) == sorted(values), got
+        # and what it acknowledged is stored: the reset's state epoch does not fence the writes
+        wait_all_acknowledged(broker.bootstrap, "g-reset", 1, lambda: poll(c, 0.5))
     finally:
         c.close()
     gone = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--delete-offsets",

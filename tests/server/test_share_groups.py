@@ -350,3 +350,27 @@ def test_a_group_coordinated_elsewhere_is_forgotten_without_releasing(h: BrokerH
     assert h.broker.share_service.group("g") is None
     sp = h.broker.share_service.partitions.partitions[("g", tid(h), 0)]
     assert sp.acquired_count() == 2  # still a's: not released by an expiry here
+
+
+def test_acknowledgements_after_a_reset_are_written_with_its_state_epoch(h: BrokerHarness) -> None:
+    """A reset initializes the state again at the next state epoch; the share-partition, loaded
+    after it, writes with that epoch. Writes at the old epoch were fenced (FENCED_STATE_EPOCH), so
+    what was acknowledged after a reset was never saved and came back after a reload."""
+    produce(h, b"a", b"b", b"c", b"d")
+    for start in (0, 1):  # a new group (its state epoch 0 -> 1), then one with state (1 -> 2)
+        r = h.call(ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": [
+            {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": start}]}]})  # fmt: skip
+        assert [p.error_code for t in r.responses for p in t.partitions] == [0]
+        heartbeat(h, "a", 0)
+        assert acquired(share_fetch(h, "a", 0)) == [(start, 3, 1)]
+        r = acknowledge(h, "a", 1, [(start, 3, [ACCEPT])])
+        assert r.error_code == 0
+        assert [E.of(p.error_code).name for t in r.responses for p in t.partitions] == ["NONE"]
+        d = h.call(DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [
+            {"group_id": "g", "topics": [{"topic_name": "t", "partitions": [0]}]}]})  # fmt: skip
+        assert [(p.start_offset, p.lag) for t in d.groups[0].topics for p in t.partitions] == [(4, 0)]
+        heartbeat(h, "a", -1)
+    # loaded again from the share coordinator: nothing acknowledged comes back
+    h.broker.share_service.partitions.partitions.clear()
+    heartbeat(h, "b", 0)
+    assert acquired(share_fetch(h, "b", 0)) == []

@@ -95,6 +95,9 @@ class SharePartitionManager:
         self._overrides = group_overrides
         self.partitions: dict[SpKey, SharePartition] = {}
         self._epochs: dict[SpKey, int] = {}  # the leader epoch each share-partition was loaded at
+        # ... and its state epoch: a reset (AlterShareGroupOffsets) initializes the state at the next
+        # one, and the share coordinator fences writes at an older one (FENCED_STATE_EPOCH)
+        self._state_epochs: dict[SpKey, int] = {}
         self._loading: dict[SpKey, asyncio.Future[SharePartition | ErrorCode]] = {}
         self.sessions = ShareSessionCache(int(setting("group.share.max.share.sessions")))
         self._wake: asyncio.Event | None = None
@@ -161,6 +164,7 @@ class SharePartitionManager:
         pkey = SharePartitionKey(key[0], t.topic_id.bytes, partition)
         self._epochs[key] = epoch = self._leader_epoch(t, partition)
         read = await self.persister.read_state(pkey, epoch)
+        self._state_epochs[key] = read.state_epoch if read.error_code == ErrorCode.NONE else 0
         sp = SharePartition(0, settings.limits)
         plog = self._partition_log(t.name, partition)
         if read.error_code == ErrorCode.NONE and read.start_offset >= 0:
@@ -216,7 +220,7 @@ class SharePartitionManager:
         )
         key = (group_id, t.topic_id, partition)
         write = ShareStateWrite(
-            state_epoch=0,
+            state_epoch=self._state_epochs.get(key, 0),
             leader_epoch=self._epochs.get(key, self._leader_epoch(t, partition)),
             start_offset=sp.start_offset,
             delivery_complete_count=sp.delivery_complete_count(),
@@ -363,6 +367,7 @@ class SharePartitionManager:
     def _drop(self, key: SpKey) -> None:
         self.partitions.pop(key, None)
         self._epochs.pop(key, None)
+        self._state_epochs.pop(key, None)
 
     def group_partitions(self, group_id: str) -> list[tuple[uuid.UUID, int, SharePartition]]:
         return [(tid, p, sp) for (gid, tid, p), sp in self.partitions.items() if gid == group_id]
