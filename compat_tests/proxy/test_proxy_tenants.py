@@ -301,6 +301,31 @@ def test_acls_per_tenant(broker: Broker, tenants: Tenants) -> None:
     )
 
 
+def test_java_admin_mixed_acl_requests_through_a_tenant(
+    broker: Broker, tenants: Tenants, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The Java Admin's one CreateAcls with a cluster ACL among topic and group ones, and one
+    DeleteAcls with a filter without a name beside a named one: the proxy relays the tenant's
+    entries and answers the others, each future with its own outcome."""
+    topic, group = unique("mixed-acl"), unique("mixed-g")
+    classes = compile_java(tmp_path_factory.mktemp("acl-java"), KAFKA_JARS,
+                           ROOT / "compat_tests" / "java" / "TenantAcls.java")  # fmt: skip
+    cmd = [java_executable(), *JVM, "-cp", f"{classes}:{java_classpath(KAFKA_JARS)}", "TenantAcls",
+           tenants.a, topic, group]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
+    assert [line if " OK" in line else " ".join(line.split()[:3]) for line in out] == [
+        "create CLUSTER ClusterAuthorizationException:",
+        "create TOPIC OK",
+        "create GROUP OK",
+        "delete any InvalidRequestException:",
+        "delete named OK 1",  # the topic ACL created above, relayed
+    ], out
+    assert "a virtual cluster grants ACLs on its topics" in out[0]
+    upstream = _acls(broker.port)
+    assert (3, f"a.{group}", 4) in upstream and (2, f"a.{topic}", 3) not in upstream
+    assert not any(name == "kafka-cluster" and kind == 4 for kind, name, _ in upstream)
+
+
 def test_configs_altered_and_described_per_tenant(broker: Broker, tenants: Tenants) -> None:
     topic = unique("cfg")
     admins = {b: AdminClient({"bootstrap.servers": b}) for b in (tenants.a, tenants.b, broker.bootstrap)}

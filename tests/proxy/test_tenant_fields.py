@@ -72,7 +72,7 @@ def test_table_entries_exist_in_the_schemas() -> None:
 
 
 def _request(key: int, version: int, body: dict[str, Any]) -> Any:
-    frame = A.request(encode_request(key, version, 7, body, client_id="app")[4:])
+    frame, _ = A.request(encode_request(key, version, 7, body, client_id="app")[4:])
     return decode_request(frame).body
 
 
