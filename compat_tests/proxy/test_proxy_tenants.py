@@ -427,8 +427,10 @@ def test_a_java_share_consumer_through_a_tenant(
     broker: Broker, tenants: Tenants, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Kafka 4.3.1's KafkaShareConsumer (explicit ACCEPT of each record) through tenant a reads
-    every record once; upstream the group is `a.<group>`, a share group; tenant b sees neither the
-    topic nor the group (ListGroups, DescribeShareGroupOffsets, kafka-share-groups --list)."""
+    every record once (share.auto.offset.reset=earliest set by kafka-configs through the tenant);
+    upstream the group is `a.<group>`, a share group; tenant b sees neither the topic nor the group
+    (ListGroups, DescribeShareGroupOffsets, kafka-share-groups --list) and cannot delete its
+    offsets; kafka-share-groups --reset-offsets through a sets a's group's offsets."""
     topic, group, n = unique("shared"), unique("sg"), 30
     values = [f"s-{i}" for i in range(n)]
     confluent_produce(tenants.a, topic, values)
@@ -469,6 +471,17 @@ def test_a_java_share_consumer_through_a_tenant(
     assert topic not in topic_names(tenants.b_port)
     seen_by_b = _share_offsets(tenants.b_port, group)  # tenant-b-<group>: no such share group
     assert seen_by_b.topics == [] and seen_by_b.error_code in (0, ErrorCode.GROUP_ID_NOT_FOUND)
+    # b deleting "its" group's offsets names tenant-b-<group>: a's stay
+    kafka_tool("kafka-share-groups", "--bootstrap-server", tenants.b, "--delete-offsets", "--group", group,
+               "--topic", topic, check=False)  # fmt: skip
+    assert [p.start_offset for t in _share_offsets(tenants.a_port, group).topics for p in t.partitions] == [n]
+    # AlterShareGroupOffsets through a: a second group of a's, at offset 0 upstream; b's is another
+    reset = kafka_tool("kafka-share-groups", "--bootstrap-server", tenants.a, "--reset-offsets",
+                       "--to-earliest", "--execute", "--group", f"{group}-2", "--topic", topic)  # fmt: skip
+    assert f"{group}-2" in reset.stdout and "a." not in reset.stdout, reset.stdout
+    (reset_up,) = _share_offsets(broker.port, f"a.{group}-2").topics
+    assert reset_up.topic_name == f"a.{topic}" and [p.start_offset for p in reset_up.partitions] == [0]
+    assert _share_offsets(tenants.b_port, f"{group}-2").topics == []
     listed = kafka_tool("kafka-share-groups", "--bootstrap-server", tenants.b, "--list").stdout.split()
     assert group not in listed and not any(g.startswith("a.") for g in listed), listed
     described_a = kafka_tool(
