@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,9 +33,10 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from support import kafka_tool
+from support import KAFKA_JARS, ROOT, java_classpath, java_executable, kafka_tool
 
 from compat_tests.client_data import unique
+from compat_tests.groups_members import JVM, compile_java
 from compat_tests.proxy.checks import (
     confluent_consume,
     confluent_produce,
@@ -299,6 +301,31 @@ def test_acls_per_tenant(broker: Broker, tenants: Tenants) -> None:
     )
 
 
+def test_java_admin_mixed_acl_requests_through_a_tenant(
+    broker: Broker, tenants: Tenants, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The Java Admin's one CreateAcls with a cluster ACL among topic and group ones, and one
+    DeleteAcls with a filter without a name beside a named one: the proxy relays the tenant's
+    entries and answers the others, each future with its own outcome."""
+    topic, group = unique("mixed-acl"), unique("mixed-g")
+    classes = compile_java(tmp_path_factory.mktemp("acl-java"), KAFKA_JARS,
+                           ROOT / "compat_tests" / "java" / "TenantAcls.java")  # fmt: skip
+    cmd = [java_executable(), *JVM, "-cp", f"{classes}:{java_classpath(KAFKA_JARS)}", "TenantAcls",
+           tenants.a, topic, group]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
+    assert [line if " OK" in line else " ".join(line.split()[:3]) for line in out] == [
+        "create CLUSTER ClusterAuthorizationException:",
+        "create TOPIC OK",
+        "create GROUP OK",
+        "delete any InvalidRequestException:",
+        "delete named OK 1",  # the topic ACL created above, relayed
+    ], out
+    assert "a virtual cluster grants ACLs on its topics" in out[0]
+    upstream = _acls(broker.port)
+    assert (3, f"a.{group}", 4) in upstream and (2, f"a.{topic}", 3) not in upstream
+    assert not any(name == "kafka-cluster" and kind == 4 for kind, name, _ in upstream)
+
+
 def test_configs_altered_and_described_per_tenant(broker: Broker, tenants: Tenants) -> None:
     topic = unique("cfg")
     admins = {b: AdminClient({"bootstrap.servers": b}) for b in (tenants.a, tenants.b, broker.bootstrap)}
@@ -380,3 +407,84 @@ def test_a_tenant_cannot_reach_another_tenants_topic_by_id(broker: Broker, tenan
 
 def _one_record() -> bytes:
     return build_batch([Record(0, int(time.time() * 1000), None, b"a's")])
+
+
+def _groups(port: int) -> dict[str, str]:
+    """ListGroups v5 at `port`: group id -> type."""
+    (answer,) = raw_frames(port, [encode_request(16, 5, 1, {"states_filter": [], "types_filter": []})], 1)
+    return {g.group_id: g.group_type for g in decode_response(16, 5, answer)[1].groups}
+
+
+def _share_offsets(port: int, group: str) -> Any:
+    """DescribeShareGroupOffsets v1 of every topic-partition of `group` at `port`."""
+    ask = encode_request(90, 1, 1, {"groups": [{"group_id": group, "topics": None}]})
+    (answer,) = raw_frames(port, [ask], 1)
+    (described,) = decode_response(90, 1, answer)[1].groups
+    return described
+
+
+def test_a_java_share_consumer_through_a_tenant(
+    broker: Broker, tenants: Tenants, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Kafka 4.3.1's KafkaShareConsumer (explicit ACCEPT of each record) through tenant a reads
+    every record once (share.auto.offset.reset=earliest set by kafka-configs through the tenant);
+    upstream the group is `a.<group>`, a share group; tenant b sees neither the topic nor the group
+    (ListGroups, DescribeShareGroupOffsets, kafka-share-groups --list) and cannot delete its
+    offsets; kafka-share-groups --reset-offsets through a sets a's group's offsets."""
+    topic, group, n = unique("shared"), unique("sg"), 30
+    values = [f"s-{i}" for i in range(n)]
+    confluent_produce(tenants.a, topic, values)
+    kafka_tool("kafka-configs", "--bootstrap-server", tenants.a, "--alter", "--entity-type", "groups",
+               "--entity-name", group, "--add-config", "share.auto.offset.reset=earliest")  # fmt: skip
+    classes = compile_java(tmp_path_factory.mktemp("share-java"), KAFKA_JARS,
+                           ROOT / "compat_tests" / "java" / "ShareConsumer.java")  # fmt: skip
+    cmd = [java_executable(), *JVM, "-cp", f"{classes}:{java_classpath(KAFKA_JARS)}", "ShareConsumer",
+           tenants.a, group, topic, "90"]  # fmt: skip
+    java = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(java.stdout or []), daemon=True)
+    reader.start()
+    try:
+        # acknowledged: the share-partition's start offset moves past every record
+        def all_acknowledged() -> bool:
+            described = _share_offsets(tenants.a_port, group)
+            starts = [p.start_offset for t in described.topics for p in t.partitions]
+            return described.error_code == 0 and starts == [n]
+
+        wait_until(lambda: len(lines) >= n and all_acknowledged(), "every record acknowledged", timeout=90)
+        assert java.poll() is None, "the Java share consumer ended early"
+        (described,) = _share_offsets(tenants.a_port, group).topics
+        assert described.topic_name == topic
+    finally:
+        java.terminate()
+        java.wait(30)
+        reader.join(10)
+        if java.stdout is not None:
+            java.stdout.close()
+    got = sorted(line.split() for line in lines)
+    assert got == sorted([v, "1"] for v in values)  # each record once, delivery count 1
+    upstream = _groups(broker.port)
+    assert upstream.get(f"a.{group}", "").lower() == "share" and group not in upstream
+    assert group in _groups(tenants.a_port)
+    in_b = _groups(tenants.b_port)
+    assert group not in in_b and not any(g.startswith("a.") for g in in_b), in_b
+    assert topic not in topic_names(tenants.b_port)
+    seen_by_b = _share_offsets(tenants.b_port, group)  # tenant-b-<group>: no such share group
+    assert seen_by_b.topics == [] and seen_by_b.error_code in (0, ErrorCode.GROUP_ID_NOT_FOUND)
+    # b deleting "its" group's offsets names tenant-b-<group>: a's stay
+    kafka_tool("kafka-share-groups", "--bootstrap-server", tenants.b, "--delete-offsets", "--group", group,
+               "--topic", topic, check=False)  # fmt: skip
+    assert [p.start_offset for t in _share_offsets(tenants.a_port, group).topics for p in t.partitions] == [n]
+    # AlterShareGroupOffsets through a: a second group of a's, at offset 0 upstream; b's is another
+    reset = kafka_tool("kafka-share-groups", "--bootstrap-server", tenants.a, "--reset-offsets",
+                       "--to-earliest", "--execute", "--group", f"{group}-2", "--topic", topic)  # fmt: skip
+    assert f"{group}-2" in reset.stdout and "a." not in reset.stdout, reset.stdout
+    (reset_up,) = _share_offsets(broker.port, f"a.{group}-2").topics
+    assert reset_up.topic_name == f"a.{topic}" and [p.start_offset for p in reset_up.partitions] == [0]
+    assert _share_offsets(tenants.b_port, f"{group}-2").topics == []
+    listed = kafka_tool("kafka-share-groups", "--bootstrap-server", tenants.b, "--list").stdout.split()
+    assert group not in listed and not any(g.startswith("a.") for g in listed), listed
+    described_a = kafka_tool(
+        "kafka-share-groups", "--bootstrap-server", tenants.a, "--describe", "--group", group
+    ).stdout
+    assert f" {topic} " in described_a and "a." not in described_a, described_a

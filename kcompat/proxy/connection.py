@@ -21,6 +21,7 @@ import ssl
 import struct
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from kcompat.proxy.answer_queue import AnswerQueue, _Waiting
@@ -240,7 +241,7 @@ class ClientConnection(AnswerQueue, asyncio.BufferedProtocol):
             renamed = self._tenant_request(frame, pending, exchange)
             if renamed is None:
                 return
-            frame = renamed
+            frame, pending = renamed
         if key == API_VERSIONS_KEY and too_new(version):
             self._answer_here(_Waiting(pending, exchange), unsupported_answer(correlation))
             return
@@ -319,12 +320,14 @@ class ClientConnection(AnswerQueue, asyncio.BufferedProtocol):
 
     def _tenant_request(
         self, frame: bytes | bytearray, pending: Pending, exchange: Exchange
-    ) -> bytes | bytearray | None:
-        """The request in the upstream's names; None: answered or closed here."""
+    ) -> tuple[bytes | bytearray, Pending] | None:
+        """The request in the upstream's names, and `pending` with the ACL entries answered here
+        (merged into the answer); None: answered or closed here."""
         tenant = self.shared.tenant
         assert tenant is not None
         try:
-            return tenant.request(frame)
+            renamed, withheld = tenant.request(frame)
+            return renamed, (replace(pending, withheld=withheld) if withheld else pending)
         except Refused as refused:
             answer = refused_answer(refused, frame)
             if answer is not None:

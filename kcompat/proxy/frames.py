@@ -13,6 +13,7 @@ from kcompat.proxy.node_fields import must_decode
 from kcompat.proxy.rewrite import Endpoint, Learn, rewrite_nodes
 from kcompat.proxy.skim import SKIMMED, names_nodes
 from kcompat.proxy.tenant import Tenant
+from kcompat.proxy.tenant_acls import Withheld
 from kcompat.wire.messages import APIS
 from kcompat.wire.primitives import Reader
 from kcompat.wire.protocol import (
@@ -33,6 +34,7 @@ class Pending:
     api_key: int
     api_version: int
     correlation_id: int
+    withheld: Withheld = ()  # a virtual cluster's ACL entries answered here, merged into the answer
 
     @property
     def known(self) -> bool:
@@ -77,5 +79,5 @@ def rewrite_answer(
     correlation, body = decode_response(key, version, frame)
     rewrite_nodes(key, body, endpoint, learn)
     if tenant is not None and names:
-        tenant.answer(key, version, body)
+        tenant.answer(key, version, body, pending.withheld)
     return encode_response(pending.api_key, pending.api_version, correlation, body), body

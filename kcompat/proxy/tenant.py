@@ -3,9 +3,9 @@ stripped on the way back, in every request and answer that names a topic, a grou
 transactional id (the table: tenant_fields.py).
 
     tenant = Tenant("a", "a.")
-    frame = tenant.request(frame)              # `orders` goes upstream as `a.orders`
+    frame, withheld = tenant.request(frame)    # `orders` goes upstream as `a.orders`
     if tenant.decodes_answer(key, version):    # the answer names something: decode it
-        tenant.answer(key, version, body)      # `a.orders` back to `orders`; others' names dropped
+        tenant.answer(key, version, body, withheld)  # `a.orders` back to `orders`; others' dropped
 
 Isolation without ACLs: every name a tenant sends is prefixed, so it can only ever name its own
 topics, groups and transactional ids; an answer entry naming anything without the prefix (another
@@ -23,7 +23,7 @@ from typing import Any
 
 from kcompat.faults.error_response import error_response
 from kcompat.proxy import tenant_acls
-from kcompat.proxy.tenant_acls import ACL_KEYS, AclRefused
+from kcompat.proxy.tenant_acls import ACL_KEYS, AclRefused, Withheld
 from kcompat.proxy.tenant_fields import REFUSED, REGEX, REQUEST, RESPONSE, N, fields_for
 from kcompat.proxy.tenant_ids import ID_ANSWERS, ID_REQUESTS, TopicIds
 from kcompat.wire.error_codes import ErrorCode
@@ -63,9 +63,11 @@ class Tenant:
 
     # -- requests: the tenant's names to the upstream's --------------------------------------------
 
-    def request(self, frame: bytes | bytearray) -> bytes | bytearray:
-        """The request frame (no size prefix) with every name prefixed; as is when it names none.
-        DecodeError/UnsupportedRequest for a request that cannot be read; Refused."""
+    def request(self, frame: bytes | bytearray) -> tuple[bytes | bytearray, Withheld]:
+        """The request frame (no size prefix) with every name prefixed, as is when it names none,
+        and the ACL entries answered here (tenant_acls.py: their results go back into the answer,
+        `answer(..., withheld)`). DecodeError/UnsupportedRequest for a request that cannot be
+        read; Refused."""
         key, version, correlation = peek_header(frame)
         why = REFUSED.get(key)
         if why is not None:
@@ -75,22 +77,24 @@ class Tenant:
             raise Refused(key, "an API or version the proxy cannot read (its names could not be rewritten)")
         fields = fields_for(key, REQUEST, version)
         if not fields and key not in ID_REQUESTS and key not in ACL_KEYS:
-            return frame
+            return frame, ()
         request = decode_request(frame, strict=False)
         if self.ids.unknown(key, request.body):
             refused = Refused(key, "a topic id it was not shown", ErrorCode.UNKNOWN_TOPIC_ID)
             refused.silent = key == _PRODUCE and request.body.acks == 0
             raise refused
+        withheld: Withheld = ()
         if key in ACL_KEYS:
             try:
-                tenant_acls.request(self.prefix, key, request.body)
+                withheld = tenant_acls.request(self.prefix, key, request.body)
             except AclRefused as e:
                 raise Refused(key, e.why, e.code) from None
         elif not fields:
-            return frame  # names topics by ids it was shown: as is
+            return frame, ()  # names topics by ids it was shown: as is
         for n in fields:
             _apply(request.body, n.path, n, self._upstream, None)
-        return encode_request(key, version, correlation, request.body, request.client_id)[4:]
+        renamed = encode_request(key, version, correlation, request.body, request.client_id)[4:]
+        return renamed, withheld
 
     def _upstream(self, name: str, n: N) -> str:
         if not name:
@@ -106,10 +110,12 @@ class Tenant:
             bool(fields_for(api_key, RESPONSE, api_version)) or api_key in ID_ANSWERS or api_key in ACL_KEYS
         )
 
-    def answer(self, api_key: int, api_version: int, body: Any) -> None:
+    def answer(self, api_key: int, api_version: int, body: Any, withheld: Withheld = ()) -> None:
         self.ids.learn(api_key, body, self.prefix)  # before the names lose their prefix
         if api_key in ACL_KEYS:
             tenant_acls.answer(self.prefix, api_key, body)
+            if withheld:
+                tenant_acls.merge(api_key, body, withheld)
         for n in fields_for(api_key, RESPONSE, api_version):
             _apply(body, n.path, n, self._client, self._foreign)
 

@@ -8,8 +8,8 @@ group; the KIP-848 subscription regex). tests/proxy/test_tenant_fields.py walks 
 fails on an annotated field missing here, so a new field in a new version cannot leak a name.
 
 NOT_TENANT_NAMES: annotated fields deliberately left alone, with why. REFUSED: APIs a tenant may
-not use at all (the KRaft and inter-broker RPCs, whose names are the cluster's; ACLs, which a
-virtual cluster does not offer: isolation comes from the prefixes, not from ACLs).
+not use at all (the KRaft and inter-broker RPCs, whose names are the cluster's). ACLs are a
+tenant's own through tenant_acls.py; isolation comes from the prefixes, not from ACLs.
 
 Paths are snake_case field names from the message root.
 """

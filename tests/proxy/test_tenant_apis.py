@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from kcompat.proxy.frames import Pending, rewrite_answer
 from kcompat.proxy.tenant import Refused, Tenant, refused_answer
+from kcompat.proxy.tenant_acls import CLUSTER_WHY
 from kcompat.proxy.tenant_ids import ID_NOT_CHECKED, ID_REQUESTS
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.messages import APIS
@@ -28,7 +30,7 @@ ALLOW, READ = 3, 3
 
 
 def _request(tenant: Tenant, key: int, version: int, body: dict[str, Any]) -> Any:
-    return decode_request(tenant.request(encode_request(key, version, 7, body, client_id="app")[4:])).body
+    return decode_request(tenant.request(encode_request(key, version, 7, body, client_id="app")[4:])[0]).body
 
 
 def _answer(tenant: Tenant, key: int, version: int, body: dict[str, Any]) -> Any:
@@ -66,6 +68,53 @@ def test_create_acls_on_the_tenants_names() -> None:
 def test_an_acl_on_the_cluster_is_answered_here() -> None:
     answer = _refused(Tenant("a", "a."), 30, 3, {"creations": [acl(CLUSTER, "kafka-cluster", LITERAL)]})
     assert [r.error_code for r in answer.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+
+
+def _relay(tenant: Tenant, key: int, body: dict[str, Any], answer: dict[str, Any]) -> tuple[Any, Any]:
+    """`body` through the tenant (v3) as the connection relays it, and `answer` (the upstream's
+    to what was relayed) back as the client gets it: (relayed body, answer body)."""
+    frame = encode_request(key, 3, 7, body, client_id="app")[4:]
+    renamed, withheld = tenant.request(frame)
+    pending = Pending(key, 3, 7, withheld)
+    upstream = b"".join(encode_response(key, 3, 7, response_codec(key).build(answer)))[4:]
+    chunks, _ = rewrite_answer(pending, upstream, lambda n: ("proxy", 1), lambda *a: None, tenant)
+    _, got = decode_response(key, 3, b"".join(bytes(c) for c in chunks)[4:])
+    return decode_request(renamed).body, got
+
+
+def test_a_mixed_create_acls_relays_the_tenants_and_answers_the_rest_in_place() -> None:
+    """The cluster ACLs are answered here, the topic and group ones relayed; the answer has one
+    result per creation in the request's order."""
+    creations = [acl(CLUSTER, "kafka-cluster", LITERAL), acl(TOPIC, "orders", LITERAL),
+                 acl(CLUSTER, "kafka-cluster", LITERAL), acl(GROUP, "g", PREFIXED)]  # fmt: skip
+    results = [{"error_code": 0, "error_message": None},
+               {"error_code": ErrorCode.INVALID_REQUEST, "error_message": "upstream's"}]  # fmt: skip
+    relayed, answer = _relay(Tenant("a", "a."), 30, {"creations": creations}, {"results": results})
+    assert [(c.resource_type, c.resource_name) for c in relayed.creations] == [
+        (TOPIC, "a.orders"),
+        (GROUP, "a.g"),
+    ]
+    assert [(r.error_code, r.error_message) for r in answer.results] == [
+        (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_WHY),
+        (0, None),
+        (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_WHY),
+        (ErrorCode.INVALID_REQUEST, "upstream's"),
+    ]
+
+
+def test_a_mixed_delete_acls_relays_the_named_filters_and_answers_the_rest_in_place() -> None:
+    f = {"resource_type_filter": TOPIC, "pattern_type_filter": LITERAL, "principal_filter": None,
+         "host_filter": None, "operation": 1, "permission_type": 1}  # fmt: skip
+    filters = [{**f, "resource_name_filter": "orders"}, {**f, "resource_name_filter": None},
+               {**f, "resource_name_filter": "o", "pattern_type_filter": MATCH}]  # fmt: skip
+    matching = [{"resource_type": TOPIC, "resource_name": "a.orders", "pattern_type": LITERAL,
+                 "principal": "User:app", "host": "*", "operation": READ, "permission_type": ALLOW}]  # fmt: skip
+    relayed, answer = _relay(
+        Tenant("a", "a."), 31, {"filters": filters}, {"filter_results": [{"matching_acls": matching}]}
+    )
+    assert [x.resource_name_filter for x in relayed.filters] == ["a.orders"]
+    got = [(r.error_code, [m.resource_name for m in r.matching_acls]) for r in answer.filter_results]
+    assert got == [(0, ["orders"]), (ErrorCode.INVALID_REQUEST, []), (ErrorCode.INVALID_REQUEST, [])]
 
 
 def test_describe_acls_filters_and_answers() -> None:
@@ -133,7 +182,7 @@ def test_a_topic_id_not_shown_is_unknown() -> None:
     assert answer.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
     _shown(a)
     frame = encode_request(1, 17, 7, fetch(MINE), client_id="app")[4:]
-    assert a.request(frame) is frame  # shown: relayed as is
+    assert a.request(frame)[0] is frame  # shown: relayed as is
     answer = _refused(a, 1, 17, fetch(THEIRS))
     assert answer.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
     produce = {"acks": -1, "timeout_ms": 1, "topic_data": [{"topic_id": THEIRS, "partition_data": []}]}
@@ -151,7 +200,7 @@ def test_ids_learnt_from_a_groups_assignment() -> None:
     a = Tenant("a", "a.")
     _answer(a, 68, 1, {"assignment": {"topic_partitions": [{"topic_id": MINE, "partitions": [0]}]}})
     frame = encode_request(1, 17, 7, fetch(MINE), client_id="app")[4:]
-    assert a.request(frame) is frame
+    assert a.request(frame)[0] is frame
 
 
 def _uuid_paths(fields: Any, path: tuple[str, ...]) -> list[tuple[str, ...]]:

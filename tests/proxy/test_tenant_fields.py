@@ -72,7 +72,7 @@ def test_table_entries_exist_in_the_schemas() -> None:
 
 
 def _request(key: int, version: int, body: dict[str, Any]) -> Any:
-    frame = A.request(encode_request(key, version, 7, body, client_id="app")[4:])
+    frame, _ = A.request(encode_request(key, version, 7, body, client_id="app")[4:])
     return decode_request(frame).body
 
 
@@ -114,7 +114,8 @@ def test_answers_show_the_tenants_names_only() -> None:
 
 
 def test_raft_and_inter_broker_rpcs_close_the_connection() -> None:
-    for key, version, body in ((52, 2, {"topics": []}), (84, 0, {"group_id": "g", "topics": []})):
+    share_state = [(key, 0, {"group_id": "g", "topics": []}) for key in range(83, 88)]  # KIP-932's
+    for key, version, body in ((52, 2, {"topics": []}), *share_state):
         with pytest.raises(Refused) as refused:
             A.request(encode_request(key, version, 1, body)[4:])
         assert refused_answer(refused.value, b"") is None
@@ -140,3 +141,25 @@ def test_virtual_clusters_from_properties() -> None:
                      "proxy.virtual.cluster.b.node.port.base": "9401", "proxy.virtual.cluster.b.prefix": "tb"})  # fmt: skip
     with pytest.raises(ConfigError, match="not a setting"):
         ProxyConfig({**base, "proxy.virtual.cluster.c.prefix": "c."})
+
+
+def test_share_group_apis_name_the_tenants_groups_and_topics() -> None:
+    heartbeat = _request(76, 1, {"group_id": "sg", "member_id": "m", "member_epoch": 0,
+                                 "subscribed_topic_names": ["orders"]})  # fmt: skip
+    assert (heartbeat.group_id, heartbeat.subscribed_topic_names) == ("a.sg", ["a.orders"])
+    assert _request(77, 1, {"group_ids": ["sg"]}).group_ids == ["a.sg"]
+    described = _answer(77, 1, {"groups": [{"group_id": "a.sg", "members": [{
+        "member_id": "m", "subscribed_topic_names": ["a.orders", "b.orders"],
+        "assignment": {"topic_partitions": [{"topic_name": "a.orders", "partitions": [0]}]}}]}]})  # fmt: skip
+    (member,) = described.groups[0].members
+    assert member.subscribed_topic_names == ["orders"]
+    assert [t.topic_name for t in member.assignment.topic_partitions] == ["orders"]
+    offsets = _request(90, 1, {"groups": [{"group_id": "sg", "topics": [{"topic_name": "orders"}]}]})
+    assert (offsets.groups[0].group_id, offsets.groups[0].topics[0].topic_name) == ("a.sg", "a.orders")
+    for key in (91, 92):  # Alter, DeleteShareGroupOffsets
+        body = _request(key, 0, {"group_id": "sg", "topics": [{"topic_name": "orders"}]})
+        assert (body.group_id, body.topics[0].topic_name) == ("a.sg", "a.orders")
+        answer = _answer(key, 0, {"responses": [{"topic_name": "a.orders"}, {"topic_name": "b.orders"}]})
+        assert [r.topic_name for r in answer.responses] == ["orders"]
+    fetched = _answer(90, 1, {"groups": [{"group_id": "a.sg", "topics": [{"topic_name": "a.orders"}]}]})
+    assert (fetched.groups[0].group_id, fetched.groups[0].topics[0].topic_name) == ("sg", "orders")
