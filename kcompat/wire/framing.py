@@ -9,7 +9,8 @@ more bytes are needed. A negative size, or one over `max_size`, raises FrameSize
 its four bytes are in, before any of the frame is buffered; the reader stays failed.
 
 Memory follows the bytes received, not the sizes claimed: frames that fit the read buffer are cut
-out of it (as bytes of their own, so a caller may keep views of a frame); a larger one is received
+out of it (as bytearrays of their own, so a caller may keep views of a frame, and patch a produced
+batch in place rather than copy it again); a larger one is received
 into a buffer of its own, at most GROWTH times the bytes received so far (never less than
 BODY_STEP) and grown GROWTH-fold as it fills, so a 100 MiB prefix followed by silence costs 64 KiB
 (Kafka allocates the whole size at once). The read buffer itself is allocated at the first bytes and can be given back
@@ -180,7 +181,7 @@ class FrameReader:
                     self._start_body(size)
                     return added
                 break
-            out.append(view[start + PREFIX : stop].tobytes())
+            out.append(bytearray(view[start + PREFIX : stop]))
             added += size
             count -= 1
             start = stop

@@ -313,8 +313,8 @@ async def _produce_partition(
     if refused is not None:
         raise ApiError(refused.error, refused.message, refused.records)
 
-    # A large request arrives in a buffer of its own (writable): its batch is patched in place and
-    # written as it is, never copied. A small one is a view of read-only bytes: copied (cheaply).
+    # A request arrives in a bytearray of its own (framing.py): its batch is patched in place and
+    # written as it is, never copied. Read-only bytes (in-process callers) are copied once.
     batch: bytearray | memoryview = records if not records.readonly else bytearray(records)
     header: BatchHeader | None = h  # the log's framing reads it again only if the batch changes
     if target is not None and target != h.compression:
