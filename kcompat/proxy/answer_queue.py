@@ -129,7 +129,10 @@ class AnswerQueue:
 
     def _write(self, chunks: Sequence[bytes | bytearray | memoryview]) -> None:
         if not self._closed and self.transport is not None:  # a client gone mid-answer: dropped
-            self.transport.writelines(chunks)
+            if len(chunks) == 1:  # uvloop sends a write at once; writelines waits for the loop's turn
+                self.transport.write(chunks[0])
+            else:
+                self.transport.writelines(chunks)
 
     def _streamed(self) -> None:
         self._waiting.popleft()

@@ -5,19 +5,18 @@ buffer that grows as its bytes arrive, as wire/framing.FrameReader does for untr
 silent 100 MB size prefix costs little) or an upstream's answers (the proxy's own peer, answering
 what clients asked for: a buffer of the frame's size at once, received into directly). And when
 `open_stream` gives a Stream for a large frame (answer_stream.py, request_stream.py) no buffer to
-hold it: its bytes are received into fresh pieces of at most PIECE bytes, each handed to the stream
-once full (or the frame's last), which passes it to the other side's transport as it is. A copy out
-of a reused read buffer cost the proxy a sixth of its busy time; a fresh piece is never written
-again once handed over, so the transport may keep it until sent. The frame's first bytes, read
-before its size was known, go on in the read buffer itself, which is then replaced. Pieces come
-from a Pool and are reused once nothing refers to them: fresh memory for each one cost as much as
-the copy did (the pages faulted in, zeroed).
+hold it: its bytes are received into pieces of at most PIECE bytes, and what is in is handed to the
+stream every HAND bytes (and at a piece's or the frame's end), which passes it to the other side's
+transport as it is: no copy out of a reused read buffer. What was handed over is never written
+again (reads go on after it, or into the next piece), so a transport may keep it until sent. The
+frame's first bytes, read before its size was known, go on in the read buffer itself, which is then
+replaced. Pieces come from a Pool and are reused once nothing refers to them: fresh memory for each
+cost as much as the copy did (pages faulted in and zeroed).
 """
 
 from __future__ import annotations
 
 import sys
-from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -25,6 +24,7 @@ from kcompat.wire.framing import FrameSizeError
 
 STREAM_MIN = 256 << 10  # frames smaller than this are held whole: cheap, and the hooks see them
 PIECE = 256 << 10  # a streamed frame is received into pieces of this size (its last one smaller)
+HAND = 128 << 10  # and handed on as soon as this much of a piece is in (and at the piece's end)
 _GIVE_MIN = 16 << 10  # a frame's first bytes in the read buffer: fewer than this are copied out
 _PREFIX = 4
 _GROWTH = 4  # a growing body: GROWTH times what arrived, then GROWTH-fold (wire/framing.py's why)
@@ -33,28 +33,28 @@ _GROWTH = 4  # a growing body: GROWTH times what arrived, then GROWTH-fold (wire
 class Pool:
     """Buffers of one size, reused once nothing but the pool refers to one (the transport that
     sent it dropped its views: a view keeps its buffer alive, so a buffer still being sent is
-    never handed out again). Oldest first, as transports send in order; at most `keep` are kept,
-    beyond that a buffer is fresh and left to the allocator."""
+    never handed out again). The one freed last is taken first: its memory is still in the CPU's
+    caches. At most `keep` are kept; beyond that a buffer is fresh and left to the allocator."""
 
     def __init__(self, size: int, keep: int) -> None:
         self.size = size
         self._keep = keep
-        self._buffers: deque[bytearray] = deque()
+        self._buffers: list[bytearray] = []  # the one handed out last, last
 
     def take(self) -> bytearray:
         buffers = self._buffers
-        if buffers:
-            oldest = buffers.popleft()
-            buffers.append(oldest)
-            if sys.getrefcount(oldest) == 3:  # the deque, this name and the call's argument
-                return oldest
+        for i in range(len(buffers) - 1, -1, -1):
+            if sys.getrefcount(buffers[i]) == 2:  # the list's and the call's: free
+                buffer = buffers.pop(i)
+                buffers.append(buffer)
+                return buffer
         buffer = bytearray(self.size)
         if len(buffers) < self._keep:
             buffers.append(buffer)
         return buffer
 
 
-PIECES = Pool(PIECE, 32)  # the process's: 8 MiB at most, kept for the next streamed frames
+PIECES = Pool(PIECE, 32)  # the process's: at most 8 MiB kept for the next streamed frames
 
 
 class Stream(Protocol):
@@ -72,6 +72,8 @@ class RelayReader:
         "_filled",
         "_got",
         "_grow",
+        "_hand",
+        "_handed",
         "_left",
         "_max_size",
         "_on_frame",
@@ -94,6 +96,7 @@ class RelayReader:
         chunk: int = 256 << 10,
         grow: bool = False,
         piece: int = PIECE,
+        hand: int = HAND,
         pool: Pool = PIECES,
     ) -> None:
         self._open = open_stream
@@ -112,7 +115,8 @@ class RelayReader:
         self._piece_size = piece
         self._pool = pool
         self._piece: memoryview | None = None  # a streamed frame's piece being received into
-        self._filled = 0
+        self._filled = self._handed = 0
+        self._hand = hand
 
     @property
     def streaming(self) -> bool:
@@ -123,7 +127,7 @@ class RelayReader:
             return self._body_view[self._got :]
         if self._stream is not None:
             if self._piece is None:
-                self._piece, self._filled = self._new_piece(), 0
+                self._piece, self._filled, self._handed = self._new_piece(), 0, 0
             return self._piece[self._filled :]
         if not self._buf:
             self._buf = self._pool.take() if self._chunk == self._pool.size else bytearray(self._chunk)
@@ -156,12 +160,15 @@ class RelayReader:
             assert piece is not None
             self._left -= n
             self._filled += n
-            if self._filled < len(piece):
+            if self._filled < len(piece) and self._filled - self._handed < self._hand:
                 return
-            self._piece = None
+            part = piece[self._handed : self._filled]  # never written again: reads go on after it
+            self._handed = self._filled
+            if self._filled == len(piece):
+                self._piece = None
             if not self._left:
                 self._stream = None
-            stream.feed(piece)
+            stream.feed(part)
             if self._stream is None:
                 stream.done()
                 self._cut()
