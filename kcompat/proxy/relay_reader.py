@@ -164,8 +164,8 @@ class RelayReader:
                 return
             part = piece[self._handed : self._filled]  # never written again: reads go on after it
             self._handed = self._filled
-            if self._filled == len(piece):
-                self._piece = None
+            if not self._left or len(piece) - self._filled < self._hand:
+                self._piece = None  # a short rest would make a short read: the next piece instead
             if not self._left:
                 self._stream = None
             stream.feed(part)
