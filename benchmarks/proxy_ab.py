@@ -4,7 +4,11 @@ the same upstream, alternating with direct, round by round (benchmarks/proxy.py'
     git archive HEAD~3 kcompat | tar -x -C /tmp/before      # the tree to compare against
     python -m benchmarks.proxy_ab --upstream kafka --before /tmp/before --rounds 3 --records 400000
 
-Prints each round's records/s and the proxy's CPU seconds, then medians and proxied/direct.
+    python -m benchmarks.proxy_ab --upstream kafka --before /tmp/before --rounds 7 --consume-only
+
+Prints each round's records/s and the proxy's CPU seconds (and per GB of record values), then
+medians and proxied/direct. `--consume-only` writes one topic once and reads it every round (the
+page cache hot, a tenth of the disk); `--after` runs the second proxy from another tree than this.
 """
 
 from __future__ import annotations
