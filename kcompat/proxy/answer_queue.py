@@ -127,9 +127,12 @@ class AnswerQueue:
             stream.finished = self._streamed
         return stream
 
-    def _write(self, data: bytearray) -> None:
+    def _write(self, chunks: Sequence[bytes | bytearray | memoryview]) -> None:
         if not self._closed and self.transport is not None:  # a client gone mid-answer: dropped
-            self.transport.write(data)
+            if len(chunks) == 1:  # uvloop sends a write at once; writelines waits for the loop's turn
+                self.transport.write(chunks[0])
+            else:
+                self.transport.writelines(chunks)
 
     def _streamed(self) -> None:
         self._waiting.popleft()

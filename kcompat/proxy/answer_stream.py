@@ -11,14 +11,15 @@ with unknown tagged fields, which Kafka's generated readers and librdkafka skip.
 seen in that answer whose replacement does not fit has its NodeEndpoints dropped (padded the same
 way): the client then refreshes its metadata, as it does for NOT_LEADER_OR_FOLLOWER without them.
 
-Memory: the read chunk and what the client's transport holds (proxy.buffer.bytes, then the
-upstream is not read), whatever the answer's size.
+The bytes fed are the reader's pieces (relay_reader.py), never written again: they go to the
+client's transport as they are, without a copy. Memory: a piece and what the client's transport
+holds (proxy.buffer.bytes, then the upstream is not read), whatever the answer's size.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 
 from kcompat.proxy.node_fields import FETCH
 from kcompat.proxy.node_map import NodeMap
@@ -28,7 +29,7 @@ from kcompat.wire.errors import DecodeError
 from kcompat.wire.primitives import Reader, encode_uvarint
 from kcompat.wire.protocol import decode_response, encode_response, response_header_version
 
-FLUSH = 128 << 10  # socket reads of a few KiB are gathered into writes of at least this
+FLUSH = 128 << 10  # small pieces are gathered into writes of at least this
 TAIL_MAX = 1 << 20  # a top-level tagged section larger than this is not an upstream's answer
 PAD_TAG = 100  # the first tag of the padding: above every tag a 4.3.1 Fetch answer defines
 _SIZE = struct.Struct(">i")
@@ -36,6 +37,7 @@ _SIZE = struct.Struct(">i")
 _EMPTY_HEAD = _SIZE.pack(0) + b"\x00" + _SIZE.pack(0) + b"\x00\x00" + _SIZE.pack(0) + b"\x01"
 
 Walk = Generator[int, bytes | None, None]  # yields n > 0: send n bytes; n < 0: -n bytes pass unseen
+Write = Callable[[Sequence[bytes | bytearray | memoryview]], None]  # a transport's writelines
 
 
 def streams(api_key: int, api_version: int) -> bool:
@@ -48,7 +50,7 @@ def open_stream(
     api_version: int,
     correlation_id: int,
     size: int,
-    write: Callable[[bytearray], None],
+    write: Write,
     nodes: NodeMap,
 ) -> AnswerStream | None:
     """A stream for an answer when its API streams and every known node's endpoint fits."""
@@ -116,7 +118,8 @@ def walk(api_key: int, api_version: int) -> Walk:
 
 class AnswerStream:
     """One answer frame of `size` bytes passed on to `write` as it arrives; `feed` it the bytes
-    (each call's are copied out before it returns), `done` once all are in."""
+    (kept as they are until written: their memory must not be written again), `done` once all
+    are in."""
 
     def __init__(
         self,
@@ -124,7 +127,7 @@ class AnswerStream:
         api_version: int,
         correlation_id: int,
         size: int,
-        write: Callable[[bytearray], None],
+        write: Write,
         endpoint: Endpoint,
         learn: Learn,
     ) -> None:
@@ -132,7 +135,8 @@ class AnswerStream:
         self.correlation_id = correlation_id
         self.size = size
         self._write = write
-        self._out = bytearray()  # bytes to send, written in pieces of FLUSH (fewer, larger writes)
+        self._out: list[bytes | bytearray | memoryview] = []  # to send, once FLUSH bytes or the last
+        self._pending = 0  # the bytes in _out
         self._endpoint, self._learn = endpoint, learn
         self._walk: Walk | None = walk(api_key, api_version)
         self._want = 4  # the correlation id first: checked before the size prefix goes out
@@ -167,7 +171,7 @@ class AnswerStream:
             if start < 0:  # the correlation id, complete
                 if _SIZE.unpack(reply or b"")[0] != self.correlation_id:
                     raise DecodeError("an answer to another correlation id")
-                self._out += _SIZE.pack(self.size) + (reply or b"")
+                self._put(_SIZE.pack(self.size) + (reply or b""))
                 self._started = True
                 start = pos
                 self._want = self._next(None)
@@ -177,15 +181,22 @@ class AnswerStream:
             return  # the correlation id is not all in yet
         if self._tail is not None:
             if pos > start:
-                self._out += data[start:pos]
+                self._put(data[start:pos])
             self._tail += data[pos:]
             if len(self._tail) > TAIL_MAX:
                 raise DecodeError("a top-level tagged section over 1 MiB")
         elif end > start:
-            self._out += data[start:end]
-        if len(self._out) >= FLUSH:
-            self._write(self._out)
-            self._out = bytearray()
+            self._put(data[start:end] if start else data)
+        if self._pending >= FLUSH:
+            self._send()
+
+    def _put(self, chunk: bytes | memoryview) -> None:
+        self._out.append(chunk)
+        self._pending += len(chunk)
+
+    def _send(self) -> None:
+        self._write(self._out)
+        self._out, self._pending = [], 0
 
     def _next(self, reply: bytes | None) -> int:
         assert self._walk is not None
@@ -209,11 +220,10 @@ class AnswerStream:
                 fitted = fit(tail, without_nodes(tail))  # frees at least three bytes: fits
                 if fitted is None:
                     raise DecodeError("a top-level tagged section that cannot be rewritten in place")
-            self._out += fitted
+            self._put(fitted)
         elif self._tail:
-            self._out += self._tail
-        self._write(self._out)
-        self._out = bytearray()
+            self._put(bytes(self._tail))
+        self._send()
         self.finished()
 
 

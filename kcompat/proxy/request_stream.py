@@ -16,12 +16,15 @@ from typing import Any
 
 from kcompat.wire.errors import DecodeError
 
-FLUSH = 128 << 10  # socket reads of a few KiB are gathered into writes of at least this
+FLUSH = 128 << 10  # small pieces are gathered into writes of at least this
+PROBE = 4 << 10  # a request header and Produce acks are read from this many bytes first
 HEAD_MAX = 64 << 10  # a request whose header and acks are not in its first 64 KiB is not Kafka's
 _SIZE = struct.Struct(">i")
 
 
 class RequestStream:
+    """Fed the reader's pieces (relay_reader.py), never written again: they go upstream as they are."""
+
     def __init__(
         self,
         size: int,
@@ -32,26 +35,35 @@ class RequestStream:
         self._begin = begin
         self._write = write
         self._head: bytearray | None = bytearray()  # None once it went on
-        self._out = bytearray()  # the bytes after it, written in pieces of FLUSH (fewer writes)
+        self._out: list[memoryview] = []  # the bytes after it, written once FLUSH (fewer writes)
+        self._pending = 0
 
     def feed(self, data: memoryview) -> None:
         """DecodeError: no request header (or Produce acks) in the first HEAD_MAX bytes."""
         if self._head is None:
-            self._out += data
-            if len(self._out) >= FLUSH:
-                self._write([self._out], False)
-                self._out = bytearray()
+            self._out.append(data)
+            self._pending += len(data)
+            if self._pending >= FLUSH:
+                self._flush()
             return
-        self._head += data
-        answered = self._begin(bytes(self._head))
+        for probe in (PROBE, HEAD_MAX):  # the header is read from a copy of the first bytes only
+            answered = self._begin(bytes(self._head) + data[:probe].tobytes())
+            if answered is not None or len(data) <= probe:
+                break
         if answered is None:
+            self._head += data
             if len(self._head) >= min(HEAD_MAX, self._size):
                 raise DecodeError("a large request whose header cannot be read")
             return
         head, self._head = self._head, None
-        self._write([_SIZE.pack(self._size), head], answered)
+        self._write(
+            [_SIZE.pack(self._size), head, data] if head else [_SIZE.pack(self._size), data], answered
+        )
 
     def done(self) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
         if self._out:
-            self._write([self._out], False)
-            self._out = bytearray()
+            self._write(self._out, False)
+            self._out, self._pending = [], 0

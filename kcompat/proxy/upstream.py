@@ -161,7 +161,10 @@ class UpstreamSide(asyncio.BufferedProtocol):
             self._held_owed += answered
             self.maybe_reauthenticate()
         elif self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(chunks)
+            if len(chunks) == 1:  # uvloop sends a write at once; writelines waits for the loop's turn
+                self.transport.write(chunks[0])
+            else:
+                self.transport.writelines(chunks)
 
     def pause_writing(self) -> None:  # the upstream reads slower than the client sends
         self.client.upstream_full(True)

@@ -33,7 +33,7 @@ def frame_of(version: int, body: dict[str, Any], correlation: int = 7) -> bytes:
 def relay(version: int, frame: bytes, nodes: NodeMap, seed: int = 0) -> tuple[bytes, AnswerStream]:
     """The frame (size prefix included) through an AnswerStream, fed in random pieces."""
     out: list[bytes] = []
-    stream = AnswerStream(1, version, 7, len(frame) - 4, out.append, nodes.endpoint, nodes.learn)
+    stream = AnswerStream(1, version, 7, len(frame) - 4, out.extend, nodes.endpoint, nodes.learn)
     rng, pos = random.Random(seed), 4
     while pos < len(frame):
         step = rng.choice((1, 2, 3, 7, 50, 4096))
@@ -80,7 +80,7 @@ def test_answers_before_kip_951_stream_byte_for_byte_whatever_the_endpoints(vers
     frame = frame_of(version, fetch_body([]))
     out: list[bytes] = []
     stream = open_stream(
-        1, version, 7, len(frame) - 4, out.append, node_map("a-much-longer-proxy-host.example")
+        1, version, 7, len(frame) - 4, out.extend, node_map("a-much-longer-proxy-host.example")
     )
     assert stream is not None
     stream.feed(memoryview(frame)[4:])

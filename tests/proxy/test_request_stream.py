@@ -18,7 +18,7 @@ from kcompat.faults import FaultEngine, rule_from_json
 from kcompat.proxy.connection import ClientConnection
 from kcompat.proxy.intercept import Intercept
 from kcompat.proxy.node_map import NodeMap
-from kcompat.proxy.relay_reader import STREAM_MIN, RelayReader
+from kcompat.proxy.relay_reader import STREAM_MIN, Pool, RelayReader
 from kcompat.proxy.shared import Shared
 from kcompat.wire.framing import FrameSizeError
 from kcompat.wire.primitives import encode_uvarint
@@ -32,12 +32,15 @@ MARKER = b"R" * 16
 
 
 class Sink:
+    """Keeps what it is fed as it is, as a transport does until it has sent it: the reader must
+    never write into memory it gave away (its pieces are fresh, its read buffer replaced)."""
+
     def __init__(self) -> None:
-        self.parts: list[bytes] = []
+        self.parts: list[memoryview] = []
         self.done_count = 0
 
     def feed(self, data: memoryview) -> None:
-        self.parts.append(bytes(data))
+        self.parts.append(data)
 
     def done(self) -> None:
         self.done_count += 1
@@ -74,6 +77,57 @@ def test_frames_of_any_size_in_any_pieces(grow: bool) -> None:
     expected_streamed = [f for f in frames if len(f) >= STREAM_MIN and len(f) % 2 == 0]
     assert streamed == expected_streamed
     assert got == [f for f in frames if f not in expected_streamed]
+
+
+def test_a_pooled_piece_is_handed_out_again_only_once_nothing_refers_to_it() -> None:
+    pool = Pool(1024, keep=2)
+    first = pool.take()
+    view = memoryview(first)[:10].cast("b")  # as a transport keeps what it has not sent yet
+    del first
+    second = pool.take()
+    assert second is not view.obj
+    view.obj[:3] = b"abc"  # type: ignore[index]
+    assert bytes(second[:3]) == b"\x00\x00\x00"
+    released = id(view.obj)
+    del view
+    assert id(pool.take()) == released  # sent: reused
+    kept = [pool.take() for _ in range(3)]
+    assert len({id(b) for b in kept}) == 3  # beyond `keep` in use: fresh ones
+
+
+@pytest.mark.parametrize("piece", [256 << 10, 1000])
+def test_streamed_pieces_reused_from_the_pool_keep_every_frame_intact(piece: int) -> None:
+    """The pool's buffers come back once their views are gone: frames read into reused pieces
+    while earlier ones were sent (and dropped) arrive whole and in order."""
+    rng = random.Random(5)
+    frames = [rng.randbytes(STREAM_MIN + rng.randrange(1 << 20)) for _ in range(6)]
+    wire = b"".join(_SIZE.pack(len(f)) + f for f in frames)
+    got: list[bytes] = []
+    out = bytearray()
+    unsent: list[memoryview] = []  # a transport's backlog: these pieces must not be reused yet
+
+    class Sent:
+        def feed(self, data: memoryview) -> None:
+            unsent.append(data)
+            while len(unsent) > 3:
+                out.extend(unsent.pop(0))  # sent: the view is dropped, the piece may be reused
+
+        def done(self) -> None:
+            for view in unsent:
+                out.extend(view)
+            unsent.clear()
+            got.append(bytes(out))
+            out.clear()
+
+    reader = RelayReader(lambda _: Sent(), got.append, piece=piece, pool=Pool(piece, 2))
+    pos = 0
+    while pos < len(wire):
+        buf = reader.get_buffer()
+        n = min(len(buf), rng.choice((4, 999, 5000, 70_000, 1 << 20)), len(wire) - pos)
+        buf[:n] = wire[pos : pos + n]
+        reader.buffer_updated(n)
+        pos += n
+    assert got == frames
 
 
 def test_a_size_over_the_limit_is_refused_before_its_bytes() -> None:
