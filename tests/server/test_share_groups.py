@@ -374,3 +374,29 @@ def test_acknowledgements_after_a_reset_are_written_with_its_state_epoch(h: Brok
     h.broker.share_service.partitions.partitions.clear()
     heartbeat(h, "b", 0)
     assert acquired(share_fetch(h, "b", 0)) == []
+
+
+def test_an_acknowledgement_the_persister_did_not_take_is_undone(h: BrokerHarness) -> None:
+    """The member is told its acknowledgement failed; the records then come again (as Kafka rolls
+    the state back), instead of standing acknowledged in memory only until the next reload."""
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"a", b"b")
+    heartbeat(h, "a", 0)
+    assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
+    persister = h.broker.share_service.partitions.persister
+    write = persister.write_state
+
+    async def fail_once(key: Any, w: Any) -> int:
+        persister.write_state = write  # type: ignore[method-assign]
+        return int(E.COORDINATOR_NOT_AVAILABLE)
+
+    persister.write_state = fail_once  # type: ignore[method-assign]
+    r = acknowledge(h, "a", 1, [(0, 1, [ACCEPT])])
+    assert [E.of(p.error_code).name for t in r.responses for p in t.partitions] == [
+        "COORDINATOR_NOT_AVAILABLE"
+    ]
+    # what is stored says nothing was acknowledged: both records are delivered again (read back from
+    # the persister, which never saw their first delivery: counted from 1 again)
+    assert acquired(share_fetch(h, "a", 2)) == [(0, 1, 1)]
+    r = acknowledge(h, "a", 3, [(0, 1, [ACCEPT])])
+    assert [E.of(p.error_code).name for t in r.responses for p in t.partitions] == ["NONE"]

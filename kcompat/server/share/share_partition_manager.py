@@ -210,7 +210,12 @@ class SharePartitionManager:
             return err
         # RENEW only moves deadlines later: the timer wakes early at worst, and sleeps again.
         self._notify(t.name, partition)
-        return await self._write(group_id, t, partition, sp, span)
+        err = await self._write(group_id, t, partition, sp, span)
+        if err != ErrorCode.NONE and self.partitions.get(key := (group_id, t.topic_id, partition)) is sp:
+            # Not stored, and the member told so: read the share-partition again rather than keep
+            # acknowledgements only memory holds (Kafka rolls them back), so those records come again.
+            self._drop(key)
+        return err
 
     async def _write(
         self, group_id: str, t: TopicInfo, partition: int, sp: SharePartition, span: tuple[int, int]
