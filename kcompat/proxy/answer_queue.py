@@ -23,6 +23,7 @@ from kcompat.proxy.answer_stream import AnswerStream, open_stream
 from kcompat.proxy.api_versions import rewrite_api_versions
 from kcompat.proxy.frames import Pending, rewrite_answer
 from kcompat.proxy.hooks import CloseConnection, Exchange, HoldAnswer
+from kcompat.proxy.relay_reader import send
 from kcompat.proxy.shared import Shared
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.messages import APIS
@@ -129,10 +130,7 @@ class AnswerQueue:
 
     def _write(self, chunks: Sequence[bytes | bytearray | memoryview]) -> None:
         if not self._closed and self.transport is not None:  # a client gone mid-answer: dropped
-            if len(chunks) == 1:  # uvloop sends a write at once; writelines waits for the loop's turn
-                self.transport.write(chunks[0])
-            else:
-                self.transport.writelines(chunks)
+            send(self.transport, chunks)
 
     def _streamed(self) -> None:
         self._waiting.popleft()

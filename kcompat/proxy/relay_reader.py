@@ -16,8 +16,9 @@ cost as much as the copy did (pages faulted in and zeroed).
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kcompat.wire.framing import FrameSizeError
@@ -55,6 +56,15 @@ class Pool:
 
 
 PIECES = Pool(PIECE, 32)  # the process's: at most 8 MiB kept for the next streamed frames
+
+
+def send(transport: asyncio.Transport, chunks: Sequence[bytes | bytearray | memoryview]) -> None:
+    """Chunks (pieces among them) to a transport: one by `write`, which uvloop sends at once;
+    `writelines` waits for the loop's turn."""
+    if len(chunks) == 1:
+        transport.write(chunks[0])
+    else:
+        transport.writelines(chunks)
 
 
 class Stream(Protocol):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 from kcompat.proxy.answer_stream import AnswerStream
-from kcompat.proxy.relay_reader import RelayReader
+from kcompat.proxy.relay_reader import RelayReader, send
 from kcompat.proxy.sasl import LoginFailed, UpstreamLogin, reauth_delay
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.framing import FrameSizeError
@@ -161,10 +161,7 @@ class UpstreamSide(asyncio.BufferedProtocol):
             self._held_owed += answered
             self.maybe_reauthenticate()
         elif self.transport is not None and not self.transport.is_closing():
-            if len(chunks) == 1:  # uvloop sends a write at once; writelines waits for the loop's turn
-                self.transport.write(chunks[0])
-            else:
-                self.transport.writelines(chunks)
+            send(self.transport, chunks)
 
     def pause_writing(self) -> None:  # the upstream reads slower than the client sends
         self.client.upstream_full(True)
