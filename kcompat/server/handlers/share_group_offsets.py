@@ -65,7 +65,7 @@ async def alter_share_group_offsets(
             row.error_code = int(
                 await manager.persister.initialize_state(key, epoch, max(rp.start_offset, 0))
             )
-            manager.partitions.pop((body.group_id, t.topic_id, rp.partition_index), None)
+            manager.drop((body.group_id, t.topic_id, rp.partition_index))
             if row.error_code == ErrorCode.NONE:
                 done.add(rp.partition_index)
         if t is not None and done:
@@ -104,7 +104,7 @@ async def delete_share_group_offsets(
             code = await manager.persister.delete_state(SharePartitionKey(body.group_id, t.topic_id.bytes, p))
             if code != ErrorCode.NONE:
                 row.error_code = code
-            manager.partitions.pop((body.group_id, t.topic_id, p), None)
+            manager.drop((body.group_id, t.topic_id, p))
         if row.error_code == ErrorCode.NONE:  # initialized again when a member is assigned the topic
             await ctx.share.offsets_set(body.group_id, t.topic_id, t.name, None)
     return dsgo.DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, responses=responses)

@@ -214,7 +214,7 @@ class SharePartitionManager:
         if err != ErrorCode.NONE and self.partitions.get(key := (group_id, t.topic_id, partition)) is sp:
             # Not stored, and the member told so: read the share-partition again rather than keep
             # acknowledgements only memory holds (Kafka rolls them back), so those records come again.
-            self._drop(key)
+            self.drop(key)
         return err
 
     async def _write(
@@ -357,7 +357,7 @@ class SharePartitionManager:
             err = await self.persister.delete_state(SharePartitionKey(group_id, topic_id.bytes, partition))
             if err != ErrorCode.NONE:
                 return ErrorCode.of(err)
-            self._drop((group_id, topic_id, partition))
+            self.drop((group_id, topic_id, partition))
         return ErrorCode.NONE
 
     def _deposed(self, key: SpKey) -> bool:
@@ -366,10 +366,11 @@ class SharePartitionManager:
         t = self._by_id(key[1])
         if t is not None and self._epochs.get(key) == self._leader_epoch(t, key[2]):
             return False
-        self._drop(key)
+        self.drop(key)
         return True
 
-    def _drop(self, key: SpKey) -> None:
+    def drop(self, key: SpKey) -> None:
+        """Forget what was loaded of the share-partition: read again from the persister on next use."""
         self.partitions.pop(key, None)
         self._epochs.pop(key, None)
         self._state_epochs.pop(key, None)
