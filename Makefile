@@ -47,6 +47,7 @@ check: $(LINT_STAMP)
 	$(BIN)/python tools/check_imports.py --strict
 	$(BIN)/python tools/gen_schemas.py --check
 	$(BIN)/python tools/gen_messages.py --check
+	$(BIN)/python tools/gen_handler_index.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The reference in docs/ as a site in build/site (mkdocs.yml); `make check` builds it strictly.

@@ -45,8 +45,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
 from compat_tests.crash.ledger import Acked, Ledger, Stored, read_topic
-from kcompat.server.dispatcher import load_handlers
-from kcompat.server.registry import HANDLERS
 from kcompat.testing import Broker, BrokerFactory
 
 ROUNDS = int(os.environ.get("KCOMPAT_CRASH_ROUNDS", "20"))
@@ -323,7 +321,6 @@ def crash_rounds(factory: BrokerFactory, capsys: pytest.CaptureFixture[str], rou
         print("\n" + "\n".join(lines))
 
 
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 GROUP_ROUNDS = max(3, ROUNDS // 4)
 
 
@@ -368,10 +365,6 @@ class Committer:
 
 
 def test_kill9_keeps_committed_group_offsets(kcompat_broker_factory: BrokerFactory) -> None:
-    load_handlers()
-    missing = [k for k in (OFFSET_COMMIT, OFFSET_FETCH) if k not in HANDLERS]
-    if missing:
-        pytest.xfail(f"the broker does not serve OffsetCommit/OffsetFetch yet (API keys {missing})")
     rng = random.Random()
     broker = kcompat_broker_factory(auto_create_topics_enable=False)
     create_topics(broker.bootstrap, ["committed"])

@@ -14,7 +14,7 @@
         .access, .scram, .stats, .fetch_sessions, .clock
 
 What Kafka does with a request it cannot serve (UNSUPPORTED_VERSION for ApiVersions, a closed
-connection otherwise) is the dispatcher's (CloseConnection, load_handlers); ApiError is errors.py's.
+connection otherwise) is the dispatcher's (CloseConnection); ApiError is errors.py's.
 
 What cluster mode adds is built with the broker and handed to the constructors below, through the
 ClusterPort (cluster_port.py): SingleNode's parts on one node, cluster/assembly.py's under KRaft

@@ -1,6 +1,6 @@
 """The request dispatcher (Kafka's RequestHandler/KafkaApis split): decode, route, encode.
 
-    frame --decode--> Request --HANDLERS[api_key]--> handler(ctx, request) --> body
+    frame --decode--> Request --registration(api_key)--> handler(ctx, request) --> body
           --encode_response--> [chunks]   (bytes, and the log's file slices left in place for sendfile)
 
 What Kafka does with a request it cannot serve, this does too:
@@ -46,7 +46,7 @@ from kcompat.server.broker_stats import BrokerStats
 from kcompat.server.capture_hook import CaptureHook
 from kcompat.server.fault_hook import FaultHook
 from kcompat.server.quotas.client_quota_manager import QuotaManagers
-from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration
+from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration, registration
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.produce_path import PRODUCE_KEY, decode_produce, encode_produce_answer
@@ -75,8 +75,8 @@ class CloseConnection(Exception):
 def load_handlers() -> None:
     """Import every module of kcompat.server.handlers, each of which registers its APIs.
 
-    A module dropped into the package (the group coordinator's `groups.py`) is picked up with no
-    change here.
+    A broker does not: it imports each on its API's first request (registry.registration). This is
+    for tools/gen_handler_index.py, which lists what they register, and for tests.
     """
     for mod in pkgutil.iter_modules(_handlers_pkg.__path__):
         importlib.import_module(f"{_handlers_pkg.__name__}.{mod.name}")
@@ -168,7 +168,6 @@ class RequestDispatcher:
         self.forwarder = forwarder
         # A single node forwards nothing: its requests skip the forwarder without a call.
         self._forwards = forwarder is not NO_FORWARDING
-        load_handlers()
 
     async def handle(
         self, frame: memoryview, client: Any, decoded: Request | None = None
@@ -212,7 +211,7 @@ class RequestDispatcher:
                 getattr(client, "host", ""),
                 getattr(client, "principal", "User:ANONYMOUS"),
             )
-        reg = HANDLERS.get(request.api_key)
+        reg = HANDLERS.get(request.api_key) or registration(request.api_key)
         if reg is None or not reg.min_version <= request.api_version <= reg.max_version:
             if request.api_key == API_VERSIONS_KEY:
                 return api_versions_unsupported(request.correlation_id)
@@ -305,7 +304,7 @@ def _from_follower(body: Any) -> bool:
 
 def api_versions_unsupported(correlation_id: int) -> list[Chunk]:
     """ApiVersions v0 with UNSUPPORTED_VERSION and our range, as Kafka answers a version it lacks."""
-    reg = HANDLERS.get(API_VERSIONS_KEY)
+    reg = registration(API_VERSIONS_KEY)
     high = reg.max_version if reg else 0
     body = ApiVersionsResponse(
         error_code=int(ErrorCode.UNSUPPORTED_VERSION),

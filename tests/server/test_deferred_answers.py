@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kcompat.server.registry import HANDLERS, Deferred
+from kcompat.server.registry import HANDLERS, Deferred, registration
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import decode_response
 from tests.server.broker_harness import HarnessFactory, flatten
@@ -23,7 +23,8 @@ def test_a_deferred_body_comes_back_as_a_future_of_the_response(
     broker_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     h = broker_harness()
-    reg = HANDLERS[API_VERSIONS.key]
+    reg = registration(API_VERSIONS.key)
+    assert reg is not None
 
     async def later(ctx: Any, request: Any) -> Deferred:
         async def body() -> Any:
@@ -57,7 +58,8 @@ def test_a_deferred_answer_cancelled_before_it_ran_closes_its_body_and_is_counte
     answer's task before its first step: the body coroutine must still end (closed, no
     `coroutine ... was never awaited`) and the request be counted as cancelled (issue 26, fault 5)."""
     h = broker_harness()
-    reg = HANDLERS[API_VERSIONS.key]
+    reg = registration(API_VERSIONS.key)
+    assert reg is not None
     bodies: list[Any] = []
 
     async def later(ctx: Any, request: Any) -> Deferred:

@@ -13,7 +13,7 @@ from prometheus_client.core import Metric
 
 from kcompat.kafka_uuid import ZERO_UUID
 from kcompat.server.admin.telemetry_metrics import telemetry_metrics
-from kcompat.server.registry import HANDLERS
+from kcompat.server.registry import registration
 from kcompat.telemetry.client_metrics import DEFAULT_INTERVAL_MS
 from kcompat.wire.compression import compress
 from kcompat.wire.error_codes import ErrorCode
@@ -81,8 +81,9 @@ def scrape(h: BrokerHarness) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
 
 
 def test_advertised_always_and_empty_subscription_without_one(h: BrokerHarness) -> None:
-    assert (HANDLERS[71].min_version, HANDLERS[71].max_version) == (0, 0)
-    assert (HANDLERS[72].min_version, HANDLERS[72].max_version) == (0, 0)
+    for key in (71, 72):
+        reg = registration(key)
+        assert reg is not None and (reg.min_version, reg.max_version) == (0, 0)
     r = get(h)
     assert r.error_code == 0 and r.client_instance_id != ZERO_UUID
     assert r.requested_metrics == [] and r.push_interval_ms == DEFAULT_INTERVAL_MS

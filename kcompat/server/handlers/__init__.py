@@ -1,5 +1,6 @@
 """One module per API family; each registers its handlers and advertised versions in registry.HANDLERS.
 
-Broker imports every module of this package at start-up (dispatcher.load_handlers), so adding an API
-family is adding a module here: the group coordinator's handlers go in `groups.py`.
+A broker imports a module on the first request of one of its APIs (registry.registration), through
+kcompat/server/handler_index.py: adding an API family is adding a module here and running
+tools/gen_handler_index.py.
 """

@@ -23,7 +23,7 @@ Features (v3+), from the MetadataView (kcompat/metadata/features.py says what ea
 from __future__ import annotations
 
 from kcompat.server.context import RequestContext
-from kcompat.server.registry import HANDLERS, handles
+from kcompat.server.registry import advertised_ranges, handles
 from kcompat.wire.messages.api_versions import API_VERSIONS
 from kcompat.wire.protocol import Request
 from kcompat.wire.types.api_versions import (
@@ -37,7 +37,7 @@ from kcompat.wire.types.api_versions import (
 
 def advertised(forwarded: dict[int, tuple[int, int]] | None = None) -> list[ApiVersion]:
     """The handlers' ranges; in cluster mode, the forwarded APIs' ranges replace or add to them."""
-    ranges = {key: (reg.advertised_min, reg.max_version) for key, reg in HANDLERS.items()} | (forwarded or {})
+    ranges = advertised_ranges() | (forwarded or {})
     return [
         ApiVersion(api_key=key, min_version=lo, max_version=hi) for key, (lo, hi) in sorted(ranges.items())
     ]
