@@ -64,3 +64,32 @@ def test_the_index_names_the_module_and_range_each_handler_registers() -> None:
         k: (r.handler.__module__.rsplit(".", 1)[1], r.advertised_min, r.max_version)
         for k, r in HANDLERS.items()
     } == INDEX
+
+
+ALONE = """
+import importlib, os, sys
+import kcompat.server.broker, kcompat.server.serve  # what a broker has loaded when its first request comes
+from kcompat.server.handler_index import INDEX
+
+failed = []
+for module in sorted({m for m, _, _ in INDEX.values()}):
+    pid = os.fork()
+    if pid == 0:  # a child per module: each imports it first, as its API's first request would
+        try:
+            importlib.import_module(f"kcompat.server.handlers.{module}")
+        except BaseException as e:
+            print(f"{module}: {type(e).__name__}: {e}", flush=True)
+            os._exit(1)
+        os._exit(0)
+    if os.waitpid(pid, 0)[1] != 0:
+        failed.append(module)
+print("FAILED", failed)
+"""
+
+
+def test_every_handler_module_imports_first_on_its_own() -> None:
+    # Handler modules used to load in one go, in name order; now any of them may come first, so an
+    # import cycle that that order hid would break the first request of its API.
+    out = subprocess.run([sys.executable, "-c", ALONE], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "FAILED []", out.stdout
