@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kcompat.coordinator.records import offsets_partition
+from kcompat.coordinator.record_pair import offsets_partition
 from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult
 from kcompat.coordinator.transaction.coordinator import TV2
 from kcompat.log.partition_log import PartitionLog
