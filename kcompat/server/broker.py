@@ -367,7 +367,8 @@ class Broker:
         if self.tokens.sweeps:
             self._background.append(asyncio.create_task(self.tokens.run_expiry_checks()))
         await self.group_service.start()  # replays __consumer_offsets
-        await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
+        # replays __transaction_state (its markers settle group offsets); none: built on first use
+        await self.txn_service.start(load=self.cluster.cluster_mode)
         # Share state to load (__share_group_state), or share members to time out: built now.
         state = self.metadata.topic(SHARE_GROUP_STATE) is not None
         await self.share_services.start(load=state or self.group_service.share_deadline_ms() is not None)
