@@ -246,7 +246,7 @@ class Broker:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    # The share services, built on first use (tests and the cluster assembly read them here).
+    # The share services, built on first use (tests read them here).
     @property
     def share_coordinator(self) -> ShareCoordinatorService:
         return self.share_services.coordinator
