@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from kcompat.coordinator.record_pair import Record as Record
+from kcompat.coordinator.record_pair import offsets_partition as offsets_partition
 from kcompat.coordinator.streams_records import (
     STREAMS_KEYS,
     STREAMS_VALUES,
@@ -45,13 +47,6 @@ from kcompat.wire.primitives import Reader, Writer
 from kcompat.wire.schema import Message
 
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1  # the one OffsetCommitValue version with an expire timestamp
-
-
-class Record(NamedTuple):
-    """One `__consumer_offsets` record: key bytes and value bytes, or None for a tombstone."""
-
-    key: bytes
-    value: bytes | None
 
 
 # ---------------------------------------------------------------------------------------------- keys
@@ -175,22 +170,6 @@ def decode_key(data: bytes | bytearray | memoryview) -> RecordKey | None:
 def group_of(key: RecordKey) -> str:
     """The group a record belongs to (what `__consumer_offsets` is partitioned by)."""
     return key.group if isinstance(key, (OffsetCommitKey, GroupMetadataKey)) else key.group_id
-
-
-def offsets_partition(group_id: str, num_partitions: int) -> int:
-    """Kafka's `__consumer_offsets` partition for a group: abs(Java String.hashCode) mod n."""
-    h = 0
-    for unit in _utf16_units(group_id):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    if h >= 0x80000000:
-        h -= 0x100000000
-    # Kafka's Utils.abs maps Integer.MIN_VALUE to 0 rather than overflowing.
-    return (0 if h == -0x80000000 else abs(h)) % num_partitions
-
-
-def _utf16_units(s: str) -> list[int]:
-    b = s.encode("utf-16-be", "surrogatepass")
-    return [(b[i] << 8) | b[i + 1] for i in range(0, len(b), 2)]
 
 
 # -------------------------------------------------------------------------------------------- values

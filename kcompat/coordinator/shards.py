@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from kcompat.coordinator.records import offsets_partition
+from kcompat.coordinator.record_pair import offsets_partition
 from kcompat.wire.error_codes import ErrorCode
 
 

@@ -9,7 +9,8 @@
         .replicas ─────► ReplicaManager (replica_manager.py): logs, parked fetches
         .groups ───────► GroupService (group_service.py): the group coordinator
         .transactions ─► TransactionService (txn_service.py): the transaction coordinator
-        .share_coordinator ─► ShareCoordinatorService (share/share_coordinator.py): __share_group_state
+        .share_services ► ShareServices (share/services.py): the share coordinator (__share_group_state)
+                         and the share groups, built by the first share request
         .identity ─────► BrokerIdentity: node id, cluster id, advertised endpoints, rack
         .access, .scram, .stats, .fetch_sessions, .clock
 
@@ -33,6 +34,7 @@ import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kcompat.capture import CaptureEngine
 from kcompat.config import BrokerConfig, new_cluster_id
@@ -59,16 +61,20 @@ from kcompat.server.metadata_view import MetadataView
 from kcompat.server.network.peer import Client
 from kcompat.server.quotas.client_quota_manager import QuotaManagers
 from kcompat.server.replica_manager import ReplicaManager
-from kcompat.server.share.persister import Persister
-from kcompat.server.share.share_coordinator import ShareCoordinatorService
-from kcompat.server.share.share_group_service import ShareService
+from kcompat.server.share.services import ShareServices
 from kcompat.server.transactions.txn_service import TransactionService
 from kcompat.storage.acl_store import AclStore
 from kcompat.storage.delegation_token_store import DelegationTokenStore
 from kcompat.storage.quota_store import QuotaStore
 from kcompat.storage.scram_credentials import FILE_NAME as SCRAM_FILE
 from kcompat.storage.scram_credentials import ScramCredentialStore
+from kcompat.storage.topic_store import SHARE_GROUP_STATE
 from kcompat.telemetry.client_metrics import ClientMetricsManager
+
+if TYPE_CHECKING:
+    from kcompat.server.share.persister import Persister
+    from kcompat.server.share.share_coordinator import ShareCoordinatorService
+    from kcompat.server.share.share_group_service import ShareService
 
 log = logging.getLogger("kcompat.server")
 
@@ -177,34 +183,19 @@ class Broker:
             transaction_version=cluster.transaction_version,
             writes=lambda service: cluster.txn_writes(service, self.replicas),
         )
-        # Share groups' durable state: the share coordinator, and the Persister the share-partition
-        # leaders write through (this node's coordinator, called directly).
-        self.share_coordinator = ShareCoordinatorService(
-            now_ms=self.now_ms,
-            setting=config.get,
-            lookup=self.metadata.topic,
-            create=self.metadata.auto_create_topic,
-            partition_log=self.replicas.log_now,
-            append=self.replicas.append,
-            topic_by_id=self.metadata.topics.by_id,
-            delete_records=self.replicas.delete_records,
-            shards=lambda service: cluster.share_shards(service, self.replicas),
-        )
-        self.share_persister: Persister = cluster.share_persister(self.share_coordinator)
-        # Share groups: membership here (the group coordinator's side) and the share-partitions this
-        # broker leads, whose state goes through the Persister before an acknowledgement is answered.
-        self.share_service = ShareService(
+        # Share groups and their durable state, built by the first share request (share/services.py).
+        self.share_services = ShareServices(
             now_ms=self.now_ms,
             setting=lambda name: self.config.get(name),
-            topic=self.metadata.topic,
-            by_id=lambda topic_id: self.metadata.topics.by_id(topic_id),
-            partition_log=self.replicas.log_now,
-            leader_epoch=lambda t, partition: self.metadata.leader_and_epoch(t, partition)[1],
-            notify=lambda topic, partition: self.replicas.fetch_waiters.notify((topic, partition)),
-            persister=self.share_persister,
+            coordinator_setting=config.get,
+            metadata=self.metadata,
+            replicas=self.replicas,
+            cluster=cluster,
             group_overrides=group_configs.overrides,
             group_log=self.group_service,
         )
+        if cluster.cluster_mode:  # shards of __share_group_state load as their leadership arrives
+            self.share_services.build()
         self._background: list[asyncio.Task[None]] = []
         self.closing = False
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
@@ -220,7 +211,7 @@ class Broker:
             replicas=self.replicas,
             groups=self.group_service,
             transactions=self.txn_service,
-            share_coordinator=self.share_coordinator,
+            share_services=self.share_services,
             access=Access(self.authorizer, self.acl_store),
             scram=self.scram,
             stats=self.stats,
@@ -228,7 +219,6 @@ class Broker:
             clock=clock,
             fetch_max_bytes=CachedSetting(self.metadata, "fetch.max.bytes"),
             forwarded_versions=cluster.forwarder.versions,
-            share=self.share_service,
             quotas=self.quotas,
             tokens=self.tokens,
             telemetry=self.telemetry,
@@ -256,9 +246,22 @@ class Broker:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    # The share services, built on first use (tests read them here).
+    @property
+    def share_coordinator(self) -> ShareCoordinatorService:
+        return self.share_services.coordinator
+
+    @property
+    def share_persister(self) -> Persister:
+        return self.share_services.persister
+
+    @property
+    def share_service(self) -> ShareService:
+        return self.share_services.service
+
     def client_disconnected(self, client: Client) -> None:
         """A client connection closed: the share sessions it opened end (fetch sessions outlive it)."""
-        self.share_service.partitions.connection_closed(client.connection_id)
+        self.share_services.connection_closed(client.connection_id)
         self.quotas.mutes.pop(client.connection_id, None)  # a throttle it had not waited out
         self.telemetry.connection_closed(client.connection_id)
 
@@ -364,9 +367,11 @@ class Broker:
         if self.tokens.sweeps:
             self._background.append(asyncio.create_task(self.tokens.run_expiry_checks()))
         await self.group_service.start()  # replays __consumer_offsets
-        await self.txn_service.start()  # replays __transaction_state; its markers settle group offsets
-        await self.share_coordinator.start()  # replays __share_group_state
-        self.share_service.start()
+        # replays __transaction_state (its markers settle group offsets); none: built on first use
+        await self.txn_service.start(load=self.cluster.cluster_mode)
+        # Share state to load (__share_group_state), or share members to time out: built now.
+        state = self.metadata.topic(SHARE_GROUP_STATE) is not None
+        await self.share_services.start(load=state or self.group_service.share_deadline_ms() is not None)
         log.info(
             "broker %d of cluster %s started with %d topic(s)",
             self.node_id,
@@ -392,8 +397,7 @@ class Broker:
         """Answer what is parked (long-polling Fetches, JoinGroup/SyncGroup waits) now, so that the
         transport's grace period is spent finishing requests rather than waiting out timeouts."""
         self.replicas.begin_shutdown()
-        await self.share_service.close()
-        await self.share_coordinator.close()
+        await self.share_services.close()
         await self.txn_service.close()
         await self.group_service.close()
 

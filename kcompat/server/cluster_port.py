@@ -28,14 +28,13 @@ from kcompat.server.isr_port import HostedReplica, IsrPort, NoIsrChanges, ReadRe
 from kcompat.server.local_metadata import LocalMetadata
 from kcompat.server.metadata_view import MetadataView, PartitionLogs
 from kcompat.server.replica_manager import ReplicaManager
-from kcompat.server.share.local_persister import LocalSharePersister
-from kcompat.server.share.persister import Persister
-from kcompat.server.share.shards import AllSharesHere, ShareShardsPort
 from kcompat.server.transactions.txn_writes import LocalTxnWrites, TxnWrites
 
 if TYPE_CHECKING:
     from kcompat.metadata.image import MetadataImage  # cluster mode only: not loaded on a single node
     from kcompat.server.groups.group_service import GroupService
+    from kcompat.server.share.persister import Persister
+    from kcompat.server.share.shards import ShareShardsPort
     from kcompat.server.share.share_coordinator import ShareCoordinatorService
     from kcompat.server.transactions.txn_service import TransactionService
 
@@ -126,9 +125,13 @@ class SingleNode:
         return LocalTxnWrites(service)
 
     def share_shards(self, service: ShareCoordinatorService, replicas: ReplicaManager) -> ShareShardsPort:
+        from kcompat.server.share.shards import AllSharesHere  # share groups: built on first use
+
         return AllSharesHere(service)
 
     def share_persister(self, coordinator: ShareCoordinatorService) -> Persister:
+        from kcompat.server.share.local_persister import LocalSharePersister
+
         return LocalSharePersister(coordinator)
 
     def quorum_leader(self) -> tuple[str, int] | None:

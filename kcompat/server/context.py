@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from kcompat.server.metadata_view import MetadataView
     from kcompat.server.quotas.client_quota_manager import QuotaManagers
     from kcompat.server.replica_manager import ReplicaManager
+    from kcompat.server.share.services import ShareServices
     from kcompat.server.share.share_coordinator import ShareCoordinatorService
     from kcompat.server.share.share_group_service import ShareService
     from kcompat.server.transactions.txn_service import TransactionService
@@ -124,7 +125,8 @@ class BrokerServices:
     replicas: ReplicaManager  # the partition logs and parked fetches (append here: it wakes them)
     groups: GroupService  # the group coordinator
     transactions: TransactionService  # the transaction coordinator
-    share_coordinator: ShareCoordinatorService  # the share coordinator (__share_group_state)
+    # share groups (KIP-932) and the share coordinator (__share_group_state), built on first use
+    share_services: ShareServices
     access: Access
     scram: ScramCredentials  # a single node's file, or cluster mode's metadata image
     stats: BrokerStats  # what is counted as requests are served (the admin listener's /metrics)
@@ -134,7 +136,6 @@ class BrokerServices:
     # Cluster mode: the API versions the active controller answers (forwarded to it; ApiVersions
     # lists them); None on a single node.
     forwarded_versions: Callable[[], dict[int, tuple[int, int]]]
-    share: ShareService  # share groups (KIP-932): membership and the share-partitions led here
     quotas: QuotaManagers  # client quotas: the table and the produce/fetch/request managers
     tokens: DelegationTokenManager  # delegation tokens (KIP-48): the table, its file, their SCRAM
     telemetry: ClientMetricsManager  # KIP-714: client instances, subscriptions, pushed metrics
@@ -197,7 +198,7 @@ class RequestContext:
 
     @property
     def share(self) -> ShareService:
-        return self.services.share
+        return self.services.share_services.service
 
     @property
     def transactions(self) -> TransactionService:
@@ -205,7 +206,7 @@ class RequestContext:
 
     @property
     def share_coordinator(self) -> ShareCoordinatorService:
-        return self.services.share_coordinator
+        return self.services.share_services.coordinator
 
     @property
     def authorizer(self) -> Authorizer | None:

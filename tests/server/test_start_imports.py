@@ -38,6 +38,19 @@ NOT_AT_START = (
     "kcompat.coordinator.offset_metadata_manager",
     "kcompat.coordinator.streams_group_heartbeat",
     "kcompat.coordinator.assignors",
+    # the group coordinator's 26 record classes: with the coordinator (record_pair.py is the start's)
+    "kcompat.coordinator.records",
+    "kcompat.coordinator.result",
+    "kcompat.coordinator.streams_records",  # streams groups: with the coordinator, or a first heartbeat
+    "kcompat.coordinator.streams_topology",
+    # share groups: built by the first share request, or at start to load __share_group_state
+    "kcompat.coordinator.share",
+    "kcompat.coordinator.share_coordinator.prune",
+    "kcompat.server.share.share_group_service",
+    "kcompat.server.share.share_partition_manager",
+    "kcompat.server.share.share_coordinator",
+    "kcompat.server.share.local_persister",
+    "kcompat.server.share.memory_persister",
     "cramjam",  # the snappy, lz4 and zstd codecs: the first batch compressed with one
     "lz4",
     "zstandard",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from kcompat.coordinator.records import Record, offsets_partition
+from kcompat.coordinator.record_pair import Record, offsets_partition
 from kcompat.coordinator.share_coordinator.batches import StateBatch
 from kcompat.kafka_uuid import to_base64
 from kcompat.wire.codec import MessageCodec

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from kcompat.coordinator.records import Record
+from kcompat.coordinator.record_pair import Record
 from kcompat.coordinator.share_coordinator.batches import StateBatch, combine
 from kcompat.coordinator.share_coordinator.records import (
     ShareKey,

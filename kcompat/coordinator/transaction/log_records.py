@@ -10,7 +10,7 @@ as a group does in `__consumer_offsets`. TransactionPartitions is null in the Em
 
 from __future__ import annotations
 
-from kcompat.coordinator.records import offsets_partition
+from kcompat.coordinator.record_pair import offsets_partition
 from kcompat.coordinator.transaction.state import TransactionMetadata, TransactionState
 from kcompat.wire.codec import MessageCodec
 from kcompat.wire.errors import DecodeError

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 import kcompat.coordinator.share.share_group_records as share_rec
-from kcompat.coordinator.records import Record
+from kcompat.coordinator.record_pair import Record
 from kcompat.server.cluster.coordinator_shards import CoordinatorShards
 from kcompat.storage.topic_store import CONSUMER_OFFSETS
 from kcompat.wire.error_codes import ErrorCode

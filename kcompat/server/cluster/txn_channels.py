@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kcompat.coordinator.records import offsets_partition
+from kcompat.coordinator.record_pair import offsets_partition
 from kcompat.server.cluster.controller_channel import ControllerChannel, ControllerUnavailable
 from kcompat.server.delayed_fetch import FetchWaiters
 from kcompat.server.delayed_produce import await_replicated

@@ -20,21 +20,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from kcompat.coordinator.consumer_protocol import decode_assignment
-from kcompat.coordinator.records import (
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataValue,
-    GroupMetadataValue,
-    Record,
-    decode,
-    group_of,
-)
-from kcompat.coordinator.streams_records import (
-    StreamsGroupTargetAssignmentMemberValue,
-    StreamsGroupTargetAssignmentMetadataValue,
-)
 from kcompat.wire.errors import DecodeError
+
+if TYPE_CHECKING:
+    from kcompat.coordinator.record_pair import Record
+    from kcompat.coordinator.records import GroupMetadataValue
 
 log = logging.getLogger("kcompat.server.groups")
 
@@ -57,6 +50,19 @@ _LOGGED = frozenset(
 def log_rebalances(records: Iterable[Record]) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
+    # the coordinator's record classes: loaded with the coordinator, which wrote these records
+    from kcompat.coordinator.records import (
+        ConsumerGroupTargetAssignmentMemberValue,
+        ConsumerGroupTargetAssignmentMetadataValue,
+        GroupMetadataValue,
+        decode,
+        group_of,
+    )
+    from kcompat.coordinator.streams_records import (
+        StreamsGroupTargetAssignmentMemberValue,
+        StreamsGroupTargetAssignmentMetadataValue,
+    )
+
     targets: dict[str, list[int]] = {}  # KIP-848 group -> partitions of each member with a new target
     epochs: dict[str, int] = {}
     streams_targets: dict[str, list[int]] = {}  # streams group -> active tasks of each such member

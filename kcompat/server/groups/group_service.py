@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from kcompat.coordinator.group_store import Group
     from kcompat.coordinator.records import Record
     from kcompat.coordinator.result import Completion, CoordinatorResult
-    from kcompat.coordinator.share.share_group import ShareGroups
+    from kcompat.coordinator.share.share_group import ShareGroup, ShareGroups
     from kcompat.server.groups.group_configs import GroupConfigs
 
 log = logging.getLogger("kcompat.server.groups")
@@ -137,6 +137,10 @@ class GroupService:
     def share_groups(self) -> ShareGroups:
         """The share groups (kcompat.server.share drives them; their records are replayed here)."""
         return self.coordinator.share_groups
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        """The share group of that id, for the other groups' handlers (builds no share service)."""
+        return self.coordinator.share_groups.groups.get(group_id)
 
     def share_deadline_ms(self) -> int | None:
         c = self._coordinator

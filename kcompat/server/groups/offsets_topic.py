@@ -14,9 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import kcompat.coordinator.records as rec
-from kcompat.coordinator.share.share_group_records import decode as share_decode
-from kcompat.coordinator.share.share_group_records import group_of_key
+from kcompat.coordinator import record_pair
 from kcompat.log.batch_scan import iter_log_batches
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
@@ -61,11 +59,14 @@ class OffsetsTopic:
         return t.partitions
 
     def append(
-        self, records: list[rec.Record], now_ms: int, producer: tuple[int, int] | None = None
+        self, records: list[record_pair.Record], now_ms: int, producer: tuple[int, int] | None = None
     ) -> dict[int, int]:
         """Store `records`, each in its group's partition, one v2 batch per partition, in order; with
         `producer` (id, epoch), as that producer's transactional batches (TxnOffsetCommit).
         Returns the last offset written in each partition."""
+        # the coordinator's records: loaded with the coordinator, not at start (issue 31)
+        from kcompat.coordinator.share.share_group_records import group_of_key
+
         written: dict[int, int] = {}
         t = self._lookup(CONSUMER_OFFSETS)
         if t is None:  # deleted under us (it cannot be through the APIs); nothing to keep them in
@@ -74,7 +75,7 @@ class OffsetsTopic:
         by_partition: dict[int, list[Record]] = {}
         for key, value in records:
             group = group_of_key(key)
-            part = by_partition.setdefault(rec.offsets_partition(group, t.partitions), [])
+            part = by_partition.setdefault(record_pair.offsets_partition(group, t.partitions), [])
             part.append(Record(len(part), now_ms, key, value))
         codec = int(self._setting("offsets.topic.compression.codec"))
         for p, recs in by_partition.items():
@@ -130,6 +131,9 @@ class OffsetsTopic:
         """Partition `p`'s records and, apart, those of its transactions without a marker yet
         (producer id -> records): a shard's load in cluster mode, in a thread beside other loads,
         so nothing is shared with them."""
+        import kcompat.coordinator.records as rec
+        from kcompat.coordinator.share.share_group_records import decode as share_decode
+
         out: list[tuple[bytes, bytes | None]] = []
         pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
         plog = self._partition_log(CONSUMER_OFFSETS, p)

@@ -11,10 +11,12 @@ asks, and a single node's answer.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from kcompat.coordinator.records import Record
 from kcompat.wire.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from kcompat.coordinator.record_pair import Record
 
 
 class GroupShardsPort(Protocol):

@@ -52,7 +52,7 @@ async def join_group(ctx: RequestContext, request: Request[jg.JoinGroupRequest])
     v = request.api_version
     if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
         return jg.JoinGroupResponse(error_code=int(denied), member_id=body.member_id)
-    if ctx.share.group(body.group_id) is not None:  # a share group's id, as Kafka answers it
+    if ctx.groups.share_group(body.group_id) is not None:  # a share group's id, as Kafka answers it
         return jg.JoinGroupResponse(error_code=int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL), member_id="")
     protocols = [JoinGroupProtocol(p.name, bytes(p.metadata)) for p in body.protocols]
     host = client_host(ctx)

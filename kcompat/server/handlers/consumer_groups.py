@@ -47,7 +47,7 @@ async def consumer_group_heartbeat(
         )  # assignment stays the generated default, an empty struct, as before (the schema says null)
     if (denied := heartbeat_error(ctx, body)) is not None:
         return cgh.ConsumerGroupHeartbeatResponse(error_code=int(denied), assignment=None)
-    if ctx.share.group(body.group_id) is not None:
+    if ctx.groups.share_group(body.group_id) is not None:
         return cgh.ConsumerGroupHeartbeatResponse(
             error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
             error_message=f"Group {body.group_id} is not a consumer group",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kcompat.coordinator.records import offsets_partition
+from kcompat.coordinator.record_pair import offsets_partition
 from kcompat.kafka_uuid import from_base64
 from kcompat.server.auth import access
 from kcompat.server.context import RequestContext

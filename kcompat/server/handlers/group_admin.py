@@ -62,7 +62,7 @@ async def describe_groups(
         throttle_time_ms=0,
         groups=[
             _not_found(
-                g.group_id, g.group_id in coordinator.groups or ctx.share.group(g.group_id) is not None
+                g.group_id, g.group_id in coordinator.groups or ctx.groups.share_group(g.group_id) is not None
             )
             if request.api_version >= 6 and g.error_code == 0 and g.group_state == DEAD
             else g
@@ -118,7 +118,7 @@ def _share_groups(ctx: RequestContext, states: list[str], types: list[str]) -> l
         lsg.ListedGroup(
             group_id=g.group_id, protocol_type="share", group_state=g.state.value, group_type="share"
         )
-        for g in ctx.share.groups.groups.values()
+        for g in ctx.groups.share_groups.groups.values()
         if not wanted or g.state.value.lower() in wanted
     ]
 
@@ -131,7 +131,7 @@ async def delete_groups(
     denied = access.groups_denied(ctx, access.DELETE, names)
     elsewhere = _not_here(ctx, [n for n in names if n not in denied])
     here = [g for g in names if g not in elsewhere and g not in denied]
-    shares = [g for g in here if ctx.share.group(g) is not None]
+    shares = [g for g in here if ctx.groups.share_group(g) is not None]
     here = [g for g in here if g not in shares]
     results = await coordinate(
         ctx, lambda now: ctx.groups.coordinator.delete_groups(now, here), creates=False

@@ -8,13 +8,15 @@ before any answer; see kcompat/server/groups/group_service.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from kcompat.coordinator import CoordinatorResult
 from kcompat.server.context import RequestContext
 from kcompat.server.dispatcher import CloseConnection
 from kcompat.server.groups.group_service import CoordinatorUnavailable
 from kcompat.wire.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from kcompat.coordinator.result import CoordinatorResult
 
 T = TypeVar("T")
 

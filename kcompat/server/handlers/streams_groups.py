@@ -13,8 +13,8 @@ StreamsGroupDescribe v0: an unknown group, or one of another type, is GROUP_ID_N
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from kcompat.coordinator.streams_topology import InternalTopic, StreamsHeartbeatResult
 from kcompat.metadata.features import STREAMS_VERSION
 from kcompat.server.auth import access
 from kcompat.server.context import RequestContext
@@ -29,6 +29,9 @@ from kcompat.wire.protocol import Request
 from kcompat.wire.types import streams_group_describe as sgd
 from kcompat.wire.types import streams_group_heartbeat as sgh
 
+if TYPE_CHECKING:
+    from kcompat.coordinator.streams_topology import InternalTopic
+
 log = logging.getLogger("kcompat.server")
 
 
@@ -40,12 +43,14 @@ def _refused(code: ErrorCode, message: str | None = None) -> sgh.StreamsGroupHea
 async def streams_group_heartbeat(
     ctx: RequestContext, request: Request[sgh.StreamsGroupHeartbeatRequest]
 ) -> sgh.StreamsGroupHeartbeatResponse:
+    from kcompat.coordinator.streams_topology import StreamsHeartbeatResult  # with the first streams group
+
     body = request.body
     if ctx.metadata.features().finalized.get(STREAMS_VERSION, 0) < 1:
         return _refused(ErrorCode.UNSUPPORTED_VERSION, "The streams group protocol is not enabled.")
     if (denied := access.group_error(ctx, access.READ, body.group_id)) is not None:
         return _refused(denied)
-    if ctx.share.group(body.group_id) is not None:
+    if ctx.groups.share_group(body.group_id) is not None:
         return _refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {body.group_id} is not a streams group.")
     host = client_host(ctx)
     result = await coordinate(

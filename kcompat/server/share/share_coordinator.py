@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kcompat.coordinator.records import Record
+from kcompat.coordinator.record_pair import Record
 from kcompat.coordinator.share_coordinator import (
     ShareCoordinatorConfig,
     ShareCoordinatorShard,
@@ -94,6 +94,22 @@ class ShareCoordinatorService:
     # --- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.begin()
+        if not self.shards.loads_at_start:
+            return  # cluster mode: partitions are loaded as their leadership arrives
+        loaded = 0
+        for p in range(self.num_partitions()):
+            loaded += self.replay(p, await asyncio.to_thread(self.read_partition, p))
+        self._loaded(loaded)
+
+    def start_now(self) -> None:
+        """start() on the event loop's thread, for a coordinator built by its first request once the
+        broker runs: a __share_group_state made since the start holds a few records at most."""
+        self.begin()
+        if self.shards.loads_at_start:
+            self._loaded(sum(self.replay(p, self.read_partition(p)) for p in range(self.num_partitions())))
+
+    def begin(self) -> None:
         self._shard = ShareCoordinatorShard(
             ShareCoordinatorConfig(
                 int(self._setting("share.coordinator.snapshot.update.records.per.snapshot"))
@@ -108,14 +124,8 @@ class ShareCoordinatorService:
             ),
             asyncio.create_task(self._every(prune, self.prune), name="share-state-prune"),
         ]
-        if not self.shards.loads_at_start:
-            return  # cluster mode: partitions are loaded as their leadership arrives
-        t = self.lookup(SHARE_GROUP_STATE)
-        if t is None:
-            return
-        loaded = 0
-        for p in range(t.partitions):
-            loaded += self.replay(p, await asyncio.to_thread(self.read_partition, p))
+
+    def _loaded(self, loaded: int) -> None:
         if loaded:
             log.info(
                 "loaded %d record(s) of %s: %d share-partition(s)",

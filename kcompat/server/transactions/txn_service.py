@@ -27,11 +27,9 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kcompat.coordinator.records import offsets_partition
-from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult
-from kcompat.coordinator.transaction.coordinator import TV2
+from kcompat.coordinator.record_pair import offsets_partition
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server.errors import ApiError
 from kcompat.server.groups.group_service import GroupService
@@ -40,6 +38,9 @@ from kcompat.server.transactions.txn_writes import LocalTxnWrites, TopicPartitio
 from kcompat.server.transactions.verification import produce_error
 from kcompat.storage.topic_store import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo
 from kcompat.wire.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnResult
 
 log = logging.getLogger("kcompat.server.transactions")
 
@@ -71,20 +72,38 @@ class TransactionService:
         self._new_producer_id = new_producer_id
         self.groups = groups
         self._coordinator: TransactionCoordinator | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by start(): the timers' loop
         self._timers: list[asyncio.Task[None]] = []
         # How records and markers are written: a single node's, or cluster mode's (built from this).
         self.writes = writes(self)
 
     @property
     def coordinator(self) -> TransactionCoordinator:
-        assert self._coordinator is not None, "TransactionService.start() builds the coordinator"
+        """The coordinator; a single node with no `__transaction_state` at start builds it here,
+        for the first request that needs it (nothing to replay: the topic was made since)."""
+        if self._coordinator is None:
+            assert self._loop is not None, "TransactionService.start() comes first"
+            coordinator = self._build()
+            self._start_timers(self._loop)
+            return coordinator
         return self._coordinator
 
     # --- life cycle ----------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, load: bool = True) -> None:
         """Replay `__transaction_state`, finish what a crash left in Prepare*, start the timers
-        (after the group service loaded: markers settle its pending offsets)."""
+        (after the group service loaded: markers settle its pending offsets). Without `load` (a
+        single node) and without the topic, the first request that needs the coordinator builds it."""
+        self._loop = asyncio.get_running_loop()
+        if not load and self.lookup(TRANSACTION_STATE) is None:
+            return
+        self._build()
+        await self.writes.recover()
+        self._start_timers(self._loop)
+
+    def _build(self) -> TransactionCoordinator:
+        from kcompat.coordinator.transaction import TransactionCoordinator, TxnConfig
+
         existing = self.lookup(TRANSACTION_STATE)  # its partition count wins over a changed setting
         self._coordinator = TransactionCoordinator(
             TxnConfig(
@@ -96,12 +115,14 @@ class TransactionService:
                 transaction_version=self.transaction_version,
             )
         )
-        await self.writes.recover()
+        return self._coordinator
+
+    def _start_timers(self, loop: asyncio.AbstractEventLoop) -> None:
         abort_every = int(self._setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         expire_every = int(self._setting("transaction.remove.expired.transaction.cleanup.interval.ms"))
         self._timers = [
-            asyncio.create_task(self._every(abort_every, self.abort_timed_out), name="txn-timeouts"),
-            asyncio.create_task(self._every(expire_every, self.expire_ids), name="txn-expiry"),
+            loop.create_task(self._every(abort_every, self.abort_timed_out), name="txn-timeouts"),
+            loop.create_task(self._every(expire_every, self.expire_ids), name="txn-expiry"),
         ]
 
     async def close(self) -> None:
@@ -140,6 +161,8 @@ class TransactionService:
         Cluster mode: `key` is the transactional id the call acts on; when this broker does not
         serve it (now) the answer is NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, and the
         call's records are answered only once replicated (markers written after that)."""
+        from kcompat.coordinator.transaction import TxnResult  # loaded with the coordinator
+
         try:
             await self.ensure_topic()
         except ApiError as e:
@@ -190,7 +213,7 @@ class TransactionService:
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "a transactional batch needs a transactional id",
             )
-        if self._coordinator is None:
+        if self._loop is None:  # not started
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not self._setting("transaction.partition.verification.enable"):
             return
@@ -224,6 +247,8 @@ class TransactionService:
             # Cluster mode: the coordinator is on another broker: Kafka 4.3's leader adds the partition there.
             await self._at_coordinator(txn_id, producer_id, epoch, topic, partition, True, True)
             return
+        from kcompat.coordinator.transaction.coordinator import TV2
+
         r = await self.run(
             lambda now: self.coordinator.add_partitions(
                 txn_id, producer_id, epoch, [(topic, partition)], now, client_transaction_version=TV2

@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnResult
-from kcompat.coordinator.transaction.coordinator import TxnRecord
 from kcompat.log.errors import LogError
 from kcompat.log.partition_log import PartitionLog
 from kcompat.server.errors import ApiError
@@ -32,6 +30,10 @@ from kcompat.wire.control_batch import end_txn_marker
 from kcompat.wire.error_codes import ErrorCode
 from kcompat.wire.errors import DecodeError
 from kcompat.wire.records import Record, build_batch
+
+if TYPE_CHECKING:
+    from kcompat.coordinator.transaction import MarkerJob, TransactionCoordinator, TxnResult
+    from kcompat.coordinator.transaction.coordinator import TxnRecord
 
 log = logging.getLogger("kcompat.server.transactions")
 
