@@ -47,6 +47,7 @@ NOT_AT_START = (
     "kcompat.capture",
     "kcompat.server.fault_hook",
     "kcompat.server.capture_hook",
+    "kcompat.config.security",  # the TLS, SASL and OAuth settings of listeners that use them
     "ctypes",  # syncfs: a log dir with partitions to recover, or a clean stop
     "tempfile",  # TLS with in-line PEM only (and ctypes.util's library lookup)
 )
