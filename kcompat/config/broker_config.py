@@ -33,8 +33,8 @@ from kcompat.config.definition import (
 )
 from kcompat.config.errors import ConfigError
 from kcompat.config.ignored_properties import ignored_reason, in_mode, topic_hint
+from kcompat.config.listener_security import ListenerSecurity, is_security_key, parse_security
 from kcompat.config.listeners import Listener, parse_listeners, parse_protocol_map
-from kcompat.config.security import ListenerSecurity, is_security_key, parse_security
 from kcompat.config.security_keys import unknown_security_key
 from kcompat.config.topic_properties import BROKER_SYNONYM_CHAINS
 from kcompat.kafka_uuid import random_uuid_base64
@@ -67,7 +67,7 @@ class BrokerConfig(TypedAttributes):
         self.unknown: dict[str, str] = {}
         self.ignored: dict[str, str] = {}
         self.origins: dict[str, str] = dict(origins or {})
-        # ssl.*, sasl.*, listener.name.*: kept as given, resolved per listener by kcompat.config.security
+        # ssl.*, sasl.*, listener.name.*: kept as given, resolved per listener by kcompat.config.listener_security
         self.security_props: dict[str, str] = {}
         cluster = "broker" in str((props or {}).get("process.roles", "")).split(",")
         for key, raw in (props or {}).items():

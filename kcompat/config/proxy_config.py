@@ -20,9 +20,9 @@ from typing import Any
 
 from kcompat.config.definition import Check, ConfigDef, OneOf, TypedAttributes, at_least, between, table
 from kcompat.config.errors import ConfigError
+from kcompat.config.listener_security import is_security_key
 from kcompat.config.load import parse_override
 from kcompat.config.properties_file import read_properties_file
-from kcompat.config.security import is_security_key
 from kcompat.config.shorthand import HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, prop
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

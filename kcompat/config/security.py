@@ -4,7 +4,8 @@
     listener.name.<listener>.<mechanism>.sasl.jaas.config  is the JAAS config of one SASL mechanism.
 
 Only the listeners whose protocol needs them read the ssl.* (SSL, SASL_SSL) and sasl.*
-(SASL_PLAINTEXT, SASL_SSL) settings; a listener that cannot work (an SSL listener without a
+(SASL_PLAINTEXT, SASL_SSL) settings, and only they import this module (listener_security.py
+resolves every listener); a listener that cannot work (an SSL listener without a
 keystore, a SASL listener without a mechanism kcompat speaks) stops start-up with one line.
 Files are only named here: the TLS context that reads them is kcompat.server.network.tls's.
 """
@@ -12,15 +13,11 @@ Files are only named here: the TLS context that reads them is kcompat.server.net
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kcompat.config.errors import ConfigError
-from kcompat.config.listeners import Listener
-
-# Property families held raw by BrokerConfig and resolved here, per listener.
-SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.")
-SECURITY_KEYS = frozenset({"connections.max.reauth.ms", "connection.failed.authentication.delay.ms"})
+from kcompat.config.security_lookup import SettingLookup
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # OAUTHBEARER tokens are checked by Kafka's unsecured validator (alg none, for development), the
@@ -34,25 +31,6 @@ _JWKS_SCHEMES = ("file:", "http:", "https:")
 CLIENT_AUTH = ("none", "requested", "required")
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 KEYSTORE_TYPES = ("PEM", "PKCS12")
-
-# Kafka's defaults (BrokerSecurityConfigs, SslConfigs); sasl.enabled.mechanisms is GSSAPI in Kafka,
-# which kcompat does not speak, so a SASL listener must name its mechanisms.
-_DEFAULTS = {
-    "ssl.client.auth": "none",
-    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
-    "ssl.principal.mapping.rules": "DEFAULT",
-    "connections.max.reauth.ms": "0",
-    "connection.failed.authentication.delay.ms": "100",
-    "sasl.server.max.receive.size": "524288",
-    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",
-    "sasl.oauthbearer.clock.skew.seconds": "30",
-    "sasl.oauthbearer.scope.claim.name": "scope",
-    "sasl.oauthbearer.sub.claim.name": "sub",
-}
-
-
-def is_security_key(key: str) -> bool:
-    return key.startswith(SECURITY_PREFIXES) or key in SECURITY_KEYS
 
 
 @dataclass(frozen=True)
@@ -94,66 +72,7 @@ class SaslSettings:
     oauth: OAuthSettings | None = None  # OAUTHBEARER with signed JWTs; None: the unsecured validator
 
 
-@dataclass(frozen=True)
-class ListenerSecurity:
-    name: str
-    protocol: str
-    ssl: SslSettings | None
-    sasl: SaslSettings | None
-    reauth_ms: int  # connections.max.reauth.ms; 0: sessions never expire
-    failed_auth_delay_ms: int
-
-
-class _Lookup:
-    def __init__(self, props: Mapping[str, str], listener: str) -> None:
-        self._props = props
-        self._prefix = f"listener.name.{listener.lower()}."
-
-    def local(self, name: str) -> bool:
-        """True when the listener-prefixed form of `name` is set."""
-        return self._prefix + name in self._props
-
-    def key(self, name: str) -> str:
-        """The key a value was read from (the listener-prefixed one when set), for messages."""
-        return self._prefix + name if self._prefix + name in self._props else name
-
-    def get(self, name: str) -> str | None:
-        for key in (self._prefix + name, name):
-            if key in self._props:
-                value = self._props[key].strip()
-                return value or None
-        return _DEFAULTS.get(name)
-
-    def int(self, name: str, low: int = 0) -> int:
-        raw = self.get(name) or "0"
-        try:
-            value = int(raw)
-        except ValueError:
-            value = low - 1
-        if value < low:
-            raise ConfigError(
-                f"{self.key(name)}={raw!r} is invalid: expected an integer >= {low}", key=name, value=raw
-            )
-        return value
-
-    def items(self, name: str) -> tuple[str, ...]:
-        return tuple(item.strip() for item in (self.get(name) or "").split(",") if item.strip())
-
-    def one_of(self, name: str, allowed: Iterable[str], *, upper: bool = False) -> str | None:
-        value = self.get(name)
-        if value is None:
-            return None
-        value = value.upper() if upper else value.lower()
-        if value not in allowed:
-            raise ConfigError(
-                f"{self.key(name)}={value!r} is invalid: expected one of {', '.join(allowed)}",
-                key=name,
-                value=value,
-            )
-        return value
-
-
-def _ssl_settings(look: _Lookup, listener: str) -> SslSettings:
+def ssl_settings(look: SettingLookup, listener: str) -> SslSettings:
     keystore_type = look.get("ssl.keystore.type")
     if keystore_type is not None and keystore_type.upper() == "JKS":
         raise ConfigError(
@@ -220,7 +139,7 @@ def _ssl_settings(look: _Lookup, listener: str) -> SslSettings:
     )
 
 
-def _sasl_settings(look: _Lookup, listener: str) -> SaslSettings:
+def sasl_settings(look: SettingLookup, listener: str) -> SaslSettings:
     mechanisms = tuple(m.upper() for m in look.items("sasl.enabled.mechanisms"))
     if not mechanisms:
         raise ConfigError(
@@ -263,8 +182,8 @@ def _sasl_settings(look: _Lookup, listener: str) -> SaslSettings:
     return SaslSettings(mechanisms, jaas, look.int("sasl.server.max.receive.size", 1), oauth)
 
 
-def _oauth_settings(look: _Lookup, listener: str) -> OAuthSettings:
-    """The JWKS validator's settings: listener.name.<l>.oauthbearer.<setting>, or as _Lookup finds them."""
+def _oauth_settings(look: SettingLookup, listener: str) -> OAuthSettings:
+    """The JWKS validator's settings: listener.name.<l>.oauthbearer.<setting>, or as SettingLookup finds them."""
 
     def get(name: str) -> str | None:
         return look.get(f"oauthbearer.{name}") or look.get(name)
@@ -291,28 +210,6 @@ def _oauth_settings(look: _Lookup, listener: str) -> OAuthSettings:
         sub_claim=get("sasl.oauthbearer.sub.claim.name") or "sub",
         clock_skew_s=number("sasl.oauthbearer.clock.skew.seconds"),
     )
-
-
-def parse_security(listeners: Iterable[Listener], props: Mapping[str, str]) -> dict[str, ListenerSecurity]:
-    """Each served listener's settings, by listener name; ConfigError names the first unusable one."""
-    out: dict[str, ListenerSecurity] = {}
-    for listener in listeners:
-        look = _Lookup(props, listener.name)
-        protocol = listener.security_protocol
-        ssl = _ssl_settings(look, listener.name) if protocol in ("SSL", "SASL_SSL") else None
-        sasl = _sasl_settings(look, listener.name) if protocol.startswith("SASL_") else None
-        if sasl is not None:
-            for mechanism, text in sasl.jaas.items():
-                parse_jaas(text, f"sasl.jaas.config of {mechanism}")  # a malformed one stops start-up
-        out[listener.name] = ListenerSecurity(
-            listener.name,
-            protocol,
-            ssl,
-            sasl,
-            reauth_ms=look.int("connections.max.reauth.ms"),
-            failed_auth_delay_ms=look.int("connection.failed.authentication.delay.ms"),
-        )
-    return out
 
 
 # JAAS: `<LoginModule class> <flag> key="value" key=value ... ;` (one module, as Kafka requires

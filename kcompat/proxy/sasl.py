@@ -30,9 +30,10 @@ from scramp import ScramClient, ScramMechanism
 from scramp.utils import ScramException
 
 from kcompat.config.errors import ConfigError
+from kcompat.config.listener_security import parse_security
 from kcompat.config.listeners import Listener
 from kcompat.config.proxy_config import ProxyConfig
-from kcompat.config.security import parse_jaas, parse_security, plain_users
+from kcompat.config.security import parse_jaas, plain_users
 from kcompat.server.auth.sasl import SaslAuthenticator
 from kcompat.storage.scram_credentials import ScramCredential
 from kcompat.wire.error_codes import ErrorCode

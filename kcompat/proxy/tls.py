@@ -12,9 +12,9 @@ from __future__ import annotations
 import ssl
 
 from kcompat.config.errors import ConfigError
+from kcompat.config.listener_security import parse_security
 from kcompat.config.listeners import Listener
 from kcompat.config.proxy_config import ProxyConfig
-from kcompat.config.security import parse_security
 from kcompat.server.network.tls import server_context
 
 LISTENER = "PROXY"

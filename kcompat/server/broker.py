@@ -36,10 +36,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompat.capture import CaptureEngine
 from kcompat.config import BrokerConfig, new_cluster_id
 from kcompat.config.errors import ConfigError
-from kcompat.faults import FaultEngine
 from kcompat.kafka_uuid import random_uuid
 from kcompat.log.manager import META_PROPERTIES, check_meta_properties, open_file_limit, read_properties
 from kcompat.log.segment_files import SEGMENT_FILES, bound_for
@@ -48,11 +46,10 @@ from kcompat.security.authorizer import Authorizer
 from kcompat.security.scram import CredentialProvider, ScramCredential, ScramCredentials
 from kcompat.server.auth.delegation_tokens import DelegationTokenManager
 from kcompat.server.broker_stats import BrokerStats
-from kcompat.server.capture_hook import CaptureHook
+from kcompat.server.client_telemetry import ClientTelemetry
 from kcompat.server.cluster_port import ClusterPort, SingleNode
 from kcompat.server.context import Access, BrokerIdentity, BrokerServices, CachedSetting, RequestContext
 from kcompat.server.dispatcher import CloseConnection, RequestDispatcher
-from kcompat.server.fault_hook import FaultHook
 from kcompat.server.fetch_session import FetchManager, FetchSessionCache
 from kcompat.server.groups.group_configs import GroupConfigs
 from kcompat.server.groups.group_service import GroupService
@@ -69,12 +66,14 @@ from kcompat.storage.quota_store import QuotaStore
 from kcompat.storage.scram_credentials import FILE_NAME as SCRAM_FILE
 from kcompat.storage.scram_credentials import ScramCredentialStore
 from kcompat.storage.topic_store import SHARE_GROUP_STATE
-from kcompat.telemetry.client_metrics import ClientMetricsManager
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # built on first use (Broker.faults, Broker.captures, the share services)
+    from kcompat.capture import CaptureEngine
+    from kcompat.faults import FaultEngine
     from kcompat.server.share.persister import Persister
     from kcompat.server.share.share_coordinator import ShareCoordinatorService
     from kcompat.server.share.share_group_service import ShareService
+    from kcompat.telemetry.client_metrics import ClientMetricsManager
 
 log = logging.getLogger("kcompat.server")
 
@@ -201,7 +200,7 @@ class Broker:
         # What is counted as requests are served (plain ints; the admin listener's /metrics reads them).
         self.stats = BrokerStats()
         # Client telemetry (KIP-714): what clients push, shown by the admin listener.
-        self.telemetry = ClientMetricsManager(
+        self.client_telemetry = ClientTelemetry(
             lambda: int(self.config.get("telemetry.max.bytes")), random_uuid
         )
         # What handlers see, built once and shared by every request's RequestContext.
@@ -221,23 +220,46 @@ class Broker:
             forwarded_versions=cluster.forwarder.versions,
             quotas=self.quotas,
             tokens=self.tokens,
-            telemetry=self.telemetry,
+            telemetry=self.client_telemetry,
         )
-        # Fault rules set at run time through the admin listener (kcompat/faults); none: no cost.
-        self.faults = FaultEngine()
-        hook = FaultHook(self.faults, self.node_id, CloseConnection, self._topic_name)
-        # Traffic captures started at run time (kcompat/capture); none running: no cost.
-        self.captures = CaptureEngine(self.log_dirs[0] / "captures", self._topic_name)
         # Requests: decoded, routed to their handler with a RequestContext, encoded.
         self.dispatcher = RequestDispatcher(
-            partial(RequestContext, self.services),
-            self.stats,
-            cluster.forwarder,
-            hook,
-            CaptureHook(self.captures, self.node_id),
-            self.quotas,
+            partial(RequestContext, self.services), self.stats, cluster.forwarder, quotas=self.quotas
         )
         self.handle = self.dispatcher.handle
+        self._faults: FaultEngine | None = None
+        self._captures: CaptureEngine | None = None
+
+    @property
+    def faults(self) -> FaultEngine:
+        """The fault rules set at run time (kcompat/faults), built when first asked for (the admin
+        listener's /faults, its metrics); with no rule set a request pays one test."""
+        if self._faults is None:
+            from kcompat.faults import FaultEngine
+            from kcompat.server.fault_hook import FaultHook
+
+            self._faults = FaultEngine()
+            self.dispatcher.set_faults(
+                FaultHook(self._faults, self.node_id, CloseConnection, self._topic_name)
+            )
+        return self._faults
+
+    @property
+    def captures(self) -> CaptureEngine:
+        """The traffic captures started at run time (kcompat/capture), built when first asked for
+        (the admin listener's /captures, its metrics); with none running a request pays one test."""
+        if self._captures is None:
+            from kcompat.capture import CaptureEngine
+            from kcompat.server.capture_hook import CaptureHook
+
+            self._captures = CaptureEngine(self.log_dirs[0] / "captures", self._topic_name)
+            self.dispatcher.set_capture(CaptureHook(self._captures, self.node_id))
+        return self._captures
+
+    @property
+    def telemetry(self) -> ClientMetricsManager:
+        """What clients pushed (KIP-714), built on first use (client_telemetry.py)."""
+        return self.client_telemetry.manager
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.metadata.topics.by_id(topic_id)
@@ -263,7 +285,7 @@ class Broker:
         """A client connection closed: the share sessions it opened end (fetch sessions outlive it)."""
         self.share_services.connection_closed(client.connection_id)
         self.quotas.mutes.pop(client.connection_id, None)  # a throttle it had not waited out
-        self.telemetry.connection_closed(client.connection_id)
+        self.client_telemetry.connection_closed(client.connection_id)
 
     def _new_producer_id(self) -> int:
         ids = self.metadata.producer_ids
@@ -415,7 +437,8 @@ class Broker:
                 pass
             except Exception:
                 log.exception("background task failed while closing")
-        self.captures.close()  # capture files: what is queued is written
+        if self._captures is not None:
+            self._captures.close()  # capture files: what is queued is written
         await self.replicas.close(int(self.config.get("log.close.timeout.ms")) / 1000)
 
     async def _maintenance_loop(self, interval_s: float) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from kcompat.security.scram import ScramCredentials
     from kcompat.server.auth.delegation_tokens import DelegationTokenManager
     from kcompat.server.broker_stats import BrokerStats
+    from kcompat.server.client_telemetry import ClientTelemetry
     from kcompat.server.fetch_session import FetchManager
     from kcompat.server.groups.group_service import GroupService
     from kcompat.server.metadata_view import MetadataView
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from kcompat.server.share.share_group_service import ShareService
     from kcompat.server.transactions.txn_service import TransactionService
     from kcompat.storage.acl_store import AclStore
-    from kcompat.telemetry.client_metrics import ClientMetricsManager
     from kcompat.wire.protocol import Request
 
 __all__ = ["Access", "BrokerIdentity", "BrokerServices", "CachedSetting", "RequestContext"]
@@ -138,7 +138,7 @@ class BrokerServices:
     forwarded_versions: Callable[[], dict[int, tuple[int, int]]]
     quotas: QuotaManagers  # client quotas: the table and the produce/fetch/request managers
     tokens: DelegationTokenManager  # delegation tokens (KIP-48): the table, its file, their SCRAM
-    telemetry: ClientMetricsManager  # KIP-714: client instances, subscriptions, pushed metrics
+    telemetry: ClientTelemetry  # KIP-714: client instances, subscriptions, pushed metrics
 
 
 class RequestContext:
@@ -233,7 +233,7 @@ class RequestContext:
         return self.services.quotas
 
     @property
-    def telemetry(self) -> ClientMetricsManager:
+    def telemetry(self) -> ClientTelemetry:
         return self.services.telemetry
 
     @property

@@ -38,13 +38,11 @@ import pkgutil
 from collections.abc import Awaitable, Callable
 from functools import partial
 from time import perf_counter
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kcompat.server import handlers as _handlers_pkg
 from kcompat.server.auth.delegation_tokens import TOKEN_WRITE_KEYS, allow_token_requests
 from kcompat.server.broker_stats import BrokerStats
-from kcompat.server.capture_hook import CaptureHook
-from kcompat.server.fault_hook import FaultHook
 from kcompat.server.quotas.client_quota_manager import QuotaManagers
 from kcompat.server.registry import HANDLERS, NO_RESPONSE, Deferred, Registration, registration
 from kcompat.wire.error_codes import ErrorCode
@@ -60,6 +58,10 @@ from kcompat.wire.protocol import (
     peek_header,
 )
 from kcompat.wire.types.api_versions import ApiVersion, ApiVersionsResponse
+
+if TYPE_CHECKING:  # the hooks are built by the broker on first use (set_faults, set_capture)
+    from kcompat.server.capture_hook import CaptureHook
+    from kcompat.server.fault_hook import FaultHook
 
 log = logging.getLogger("kcompat.server")
 
@@ -122,7 +124,11 @@ def _broker_loggers_only(request: Request) -> bool:
 
 
 class _NoCapture:
-    on = False
+    """The seam's capture test before a capture engine is built. `on` is an instance attribute,
+    as the engine's is: Python 3.11 specializes only that lookup, a class attribute's is slower."""
+
+    def __init__(self) -> None:
+        self.on = False
 
 
 _NO_CAPTURE = _NoCapture()
@@ -158,16 +164,30 @@ class RequestDispatcher:
         self._quotas = quotas
         # request_percentage's manager: its `on` is the one test a request pays without that quota
         self._request_quota: Any = quotas.request if quotas is not None else _OFF
-        self.faults = faults
-        self.capture = capture
         # What the seam tests per request, held directly: the rules (a dict the fault engine keeps
         # for its life) and the capture engine (its `on`); as cheap as one hook's test was.
-        self._rules: object = faults.engine.rules if faults is not None else {}
-        self._tap: Any = capture.engine if capture is not None else _NO_CAPTURE
+        self.faults: FaultHook | None = None
+        self._rules: object = {}
+        self.capture: CaptureHook | None = None
+        self._tap: Any = _NO_CAPTURE
+        if faults is not None:
+            self.set_faults(faults)
+        if capture is not None:
+            self.set_capture(capture)
         self._stats = stats or BrokerStats()
         self.forwarder = forwarder
         # A single node forwards nothing: its requests skip the forwarder without a call.
         self._forwards = forwarder is not NO_FORWARDING
+
+    def set_faults(self, faults: FaultHook) -> None:
+        """The fault hook, given when the broker builds its engine (the first rule or listing)."""
+        self.faults = faults
+        self._rules = faults.engine.rules
+
+    def set_capture(self, capture: CaptureHook) -> None:
+        """The capture hook, given when the broker builds its engine (the first capture or listing)."""
+        self.capture = capture
+        self._tap = capture.engine
 
     async def handle(
         self, frame: memoryview, client: Any, decoded: Request | None = None

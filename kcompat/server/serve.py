@@ -342,7 +342,7 @@ async def _serve_locked(
             await _first_set(cluster.serving, stop)
         reactor.start()
         _log_started(config, bound, admin, entered)
-        await admin.start(broker, reactor)  # its imports in a thread, the Kafka listeners already served
+        await admin.start(broker, reactor)  # its HTTP server is loaded by its first connection
         await stop.wait()
         log.info("shutting down (%s)", received[0] if received else "stop")
         await cluster.shutdown(SHUTDOWN_GRACE_S)  # cluster mode: controlled shutdown through heartbeats

@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from kcompat.config import BrokerConfig, ConfigError
-from kcompat.config.security import ListenerSecurity, OAuthSettings, SaslSettings
+from kcompat.config.listener_security import ListenerSecurity
+from kcompat.config.security import OAuthSettings, SaslSettings
 from kcompat.security.sasl_exchange import SaslState
 from kcompat.server.auth.oauth_jwks import JwksValidator
 from kcompat.server.auth.sasl import SaslAuthenticator

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from scramp import ScramClient, ScramMechanism
 
 from kcompat.config import BrokerConfig, ConfigError
-from kcompat.config.security import ListenerSecurity, SaslSettings, parse_jaas, plain_users
+from kcompat.config.listener_security import ListenerSecurity
+from kcompat.config.security import SaslSettings, parse_jaas, plain_users
 from kcompat.security.sasl_exchange import OTHER, TRANSITIONS, Action, Plain, SaslExchange, SaslState
 from kcompat.server.auth.sasl import SaslAuthenticator
 from kcompat.storage.scram_credentials import ScramCredentialStore, from_password, parse_add_scram

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,15 +46,25 @@ NOT_AT_START = (
     "kcompat.coordinator.streams_topology",
     # share groups: built by the first share request, or at start to load __share_group_state
     "kcompat.coordinator.share",
-    "kcompat.coordinator.share_coordinator.prune",
+    "kcompat.coordinator.share_coordinator",
     "kcompat.server.share.share_group_service",
     "kcompat.server.share.share_partition_manager",
     "kcompat.server.share.share_coordinator",
     "kcompat.server.share.local_persister",
     "kcompat.server.share.memory_persister",
+    "kcompat.server.share.persister",
+    "kcompat.server.share.share_sessions",
+    "kcompat.coordinator.transaction",  # a single node's: built by the first transactional request
+    "kcompat.telemetry",  # client telemetry: the first GetTelemetrySubscriptions or PushTelemetry
     "cramjam",  # the snappy, lz4 and zstd codecs: the first batch compressed with one
     "lz4",
     "zstandard",
+    # fault injection and traffic capture: built by the first use of /faults or /captures
+    "kcompat.faults",
+    "kcompat.capture",
+    "kcompat.server.fault_hook",
+    "kcompat.server.capture_hook",
+    "kcompat.config.security",  # the TLS, SASL and OAuth settings of listeners that use them
     "ctypes",  # syncfs: a log dir with partitions to recover, or a clean stop
     "tempfile",  # TLS with in-line PEM only (and ctypes.util's library lookup)
 )
@@ -69,14 +80,18 @@ def modules_before_serving(tmp_path: Path) -> list[str]:
     return modules_loaded(tmp_path, lambda line, module: "listening on" in line)
 
 
-def modules_loaded(tmp_path: Path, done: Callable[[str, str | None], bool]) -> list[str]:
+def modules_loaded(
+    tmp_path: Path, done: Callable[[str, str | None], bool], admin_port: int | None = None
+) -> list[str]:
     """The modules a default start imports until `done(line, module)` says so (the line excluded)."""
     cmd = [sys.executable, "-X", "importtime", "-m", "kcompat", "serve",
            "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path / 'data'}",
-           "--override", f"admin.listener=127.0.0.1:{_free_port()}"]  # fmt: skip
+           "--override", f"admin.listener=127.0.0.1:{admin_port or _free_port()}"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert proc.stderr is not None
+    watchdog = threading.Timer(60, proc.kill)  # a line that never comes ends the read, not the run
+    watchdog.start()
     modules: list[str] = []
     seen: list[str] = []
     deadline = time.monotonic() + 60
@@ -93,6 +108,7 @@ def modules_loaded(tmp_path: Path, done: Callable[[str, str | None], bool]) -> l
                 break
         pytest.fail("the broker did not start:\n" + "".join(seen[-20:]))
     finally:
+        watchdog.cancel()
         proc.send_signal(signal.SIGTERM)
         try:
             proc.communicate(timeout=30)
@@ -108,12 +124,32 @@ def test_default_serve_loads_no_module_of_a_feature_that_is_off(tmp_path):
     assert loaded == []
 
 
-def test_the_admin_listener_loads_no_group_views_before_a_group_exists(tmp_path):
-    # The admin listener imports its HTTP server in a thread once the Kafka listeners serve, then
-    # its console session; the lag chart's sampling needs the console's views only once a group
-    # exists (they import the coordinator's group classes and the KRaft metadata image).
+def test_the_admin_listener_loads_its_http_server_on_its_first_connection(tmp_path):
+    # Once the Kafka listeners serve, the admin listener starts the lag chart's sampling; its HTTP
+    # server (h11) and console session are imported by its first connection, so they never compete
+    # with the first Kafka answers. The lag chart needs the console's views only once a group exists.
+    port = _free_port()
     session = "kcompat.server.admin.console.session"
-    modules = modules_loaded(tmp_path, lambda line, module: module == session)
-    assert "kcompat.server.admin.console.lag_history" in modules  # the admin listener did load
+    before_connecting: list[str] = []
+    seen: list[str] = []
+    clients: list[socket.socket] = []
+
+    def done(line: str, module: str | None) -> bool:
+        if module is None:
+            return False
+        if module == "kcompat.server.admin.console.lag_history":
+            before_connecting.extend(seen)
+            clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        seen.append(module)
+        return module == session
+
+    try:
+        modules = modules_loaded(tmp_path, done, admin_port=port)
+    finally:
+        for c in clients:
+            c.close()
+    assert "kcompat.server.admin.listener" in before_connecting  # the admin listener did start
+    assert [m for m in before_connecting if m == "h11" or m.startswith(("h11.", "kcompat.admin_http"))] == []
+    assert "h11" in modules and "kcompat.admin_http.http_server" in modules  # the connection loaded them
     loaded = [m for m in modules if m in ("kcompat.server.admin.console.views", "kcompat.metadata.image")]
     assert loaded == []

@@ -7,10 +7,12 @@
         /captures  traffic captures: GET, POST, DELETE (kcompat.admin_http.captures)
         /...       the web console (kcompat.server.admin.console.pages)
 
-The HTTP code (h11) is imported by start() in a worker thread, after the start-up line: the Kafka
-listeners answer from the same moment as without the admin listener. Prometheus and the console
-(prometheus_client, jinja2: some 6 MB resident and 60 ms of imports) wait for the first scrape or
-page, so an idle broker nobody browses stays as small as one without the listener.
+The socket is bound at start (a port in use fails the start), but the HTTP code (h11) is imported
+in a worker thread by the first connection: the first answers of the Kafka listeners do not compete
+with it, and the connection waits in the backlog meanwhile. Only the lag chart's sampling starts with
+the broker. Prometheus and the console (prometheus_client, jinja2: some 6 MB resident and 60 ms of
+imports) wait for the first scrape or page, the fault and capture engines for the first use of
+/faults or /captures, so an idle broker nobody browses stays as small as one without the listener.
 
 The default port (9644) being taken does not stop the broker: kcompat is often one of several
 brokers started side by side on a CI machine, and the Kafka listener is what they are for; a port
@@ -20,6 +22,7 @@ the user chose that cannot be bound stops start-up, as a Kafka listener's does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
@@ -31,7 +34,7 @@ from kcompat.config.broker_config import BrokerConfig
 from kcompat.config.broker_properties import admin_address
 
 if TYPE_CHECKING:
-    from kcompat.admin_http.http_server import AdminServer, Form, FormRoute, Page
+    from kcompat.admin_http.http_server import AdminServer, ApiRoute, Form, FormRoute, Page
     from kcompat.server.admin.console.lag_history import LagHistory
     from kcompat.server.broker import Broker
     from kcompat.server.network.reactor import Reactor
@@ -51,9 +54,32 @@ class AdminListener:
         self.url = url
         self.server: AdminServer | None = None
         self.history: LagHistory | None = None
+        self._serving: asyncio.Task[None] | None = None
 
     async def start(self, broker: Broker, reactor: Reactor) -> None:
-        http, lag_history = await asyncio.to_thread(_load)
+        """Once the broker listens: the lag chart samples from now on; the first connection loads
+        the HTTP server (it waits in the backlog until then)."""
+        from kcompat.server.admin.console.lag_history import LagHistory
+
+        self.history = LagHistory(broker)
+        self.history.start()
+        loop = asyncio.get_running_loop()
+
+        def first_connection() -> None:
+            loop.remove_reader(self.sock.fileno())
+            self._serving = asyncio.create_task(self._serve(broker, reactor))
+
+        loop.add_reader(self.sock.fileno(), first_connection)
+
+    async def _serve(self, broker: Broker, reactor: Reactor) -> None:
+        try:
+            await self._serve_pages(broker, reactor)
+        except Exception:
+            log.exception("the admin listener could not start serving; the Kafka listeners still serve")
+            raise
+
+    async def _serve_pages(self, broker: Broker, reactor: Reactor) -> None:
+        http = await asyncio.to_thread(_load)
         # The console (jinja2) and /metrics (prometheus_client), some 6 MB resident between them,
         # are imported when a page or a scrape first asks: a broker nobody browses or scrapes
         # stays as small as one without the admin listener.
@@ -102,22 +128,36 @@ class AdminListener:
 
             return route
 
-        self.history = lag_history.LagHistory(broker)
-        self.history.start()
-        login = login_for(broker.config, broker.scram.get)
-        from kcompat.admin_http.captures import captures_route
-        from kcompat.admin_http.faults import faults_route
+        def faults(method: str, path: str, query: Query, body: bytes) -> Page:
+            from kcompat.admin_http.faults import faults_route
 
+            page: Page = faults_route(broker.faults)(method, path, query, body)
+            return page
+
+        def captures(method: str, path: str, query: Query, body: bytes) -> Page:
+            from kcompat.admin_http.captures import captures_route
+
+            page: Page = captures_route(broker.captures)(method, path, query, body)
+            return page
+
+        login = login_for(broker.config, broker.scram.get)
+        api: dict[str, ApiRoute] = {"/faults": faults, "/captures": captures}
         self.server = http.AdminServer(
             {path: lazy(path) for path in ROUTES},
             login.check if login else None,
-            api={"/faults": faults_route(broker.faults), "/captures": captures_route(broker.captures)},
+            api=api,
             forms={path: lazy_form(path) for path in FORMS},
             session=lambda cookie: s.principal if (s := sessions.get(cookie)) else None,
         )
         await self.server.start(self.sock)
 
     async def close(self) -> None:
+        if self._serving is None:
+            asyncio.get_running_loop().remove_reader(self.sock.fileno())
+        else:
+            self._serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure was logged
+                await self._serving
         if self.server is not None:
             await self.server.close()
         if self.history is not None:
@@ -157,11 +197,10 @@ FORMS = (
 )
 
 
-def _load() -> tuple[ModuleType, ModuleType]:
+def _load() -> ModuleType:
     from kcompat.admin_http import http_server as admin_http
-    from kcompat.server.admin.console import lag_history
 
-    return admin_http, lag_history
+    return admin_http
 
 
 def bind_admin(host: str, port: int) -> socket.socket:

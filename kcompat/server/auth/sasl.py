@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from scramp import ScramMechanism
 from scramp.utils import ScramException
 
-from kcompat.config.security import ListenerSecurity, parse_jaas, plain_users
+from kcompat.config.listener_security import ListenerSecurity
+from kcompat.config.security import parse_jaas, plain_users
 from kcompat.security.sasl_exchange import AuthenticationFailed, Mechanism, Plain, SaslExchange
 from kcompat.storage.scram_credentials import ScramCredential
 

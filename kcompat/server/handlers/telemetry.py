@@ -45,7 +45,7 @@ EXPANSION = 32  # a payload may decompress to this many times telemetry.max.byte
 
 
 def _manager(ctx: RequestContext) -> ClientMetricsManager:
-    manager = ctx.telemetry
+    manager = ctx.telemetry.manager
     names = ctx.metadata.resource_names(CLIENT_METRICS)
     manager.update_subscriptions({n: ctx.metadata.resource_configs(CLIENT_METRICS, n) for n in names})
     return manager

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
+from kcompat.config.listener_security import ListenerSecurity
 from kcompat.config.listeners import Listener
-from kcompat.config.security import ListenerSecurity
 from kcompat.server.network.tls import PrincipalMapper, server_context, subject_dn
 from kcompat.server.network.tls_socket import TlsSocket
 from kcompat.storage.scram_credentials import ScramCredential

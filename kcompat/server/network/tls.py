@@ -18,10 +18,13 @@ import re
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kcompat.config.errors import ConfigError
-from kcompat.config.security import SslSettings
 from kcompat.server.network.tls_socket import TlsSocket
+
+if TYPE_CHECKING:  # a TLS listener's settings: kcompat.config.security is loaded only for one
+    from kcompat.config.security import SslSettings
 
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
