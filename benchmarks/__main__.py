@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     own_workdir = args.workdir is None
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kcompat-bench-"))
     brokers: dict[str, BrokerProcess] = {
-        "kcompat": KcompatBroker(workdir / "kcompat"),
-        "kafka": KafkaBroker(workdir / "kafka"),
+        # The proxy rows' byte relay forwards to a second listener of each (benchmarks/proxy.py).
+        "kcompat": KcompatBroker(workdir / "kcompat", relay_listener="proxy" in plan.suites),
+        "kafka": KafkaBroker(workdir / "kafka", relay_listener="proxy" in plan.suites),
     }
     data: dict[str, Any] = {
         "meta": {

@@ -52,6 +52,7 @@ KAFKA_JVM_PERFORMANCE = [
 QUICK_JVM = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 START_TIMEOUT_S = 90.0
+RELAY = "RELAY"  # the listener a byte relay forwards to (benchmarks/proxy.py), advertising the relay
 
 
 def free_port() -> int:
@@ -67,8 +68,13 @@ def _write_properties(path: Path, props: dict[str, str]) -> None:
 class BrokerProcess:
     name = "?"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, relay_listener: bool = False) -> None:
         self.workdir = workdir
+        # A second listener, RELAY, whose Metadata names the relay's port (relay_port), not its own
+        # (relay_upstream_port): a client bootstrapping through the relay keeps going through it.
+        self.relay_listener = relay_listener
+        self.relay_port = 0
+        self.relay_upstream_port = 0
         self.data_dir = workdir / "data"
         self.log_path = workdir / "broker.log"
         self.host = "127.0.0.1"
@@ -100,7 +106,8 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True)
         self.port = free_port()
         props_path = self.workdir / "server.properties"
-        _write_properties(props_path, self.properties())
+        props = self.properties()
+        _write_properties(props_path, self._with_relay_listener(props) if self.relay_listener else props)
         self.prepare()
         env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
         with open(self.log_path, "ab") as log:
@@ -114,6 +121,19 @@ class BrokerProcess:
         except (RuntimeError, TimeoutError) as e:
             self.stop()
             raise RuntimeError(f"{self.name} did not start: {e}; log tail:\n{self.log_tail()}") from None
+
+    def _with_relay_listener(self, props: dict[str, str]) -> dict[str, str]:
+        self.relay_port, self.relay_upstream_port = free_port(), free_port()
+        own = props.get("advertised.listeners", f"PLAINTEXT://{self.host}:{self.port}")
+        return {
+            **props,
+            "listeners": f"{props['listeners']},{RELAY}://{self.host}:{self.relay_upstream_port}",
+            "advertised.listeners": f"{own},{RELAY}://{self.host}:{self.relay_port}",
+            "listener.security.protocol.map": props.get(
+                "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT"
+            )
+            + f",{RELAY}:PLAINTEXT",
+        }
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -143,8 +163,8 @@ class BrokerProcess:
 class KcompatBroker(BrokerProcess):
     name = "kcompat"
 
-    def __init__(self, workdir: Path, python: str = sys.executable) -> None:
-        super().__init__(workdir)
+    def __init__(self, workdir: Path, python: str = sys.executable, relay_listener: bool = False) -> None:
+        super().__init__(workdir, relay_listener)
         self.python = python
 
     def properties(self) -> dict[str, str]:
@@ -170,8 +190,10 @@ class KcompatBroker(BrokerProcess):
 class KafkaBroker(BrokerProcess):
     name = "kafka"
 
-    def __init__(self, workdir: Path, jars: Path = KAFKA_JARS, java: str | None = None) -> None:
-        super().__init__(workdir)
+    def __init__(
+        self, workdir: Path, jars: Path = KAFKA_JARS, java: str | None = None, relay_listener: bool = False
+    ) -> None:
+        super().__init__(workdir, relay_listener)
         self.jars = jars
         self.java = java or shutil.which("java") or "java"
         self.controller_port = 0

@@ -10,6 +10,13 @@ of it, alternating, on topics of their own:
 - the proxy process's own CPU per GB over the proxied produce and catch-up rows (record value
   bytes, as the broker's figures), its resident memory idle and its peak under load.
 
+Every row runs a third time, "relayed": through benchmarks/relay, a Go byte relay (spliced, nothing
+parsed) to a second listener of the same broker (RELAY, see benchmarks/brokers.py) that advertises
+the relay's port, so a client that bootstraps through the relay stays on it. No proxy can cost less
+than that relay: on 2 cores, where client, broker and any proxy share the cores, relayed/direct is
+the floor each proxied/direct figure is read against (docs/benchmarks.md). The relay's CPU per GB
+and memory are reported as the proxy's. The three paths alternate within each row.
+
 The proxy is started as its users start it (`python -m kcompat proxy`, uvloop), once per broker.
 Kroxylicious is not run here: see docs/benchmarks.md (its runnable proxy is not on Maven Central).
 """
@@ -23,11 +30,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka.admin import AdminClient
+
 from benchmarks import confluent_clients as cc
+from benchmarks import go_tools
 from benchmarks.brokers import ROOT
 from benchmarks.metadata_probe import wait_for_metadata
 from benchmarks.plan import Plan, size_label
@@ -36,7 +47,8 @@ from benchmarks.proc_stats import PeakRss, cpu_seconds, rss_bytes
 if TYPE_CHECKING:
     from benchmarks.suite import Suite
 
-PATHS = ("direct", "proxied")
+PATHS = ("direct", "proxied", "relayed")
+PROCESS = {"proxied": "proxy", "relayed": "relay"}  # the process each indirect path goes through
 E2E_RATE = 2000  # records/s: the issue's added-latency figure
 NODE_ID_MAX = 15  # both brokers here are node 0 or 1
 START_TIMEOUT_S = 30.0
@@ -46,12 +58,10 @@ def key(workload: str, size: int, path: str) -> str:
     return f"proxy/{workload}/{size}/{path}"
 
 
-def rows(plan: Plan) -> list[tuple[str, str, str]]:
-    """(label, direct key, proxied key) of every throughput row, in report order."""
-    return [
-        (f"{w} confluent {size_label(s)}", key(w, s, "direct"), key(w, s, "proxied"))
-        for w in ("produce", "consume") for s in plan.sizes
-    ]  # fmt: skip
+def rows(plan: Plan) -> list[tuple[str, str, int]]:
+    """(label, workload, record size) of every throughput row, in report order; key() names each
+    path's figures."""
+    return [(f"{w} confluent {size_label(s)}", w, s) for w in ("produce", "consume") for s in plan.sizes]
 
 
 def _free_base(span: int) -> int:
@@ -106,55 +116,122 @@ class ProxyProcess:
         wait_for_metadata("127.0.0.1", self.port, time.perf_counter(), START_TIMEOUT_S, alive)
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(15)
+        _stop(self.process)
         self.process = None
+
+
+class RelayProcess:
+    """benchmarks/relay (Go, built on first use) from 127.0.0.1:`port` to the broker's RELAY
+    listener, which advertises `port`."""
+
+    def __init__(self, port: int, upstream_port: int, log_path: Path) -> None:
+        self.port, self.upstream_port, self.log_path = port, upstream_port, log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self) -> None:
+        binary = go_tools.binary("relay", "the proxy rows' relay floor")
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [str(binary), self.bootstrap, f"127.0.0.1:{self.upstream_port}"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+            )  # fmt: skip
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != b"listening":  # b"" when it exited
+            self.stop()
+            raise RuntimeError(
+                f"the relay did not start: {self.log_path.read_text(errors='replace').strip()}"
+            )
+        # The broker must name the relay in Metadata, else the clients would leave it after bootstrap.
+        brokers = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=30).brokers
+        ports = {b.port for b in brokers.values()}
+        if ports != {self.port}:
+            self.stop()
+            raise RuntimeError(
+                f"Metadata through the relay names ports {sorted(ports)}, not the relay's {self.port}"
+            )
+
+    def stop(self) -> None:
+        _stop(self.process)
+        self.process = None
+
+
+def _stop(process: subprocess.Popen[bytes] | None) -> None:
+    if process is None:
+        return
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(15)
 
 
 def run(suite: Suite) -> None:
     plan, b = suite.plan, suite.broker
     timeout = plan.timeouts["run"]
-    proxy = ProxyProcess(b.bootstrap, b.workdir / "proxy.log")
+    processes: dict[str, ProxyProcess | RelayProcess] = {
+        "proxied": ProxyProcess(b.bootstrap, b.workdir / "proxy.log")
+    }
+    if b.relay_listener:
+        processes["relayed"] = RelayProcess(b.relay_port, b.relay_upstream_port, b.workdir / "relay.log")
+    else:
+        suite.errors["relay/start"] = "the broker was started without its RELAY listener"
+    started: dict[str, ProxyProcess | RelayProcess] = {}
     try:
-        proxy.start()
-    except Exception as e:
-        suite.errors["proxy/start"] = f"{type(e).__name__}: {e}"
-        proxy.stop()
-        return
-    try:
+        for path, process in processes.items():
+            try:
+                process.start()
+                started[path] = process
+            except Exception as e:
+                suite.errors[f"{PROCESS[path]}/start"] = f"{type(e).__name__}: {e}"
+        if "proxied" not in started:
+            return
         time.sleep(0.5)
-        suite.values["proxy/idle_rss_mb"] = rss_bytes(proxy.pid) / 1e6
-        with PeakRss(proxy.pid) as peak:
-            _rows(suite, proxy, timeout)
-        suite.values["proxy/load_rss_mb"] = peak.peak / 1e6
+        for path, process in started.items():
+            suite.values[f"{PROCESS[path]}/idle_rss_mb"] = rss_bytes(process.pid) / 1e6
+        with ExitStack() as stack:
+            peaks = {path: stack.enter_context(PeakRss(p.pid)) for path, p in started.items()}
+            via, pids = (
+                {path: p.bootstrap for path, p in started.items()},
+                {path: p.pid for path, p in started.items()},
+            )
+            _rows(suite, via, pids, timeout)
+        for path, peak in peaks.items():
+            suite.values[f"{PROCESS[path]}/load_rss_mb"] = peak.peak / 1e6
     finally:
-        proxy.stop()
+        for process in processes.values():
+            process.stop()
 
 
-def _rows(suite: Suite, proxy: ProxyProcess, timeout: float) -> None:
-    plan, direct = suite.plan, suite.broker.bootstrap
-    bootstrap = {"direct": direct, "proxied": proxy.bootstrap}
-    proxy_cpu = 0.0
-    proxy_bytes = 0
+def _rows(suite: Suite, via: dict[str, str], pids: dict[str, int], timeout: float) -> None:
+    """Every row along every path; `via` is the bootstrap of each indirect path, `pids` its process."""
+    plan = suite.plan
+    bootstrap = {"direct": suite.broker.bootstrap, **via}
+    paths = [p for p in PATHS if p in bootstrap]
+    cpu = dict.fromkeys(pids, 0.0)
+    moved = dict.fromkeys(pids, 0)
 
     def measure(k: str, path: str, nbytes: int, work: Callable[[], Any]) -> Any:
-        nonlocal proxy_cpu, proxy_bytes
-        cpu0 = cpu_seconds(proxy.pid)
+        pid = pids.get(path)
+        cpu0 = cpu_seconds(pid) if pid else 0.0
         result = suite._measure(k, lambda r: nbytes, work)
-        if result is not None and path == "proxied":
-            proxy_cpu += cpu_seconds(proxy.pid) - cpu0
-            proxy_bytes += nbytes
+        if result is not None and pid:
+            cpu[path] += cpu_seconds(pid) - cpu0
+            moved[path] += nbytes
         return result
 
     for size in plan.sizes:
         n = plan.records[size]
-        for path in PATHS:  # each path writes its own topic; the catch-up rows read the direct one
+        for path in paths:  # each path writes its own topic; the catch-up rows read the direct one
             k, topic = key("produce", size, path), f"proxy-{path}-{size}"
             try:
                 cc.create_topic(bootstrap[path], topic)
@@ -167,7 +244,7 @@ def _rows(suite: Suite, proxy: ProxyProcess, timeout: float) -> None:
                 suite.values[f"{k}/mb_per_s"] = result.mb_per_s
     for size in plan.sizes:
         n, source = plan.records[size], f"{key('produce', size, 'direct')}/records_per_s"
-        for path in PATHS:
+        for path in paths:
             k = key("consume", size, path)
             if source not in suite.values:
                 suite.errors[k] = "no data: the direct produce row did not run"
@@ -176,9 +253,15 @@ def _rows(suite: Suite, proxy: ProxyProcess, timeout: float) -> None:
             if (result := measure(k, path, n * size, work)) is not None:
                 suite.values[f"{k}/records_per_s"] = result.records_per_s
                 suite.values[f"{k}/mb_per_s"] = result.mb_per_s
-    if proxy_bytes:
-        suite.values["proxy/cpu_s_per_gb"] = proxy_cpu / (proxy_bytes / 1e9)
-    for path in PATHS:
+    for path, nbytes in moved.items():
+        if nbytes:
+            suite.values[f"{PROCESS[path]}/cpu_s_per_gb"] = cpu[path] / (nbytes / 1e9)
+    _latency(suite, bootstrap, paths)
+
+
+def _latency(suite: Suite, bootstrap: dict[str, str], paths: list[str]) -> None:
+    plan = suite.plan
+    for path in paths:
         k, topic = f"proxy/e2e/{path}", f"proxy-e2e-{path}"
         try:
             cc.create_topic(bootstrap[path], topic)
@@ -200,60 +283,107 @@ def _percentile(ordered: list[float], p: float) -> float:
 
 
 def ratios(values: dict[str, float], plan: Plan) -> dict[str, float]:
-    """proxied/direct per throughput row, and the added p99 in ms (for the report and the test)."""
+    """proxied/direct and relayed/direct per throughput row (keyed by the indirect path's key), and
+    the added p99 in ms of each indirect path (for the report and the test)."""
     out: dict[str, float] = {}
-    for _label, d, p in rows(plan):
-        if f"{d}/records_per_s" in values and f"{p}/records_per_s" in values:
-            out[p.rsplit("/", 1)[0]] = values[f"{p}/records_per_s"] / values[f"{d}/records_per_s"]
-    if "proxy/e2e/direct/p99_ms" in values and "proxy/e2e/proxied/p99_ms" in values:
-        out["proxy/e2e/added_p99_ms"] = values["proxy/e2e/proxied/p99_ms"] - values["proxy/e2e/direct/p99_ms"]
+    for _label, w, s in rows(plan):
+        d = values.get(f"{key(w, s, 'direct')}/records_per_s")
+        for path in PATHS[1:]:
+            if d and (v := values.get(f"{key(w, s, path)}/records_per_s")) is not None:
+                out[key(w, s, path)] = v / d
+    for path in PATHS[1:]:
+        if "proxy/e2e/direct/p99_ms" in values and f"proxy/e2e/{path}/p99_ms" in values:
+            out[f"proxy/e2e/{path}/added_p99_ms"] = (
+                values[f"proxy/e2e/{path}/p99_ms"] - values["proxy/e2e/direct/p99_ms"]
+            )
+    return out
+
+
+def _median(agg: dict[str, dict[str, Any]], k: str, broker: str) -> float | None:
+    s = agg.get(k, {}).get(broker)
+    return None if s is None else float(s.median)
+
+
+def _upstreams(agg: dict[str, dict[str, Any]], plan: Plan) -> list[str]:
+    return [
+        b
+        for b in ("kafka", "kcompat")
+        if any(b in agg.get(f"{key(w, s, 'direct')}/records_per_s", {}) for _, w, s in rows(plan))
+    ]
+
+
+NAMES = {"kafka": "Kafka", "kcompat": "kcompat"}
+
+
+def targets(agg: dict[str, dict[str, Any]], plan: Plan) -> list[tuple[str, bool | None, str]]:
+    """Issue 27's speed targets (name, met, figure), each proxied ratio beside the relay floor."""
+    brokers = _upstreams(agg, plan)
+    if not brokers:
+        return []
+    ok: list[bool] = []
+    parts = []
+    for b in brokers:
+        cells = []
+        for _label, w, s in rows(plan):
+            d, p, r = (_median(agg, f"{key(w, s, path)}/records_per_s", b) for path in PATHS)
+            if not d or p is None:
+                continue
+            ok.append(p / d >= 0.9)
+            floor = f", relay floor {r / d:.2f}x" if r is not None else ""
+            cells.append(
+                f"{size_label(s)} {'catch-up' if w == 'consume' else w}: proxied {p / d:.2f}x{floor}"
+            )
+        parts.append(f"in front of {NAMES[b]}: {'; '.join(cells)}")
+    out = [("proxy throughput >= 0.9x direct, every row", all(ok) if ok else None, " / ".join(parts))]
+    added = []
+    for b in brokers:
+        d, p, r = (_median(agg, f"proxy/e2e/{path}/p99_ms", b) for path in PATHS)
+        if d is not None and p is not None:
+            floor = f", relay {r - d:+.2f} ms" if r is not None else ""
+            added.append((p - d, f"in front of {NAMES[b]}: proxy {p - d:+.2f} ms{floor}"))
+    out.append((
+        f"proxy added end-to-end p99 <= 1 ms at {E2E_RATE} records/s",
+        all(a <= 1.0 for a, _ in added) if added else None,
+        "; ".join(t for _, t in added) or "not measured",
+    ))  # fmt: skip
     return out
 
 
 def section(agg: dict[str, dict[str, Any]], plan: Plan, fmt: Callable[[float], str]) -> list[str]:
-    """The report's proxy table: per upstream broker, direct, proxied and proxied/direct (medians)."""
-    brokers = [
-        b
-        for b in ("kafka", "kcompat")
-        if any(b in agg.get(f"{d}/records_per_s", {}) for _, d, _ in rows(plan))
-    ]
+    """The report's proxy table: a line per row and upstream broker with direct, proxied, relayed
+    (medians) and the two ratios to direct."""
+    brokers = _upstreams(agg, plan)
     if not brokers:
         return []
-    names = {"kafka": "Kafka", "kcompat": "kcompat"}
-    head = "".join(f" {names[b]} direct | {names[b]} proxied | proxied/direct |" for b in brokers)
     lines = [
-        f"## Through `kcompat proxy` vs direct, same upstream (benchmarks/proxy.py; confluent, acks=1, "
-        f"uncompressed; end-to-end at {E2E_RATE} records/s)",
-        "", f"| row, upstream |{head}", "|---|" + "---:|---:|---:|" * len(brokers),
+        f"## Through `kcompat proxy` and a byte relay vs direct, same upstream (benchmarks/proxy.py; confluent, "
+        f"acks=1, uncompressed; end-to-end at {E2E_RATE} records/s; the relay is the floor any proxy costs here)",
+        "", "| row, upstream | direct | proxied | relayed | proxied/direct | relayed/direct |",
+        "|---|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
 
-    def med(k: str, b: str) -> float | None:
-        s = agg.get(k, {}).get(b)
-        return None if s is None else float(s.median)
+    def line(label: str, keys: list[str], b: str) -> str:
+        """`keys`: the figure's key on each path, in PATHS order."""
+        d, p, r = (_median(agg, k, b) for k in keys)
+        ratio = lambda v: f"{v / d:.2f}x" if d and v is not None else "n/a"  # noqa: E731
+        values = " | ".join("n/a" if v is None else fmt(v) for v in (d, p, r))
+        return f"| {label}, {NAMES[b]} | {values} | {ratio(p)} | {ratio(r)} |"
 
-    def cells(d: str, p: str) -> str:
-        out = ""
-        for b in brokers:
-            dv, pv = med(d, b), med(p, b)
-            r = f"{pv / dv:.2f}x" if dv and pv is not None else "n/a"
-            out += f" {'n/a' if dv is None else fmt(dv)} | {'n/a' if pv is None else fmt(pv)} | {r} |"
-        return out
-
-    lines += [
-        f"| {label}, records/s |{cells(f'{d}/records_per_s', f'{p}/records_per_s')}"
-        for label, d, p in rows(plan)
-    ]
-    lines += [
-        f"| end-to-end {q}, ms |{cells(f'proxy/e2e/direct/{q}_ms', f'proxy/e2e/proxied/{q}_ms')}"
-        for q in ("p50", "p99")
-    ]
-    for label, k in (
-        ("proxy CPU s per GB (proxied rows)", "proxy/cpu_s_per_gb"),
-        ("proxy resident memory idle, MB", "proxy/idle_rss_mb"),
-        ("proxy resident memory peak, MB", "proxy/load_rss_mb"),
+    for label, w, s in rows(plan):
+        keys = [f"{key(w, s, path)}/records_per_s" for path in PATHS]
+        lines += [line(f"{label}, records/s", keys, b) for b in brokers]
+    for q in ("p50", "p99"):
+        keys = [f"proxy/e2e/{path}/{q}_ms" for path in PATHS]
+        lines += [line(f"end-to-end {q}, ms", keys, b) for b in brokers]
+    for label, figure in (
+        ("process CPU s per GB (its rows)", "cpu_s_per_gb"),
+        ("process resident memory idle, MB", "idle_rss_mb"),
+        ("process resident memory peak, MB", "load_rss_mb"),
     ):
-        lines.append(
-            f"| {label} |"
-            + "".join(f" | {fmt(v) if (v := med(k, b)) is not None else 'n/a'} | |" for b in brokers)
-        )
+        for b in brokers:
+            cells = " | ".join(
+                fmt(v) if (v := _median(agg, f"{p}/{figure}", b)) is not None else "n/a"
+                for p in PROCESS.values()
+            )
+            lines.append(f"| {label}, {NAMES[b]} | | {cells} | | |")
     return [*lines, ""]

@@ -125,6 +125,9 @@ def targets(agg: dict[str, dict[str, Stat]], plan: Plan, machine: dict[str, Stat
         None if r is None else r >= 1.0,
         "not measured" if r is None else f"{r:.3f}x",
     )
+    if "proxy" in plan.suites:
+        for name, ok, detail in proxy.targets(agg, plan):  # each proxied ratio beside the relay floor
+            line(name, ok, detail)
     for acks in small_requests.ACKS:
         k = small_requests.key(acks)
         rps, cpu = ratio(agg, f"{k}/requests_per_s"), ratio(agg, f"{k}/cpu_us_per_request")

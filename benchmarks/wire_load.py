@@ -16,16 +16,13 @@ Fetch v4 request (not flexible, so Go parses the answer in a few lines) per conn
 byte position of each partition's fetch_offset for Go to patch; Go walks the batch headers of each
 answer for the next offset and the record count and drops the rest in the kernel. Connections:
 CONNS_PER_LEADER per leader, partitions dealt out between them. The Go binary is built on first use
-into .deps/loadgen/<source hash>/ (the source's hash: an edit builds anew, no stale binary).
+into .deps/loadgen/<source hash>/ (benchmarks/go_tools.py: an edit builds anew, no stale binary).
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import os
-import shutil
 import struct
 import subprocess
 import time
@@ -35,6 +32,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from benchmarks import go_tools
 from benchmarks.payloads import letter_values
 from kcompat.wire.messages.fetch import FETCH
 from kcompat.wire.messages.produce import PRODUCE
@@ -47,8 +45,6 @@ BATCH_RECORDS = 256  # 256 KiB batches of 1 KiB records
 IN_FLIGHT = 4
 CONNS_PER_LEADER = 1
 PARTITION_MAX_BYTES = 4 << 20
-SOURCE = Path(__file__).parent / "loadgen"
-CACHE = Path(__file__).parent.parent / ".deps" / "loadgen"
 _MARK = 0x7E57_0FF5_E700_0000  # a fetch_offset no real request has, found again in the encoded bytes
 
 
@@ -81,32 +77,7 @@ def leaders(bootstrap: str, topic: str) -> dict[tuple[str, int], list[int]]:
 
 def go_binary() -> Path:
     """The load generator, built once per version of its source (a clear error without Go)."""
-    digest = hashlib.sha256()
-    for name in ("go.mod", "main.go"):
-        digest.update((SOURCE / name).read_bytes())
-    binary = CACHE / digest.hexdigest()[:16] / "loadgen"
-    if binary.exists():
-        return binary
-    go = shutil.which("go") or next(
-        (g for g in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.path.exists(g)), None
-    )
-    if go is None:
-        raise RuntimeError(
-            "the scale rows need Go to build benchmarks/loadgen (install golang-go, or Go 1.19+ on PATH)"
-        )
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    partial = binary.with_suffix(f".{os.getpid()}")
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
-    if "HOME" not in env:  # Go keeps its build cache under $HOME; a CI job may have none
-        env.setdefault("GOCACHE", str(CACHE / "go-build"))
-        env.setdefault("GOPATH", str(CACHE / "gopath"))
-    done = subprocess.run(
-        [go, "build", "-o", str(partial), "."], cwd=SOURCE, env=env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"go build of benchmarks/loadgen failed:\n{done.stderr.strip()}")
-    partial.replace(binary)  # atomic: a concurrent bench sees a whole binary or none
-    return binary
+    return go_tools.binary("loadgen", "the scale rows")
 
 
 def _deal(work: dict[tuple[str, int], list[int]], conns: int) -> list[tuple[str, list[int]]]:

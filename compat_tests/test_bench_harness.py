@@ -149,7 +149,8 @@ def test_cluster_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
 @pytest.mark.slow
 def test_proxy_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
     """The proxy rows (benchmarks/proxy.py): a real `kcompat proxy` process in front of a real
-    kcompat broker, every row direct and proxied, the proxy's CPU and memory; none failed."""
+    kcompat broker, every row direct, proxied and through the Go byte relay, the CPU and memory of
+    the proxy and the relay; none failed."""
     out = tmp_path / "results"
     run = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--brokers", "kcompat", "--no-java", "--out", str(out),
@@ -160,27 +161,36 @@ def test_proxy_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
     (kcompat,) = json.loads((out / "results.json").read_text())["runs"]
     assert kcompat["errors"] == {}, kcompat["errors"]
     values = kcompat["values"]
-    expected = ["proxy/cpu_s_per_gb", "proxy/idle_rss_mb", "proxy/load_rss_mb"]
-    for _label, direct, proxied in proxy.rows(QUICK):
+    expected = [
+        f"{p}/{f}" for p in ("proxy", "relay") for f in ("cpu_s_per_gb", "idle_rss_mb", "load_rss_mb")
+    ]
+    for _label, workload, size in proxy.rows(QUICK):
         expected += [
-            f"{k}/{f}" for k in (direct, proxied) for f in ("records_per_s", "mb_per_s", "cpu_s_per_gb")
+            f"{proxy.key(workload, size, path)}/{f}"
+            for path in proxy.PATHS
+            for f in ("records_per_s", "mb_per_s", "cpu_s_per_gb")
         ]
     expected += [f"proxy/e2e/{path}/{p}_ms" for path in proxy.PATHS for p in ("p50", "p99")]
     missing = [k for k in expected if k not in values]
     assert not missing, missing
-    # a quick direct catch-up read can take under one clock tick of the broker's CPU: >= 0 there
+    # a quick direct catch-up read can take under one clock tick of the broker's CPU, and a spliced
+    # relay under one of its own: >= 0 there
     assert all(values[k] > 0 or (k.endswith("cpu_s_per_gb") and values[k] == 0) for k in expected)
-    assert values["proxy/idle_rss_mb"] <= values["proxy/load_rss_mb"]
+    for p in ("proxy", "relay"):
+        assert values[f"{p}/idle_rss_mb"] <= values[f"{p}/load_rss_mb"]
     ratios = proxy.ratios(values, QUICK)
-    assert "proxy/e2e/added_p99_ms" in ratios  # proxied p99 - direct p99: either sign on a loaded machine
-    throughput = {k: r for k, r in ratios.items() if k != "proxy/e2e/added_p99_ms"}
-    assert len(throughput) == len(proxy.rows(QUICK)) and all(r > 0 for r in throughput.values())
+    added = [f"proxy/e2e/{path}/added_p99_ms" for path in ("proxied", "relayed")]
+    assert all(k in ratios for k in added)  # indirect p99 - direct p99: either sign on a loaded machine
+    throughput = {k: r for k, r in ratios.items() if k not in added}
+    assert len(throughput) == 2 * len(proxy.rows(QUICK)) and all(r > 0 for r in throughput.values())
     report = (out / "report.md").read_text()
-    assert "## Through `kcompat proxy` vs direct" in report
+    assert "## Through `kcompat proxy` and a byte relay vs direct" in report
+    assert "| row, upstream | direct | proxied | relayed | proxied/direct | relayed/direct |" in report
     assert (
-        "| produce confluent 1 KiB, records/s |" in report
-        and "| proxy CPU s per GB (proxied rows) |" in report
+        "| produce confluent 1 KiB, records/s, kcompat |" in report
+        and "| process CPU s per GB (its rows), kcompat |" in report
     )
+    assert "| proxy throughput >= 0.9x direct, every row |" in report and "relay floor" in report
 
 
 @pytest.mark.slow

@@ -70,7 +70,8 @@ else
 fi
 
 # Go builds the scale-on-cores load generator (benchmarks/loadgen; the cluster suite's slow test
-# runs it): any Go >= 1.19 on PATH or in /usr/local/go, else Debian's golang-go.
+# runs it) and the proxy rows' byte relay (benchmarks/relay), each on first use
+# (benchmarks/go_tools.py): any Go >= 1.19 on PATH or in /usr/local/go, else Debian's golang-go.
 if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || [ -x /usr/lib/go/bin/go ]; then
     say "go present"
 else
