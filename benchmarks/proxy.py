@@ -167,6 +167,8 @@ class RelayProcess:
 def _stop(process: subprocess.Popen[bytes] | None) -> None:
     if process is None:
         return
+    if process.stdout is not None:  # the relay's "listening" pipe
+        process.stdout.close()
     process.terminate()
     try:
         process.wait(15)

@@ -5,14 +5,17 @@ request frames decode with kcompat's own codec, as Kafka's parser would read the
 from __future__ import annotations
 
 import json
+import socket
 import struct
 import subprocess
 import sys
+import threading
 
 import pytest
 from support import ROOT
 
 from benchmarks import fetch_path, metadata_probe, metadata_scale, proxy, share, txn
+from benchmarks.brokers import KcompatBroker, free_port
 from benchmarks.plan import QUICK, consume_key, produce_key
 from benchmarks.suite import percentile
 from kcompat.wire import protocol
@@ -243,3 +246,61 @@ def test_requests_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
     assert "## Small requests and the produce ceiling" in report
     assert "| produce ceiling >= 50% of the page-cache write limit |" in report
     assert "MB/s of" in report  # the ceiling as a share of the write limit measured in the same run
+
+
+def test_byte_relay_passes_bytes_and_half_closes_on_both_ways(tmp_path):
+    """benchmarks/relay (built by go_tools): every byte both ways, unchanged, and a client's half
+    close reaches the upstream, whose answer and own close come back: what a Kafka connection
+    through it relies on (the proxy rows' relayed path)."""
+    from benchmarks import go_tools
+
+    payload = bytes(range(256)) * 4096  # 1 MiB: many splice calls, not one segment
+    answers: list[bytes] = []
+    with socket.create_server(("127.0.0.1", 0)) as upstream:
+
+        def serve() -> None:
+            conn, _ = upstream.accept()
+            with conn:
+                got = bytearray()
+                while chunk := conn.recv(1 << 16):  # b"": the client's half close came through
+                    got += chunk
+                answers.append(bytes(got))
+                conn.sendall(bytes(reversed(got)))  # its answer, after the client stopped sending
+
+        server = threading.Thread(target=serve, daemon=True)
+        server.start()
+        port = free_port()
+        relay = subprocess.Popen(
+            [str(go_tools.binary("relay", "this test")), f"127.0.0.1:{port}", f"127.0.0.1:{upstream.getsockname()[1]}"],
+            stdout=subprocess.PIPE,
+        )  # fmt: skip
+        with relay:  # closes its stdout pipe
+            try:
+                assert relay.stdout is not None and relay.stdout.readline() == b"listening\n"
+                with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+                    client.sendall(payload)
+                    client.shutdown(socket.SHUT_WR)
+                    back = bytearray()
+                    while chunk := client.recv(1 << 16):  # b"": the upstream's close came back
+                        back += chunk
+                server.join(30)
+                assert answers == [payload] and bytes(back) == bytes(reversed(payload))
+            finally:
+                relay.terminate()
+                relay.wait(15)
+
+
+def test_relay_refuses_an_upstream_that_does_not_advertise_it(tmp_path):
+    """A broker's plain listener names its own port in Metadata: clients would leave the relay after
+    bootstrap and the relayed rows would measure the direct path. RelayProcess.start says so."""
+    broker = KcompatBroker(tmp_path / "broker")  # no RELAY listener
+    broker.start()
+    relay = proxy.RelayProcess(free_port(), broker.port, tmp_path / "relay.log")
+    try:
+        with pytest.raises(RuntimeError, match=f"not the relay's {relay.port}"):
+            relay.start()
+        assert relay.process is None  # stopped on the way out
+    finally:
+        relay.stop()
+        broker.stop()
+        broker.cleanup()
