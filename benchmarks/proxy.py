@@ -52,6 +52,7 @@ PROCESS = {"proxied": "proxy", "relayed": "relay"}  # the process each indirect 
 E2E_RATE = 2000  # records/s: the added-latency figure
 NODE_ID_MAX = 15  # both brokers here are node 0 or 1
 START_TIMEOUT_S = 30.0
+NAMES = {"kafka": "Kafka", "kcompat": "kcompat"}
 
 
 def key(workload: str, size: int, path: str) -> str:
@@ -312,9 +313,6 @@ def _upstreams(agg: dict[str, dict[str, Any]], plan: Plan) -> list[str]:
         for b in ("kafka", "kcompat")
         if any(b in agg.get(f"{key(w, s, 'direct')}/records_per_s", {}) for _, w, s in rows(plan))
     ]
-
-
-NAMES = {"kafka": "Kafka", "kcompat": "kcompat"}
 
 
 def targets(agg: dict[str, dict[str, Any]], plan: Plan) -> list[tuple[str, bool | None, str]]:
