@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from benchmarks import wire_load
 from benchmarks.brokers import free_port
-from benchmarks.proc_stats import cpu_seconds
+from benchmarks.request_cost import user_system
 
 TOPIC = "floor"
 FIGURES = (
@@ -146,10 +146,12 @@ class FloorServer:
             self.addr, TOPIC, partitions, conns, requests, batch_records, "1"
         )
         job = {"mode": "produce", "in_flight": in_flight, "conns": conns_job}
-        cpu0 = cpu_seconds(self.process.pid)
+        user0, system0 = user_system(self.process.pid)
         r = wire_load._run(job, timeout)
-        cpu = cpu_seconds(self.process.pid) - cpu0
-        return {"requests": r["requests"], "seconds": r["seconds"], "cpu_s": cpu, "records": r["records"]}
+        user1, system1 = user_system(self.process.pid)
+        user, system = user1 - user0, system1 - system0
+        return {"requests": r["requests"], "seconds": r["seconds"], "cpu_s": user + system, "user_s": user,
+                "records": r["records"]}  # fmt: skip
 
 
 def measure(workdir: Path, small: int, ceiling_records: int, timeout: float = 300.0) -> dict[str, Any]:
@@ -166,6 +168,7 @@ def measure(workdir: Path, small: int, ceiling_records: int, timeout: float = 30
         "floor_cpu_us_per_request": s["cpu_s"] / s["requests"] * 1e6,
         "floor_ceiling_mbs": c["records"] * sr.RECORD_SIZE / c["seconds"] / 1e6,
         "floor_ceiling_cpu_s_per_gb": c["cpu_s"] / (c["records"] * sr.RECORD_SIZE / 1e9),
+        "floor_user_us_per_request": s["user_s"] / s["requests"] * 1e6,
     }
 
 
@@ -186,7 +189,7 @@ def main() -> None:
             f = measure(Path(tmp), args.requests, args.ceiling_records)
             print(
                 f"round {r + 1}: small requests {f['floor_requests_per_s']:,.0f} req/s at "
-                f"{f['floor_cpu_us_per_request']:.1f} us/request; ceiling {f['floor_ceiling_mbs']:,.0f} MB/s "
+                f"{f['floor_cpu_us_per_request']:.1f} us/request (user {f['floor_user_us_per_request']:.1f}); ceiling {f['floor_ceiling_mbs']:,.0f} MB/s "
                 f"at {f['floor_ceiling_cpu_s_per_gb']:.2f} CPU s/GB",
                 flush=True,
             )
