@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cluster, machine_limits, metrics_rows, report, scale, tls_rows
+from benchmarks import cluster, machine_limits, metrics_rows, report, request_floor, scale, tls_rows
 from benchmarks.brokers import KAFKA_JARS, BrokerProcess, KafkaBroker, KcompatBroker
 from benchmarks.plan import FULL, QUICK, Plan
 from benchmarks.suite import Suite
@@ -149,6 +149,15 @@ def main(argv: list[str] | None = None) -> int:
             data["machine"].append(limits)
             log.info("round %d: loopback sendfile %.0f MB/s, page-cache write %.0f MB/s",
                      n + 1, limits["sendfile_mbs"], limits["write_mbs"])  # fmt: skip
+            if "requests" in plan.suites:  # the floor under that suite's rows (request_floor.py)
+                try:
+                    limits.update(request_floor.measure(workdir / "machine", plan.small_requests,
+                                                        plan.ceiling_records, plan.timeouts["run"]))  # fmt: skip
+                    log.info("round %d: the Python floor %.0f requests/s at %.1f µs, ceiling %.0f MB/s", n + 1,
+                             limits["floor_requests_per_s"], limits["floor_cpu_us_per_request"],
+                             limits["floor_ceiling_mbs"])  # fmt: skip
+                except Exception as e:  # a figure for reading the others: its absence fails nothing
+                    log.warning("round %d: the Python floor not measured: %s", n + 1, e)
             order = names if n % 2 == 0 else names[::-1]
             data["meta"]["orders"].append(order)
             # The share and streams rows run in the first round only: group joins are most of their time.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import proxy, share, small_requests, streams, txn
+from benchmarks import proxy, request_floor, share, small_requests, streams, txn
 from benchmarks.plan import Plan, consume_key, figures, produce_key, size_label
 
 KCOMPAT, KAFKA = "kcompat", "kafka"
@@ -87,6 +87,27 @@ def _table(agg: dict[str, dict[str, Stat]], rows: list[tuple[str, str, bool]], f
     return lines
 
 
+MACHINE_KEYS = ("sendfile_mbs", "write_mbs", *request_floor.FIGURES)
+
+
+def _floor_small(agg: dict[str, dict[str, Stat]], key: str, machine: dict[str, Stat | None]) -> str:
+    """The Python floor's small-request figures against Kafka's acks=1 row (see request_floor.py)."""
+    rps, cpu = machine.get("floor_requests_per_s"), machine.get("floor_cpu_us_per_request")
+    kafka = agg.get(f"{small_requests.key('1')}/requests_per_s", {}).get(KAFKA)
+    kafka_cpu = agg.get(f"{small_requests.key('1')}/cpu_us_per_request", {}).get(KAFKA)
+    if rps is None or cpu is None or kafka is None or kafka_cpu is None or not key.endswith("acks=1"):
+        return ""
+    return (f"; the Python floor: {rps.median / kafka.median:.2f}x requests/s, "
+            f"{cpu.median / kafka_cpu.median:.2f}x CPU per request")  # fmt: skip
+
+
+def _floor_ceiling(machine: dict[str, Stat | None]) -> str:
+    floor, write = machine.get("floor_ceiling_mbs"), machine.get("write_mbs")
+    if floor is None or write is None:
+        return ""
+    return f"; the Python floor: {floor.median:.0f} MB/s = {floor.median / write.median:.0%}"
+
+
 def targets(agg: dict[str, dict[str, Stat]], plan: Plan, machine: dict[str, Stat | None]) -> list[str]:
     """The issue's targets, each with its figure, met or not."""
     out: list[str] = []
@@ -133,7 +154,8 @@ def targets(agg: dict[str, dict[str, Stat]], plan: Plan, machine: dict[str, Stat
         rps, cpu = ratio(agg, f"{k}/requests_per_s"), ratio(agg, f"{k}/cpu_us_per_request")
         line(f"small requests acks={acks}: >= 1.5x requests/s at <= 0.7x CPU per request",
              None if rps is None or cpu is None else rps >= 1.5 and cpu <= 0.7,
-             "not measured" if rps is None or cpu is None else f"{rps:.2f}x requests/s, {cpu:.2f}x CPU per request")  # fmt: skip
+             "not measured" if rps is None or cpu is None else f"{rps:.2f}x requests/s, {cpu:.2f}x CPU per request"
+             + _floor_small(agg, k, machine))  # fmt: skip
     write = machine.get("write_mbs")
     ceiling = agg.get(f"{small_requests.CEILING}/mb_per_s", {})
     if write is None or KCOMPAT not in ceiling:
@@ -143,7 +165,7 @@ def targets(agg: dict[str, dict[str, Stat]], plan: Plan, machine: dict[str, Stat
         kafka = f" (Kafka: {shares[KAFKA]:.0%})" if KAFKA in shares else ""
         line("produce ceiling >= 50% of the page-cache write limit", shares[KCOMPAT] >= 0.5,
              f"Go load, 256 KiB batches: {ceiling[KCOMPAT].median:.0f} MB/s of {write.median:.0f} MB/s = "
-             f"{shares[KCOMPAT]:.0%}{kafka}")  # fmt: skip
+             f"{shares[KCOMPAT]:.0%}{kafka}{_floor_ceiling(machine)}")  # fmt: skip
     sendfile = machine.get("sendfile_mbs")
     fetch = agg.get(f"{consume_key('raw-50MiB', 1024)}/mb_per_s", {}).get(KCOMPAT)
     if sendfile is None or fetch is None:
@@ -201,9 +223,21 @@ def suite_sections(agg: dict[str, dict[str, Stat]], plan: Plan) -> list[str]:
     return lines
 
 
+def _floor_rows(machine: dict[str, Stat | None]) -> list[str]:
+    """The Python floor under the requests suite's rows, when it was measured (request_floor.py)."""
+    if machine.get("floor_requests_per_s") is None:
+        return []
+    what = "the Python floor (benchmarks/request_floor.py: frames cut, records pwritten, fixed answers)"
+    return [
+        f"| {what}, small requests of the requests suite, requests/s | {_cell(machine['floor_requests_per_s'])} |",
+        f"| the Python floor, small requests, server CPU µs per request | {_cell(machine['floor_cpu_us_per_request'])} |",
+        f"| the Python floor, produce ceiling job, MB/s | {_cell(machine['floor_ceiling_mbs'])} |",
+    ]
+
+
 def markdown(data: dict[str, Any], plan: Plan) -> str:
     agg = aggregate(data["runs"])
-    machine = {k: stat([m[k] for m in data["machine"] if k in m]) for k in ("sendfile_mbs", "write_mbs")}
+    machine = {k: stat([m[k] for m in data["machine"] if k in m]) for k in MACHINE_KEYS}
     meta = data["meta"]
     lines = [
         "# kcompat vs Apache Kafka, side by side",
@@ -221,6 +255,7 @@ def markdown(data: dict[str, Any], plan: Plan) -> str:
         "|---|---:|",
         f"| loopback sendfile, page-cached file, MB/s | {_cell(machine['sendfile_mbs'])} |",
         f"| sequential page-cache write, 1 MiB writes, MB/s | {_cell(machine['write_mbs'])} |",
+        *_floor_rows(machine),
         "",
         "## Targets",
         "",

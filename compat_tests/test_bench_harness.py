@@ -242,8 +242,14 @@ def test_requests_suite_quick_run_against_kcompat_gives_every_figure(tmp_path):
         assert (
             values[f"{small_requests.key(acks)}/requests_per_s"] * 16 * 1024 < 2 * machine["write_mbs"] * 1e6
         )
+    # the Python floor under these rows (request_floor.py): it answered every request of both jobs
+    from benchmarks import request_floor
+
+    for key in request_floor.FIGURES:
+        assert machine[key] > 0, key
     report = (out / "report.md").read_text()
     assert "## Small requests and the produce ceiling" in report
+    assert "the Python floor:" in report  # beside the small-requests and ceiling targets
     assert "| produce ceiling >= 50% of the page-cache write limit |" in report
     assert "MB/s of" in report  # the ceiling as a share of the write limit measured in the same run
 
