@@ -79,17 +79,11 @@ def _free_base(span: int) -> int:
     raise RuntimeError("no free port range for the proxy's listeners")
 
 
-class ProxyProcess:
-    """`python -m kcompat proxy` in front of `upstream`, on free ports of 127.0.0.1."""
+class _Hop:
+    """A process between the clients and the broker, listening on 127.0.0.1:`port`."""
 
-    def __init__(
-        self, upstream: str, log_path: Path, python: str = sys.executable, tree: Path = ROOT
-    ) -> None:
-        self.upstream = upstream
-        self.log_path = log_path
-        self.python = python
-        self.tree = tree  # the source tree it runs from (proxy_ab.py: before and after a change)
-        self.port = _free_base(NODE_ID_MAX + 1)
+    def __init__(self, port: int, log_path: Path) -> None:
+        self.port, self.log_path = port, log_path
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -100,6 +94,22 @@ class ProxyProcess:
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
+
+    def stop(self) -> None:
+        _stop(self.process)
+        self.process = None
+
+
+class ProxyProcess(_Hop):
+    """`python -m kcompat proxy` in front of `upstream`, on free ports of 127.0.0.1."""
+
+    def __init__(
+        self, upstream: str, log_path: Path, python: str = sys.executable, tree: Path = ROOT
+    ) -> None:
+        super().__init__(_free_base(NODE_ID_MAX + 1), log_path)
+        self.upstream = upstream
+        self.python = python
+        self.tree = tree  # the source tree it runs from (proxy_ab.py: before and after a change)
 
     def start(self) -> None:
         command = [
@@ -116,27 +126,14 @@ class ProxyProcess:
         alive = lambda: self.process is not None and self.process.poll() is None  # noqa: E731
         wait_for_metadata("127.0.0.1", self.port, time.perf_counter(), START_TIMEOUT_S, alive)
 
-    def stop(self) -> None:
-        _stop(self.process)
-        self.process = None
 
-
-class RelayProcess:
+class RelayProcess(_Hop):
     """benchmarks/relay (Go, built on first use) from 127.0.0.1:`port` to the broker's RELAY
     listener, which advertises `port`."""
 
     def __init__(self, port: int, upstream_port: int, log_path: Path) -> None:
-        self.port, self.upstream_port, self.log_path = port, upstream_port, log_path
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+        super().__init__(port, log_path)
+        self.upstream_port = upstream_port
 
     def start(self) -> None:
         binary = go_tools.binary("relay", "the proxy rows' relay floor")
@@ -159,10 +156,6 @@ class RelayProcess:
             raise RuntimeError(
                 f"Metadata through the relay names ports {sorted(ports)}, not the relay's {self.port}"
             )
-
-    def stop(self) -> None:
-        _stop(self.process)
-        self.process = None
 
 
 def _stop(process: subprocess.Popen[bytes] | None) -> None:
