@@ -423,6 +423,49 @@ def test_an_acknowledgement_the_persister_did_not_take_is_rolled_back(h: BrokerH
     assert _stored_start(h) == 2
 
 
+def test_acknowledgements_in_flight_together_never_move_the_stored_start_offset_back(
+    h: BrokerHarness,
+) -> None:
+    """Two members' acknowledgements of one share-partition awaiting the persister at once: each
+    write is made when the one before it has been answered, so the start offsets written only
+    grow (a write made beside another would stop at the other's records and carry an older start,
+    and the share coordinator would move the start back over batches it had pruned)."""
+    import asyncio
+
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"0", b"1")
+    produce(h, b"2", b"3")
+    heartbeat(h, "a", 0)
+    heartbeat(h, "b", 0)
+    assert acquired(share_fetch(h, "a", 0, max_records=2, mode=1)) == [(0, 1, 1)]
+    assert acquired(share_fetch(h, "b", 0, max_records=2, mode=1)) == [(2, 3, 1)]
+    manager = h.broker.share_service.partitions
+    persister = manager.persister
+    write = persister.write_state
+    starts: list[int] = []
+
+    async def slow_write(key: Any, w: Any) -> int:
+        starts.append(w.start_offset)
+        await asyncio.sleep(0.05)
+        return int(await write(key, w))
+
+    persister.write_state = slow_write  # type: ignore[method-assign]
+    t = h.broker.metadata.topic("t")
+    assert t is not None
+
+    async def both() -> list[E]:
+        return list(
+            await asyncio.gather(
+                manager.acknowledge("g", "a", t, 0, [(0, 1, [ACCEPT])]),
+                manager.acknowledge("g", "b", t, 0, [(2, 3, [ACCEPT])]),
+            )
+        )
+
+    assert h.run(both()) == [E.NONE, E.NONE]
+    assert starts == sorted(starts) and starts[-1] == 4, starts
+    assert _stored_start(h) == 4
+
+
 def test_a_rolled_back_acknowledgement_keeps_the_delivery_count_when_the_lock_runs_out(
     h: BrokerHarness,
 ) -> None:

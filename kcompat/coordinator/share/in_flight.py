@@ -105,13 +105,13 @@ class Run:
         self.last = offset - 1
         return back
 
-    def settled(self, transition: Transition | None) -> tuple[RecordState, int]:
-        """(state, delivery count) as the persister is to see them: a run still in a transition
-        other than `transition` as it was before it."""
+    def settled_state(self, transition: Transition | None) -> RecordState:
+        """The state as the persister is to see it once `transition` (if any) is stored: a run
+        still in another transition as it was before it."""
         p = self.prior
         if p is None or (transition is not None and p.transition == transition.id):
-            return self.state, self.delivery_count
-        return p.state, p.delivery_count
+            return self.state
+        return p.state
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,24 +93,25 @@ class SharePartition:
     ) -> tuple[StateBatch, ...]:
         """The in-flight runs overlapping [lo, hi] (all without bounds) in the persister's terms;
         with `transition`, only its own runs, as it made them. Runs in any other transition are
-        given as they were before it: what the persister holds must not run ahead of a write that
-        may still fail."""
+        left out: the persister gets them from their own write, which may still fail."""
         out = []
         for r in self.runs:
             if (lo is not None and r.last < lo) or (hi is not None and r.first > hi):
                 continue
-            if transition is not None and (r.prior is None or r.prior.transition != transition.id):
+            if r.prior is None:
+                if transition is not None:
+                    continue
+            elif transition is None or r.prior.transition != transition.id:
                 continue
-            state, count = r.settled(transition)
-            state = RecordState.AVAILABLE if state == RecordState.ACQUIRED else state
-            out.append(StateBatch(r.first, r.last, int(state), count))
+            state = RecordState.AVAILABLE if r.state == RecordState.ACQUIRED else r.state
+            out.append(StateBatch(r.first, r.last, int(state), r.delivery_count))
         return tuple(out)
 
     def settled_start_offset(self, transition: Transition | None = None) -> int:
         """The start offset the persister is to see: past the front runs done once `transition`
         (if any) is stored, runs in other transitions counted as they were."""
         for r in self.runs:
-            if r.settled(transition)[0] not in DONE:
+            if r.settled_state(transition) not in DONE:
                 return r.first
         return self.end_offset
 
@@ -118,7 +119,9 @@ class SharePartition:
         """Records done past the start offset (both as the persister is to see them)."""
         start = self.settled_start_offset(transition)
         return sum(
-            r.last - r.first + 1 for r in self.runs if r.first >= start and r.settled(transition)[0] in DONE
+            r.last - r.first + 1
+            for r in self.runs
+            if r.first >= start and r.settled_state(transition) in DONE
         )
 
     # --- fetching --------------------------------------------------------------------------------

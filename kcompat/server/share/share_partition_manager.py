@@ -95,6 +95,10 @@ class SharePartitionManager:
         # one, and the share coordinator fences writes at an older one (FENCED_STATE_EPOCH)
         self._state_epochs: dict[SpKey, int] = {}
         self._loading: dict[SpKey, asyncio.Future[SharePartition | ErrorCode]] = {}
+        # One write at a time per share-partition, made when its turn comes: a write computed while
+        # another is in flight could carry a start offset behind it, and the share coordinator
+        # would move the start back over batches it had already pruned.
+        self._writing: dict[SpKey, asyncio.Lock] = {}
         self.sessions = ShareSessionCache(int(setting("group.share.max.share.sessions")))
         self._wake: asyncio.Event | None = None
         self._sleeping_until: int | None = None  # the deadline the lock timer sleeps to (None: none)
@@ -204,15 +208,19 @@ class SharePartitionManager:
         err, transition = sp.begin_acknowledge(member_id, list(batches), self.now_ms())
         if err != ErrorCode.NONE or transition is None:
             return err
-        err = await self._write(group_id, t, partition, sp, (transition.first, transition.last), transition)
-        if self.partitions.get((group_id, t.topic_id, partition)) is not sp:
-            return err  # dropped meanwhile (leadership moved): read again from what is stored
-        if err == ErrorCode.NONE:
-            sp.commit(transition)
-        else:
-            # Not stored, and the member told so: its records go back to it as they were (its lock
-            # keeps running), rather than stand acknowledged in memory only (Kafka rolls back too).
-            sp.rollback(transition)
+        key = (group_id, t.topic_id, partition)
+        async with self._writing.setdefault(key, asyncio.Lock()):
+            err = await self._write(
+                group_id, t, partition, sp, (transition.first, transition.last), transition
+            )
+            if self.partitions.get(key) is not sp:
+                return err  # dropped meanwhile (leadership moved): read again from what is stored
+            if err == ErrorCode.NONE:
+                sp.commit(transition)
+            else:
+                # Not stored, and the member told so: its records go back to it as they were (its
+                # lock keeps running), not acknowledged in memory only (Kafka rolls back too).
+                sp.rollback(transition)
         self._notify(t.name, partition)  # released records are available now, or not at all
         if (deadline := sp.next_deadline_ms()) is not None:
             self._arm(deadline)  # a rolled-back lock may run out before the timer's wake-up
@@ -316,7 +324,8 @@ class SharePartitionManager:
         if t is None:
             return
         self._notify(t.name, partition)
-        err = await self._write(group_id, t, partition, sp, span)
+        async with self._writing.setdefault((group_id, topic_id, partition), asyncio.Lock()):
+            err = await self._write(group_id, t, partition, sp, span)
         if err != ErrorCode.NONE:
             log.warning(
                 "share state of group %s on %s-%d not written (%s); released records are available here "
@@ -367,6 +376,7 @@ class SharePartitionManager:
             if err != ErrorCode.NONE:
                 return ErrorCode.of(err)
             self.drop((group_id, topic_id, partition))
+            self._writing.pop((group_id, topic_id, partition), None)  # its writes are moot now
         return ErrorCode.NONE
 
     def _deposed(self, key: SpKey) -> bool:
