@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import uuid
 
+from kcompat.coordinator.share.in_flight import Acquired, FetchedBatch, RecordState, ShareLimits, StateBatch
 from kcompat.coordinator.share.share_group import HeartbeatResult, ShareGroup, ShareGroupTiming, simple_assign
-from kcompat.coordinator.share.share_partition import (
-    Acquired,
-    FetchedBatch,
-    RecordState,
-    ShareLimits,
-    SharePartition,
-    StateBatch,
-)
+from kcompat.coordinator.share.share_partition import SharePartition
 from kcompat.wire.error_codes import ErrorCode
 
 ACCEPT, RELEASE, REJECT, GAP, RENEW = 1, 2, 3, 0, 4
@@ -184,3 +178,62 @@ def test_share_group_heartbeats() -> None:
     assert hb("zz", 3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert g.expired(150) == ["a", "b"] or set(g.expired(150)) == {"a", "b"}
     assert hb("a", -1).member_epoch == -1 and set(g.members) == {"b"}
+
+
+# --- transitions awaiting the persister (begin_acknowledge, commit, rollback) ---------------------
+
+
+def test_a_transition_moves_the_start_offset_only_once_committed() -> None:
+    p = sp()
+    p.acquire("a", [FetchedBatch(0, 9)], 100, 0)
+    err, t = p.begin_acknowledge("a", [(0, 4, [ACCEPT])], 0)
+    assert err == ErrorCode.NONE and t is not None and (t.first, t.last) == (0, 4)
+    assert p.start_offset == 0
+    # the write carries this transition's runs as they are now, and the start offset past them
+    assert p.state_batches(0, 9, t) == (StateBatch(0, 4, int(RecordState.ACKNOWLEDGED), 1),)
+    assert p.settled_start_offset(t) == 5 and p.delivery_complete_count(t) == 0
+    # any other write leaves them to their own, and does not move the start past them
+    assert p.state_batches(0, 9) == (StateBatch(5, 9, int(RecordState.AVAILABLE), 1),)
+    assert p.settled_start_offset() == 0
+    p.commit(t)
+    assert p.start_offset == 5 and [(r.first, r.state) for r in p.runs] == [(5, RecordState.ACQUIRED)]
+
+
+def test_released_records_wait_for_the_commit_before_anyone_acquires_them() -> None:
+    p = sp()
+    p.acquire("a", [FetchedBatch(0, 4)], 100, 0)
+    _, t = p.begin_acknowledge("a", [(0, 4, [RELEASE])], 0)
+    assert t is not None
+    assert p.next_fetch_offset() == 5 and p.acquire("b", [FetchedBatch(0, 4)], 100, 0) == []
+    p.commit(t)
+    assert p.acquire("b", [FetchedBatch(0, 4)], 100, 0) == [Acquired(0, 4, 2)]
+
+
+def test_a_rollback_restores_only_its_own_runs_member_count_and_deadline() -> None:
+    p = sp(lock_ms=1000)
+    p.acquire("a", [FetchedBatch(0, 4)], 100, now_ms=0)
+    p.acquire("b", [FetchedBatch(5, 9)], 100, now_ms=100)
+    _, ta = p.begin_acknowledge("a", [(0, 4, [ACCEPT])], 50)
+    _, tb = p.begin_acknowledge("b", [(5, 9, [RELEASE])], 150)
+    assert ta is not None and tb is not None
+    assert p.acknowledge("a", [(0, 0, [ACCEPT])], 60)[0] == ErrorCode.INVALID_RECORD_STATE  # in transition
+    p.rollback(ta)
+    r = p.runs[0]
+    assert (r.first, r.last, r.state, r.member, r.deadline_ms, r.delivery_count) == (
+        0, 4, RecordState.ACQUIRED, "a", 1000, 1
+    )  # fmt: skip
+    assert p.start_offset == 0
+    p.commit(tb)  # b's release stands: 5-9 available again
+    assert p.acquire("c", [FetchedBatch(0, 9)], 100, 200) == [Acquired(5, 9, 2)]
+
+
+def test_no_lock_expires_a_run_in_transition_and_a_rolled_back_one_expires_as_before() -> None:
+    p = sp(lock_ms=1000)
+    p.acquire("a", [FetchedBatch(0, 4)], 100, now_ms=0)
+    _, t = p.begin_acknowledge("a", [(0, 4, [ACCEPT])], 10)
+    assert t is not None
+    assert p.next_deadline_ms() is None and p.expire_locks(5000) is None
+    p.rollback(t)
+    assert p.next_deadline_ms() == 1000
+    assert p.expire_locks(5000) == (0, 4)
+    assert p.acquire("b", [FetchedBatch(0, 4)], 100, 5000) == [Acquired(0, 4, 2)]

@@ -6,12 +6,8 @@ from __future__ import annotations
 import struct
 import uuid
 
-from kcompat.coordinator.share.share_partition import (
-    AcknowledgeType,
-    RecordState,
-    ShareLimits,
-    SharePartition,
-)
+from kcompat.coordinator.share.in_flight import AcknowledgeType, RecordState, ShareLimits
+from kcompat.coordinator.share.share_partition import SharePartition
 from kcompat.log import LogConfig, LogManager
 from kcompat.log.log_file import FetchSlice
 from kcompat.server.share.share_fetch_reader import read_batches

@@ -376,13 +376,7 @@ def test_acknowledgements_after_a_reset_are_written_with_its_state_epoch(h: Brok
     assert acquired(share_fetch(h, "b", 0)) == []
 
 
-def test_an_acknowledgement_the_persister_did_not_take_is_undone(h: BrokerHarness) -> None:
-    """The member is told its acknowledgement failed; the records then come again (as Kafka rolls
-    the state back), instead of standing acknowledged in memory only until the next reload."""
-    overrides(h, {"share.auto.offset.reset": "earliest"})
-    produce(h, b"a", b"b")
-    heartbeat(h, "a", 0)
-    assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
+def _fail_one_write(h: BrokerHarness) -> None:
     persister = h.broker.share_service.partitions.persister
     write = persister.write_state
 
@@ -391,12 +385,103 @@ def test_an_acknowledgement_the_persister_did_not_take_is_undone(h: BrokerHarnes
         return int(E.COORDINATOR_NOT_AVAILABLE)
 
     persister.write_state = fail_once  # type: ignore[method-assign]
+
+
+def _stored_start(h: BrokerHarness) -> int:
+    """The share-partition's start offset as the persister holds it."""
+    from kcompat.server.share.persister import SharePartitionKey
+
+    persister = h.broker.share_service.partitions.persister
+    read = h.run(persister.read_state(SharePartitionKey("g", tid(h).bytes, 0), -1))
+    assert read.error_code == 0
+    return int(read.start_offset)
+
+
+def test_an_acknowledgement_the_persister_did_not_take_is_rolled_back(h: BrokerHarness) -> None:
+    """The member is told its acknowledgement failed, and its records are its own again, as they
+    were (Kafka's SharePartition rolls the transition back): neither acknowledged in memory only,
+    nor handed to anyone else while its lock runs; acknowledged again, they are stored."""
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"a", b"b")
+    heartbeat(h, "a", 0)
+    heartbeat(h, "b", 0)
+    assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
+    _fail_one_write(h)
     r = acknowledge(h, "a", 1, [(0, 1, [ACCEPT])])
     assert [E.of(p.error_code).name for t in r.responses for p in t.partitions] == [
         "COORDINATOR_NOT_AVAILABLE"
     ]
-    # what is stored says nothing was acknowledged: both records are delivered again (read back from
-    # the persister, which never saw their first delivery: counted from 1 again)
-    assert acquired(share_fetch(h, "a", 2)) == [(0, 1, 1)]
-    r = acknowledge(h, "a", 3, [(0, 1, [ACCEPT])])
+    sp = h.broker.share_service.partitions.partitions[("g", tid(h), 0)]
+    assert sp.start_offset == 0
+    assert [(r.first, r.last, r.state.name, r.delivery_count, r.member) for r in sp.runs] == [
+        (0, 1, "ACQUIRED", 1, "a")
+    ]
+    assert acquired(share_fetch(h, "b", 0)) == []  # still a's: its lock has not run out
+    r = acknowledge(h, "a", 2, [(0, 1, [ACCEPT])])
     assert [E.of(p.error_code).name for t in r.responses for p in t.partitions] == ["NONE"]
+    assert sp.start_offset == 2 and sp.runs == []
+    assert _stored_start(h) == 2
+
+
+def test_acknowledgements_in_flight_together_never_move_the_stored_start_offset_back(
+    h: BrokerHarness,
+) -> None:
+    """Two members' acknowledgements of one share-partition awaiting the persister at once: each
+    write is made when the one before it has been answered, so the start offsets written only
+    grow (a write made beside another would stop at the other's records and carry an older start,
+    and the share coordinator would move the start back over batches it had pruned)."""
+    import asyncio
+
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"0", b"1")
+    produce(h, b"2", b"3")
+    heartbeat(h, "a", 0)
+    heartbeat(h, "b", 0)
+    assert acquired(share_fetch(h, "a", 0, max_records=2, mode=1)) == [(0, 1, 1)]
+    assert acquired(share_fetch(h, "b", 0, max_records=2, mode=1)) == [(2, 3, 1)]
+    manager = h.broker.share_service.partitions
+    persister = manager.persister
+    write = persister.write_state
+    starts: list[int] = []
+
+    async def slow_write(key: Any, w: Any) -> int:
+        starts.append(w.start_offset)
+        await asyncio.sleep(0.05)
+        return int(await write(key, w))
+
+    persister.write_state = slow_write  # type: ignore[method-assign]
+    t = h.broker.metadata.topic("t")
+    assert t is not None
+
+    async def both() -> list[E]:
+        return list(
+            await asyncio.gather(
+                manager.acknowledge("g", "a", t, 0, [(0, 1, [ACCEPT])]),
+                manager.acknowledge("g", "b", t, 0, [(2, 3, [ACCEPT])]),
+            )
+        )
+
+    assert h.run(both()) == [E.NONE, E.NONE]
+    assert starts == sorted(starts) and starts[-1] == 4, starts
+    assert _stored_start(h) == 4
+
+
+def test_a_rolled_back_acknowledgement_keeps_the_delivery_count_when_the_lock_runs_out(
+    h: BrokerHarness,
+) -> None:
+    """After the rollback the member's lock still runs: when it runs out the records come again,
+    counted from their first delivery (a reload from the persister, which never saw that delivery,
+    would count from 1 again and let a poison record past share.delivery.count.limit)."""
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"a", b"b")
+    heartbeat(h, "a", 0)
+    heartbeat(h, "b", 0)
+    assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
+    _fail_one_write(h)
+    r = acknowledge(h, "a", 1, [(0, 1, [RELEASE])])
+    assert [E.of(p.error_code).name for t in r.responses for p in t.partitions] == [
+        "COORDINATOR_NOT_AVAILABLE"
+    ]
+    assert acquired(share_fetch(h, "b", 0)) == []  # the release was not stored: still a's
+    h.sleep(1.3)  # the 1 s lock runs out
+    assert acquired(share_fetch(h, "b", 1)) == [(0, 1, 2)]

@@ -5,123 +5,42 @@
 Everything below the start offset is done (acknowledged or archived); everything from the end
 offset on has never been acquired. In between, the records are kept as runs: a fetched batch is one
 run, and an acknowledgement that covers part of it splits it, down to single offsets when each
-offset is acknowledged its own way (Kafka's per-batch state that becomes per-offset state).
-
-    AVAILABLE ──acquire──► ACQUIRED ──ACCEPT──► ACKNOWLEDGED
-        ▲                     │ ─────REJECT/GAP──► ARCHIVED
-        └─RELEASE/lock expiry─┘   (past share.delivery.count.limit: ARCHIVED instead)
+offset is acknowledged its own way (Kafka's per-batch state that becomes per-offset state). The
+record states and their table are in in_flight.py.
 
 Each acquisition raises the delivery count; a record released (by the client, by its lock timing
 out or by its member leaving) once its count has reached the limit is archived, not made available
 again. The start offset moves over completed runs at the front, so the in-flight window
 (`share.partition.max.record.locks` records: nothing new is acquired once it is full) frees up as
 consumers acknowledge.
+
+An acknowledgement is a Transition until the persister has taken it (begin_acknowledge, then commit
+or rollback), as in Kafka's SharePartition: its runs keep what they were (`prior`), nobody acquires
+them, no lock expires them and the start offset does not pass them meanwhile; a write that fails
+puts exactly those runs back as they were (acquired by the member, their delivery count and lock
+deadline kept) and touches nothing else.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from enum import IntEnum
 
+from kcompat.coordinator.share.in_flight import (
+    DONE,
+    KNOWN_ACK_TYPES,
+    TRANSITIONS,
+    Acquired,
+    Event,
+    FetchedBatch,
+    Prior,
+    RecordState,
+    Run,
+    ShareLimits,
+    StateBatch,
+    Transition,
+)
 from kcompat.wire.error_codes import ErrorCode
-
-
-class RecordState(IntEnum):
-    """Kafka's RecordState ids (the persisted DeliveryState uses 0, 2 and 4)."""
-
-    AVAILABLE = 0
-    ACQUIRED = 1
-    ACKNOWLEDGED = 2
-    ARCHIVED = 4
-
-
-class AcknowledgeType(IntEnum):
-    """AcknowledgementBatches' AcknowledgeTypes (ShareFetch/ShareAcknowledge)."""
-
-    GAP = 0
-    ACCEPT = 1
-    RELEASE = 2
-    REJECT = 3
-    RENEW = 4  # v2: keep the records, restart their lock
-
-
-class Event(IntEnum):
-    """What happens to a run besides an acknowledgement."""
-
-    ACQUIRE = 10
-    EXPIRE = 11  # the acquisition lock timed out, or the member left / closed its session
-    ARCHIVE = 12  # never to be delivered: aborted, a control batch, below the log start
-
-
-# The state table: (state, event or acknowledge type) -> next state. Anything else is refused
-# (INVALID_RECORD_STATE for an acknowledgement).
-TRANSITIONS: dict[tuple[RecordState, int], RecordState] = {
-    (RecordState.AVAILABLE, Event.ACQUIRE): RecordState.ACQUIRED,
-    (RecordState.AVAILABLE, Event.ARCHIVE): RecordState.ARCHIVED,
-    (RecordState.ACQUIRED, AcknowledgeType.ACCEPT): RecordState.ACKNOWLEDGED,
-    (RecordState.ACQUIRED, AcknowledgeType.RELEASE): RecordState.AVAILABLE,
-    (RecordState.ACQUIRED, AcknowledgeType.REJECT): RecordState.ARCHIVED,
-    (RecordState.ACQUIRED, AcknowledgeType.GAP): RecordState.ARCHIVED,
-    (RecordState.ACQUIRED, AcknowledgeType.RENEW): RecordState.ACQUIRED,
-    (RecordState.ACQUIRED, Event.EXPIRE): RecordState.AVAILABLE,
-}
-
-DONE = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
-_KNOWN_TYPES = frozenset(int(t) for t in AcknowledgeType)
-
-
-@dataclass(frozen=True, slots=True)
-class ShareLimits:
-    delivery_count_limit: int = 5  # share.delivery.count.limit
-    max_record_locks: int = 2000  # share.partition.max.record.locks
-    lock_duration_ms: int = 30000  # share.record.lock.duration.ms
-
-
-@dataclass(slots=True)
-class Run:
-    """Offsets first..last (inclusive) in one state; `member` and `deadline_ms` while ACQUIRED."""
-
-    first: int
-    last: int
-    state: RecordState
-    delivery_count: int
-    member: str | None = None
-    deadline_ms: int = 0
-
-    def split_at(self, offset: int) -> Run:
-        """Cut before `offset` (first < offset <= last): self keeps the front, the back is returned."""
-        back = Run(offset, self.last, self.state, self.delivery_count, self.member, self.deadline_ms)
-        self.last = offset - 1
-        return back
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedBatch:
-    """A batch read from the log, as the share fetch saw it: offsets and whether it is deliverable
-    (control batches and, for read_committed, aborted data are archived, never acquired)."""
-
-    first: int
-    last: int
-    deliverable: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Acquired:
-    first: int
-    last: int
-    delivery_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class StateBatch:
-    """A run as the persister stores it (ACQUIRED is stored as AVAILABLE: a lock does not survive)."""
-
-    first: int
-    last: int
-    state: int
-    delivery_count: int
 
 
 def _first(r: Run) -> int:
@@ -150,6 +69,7 @@ class SharePartition:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.runs: list[Run] = []  # sorted, contiguous from start_offset to end_offset - 1
+        self._transitions = 0  # the last Transition id given
 
     # --- state kept by the persister -------------------------------------------------------------
 
@@ -168,25 +88,48 @@ class SharePartition:
             self.end_offset = b.last + 1
         self._advance()
 
-    def state_batches(self, lo: int | None = None, hi: int | None = None) -> tuple[StateBatch, ...]:
-        """The in-flight runs overlapping [lo, hi] (all without bounds) in the persister's terms."""
+    def state_batches(
+        self, lo: int | None = None, hi: int | None = None, transition: Transition | None = None
+    ) -> tuple[StateBatch, ...]:
+        """The in-flight runs overlapping [lo, hi] (all without bounds) in the persister's terms;
+        with `transition`, only its own runs, as it made them. Runs in any other transition are
+        left out: the persister gets them from their own write, which may still fail."""
         out = []
         for r in self.runs:
             if (lo is not None and r.last < lo) or (hi is not None and r.first > hi):
+                continue
+            if r.prior is None:
+                if transition is not None:
+                    continue
+            elif transition is None or r.prior.transition != transition.id:
                 continue
             state = RecordState.AVAILABLE if r.state == RecordState.ACQUIRED else r.state
             out.append(StateBatch(r.first, r.last, int(state), r.delivery_count))
         return tuple(out)
 
-    def delivery_complete_count(self) -> int:
-        return sum(r.last - r.first + 1 for r in self.runs if r.state in DONE)
+    def settled_start_offset(self, transition: Transition | None = None) -> int:
+        """The start offset the persister is to see: past the front runs done once `transition`
+        (if any) is stored, runs in other transitions counted as they were."""
+        for r in self.runs:
+            if r.settled_state(transition) not in DONE:
+                return r.first
+        return self.end_offset
+
+    def delivery_complete_count(self, transition: Transition | None = None) -> int:
+        """Records done past the start offset (both as the persister is to see them)."""
+        start = self.settled_start_offset(transition)
+        return sum(
+            r.last - r.first + 1
+            for r in self.runs
+            if r.first >= start and r.settled_state(transition) in DONE
+        )
 
     # --- fetching --------------------------------------------------------------------------------
 
     def next_fetch_offset(self) -> int:
         """Where a share fetch reads from: the first available in-flight record, else the end."""
         for r in self.runs:
-            if r.state == RecordState.AVAILABLE:
+            if r.state == RecordState.AVAILABLE and r.prior is None:
                 return r.first
         return self.end_offset
 
@@ -268,7 +211,7 @@ class SharePartition:
         i = self._split_range(lo, hi)
         while i < len(self.runs) and self.runs[i].first <= hi and budget > 0:
             r = self.runs[i]
-            if r.state == RecordState.AVAILABLE:
+            if r.state == RecordState.AVAILABLE and r.prior is None:  # released, once stored
                 if r.last - r.first + 1 > budget:
                     self.runs.insert(i + 1, r.split_at(r.first + budget))
                 r.state = TRANSITIONS[(r.state, Event.ACQUIRE)]
@@ -291,17 +234,29 @@ class SharePartition:
     def acknowledge(
         self, member: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int
     ) -> tuple[ErrorCode, tuple[int, int] | None]:
+        """begin_acknowledge and commit at once (no persister in between): the error and the span
+        of offsets changed."""
+        err, transition = self.begin_acknowledge(member, batches, now_ms)
+        if transition is None:
+            return err, None
+        self.commit(transition)
+        return err, (transition.first, transition.last)
+
+    def begin_acknowledge(
+        self, member: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int
+    ) -> tuple[ErrorCode, Transition | None]:
         """Apply (first, last, types) acknowledgements of `member`: one type for the whole range,
         or one per offset, the batches in offset order (else INVALID_REQUEST, as Kafka). All or
-        nothing: INVALID_RECORD_STATE when any offset is not acquired by this member or is
-        acknowledged twice, and then nothing changes. Returns the error and the span of offsets
-        changed (for the persister)."""
+        nothing: INVALID_RECORD_STATE when any offset is not acquired by this member, is
+        acknowledged twice or is in a transition not yet stored, and then nothing changes. Returns
+        the error and the Transition to commit or roll back once the persister answered (None
+        when nothing changed)."""
         plan: list[tuple[int, int, int]] = []
         prev_last = -1
         for first, last, types in batches:
             if last < first or first < prev_last or not types:
                 return ErrorCode.INVALID_REQUEST, None
-            if (len(types) != 1 and len(types) != last - first + 1) or not _KNOWN_TYPES.issuperset(types):
+            if (len(types) != 1 and len(types) != last - first + 1) or not KNOWN_ACK_TYPES.issuperset(types):
                 return ErrorCode.INVALID_REQUEST, None
             if first == prev_last:  # Kafka lets a batch start on the last one's end: that offset twice
                 return ErrorCode.INVALID_RECORD_STATE, None
@@ -313,14 +268,39 @@ class SharePartition:
         if not plan:
             return ErrorCode.NONE, None
         deadline = now_ms + self.limits.lock_duration_ms
+        self._transitions += 1
+        tid = self._transitions
         for first, last, ack in plan:
             i = self._split_range(first, last)
             while i < len(self.runs) and self.runs[i].first <= last:
-                self._transition(self.runs[i], ack, deadline)
+                r = self.runs[i]
+                r.prior = Prior(tid, r.state, r.delivery_count, r.member, r.deadline_ms)
+                self._transition(r, ack, deadline)
                 i += 1
-        span = (min(p[0] for p in plan), max(p[1] for p in plan))
+        self._advance()  # merges only: the start offset waits for the commit
+        return ErrorCode.NONE, Transition(tid, min(p[0] for p in plan), max(p[1] for p in plan))
+
+    def commit(self, transition: Transition) -> None:
+        """The persister took the transition: its runs stand as they are now."""
+        for r in self.runs:
+            if r.prior is not None and r.prior.transition == transition.id:
+                r.prior = None
         self._advance()
-        return ErrorCode.NONE, span
+
+    def rollback(self, transition: Transition) -> None:
+        """The persister refused the transition: its runs go back to what they were (acquired by
+        their member, with their delivery count and lock deadline), as Kafka rolls back."""
+        for r in self.runs:
+            p = r.prior
+            if p is not None and p.transition == transition.id:
+                r.state, r.delivery_count, r.member, r.deadline_ms = (
+                    p.state,
+                    p.delivery_count,
+                    p.member,
+                    p.deadline_ms,
+                )
+                r.prior = None
+        self._advance()
 
     def _all_acquired_by(self, member: str, first: int, last: int) -> bool:
         if first < self.start_offset or last >= self.end_offset:
@@ -330,7 +310,7 @@ class SharePartition:
             r = runs[i]
             if r.first > last:
                 break
-            if r.state != RecordState.ACQUIRED or r.member != member:
+            if r.state != RecordState.ACQUIRED or r.member != member or r.prior is not None:
                 return False
         return True
 
@@ -357,7 +337,7 @@ class SharePartition:
     def _release(self, pick: Callable[[Run], bool]) -> tuple[int, int] | None:
         lo = hi = None
         for r in self.runs:
-            if r.state == RecordState.ACQUIRED and pick(r):
+            if r.state == RecordState.ACQUIRED and r.prior is None and pick(r):  # else: its ack decides
                 self._transition(r, Event.EXPIRE, 0)
                 lo = r.first if lo is None else lo
                 hi = r.last
@@ -367,7 +347,7 @@ class SharePartition:
         return lo, hi
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [r.deadline_ms for r in self.runs if r.state == RecordState.ACQUIRED]
+        deadlines = [r.deadline_ms for r in self.runs if r.state == RecordState.ACQUIRED and r.prior is None]
         return min(deadlines) if deadlines else None
 
     def acquired_count(self) -> int:
@@ -401,7 +381,7 @@ class SharePartition:
     def _advance(self) -> None:
         """Drop completed runs at the front (the start offset moves) and merge equal neighbours."""
         k = 0
-        while k < len(self.runs) and self.runs[k].state in DONE:
+        while k < len(self.runs) and self.runs[k].state in DONE and self.runs[k].prior is None:
             self.start_offset = self.runs[k].last + 1
             k += 1
         if k:
@@ -417,6 +397,7 @@ class SharePartition:
                 and p.delivery_count == r.delivery_count
                 and p.member == r.member
                 and p.deadline_ms == r.deadline_ms
+                and p.prior == r.prior
             ):
                 p.last = r.last
             else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kcompat.coordinator.share.share_partition import Acquired, FetchedBatch
+from kcompat.coordinator.share.in_flight import Acquired, FetchedBatch
 from kcompat.log.batch_scan import iter_headers
 from kcompat.log.log_file import EMPTY_SLICE, FetchSlice, FilePiece, LogFile
 from kcompat.log.partition_log import PartitionLog

@@ -26,12 +26,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kcompat.coordinator.share.share_partition import (
-    Acquired,
-    ShareLimits,
-    SharePartition,
-    StateBatch,
-)
+from kcompat.coordinator.share.in_flight import Acquired, ShareLimits, StateBatch, Transition
+from kcompat.coordinator.share.share_partition import SharePartition
 from kcompat.log.log_file import EMPTY_SLICE, FetchSlice
 from kcompat.server.share.persister import (
     Persister,
@@ -99,6 +95,10 @@ class SharePartitionManager:
         # one, and the share coordinator fences writes at an older one (FENCED_STATE_EPOCH)
         self._state_epochs: dict[SpKey, int] = {}
         self._loading: dict[SpKey, asyncio.Future[SharePartition | ErrorCode]] = {}
+        # One write at a time per share-partition, made when its turn comes: a write computed while
+        # another is in flight could carry a start offset behind it, and the share coordinator
+        # would move the start back over batches it had already pruned.
+        self._writing: dict[SpKey, asyncio.Lock] = {}
         self.sessions = ShareSessionCache(int(setting("group.share.max.share.sessions")))
         self._wake: asyncio.Event | None = None
         self._sleeping_until: int | None = None  # the deadline the lock timer sleeps to (None: none)
@@ -205,30 +205,47 @@ class SharePartitionManager:
         sp = await self.share_partition(group_id, t, partition)
         if isinstance(sp, ErrorCode):
             return sp
-        err, span = sp.acknowledge(member_id, list(batches), self.now_ms())
-        if err != ErrorCode.NONE or span is None:
+        err, transition = sp.begin_acknowledge(member_id, list(batches), self.now_ms())
+        if err != ErrorCode.NONE or transition is None:
             return err
-        # RENEW only moves deadlines later: the timer wakes early at worst, and sleeps again.
-        self._notify(t.name, partition)
-        err = await self._write(group_id, t, partition, sp, span)
-        if err != ErrorCode.NONE and self.partitions.get(key := (group_id, t.topic_id, partition)) is sp:
-            # Not stored, and the member told so: read the share-partition again rather than keep
-            # acknowledgements only memory holds (Kafka rolls them back), so those records come again.
-            self.drop(key)
+        key = (group_id, t.topic_id, partition)
+        async with self._writing.setdefault(key, asyncio.Lock()):
+            err = await self._write(
+                group_id, t, partition, sp, (transition.first, transition.last), transition
+            )
+            if self.partitions.get(key) is not sp:
+                return err  # dropped meanwhile (leadership moved): read again from what is stored
+            if err == ErrorCode.NONE:
+                sp.commit(transition)
+            else:
+                # Not stored, and the member told so: its records go back to it as they were (its
+                # lock keeps running), not acknowledged in memory only (Kafka rolls back too).
+                sp.rollback(transition)
+        self._notify(t.name, partition)  # released records are available now, or not at all
+        if (deadline := sp.next_deadline_ms()) is not None:
+            self._arm(deadline)  # a rolled-back lock may run out before the timer's wake-up
         return err
 
     async def _write(
-        self, group_id: str, t: TopicInfo, partition: int, sp: SharePartition, span: tuple[int, int]
+        self,
+        group_id: str,
+        t: TopicInfo,
+        partition: int,
+        sp: SharePartition,
+        span: tuple[int, int],
+        transition: Transition | None = None,
     ) -> ErrorCode:
+        """The span's runs to the persister; with `transition`, only that acknowledgement's runs."""
         batches = tuple(
-            PersisterStateBatch(b.first, b.last, b.state, b.delivery_count) for b in sp.state_batches(*span)
+            PersisterStateBatch(b.first, b.last, b.state, b.delivery_count)
+            for b in sp.state_batches(*span, transition)
         )
         key = (group_id, t.topic_id, partition)
         write = ShareStateWrite(
             state_epoch=self._state_epochs.get(key, 0),
             leader_epoch=self._epochs.get(key, self._leader_epoch(t, partition)),
-            start_offset=sp.start_offset,
-            delivery_complete_count=sp.delivery_complete_count(),
+            start_offset=sp.settled_start_offset(transition),
+            delivery_complete_count=sp.delivery_complete_count(transition),
             state_batches=batches,
         )
         err = await self.persister.write_state(
@@ -307,7 +324,8 @@ class SharePartitionManager:
         if t is None:
             return
         self._notify(t.name, partition)
-        err = await self._write(group_id, t, partition, sp, span)
+        async with self._writing.setdefault((group_id, topic_id, partition), asyncio.Lock()):
+            err = await self._write(group_id, t, partition, sp, span)
         if err != ErrorCode.NONE:
             log.warning(
                 "share state of group %s on %s-%d not written (%s); released records are available here "
@@ -358,6 +376,7 @@ class SharePartitionManager:
             if err != ErrorCode.NONE:
                 return ErrorCode.of(err)
             self.drop((group_id, topic_id, partition))
+            self._writing.pop((group_id, topic_id, partition), None)  # its writes are moot now
         return ErrorCode.NONE
 
     def _deposed(self, key: SpKey) -> bool:
