@@ -397,20 +397,26 @@ def _stored_start(h: BrokerHarness) -> int:
     return int(read.start_offset)
 
 
-def test_an_acknowledgement_the_persister_did_not_take_is_rolled_back(h: BrokerHarness) -> None:
-    """The member is told its acknowledgement failed, and its records are its own again, as they
-    were (Kafka's SharePartition rolls the transition back): neither acknowledged in memory only,
-    nor handed to anyone else while its lock runs; acknowledged again, they are stored."""
+def _refused_acknowledgement(h: BrokerHarness, ack_type: int) -> None:
+    """a holds records 0-1 and b is in the group too; a's acknowledgement of them (`ack_type`) is
+    answered with the persister's refusal."""
     overrides(h, {"share.auto.offset.reset": "earliest"})
     produce(h, b"a", b"b")
     heartbeat(h, "a", 0)
     heartbeat(h, "b", 0)
     assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
     _fail_one_write(h)
-    r = acknowledge(h, "a", 1, [(0, 1, [ACCEPT])])
+    r = acknowledge(h, "a", 1, [(0, 1, [ack_type])])
     assert [E.of(p.error_code).name for t in r.responses for p in t.partitions] == [
         "COORDINATOR_NOT_AVAILABLE"
     ]
+
+
+def test_an_acknowledgement_the_persister_did_not_take_is_rolled_back(h: BrokerHarness) -> None:
+    """The member is told its acknowledgement failed, and its records are its own again, as they
+    were (Kafka's SharePartition rolls the transition back): neither acknowledged in memory only,
+    nor handed to anyone else while its lock runs; acknowledged again, they are stored."""
+    _refused_acknowledgement(h, ACCEPT)
     sp = h.broker.share_service.partitions.partitions[("g", tid(h), 0)]
     assert sp.start_offset == 0
     assert [(r.first, r.last, r.state.name, r.delivery_count, r.member) for r in sp.runs] == [
@@ -472,16 +478,7 @@ def test_a_rolled_back_acknowledgement_keeps_the_delivery_count_when_the_lock_ru
     """After the rollback the member's lock still runs: when it runs out the records come again,
     counted from their first delivery (a reload from the persister, which never saw that delivery,
     would count from 1 again and let a poison record past share.delivery.count.limit)."""
-    overrides(h, {"share.auto.offset.reset": "earliest"})
-    produce(h, b"a", b"b")
-    heartbeat(h, "a", 0)
-    heartbeat(h, "b", 0)
-    assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
-    _fail_one_write(h)
-    r = acknowledge(h, "a", 1, [(0, 1, [RELEASE])])
-    assert [E.of(p.error_code).name for t in r.responses for p in t.partitions] == [
-        "COORDINATOR_NOT_AVAILABLE"
-    ]
+    _refused_acknowledgement(h, RELEASE)
     assert acquired(share_fetch(h, "b", 0)) == []  # the release was not stored: still a's
     h.sleep(1.3)  # the 1 s lock runs out
     assert acquired(share_fetch(h, "b", 1)) == [(0, 1, 2)]
