@@ -189,14 +189,22 @@ def test_a_transition_moves_the_start_offset_only_once_committed() -> None:
     err, t = p.begin_acknowledge("a", [(0, 4, [ACCEPT])], 0)
     assert err == ErrorCode.NONE and t is not None and (t.first, t.last) == (0, 4)
     assert p.start_offset == 0
-    # the write carries this transition's runs as they are now, and the start offset past them
-    assert p.state_batches(0, 9, t) == (StateBatch(0, 4, int(RecordState.ACKNOWLEDGED), 1),)
+    # the write carries the start offset past this transition's runs, and them only from there on
     assert p.settled_start_offset(t) == 5 and p.delivery_complete_count(t) == 0
+    assert p.state_batches(0, 9, t) == ()
     # any other write leaves them to their own, and does not move the start past them
     assert p.state_batches(0, 9) == (StateBatch(5, 9, int(RecordState.AVAILABLE), 1),)
     assert p.settled_start_offset() == 0
+    # a transition past the start offset carries its runs
+    _, t2 = p.begin_acknowledge("a", [(7, 8, [ACCEPT])], 0)
+    assert t2 is not None
+    assert p.state_batches(0, 9, t2) == (StateBatch(7, 8, int(RecordState.ACKNOWLEDGED), 1),)
+    p.commit(t2)
     p.commit(t)
-    assert p.start_offset == 5 and [(r.first, r.state) for r in p.runs] == [(5, RecordState.ACQUIRED)]
+    assert p.start_offset == 5
+    assert [(r.first, r.state) for r in p.runs] == [
+        (5, RecordState.ACQUIRED), (7, RecordState.ACKNOWLEDGED), (9, RecordState.ACQUIRED)
+    ]  # fmt: skip
 
 
 def test_released_records_wait_for_the_commit_before_anyone_acquires_them() -> None:

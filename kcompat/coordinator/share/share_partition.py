@@ -92,11 +92,13 @@ class SharePartition:
         self, lo: int | None = None, hi: int | None = None, transition: Transition | None = None
     ) -> tuple[StateBatch, ...]:
         """The in-flight runs overlapping [lo, hi] (all without bounds) in the persister's terms;
-        with `transition`, only its own runs, as it made them. Runs in any other transition are
-        left out: the persister gets them from their own write, which may still fail."""
+        with `transition`, only its own runs, as it made them, from the start offset it moves to
+        (the share coordinator prunes what is below). Runs in any other transition are left out:
+        the persister gets them from their own write, which may still fail."""
         out = []
+        start = self.settled_start_offset(transition) if transition is not None else self.start_offset
         for r in self.runs:
-            if (lo is not None and r.last < lo) or (hi is not None and r.first > hi):
+            if r.last < start or (lo is not None and r.last < lo) or (hi is not None and r.first > hi):
                 continue
             if r.prior is None:
                 if transition is not None:
