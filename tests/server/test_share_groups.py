@@ -472,6 +472,41 @@ def test_acknowledgements_in_flight_together_never_move_the_stored_start_offset_
     assert _stored_start(h) == 4
 
 
+def test_an_acknowledgement_whose_request_is_cancelled_is_still_stored_and_settled(h: BrokerHarness) -> None:
+    """The connection closes while the acknowledgement's write is in flight (the request task is
+    cancelled): the write goes on and its transition is committed, not left open with its records
+    neither acquirable nor expiring."""
+    import asyncio
+
+    overrides(h, {"share.auto.offset.reset": "earliest"})
+    produce(h, b"a", b"b")
+    heartbeat(h, "a", 0)
+    assert acquired(share_fetch(h, "a", 0)) == [(0, 1, 1)]
+    manager = h.broker.share_service.partitions
+    persister = manager.persister
+    write = persister.write_state
+
+    async def slow_write(key: Any, w: Any) -> int:
+        await asyncio.sleep(0.05)
+        return int(await write(key, w))
+
+    persister.write_state = slow_write  # type: ignore[method-assign]
+    t = h.broker.metadata.topic("t")
+    assert t is not None
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(manager.acknowledge("g", "a", t, 0, [(0, 1, [ACCEPT])]))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.sleep(0.1)
+        assert task.cancelled()
+
+    h.run(cancelled())
+    sp = manager.partitions[("g", tid(h), 0)]
+    assert sp.start_offset == 2 and sp.runs == []
+    assert _stored_start(h) == 2
+
+
 def test_a_rolled_back_acknowledgement_keeps_the_delivery_count_when_the_lock_runs_out(
     h: BrokerHarness,
 ) -> None:

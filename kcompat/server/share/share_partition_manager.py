@@ -208,11 +208,23 @@ class SharePartitionManager:
         err, transition = sp.begin_acknowledge(member_id, list(batches), self.now_ms())
         if err != ErrorCode.NONE or transition is None:
             return err
+        # Shielded: a request cancelled meanwhile (its connection closed) must not leave the
+        # transition open, its records neither acquirable nor expiring, for good.
+        return await asyncio.shield(self._settle(group_id, t, partition, sp, transition))
+
+    async def _settle(
+        self, group_id: str, t: TopicInfo, partition: int, sp: SharePartition, transition: Transition
+    ) -> ErrorCode:
+        """Store the transition, in its share-partition's turn, then commit or roll it back."""
         key = (group_id, t.topic_id, partition)
         async with self._writing.setdefault(key, asyncio.Lock()):
-            err = await self._write(
-                group_id, t, partition, sp, (transition.first, transition.last), transition
-            )
+            try:
+                err = await self._write(
+                    group_id, t, partition, sp, (transition.first, transition.last), transition
+                )
+            except BaseException:
+                sp.rollback(transition)
+                raise
             if self.partitions.get(key) is not sp:
                 return err  # dropped meanwhile (leadership moved): read again from what is stored
             if err == ErrorCode.NONE:
