@@ -54,5 +54,8 @@ def test_a_throttled_connection_waits_after_its_answer(server: ServerThread) -> 
         assert recv_response(other) == (3, b"meanwhile")
         assert time.monotonic() - t0 < 0.4  # another connection is served during the mute
         assert recv_response(muted) == (2, b"second")
-        assert time.monotonic() - t0 >= 0.5  # the next request waited out the throttle
+        # the next request waited out the throttle. uvloop starts a sleep's timer from the loop's
+        # cached clock (libuv's, read at the turn's start), so the wait can end a little short of
+        # 0.5 s by this clock: 0.499997 s was seen in CI. Unmuted it would take under 0.4 s.
+        assert time.monotonic() - t0 >= 0.45
     assert not server.broker.mutes  # taken by the connection once waited out
