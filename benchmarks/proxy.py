@@ -96,8 +96,17 @@ class _Hop:
         return self.process.pid
 
     def stop(self) -> None:
-        _stop(self.process)
-        self.process = None
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.stdout is not None:  # the relay's "listening" pipe
+            process.stdout.close()
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(15)
 
 
 class ProxyProcess(_Hop):
@@ -156,19 +165,6 @@ class RelayProcess(_Hop):
             raise RuntimeError(
                 f"Metadata through the relay names ports {sorted(ports)}, not the relay's {self.port}"
             )
-
-
-def _stop(process: subprocess.Popen[bytes] | None) -> None:
-    if process is None:
-        return
-    if process.stdout is not None:  # the relay's "listening" pipe
-        process.stdout.close()
-    process.terminate()
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(15)
 
 
 def run(suite: Suite) -> None:
